@@ -1,0 +1,2 @@
+"""Plumbing every Switchboard service shares: settings, database, migrations,
+telemetry, server bootstrap, error mapping, client channels, identity."""

@@ -1,0 +1,106 @@
+"""Server bootstrap shared by every service: a grpc.aio server with tracing and
+error mapping, grpc.health.v1 health, reflection; graceful shutdown on
+SIGTERM (health NOT_SERVING, drain, then close databases and channels); and the
+``serve`` / ``migrate`` command line of each ``python -m services.<name>``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.shared.db import create_engine
+from services.shared.errors import ErrorMappingInterceptor
+from services.shared.migrations import upgrade_to_head
+from services.shared.settings import ServiceSettings
+from services.shared.telemetry import server_interceptors, setup_logging, setup_telemetry, shutdown_telemetry
+
+log = logging.getLogger(__name__)
+
+Closer = Callable[[], Awaitable[None]]
+S = TypeVar("S", bound=ServiceSettings)
+
+
+@dataclass
+class RunningService:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    closers: list[Closer] = field(default_factory=list)
+
+    async def stop(self, grace: float | None) -> None:
+        """Health NOT_SERVING first so load balancers stop sending, then let
+        in-flight calls finish within ``grace``, then release resources."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        for close in reversed(self.closers):
+            await close()
+
+
+async def start_service(
+    settings: ServiceSettings,
+    register: Callable[[grpc.aio.Server], Sequence[str]],
+    closers: Sequence[Closer] = (),
+) -> RunningService:
+    """Builds and starts the server; ``register`` adds the servicers and returns
+    their full service names (for health and reflection)."""
+    server = grpc.aio.server(
+        interceptors=[*server_interceptors(), ErrorMappingInterceptor()],
+        options=[("grpc.so_reuseport", 0)],
+    )
+    names = list(register(server))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
+    )
+    port = server.add_insecure_port(settings.address)
+    await server.start()
+    for name in ["", *names]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("%s serving on %s:%d", settings.service_name, settings.host, port)
+    return RunningService(server, port, health_servicer, list(closers))
+
+
+async def migrate(settings: ServiceSettings, migrations_dir: Path) -> None:
+    engine = create_engine(settings.effective_database_url)
+    try:
+        await upgrade_to_head(engine, migrations_dir, settings.service_name)
+    finally:
+        await engine.dispose()
+
+
+async def _serve(settings: S, build: Callable[[S], Awaitable[RunningService]]) -> None:
+    service = await build(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("%s shutting down (grace %.1fs)", settings.service_name, settings.shutdown_grace)
+    await service.stop(settings.shutdown_grace)
+    shutdown_telemetry()
+
+
+def main(settings_type: type[S], build: Callable[[S], Awaitable[RunningService]], migrations_dir: Path) -> None:
+    """``python -m services.<name> [serve|migrate]``."""
+    settings = settings_type()
+    parser = argparse.ArgumentParser(prog=f"python -m services.{settings.service_name}")
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    args = parser.parse_args()
+    setup_logging(settings.log_level, settings.service_name)
+    if args.command == "migrate":
+        asyncio.run(migrate(settings, migrations_dir))
+        log.info("%s database at the newest revision", settings.service_name)
+        return
+    setup_telemetry(settings.service_name, settings.otlp_endpoint)
+    asyncio.run(_serve(settings, build))

@@ -1,0 +1,63 @@
+"""Channels to other services: one per downstream service, opened at start-up,
+traced, every call with a deadline, idempotent calls retried with tenacity
+when (and only when) the service is UNAVAILABLE."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import grpc
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from services.shared.telemetry import client_interceptors
+
+Response = TypeVar("Response")
+Metadata = Sequence[tuple[str, str]]
+
+_CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+]
+
+
+def open_channel(address: str) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS, interceptors=client_interceptors())
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def deadline(context: grpc.aio.ServicerContext | None, default: float) -> float:
+    """The timeout for a downstream call: the default, but never past the
+    deadline of the call being served (deadlines propagate)."""
+    if context is None:
+        return default
+    remaining = context.time_remaining()
+    return default if remaining is None else max(0.0, min(default, remaining))
+
+
+async def call(
+    method: Callable[..., Awaitable[Response]],
+    request: object,
+    *,
+    timeout: float,
+    metadata: Metadata = (),
+    idempotent: bool = True,
+    attempts: int = 3,
+) -> Response:
+    """Calls a unary method. Retries UNAVAILABLE with jittered backoff only if
+    ``idempotent``; any other error is raised at once."""
+    if not idempotent:
+        return await method(request, timeout=timeout, metadata=metadata)
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_is_unavailable),
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential_jitter(initial=0.05, max=1.0),
+        reraise=True,
+    ):
+        with attempt:
+            return await method(request, timeout=timeout, metadata=metadata)
+    raise AssertionError("unreachable: tenacity reraises the last error")

@@ -1,0 +1,141 @@
+"""Domain errors, each carrying its gRPC status code and ErrorInfo reason, and
+the one server interceptor that maps them onto statuses with
+``google.rpc.ErrorInfo`` details. Anything unexpected becomes INTERNAL, logged,
+with no stack trace sent to the client."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from switchboard.common.v1 import common_pb2
+
+log = logging.getLogger(__name__)
+
+ERROR_DOMAIN = "switchboard.dev"
+
+
+class DomainError(Exception):
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    reason: int = common_pb2.ERROR_REASON_UNSPECIFIED
+
+    def __init__(self, message: str, **metadata: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata
+
+
+class InvalidArgument(DomainError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+    reason = common_pb2.ERROR_REASON_INVALID_ARGUMENT
+
+
+class NotFound(DomainError):
+    """Also for objects of another user: the two are never distinguished."""
+
+    code = grpc.StatusCode.NOT_FOUND
+    reason = common_pb2.ERROR_REASON_NOT_FOUND
+
+
+class TooLarge(DomainError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+    reason = common_pb2.ERROR_REASON_TOO_LARGE
+
+
+class FailedPrecondition(DomainError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    reason = common_pb2.ERROR_REASON_FAILED_PRECONDITION
+
+
+class Unauthenticated(DomainError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+    reason = common_pb2.ERROR_REASON_UNAUTHENTICATED
+
+
+class DependencyUnavailable(DomainError):
+    code = grpc.StatusCode.UNAVAILABLE
+    reason = common_pb2.ERROR_REASON_DEPENDENCY_UNAVAILABLE
+
+
+def to_status(error: DomainError) -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(
+        reason=common_pb2.ErrorReason.Name(error.reason), domain=ERROR_DOMAIN, metadata=error.metadata
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=error.code.value[0], message=error.message, details=[detail])
+    return rpc_status.to_status(status)
+
+
+def _internal_status() -> grpc.Status:
+    return rpc_status.to_status(status_pb2.Status(code=code_pb2.INTERNAL, message="internal error"))
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    if isinstance(exc, DomainError):
+        await context.abort_with_status(to_status(exc))
+    log.exception("unexpected error in %s", method)
+    await context.abort_with_status(_internal_status())
+
+
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Maps DomainError to its status, anything else to a logged INTERNAL."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        if handler.unary_unary:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    return await inner_uu(request, context)
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the one place that maps errors
+                    await _abort(context, exc, method)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                try:
+                    async for response in inner_us(request, context):
+                        yield response
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    await _abort(context, exc, method)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, handler.request_deserializer, handler.response_serializer
+            )
+        return handler
+
+
+def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo detail of a failed call, if the service sent one."""
+    status = rpc_status.from_call(error)
+    if status is None:
+        return None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None

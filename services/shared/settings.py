@@ -1,0 +1,45 @@
+"""The settings base every service extends: one frozen object, read from the
+environment once in ``__main__`` and passed down (no ``os.environ`` elsewhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    """Fields common to every gRPC service. Subclasses set ``env_prefix``
+    (``SWITCHBOARD_THREADS_`` ...) and ``service_name``."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+
+    service_name: str = "switchboard"
+    host: str = "127.0.0.1"
+    port: int = 0
+    # Folder of the embedded SQLite files, shared by all services on one host.
+    data_dir: Path = Field(
+        default=Path(".data"), validation_alias=AliasChoices("SWITCHBOARD_DATA_DIR", "data_dir")
+    )
+    # Empty: an SQLite file <data_dir>/<service_name>.db. Otherwise any async
+    # SQLAlchemy URL, e.g. postgresql+asyncpg://user@host/db.
+    database_url: str = ""
+    # Run the migrations at start-up (the default); off when a migration job runs them.
+    migrate_on_start: bool = True
+    otlp_endpoint: str = Field(
+        default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint")
+    )
+    log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level"))
+    # Seconds in-flight RPCs get to finish after SIGTERM.
+    shutdown_grace: float = 10.0
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / (self.service_name + '.db')}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"

@@ -1,0 +1,160 @@
+"""SQL of the threads service, through SQLModel async sessions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import tuple_, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from services.shared.db import is_unique_violation
+from services.shared.time import utcnow
+from services.threads.models import Agent, Entry, Thread
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    requester: str
+    target: str
+    correlation_id: str
+    role: int
+    source: str
+    run_id: str
+    content: str
+
+
+class ThreadsRepository:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    # Agents
+
+    async def insert_agent(self, agent: Agent) -> bool:
+        """False when an agent with this id exists already."""
+        async with self._sessions() as session:
+            session.add(agent)
+            try:
+                await session.commit()
+            except IntegrityError as exc:
+                if is_unique_violation(exc):
+                    return False
+                raise
+            return True
+
+    async def get_agent(self, agent_id: str) -> Agent | None:
+        async with self._sessions() as session:
+            return await session.get(Agent, agent_id)
+
+    async def list_agents(self, after_id: str, limit: int) -> Sequence[Agent]:
+        async with self._sessions() as session:
+            query = select(Agent).where(col(Agent.id) > after_id).order_by(col(Agent.id)).limit(limit)
+            return (await session.exec(query)).all()
+
+    # Threads
+
+    async def insert_conversation(self, thread: Thread) -> Thread:
+        """Inserts, or returns the conversation created earlier with the same
+        (user, request_id): a retried create writes once."""
+        async with self._sessions() as session:
+            session.add(thread)
+            try:
+                await session.commit()
+                return thread
+            except IntegrityError as exc:
+                if not (thread.request_id and is_unique_violation(exc)):
+                    raise
+            await session.rollback()
+            query = select(Thread).where(Thread.user_id == thread.user_id, Thread.request_id == thread.request_id)
+            return (await session.exec(query)).one()
+
+    async def get_thread(self, thread_id: str) -> Thread | None:
+        async with self._sessions() as session:
+            return await session.get(Thread, thread_id)
+
+    async def list_conversations(
+        self, user_id: str, cursor: tuple[bool, str, str] | None, limit: int
+    ) -> Sequence[Thread]:
+        """Pinned first, then most recently active; keyset-paginated."""
+        async with self._sessions() as session:
+            query = select(Thread).where(Thread.kind == "conversation", Thread.user_id == user_id)
+            if cursor is not None:
+                pinned, update_time, thread_id = cursor
+                query = query.where(
+                    tuple_(col(Thread.pinned), col(Thread.update_time), col(Thread.id))
+                    < tuple_(pinned, update_time, thread_id)
+                )
+            query = query.order_by(
+                col(Thread.pinned).desc(), col(Thread.update_time).desc(), col(Thread.id).desc()
+            ).limit(limit)
+            return (await session.exec(query)).all()
+
+    # Entries
+
+    async def append_entries(self, thread_id: str, request_id: str, entries: Sequence[NewEntry]) -> list[Entry]:
+        """Appends atomically with consecutive sequence numbers. With a
+        request_id, a retry returns the entries written the first time."""
+        if request_id:
+            existing = await self._entries_of_request(thread_id, request_id)
+            if existing:
+                return existing
+        now = utcnow()
+        async with self._sessions() as session:
+            try:
+                # One UPDATE reserves the sequence numbers: a row lock on
+                # PostgreSQL, the write lock on SQLite; no gap, no duplicate.
+                result = await session.execute(
+                    update(Thread)
+                    .where(col(Thread.id) == thread_id)
+                    .values(last_sequence=Thread.last_sequence + len(entries), update_time=now)
+                    .returning(col(Thread.last_sequence))
+                )
+                last = result.scalar_one()
+                rows = [
+                    Entry(
+                        id=str(uuid.uuid4()),
+                        thread_id=thread_id,
+                        sequence=last - len(entries) + index + 1,
+                        request_id=request_id or None,
+                        request_index=index,
+                        create_time=now,
+                        **entry.__dict__,
+                    )
+                    for index, entry in enumerate(entries)
+                ]
+                session.add_all(rows)
+                await session.commit()
+                return rows
+            except IntegrityError as exc:
+                if not (request_id and is_unique_violation(exc)):
+                    raise
+        # A concurrent retry of the same request won the race: return its rows.
+        return await self._entries_of_request(thread_id, request_id)
+
+    async def _entries_of_request(self, thread_id: str, request_id: str) -> list[Entry]:
+        async with self._sessions() as session:
+            query = (
+                select(Entry)
+                .where(Entry.thread_id == thread_id, Entry.request_id == request_id)
+                .order_by(col(Entry.request_index))
+            )
+            return list((await session.exec(query)).all())
+
+    async def list_entries(
+        self, thread_id: str, correlation_id: str, after: int | None, before: int | None, limit: int
+    ) -> Sequence[Entry]:
+        """Entries by sequence: ascending after ``after``, or descending before
+        ``before`` (newest first). Index-backed on (thread_id, correlation_id, sequence)."""
+        async with self._sessions() as session:
+            query = select(Entry).where(Entry.thread_id == thread_id)
+            if correlation_id:
+                query = query.where(Entry.correlation_id == correlation_id)
+            if before is not None:
+                query = query.where(col(Entry.sequence) < before).order_by(col(Entry.sequence).desc())
+            else:
+                query = query.where(col(Entry.sequence) > (after or 0)).order_by(col(Entry.sequence))
+            return (await session.exec(query.limit(limit))).all()

@@ -1,0 +1,160 @@
+"""ThreadsService: proto <-> domain, nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+from google.protobuf import json_format
+
+from services.shared.identity import caller_user
+from services.shared.time import to_timestamp
+from services.threads.domain import ThreadsDomain
+from services.threads.models import Agent, Entry, Thread
+from services.threads.repository import NewEntry
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
+
+Context = grpc.aio.ServicerContext
+
+
+def agent_to_proto(agent: Agent) -> threads_pb2.Agent:
+    return threads_pb2.Agent(
+        id=agent.id,
+        display_name=agent.display_name,
+        persona=agent.persona,
+        provider_id=agent.provider_id,
+        model=agent.model,
+        injection_strategy=agent.injection_strategy,  # type: ignore[arg-type]
+        create_time=to_timestamp(agent.create_time),
+        update_time=to_timestamp(agent.update_time),
+    )
+
+
+def conversation_to_proto(thread: Thread) -> threads_pb2.Conversation:
+    sources = threads_pb2.AllowedSources()
+    json_format.ParseDict(json.loads(thread.sources_json or "{}"), sources, ignore_unknown_fields=True)
+    return threads_pb2.Conversation(
+        id=thread.id,
+        user_id=thread.user_id or "",
+        title=thread.title,
+        title_auto=thread.title_auto,
+        pinned=thread.pinned,
+        allowed_sources=sources,
+        create_time=to_timestamp(thread.create_time),
+        update_time=to_timestamp(thread.update_time),
+    )
+
+
+def entry_to_proto(entry: Entry) -> threads_pb2.Entry:
+    return threads_pb2.Entry(
+        id=entry.id,
+        thread_id=entry.thread_id,
+        sequence=entry.sequence,
+        requester=entry.requester,
+        target=entry.target,
+        correlation_id=entry.correlation_id,
+        role=entry.role,  # type: ignore[arg-type]
+        source=entry.source,
+        run_id=entry.run_id,
+        content=entry.content,
+        create_time=to_timestamp(entry.create_time),
+    )
+
+
+class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
+    def __init__(self, domain: ThreadsDomain) -> None:
+        self._domain = domain
+
+    async def CreateAgent(
+        self, request: threads_service_pb2.CreateAgentRequest, context: Context
+    ) -> threads_service_pb2.CreateAgentResponse:
+        a = request.agent
+        agent = await self._domain.create_agent(
+            Agent(
+                id=a.id,
+                display_name=a.display_name,
+                persona=a.persona,
+                provider_id=a.provider_id,
+                model=a.model,
+                injection_strategy=a.injection_strategy,
+            )
+        )
+        return threads_service_pb2.CreateAgentResponse(agent=agent_to_proto(agent))
+
+    async def GetAgent(
+        self, request: threads_service_pb2.GetAgentRequest, context: Context
+    ) -> threads_service_pb2.GetAgentResponse:
+        agent = await self._domain.get_agent(request.agent_id)
+        return threads_service_pb2.GetAgentResponse(agent=agent_to_proto(agent))
+
+    async def ListAgents(
+        self, request: threads_service_pb2.ListAgentsRequest, context: Context
+    ) -> threads_service_pb2.ListAgentsResponse:
+        agents, token = await self._domain.list_agents(request.page_size, request.page_token)
+        return threads_service_pb2.ListAgentsResponse(
+            agents=[agent_to_proto(a) for a in agents], next_page_token=token
+        )
+
+    async def CreateConversation(
+        self, request: threads_service_pb2.CreateConversationRequest, context: Context
+    ) -> threads_service_pb2.CreateConversationResponse:
+        sources = (
+            json_format.MessageToDict(request.allowed_sources, preserving_proto_field_name=True)
+            if request.HasField("allowed_sources")
+            else {"workspace": True}
+        )
+        thread = await self._domain.create_conversation(
+            caller_user(context), request.request_id, request.title, sources
+        )
+        return threads_service_pb2.CreateConversationResponse(conversation=conversation_to_proto(thread))
+
+    async def GetConversation(
+        self, request: threads_service_pb2.GetConversationRequest, context: Context
+    ) -> threads_service_pb2.GetConversationResponse:
+        thread = await self._domain.get_conversation(caller_user(context), request.conversation_id)
+        return threads_service_pb2.GetConversationResponse(conversation=conversation_to_proto(thread))
+
+    async def ListConversations(
+        self, request: threads_service_pb2.ListConversationsRequest, context: Context
+    ) -> threads_service_pb2.ListConversationsResponse:
+        threads, token = await self._domain.list_conversations(
+            caller_user(context), request.page_size, request.page_token
+        )
+        return threads_service_pb2.ListConversationsResponse(
+            conversations=[conversation_to_proto(t) for t in threads], next_page_token=token
+        )
+
+    async def AppendEntries(
+        self, request: threads_service_pb2.AppendEntriesRequest, context: Context
+    ) -> threads_service_pb2.AppendEntriesResponse:
+        entries = [
+            NewEntry(
+                requester=e.requester,
+                target=e.target,
+                correlation_id=e.correlation_id,
+                role=e.role,
+                source=e.source,
+                run_id=e.run_id,
+                content=e.content,
+            )
+            for e in request.entries
+        ]
+        rows = await self._domain.append_entries(
+            caller_user(context), request.thread_id, request.request_id, entries
+        )
+        return threads_service_pb2.AppendEntriesResponse(entries=[entry_to_proto(r) for r in rows])
+
+    async def ListEntries(
+        self, request: threads_service_pb2.ListEntriesRequest, context: Context
+    ) -> threads_service_pb2.ListEntriesResponse:
+        rows, token = await self._domain.list_entries(
+            caller_user(context),
+            request.thread_id,
+            request.correlation_id,
+            request.descending,
+            request.page_size,
+            request.page_token,
+        )
+        return threads_service_pb2.ListEntriesResponse(
+            entries=[entry_to_proto(r) for r in rows], next_page_token=token
+        )
