@@ -127,9 +127,6 @@ class ThreadsDomain:
         position = cursor.get("seq")
         if position is not None and not isinstance(position, int):
             raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-        if descending:
-            rows = await self._repo.list_entries(thread_id, correlation_id, None, position or 2**62, size + 1)
-        else:
-            rows = await self._repo.list_entries(thread_id, correlation_id, position or 0, None, size + 1)
+        rows = await self._repo.list_entries(thread_id, correlation_id, position, descending, size + 1)
         next_token = encode_token({"seq": rows[size - 1].sequence}) if len(rows) > size else ""
         return rows[:size], next_token

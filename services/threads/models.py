@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Index, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from services.shared.time import utcnow
@@ -43,7 +43,7 @@ class Thread(SQLModel, table=True):
     pinned: bool = False
     # The conversation's *allowed* sources (not a run's read sources).
     sources_json: str = "{}"
-    last_sequence: int = 0
+    last_sequence: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
 
@@ -58,7 +58,7 @@ class Entry(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=36)
     thread_id: str = Field(foreign_key="threads.id", max_length=36)
-    sequence: int
+    sequence: int = Field(sa_column=Column(BigInteger, nullable=False))
     requester: str = ""
     target: str = ""
     correlation_id: str = ""

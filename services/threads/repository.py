@@ -107,7 +107,7 @@ class ThreadsRepository:
             try:
                 # One UPDATE reserves the sequence numbers: a row lock on
                 # PostgreSQL, the write lock on SQLite; no gap, no duplicate.
-                result = await session.execute(
+                result = await session.exec(
                     update(Thread)
                     .where(col(Thread.id) == thread_id)
                     .values(last_sequence=Thread.last_sequence + len(entries), update_time=now)
@@ -145,16 +145,18 @@ class ThreadsRepository:
             return list((await session.exec(query)).all())
 
     async def list_entries(
-        self, thread_id: str, correlation_id: str, after: int | None, before: int | None, limit: int
+        self, thread_id: str, correlation_id: str, position: int | None, descending: bool, limit: int
     ) -> Sequence[Entry]:
-        """Entries by sequence: ascending after ``after``, or descending before
-        ``before`` (newest first). Index-backed on (thread_id, correlation_id, sequence)."""
+        """Entries by sequence, strictly after ``position`` (ascending) or before
+        it (descending, newest first). Index-backed on (thread_id, correlation_id, sequence)."""
         async with self._sessions() as session:
             query = select(Entry).where(Entry.thread_id == thread_id)
             if correlation_id:
                 query = query.where(Entry.correlation_id == correlation_id)
-            if before is not None:
-                query = query.where(col(Entry.sequence) < before).order_by(col(Entry.sequence).desc())
+            if descending:
+                if position is not None:
+                    query = query.where(col(Entry.sequence) < position)
+                query = query.order_by(col(Entry.sequence).desc())
             else:
-                query = query.where(col(Entry.sequence) > (after or 0)).order_by(col(Entry.sequence))
+                query = query.where(col(Entry.sequence) > (position or 0)).order_by(col(Entry.sequence))
             return (await session.exec(query.limit(limit))).all()

@@ -1,0 +1,139 @@
+"""The threads service in-process, called through its real stub."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from services.threads.server import build_server
+from services.threads.settings import ThreadsSettings
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2 as pb, threads_service_pb2_grpc
+from tests.service.harness import as_user, expect_error, running
+
+Stub = threads_service_pb2_grpc.ThreadsServiceStub
+
+
+@pytest.fixture
+async def stub(db_url: str) -> AsyncIterator[Stub]:
+    settings = ThreadsSettings(port=0, database_url=db_url)
+    async with running(build_server, settings) as (_, channel):
+        yield Stub(channel)
+
+
+async def test_conversation_is_private_to_its_user(stub: Stub) -> None:
+    created = await stub.CreateConversation(pb.CreateConversationRequest(title="Plans"), **as_user("alice"))
+    conversation_id = created.conversation.id
+    got = await stub.GetConversation(pb.GetConversationRequest(conversation_id=conversation_id), **as_user("alice"))
+    assert got.conversation.title == "Plans" and got.conversation.allowed_sources.workspace
+    # Bob gets exactly what he gets for an id that does not exist.
+    await expect_error(
+        stub.GetConversation(pb.GetConversationRequest(conversation_id=conversation_id), **as_user("bob")),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
+    await expect_error(
+        stub.AppendEntries(
+            pb.AppendEntriesRequest(
+                thread_id=conversation_id, entries=[threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="x")]
+            ),
+            **as_user("bob"),
+        ),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
+    listed = await stub.ListConversations(pb.ListConversationsRequest(), **as_user("bob"))
+    assert list(listed.conversations) == []
+
+
+async def test_create_conversation_is_idempotent_on_request_id(stub: Stub) -> None:
+    request = pb.CreateConversationRequest(request_id="req-1", title="Once")
+    first, second = await asyncio.gather(
+        stub.CreateConversation(request, **as_user("alice")), stub.CreateConversation(request, **as_user("alice"))
+    )
+    assert first.conversation.id == second.conversation.id
+    listed = await stub.ListConversations(pb.ListConversationsRequest(), **as_user("alice"))
+    assert [c.id for c in listed.conversations] == [first.conversation.id]
+
+
+async def test_append_is_atomic_sequenced_and_idempotent(stub: Stub) -> None:
+    conversation = (await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))).conversation
+    entries = [
+        threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="question", correlation_id="c1"),
+        threads_pb2.Entry(role=threads_pb2.ROLE_ASSISTANT, content="answer", correlation_id="c1"),
+    ]
+    request = pb.AppendEntriesRequest(request_id="append-1", thread_id=conversation.id, entries=entries)
+    first = await stub.AppendEntries(request, **as_user("alice"))
+    retried = await stub.AppendEntries(request, **as_user("alice"))
+    assert [e.sequence for e in first.entries] == [1, 2]
+    assert [e.id for e in retried.entries] == [e.id for e in first.entries]
+    # Concurrent appends get distinct consecutive sequence numbers.
+    await asyncio.gather(
+        *(
+            stub.AppendEntries(
+                pb.AppendEntriesRequest(
+                    thread_id=conversation.id,
+                    entries=[threads_pb2.Entry(role=threads_pb2.ROLE_USER, content=f"m{i}", correlation_id="c2")],
+                ),
+                **as_user("alice"),
+            )
+            for i in range(10)
+        )
+    )
+    page = await stub.ListEntries(pb.ListEntriesRequest(thread_id=conversation.id, page_size=5), **as_user("alice"))
+    assert [e.sequence for e in page.entries] == [1, 2, 3, 4, 5] and page.next_page_token
+    rest = await stub.ListEntries(
+        pb.ListEntriesRequest(thread_id=conversation.id, page_size=50, page_token=page.next_page_token),
+        **as_user("alice"),
+    )
+    assert [e.sequence for e in rest.entries] == list(range(6, 13)) and not rest.next_page_token
+    correlated = await stub.ListEntries(
+        pb.ListEntriesRequest(thread_id=conversation.id, correlation_id="c1"), **as_user("alice")
+    )
+    assert [e.content for e in correlated.entries] == ["question", "answer"]
+    tail = await stub.ListEntries(
+        pb.ListEntriesRequest(thread_id=conversation.id, descending=True, page_size=2), **as_user("alice")
+    )
+    assert [e.sequence for e in tail.entries] == [12, 11]
+
+
+async def test_bad_input_is_invalid_argument(stub: Stub) -> None:
+    conversation = (await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))).conversation
+    await expect_error(
+        stub.AppendEntries(pb.AppendEntriesRequest(thread_id=conversation.id), **as_user("alice")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    await expect_error(
+        stub.CreateConversation(pb.CreateConversationRequest(title="t" * 500), **as_user("alice")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_TOO_LARGE",
+    )
+    await expect_error(
+        stub.ListEntries(pb.ListEntriesRequest(thread_id=conversation.id, page_token="%%%"), **as_user("alice")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    await expect_error(
+        stub.ListConversations(pb.ListConversationsRequest(), timeout=10),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "ERROR_REASON_UNAUTHENTICATED",
+    )
+
+
+async def test_agents_registry(stub: Stub) -> None:
+    for slug in ["qa", "architect", "main"]:
+        await stub.CreateAgent(pb.CreateAgentRequest(agent=threads_pb2.Agent(id=slug, persona=f"{slug} persona")))
+    first = await stub.ListAgents(pb.ListAgentsRequest(page_size=2))
+    second = await stub.ListAgents(pb.ListAgentsRequest(page_size=2, page_token=first.next_page_token))
+    assert [a.id for a in first.agents] + [a.id for a in second.agents] == ["architect", "main", "qa"]
+    await expect_error(
+        stub.GetAgent(pb.GetAgentRequest(agent_id="nobody")), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"
+    )
+    await expect_error(
+        stub.CreateAgent(pb.CreateAgentRequest(agent=threads_pb2.Agent(id="Bad Id!"))),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
