@@ -91,7 +91,9 @@ async def _serve(settings: S, build: Callable[[S], Awaitable[RunningService]]) -
     shutdown_telemetry()
 
 
-def main(settings_type: type[S], build: Callable[[S], Awaitable[RunningService]], migrations_dir: Path) -> None:
+def main(
+    settings_type: type[S], build: Callable[[S], Awaitable[RunningService]], migrations_dir: Path
+) -> None:
     """``python -m services.<name> [serve|migrate]``."""
     settings = settings_type()
     parser = argparse.ArgumentParser(prog=f"python -m services.{settings.service_name}")

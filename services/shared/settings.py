@@ -30,7 +30,9 @@ class ServiceSettings(BaseSettings):
     otlp_endpoint: str = Field(
         default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint")
     )
-    log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level"))
+    log_level: str = Field(
+        default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
+    )
     # Seconds in-flight RPCs get to finish after SIGTERM.
     shutdown_grace: float = 10.0
 

@@ -25,7 +25,9 @@ def setup_telemetry(service_name: str, otlp_endpoint: str) -> TracerProvider:
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True)))
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True))
+        )
     trace.set_tracer_provider(provider)
     _provider = provider
     return provider

@@ -86,12 +86,16 @@ class ThreadsDomain:
             try:
                 key = (bool(cursor["pinned"]), datetime.fromisoformat(cursor["time"]), str(cursor["id"]))
             except (KeyError, ValueError) as exc:
-                raise InvalidArgument("page_token is not a token this service issued", field="page_token") from exc
+                raise InvalidArgument(
+                    "page_token is not a token this service issued", field="page_token"
+                ) from exc
         rows = await self._repo.list_conversations(user_id, key, size + 1)  # type: ignore[arg-type]
         next_token = ""
         if len(rows) > size:
             last = rows[size - 1]
-            next_token = encode_token({"pinned": last.pinned, "time": last.update_time.isoformat(), "id": last.id})
+            next_token = encode_token(
+                {"pinned": last.pinned, "time": last.update_time.isoformat(), "id": last.id}
+            )
         return rows[:size], next_token
 
     # Entries
@@ -114,12 +118,20 @@ class ThreadsDomain:
             if entry.role == 0:
                 raise InvalidArgument("every entry needs a role", field="entries.role")
             if len(entry.content) > self._max_entry_chars:
-                raise TooLarge(f"entry content exceeds {self._max_entry_chars} characters", field="entries.content")
+                raise TooLarge(
+                    f"entry content exceeds {self._max_entry_chars} characters", field="entries.content"
+                )
         await self._readable_thread(user_id, thread_id)
         return await self._repo.append_entries(thread_id, request_id, entries)
 
     async def list_entries(
-        self, user_id: str, thread_id: str, correlation_id: str, descending: bool, requested_size: int, token: str
+        self,
+        user_id: str,
+        thread_id: str,
+        correlation_id: str,
+        descending: bool,
+        requested_size: int,
+        token: str,
     ) -> tuple[Sequence[Entry], str]:
         await self._readable_thread(user_id, thread_id)
         size = page_size(requested_size)

@@ -69,7 +69,9 @@ class ThreadsRepository:
                 if not (thread.request_id and is_unique_violation(exc)):
                     raise
             await session.rollback()
-            query = select(Thread).where(Thread.user_id == thread.user_id, Thread.request_id == thread.request_id)
+            query = select(Thread).where(
+                Thread.user_id == thread.user_id, Thread.request_id == thread.request_id
+            )
             return (await session.exec(query)).one()
 
     async def get_thread(self, thread_id: str) -> Thread | None:
@@ -95,7 +97,9 @@ class ThreadsRepository:
 
     # Entries
 
-    async def append_entries(self, thread_id: str, request_id: str, entries: Sequence[NewEntry]) -> list[Entry]:
+    async def append_entries(
+        self, thread_id: str, request_id: str, entries: Sequence[NewEntry]
+    ) -> list[Entry]:
         """Appends atomically with consecutive sequence numbers. With a
         request_id, a retry returns the entries written the first time."""
         if request_id:

@@ -10,7 +10,8 @@ import pytest
 
 from services.threads.server import build_server
 from services.threads.settings import ThreadsSettings
-from switchboard.threads.v1 import threads_pb2, threads_service_pb2 as pb, threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_service_pb2 as pb
 from tests.service.harness import as_user, expect_error, running
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
@@ -26,7 +27,9 @@ async def stub(db_url: str) -> AsyncIterator[Stub]:
 async def test_conversation_is_private_to_its_user(stub: Stub) -> None:
     created = await stub.CreateConversation(pb.CreateConversationRequest(title="Plans"), **as_user("alice"))
     conversation_id = created.conversation.id
-    got = await stub.GetConversation(pb.GetConversationRequest(conversation_id=conversation_id), **as_user("alice"))
+    got = await stub.GetConversation(
+        pb.GetConversationRequest(conversation_id=conversation_id), **as_user("alice")
+    )
     assert got.conversation.title == "Plans" and got.conversation.allowed_sources.workspace
     # Bob gets exactly what he gets for an id that does not exist.
     await expect_error(
@@ -37,7 +40,8 @@ async def test_conversation_is_private_to_its_user(stub: Stub) -> None:
     await expect_error(
         stub.AppendEntries(
             pb.AppendEntriesRequest(
-                thread_id=conversation_id, entries=[threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="x")]
+                thread_id=conversation_id,
+                entries=[threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="x")],
             ),
             **as_user("bob"),
         ),
@@ -51,7 +55,8 @@ async def test_conversation_is_private_to_its_user(stub: Stub) -> None:
 async def test_create_conversation_is_idempotent_on_request_id(stub: Stub) -> None:
     request = pb.CreateConversationRequest(request_id="req-1", title="Once")
     first, second = await asyncio.gather(
-        stub.CreateConversation(request, **as_user("alice")), stub.CreateConversation(request, **as_user("alice"))
+        stub.CreateConversation(request, **as_user("alice")),
+        stub.CreateConversation(request, **as_user("alice")),
     )
     assert first.conversation.id == second.conversation.id
     listed = await stub.ListConversations(pb.ListConversationsRequest(), **as_user("alice"))
@@ -59,7 +64,9 @@ async def test_create_conversation_is_idempotent_on_request_id(stub: Stub) -> No
 
 
 async def test_append_is_atomic_sequenced_and_idempotent(stub: Stub) -> None:
-    conversation = (await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))).conversation
+    conversation = (
+        await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))
+    ).conversation
     entries = [
         threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="question", correlation_id="c1"),
         threads_pb2.Entry(role=threads_pb2.ROLE_ASSISTANT, content="answer", correlation_id="c1"),
@@ -75,14 +82,18 @@ async def test_append_is_atomic_sequenced_and_idempotent(stub: Stub) -> None:
             stub.AppendEntries(
                 pb.AppendEntriesRequest(
                     thread_id=conversation.id,
-                    entries=[threads_pb2.Entry(role=threads_pb2.ROLE_USER, content=f"m{i}", correlation_id="c2")],
+                    entries=[
+                        threads_pb2.Entry(role=threads_pb2.ROLE_USER, content=f"m{i}", correlation_id="c2")
+                    ],
                 ),
                 **as_user("alice"),
             )
             for i in range(10)
         )
     )
-    page = await stub.ListEntries(pb.ListEntriesRequest(thread_id=conversation.id, page_size=5), **as_user("alice"))
+    page = await stub.ListEntries(
+        pb.ListEntriesRequest(thread_id=conversation.id, page_size=5), **as_user("alice")
+    )
     assert [e.sequence for e in page.entries] == [1, 2, 3, 4, 5] and page.next_page_token
     rest = await stub.ListEntries(
         pb.ListEntriesRequest(thread_id=conversation.id, page_size=50, page_token=page.next_page_token),
@@ -100,7 +111,9 @@ async def test_append_is_atomic_sequenced_and_idempotent(stub: Stub) -> None:
 
 
 async def test_bad_input_is_invalid_argument(stub: Stub) -> None:
-    conversation = (await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))).conversation
+    conversation = (
+        await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))
+    ).conversation
     await expect_error(
         stub.AppendEntries(pb.AppendEntriesRequest(thread_id=conversation.id), **as_user("alice")),
         grpc.StatusCode.INVALID_ARGUMENT,
@@ -112,7 +125,9 @@ async def test_bad_input_is_invalid_argument(stub: Stub) -> None:
         "ERROR_REASON_TOO_LARGE",
     )
     await expect_error(
-        stub.ListEntries(pb.ListEntriesRequest(thread_id=conversation.id, page_token="%%%"), **as_user("alice")),
+        stub.ListEntries(
+            pb.ListEntriesRequest(thread_id=conversation.id, page_token="%%%"), **as_user("alice")
+        ),
         grpc.StatusCode.INVALID_ARGUMENT,
         "ERROR_REASON_INVALID_ARGUMENT",
     )
@@ -125,12 +140,16 @@ async def test_bad_input_is_invalid_argument(stub: Stub) -> None:
 
 async def test_agents_registry(stub: Stub) -> None:
     for slug in ["qa", "architect", "main"]:
-        await stub.CreateAgent(pb.CreateAgentRequest(agent=threads_pb2.Agent(id=slug, persona=f"{slug} persona")))
+        await stub.CreateAgent(
+            pb.CreateAgentRequest(agent=threads_pb2.Agent(id=slug, persona=f"{slug} persona"))
+        )
     first = await stub.ListAgents(pb.ListAgentsRequest(page_size=2))
     second = await stub.ListAgents(pb.ListAgentsRequest(page_size=2, page_token=first.next_page_token))
     assert [a.id for a in first.agents] + [a.id for a in second.agents] == ["architect", "main", "qa"]
     await expect_error(
-        stub.GetAgent(pb.GetAgentRequest(agent_id="nobody")), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"
+        stub.GetAgent(pb.GetAgentRequest(agent_id="nobody")),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
     )
     await expect_error(
         stub.CreateAgent(pb.CreateAgentRequest(agent=threads_pb2.Agent(id="Bad Id!"))),

@@ -1,0 +1,1 @@
+"""The HTTP + SSE gateway: browsers in, gRPC to the services out. No business state."""

@@ -1,0 +1,27 @@
+"""python -m gateway: serves the ASGI app with uvicorn."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from gateway.app import create_app
+from gateway.settings import GatewaySettings
+from services.shared.telemetry import setup_logging, setup_telemetry
+
+
+def main() -> None:
+    settings = GatewaySettings()
+    setup_logging(settings.log_level, "gateway")
+    setup_telemetry("gateway", settings.otlp_endpoint)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+if __name__ == "__main__":
+    main()

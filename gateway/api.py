@@ -1,0 +1,169 @@
+"""The HTTP API under /api/agent: conversations, messages (a run, streamed as
+SSE), runs and their event streams."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import grpc
+from fastapi import APIRouter, Depends, Header, Request, Response
+from sse_starlette import EventSourceResponse
+
+from gateway.auth import current_user
+from gateway.errors import ApiError
+from gateway.events import message_dict, run_json, to_sse
+from gateway.schemas import CreateConversationBody, MessageBody
+from services.shared.identity import user_metadata
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
+
+router = APIRouter(prefix="/api/agent")
+User = Annotated[str, Depends(current_user)]
+
+
+def _threads(request: Request) -> threads_service_pb2_grpc.ThreadsServiceStub:
+    return request.app.state.threads  # type: ignore[no-any-return]
+
+
+def _engine(request: Request) -> engine_service_pb2_grpc.EngineServiceStub:
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
+def _timeout(request: Request) -> float:
+    return float(request.app.state.settings.call_timeout)
+
+
+def _conversation_json(conversation: threads_pb2.Conversation) -> dict[str, Any]:
+    return message_dict(conversation)
+
+
+@router.post("/conversations", status_code=201)
+async def create_conversation(body: CreateConversationBody, request: Request, user: User) -> dict[str, Any]:
+    rpc = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
+    if body.allowed_sources is not None:
+        rpc.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**body.allowed_sources.model_dump()))
+    response = await _threads(request).CreateConversation(
+        rpc, timeout=_timeout(request), metadata=user_metadata(user)
+    )
+    return _conversation_json(response.conversation)
+
+
+@router.get("/conversations")
+async def list_conversations(
+    request: Request, user: User, page_size: int = 50, page_token: str = ""
+) -> dict[str, Any]:
+    response = await _threads(request).ListConversations(
+        threads_service_pb2.ListConversationsRequest(page_size=page_size, page_token=page_token),
+        timeout=_timeout(request),
+        metadata=user_metadata(user),
+    )
+    return {
+        "conversations": [_conversation_json(c) for c in response.conversations],
+        "next_page_token": response.next_page_token,
+    }
+
+
+@router.get("/conversations/{conversation_id}")
+async def get_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
+    response = await _threads(request).GetConversation(
+        threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
+        timeout=_timeout(request),
+        metadata=user_metadata(user),
+    )
+    return _conversation_json(response.conversation)
+
+
+async def _stream_events(call: Any, request: Request) -> EventSourceResponse | Response:
+    """Waits for the first event so a refused run is an HTTP error (400, 404,
+    413...) rather than a 200 stream; then relays the rest as SSE. A stream
+    with nothing left to send (a finished run) is 204."""
+    try:
+        first = await call.read()
+    except grpc.aio.AioRpcError:
+        call.cancel()
+        raise
+    if first is grpc.aio.EOF:
+        return Response(status_code=204)
+
+    async def relay() -> AsyncIterator[dict[str, str]]:
+        try:
+            yield to_sse(first.event)
+            async for response in call:
+                yield to_sse(response.event)
+        except grpc.aio.AioRpcError as error:
+            # The stream broke after it started: tell the client in-band.
+            failed = engine_pb2.RunEvent(
+                run_id=first.event.run_id,
+                error=engine_pb2.RunError(code=error.code().name, message="stream interrupted"),
+            )
+            event = to_sse(failed)
+            event.pop("id")  # not a persisted event: never a resume point
+            yield event
+        finally:
+            call.cancel()  # the run itself goes on in the engine (policy: continue)
+
+    return EventSourceResponse(
+        relay(), ping=request.app.state.settings.sse_ping_seconds, headers={"Cache-Control": "no-store"}
+    )
+
+
+@router.post(
+    "/conversations/{conversation_id}/messages",
+    responses={200: {"content": {"text/event-stream": {}}, "description": "The run's events, as SSE"}},
+    response_model=None,
+)
+async def post_message(
+    conversation_id: str, body: MessageBody, request: Request, user: User
+) -> EventSourceResponse | Response:
+    limit = request.app.state.settings.max_message_chars
+    if len(body.message) > limit:
+        raise ApiError(
+            413, "PAYLOAD_TOO_LARGE", f"message exceeds {limit} characters", "ERROR_REASON_TOO_LARGE"
+        )
+    if not body.message.strip():
+        raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
+    call = _engine(request).StartRun(
+        engine_service_pb2.StartRunRequest(
+            request_id=body.request_id or str(uuid.uuid4()),
+            conversation_id=conversation_id,
+            message=body.message,
+            requested_model=body.model,
+            surface=engine_pb2.SURFACE_CHAT,
+            forced_skills=body.forced_skills,
+        ),
+        metadata=user_metadata(user),
+    )
+    return await _stream_events(call, request)
+
+
+@router.get("/runs/{run_id}")
+async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
+    response = await _engine(request).GetRun(
+        engine_service_pb2.GetRunRequest(run_id=run_id),
+        timeout=_timeout(request),
+        metadata=user_metadata(user),
+    )
+    return run_json(response.run)
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Events after Last-Event-ID, as SSE"},
+        204: {"description": "The run has ended and the client has every event"},
+    },
+    response_model=None,
+)
+async def run_events(
+    run_id: str,
+    request: Request,
+    user: User,
+    last_event_id: Annotated[str, Header()] = "",
+) -> EventSourceResponse | Response:
+    after = int(last_event_id) if last_event_id.isdigit() else 0
+    call = _engine(request).WatchRun(
+        engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after), metadata=user_metadata(user)
+    )
+    return await _stream_events(call, request)

@@ -1,0 +1,92 @@
+"""One JSON error shape, and the one table from gRPC status to HTTP status."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.shared.errors import error_info
+
+log = logging.getLogger(__name__)
+
+HTTP_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 412,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+# Reasons that refine the status: an oversize field is 413, not 400.
+REASON_STATUS = {"ERROR_REASON_TOO_LARGE": 413}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.reason = status, code, message, reason
+
+
+def error_body(code: str, message: str, reason: str = "", **extra: object) -> dict[str, object]:
+    return {"error": {"code": code, "message": message, "reason": reason, **extra}}
+
+
+def from_rpc_error(error: grpc.aio.AioRpcError) -> ApiError:
+    info = error_info(error)
+    reason = info.reason if info is not None else ""
+    status = REASON_STATUS.get(reason) or HTTP_STATUS.get(error.code(), 500)
+    message = (
+        error.details() or error.code().name.lower()
+        if status < 500 or status in (503, 504)
+        else "internal error"
+    )
+    return ApiError(status, error.code().name, message, reason)
+
+
+async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return JSONResponse(error_body(exc.code, exc.message, exc.reason), status_code=exc.status)
+
+
+async def rpc_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, grpc.aio.AioRpcError)
+    api = from_rpc_error(exc)
+    if api.status >= 500:
+        log.warning("%s %s: %s %s", request.method, request.url.path, exc.code().name, exc.details())
+    return await api_error_handler(request, api)
+
+
+async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [
+        {"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "problem": e.get("msg", "")}
+        for e in exc.errors()
+    ]
+    first = problems[0] if problems else {"field": "", "problem": "invalid request"}
+    message = f"{first['field'] or 'body'}: {first['problem']}"
+    return JSONResponse(error_body("INVALID_ARGUMENT", message, "", details=problems), status_code=400)
+
+
+async def http_error_handler(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHENTICATED"}.get(
+        exc.status_code, "HTTP_ERROR"
+    )
+    return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+
+
+async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return JSONResponse(error_body("INTERNAL", "internal error"), status_code=500)

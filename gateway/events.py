@@ -1,0 +1,64 @@
+"""Run events as Server-Sent Events: `id:` is the run's event sequence (what a
+client sends back as Last-Event-ID), `event:` the kind, `data:` JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format
+
+from switchboard.engine.v1 import engine_pb2
+
+
+def message_dict(message: Any) -> dict[str, Any]:
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def _usage(data: dict[str, Any]) -> None:
+    """int64 fields are strings in proto JSON; token counts read better as numbers."""
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        data["usage"] = {key: int(value) for key, value in usage.items()}
+
+
+def _short_enum(value: str, prefix: str) -> str:
+    return value[len(prefix) :].lower() if value.startswith(prefix) else value.lower()
+
+
+def event_data(event: engine_pb2.RunEvent) -> tuple[str, dict[str, Any]]:
+    kind = event.WhichOneof("kind") or "unknown"
+    data = message_dict(getattr(event, kind)) if kind != "unknown" else {}
+    if kind == "step":
+        data["status"] = _short_enum(data.get("status", ""), "STEP_STATUS_")
+    if kind == "final":
+        _usage(data)
+    if kind == "skill_used":
+        data = data.get("skill", {})
+        data["invocation"] = _short_enum(data.get("invocation", ""), "SKILL_INVOCATION_")
+    data["run_id"] = event.run_id
+    data["sequence"] = event.sequence
+    return kind, data
+
+
+def to_sse(event: engine_pb2.RunEvent) -> dict[str, str]:
+    kind, data = event_data(event)
+    return {"id": str(event.sequence), "event": kind, "data": json.dumps(data, separators=(",", ":"))}
+
+
+def run_json(run: engine_pb2.Run) -> dict[str, Any]:
+    data = message_dict(run)
+    data["status"] = _short_enum(data.get("status", ""), "RUN_STATUS_")
+    data["surface"] = _short_enum(data.get("surface", ""), "SURFACE_")
+    for skill in data.get("skills", []):
+        skill["invocation"] = _short_enum(skill.get("invocation", ""), "SKILL_INVOCATION_")
+    usage = data.pop("usage", {})
+    data["tokens_in"] = int(usage.get("tokens_in", 0))
+    data["tokens_out"] = int(usage.get("tokens_out", 0))
+    for layer in data.get("layers", []):
+        layer["size_chars"] = int(layer.get("size_chars", 0))
+    data["router_decision"] = json.loads(data.pop("router_decision_json") or "{}")
+    data["trigger_payload"] = json.loads(data.pop("trigger_payload_json") or "{}")
+    return data

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class GatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_GATEWAY_", frozen=True, extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    engine_address: str = "127.0.0.1:50051"
+    threads_address: str = "127.0.0.1:50053"
+    # Deadline of unary calls to the services, in seconds.
+    call_timeout: float = 5.0
+    # Largest request body accepted (413 beyond), and longest message.
+    max_body_bytes: int = 256 * 1024
+    max_message_chars: int = 32_000
+    # Comment line sent on idle SSE streams so proxies keep them open.
+    sse_ping_seconds: float = 15.0
+    # "token:user,token2:user2". Empty: no auth, every request acts as dev_user
+    # (the local launcher's default; never for a shared deployment).
+    tokens: str = ""
+    dev_user: str = "local"
+    otlp_endpoint: str = Field(
+        default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint")
+    )
+    log_level: str = Field(
+        default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
+    )
+
+    def token_map(self) -> dict[str, str]:
+        pairs = (item.split(":", 1) for item in self.tokens.split(",") if ":" in item)
+        return {token.strip(): user.strip() for token, user in pairs if token.strip() and user.strip()}

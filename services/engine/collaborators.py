@@ -1,0 +1,132 @@
+"""What a run needs from the other services, as one port with two adapters:
+over gRPC (production) and in-process (the benchmark's floor, tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import grpc
+
+from services.shared.clients import call, open_channel
+from services.shared.errors import DependencyUnavailable, DomainError, InvalidArgument, NotFound
+from services.shared.identity import user_metadata
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
+from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
+
+
+class Collaborators(Protocol):
+    async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation: ...
+
+    async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]: ...
+
+    async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings: ...
+
+    async def route_skills(
+        self, user: str, text: str, forced: Sequence[str]
+    ) -> router_service_pb2.RouteSkillsResponse: ...
+
+    async def route_model(
+        self, user: str, text: str, requested: str, default: str
+    ) -> router_service_pb2.RouteModelResponse: ...
+
+    async def append_entries(
+        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
+    ) -> None: ...
+
+
+def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
+    """A downstream failure as the engine's own error: client mistakes keep
+    their code, anything else says which service failed."""
+    code = error.code()
+    if code == grpc.StatusCode.NOT_FOUND:
+        return NotFound(error.details() or "not found")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(error.details() or "invalid argument")
+    return DependencyUnavailable(f"{service} service failed: {code.name} {error.details() or ''}".strip())
+
+
+class GrpcCollaborators:
+    """One channel per service, opened at start-up; every call has a deadline;
+    idempotent calls retry UNAVAILABLE (appends are idempotent on request_id)."""
+
+    def __init__(
+        self, threads_address: str, memory_address: str, router_address: str, timeout: float
+    ) -> None:
+        self._channels = [open_channel(a) for a in (threads_address, memory_address, router_address)]
+        self._threads = threads_service_pb2_grpc.ThreadsServiceStub(self._channels[0])
+        self._memory = memory_service_pb2_grpc.MemoryServiceStub(self._channels[1])
+        self._router = router_service_pb2_grpc.RouterServiceStub(self._channels[2])
+        self._timeout = timeout
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()
+
+    async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
+        request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
+        try:
+            response = await call(
+                self._threads.GetConversation, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("threads", error) from error
+        return response.conversation
+
+    async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
+        request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
+        try:
+            response = await call(
+                self._memory.RecallNotes, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("memory", error) from error
+        return response.notes
+
+    async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
+        request = memory_service_pb2.GetPersonalSettingsRequest()
+        try:
+            response = await call(
+                self._memory.GetPersonalSettings, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("memory", error) from error
+        return response.settings
+
+    async def route_skills(
+        self, user: str, text: str, forced: Sequence[str]
+    ) -> router_service_pb2.RouteSkillsResponse:
+        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=True)
+        try:
+            return await call(
+                self._router.RouteSkills, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("router", error) from error
+
+    async def route_model(
+        self, user: str, text: str, requested: str, default: str
+    ) -> router_service_pb2.RouteModelResponse:
+        request = router_service_pb2.RouteModelRequest(
+            text=text, requested_model=requested, default_model=default
+        )
+        try:
+            return await call(
+                self._router.RouteModel, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("router", error) from error
+
+    async def append_entries(
+        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
+    ) -> None:
+        request = threads_service_pb2.AppendEntriesRequest(
+            request_id=request_id, thread_id=thread_id, entries=entries
+        )
+        try:
+            await call(
+                self._threads.AppendEntries, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("threads", error) from error

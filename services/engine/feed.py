@@ -1,0 +1,38 @@
+"""Event feeds of the runs live in this process: subscribers get every event
+as it is published, from any sequence. The database keeps the same events
+for resumption by other processes; the feed only spares them a poll."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from switchboard.engine.v1 import engine_pb2
+
+
+class RunFeed:
+    def __init__(self) -> None:
+        self._events: list[engine_pb2.RunEvent] = []
+        self._closed = False
+        self._changed = asyncio.Condition()
+
+    async def publish(self, event: engine_pb2.RunEvent, *, last: bool = False) -> None:
+        async with self._changed:
+            self._events.append(event)
+            self._closed = self._closed or last
+            self._changed.notify_all()
+
+    async def follow(self, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
+        """Events with sequence > after, then new ones until the last."""
+        index = 0
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(lambda seen=index: seen < len(self._events) or self._closed)
+                batch = self._events[index:]
+                closed = self._closed
+            index += len(batch)
+            for event in batch:
+                if event.sequence > after:
+                    yield event
+            if closed and index >= len(self._events):
+                return

@@ -1,0 +1,65 @@
+"""Tables of the engine: runs (seed 002 §4 `agent_runs`), their events, and the
+leases of live engine instances."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from services.shared.time import utcnow
+
+
+class AgentRun(SQLModel, table=True):
+    __tablename__ = "agent_runs"
+    __table_args__ = (
+        UniqueConstraint("user_id", "request_id", name="uq_agent_runs_user_request"),
+        Index("ix_agent_runs_conversation", "conversation_id"),
+        Index("ix_agent_runs_started_at", "started_at"),
+        Index("ix_agent_runs_status_instance", "status", "instance_id"),
+    )
+
+    id: str = Field(primary_key=True, max_length=36)
+    agent_id: str | None = None
+    user_id: str = Field(max_length=128)
+    conversation_id: str | None = Field(default=None, max_length=36)
+    parent_run_id: str | None = None
+    surface: str = "chat"  # 'chat' | 'editor' (+ future values)
+    trigger_id: str | None = None
+    trigger_payload_json: str = "{}"
+    # 'running'|'waiting_approval'|'done'|'failed'|'cancelled'|'budget_exceeded'
+    status: str = "running"
+    provider: str | None = None  # provider and model actually used
+    model: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    credits: float = 0.0  # always 0 in this phase
+    skills_json: str = "[]"  # [{skill_id, name, invocation}]
+    # What the run actually read (not the conversation's allowed sources).
+    sources_json: str = "[]"
+    router_decision_json: str = "{}"
+    layers_json: str = "[]"
+    error: str | None = None
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    request_id: str | None = Field(default=None, max_length=128)
+    requested_model: str = ""
+    instance_id: str = Field(default="", max_length=64)
+
+
+class RunEventRow(SQLModel, table=True):
+    """One streamed event, kept so a stream can be resumed from any sequence."""
+
+    __tablename__ = "run_events"
+
+    run_id: str = Field(primary_key=True, max_length=36)
+    sequence: int = Field(sa_column=Column(BigInteger, primary_key=True))
+    payload: bytes = Field(sa_column=Column(LargeBinary, nullable=False))  # a serialized RunEvent
+
+
+class EngineInstance(SQLModel, table=True):
+    __tablename__ = "engine_instances"
+
+    id: str = Field(primary_key=True, max_length=64)
+    heartbeat_at: datetime = Field(default_factory=utcnow)

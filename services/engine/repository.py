@@ -1,0 +1,125 @@
+"""SQL of the engine: runs, their events, instance leases."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, insert, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from services.engine.models import AgentRun, EngineInstance, RunEventRow
+from services.shared.db import is_unique_violation
+from services.shared.time import utcnow
+
+
+class RunsRepository:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def insert_run(self, run: AgentRun, first_event: bytes) -> AgentRun | None:
+        """Writes the run row with its first event in one transaction. None when
+        the user already has a run with this request_id (the caller replays it)."""
+        async with self._sessions() as session:
+            session.add(run)
+            session.add(RunEventRow(run_id=run.id, sequence=1, payload=first_event))
+            try:
+                await session.commit()
+                return run
+            except IntegrityError as exc:
+                if run.request_id and is_unique_violation(exc):
+                    return None
+                raise
+
+    async def run_by_request(self, user_id: str, request_id: str) -> AgentRun | None:
+        async with self._sessions() as session:
+            query = select(AgentRun).where(AgentRun.user_id == user_id, AgentRun.request_id == request_id)
+            return (await session.exec(query)).first()
+
+    async def get_run(self, run_id: str) -> AgentRun | None:
+        async with self._sessions() as session:
+            return await session.get(AgentRun, run_id)
+
+    async def append_events(self, run_id: str, events: Sequence[tuple[int, bytes]]) -> None:
+        async with self._sessions() as session:
+            await session.exec(
+                insert(RunEventRow),  # type: ignore[call-overload]
+                params=[{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
+            )
+            await session.commit()
+
+    async def finish_run(
+        self, run_id: str, values: dict[str, Any], events: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Settles the run and writes its last events in one transaction."""
+        async with self._sessions() as session:
+            await session.exec(
+                update(AgentRun).where(col(AgentRun.id) == run_id).values(finished_at=utcnow(), **values)
+            )
+            if events:
+                await session.exec(
+                    insert(RunEventRow),  # type: ignore[call-overload]
+                    params=[
+                        {"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events
+                    ],
+                )
+            await session.commit()
+
+    async def events_after(self, run_id: str, after: int) -> Sequence[RunEventRow]:
+        async with self._sessions() as session:
+            query = (
+                select(RunEventRow)
+                .where(RunEventRow.run_id == run_id, col(RunEventRow.sequence) > after)
+                .order_by(col(RunEventRow.sequence))
+            )
+            return (await session.exec(query)).all()
+
+    async def last_sequence(self, run_id: str) -> int:
+        async with self._sessions() as session:
+            query = select(func.max(RunEventRow.sequence)).where(RunEventRow.run_id == run_id)
+            return int((await session.exec(query)).one() or 0)
+
+    # Instance leases
+
+    async def heartbeat(self, instance_id: str) -> None:
+        async with self._sessions() as session:
+            row = await session.get(EngineInstance, instance_id)
+            if row is None:
+                session.add(EngineInstance(id=instance_id))
+            else:
+                row.heartbeat_at = utcnow()
+            await session.commit()
+
+    async def release(self, instance_id: str) -> None:
+        async with self._sessions() as session:
+            await session.exec(delete(EngineInstance).where(col(EngineInstance.id) == instance_id))
+            await session.commit()
+
+    async def orphaned_runs(self, lease_seconds: float) -> Sequence[AgentRun]:
+        """Runs still `running` whose engine instance holds no live lease."""
+        cutoff = utcnow() - timedelta(seconds=lease_seconds)
+        async with self._sessions() as session:
+            live = select(EngineInstance.id).where(col(EngineInstance.heartbeat_at) > cutoff)
+            query = select(AgentRun).where(
+                AgentRun.status == "running", col(AgentRun.instance_id).not_in(live)
+            )
+            return (await session.exec(query)).all()
+
+    async def settle_if_running(self, run_id: str, error: str, event: bytes, sequence: int) -> bool:
+        """Marks a run failed unless it finished meanwhile; writes its terminal event."""
+        async with self._sessions() as session:
+            result = await session.exec(
+                update(AgentRun)
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
+                .values(status="failed", error=error, finished_at=utcnow())
+            )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
+            session.add(RunEventRow(run_id=run_id, sequence=sequence, payload=event))
+            await session.commit()
+            return True

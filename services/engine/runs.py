@@ -1,0 +1,469 @@
+"""The run: one engine execution, recorded in agent_runs before the first
+model call and always settled. The run itself executes in a task of its own,
+so a client that disconnects does not stop it (policy: continue); clients
+follow its events, live from the feed or resumed from the database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+from opentelemetry import trace
+
+from services.engine import instructions
+from services.engine.collaborators import Collaborators
+from services.engine.feed import RunFeed
+from services.engine.models import AgentRun
+from services.engine.providers import LLMProvider, TextChunk, UsageChunk
+from services.engine.repository import RunsRepository
+from services.shared.errors import DomainError, InvalidArgument, NotFound, TooLarge
+from switchboard.engine.v1 import engine_pb2
+from switchboard.router.v1 import router_pb2
+from switchboard.threads.v1 import threads_pb2
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("switchboard.engine")
+
+TERMINAL_KINDS = ("final", "error")
+SURFACES = {
+    engine_pb2.SURFACE_CHAT: "chat",
+    engine_pb2.SURFACE_EDITOR: "editor",
+    engine_pb2.SURFACE_AGENT: "agent",
+}
+STATUSES = {
+    "running": engine_pb2.RUN_STATUS_RUNNING,
+    "waiting_approval": engine_pb2.RUN_STATUS_WAITING_APPROVAL,
+    "done": engine_pb2.RUN_STATUS_DONE,
+    "failed": engine_pb2.RUN_STATUS_FAILED,
+    "cancelled": engine_pb2.RUN_STATUS_CANCELLED,
+    "budget_exceeded": engine_pb2.RUN_STATUS_BUDGET_EXCEEDED,
+}
+INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    user: str
+    request_id: str
+    conversation_id: str
+    message: str
+    requested_model: str
+    surface: int
+    forced_skills: Sequence[str]
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    max_message_chars: int
+    delta_flush_seconds: float
+    delta_flush_chars: int
+    lease_seconds: float
+
+
+def is_terminal(event: engine_pb2.RunEvent) -> bool:
+    return event.WhichOneof("kind") in TERMINAL_KINDS
+
+
+class _Recorder:
+    """Numbers a run's events, publishes them at once to the feed, and
+    persists them in the background in batches, off the critical path."""
+
+    def __init__(self, run_id: str, feed: RunFeed, repo: RunsRepository) -> None:
+        self.run_id = run_id
+        self._feed = feed
+        self._repo = repo
+        self._sequence = 0
+        self._pending: list[tuple[int, bytes]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    def make(self, **kind: Any) -> engine_pb2.RunEvent:
+        self._sequence += 1
+        event = engine_pb2.RunEvent(run_id=self.run_id, sequence=self._sequence, **kind)
+        event.create_time.GetCurrentTime()
+        return event
+
+    async def emit(self, **kind: Any) -> None:
+        event = self.make(**kind)
+        await self._feed.publish(event)
+        self._pending.append((event.sequence, event.SerializeToString()))
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            await self._repo.append_events(self.run_id, batch)
+
+    async def drain(self) -> list[tuple[int, bytes]]:
+        """Waits for the background writer; returns what it has not written."""
+        if self._flushing is not None:
+            try:
+                await self._flushing
+            except Exception:  # the finishing transaction writes them instead
+                log.exception("persisting events of run %s failed; retrying at finish", self.run_id)
+        batch, self._pending = self._pending, []
+        return batch
+
+
+class RunService:
+    def __init__(
+        self,
+        repo: RunsRepository,
+        collaborators: Collaborators,
+        providers: dict[str, LLMProvider],
+        limits: RunLimits,
+        instance_id: str,
+    ) -> None:
+        self._repo = repo
+        self._collab = collaborators
+        self._providers = providers
+        self._limits = limits
+        self._instance_id = instance_id
+        self._feeds: dict[str, RunFeed] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # Start and follow
+
+    async def start(self, request: RunRequest) -> str:
+        """Validates, checks the conversation, writes the run row and starts
+        the run. Nothing is written for a bad request. Returns the run id."""
+        message = request.message.strip()
+        if not message:
+            raise InvalidArgument("message must not be empty", field="message")
+        if len(request.message) > self._limits.max_message_chars:
+            raise TooLarge(f"message exceeds {self._limits.max_message_chars} characters", field="message")
+        if not request.conversation_id:
+            raise InvalidArgument("conversation_id is required", field="conversation_id")
+        if request.request_id:
+            existing = await self._repo.run_by_request(request.user, request.request_id)
+            if existing is not None:
+                return existing.id
+        conversation = await self._collab.get_conversation(request.user, request.conversation_id)
+
+        run = AgentRun(
+            id=str(uuid.uuid4()),
+            user_id=request.user,
+            conversation_id=conversation.id,
+            surface=SURFACES.get(request.surface, "chat"),
+            request_id=request.request_id or None,
+            requested_model=request.requested_model,
+            instance_id=self._instance_id,
+        )
+        feed = RunFeed()
+        recorder = _Recorder(run.id, feed, self._repo)
+        started = recorder.make(
+            run_started=engine_pb2.RunStarted(
+                conversation_id=conversation.id, requested_model=request.requested_model
+            )
+        )
+        if await self._repo.insert_run(run, started.SerializeToString()) is None:
+            # A concurrent retry with the same request_id created it first.
+            existing = await self._repo.run_by_request(request.user, request.request_id)
+            assert existing is not None
+            return existing.id
+        await feed.publish(started)
+        self._feeds[run.id] = feed
+        task = asyncio.create_task(self._execute(run, request, recorder))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return run.id
+
+    async def follow(self, user: str, run_id: str, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
+        """The run's events with sequence > after until its terminal event:
+        live from this process's feed, else from the database (another
+        replica's run, or a finished one), polling until it ends."""
+        await self.get(user, run_id)
+        feed = self._feeds.get(run_id)
+        if feed is not None:
+            async for event in feed.follow(after):
+                yield event
+            return
+        while True:
+            # Status first: a run's terminal event commits with its status, so
+            # once it reads finished, the events read next are all there are.
+            run = await self._repo.get_run(run_id)
+            finished = run is None or run.status != "running"
+            for row in await self._repo.events_after(run_id, after):
+                event = engine_pb2.RunEvent.FromString(row.payload)
+                after = event.sequence
+                yield event
+                if is_terminal(event):
+                    return
+            if finished:
+                return
+            await asyncio.sleep(0.05)
+
+    async def get(self, user: str, run_id: str) -> AgentRun:
+        run = await self._repo.get_run(run_id) if run_id else None
+        if run is None or run.user_id != user:
+            raise NotFound(f"run {run_id!r} not found", run_id=run_id)
+        return run
+
+    # Execution
+
+    async def _execute(self, run: AgentRun, request: RunRequest, recorder: _Recorder) -> None:
+        outcome: dict[str, Any] = {}
+        with tracer.start_as_current_span("invoke_agent personal") as span:
+            span.set_attribute("gen_ai.operation.name", "invoke_agent")
+            span.set_attribute("gen_ai.agent.name", "personal")
+            span.set_attribute("switchboard.run_id", run.id)
+            try:
+                outcome = await self._work(run, request, recorder)
+                status, error, terminal = "done", None, {"final": outcome.pop("final")}
+            except asyncio.CancelledError:
+                status, error = "failed", INTERRUPTED
+                terminal = {"error": engine_pb2.RunError(code="INTERRUPTED", message="the engine stopped")}
+            except DomainError as exc:
+                status, error = "failed", exc.message
+                terminal = {"error": engine_pb2.RunError(code=type(exc).__name__, message=exc.message)}
+            except Exception as exc:  # noqa: BLE001 - a run always ends, with its cause
+                log.exception("run %s failed", run.id)
+                status, error = "failed", f"internal error: {type(exc).__name__}"
+                terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
+            span.set_attribute("switchboard.run_status", status)
+            last = recorder.make(**terminal)
+            pending = await recorder.drain()
+            try:
+                await self._repo.finish_run(
+                    run.id,
+                    {"status": status, "error": error, **outcome},
+                    [*pending, (last.sequence, last.SerializeToString())],
+                )
+            finally:
+                feed = self._feeds.get(run.id)
+                if feed is not None:
+                    await feed.publish(last, last=True)
+                self._feeds.pop(run.id, None)
+
+    async def _work(self, run: AgentRun, request: RunRequest, rec: _Recorder) -> dict[str, Any]:
+        user, text = request.user, request.message
+        thread = run.conversation_id or ""
+        sources: list[dict[str, str]] = []
+
+        # Context: memory recall and personal settings; the user's entry is
+        # recorded at the same time.
+        await rec.emit(
+            step=engine_pb2.Step(
+                key="context", label="Reading context", status=engine_pb2.STEP_STATUS_STARTED
+            )
+        )
+        user_entry = threads_pb2.Entry(
+            role=threads_pb2.ROLE_USER,
+            content=text,
+            source="user",
+            requester=user,
+            target="personal",
+            correlation_id=run.id,
+            run_id=run.id,
+        )
+        recalled, settings, _ = await asyncio.gather(
+            self._collab.recall(user, text, ""),
+            self._collab.personal_settings(user),
+            self._collab.append_entries(user, thread, f"{run.id}:user", [user_entry]),
+        )
+        sources += [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
+        await rec.emit(
+            step=engine_pb2.Step(
+                key="context", label="Reading context", status=engine_pb2.STEP_STATUS_COMPLETED
+            )
+        )
+
+        # Routing: skills and model.
+        await rec.emit(
+            step=engine_pb2.Step(
+                key="routing", label="Choosing skills and model", status=engine_pb2.STEP_STATUS_STARTED
+            )
+        )
+        skills, model = await asyncio.gather(
+            self._collab.route_skills(user, text, request.forced_skills),
+            self._collab.route_model(user, text, request.requested_model, settings.default_model),
+        )
+        used = []
+        for skill in skills.skills:
+            invocation = (
+                engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
+            )
+            use = engine_pb2.SkillUse(skill_id=skill.skill_id, name=skill.name, invocation=invocation)
+            used.append(use)
+            await rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
+        await rec.emit(
+            step=engine_pb2.Step(
+                key="routing", label="Choosing skills and model", status=engine_pb2.STEP_STATUS_COMPLETED
+            )
+        )
+
+        # Generation.
+        provider = self._providers.get(model.model.provider)
+        if provider is None:
+            raise InvalidArgument(f"model provider {model.model.provider!r} is not available in this engine")
+        layers = instructions.assemble("", recalled, list(skills.skills), "")
+        messages = instructions.to_messages(layers, text)
+        await rec.emit(
+            step=engine_pb2.Step(
+                key="generate",
+                label=f"Writing with {model.model.model}",
+                status=engine_pb2.STEP_STATUS_STARTED,
+            )
+        )
+        answer, tokens_in, tokens_out = await self._generate(provider, model.model, messages, rec)
+        await rec.emit(
+            step=engine_pb2.Step(
+                key="generate",
+                label=f"Writing with {model.model.model}",
+                status=engine_pb2.STEP_STATUS_COMPLETED,
+            )
+        )
+
+        assistant_entry = threads_pb2.Entry(
+            role=threads_pb2.ROLE_ASSISTANT,
+            content=answer,
+            source="engine",
+            requester=user,
+            target="personal",
+            correlation_id=run.id,
+            run_id=run.id,
+        )
+        await self._collab.append_entries(user, thread, f"{run.id}:assistant", [assistant_entry])
+        usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
+        return {
+            "final": engine_pb2.Final(
+                text=answer, provider=model.model.provider, model=model.model.model, usage=usage
+            ),
+            "provider": model.model.provider,
+            "model": model.model.model,
+            **usage,
+            "skills_json": json.dumps(
+                [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in used]
+            ),
+            "sources_json": json.dumps(sources),
+            "router_decision_json": json_format.MessageToJson(
+                skills.decision, preserving_proto_field_name=True, indent=None
+            ),
+            "layers_json": json.dumps(
+                [
+                    {"key": layer.key, "present": layer.present, "size_chars": len(layer.text)}
+                    for layer in layers
+                ]
+            ),
+        }
+
+    async def _generate(
+        self, provider: LLMProvider, model: router_pb2.ModelOption, messages: list[Any], rec: _Recorder
+    ) -> tuple[str, int, int]:
+        """Streams the model's answer as coalesced deltas: the first piece at
+        once, then at most one event per flush interval or size."""
+        with tracer.start_as_current_span(f"chat {model.model}") as span:
+            span.set_attribute("gen_ai.operation.name", "chat")
+            span.set_attribute("gen_ai.provider.name", model.provider)
+            span.set_attribute("gen_ai.request.model", model.model)
+            parts: list[str] = []
+            buffer: list[str] = []
+            buffered = 0
+            last_flush = 0.0
+            sent_any = False
+            tokens_in = tokens_out = 0
+            async for chunk in provider.stream(model.model, messages):
+                if isinstance(chunk, UsageChunk):
+                    tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out
+                    continue
+                assert isinstance(chunk, TextChunk)
+                parts.append(chunk.text)
+                buffer.append(chunk.text)
+                buffered += len(chunk.text)
+                now = time.monotonic()
+                if (
+                    not sent_any
+                    or now - last_flush >= self._limits.delta_flush_seconds
+                    or buffered >= self._limits.delta_flush_chars
+                ):
+                    await rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
+                    buffer, buffered, last_flush, sent_any = [], 0, now, True
+            if buffer:
+                await rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
+            span.set_attribute("gen_ai.response.model", model.model)
+            span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
+            span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+            return "".join(parts), tokens_in, tokens_out
+
+    # Leases and shutdown
+
+    async def heartbeat(self) -> None:
+        await self._repo.heartbeat(self._instance_id)
+
+    async def settle_orphans(self) -> int:
+        """Settles `failed` ("interrupted") every run left `running` by an
+        engine instance whose lease expired: a crash never leaves a zombie,
+        and another live engine's runs are never touched."""
+        settled = 0
+        for run in await self._repo.orphaned_runs(self._limits.lease_seconds):
+            sequence = await self._repo.last_sequence(run.id) + 1
+            event = engine_pb2.RunEvent(
+                run_id=run.id,
+                sequence=sequence,
+                error=engine_pb2.RunError(code="INTERRUPTED", message="the engine running this run stopped"),
+            )
+            event.create_time.GetCurrentTime()
+            if await self._repo.settle_if_running(run.id, INTERRUPTED, event.SerializeToString(), sequence):
+                settled += 1
+                log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
+        return settled
+
+    async def maintain(self) -> None:
+        """Renews this instance's lease and settles orphans, until cancelled."""
+        while True:
+            try:
+                await self.heartbeat()
+                await self.settle_orphans()
+            except Exception:  # noqa: BLE001 - keep the lease loop alive through a database blip
+                log.exception("lease maintenance failed")
+            await asyncio.sleep(self._limits.lease_seconds / 3)
+
+    async def close(self, grace: float | None) -> None:
+        """Lets in-flight runs finish within ``grace``; the rest are cancelled
+        and settled `failed` ("interrupted") by their own task."""
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._repo.release(self._instance_id)
+
+
+def run_to_proto(run: AgentRun) -> engine_pb2.Run:
+    proto = engine_pb2.Run(
+        id=run.id,
+        agent_id=run.agent_id or "",
+        user_id=run.user_id,
+        conversation_id=run.conversation_id or "",
+        parent_run_id=run.parent_run_id or "",
+        surface={v: k for k, v in SURFACES.items()}.get(run.surface, engine_pb2.SURFACE_UNSPECIFIED),
+        trigger_id=run.trigger_id or "",
+        trigger_payload_json=run.trigger_payload_json,
+        status=STATUSES.get(run.status, engine_pb2.RUN_STATUS_UNSPECIFIED),
+        provider=run.provider or "",
+        model=run.model or "",
+        credits=run.credits,
+        router_decision_json=run.router_decision_json,
+        error=run.error or "",
+        request_id=run.request_id or "",
+        requested_model=run.requested_model,
+    )
+    proto.usage.tokens_in = run.tokens_in
+    proto.usage.tokens_out = run.tokens_out
+    for skill in json.loads(run.skills_json):
+        json_format.ParseDict(skill, proto.skills.add())
+    for source in json.loads(run.sources_json):
+        json_format.ParseDict(source, proto.sources.add())
+    for layer in json.loads(run.layers_json):
+        json_format.ParseDict(layer, proto.layers.add())
+    proto.start_time.FromDatetime(run.started_at)
+    if run.finished_at is not None:
+        proto.finish_time.FromDatetime(run.finished_at)
+    return proto

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import uuid
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from services.shared.settings import ServiceSettings
+
+
+class EngineSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_ENGINE_", frozen=True, extra="ignore")
+
+    service_name: str = "engine"
+    port: int = 50051
+    threads_address: str = "127.0.0.1:50053"
+    memory_address: str = "127.0.0.1:50054"
+    router_address: str = "127.0.0.1:50052"
+    # Deadline of each call to another service, in seconds.
+    call_timeout: float = 5.0
+    max_message_chars: int = 32_000
+    # Token deltas are coalesced: the first is sent at once, later ones at most
+    # every delta_flush_seconds or when delta_flush_chars have accumulated.
+    delta_flush_seconds: float = 0.03
+    delta_flush_chars: int = 512
+    # Offline model: pause between tokens (0 for tests and benchmarks; a demo
+    # sets it to watch the answer stream).
+    offline_token_delay: float = 0.0
+    # Runs of an engine instance whose lease is older than this are settled
+    # failed ("interrupted"); each instance renews its lease every third of it.
+    lease_seconds: float = 15.0
+    instance_id: str = Field(default_factory=lambda: uuid.uuid4().hex)

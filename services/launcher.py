@@ -1,0 +1,224 @@
+"""python -m services.launcher: starts the whole system on one machine — the
+four services and the gateway, each its own OS process — waits until each is
+healthy, prints where to open it, prefixes every log line with its process,
+and stops everything on Ctrl-C (SIGTERM to each, then SIGKILL after a grace)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
+DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
+STARTUP_TIMEOUT = 60.0
+
+
+@dataclass
+class Child:
+    name: str
+    module: str
+    port: int
+    env: dict[str, str]
+    process: asyncio.subprocess.Process | None = None
+    pumps: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def plan(ports: dict[str, int], data_dir: Path, extra_env: dict[str, str]) -> list[Child]:
+    """The processes and their environment; addresses point at each other."""
+    addr = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    base = {**os.environ, "SWITCHBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **extra_env}
+    children = [
+        Child(
+            name,
+            f"services.{name}",
+            ports[name],
+            {**base, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])},
+        )
+        for name in ("threads", "memory", "router")
+    ]
+    children.append(
+        Child(
+            "engine",
+            "services.engine",
+            ports["engine"],
+            {
+                **base,
+                "SWITCHBOARD_ENGINE_PORT": str(ports["engine"]),
+                "SWITCHBOARD_ENGINE_THREADS_ADDRESS": addr["threads"],
+                "SWITCHBOARD_ENGINE_MEMORY_ADDRESS": addr["memory"],
+                "SWITCHBOARD_ENGINE_ROUTER_ADDRESS": addr["router"],
+            },
+        )
+    )
+    children.append(
+        Child(
+            "gateway",
+            "gateway",
+            ports["gateway"],
+            {
+                **base,
+                "SWITCHBOARD_GATEWAY_PORT": str(ports["gateway"]),
+                "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": addr["engine"],
+                "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": addr["threads"],
+            },
+        )
+    )
+    return children
+
+
+async def pump(name: str, stream: asyncio.StreamReader, color: bool) -> None:
+    prefix = f"\x1b[{COLORS[name]}m{name:>7}\x1b[0m | " if color else f"{name:>7} | "
+    while line := await stream.readline():
+        sys.stdout.write(prefix + line.decode(errors="replace"))
+        sys.stdout.flush()
+
+
+async def start(child: Child, color: bool) -> None:
+    child.process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        child.module,
+        env=child.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # Ctrl-C reaches the launcher only; it stops children in order
+    )
+    assert child.process.stdout is not None
+    child.pumps.append(asyncio.create_task(pump(child.name, child.process.stdout, color)))
+
+
+async def wait_healthy(child: Child) -> None:
+    """gRPC health SERVING for a service, /healthz 200 for the gateway."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        assert child.process is not None
+        if child.process.returncode is not None:
+            raise RuntimeError(f"{child.name} exited with code {child.process.returncode} during start-up")
+        try:
+            if child.name == "gateway":
+                async with httpx.AsyncClient() as client:
+                    if (
+                        await client.get(f"http://127.0.0.1:{child.port}/healthz", timeout=1)
+                    ).status_code == 200:
+                        return
+            else:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{child.port}") as channel:
+                    reply = await health_pb2_grpc.HealthStub(channel).Check(
+                        health_pb2.HealthCheckRequest(), timeout=1
+                    )
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+        except (grpc.aio.AioRpcError, httpx.HTTPError):
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{child.name} was not healthy after {STARTUP_TIMEOUT:.0f}s")
+
+
+async def stop_all(children: list[Child], grace: float = 15.0) -> None:
+    """SIGTERM in reverse start order (gateway first), SIGKILL after ``grace``."""
+    for child in reversed(children):
+        if child.process is not None and child.process.returncode is None:
+            child.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(child.process.wait(), grace)
+            except TimeoutError:
+                child.process.kill()
+                await child.process.wait()
+    for child in children:
+        for task in child.pumps:
+            await task
+
+
+async def run(args: argparse.Namespace) -> int:
+    names = list(DEFAULT_PORTS)
+    if args.ephemeral_ports:
+        ports = {name: free_port() for name in names}
+    else:
+        ports = {name: DEFAULT_PORTS[name] + args.port_offset for name in names}
+        busy = [f"{name} ({port})" for name, port in ports.items() if port_in_use(port)]
+        if busy:
+            print(
+                f"Ports already in use: {', '.join(busy)}. Is Switchboard already running? "
+                "Use --port-offset N or --ephemeral-ports.",
+                file=sys.stderr,
+            )
+            return 2
+    extra_env = {}
+    if args.offline_token_delay:
+        extra_env["SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY"] = str(args.offline_token_delay)
+    children = plan(ports, args.data_dir.resolve(), extra_env)
+    color = sys.stdout.isatty()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        # Threads, memory and router have no dependencies: start them together.
+        for group in (children[:3], children[3:4], children[4:]):
+            for child in group:
+                await start(child, color)
+            await asyncio.gather(*(wait_healthy(child) for child in group))
+    except RuntimeError as error:
+        print(f"Switchboard failed to start: {error}", file=sys.stderr)
+        await stop_all(children)
+        return 1
+    url = f"http://127.0.0.1:{ports['gateway']}"
+    print(
+        f"\nSwitchboard is up.\n  Web page:  {url}/\n  HTTP API:  {url}/api/agent  (OpenAPI: {url}/docs)\n"
+        f"  gRPC:      engine :{ports['engine']}  router :{ports['router']}  threads :{ports['threads']}"
+        f"  memory :{ports['memory']}\n  Data:      {args.data_dir.resolve()}\nPress Ctrl-C to stop.\n",
+        flush=True,
+    )
+    if args.ready_file:
+        args.ready_file.write_text(json.dumps({"url": url, "ports": ports}))
+    waits = [asyncio.create_task(c.process.wait()) for c in children if c.process is not None]
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopper, *waits], return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if stopper not in done:
+        dead = [c.name for c in children if c.process is not None and c.process.returncode is not None]
+        print(f"Stopping: {', '.join(dead)} exited unexpectedly.", file=sys.stderr)
+        code = 1
+    print("Stopping Switchboard…", flush=True)
+    await stop_all(children)
+    stopper.cancel()
+    return code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m services.launcher", description=__doc__)
+    parser.add_argument("--data-dir", type=Path, default=Path(".data"), help="folder of the SQLite files")
+    parser.add_argument("--port-offset", type=int, default=0, help="add N to every default port")
+    parser.add_argument("--ephemeral-ports", action="store_true", help="pick free ports (tests)")
+    parser.add_argument("--ready-file", type=Path, help="write the URL and ports here as JSON once healthy")
+    parser.add_argument(
+        "--offline-token-delay", type=float, default=0.0, help="seconds between offline tokens (demo)"
+    )
+    sys.exit(asyncio.run(run(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()

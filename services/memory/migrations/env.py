@@ -1,0 +1,6 @@
+from sqlmodel import SQLModel
+
+import services.memory.models  # noqa: F401 - registers the tables on SQLModel.metadata
+from services.shared.migrations import run_env
+
+run_env(SQLModel.metadata)

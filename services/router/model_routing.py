@@ -1,0 +1,216 @@
+"""The ``Auto`` model router (seed 002 P2-T09, P2-T10, §7.2): a pure function
+over the configured models. No database, no gRPC, no LLM call.
+
+How a request is classified (deterministic, in this order):
+
+1. **strong** when the request is long (more than ``LONG_REQUEST_MIN_CHARS``
+   characters) or shows multi-step markers: at least two numbered-list lines,
+   at least three bullet lines, a sequencing word ("then", "ensuite", "puis",
+   "step", "étape", "finally", "enfin", "afterwards"), or at least two
+   sentences that open with an imperative verb ("Write ... . Compare ...").
+2. **fast** when it is short (at most ``SHORT_FACTUAL_MAX_CHARS``) with no
+   multi-step marker: a short factual question.
+3. **balanced** otherwise.
+
+Then the first configured model of that profile is chosen, falling back to
+balanced, then fast, then any other profile. While routing automatically a
+``web_only`` model is never chosen (it would silently drop the workspace
+context), nor an ``expensive`` one unless the class is strong. A manual
+choice (a configured id) is returned as is, never re-routed; an id that is
+not configured is refused, never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from services.shared.errors import FailedPrecondition, InvalidArgument
+
+Profile = Literal["fast", "balanced", "strong"]
+AUTO = "auto"
+
+SHORT_FACTUAL_MAX_CHARS = 200
+LONG_REQUEST_MIN_CHARS = 600
+MIN_NUMBERED_LINES = 2
+MIN_BULLET_LINES = 3
+MIN_IMPERATIVE_SENTENCES = 2
+
+# Profiles tried for each class, in order; the class's own profile first.
+_PREFERENCE: dict[Profile, tuple[Profile, ...]] = {
+    "fast": ("fast", "balanced", "strong"),
+    "balanced": ("balanced", "fast", "strong"),
+    "strong": ("strong", "balanced", "fast"),
+}
+
+_NUMBERED_LINE = re.compile(r"^\s*\d{1,2}\s*[.)-]\s+\S", re.MULTILINE)
+_BULLET_LINE = re.compile(r"^\s*[-*\u2022]\s+\S", re.MULTILINE)
+_SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+")
+_WORD = re.compile(r"[a-z0-9]+")
+# Accent-folded, lower case.
+_SEQUENCE_WORDS = frozenset(
+    {"then", "afterwards", "finally", "step", "steps", "ensuite", "puis", "enfin", "etape", "etapes"}
+)
+_IMPERATIVE_VERBS = frozenset(
+    {
+        # English
+        "write", "draft", "create", "make", "build", "compare", "analyse", "analyze", "list", "find",
+        "check", "summarize", "summarise", "translate", "explain", "review", "plan", "prepare", "send",
+        "update", "extract", "organize", "organise", "generate", "rewrite", "search", "collect", "add",
+        # French (imperative and infinitive forms)
+        "ecris", "ecrivez", "ecrire", "redige", "redigez", "rediger", "cree", "creez", "creer",
+        "comparez", "comparer", "analysez", "analyser", "liste", "listez", "lister", "trouve",
+        "trouvez", "trouver", "verifie", "verifiez", "verifier", "resume", "resumez", "resumer", "traduis",
+        "traduisez", "traduire", "explique", "expliquez", "expliquer", "preparez", "preparer",
+        "envoie", "envoyez", "envoyer", "cherche", "cherchez", "chercher", "extrais", "extrayez",
+        "extraire", "fais", "faites", "faire", "ajoute", "ajoutez", "ajouter", "planifie", "planifiez",
+    }
+)  # fmt: skip
+
+
+class ModelOption(BaseModel):
+    """One configured model (an entry of ``models_json``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, max_length=128)
+    provider: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    profile: Profile
+    # Receives no workspace context (P2-T10): Auto never picks it.
+    web_only: bool = False
+    # Auto avoids it unless the request is classified strong (§7.2).
+    expensive: bool = False
+
+
+_MODELS = TypeAdapter(list[ModelOption])
+
+DEFAULT_MODELS_JSON = json.dumps(
+    [
+        {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
+        for p in ("fast", "balanced", "strong")
+    ]
+)
+
+
+def parse_models(text: str) -> tuple[ModelOption, ...]:
+    """Parses and checks the configured models; ValueError with a readable
+    message when the configuration cannot work."""
+    try:
+        models = _MODELS.validate_json(text)
+    except ValidationError as exc:
+        raise ValueError(f"models_json is not a valid list of models: {exc}") from exc
+    if not models:
+        raise ValueError("models_json must configure at least one model")
+    seen: set[str] = set()
+    for option in models:
+        if option.id.strip().lower() == AUTO:
+            raise ValueError(f"models_json: {option.id!r} is reserved for automatic routing")
+        if option.id in seen:
+            raise ValueError(f"models_json: model id {option.id!r} is configured twice")
+        seen.add(option.id)
+    if not any(_auto_eligible(option, "fast") for option in models):
+        raise ValueError("models_json: Auto needs at least one model that is neither web_only nor expensive")
+    return tuple(models)
+
+
+@dataclass(frozen=True)
+class Classification:
+    profile: Profile
+    rule: str
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    model: ModelOption
+    reason: str
+    routed: bool
+
+
+def _fold(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _multi_step_marker(text: str) -> str:
+    """The first multi-step marker found, described; "" when there is none."""
+    numbered = len(_NUMBERED_LINE.findall(text))
+    if numbered >= MIN_NUMBERED_LINES:
+        return f"a numbered list ({numbered} items)"
+    bullets = len(_BULLET_LINE.findall(text))
+    if bullets >= MIN_BULLET_LINES:
+        return f"a bulleted list ({bullets} items)"
+    folded = _fold(text)
+    sequencing = sorted(set(_WORD.findall(folded)) & _SEQUENCE_WORDS)
+    if sequencing:
+        return f"sequencing word {sequencing[0]!r}"
+    imperative = 0
+    for sentence in _SENTENCE_SPLIT.split(folded):
+        words = _WORD.findall(sentence)
+        if words and words[0] in _IMPERATIVE_VERBS:
+            imperative += 1
+    if imperative >= MIN_IMPERATIVE_SENTENCES:
+        return f"{imperative} sentences opening with an imperative verb"
+    return ""
+
+
+def classify(text: str) -> Classification:
+    length = len(text.strip())
+    if length > LONG_REQUEST_MIN_CHARS:
+        return Classification("strong", f"long request ({length} chars > {LONG_REQUEST_MIN_CHARS})")
+    marker = _multi_step_marker(text)
+    if marker:
+        return Classification("strong", f"multi-step request ({marker})")
+    if length <= SHORT_FACTUAL_MAX_CHARS:
+        return Classification(
+            "fast",
+            f"short factual request ({length} chars <= {SHORT_FACTUAL_MAX_CHARS}, no multi-step marker)",
+        )
+    return Classification("balanced", f"medium request ({length} chars, no multi-step marker)")
+
+
+def _auto_eligible(option: ModelOption, profile: Profile) -> bool:
+    return not option.web_only and (not option.expensive or profile == "strong")
+
+
+def _auto_route(models: Sequence[ModelOption], text: str) -> ModelRoute:
+    found = classify(text)
+    for profile in _PREFERENCE[found.profile]:
+        for option in models:
+            if option.profile == profile and _auto_eligible(option, found.profile):
+                fallback = (
+                    "" if profile == found.profile else f", no eligible {found.profile} model: fell back"
+                )
+                return ModelRoute(
+                    option,
+                    f"auto: {found.rule} -> {found.profile} profile{fallback}; chose {option.id} ({profile})",
+                    routed=True,
+                )
+    raise FailedPrecondition(
+        f"no configured model can serve a {found.profile} request automatically", profile=found.profile
+    )
+
+
+def route_model(
+    models: Sequence[ModelOption], text: str, requested_model: str, default_model: str = ""
+) -> ModelRoute:
+    """Resolves the requested model: "" or "auto" routes (through the user's
+    ``default_model`` first when nothing was requested); a configured id is
+    returned unchanged; anything else is INVALID_ARGUMENT."""
+    requested, source, field = requested_model.strip(), "requested", "requested_model"
+    if not requested and default_model.strip():
+        requested, source, field = default_model.strip(), "default", "default_model"
+    if not requested or requested.lower() == AUTO:
+        return _auto_route(models, text)
+    for option in models:
+        if option.id == requested:
+            return ModelRoute(
+                option, f"manual: the {source} model {option.id!r}, never re-routed", routed=False
+            )
+    raise InvalidArgument(f"model {requested!r} is not configured", field=field, model=requested)

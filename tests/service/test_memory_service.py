@@ -1,0 +1,333 @@
+"""The memory service in-process, called through its real stub."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
+
+from services.memory.server import build_server
+from services.memory.settings import MemorySettings
+from services.shared.errors import error_info
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2 as pb
+from tests.service.harness import as_user, expect_error, running
+
+Stub = memory_service_pb2_grpc.MemoryServiceStub
+INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
+TOO_LARGE = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_TOO_LARGE")
+
+
+@pytest.fixture
+async def stub(db_url: str) -> AsyncIterator[Stub]:
+    settings = MemorySettings(port=0, database_url=db_url, max_note_chars=500)
+    async with running(build_server, settings) as (_, channel):
+        yield Stub(channel)
+
+
+def note(
+    title: str,
+    body: str,
+    *,
+    project_id: str = "acme",
+    kind: memory_pb2.NoteKind.ValueType = memory_pb2.NOTE_KIND_DECISION,
+    tags: list[str] | None = None,
+) -> memory_pb2.Note:
+    return memory_pb2.Note(
+        project_id=project_id, kind=kind, title=title, body=body, tags=tags or [], author_agent_id="architect"
+    )
+
+
+async def create(stub: Stub, *notes: memory_pb2.Note) -> list[memory_pb2.Note]:
+    return [(await stub.CreateNote(pb.CreateNoteRequest(note=n), timeout=10)).note for n in notes]
+
+
+async def recall(
+    stub: Stub, query: str, persona: str = "", limit: int = 0, project_id: str = "acme"
+) -> list[str]:
+    response = await stub.RecallNotes(
+        pb.RecallNotesRequest(project_id=project_id, query=query, persona=persona, limit=limit), timeout=10
+    )
+    scores = [r.score for r in response.notes]
+    assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores), scores
+    return [r.note.title for r in response.notes]
+
+
+# Notes
+
+
+async def test_create_note_returns_the_stored_note(stub: Stub) -> None:
+    request = pb.CreateNoteRequest(
+        note=note("  Use gRPC  ", " Services talk gRPC. \n", tags=["arch", " arch ", "", "rpc"])
+    )
+    created = (await stub.CreateNote(request, timeout=10)).note
+    assert created.id and created.project_id == "acme" and created.author_agent_id == "architect"
+    assert (created.title, created.body) == ("Use gRPC", "Services talk gRPC.")
+    assert list(created.tags) == ["arch", "rpc"]
+    assert created.kind == memory_pb2.NOTE_KIND_DECISION
+    assert created.create_time.seconds > 0 and created.update_time == created.create_time
+    # Without a project the note lands in "default", where recall finds it.
+    default = await stub.CreateNote(
+        pb.CreateNoteRequest(note=note("Tabs", "Indent with tabs", project_id=""))
+    )
+    assert default.note.project_id == "default"
+    assert await recall(stub, "tabs", project_id="") == ["Tabs"]
+    assert await recall(stub, "tabs", project_id="default") == ["Tabs"]
+    assert await recall(stub, "tabs") == []  # another project
+
+
+async def test_create_note_is_idempotent_on_request_id(stub: Stub) -> None:
+    request = pb.CreateNoteRequest(request_id="req-1", note=note("Once", "Written once only"))
+    first = (await stub.CreateNote(request, timeout=10)).note
+    retried = (await stub.CreateNote(request, timeout=10)).note
+    assert retried.id == first.id and retried.create_time == first.create_time
+    # Concurrent retries of another request: one write, one id for all.
+    concurrent = pb.CreateNoteRequest(request_id="req-2", note=note("Twice", "Written once only"))
+    results = await asyncio.gather(*(stub.CreateNote(concurrent, timeout=10) for _ in range(8)))
+    assert len({r.note.id for r in results}) == 1 and results[0].note.id != first.id
+    assert sorted(await recall(stub, "written", limit=50)) == ["Once", "Twice"]
+    # The same request_id in another project is another request.
+    other = pb.CreateNoteRequest(
+        request_id="req-1", note=note("Once", "Written once only", project_id="other")
+    )
+    assert (await stub.CreateNote(other, timeout=10)).note.id != first.id
+    # No request_id: every call writes.
+    plain = pb.CreateNoteRequest(note=note("Plain", "Unkeyed note"))
+    ids = {(await stub.CreateNote(plain, timeout=10)).note.id for _ in range(2)}
+    assert len(ids) == 2 and await recall(stub, "unkeyed") == ["Plain", "Plain"]
+
+
+async def test_bad_notes_are_invalid_argument(stub: Stub) -> None:
+    error = await expect_error(
+        stub.CreateNote(pb.CreateNoteRequest(note=note("t", "b", kind=memory_pb2.NOTE_KIND_UNSPECIFIED))),
+        *INVALID,
+    )
+    info = error_info(error)
+    assert info is not None and info.metadata["field"] == "note.kind"
+    await expect_error(
+        stub.CreateNote(pb.CreateNoteRequest(note=note("t", "b", kind=memory_pb2.NoteKind.ValueType(42)))),
+        *INVALID,
+    )
+    await expect_error(stub.CreateNote(pb.CreateNoteRequest(note=note("   ", "body"))), *INVALID)
+    await expect_error(stub.CreateNote(pb.CreateNoteRequest(note=note("title", " \n\t "))), *INVALID)
+    await expect_error(stub.CreateNote(pb.CreateNoteRequest()), *INVALID)
+    await expect_error(stub.CreateNote(pb.CreateNoteRequest(note=note("title", "x" * 501))), *TOO_LARGE)
+    # Exactly the limit is fine; nothing of the rejected calls was written.
+    await create(stub, note("Edge", "x" * 500))
+    assert await recall(stub, "title body edge", limit=50) == ["Edge"]
+
+
+# Recall
+
+
+async def test_recall_ranks_the_relevant_note_first(stub: Stub) -> None:
+    await create(
+        stub,
+        note("Database choice", "We store runs in PostgreSQL; SQLite embedded for development."),
+        note("Deploy", "Each service is deployed separately behind the gateway.", tags=["ops"]),
+        note("Retry policy", "Only idempotent calls are retried, and only when UNAVAILABLE.", tags=["grpc"]),
+        note("Frontend", "The chat panel is a sidebar by default.", kind=memory_pb2.NOTE_KIND_PREFERENCE),
+    )
+    assert (await recall(stub, "Which database for the runs? PostgreSQL?"))[0] == "Database choice"
+    assert (await recall(stub, "when are gRPC calls retried"))[0] == "Retry policy"
+    assert await recall(stub, "ops") == ["Deploy"]  # tags count
+    assert await recall(stub, "kubernetes helm") == []  # nothing matches: nothing returned
+    assert await recall(stub, "") == []  # no query, no persona
+    assert await recall(stub, "a ? !") == []  # no term of 2 characters or more
+
+
+async def test_recall_is_accent_insensitive(stub: Stub) -> None:
+    await create(
+        stub,
+        note(
+            "Décision : base de données",
+            "Nous avons choisi PostgreSQL pour la production.",
+            tags=["Sécurité"],
+        ),
+        note("Style", "Le code suit ruff et mypy."),
+    )
+    assert await recall(stub, "decision base donnees") == ["Décision : base de données"]
+    assert await recall(stub, "DÉCISION") == ["Décision : base de données"]
+    assert await recall(stub, "securite") == ["Décision : base de données"]
+    assert await recall(stub, "règles de style") == ["Style", "Décision : base de données"]
+
+
+async def test_persona_changes_what_is_recalled(stub: Stub) -> None:
+    await create(
+        stub,
+        note("Test strategy", "Regressions get a pytest case before any fix.", tags=["qa"]),
+        note(
+            "Service layout",
+            "Architecture: one gRPC service per domain, shared plumbing.",
+            tags=["architecture"],
+        ),
+        note("Release checklist", "Changelog, version bump, release notes."),
+    )
+    qa = "You are QA: you care about pytest, regressions and test coverage."
+    architect = "You are the architect: architecture, service boundaries, gRPC contracts."
+    assert await recall(stub, "", persona=qa) == ["Test strategy"]
+    assert await recall(stub, "", persona=architect) == ["Service layout"]
+    # With a query, the persona adds its own subset to what the query finds.
+    assert await recall(stub, "release") == ["Release checklist"]
+    assert set(await recall(stub, "release", persona=qa)) == {"Release checklist", "Test strategy"}
+    assert set(await recall(stub, "release", persona=architect)) == {"Release checklist", "Service layout"}
+    # A query term weighs twice a persona term: a one-term match of each ranks the query's first.
+    assert await recall(stub, "release", persona="pytest") == ["Release checklist", "Test strategy"]
+    assert await recall(stub, "pytest", persona="release") == ["Test strategy", "Release checklist"]
+
+
+async def test_recall_limit_bounds(stub: Stub) -> None:
+    await asyncio.gather(
+        *(
+            stub.CreateNote(pb.CreateNoteRequest(note=note(f"Note {i}", "shared term")), timeout=10)
+            for i in range(52)
+        )
+    )
+    assert len(await recall(stub, "shared")) == 5  # default
+    assert len(await recall(stub, "shared", limit=2)) == 2
+    assert len(await recall(stub, "shared", limit=50)) == 50
+    assert len(await recall(stub, "shared", limit=1000)) == 50  # capped
+    await expect_error(stub.RecallNotes(pb.RecallNotesRequest(query="shared", limit=-1)), *INVALID)
+
+
+async def test_recall_ties_prefer_the_most_recent_note(stub: Stub) -> None:
+    await create(stub, note("Older", "same words"))
+    await create(stub, note("Newer", "same words"))
+    assert await recall(stub, "same words") == ["Newer", "Older"]
+
+
+async def test_recall_in_an_empty_project_is_empty(stub: Stub) -> None:
+    assert await recall(stub, "anything at all", persona="a persona", project_id="nothing-here") == []
+
+
+# Personal settings
+
+
+async def test_settings_default_for_a_user_without_a_row(stub: Stub) -> None:
+    got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
+    assert got == memory_pb2.PersonalSettings(
+        user_id="alice", display_name="", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
+    )
+    assert list(got.instruction_page_ids) == [] and got.default_model == ""
+    await expect_error(
+        stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), timeout=10),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "ERROR_REASON_UNAUTHENTICATED",
+    )
+
+
+async def test_update_writes_only_the_masked_fields(stub: Stub) -> None:
+    wanted = memory_pb2.PersonalSettings(
+        user_id="mallory",  # ignored: the caller is the user
+        display_name="Alice",
+        avatar_json='{"emoji": "🦊"}',
+        instruction_page_ids=["p1", "p2", "p1"],
+        active_instruction_page_id="p2",
+        chat_mode=memory_pb2.CHAT_MODE_FLOATING,
+        default_model="gpt-x",
+    )
+    first = await stub.UpdatePersonalSettings(
+        pb.UpdatePersonalSettingsRequest(
+            settings=wanted, update_mask=FieldMask(paths=["display_name", "chat_mode"])
+        ),
+        **as_user("alice"),
+    )
+    assert first.settings == memory_pb2.PersonalSettings(
+        user_id="alice", display_name="Alice", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_FLOATING
+    )
+    everything = ["avatar_json", "instruction_page_ids", "active_instruction_page_id", "default_model"]
+    await stub.UpdatePersonalSettings(
+        pb.UpdatePersonalSettingsRequest(settings=wanted, update_mask=FieldMask(paths=everything)),
+        **as_user("alice"),
+    )
+    # A later update of one field keeps the others.
+    await stub.UpdatePersonalSettings(
+        pb.UpdatePersonalSettingsRequest(
+            settings=memory_pb2.PersonalSettings(default_model=""),
+            update_mask=FieldMask(paths=["default_model"]),
+        ),
+        **as_user("alice"),
+    )
+    got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
+    assert got == memory_pb2.PersonalSettings(
+        user_id="alice",
+        display_name="Alice",
+        avatar_json='{"emoji": "🦊"}',
+        instruction_page_ids=["p1", "p2"],
+        active_instruction_page_id="p2",
+        chat_mode=memory_pb2.CHAT_MODE_FLOATING,
+        default_model="",  # back to Auto
+    )
+
+
+async def test_concurrent_updates_of_one_user_all_land(stub: Stub) -> None:
+    fields = {
+        "display_name": memory_pb2.PersonalSettings(display_name="Bob"),
+        "default_model": memory_pb2.PersonalSettings(default_model="model-a"),
+        "active_instruction_page_id": memory_pb2.PersonalSettings(active_instruction_page_id="page"),
+        "chat_mode": memory_pb2.PersonalSettings(chat_mode=memory_pb2.CHAT_MODE_FLOATING),
+    }
+    await asyncio.gather(
+        *(
+            stub.UpdatePersonalSettings(
+                pb.UpdatePersonalSettingsRequest(settings=value, update_mask=FieldMask(paths=[path])),
+                **as_user("bob"),
+            )
+            for path, value in fields.items()
+        )
+    )
+    got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("bob"))).settings
+    assert (got.display_name, got.default_model, got.active_instruction_page_id, got.chat_mode) == (
+        "Bob",
+        "model-a",
+        "page",
+        memory_pb2.CHAT_MODE_FLOATING,
+    )
+
+
+async def test_settings_are_private_to_their_user(stub: Stub) -> None:
+    await stub.UpdatePersonalSettings(
+        pb.UpdatePersonalSettingsRequest(
+            settings=memory_pb2.PersonalSettings(
+                user_id="bob", display_name="Alice", default_model="secret-model"
+            ),
+            update_mask=FieldMask(paths=["display_name", "default_model"]),
+        ),
+        **as_user("alice"),
+    )
+    bob = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("bob"))).settings
+    assert bob == memory_pb2.PersonalSettings(
+        user_id="bob", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
+    )
+    alice = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
+    assert (alice.user_id, alice.display_name, alice.default_model) == ("alice", "Alice", "secret-model")
+
+
+async def test_bad_settings_updates_are_rejected(stub: Stub) -> None:
+    def update(paths: list[str], **fields: Any) -> Any:
+        request = pb.UpdatePersonalSettingsRequest(
+            settings=memory_pb2.PersonalSettings(**fields), update_mask=FieldMask(paths=paths)
+        )
+        return stub.UpdatePersonalSettings(request, **as_user("alice"))
+
+    await expect_error(update([], display_name="x"), *INVALID)
+    await expect_error(update(["nickname"], display_name="x"), *INVALID)
+    await expect_error(update(["user_id"], user_id="bob"), *INVALID)
+    await expect_error(update(["display_name", "bogus"], display_name="x"), *INVALID)
+    await expect_error(update(["avatar_json"], avatar_json="[1, 2]"), *INVALID)
+    await expect_error(update(["avatar_json"], avatar_json="{not json"), *INVALID)
+    await expect_error(update(["chat_mode"]), *INVALID)
+    await expect_error(update(["chat_mode"], chat_mode=9), *INVALID)
+    await expect_error(update(["instruction_page_ids"], instruction_page_ids=["p", " "]), *INVALID)
+    await expect_error(update(["display_name"], display_name="n" * 101), *TOO_LARGE)
+    # None of them wrote anything; 100 characters and an unmasked bad field are fine.
+    got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
+    assert got == memory_pb2.PersonalSettings(
+        user_id="alice", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
+    )
+    ok = await update(["display_name"], display_name="n" * 100, avatar_json="[]")
+    assert ok.settings.display_name == "n" * 100 and ok.settings.avatar_json == "{}"

@@ -1,0 +1,152 @@
+"""The `Auto` model router: classification, choice, refusals (seed 002 P2-T09, §7.2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from services.router.model_routing import ModelOption, classify, parse_models, route_model
+from services.router.settings import RouterSettings
+from services.shared.errors import FailedPrecondition, InvalidArgument
+
+DEFAULT = RouterSettings().models
+SHORT = "What is the capital of Australia?"
+MULTI_STEP = (
+    "Read the three attached supplier offers, then compare their prices and delivery times. "
+    "Write a recommendation for the purchasing committee and draft the email announcing it."
+)
+LONG = "Here is the context of the project. " * 30
+
+
+def option(id: str, profile: str, **flags: bool) -> ModelOption:
+    return ModelOption.model_validate(
+        {"id": id, "provider": "p", "model": f"m-{id}", "profile": profile, **flags}
+    )
+
+
+def test_default_configuration_is_three_offline_models() -> None:
+    assert [(m.id, m.provider, m.model, m.profile) for m in DEFAULT] == [
+        ("offline-fast", "offline", "switchboard-offline-fast", "fast"),
+        ("offline-balanced", "offline", "switchboard-offline-balanced", "balanced"),
+        ("offline-strong", "offline", "switchboard-offline-strong", "strong"),
+    ]
+    assert not any(m.expensive or m.web_only for m in DEFAULT)
+
+
+def test_short_factual_and_long_multi_step_choose_different_profiles() -> None:
+    short = route_model(DEFAULT, SHORT, "auto")
+    multi = route_model(DEFAULT, MULTI_STEP, "")
+    assert (short.model.id, short.routed) == ("offline-fast", True)
+    assert (multi.model.id, multi.routed) == ("offline-strong", True)
+    assert "short factual" in short.reason and "fast" in short.reason
+    assert "multi-step" in multi.reason and "strong" in multi.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "profile", "rule"),
+    [
+        (SHORT, "fast", "short factual"),
+        ("", "fast", "short factual"),
+        (LONG, "strong", "long request"),
+        ("Plan the launch:\n1. list the tasks\n2. assign owners\n3. set dates", "strong", "numbered list"),
+        ("Fais le bilan du trimestre, ensuite propose un plan.", "strong", "ensuite"),
+        ("Résume la réunion puis envoie-le à l'équipe", "strong", "puis"),
+        ("Write the agenda. Send it to the team. Book the room.", "strong", "imperative"),
+        ("Quelle est la date de la prochaine release ?", "fast", "short factual"),
+        ("Could you explain " + "why the quarterly numbers moved so much " * 6, "balanced", "medium"),
+    ],
+)
+def test_classification_rules(text: str, profile: str, rule: str) -> None:
+    found = classify(text)
+    assert found.profile == profile and rule in found.rule, found
+
+
+def test_auto_avoids_expensive_models_unless_strong() -> None:
+    models = [
+        option("premium-fast", "fast", expensive=True),
+        option("cheap-balanced", "balanced"),
+        option("premium-strong", "strong", expensive=True),
+    ]
+    short = route_model(models, SHORT, "auto")
+    assert short.model.id == "cheap-balanced" and "fell back" in short.reason
+    assert route_model(models, MULTI_STEP, "auto").model.id == "premium-strong"
+
+
+def test_auto_never_picks_a_web_only_model() -> None:
+    models = [option("web-fast", "fast", web_only=True), option("plain-fast", "fast"), option("s", "strong")]
+    assert route_model(models, SHORT, "").model.id == "plain-fast"
+    # Chosen by hand, it is allowed.
+    assert route_model(models, SHORT, "web-fast").model.id == "web-fast"
+
+
+def test_falls_back_to_balanced_then_fast() -> None:
+    models = [option("f", "fast"), option("b", "balanced")]
+    assert route_model(models, MULTI_STEP, "auto").model.id == "b"
+    assert route_model([option("f", "fast")], MULTI_STEP, "auto").model.id == "f"
+
+
+def test_no_eligible_model_is_a_failed_precondition() -> None:
+    with pytest.raises(FailedPrecondition):
+        route_model([option("x", "strong", expensive=True)], SHORT, "auto")
+
+
+def test_manual_choice_is_never_rerouted() -> None:
+    route = route_model(DEFAULT, MULTI_STEP, "offline-fast")
+    assert (route.model.id, route.routed) == ("offline-fast", False)
+    assert "manual" in route.reason
+    expensive = [option("big", "strong", expensive=True), option("small", "fast")]
+    assert route_model(expensive, SHORT, "big").model.id == "big"
+
+
+def test_unconfigured_model_is_refused_never_replaced() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        route_model(DEFAULT, SHORT, "gpt-unknown")
+    assert "gpt-unknown" in raised.value.message and raised.value.metadata["model"] == "gpt-unknown"
+    with pytest.raises(InvalidArgument) as raised:
+        route_model(DEFAULT, SHORT, "", default_model="gone-model")
+    assert raised.value.metadata["field"] == "default_model"
+
+
+def test_default_model_applies_only_when_nothing_is_requested() -> None:
+    assert route_model(DEFAULT, MULTI_STEP, "", default_model="offline-fast").model.id == "offline-fast"
+    assert not route_model(DEFAULT, MULTI_STEP, "", default_model="offline-fast").routed
+    routed = route_model(DEFAULT, MULTI_STEP, "", default_model="AUTO")
+    assert (routed.model.id, routed.routed) == ("offline-strong", True)
+    assert (
+        route_model(DEFAULT, SHORT, "offline-strong", default_model="offline-fast").model.id
+        == "offline-strong"
+    )
+    assert route_model(DEFAULT, SHORT, "Auto", default_model="offline-strong").model.id == "offline-fast"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not json", "not a valid list of models"),
+        ("[]", "at least one model"),
+        ('[{"id": "a", "provider": "p", "model": "m", "profile": "huge"}]', "not a valid list"),
+        ('[{"id": "auto", "provider": "p", "model": "m", "profile": "fast"}]', "reserved"),
+        (
+            json.dumps([{"id": "a", "provider": "p", "model": "m", "profile": "fast"}] * 2),
+            "configured twice",
+        ),
+        (
+            '[{"id": "a", "provider": "p", "model": "m", "profile": "fast", "expensive": true}]',
+            "neither web_only nor expensive",
+        ),
+    ],
+)
+def test_bad_models_configuration_fails_start_up(value: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_models(value)
+    with pytest.raises(ValidationError, match=message):
+        RouterSettings(models_json=value)
+
+
+def test_settings_refuse_inverted_thresholds() -> None:
+    with pytest.raises(ValidationError, match="below high_threshold"):
+        RouterSettings(high_threshold=0.3, low_threshold=0.5)
+    with pytest.raises(ValidationError):
+        RouterSettings(max_auto_skills=3)
