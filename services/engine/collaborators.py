@@ -130,3 +130,64 @@ class GrpcCollaborators:
             )
         except grpc.aio.AioRpcError as error:
             raise _translate("threads", error) from error
+
+
+class _LocalContext:
+    """The little of a ServicerContext that servicers use: who calls."""
+
+    def __init__(self, user: str) -> None:
+        self._metadata = user_metadata(user)
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def time_remaining(self) -> float | None:
+        return None
+
+
+class InProcessCollaborators:
+    """The same calls made directly on the other services' servicers in this
+    process: no network, no serialisation. The benchmark's floor, and the
+    proof that the run logic does not depend on the transport."""
+
+    def __init__(
+        self,
+        threads: threads_service_pb2_grpc.ThreadsServiceServicer,
+        memory: memory_service_pb2_grpc.MemoryServiceServicer,
+        router: router_service_pb2_grpc.RouterServiceServicer,
+    ) -> None:
+        self._threads, self._memory, self._router = threads, memory, router
+
+    async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
+        request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
+        return (await self._threads.GetConversation(request, _LocalContext(user))).conversation  # type: ignore[misc]
+
+    async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
+        request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
+        return (await self._memory.RecallNotes(request, _LocalContext(user))).notes  # type: ignore[misc]
+
+    async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
+        request = memory_service_pb2.GetPersonalSettingsRequest()
+        return (await self._memory.GetPersonalSettings(request, _LocalContext(user))).settings  # type: ignore[misc]
+
+    async def route_skills(
+        self, user: str, text: str, forced: Sequence[str]
+    ) -> router_service_pb2.RouteSkillsResponse:
+        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=True)
+        return await self._router.RouteSkills(request, _LocalContext(user))  # type: ignore[no-any-return,misc]
+
+    async def route_model(
+        self, user: str, text: str, requested: str, default: str
+    ) -> router_service_pb2.RouteModelResponse:
+        request = router_service_pb2.RouteModelRequest(
+            text=text, requested_model=requested, default_model=default
+        )
+        return await self._router.RouteModel(request, _LocalContext(user))  # type: ignore[no-any-return,misc]
+
+    async def append_entries(
+        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
+    ) -> None:
+        request = threads_service_pb2.AppendEntriesRequest(
+            request_id=request_id, thread_id=thread_id, entries=entries
+        )
+        await self._threads.AppendEntries(request, _LocalContext(user))  # type: ignore[misc]

@@ -1,4 +1,4 @@
-"""build_server(settings): the engine, started and serving."""
+"""The engine: its run service over its database and collaborators, and the server."""
 
 from __future__ import annotations
 
@@ -6,17 +6,14 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-import grpc
-
-from services.engine.collaborators import GrpcCollaborators
+from services.engine.collaborators import Collaborators, GrpcCollaborators
 from services.engine.providers import LLMProvider, OfflineProvider
 from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
 from services.engine.settings import EngineSettings
-from services.shared.bootstrap import RunningService, start_service
-from services.shared.db import create_engine, session_factory
-from services.shared.migrations import upgrade_to_head
+from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.db import session_factory
 from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -36,13 +33,12 @@ def run_limits(settings: EngineSettings) -> RunLimits:
     )
 
 
-async def build_server(settings: EngineSettings) -> RunningService:
-    engine = create_engine(settings.effective_database_url)
-    if settings.migrate_on_start:
-        await upgrade_to_head(engine, MIGRATIONS, settings.service_name)
-    collaborators = GrpcCollaborators(
-        settings.threads_address, settings.memory_address, settings.router_address, settings.call_timeout
-    )
+async def open_run_service(
+    settings: EngineSettings, collaborators: Collaborators
+) -> tuple[RunService, list[Closer]]:
+    """The run service with its lease taken and orphans settled, before any
+    request is served."""
+    engine = await open_database(settings, MIGRATIONS)
     runs = RunService(
         RunsRepository(session_factory(engine)),
         collaborators,
@@ -50,7 +46,6 @@ async def build_server(settings: EngineSettings) -> RunningService:
         run_limits(settings),
         settings.instance_id,
     )
-    # Take the lease and settle what a crashed instance left running before serving.
     await runs.heartbeat()
     await runs.settle_orphans()
     maintenance = asyncio.create_task(runs.maintain())
@@ -61,9 +56,17 @@ async def build_server(settings: EngineSettings) -> RunningService:
             await maintenance
         await runs.close(settings.shutdown_grace)
 
-    def register(server: grpc.aio.Server) -> list[str]:
-        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(runs), server)
-        return [SERVICE_NAME]
+    # Closed in reverse order: runs first, then the database.
+    return runs, [engine.dispose, stop_runs]
 
-    # Closed in reverse order: runs first, then channels, then the database.
-    return await start_service(settings, register, closers=[engine.dispose, collaborators.close, stop_runs])
+
+async def build_server(settings: EngineSettings) -> RunningService:
+    collaborators = GrpcCollaborators(
+        settings.threads_address, settings.memory_address, settings.router_address, settings.call_timeout
+    )
+    runs, closers = await open_run_service(settings, collaborators)
+    add = engine_service_pb2_grpc.add_EngineServiceServicer_to_server
+    # Runs stop before the channels they use close.
+    return await start_service(
+        settings, registrar(add, EngineServicer(runs), SERVICE_NAME), [collaborators.close, *closers]
+    )

@@ -1,36 +1,32 @@
-"""build_server(settings): the router service, started and serving."""
+"""The router service: its servicer over its database, and the server."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
-
 from services.router.domain import RouterDomain, Thresholds
 from services.router.repository import RouterRepository
 from services.router.servicer import RouterServicer
 from services.router.settings import RouterSettings
-from services.shared.bootstrap import RunningService, start_service
-from services.shared.db import create_engine, session_factory
-from services.shared.migrations import upgrade_to_head
+from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.db import session_factory
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = router_service_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 
 
-async def build_server(settings: RouterSettings) -> RunningService:
-    engine = create_engine(settings.effective_database_url)
-    if settings.migrate_on_start:
-        await upgrade_to_head(engine, MIGRATIONS, settings.service_name)
+async def open_servicer(settings: RouterSettings) -> tuple[RouterServicer, list[Closer]]:
+    engine = await open_database(settings, MIGRATIONS)
     domain = RouterDomain(
         RouterRepository(session_factory(engine)),
         Thresholds(settings.high_threshold, settings.low_threshold, settings.max_auto_skills),
         settings.models,
     )
+    return RouterServicer(domain), [engine.dispose]
 
-    def register(server: grpc.aio.Server) -> list[str]:
-        router_service_pb2_grpc.add_RouterServiceServicer_to_server(RouterServicer(domain), server)
-        return [SERVICE_NAME]
 
-    return await start_service(settings, register, closers=[engine.dispose])
+async def build_server(settings: RouterSettings) -> RunningService:
+    servicer, closers = await open_servicer(settings)
+    add = router_service_pb2_grpc.add_RouterServiceServicer_to_server
+    return await start_service(settings, registrar(add, servicer, SERVICE_NAME), closers)

@@ -12,11 +12,12 @@ import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.shared.db import create_engine
 from services.shared.errors import ErrorMappingInterceptor
@@ -69,6 +70,27 @@ async def start_service(
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("%s serving on %s:%d", settings.service_name, settings.host, port)
     return RunningService(server, port, health_servicer, list(closers))
+
+
+async def open_database(settings: ServiceSettings, migrations_dir: Path) -> AsyncEngine:
+    """The service's engine, migrated to the newest revision unless a separate
+    migration job owns that (``migrate_on_start=false``)."""
+    engine = create_engine(settings.effective_database_url)
+    if settings.migrate_on_start:
+        await upgrade_to_head(engine, migrations_dir, settings.service_name)
+    return engine
+
+
+def registrar(
+    add: Callable[[Any, grpc.aio.Server], None], servicer: object, service_name: str
+) -> Callable[[grpc.aio.Server], Sequence[str]]:
+    """The ``register`` argument of start_service for one generated servicer."""
+
+    def register(server: grpc.aio.Server) -> Sequence[str]:
+        add(servicer, server)
+        return [service_name]
+
+    return register
 
 
 async def migrate(settings: ServiceSettings, migrations_dir: Path) -> None:

@@ -55,7 +55,7 @@ async def call(
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(_is_unavailable),
         stop=stop_after_attempt(attempts),
-        wait=wait_exponential_jitter(initial=0.05, max=1.0),
+        wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
         reraise=True,
     ):
         with attempt:

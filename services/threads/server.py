@@ -1,14 +1,11 @@
-"""build_server(settings): the threads service, started and serving."""
+"""The threads service: its servicer over its database, and the server."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import grpc
-
-from services.shared.bootstrap import RunningService, start_service
-from services.shared.db import create_engine, session_factory
-from services.shared.migrations import upgrade_to_head
+from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.db import session_factory
 from services.threads.domain import ThreadsDomain
 from services.threads.repository import ThreadsRepository
 from services.threads.servicer import ThreadsServicer
@@ -19,14 +16,13 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = threads_service_pb2.DESCRIPTOR.services_by_name["ThreadsService"].full_name
 
 
-async def build_server(settings: ThreadsSettings) -> RunningService:
-    engine = create_engine(settings.effective_database_url)
-    if settings.migrate_on_start:
-        await upgrade_to_head(engine, MIGRATIONS, settings.service_name)
+async def open_servicer(settings: ThreadsSettings) -> tuple[ThreadsServicer, list[Closer]]:
+    engine = await open_database(settings, MIGRATIONS)
     domain = ThreadsDomain(ThreadsRepository(session_factory(engine)), settings.max_entry_chars)
+    return ThreadsServicer(domain), [engine.dispose]
 
-    def register(server: grpc.aio.Server) -> list[str]:
-        threads_service_pb2_grpc.add_ThreadsServiceServicer_to_server(ThreadsServicer(domain), server)
-        return [SERVICE_NAME]
 
-    return await start_service(settings, register, closers=[engine.dispose])
+async def build_server(settings: ThreadsSettings) -> RunningService:
+    servicer, closers = await open_servicer(settings)
+    add = threads_service_pb2_grpc.add_ThreadsServiceServicer_to_server
+    return await start_service(settings, registrar(add, servicer, SERVICE_NAME), closers)

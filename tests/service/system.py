@@ -1,0 +1,73 @@
+"""The four gRPC services in this process, each on port 0 with its own database,
+talking to each other over real sockets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from services.engine.server import build_server as build_engine
+from services.engine.settings import EngineSettings
+from services.memory.server import build_server as build_memory
+from services.memory.settings import MemorySettings
+from services.router.server import build_server as build_router
+from services.router.settings import RouterSettings
+from services.threads.server import build_server as build_threads
+from services.threads.settings import ThreadsSettings
+from switchboard.engine.v1 import engine_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2_grpc
+from switchboard.router.v1 import router_service_pb2_grpc
+from switchboard.threads.v1 import threads_service_pb2_grpc
+from tests.conftest import DatabaseFactory
+from tests.service.harness import running
+
+
+@dataclass
+class System:
+    engine: engine_service_pb2_grpc.EngineServiceStub
+    threads: threads_service_pb2_grpc.ThreadsServiceStub
+    memory: memory_service_pb2_grpc.MemoryServiceStub
+    router: router_service_pb2_grpc.RouterServiceStub
+    database_urls: dict[str, str]
+
+
+@asynccontextmanager
+async def system(make_database: DatabaseFactory, **engine_settings: Any) -> AsyncIterator[System]:
+    async with AsyncExitStack() as stack:
+        urls = {
+            name: await stack.enter_async_context(make_database(name))
+            for name in ("threads", "memory", "router", "engine")
+        }
+        threads, threads_channel = await stack.enter_async_context(
+            running(build_threads, ThreadsSettings(port=0, database_url=urls["threads"]))
+        )
+        memory, memory_channel = await stack.enter_async_context(
+            running(build_memory, MemorySettings(port=0, database_url=urls["memory"]))
+        )
+        router, router_channel = await stack.enter_async_context(
+            running(build_router, RouterSettings(port=0, database_url=urls["router"]))
+        )
+        settings = EngineSettings(
+            port=0,
+            database_url=urls["engine"],
+            threads_address=f"127.0.0.1:{threads.port}",
+            memory_address=f"127.0.0.1:{memory.port}",
+            router_address=f"127.0.0.1:{router.port}",
+            **engine_settings,
+        )
+        _, engine_channel = await stack.enter_async_context(running(build_engine, settings))
+        yield System(
+            engine=engine_service_pb2_grpc.EngineServiceStub(engine_channel),
+            threads=threads_service_pb2_grpc.ThreadsServiceStub(threads_channel),
+            memory=memory_service_pb2_grpc.MemoryServiceStub(memory_channel),
+            router=router_service_pb2_grpc.RouterServiceStub(router_channel),
+            database_urls=urls,
+        )
+
+
+async def collect(call: grpc.aio.UnaryStreamCall) -> list[Any]:
+    return [response.event async for response in call]
