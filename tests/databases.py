@@ -30,9 +30,8 @@ async def _admin() -> asyncpg.Connection:
         pytest.skip(message)
 
 
-@asynccontextmanager
-async def postgres_database(prefix: str = "sbtest") -> AsyncIterator[str]:
-    """Creates a fresh database, yields its asyncpg SQLAlchemy URL, drops it."""
+async def create_database(prefix: str) -> str:
+    """Creates a fresh database; returns its asyncpg SQLAlchemy URL."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = await _admin()
     try:
@@ -40,14 +39,26 @@ async def postgres_database(prefix: str = "sbtest") -> AsyncIterator[str]:
     finally:
         await admin.close()
     base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{name}"
+
+
+async def drop_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    admin = await _admin()
     try:
-        yield f"{base}/{name}"
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
-        admin = await _admin()
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await admin.close()
+
+
+@asynccontextmanager
+async def postgres_database(prefix: str = "sbtest") -> AsyncIterator[str]:
+    """A fresh database for the block, dropped after it."""
+    url = await create_database(prefix)
+    try:
+        yield url
+    finally:
+        await drop_database(url)
 
 
 @asynccontextmanager

@@ -11,6 +11,7 @@ from typing import Any
 
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, Thread
 from services.threads.repository import NewEntry, ThreadsRepository
 
@@ -58,8 +59,11 @@ class ThreadsDomain:
         title = title.strip()
         if len(title) > MAX_TITLE_CHARS:
             raise TooLarge(f"title is longer than {MAX_TITLE_CHARS} characters", field="title")
+        now = utcnow()
         thread = Thread(
             id=str(uuid.uuid4()),
+            create_time=now,
+            update_time=now,
             kind="conversation",
             user_id=user_id,
             request_id=request_id or None,

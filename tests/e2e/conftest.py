@@ -1,0 +1,105 @@
+"""The real system: the launcher starts the five processes on free ports, on
+SQLite files or on fresh PostgreSQL databases, exporting traces to a real
+OTLP receiver. One system per backend for the whole e2e module."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.databases import BACKENDS, create_database, drop_database
+from tests.e2e.otlp import Receiver, start_receiver
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENS = {"alice": "token-alice", "bob": "token-bob"}
+SERVICES = ("threads", "memory", "router", "engine")
+
+
+@dataclass
+class Launched:
+    url: str
+    ports: dict[str, int]
+    process: subprocess.Popen[bytes]
+    log: Path
+    traces: Receiver
+
+    def headers(self, user: str = "alice") -> dict[str, str]:
+        return {"Authorization": f"Bearer {TOKENS[user]}"}
+
+
+def _stop(process: subprocess.Popen[bytes]) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+    return int(process.returncode)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
+    folder = tmp_path_factory.mktemp(f"system-{request.param}")
+    receiver_server, receiver, receiver_port = start_receiver()
+    env = {
+        **os.environ,
+        "SWITCHBOARD_GATEWAY_TOKENS": ",".join(f"{token}:{user}" for user, token in TOKENS.items()),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver_port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+    database_urls: list[str] = []
+    if request.param == "postgres":
+        for service in SERVICES:
+            url = asyncio.run(create_database(f"sbe2e_{service}"))
+            database_urls.append(url)
+            env[f"SWITCHBOARD_{service.upper()}_DATABASE_URL"] = url
+    ready = folder / "ready.json"
+    log = folder / "launcher.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "services.launcher",
+                "--ephemeral-ports",
+                "--ready-file",
+                str(ready),
+                "--data-dir",
+                str(folder / "data"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
+            time.sleep(0.1)
+        info = json.loads(ready.read_text())
+        yield Launched(info["url"], info["ports"], process, log, receiver)
+        # Graceful stop: every process drains and exits cleanly.
+        assert _stop(process) == 0, log.read_text()[-4000:]
+        output = log.read_text()
+        for service in SERVICES:
+            assert f"{service} shutting down" in output
+        assert "Traceback" not in output, output[-4000:]
+    finally:
+        _stop(process)
+        receiver_server.stop(None)
+        for url in database_urls:
+            asyncio.run(drop_database(url))

@@ -1,0 +1,179 @@
+"""The whole system as a user meets it: five processes started by the local
+launcher, driven over HTTP and SSE, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Launched
+from tests.e2e.sse import SseEvent, read_events
+
+
+@pytest.fixture
+def client(launched: Launched) -> httpx.Client:
+    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as http:
+        yield http
+
+
+def new_conversation(client: httpx.Client, **body: object) -> str:
+    response = client.post("/api/agent/conversations", json=body)
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def post_message(client: httpx.Client, conversation_id: str, message: str) -> list[SseEvent]:
+    with client.stream(
+        "POST", f"/api/agent/conversations/{conversation_id}/messages", json={"message": message}
+    ) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        return list(read_events(r))
+
+
+def test_a_message_runs_through_every_service(client: httpx.Client) -> None:
+    conversation_id = new_conversation(client, title="First chat")
+    events = post_message(client, conversation_id, "Draft a reply to this email from the supplier")
+    names = [e.event for e in events]
+    assert names[0] == "run_started" and names[-1] == "final"
+    assert {"step", "delta"} <= set(names)
+    assert [int(e.id or 0) for e in events] == list(range(1, len(events) + 1))  # every event has an id
+    steps = [(e.data["key"], e.data["status"]) for e in events if e.event == "step"]
+    assert steps == [
+        ("context", "started"),
+        ("context", "completed"),
+        ("routing", "started"),
+        ("routing", "completed"),
+        ("generate", "started"),
+        ("generate", "completed"),
+    ]
+    skills = [e.data["name"] for e in events if e.event == "skill_used"]
+    assert skills == ["email-reply-draft"]
+    final = events[-1].data
+    assert "".join(e.data["text"] for e in events if e.event == "delta") == final["text"]
+
+    run = client.get(f"/api/agent/runs/{final['run_id']}")
+    assert run.status_code == 200
+    record = run.json()
+    assert record["status"] == "done" and record["conversation_id"] == conversation_id
+    assert record["model"] == final["model"] and record["provider"] == "offline"
+    assert record["tokens_in"] > 0 and record["tokens_out"] == final["usage"]["tokens_out"] > 0
+    assert record["skills"] == [
+        {"skill_id": record["skills"][0]["skill_id"], "name": "email-reply-draft", "invocation": "auto"}
+    ]
+    assert record["router_decision"]["branch"] == "ROUTE_BRANCH_HIGH"
+    assert record["finish_time"] and record["credits"] == 0
+
+
+def test_the_offline_model_is_deterministic(client: httpx.Client) -> None:
+    answers = [
+        post_message(client, new_conversation(client), "How many days are in a leap year?")[-1].data["text"]
+        for _ in range(2)
+    ]
+    assert answers[0] == answers[1] and "leap year" in answers[0]
+
+
+def test_a_stream_resumes_from_last_event_id(client: httpx.Client) -> None:
+    events = post_message(client, new_conversation(client), "hello")
+    run_id = events[0].data["run_id"]
+    with client.stream("GET", f"/api/agent/runs/{run_id}/events", headers={"Last-Event-ID": "3"}) as response:
+        assert response.status_code == 200
+        resumed = list(read_events(response))
+    assert [(e.id, e.event, e.data) for e in resumed] == [(e.id, e.event, e.data) for e in events[3:]]
+    # After the terminal event there is nothing to resume: 204.
+    done = client.get(f"/api/agent/runs/{run_id}/events", headers={"Last-Event-ID": events[-1].id or ""})
+    assert done.status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b'{"message": ', 400, "INVALID_ARGUMENT"),
+        (b"{}", 400, "INVALID_ARGUMENT"),
+        (b'{"message": "hi", "surprise": 1}', 400, "INVALID_ARGUMENT"),
+        (b'{"message": "   "}', 400, "INVALID_ARGUMENT"),
+        (b'{"message": "' + b"x" * 40_000 + b'"}', 413, "PAYLOAD_TOO_LARGE"),
+        (b'{"message": "' + b"x" * 400_000 + b'"}', 413, "PAYLOAD_TOO_LARGE"),
+    ],
+)
+def test_bad_messages_get_a_json_error(client: httpx.Client, body: bytes, status: int, code: str) -> None:
+    conversation_id = new_conversation(client)
+    response = client.post(
+        f"/api/agent/conversations/{conversation_id}/messages",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code and response.json()["error"]["message"]
+    # Nothing was written: an appended entry would have moved update_time.
+    conversation = client.get(f"/api/agent/conversations/{conversation_id}").json()
+    assert conversation["update_time"] == conversation["create_time"]
+
+
+def test_unknown_ids_are_404(client: httpx.Client) -> None:
+    for method, path, body in [
+        ("POST", "/api/agent/conversations/no-such/messages", {"message": "hi"}),
+        ("GET", "/api/agent/conversations/no-such", None),
+        ("GET", "/api/agent/runs/no-such", None),
+        ("GET", "/api/agent/runs/no-such/events", None),
+    ]:
+        response = client.request(method, path, json=body)
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_users_only_see_their_own_objects(launched: Launched, client: httpx.Client) -> None:
+    conversation_id = new_conversation(client, title="Alice's")
+    run_id = post_message(client, conversation_id, "hello")[0].data["run_id"]
+    with httpx.Client(base_url=launched.url, headers=launched.headers("bob"), timeout=30) as bob:
+        for method, path, body in [
+            ("GET", f"/api/agent/conversations/{conversation_id}", None),
+            ("POST", f"/api/agent/conversations/{conversation_id}/messages", {"message": "hi"}),
+            ("GET", f"/api/agent/runs/{run_id}", None),
+            ("GET", f"/api/agent/runs/{run_id}/events", None),
+        ]:
+            mine = bob.request(method, path, json=body)
+            missing = bob.request(
+                method, path.replace(conversation_id, "no-such").replace(run_id, "no-such"), json=body
+            )
+            assert mine.status_code == missing.status_code == 404
+            assert mine.json()["error"]["code"] == missing.json()["error"]["code"]
+        assert all(
+            c["id"] != conversation_id for c in bob.get("/api/agent/conversations").json()["conversations"]
+        )
+    anonymous = httpx.get(f"{launched.url}/api/agent/conversations")
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "UNAUTHENTICATED"
+
+
+def test_the_web_page_and_openapi_are_served(launched: Launched) -> None:
+    page = httpx.get(f"{launched.url}/")
+    assert page.status_code == 200 and "<textarea" in page.text and "/api/agent" in page.text
+    schema = httpx.get(f"{launched.url}/openapi.json").json()
+    assert "/api/agent/conversations/{conversation_id}/messages" in schema["paths"]
+
+
+def test_one_run_is_one_trace_across_all_five_processes(launched: Launched, client: httpx.Client) -> None:
+    run_id = post_message(client, new_conversation(client), "Summarise the meeting notes")[0].data["run_id"]
+    expected = {f"switchboard-{name}" for name in ("gateway", "engine", "router", "threads", "memory")}
+    deadline = time.monotonic() + 20
+    while True:
+        spans = launched.traces.snapshot()
+        traces = {s.trace_id for s in spans if s.run_id == run_id}
+        in_trace = [s for s in spans if s.trace_id in traces]
+        if expected <= {s.service for s in in_trace} or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(traces) == 1, traces  # the run is one trace...
+    assert {s.service for s in in_trace} == expected  # ...that spans all five processes
+    names = {s.name for s in in_trace}
+    assert {
+        "POST /api/agent/conversations/{conversation_id}/messages",
+        "/switchboard.engine.v1.EngineService/StartRun",
+        "invoke_agent personal",
+        "/switchboard.threads.v1.ThreadsService/AppendEntries",
+        "/switchboard.memory.v1.MemoryService/RecallNotes",
+        "/switchboard.router.v1.RouterService/RouteSkills",
+    } <= names, names
+    assert any(name.startswith("chat switchboard-offline") for name in names)
