@@ -4,7 +4,7 @@ over gRPC (production) and in-process (the benchmark's floor, tests)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
 
@@ -14,6 +14,11 @@ from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
+
+if TYPE_CHECKING:  # the in-process adapter calls the other services' code; only it
+    from services.memory.servicer import MemoryServicer
+    from services.router.servicer import RouterServicer
+    from services.threads.servicer import ThreadsServicer
 
 
 class Collaborators(Protocol):
@@ -72,7 +77,7 @@ class GrpcCollaborators:
             )
         except grpc.aio.AioRpcError as error:
             raise _translate("threads", error) from error
-        return response.conversation
+        return cast(threads_pb2.Conversation, response.conversation)
 
     async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
         request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
@@ -82,7 +87,7 @@ class GrpcCollaborators:
             )
         except grpc.aio.AioRpcError as error:
             raise _translate("memory", error) from error
-        return response.notes
+        return cast(Sequence[memory_pb2.RecalledNote], response.notes)
 
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
         request = memory_service_pb2.GetPersonalSettingsRequest()
@@ -92,7 +97,7 @@ class GrpcCollaborators:
             )
         except grpc.aio.AioRpcError as error:
             raise _translate("memory", error) from error
-        return response.settings
+        return cast(memory_pb2.PersonalSettings, response.settings)
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str]
@@ -145,36 +150,35 @@ class _LocalContext:
         return None
 
 
+def _local(user: str) -> Any:
+    return cast(Any, _LocalContext(user))
+
+
 class InProcessCollaborators:
     """The same calls made directly on the other services' servicers in this
     process: no network, no serialisation. The benchmark's floor, and the
     proof that the run logic does not depend on the transport."""
 
-    def __init__(
-        self,
-        threads: threads_service_pb2_grpc.ThreadsServiceServicer,
-        memory: memory_service_pb2_grpc.MemoryServiceServicer,
-        router: router_service_pb2_grpc.RouterServiceServicer,
-    ) -> None:
+    def __init__(self, threads: ThreadsServicer, memory: MemoryServicer, router: RouterServicer) -> None:
         self._threads, self._memory, self._router = threads, memory, router
 
     async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
         request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
-        return (await self._threads.GetConversation(request, _LocalContext(user))).conversation  # type: ignore[misc]
+        return (await self._threads.GetConversation(request, _local(user))).conversation
 
     async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
         request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
-        return (await self._memory.RecallNotes(request, _LocalContext(user))).notes  # type: ignore[misc]
+        return (await self._memory.RecallNotes(request, _local(user))).notes
 
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
         request = memory_service_pb2.GetPersonalSettingsRequest()
-        return (await self._memory.GetPersonalSettings(request, _LocalContext(user))).settings  # type: ignore[misc]
+        return (await self._memory.GetPersonalSettings(request, _local(user))).settings
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str]
     ) -> router_service_pb2.RouteSkillsResponse:
         request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=True)
-        return await self._router.RouteSkills(request, _LocalContext(user))  # type: ignore[no-any-return,misc]
+        return await self._router.RouteSkills(request, _local(user))
 
     async def route_model(
         self, user: str, text: str, requested: str, default: str
@@ -182,7 +186,7 @@ class InProcessCollaborators:
         request = router_service_pb2.RouteModelRequest(
             text=text, requested_model=requested, default_model=default
         )
-        return await self._router.RouteModel(request, _LocalContext(user))  # type: ignore[no-any-return,misc]
+        return await self._router.RouteModel(request, _local(user))
 
     async def append_entries(
         self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
@@ -190,4 +194,4 @@ class InProcessCollaborators:
         request = threads_service_pb2.AppendEntriesRequest(
             request_id=request_id, thread_id=thread_id, entries=entries
         )
-        await self._threads.AppendEntries(request, _LocalContext(user))  # type: ignore[misc]
+        await self._threads.AppendEntries(request, _local(user))

@@ -25,9 +25,13 @@ class RunFeed:
     async def follow(self, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
         """Events with sequence > after, then new ones until the last."""
         index = 0
+
+        def ready() -> bool:
+            return index < len(self._events) or self._closed
+
         while True:
             async with self._changed:
-                await self._changed.wait_for(lambda seen=index: seen < len(self._events) or self._closed)
+                await self._changed.wait_for(ready)
                 batch = self._events[index:]
                 closed = self._closed
             index += len(batch)

@@ -47,7 +47,7 @@ class RunsRepository:
     async def append_events(self, run_id: str, events: Sequence[tuple[int, bytes]]) -> None:
         async with self._sessions() as session:
             await session.exec(
-                insert(RunEventRow),  # type: ignore[call-overload]
+                insert(RunEventRow),
                 params=[{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
             )
             await session.commit()
@@ -62,7 +62,7 @@ class RunsRepository:
             )
             if events:
                 await session.exec(
-                    insert(RunEventRow),  # type: ignore[call-overload]
+                    insert(RunEventRow),
                     params=[
                         {"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events
                     ],

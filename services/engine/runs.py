@@ -24,6 +24,7 @@ from services.engine.models import AgentRun
 from services.engine.providers import LLMProvider, TextChunk, UsageChunk
 from services.engine.repository import RunsRepository
 from services.shared.errors import DomainError, InvalidArgument, NotFound, TooLarge
+from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("switchboard.engine")
 
 TERMINAL_KINDS = ("final", "error")
-SURFACES = {
+SURFACES: dict[engine_pb2.Surface.ValueType, str] = {
     engine_pb2.SURFACE_CHAT: "chat",
     engine_pb2.SURFACE_EDITOR: "editor",
     engine_pb2.SURFACE_AGENT: "agent",
@@ -55,7 +56,7 @@ class RunRequest:
     conversation_id: str
     message: str
     requested_model: str
-    surface: int
+    surface: engine_pb2.Surface.ValueType
     forced_skills: Sequence[str]
 
 
@@ -334,7 +335,10 @@ class RunService:
         usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
         return {
             "final": engine_pb2.Final(
-                text=answer, provider=model.model.provider, model=model.model.model, usage=usage
+                text=answer,
+                provider=model.model.provider,
+                model=model.model.model,
+                usage=common_pb2.Usage(**usage),
             ),
             "provider": model.model.provider,
             "model": model.model.model,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TypeAlias
 
 import grpc
 
@@ -10,7 +11,7 @@ from services.engine.runs import RunRequest, RunService, run_to_proto
 from services.shared.identity import caller_user
 from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
 
-Context = grpc.aio.ServicerContext
+Context: TypeAlias = grpc.aio.ServicerContext
 
 
 class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):

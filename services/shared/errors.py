@@ -23,7 +23,7 @@ ERROR_DOMAIN = "switchboard.dev"
 
 class DomainError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
-    reason: int = common_pb2.ERROR_REASON_UNSPECIFIED
+    reason: common_pb2.ErrorReason.ValueType = common_pb2.ERROR_REASON_UNSPECIFIED
 
     def __init__(self, message: str, **metadata: str) -> None:
         super().__init__(message)

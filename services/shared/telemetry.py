@@ -51,8 +51,8 @@ _NOT_HEALTH = filters.negate(filters.health_check())
 
 
 def server_interceptors() -> list[Any]:
-    return [aio_server_interceptor(filter_=_NOT_HEALTH)]
+    return [aio_server_interceptor(filter_=_NOT_HEALTH)]  # type: ignore[no-untyped-call]
 
 
 def client_interceptors() -> list[Any]:
-    return list(aio_client_interceptors(filter_=_NOT_HEALTH))
+    return list(aio_client_interceptors(filter_=_NOT_HEALTH))  # type: ignore[no-untyped-call]

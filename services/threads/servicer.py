@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TypeAlias
 
 import grpc
 from google.protobuf import json_format
@@ -14,7 +15,7 @@ from services.threads.models import Agent, Entry, Thread
 from services.threads.repository import NewEntry
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
-Context = grpc.aio.ServicerContext
+Context: TypeAlias = grpc.aio.ServicerContext
 
 
 def agent_to_proto(agent: Agent) -> threads_pb2.Agent:

@@ -1,4 +1,6 @@
-from services.engine.models import SQLModel
+from sqlmodel import SQLModel
+
+import services.engine.models  # noqa: F401 - registers the tables on SQLModel.metadata
 from services.shared.migrations import run_env
 
 run_env(SQLModel.metadata)

@@ -1,4 +1,6 @@
+from sqlmodel import SQLModel
+
+import services.threads.models  # noqa: F401 - registers the tables on SQLModel.metadata
 from services.shared.migrations import run_env
-from services.threads.models import SQLModel
 
 run_env(SQLModel.metadata)
