@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates .venv and installs Switchboard with its development tools. Cheap to
+# re-run: it reinstalls only when pyproject.toml has changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Switchboard needs Python 3.11 or newer")'
+  echo "Creating .venv with $("$python" --version)…"
+  "$python" -m venv .venv
+fi
+stamp=.venv/.installed-pyproject
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  echo "Installing Switchboard and its dependencies into .venv…"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+  echo "$wanted" > "$stamp"
+fi

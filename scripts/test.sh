@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite: contracts (buf lint, generated code up to date), lint
+# and types, then unit, service and e2e tests, each on SQLite and PostgreSQL.
+# PostgreSQL: SWITCHBOARD_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/postgres);
+# without a server its half is skipped with the reason, unless
+# SWITCHBOARD_REQUIRE_POSTGRES=1 (CI). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+echo "== contracts: buf lint"
+if [ ! -x node_modules/.bin/buf ]; then
+  npm ci --silent --no-audit --no-fund
+fi
+node_modules/.bin/buf lint
+
+echo "== contracts: generated code matches the protos"
+fresh=$(mktemp -d)
+trap 'rm -rf "$fresh"' EXIT
+protos/generate.sh "$fresh" > "$fresh/generate.log" 2>&1 || { cat "$fresh/generate.log" >&2; exit 1; }
+if ! diff -r gen/switchboard "$fresh/switchboard" > /dev/null; then
+  echo "gen/ is stale: run protos/generate.sh and commit the result" >&2
+  diff -r gen/switchboard "$fresh/switchboard" | head -20 >&2
+  exit 1
+fi
+
+echo "== lint and types"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy services gateway
+
+echo "== tests"
+.venv/bin/pytest "$@"
