@@ -15,6 +15,7 @@ from gateway.auth import current_user
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json, to_sse
 from gateway.schemas import CreateConversationBody, MessageBody
+from services.shared.clients import call
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
@@ -44,8 +45,13 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
     rpc = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
     if body.allowed_sources is not None:
         rpc.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**body.allowed_sources.model_dump()))
-    response = await _threads(request).CreateConversation(
-        rpc, timeout=_timeout(request), metadata=user_metadata(user)
+    # Retried only with an idempotency key (a retry must not create twice).
+    response = await call(
+        _threads(request).CreateConversation,
+        rpc,
+        timeout=_timeout(request),
+        metadata=user_metadata(user),
+        idempotent=bool(body.request_id),
     )
     return _conversation_json(response.conversation)
 
@@ -54,7 +60,8 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
 async def list_conversations(
     request: Request, user: User, page_size: int = 50, page_token: str = ""
 ) -> dict[str, Any]:
-    response = await _threads(request).ListConversations(
+    response = await call(
+        _threads(request).ListConversations,
         threads_service_pb2.ListConversationsRequest(page_size=page_size, page_token=page_token),
         timeout=_timeout(request),
         metadata=user_metadata(user),
@@ -67,7 +74,8 @@ async def list_conversations(
 
 @router.get("/conversations/{conversation_id}")
 async def get_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
-    response = await _threads(request).GetConversation(
+    response = await call(
+        _threads(request).GetConversation,
         threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
         timeout=_timeout(request),
         metadata=user_metadata(user),
@@ -75,14 +83,14 @@ async def get_conversation(conversation_id: str, request: Request, user: User) -
     return _conversation_json(response.conversation)
 
 
-async def _stream_events(call: Any, request: Request) -> EventSourceResponse | Response:
+async def _stream_events(stream: Any, request: Request) -> EventSourceResponse | Response:
     """Waits for the first event so a refused run is an HTTP error (400, 404,
     413...) rather than a 200 stream; then relays the rest as SSE. A stream
     with nothing left to send (a finished run) is 204."""
     try:
-        first = await call.read()
+        first = await stream.read()
     except grpc.aio.AioRpcError:
-        call.cancel()
+        stream.cancel()
         raise
     if first is grpc.aio.EOF:
         return Response(status_code=204)
@@ -90,7 +98,7 @@ async def _stream_events(call: Any, request: Request) -> EventSourceResponse | R
     async def relay() -> AsyncIterator[dict[str, str]]:
         try:
             yield to_sse(first.event)
-            async for response in call:
+            async for response in stream:
                 yield to_sse(response.event)
         except grpc.aio.AioRpcError as error:
             # The stream broke after it started: tell the client in-band.
@@ -102,7 +110,7 @@ async def _stream_events(call: Any, request: Request) -> EventSourceResponse | R
             event.pop("id")  # not a persisted event: never a resume point
             yield event
         finally:
-            call.cancel()  # the run itself goes on in the engine (policy: continue)
+            stream.cancel()  # the run itself goes on in the engine (policy: continue)
 
     return EventSourceResponse(
         relay(), ping=request.app.state.settings.sse_ping_seconds, headers={"Cache-Control": "no-store"}
@@ -124,7 +132,7 @@ async def post_message(
         )
     if not body.message.strip():
         raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
-    call = _engine(request).StartRun(
+    stream = _engine(request).StartRun(
         engine_service_pb2.StartRunRequest(
             request_id=body.request_id or str(uuid.uuid4()),
             conversation_id=conversation_id,
@@ -133,14 +141,16 @@ async def post_message(
             surface=engine_pb2.SURFACE_CHAT,
             forced_skills=body.forced_skills,
         ),
+        timeout=request.app.state.settings.run_stream_timeout,
         metadata=user_metadata(user),
     )
-    return await _stream_events(call, request)
+    return await _stream_events(stream, request)
 
 
 @router.get("/runs/{run_id}")
 async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
-    response = await _engine(request).GetRun(
+    response = await call(
+        _engine(request).GetRun,
         engine_service_pb2.GetRunRequest(run_id=run_id),
         timeout=_timeout(request),
         metadata=user_metadata(user),
@@ -163,7 +173,9 @@ async def run_events(
     last_event_id: Annotated[str, Header()] = "",
 ) -> EventSourceResponse | Response:
     after = int(last_event_id) if last_event_id.isdigit() else 0
-    call = _engine(request).WatchRun(
-        engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after), metadata=user_metadata(user)
+    stream = _engine(request).WatchRun(
+        engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after),
+        timeout=request.app.state.settings.run_stream_timeout,
+        metadata=user_metadata(user),
     )
-    return await _stream_events(call, request)
+    return await _stream_events(stream, request)

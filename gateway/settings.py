@@ -13,6 +13,9 @@ class GatewaySettings(BaseSettings):
     threads_address: str = "127.0.0.1:50053"
     # Deadline of unary calls to the services, in seconds.
     call_timeout: float = 5.0
+    # Deadline of a run's event stream (StartRun, WatchRun): the longest a
+    # client can follow one run over one connection.
+    run_stream_timeout: float = 900.0
     # Largest request body accepted (413 beyond), and longest message.
     max_body_bytes: int = 256 * 1024
     max_message_chars: int = 32_000

@@ -1,0 +1,59 @@
+"""Each service's migrations build exactly the tables its models describe, on
+SQLite and PostgreSQL, and running them twice is a no-op."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Connection, MetaData
+from sqlmodel import SQLModel
+
+from services.shared.db import create_engine
+from services.shared.migrations import upgrade_to_head
+
+SERVICES = ["threads", "memory", "router", "engine"]
+
+
+def service_metadata(service: str) -> MetaData:
+    """The tables declared in services/<service>/models.py only."""
+    models = importlib.import_module(f"services.{service}.models")
+    metadata = MetaData()
+    for value in vars(models).values():
+        if isinstance(value, type) and issubclass(value, SQLModel) and hasattr(value, "__table__"):
+            if value.__module__ == models.__name__:
+                value.__table__.to_metadata(metadata)
+    return metadata
+
+
+@pytest.mark.parametrize("service", SERVICES)
+async def test_migrations_match_models(service: str, db_url: str) -> None:
+    engine = create_engine(db_url)
+    migrations = (
+        Path(importlib.import_module(f"services.{service}.server").__file__ or "").parent / "migrations"
+    )
+    try:
+        await upgrade_to_head(engine, migrations, service)
+        await upgrade_to_head(engine, migrations, service)  # idempotent
+        metadata = service_metadata(service)
+
+        def diff(connection: Connection) -> list[Any]:
+            context = MigrationContext.configure(
+                connection, opts={"compare_type": False, "version_table": f"alembic_version_{service}"}
+            )
+            return [
+                d
+                for d in compare_metadata(context, metadata)
+                if not (d[0] == "remove_table" and d[1].name.startswith("alembic_version"))
+            ]
+
+        async with engine.connect() as connection:
+            differences = await connection.run_sync(diff)
+        assert metadata.tables, f"no tables found for {service}"
+        assert differences == [], differences
+    finally:
+        await engine.dispose()
