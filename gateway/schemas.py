@@ -26,8 +26,9 @@ class MessageBody(BaseModel):
 
     # Length is checked by the route (413 rather than 400 beyond the limit).
     message: str = Field(min_length=1)
-    # "auto" lets the model router choose; otherwise a configured model id.
-    model: str = Field(default="auto", max_length=100)
+    # "" = the user's default model (personal settings; Auto when unset),
+    # "auto" = let the model router choose, otherwise a configured model id.
+    model: str = Field(default="", max_length=100)
     forced_skills: list[str] = Field(default_factory=list, max_length=10)
     # Idempotency key: a retried POST streams the same run.
     request_id: str = Field(default="", max_length=128)

@@ -5,7 +5,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class GatewaySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_GATEWAY_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SWITCHBOARD_GATEWAY_", frozen=True, extra="ignore", populate_by_name=True
+    )
 
     host: str = "127.0.0.1"
     port: int = 8080
@@ -25,12 +27,8 @@ class GatewaySettings(BaseSettings):
     # (the local launcher's default; never for a shared deployment).
     tokens: str = ""
     dev_user: str = "local"
-    otlp_endpoint: str = Field(
-        default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint")
-    )
-    log_level: str = Field(
-        default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
-    )
+    otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
 
     def token_map(self) -> dict[str, str]:
         pairs = (item.split(":", 1) for item in self.tokens.split(",") if ":" in item)

@@ -18,9 +18,9 @@ echo "== contracts: generated code matches the protos"
 fresh=$(mktemp -d)
 trap 'rm -rf "$fresh"' EXIT
 protos/generate.sh "$fresh" > "$fresh/generate.log" 2>&1 || { cat "$fresh/generate.log" >&2; exit 1; }
-if ! diff -r gen/switchboard "$fresh/switchboard" > /dev/null; then
+if ! diff -r -x __pycache__ gen/switchboard "$fresh/switchboard" > /dev/null; then
   echo "gen/ is stale: run protos/generate.sh and commit the result" >&2
-  diff -r gen/switchboard "$fresh/switchboard" | head -20 >&2
+  diff -r -x __pycache__ gen/switchboard "$fresh/switchboard" | head -20 >&2
   exit 1
 fi
 

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import grpc
 
 from services.shared.clients import call, open_channel
-from services.shared.errors import DependencyUnavailable, DomainError, InvalidArgument, NotFound
+from services.shared.errors import (
+    DependencyUnavailable,
+    DomainError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
@@ -49,6 +55,8 @@ def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
         return NotFound(error.details() or "not found")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(error.details() or "invalid argument")
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return FailedPrecondition(f"{service}: {error.details() or 'failed precondition'}")
     return DependencyUnavailable(f"{service} service failed: {code.name} {error.details() or ''}".strip())
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert, update
+from sqlalchemy import ColumnElement, delete, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
@@ -99,14 +99,18 @@ class RunsRepository:
             await session.exec(delete(EngineInstance).where(col(EngineInstance.id) == instance_id))
             await session.commit()
 
-    async def orphaned_runs(self, lease_seconds: float) -> Sequence[AgentRun]:
-        """Runs still `running` whose engine instance holds no live lease."""
+    async def orphaned_runs(
+        self, lease_seconds: float, also_instance: str | None = None
+    ) -> Sequence[AgentRun]:
+        """Runs still `running` whose engine instance holds no live lease (or
+        that belong to ``also_instance``)."""
         cutoff = utcnow() - timedelta(seconds=lease_seconds)
         async with self._sessions() as session:
             live = select(EngineInstance.id).where(col(EngineInstance.heartbeat_at) > cutoff)
-            query = select(AgentRun).where(
-                AgentRun.status == "running", col(AgentRun.instance_id).not_in(live)
-            )
+            orphaned: ColumnElement[bool] = col(AgentRun.instance_id).not_in(live)
+            if also_instance is not None:
+                orphaned = or_(orphaned, col(AgentRun.instance_id) == also_instance)
+            query = select(AgentRun).where(AgentRun.status == "running", orphaned)
             return (await session.exec(query)).all()
 
     async def settle_if_running(self, run_id: str, error: str, event: bytes, sequence: int) -> bool:

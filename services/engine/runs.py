@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from services.engine.feed import RunFeed
 from services.engine.models import AgentRun
 from services.engine.providers import LLMProvider, TextChunk, UsageChunk
 from services.engine.repository import RunsRepository
-from services.shared.errors import DomainError, InvalidArgument, NotFound, TooLarge
+from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_pb2
@@ -73,16 +74,21 @@ def is_terminal(event: engine_pb2.RunEvent) -> bool:
 
 
 class _Recorder:
-    """Numbers a run's events, publishes them at once to the feed, and
-    persists them in the background in batches, off the critical path."""
+    """Numbers a run's events and writes each to the database *before* any
+    client sees it (write-ahead), so a resumed stream, another replica, or the
+    settlement of a crashed run never reuses a sequence a client has seen.
+    Events emitted while a write is in flight go in the next batch: a fast
+    producer costs few transactions."""
 
     def __init__(self, run_id: str, feed: RunFeed, repo: RunsRepository) -> None:
         self.run_id = run_id
         self._feed = feed
         self._repo = repo
         self._sequence = 0
-        self._pending: list[tuple[int, bytes]] = []
-        self._flushing: asyncio.Task[None] | None = None
+        self._pending: list[engine_pb2.RunEvent] = []
+        self._in_flight: list[engine_pb2.RunEvent] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._broken = False
 
     def make(self, **kind: Any) -> engine_pb2.RunEvent:
         self._sequence += 1
@@ -90,27 +96,47 @@ class _Recorder:
         event.create_time.GetCurrentTime()
         return event
 
-    async def emit(self, **kind: Any) -> None:
-        event = self.make(**kind)
-        await self._feed.publish(event)
-        self._pending.append((event.sequence, event.SerializeToString()))
-        if self._flushing is None or self._flushing.done():
-            self._flushing = asyncio.create_task(self._flush())
+    def emit(self, **kind: Any) -> None:
+        self._pending.append(self.make(**kind))
+        if not self._broken and (self._writer is None or self._writer.done()):
+            self._writer = asyncio.create_task(self._write())
 
-    async def _flush(self) -> None:
+    @asynccontextmanager
+    async def step(self, key: str, label: str) -> AsyncIterator[None]:
+        """A named step around real work: started, then completed or failed."""
+        self.emit(step=engine_pb2.Step(key=key, label=label, status=engine_pb2.STEP_STATUS_STARTED))
+        try:
+            yield
+        except BaseException:
+            self.emit(step=engine_pb2.Step(key=key, label=label, status=engine_pb2.STEP_STATUS_FAILED))
+            raise
+        self.emit(step=engine_pb2.Step(key=key, label=label, status=engine_pb2.STEP_STATUS_COMPLETED))
+
+    async def _write(self) -> None:
         while self._pending:
-            batch, self._pending = self._pending, []
-            await self._repo.append_events(self.run_id, batch)
-
-    async def drain(self) -> list[tuple[int, bytes]]:
-        """Waits for the background writer; returns what it has not written."""
-        if self._flushing is not None:
+            self._in_flight, self._pending = self._pending, []
             try:
-                await self._flushing
-            except Exception:  # the finishing transaction writes them instead
+                await self._repo.append_events(
+                    self.run_id, [(e.sequence, e.SerializeToString()) for e in self._in_flight]
+                )
+            except Exception:
+                # Stop writing; the run's finishing transaction retries these.
+                self._broken = True
+                self._pending = self._in_flight + self._pending
                 log.exception("persisting events of run %s failed; retrying at finish", self.run_id)
-        batch, self._pending = self._pending, []
-        return batch
+                return
+            finally:
+                written, self._in_flight = self._in_flight, []
+            if not self._broken:
+                for event in written:
+                    await self._feed.publish(event)
+
+    async def drain(self) -> list[engine_pb2.RunEvent]:
+        """Waits for the writer; returns the events it has not written."""
+        if self._writer is not None:
+            await asyncio.shield(self._writer)
+        unwritten, self._pending = self._pending, []
+        return unwritten
 
 
 class RunService:
@@ -223,125 +249,84 @@ class RunService:
                 terminal = {"error": engine_pb2.RunError(code="INTERRUPTED", message="the engine stopped")}
             except DomainError as exc:
                 status, error = "failed", exc.message
-                terminal = {"error": engine_pb2.RunError(code=type(exc).__name__, message=exc.message)}
+                code = common_pb2.ErrorReason.Name(exc.reason)
+                terminal = {"error": engine_pb2.RunError(code=code, message=exc.message)}
             except Exception as exc:  # noqa: BLE001 - a run always ends, with its cause
                 log.exception("run %s failed", run.id)
                 status, error = "failed", f"internal error: {type(exc).__name__}"
                 terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
             span.set_attribute("switchboard.run_status", status)
-            last = recorder.make(**terminal)
-            pending = await recorder.drain()
+            unwritten = [*await recorder.drain(), recorder.make(**terminal)]
+            feed = self._feeds.pop(run.id)
             try:
                 await self._repo.finish_run(
                     run.id,
                     {"status": status, "error": error, **outcome},
-                    [*pending, (last.sequence, last.SerializeToString())],
+                    [(e.sequence, e.SerializeToString()) for e in unwritten],
                 )
             finally:
-                feed = self._feeds.get(run.id)
-                if feed is not None:
-                    await feed.publish(last, last=True)
-                self._feeds.pop(run.id, None)
+                for event in unwritten:
+                    await feed.publish(event, last=event is unwritten[-1])
 
     async def _work(self, run: AgentRun, request: RunRequest, rec: _Recorder) -> dict[str, Any]:
         user, text = request.user, request.message
         thread = run.conversation_id or ""
-        sources: list[dict[str, str]] = []
 
-        # Context: memory recall and personal settings; the user's entry is
-        # recorded at the same time.
-        await rec.emit(
-            step=engine_pb2.Step(
-                key="context", label="Reading context", status=engine_pb2.STEP_STATUS_STARTED
+        def entry(role: threads_pb2.Role.ValueType, content: str, source: str) -> threads_pb2.Entry:
+            return threads_pb2.Entry(
+                role=role,
+                content=content,
+                source=source,
+                requester=user,
+                target="personal",
+                correlation_id=run.id,
+                run_id=run.id,
             )
-        )
-        user_entry = threads_pb2.Entry(
-            role=threads_pb2.ROLE_USER,
-            content=text,
-            source="user",
-            requester=user,
-            target="personal",
-            correlation_id=run.id,
-            run_id=run.id,
-        )
-        recalled, settings, _ = await asyncio.gather(
-            self._collab.recall(user, text, ""),
-            self._collab.personal_settings(user),
-            self._collab.append_entries(user, thread, f"{run.id}:user", [user_entry]),
-        )
-        sources += [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
-        await rec.emit(
-            step=engine_pb2.Step(
-                key="context", label="Reading context", status=engine_pb2.STEP_STATUS_COMPLETED
-            )
-        )
 
-        # Routing: skills and model.
-        await rec.emit(
-            step=engine_pb2.Step(
-                key="routing", label="Choosing skills and model", status=engine_pb2.STEP_STATUS_STARTED
+        async with rec.step("context", "Reading context"):
+            # Recall, settings and recording the user's message are independent.
+            recalled, settings, _ = await asyncio.gather(
+                self._collab.recall(user, text, ""),
+                self._collab.personal_settings(user),
+                self._collab.append_entries(
+                    user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
+                ),
             )
-        )
-        skills, model = await asyncio.gather(
-            self._collab.route_skills(user, text, request.forced_skills),
-            self._collab.route_model(user, text, request.requested_model, settings.default_model),
-        )
-        used = []
-        for skill in skills.skills:
-            invocation = (
-                engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
-            )
-            use = engine_pb2.SkillUse(skill_id=skill.skill_id, name=skill.name, invocation=invocation)
-            used.append(use)
-            await rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
-        await rec.emit(
-            step=engine_pb2.Step(
-                key="routing", label="Choosing skills and model", status=engine_pb2.STEP_STATUS_COMPLETED
-            )
-        )
+        sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
 
-        # Generation.
-        provider = self._providers.get(model.model.provider)
+        async with rec.step("routing", "Choosing skills and model"):
+            skills, model = await asyncio.gather(
+                self._collab.route_skills(user, text, request.forced_skills),
+                self._collab.route_model(user, text, request.requested_model, settings.default_model),
+            )
+            used = []
+            for skill in skills.skills:
+                invocation = (
+                    engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
+                )
+                use = engine_pb2.SkillUse(skill_id=skill.skill_id, name=skill.name, invocation=invocation)
+                used.append(use)
+                rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
+
+        chosen = model.model
+        provider = self._providers.get(chosen.provider)
         if provider is None:
-            raise InvalidArgument(f"model provider {model.model.provider!r} is not available in this engine")
+            raise FailedPrecondition(f"model provider {chosen.provider!r} is not available in this engine")
         layers = instructions.assemble("", recalled, list(skills.skills), "")
-        messages = instructions.to_messages(layers, text)
-        await rec.emit(
-            step=engine_pb2.Step(
-                key="generate",
-                label=f"Writing with {model.model.model}",
-                status=engine_pb2.STEP_STATUS_STARTED,
+        async with rec.step("generate", f"Writing with {chosen.model}"):
+            answer, tokens_in, tokens_out = await self._generate(
+                provider, chosen, instructions.to_messages(layers, text), rec
             )
+        await self._collab.append_entries(
+            user, thread, f"{run.id}:assistant", [entry(threads_pb2.ROLE_ASSISTANT, answer, "engine")]
         )
-        answer, tokens_in, tokens_out = await self._generate(provider, model.model, messages, rec)
-        await rec.emit(
-            step=engine_pb2.Step(
-                key="generate",
-                label=f"Writing with {model.model.model}",
-                status=engine_pb2.STEP_STATUS_COMPLETED,
-            )
-        )
-
-        assistant_entry = threads_pb2.Entry(
-            role=threads_pb2.ROLE_ASSISTANT,
-            content=answer,
-            source="engine",
-            requester=user,
-            target="personal",
-            correlation_id=run.id,
-            run_id=run.id,
-        )
-        await self._collab.append_entries(user, thread, f"{run.id}:assistant", [assistant_entry])
         usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
         return {
             "final": engine_pb2.Final(
-                text=answer,
-                provider=model.model.provider,
-                model=model.model.model,
-                usage=common_pb2.Usage(**usage),
+                text=answer, provider=chosen.provider, model=chosen.model, usage=common_pb2.Usage(**usage)
             ),
-            "provider": model.model.provider,
-            "model": model.model.model,
+            "provider": chosen.provider,
+            "model": chosen.model,
             **usage,
             "skills_json": json.dumps(
                 [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in used]
@@ -387,10 +372,10 @@ class RunService:
                     or now - last_flush >= self._limits.delta_flush_seconds
                     or buffered >= self._limits.delta_flush_chars
                 ):
-                    await rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
+                    rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
                     buffer, buffered, last_flush, sent_any = [], 0, now, True
             if buffer:
-                await rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
+                rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
             span.set_attribute("gen_ai.response.model", model.model)
             span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
             span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
@@ -401,12 +386,15 @@ class RunService:
     async def heartbeat(self) -> None:
         await self._repo.heartbeat(self._instance_id)
 
-    async def settle_orphans(self) -> int:
+    async def settle_orphans(self, at_start: bool = False) -> int:
         """Settles `failed` ("interrupted") every run left `running` by an
         engine instance whose lease expired: a crash never leaves a zombie,
-        and another live engine's runs are never touched."""
+        and another live engine's runs are never touched. At start-up, runs
+        recorded under this instance's own id are orphans too (a restart that
+        reuses an instance id inherits a lease, not the runs)."""
         settled = 0
-        for run in await self._repo.orphaned_runs(self._limits.lease_seconds):
+        own = self._instance_id if at_start else None
+        for run in await self._repo.orphaned_runs(self._limits.lease_seconds, own):
             sequence = await self._repo.last_sequence(run.id) + 1
             event = engine_pb2.RunEvent(
                 run_id=run.id,

@@ -12,7 +12,7 @@ from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
 from services.engine.settings import EngineSettings
-from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, registrar, start_service
 from services.shared.db import session_factory
 from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
 
@@ -35,9 +35,10 @@ def run_limits(settings: EngineSettings) -> RunLimits:
 
 async def open_run_service(
     settings: EngineSettings, collaborators: Collaborators
-) -> tuple[RunService, list[Closer]]:
+) -> tuple[RunService, list[Closer], Drainer]:
     """The run service with its lease taken and orphans settled, before any
-    request is served."""
+    request is served; its closers, and the drainer that gives in-flight runs
+    the shutdown grace (then settles them "interrupted")."""
     engine = await open_database(settings, MIGRATIONS)
     runs = RunService(
         RunsRepository(session_factory(engine)),
@@ -47,26 +48,27 @@ async def open_run_service(
         settings.instance_id,
     )
     await runs.heartbeat()
-    await runs.settle_orphans()
+    await runs.settle_orphans(at_start=True)
     maintenance = asyncio.create_task(runs.maintain())
 
-    async def stop_runs() -> None:
+    async def stop_maintenance() -> None:
         maintenance.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await maintenance
-        await runs.close(settings.shutdown_grace)
 
-    # Closed in reverse order: runs first, then the database.
-    return runs, [engine.dispose, stop_runs]
+    # Closed in reverse order: lease maintenance first, then the database.
+    return runs, [engine.dispose, stop_maintenance], runs.close
 
 
 async def build_server(settings: EngineSettings) -> RunningService:
     collaborators = GrpcCollaborators(
         settings.threads_address, settings.memory_address, settings.router_address, settings.call_timeout
     )
-    runs, closers = await open_run_service(settings, collaborators)
+    runs, closers, drain = await open_run_service(settings, collaborators)
     add = engine_service_pb2_grpc.add_EngineServiceServicer_to_server
-    # Runs stop before the channels they use close.
     return await start_service(
-        settings, registrar(add, EngineServicer(runs), SERVICE_NAME), [collaborators.close, *closers]
+        settings,
+        registrar(add, EngineServicer(runs), SERVICE_NAME),
+        [collaborators.close, *closers],
+        drainers=[drain],
     )

@@ -168,7 +168,7 @@ class MemoryDomain:
 
     # Notes
 
-    async def create_note(self, request_id: str, new: NewNote) -> Note:
+    async def create_note(self, user_id: str, request_id: str, new: NewNote) -> Note:
         if new.kind == 0:
             raise InvalidArgument("note.kind is required", field="note.kind")
         if new.kind not in NOTE_KINDS:
@@ -190,6 +190,7 @@ class MemoryDomain:
         now = utcnow()
         note = Note(
             id=str(uuid.uuid4()),
+            owner_user_id=user_id,
             project_id=new.project_id.strip() or DEFAULT_PROJECT_ID,
             kind=new.kind,
             title=title,
@@ -203,13 +204,13 @@ class MemoryDomain:
         return await self._repo.insert_note(note)
 
     async def recall_notes(
-        self, project_id: str, query: str, persona: str, requested_limit: int
+        self, user_id: str, project_id: str, query: str, persona: str, requested_limit: int
     ) -> list[tuple[Note, float]]:
         limit = recall_limit(requested_limit)
         weights = recall_weights(query, persona)
         if not weights:
             return []  # nothing to look for: no database round trip at all
-        notes = await self._repo.project_notes(project_id.strip() or DEFAULT_PROJECT_ID)
+        notes = await self._repo.project_notes(user_id, project_id.strip() or DEFAULT_PROJECT_ID)
         if not notes:
             return []
         documents = [note_terms(note.title, note.body, tags_of(note)) for note in notes]

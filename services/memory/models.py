@@ -19,11 +19,15 @@ class Note(SQLModel, table=True):
     __tablename__ = "notes"
     __table_args__ = (
         # Idempotency: a retried CreateNote with the same request_id writes nothing.
-        UniqueConstraint("project_id", "request_id", name="uq_notes_project_request"),
-        Index("ix_notes_project_update", "project_id", "update_time"),
+        UniqueConstraint("owner_user_id", "request_id", name="uq_notes_owner_request"),
+        Index("ix_notes_owner_project_update", "owner_user_id", "project_id", "update_time"),
     )
 
     id: str = Field(primary_key=True, max_length=36)
+    # Notes belong to the user who saved them (directly or through their
+    # agents); recall never crosses users. Sharing across users comes with
+    # project membership.
+    owner_user_id: str = Field(max_length=128)
     project_id: str = Field(max_length=128)
     kind: int = 0
     title: str = ""

@@ -23,7 +23,7 @@ class MemoryRepository:
 
     async def insert_note(self, note: Note) -> Note:
         """Inserts, or returns the note created earlier with the same
-        (project, request_id): a retried create writes once, concurrent or not."""
+        (owner, request_id): a retried create writes once, concurrent or not."""
         async with self._sessions() as session:
             session.add(note)
             try:
@@ -33,16 +33,18 @@ class MemoryRepository:
                 if not (note.request_id and is_unique_violation(exc)):
                     raise
             await session.rollback()
-            query = select(Note).where(Note.project_id == note.project_id, Note.request_id == note.request_id)
+            query = select(Note).where(
+                Note.owner_user_id == note.owner_user_id, Note.request_id == note.request_id
+            )
             return (await session.exec(query)).one()
 
-    async def project_notes(self, project_id: str) -> Sequence[Note]:
-        """Every note of a project, newest first (index ix_notes_project_update).
+    async def project_notes(self, user_id: str, project_id: str) -> Sequence[Note]:
+        """A user's notes in a project, newest first (index ix_notes_owner_project_update).
         One indexed query that returns nothing when the project has no notes."""
         async with self._sessions() as session:
             query = (
                 select(Note)
-                .where(Note.project_id == project_id)
+                .where(Note.owner_user_id == user_id, Note.project_id == project_id)
                 .order_by(col(Note.update_time).desc(), col(Note.id))
             )
             return (await session.exec(query)).all()

@@ -46,6 +46,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     ) -> memory_service_pb2.CreateNoteResponse:
         n = request.note
         note = await self._domain.create_note(
+            caller_user(context),
             request.request_id,
             NewNote(
                 project_id=n.project_id,
@@ -62,7 +63,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         self, request: memory_service_pb2.RecallNotesRequest, context: grpc.aio.ServicerContext
     ) -> memory_service_pb2.RecallNotesResponse:
         recalled = await self._domain.recall_notes(
-            request.project_id, request.query, request.persona, request.limit
+            caller_user(context), request.project_id, request.query, request.persona, request.limit
         )
         return memory_service_pb2.RecallNotesResponse(
             notes=[memory_pb2.RecalledNote(note=note_to_proto(note), score=score) for note, score in recalled]

@@ -28,6 +28,8 @@ from services.shared.telemetry import server_interceptors, setup_logging, setup_
 log = logging.getLogger(__name__)
 
 Closer = Callable[[], Awaitable[None]]
+# Given the grace period, finishes in-flight work (runs) within it.
+Drainer = Callable[[float | None], Awaitable[None]]
 S = TypeVar("S", bound=ServiceSettings)
 
 
@@ -37,12 +39,14 @@ class RunningService:
     port: int
     health: health.aio.HealthServicer
     closers: list[Closer] = field(default_factory=list)
+    drainers: list[Drainer] = field(default_factory=list)
 
     async def stop(self, grace: float | None) -> None:
         """Health NOT_SERVING first so load balancers stop sending, then let
-        in-flight calls finish within ``grace``, then release resources."""
+        in-flight calls and work finish within one ``grace`` (concurrently, so
+        shutdown never takes longer), then release resources."""
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace)
+        await asyncio.gather(self.server.stop(grace), *(drain(grace) for drain in self.drainers))
         for close in reversed(self.closers):
             await close()
 
@@ -51,6 +55,7 @@ async def start_service(
     settings: ServiceSettings,
     register: Callable[[grpc.aio.Server], Sequence[str]],
     closers: Sequence[Closer] = (),
+    drainers: Sequence[Drainer] = (),
 ) -> RunningService:
     """Builds and starts the server; ``register`` adds the servicers and returns
     their full service names (for health and reflection)."""
@@ -69,7 +74,7 @@ async def start_service(
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("%s serving on %s:%d", settings.service_name, settings.host, port)
-    return RunningService(server, port, health_servicer, list(closers))
+    return RunningService(server, port, health_servicer, list(closers), list(drainers))
 
 
 async def open_database(settings: ServiceSettings, migrations_dir: Path) -> AsyncEngine:

@@ -30,15 +30,6 @@ def _is_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def deadline(context: grpc.aio.ServicerContext | None, default: float) -> float:
-    """The timeout for a downstream call: the default, but never past the
-    deadline of the call being served (deadlines propagate)."""
-    if context is None:
-        return default
-    remaining = context.time_remaining()
-    return default if remaining is None else max(0.0, min(default, remaining))
-
-
 async def call(
     method: Callable[..., Awaitable[Response]],
     request: object,

@@ -13,26 +13,21 @@ class ServiceSettings(BaseSettings):
     """Fields common to every gRPC service. Subclasses set ``env_prefix``
     (``SWITCHBOARD_THREADS_`` ...) and ``service_name``."""
 
-    model_config = SettingsConfigDict(frozen=True, extra="ignore")
+    # populate_by_name: code and tests may pass data_dir=... as well as the env name.
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     service_name: str = "switchboard"
     host: str = "127.0.0.1"
     port: int = 0
     # Folder of the embedded SQLite files, shared by all services on one host.
-    data_dir: Path = Field(
-        default=Path(".data"), validation_alias=AliasChoices("SWITCHBOARD_DATA_DIR", "data_dir")
-    )
+    data_dir: Path = Field(default=Path(".data"), validation_alias=AliasChoices("SWITCHBOARD_DATA_DIR"))
     # Empty: an SQLite file <data_dir>/<service_name>.db. Otherwise any async
     # SQLAlchemy URL, e.g. postgresql+asyncpg://user@host/db.
     database_url: str = ""
     # Run the migrations at start-up (the default); off when a migration job runs them.
     migrate_on_start: bool = True
-    otlp_endpoint: str = Field(
-        default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint")
-    )
-    log_level: str = Field(
-        default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
-    )
+    otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
     # Seconds in-flight RPCs get to finish after SIGTERM.
     shutdown_grace: float = 10.0
 

@@ -43,14 +43,15 @@ def note(
 
 
 async def create(stub: Stub, *notes: memory_pb2.Note) -> list[memory_pb2.Note]:
-    return [(await stub.CreateNote(pb.CreateNoteRequest(note=n), timeout=10)).note for n in notes]
+    return [(await stub.CreateNote(pb.CreateNoteRequest(note=n), **as_user("alice"))).note for n in notes]
 
 
 async def recall(
     stub: Stub, query: str, persona: str = "", limit: int = 0, project_id: str = "acme"
 ) -> list[str]:
     response = await stub.RecallNotes(
-        pb.RecallNotesRequest(project_id=project_id, query=query, persona=persona, limit=limit), timeout=10
+        pb.RecallNotesRequest(project_id=project_id, query=query, persona=persona, limit=limit),
+        **as_user("alice"),
     )
     scores = [r.score for r in response.notes]
     assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores), scores
@@ -64,7 +65,7 @@ async def test_create_note_returns_the_stored_note(stub: Stub) -> None:
     request = pb.CreateNoteRequest(
         note=note("  Use gRPC  ", " Services talk gRPC. \n", tags=["arch", " arch ", "", "rpc"])
     )
-    created = (await stub.CreateNote(request, timeout=10)).note
+    created = (await stub.CreateNote(request, **as_user("alice"))).note
     assert created.id and created.project_id == "acme" and created.author_agent_id == "architect"
     assert (created.title, created.body) == ("Use gRPC", "Services talk gRPC.")
     assert list(created.tags) == ["arch", "rpc"]
@@ -72,7 +73,7 @@ async def test_create_note_returns_the_stored_note(stub: Stub) -> None:
     assert created.create_time.seconds > 0 and created.update_time == created.create_time
     # Without a project the note lands in "default", where recall finds it.
     default = await stub.CreateNote(
-        pb.CreateNoteRequest(note=note("Tabs", "Indent with tabs", project_id=""))
+        pb.CreateNoteRequest(note=note("Tabs", "Indent with tabs", project_id="")), **as_user("alice")
     )
     assert default.note.project_id == "default"
     assert await recall(stub, "tabs", project_id="") == ["Tabs"]
@@ -82,40 +83,52 @@ async def test_create_note_returns_the_stored_note(stub: Stub) -> None:
 
 async def test_create_note_is_idempotent_on_request_id(stub: Stub) -> None:
     request = pb.CreateNoteRequest(request_id="req-1", note=note("Once", "Written once only"))
-    first = (await stub.CreateNote(request, timeout=10)).note
-    retried = (await stub.CreateNote(request, timeout=10)).note
+    first = (await stub.CreateNote(request, **as_user("alice"))).note
+    retried = (await stub.CreateNote(request, **as_user("alice"))).note
     assert retried.id == first.id and retried.create_time == first.create_time
     # Concurrent retries of another request: one write, one id for all.
     concurrent = pb.CreateNoteRequest(request_id="req-2", note=note("Twice", "Written once only"))
-    results = await asyncio.gather(*(stub.CreateNote(concurrent, timeout=10) for _ in range(8)))
+    results = await asyncio.gather(*(stub.CreateNote(concurrent, **as_user("alice")) for _ in range(8)))
     assert len({r.note.id for r in results}) == 1 and results[0].note.id != first.id
     assert sorted(await recall(stub, "written", limit=50)) == ["Once", "Twice"]
-    # The same request_id in another project is another request.
+    # Keys are per user, not per project: the same key is the same request.
     other = pb.CreateNoteRequest(
         request_id="req-1", note=note("Once", "Written once only", project_id="other")
     )
-    assert (await stub.CreateNote(other, timeout=10)).note.id != first.id
+    assert (await stub.CreateNote(other, **as_user("alice"))).note.id == first.id
     # No request_id: every call writes.
     plain = pb.CreateNoteRequest(note=note("Plain", "Unkeyed note"))
-    ids = {(await stub.CreateNote(plain, timeout=10)).note.id for _ in range(2)}
+    ids = {(await stub.CreateNote(plain, **as_user("alice"))).note.id for _ in range(2)}
     assert len(ids) == 2 and await recall(stub, "unkeyed") == ["Plain", "Plain"]
 
 
 async def test_bad_notes_are_invalid_argument(stub: Stub) -> None:
     error = await expect_error(
-        stub.CreateNote(pb.CreateNoteRequest(note=note("t", "b", kind=memory_pb2.NOTE_KIND_UNSPECIFIED))),
+        stub.CreateNote(
+            pb.CreateNoteRequest(note=note("t", "b", kind=memory_pb2.NOTE_KIND_UNSPECIFIED)),
+            **as_user("alice"),
+        ),
         *INVALID,
     )
     info = error_info(error)
     assert info is not None and info.metadata["field"] == "note.kind"
     await expect_error(
-        stub.CreateNote(pb.CreateNoteRequest(note=note("t", "b", kind=memory_pb2.NoteKind.ValueType(42)))),
+        stub.CreateNote(
+            pb.CreateNoteRequest(note=note("t", "b", kind=memory_pb2.NoteKind.ValueType(42))),
+            **as_user("alice"),
+        ),
         *INVALID,
     )
-    await expect_error(stub.CreateNote(pb.CreateNoteRequest(note=note("   ", "body"))), *INVALID)
-    await expect_error(stub.CreateNote(pb.CreateNoteRequest(note=note("title", " \n\t "))), *INVALID)
-    await expect_error(stub.CreateNote(pb.CreateNoteRequest()), *INVALID)
-    await expect_error(stub.CreateNote(pb.CreateNoteRequest(note=note("title", "x" * 501))), *TOO_LARGE)
+    await expect_error(
+        stub.CreateNote(pb.CreateNoteRequest(note=note("   ", "body")), **as_user("alice")), *INVALID
+    )
+    await expect_error(
+        stub.CreateNote(pb.CreateNoteRequest(note=note("title", " \n\t ")), **as_user("alice")), *INVALID
+    )
+    await expect_error(stub.CreateNote(pb.CreateNoteRequest(), **as_user("alice")), *INVALID)
+    await expect_error(
+        stub.CreateNote(pb.CreateNoteRequest(note=note("title", "x" * 501)), **as_user("alice")), *TOO_LARGE
+    )
     # Exactly the limit is fine; nothing of the rejected calls was written.
     await create(stub, note("Edge", "x" * 500))
     assert await recall(stub, "title body edge", limit=50) == ["Edge"]
@@ -183,7 +196,7 @@ async def test_persona_changes_what_is_recalled(stub: Stub) -> None:
 async def test_recall_limit_bounds(stub: Stub) -> None:
     await asyncio.gather(
         *(
-            stub.CreateNote(pb.CreateNoteRequest(note=note(f"Note {i}", "shared term")), timeout=10)
+            stub.CreateNote(pb.CreateNoteRequest(note=note(f"Note {i}", "shared term")), **as_user("alice"))
             for i in range(52)
         )
     )
@@ -191,7 +204,9 @@ async def test_recall_limit_bounds(stub: Stub) -> None:
     assert len(await recall(stub, "shared", limit=2)) == 2
     assert len(await recall(stub, "shared", limit=50)) == 50
     assert len(await recall(stub, "shared", limit=1000)) == 50  # capped
-    await expect_error(stub.RecallNotes(pb.RecallNotesRequest(query="shared", limit=-1)), *INVALID)
+    await expect_error(
+        stub.RecallNotes(pb.RecallNotesRequest(query="shared", limit=-1), **as_user("alice")), *INVALID
+    )
 
 
 async def test_recall_ties_prefer_the_most_recent_note(stub: Stub) -> None:
@@ -331,3 +346,22 @@ async def test_bad_settings_updates_are_rejected(stub: Stub) -> None:
     )
     ok = await update(["display_name"], display_name="n" * 100, avatar_json="[]")
     assert ok.settings.display_name == "n" * 100 and ok.settings.avatar_json == "{}"
+
+
+async def test_notes_are_private_to_their_owner(stub: Stub) -> None:
+    request = pb.CreateNoteRequest(
+        request_id="same-key", note=note("Alice's secret plan", "launch on monday")
+    )
+    alice = (await stub.CreateNote(request, **as_user("alice"))).note
+    bob = (await stub.CreateNote(request, **as_user("bob"))).note
+    assert alice.id != bob.id  # idempotency keys are per owner
+    for user, expected in (("alice", alice.id), ("bob", bob.id)):
+        recalled = await stub.RecallNotes(
+            pb.RecallNotesRequest(project_id="acme", query="secret plan monday"), **as_user(user)
+        )
+        assert [r.note.id for r in recalled.notes] == [expected]
+    await expect_error(
+        stub.RecallNotes(pb.RecallNotesRequest(query="plan"), timeout=10),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "ERROR_REASON_UNAUTHENTICATED",
+    )

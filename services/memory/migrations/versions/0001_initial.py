@@ -17,6 +17,7 @@ def upgrade() -> None:
     op.create_table(
         "notes",
         sa.Column("id", sa.String(36), primary_key=True),
+        sa.Column("owner_user_id", sa.String(128), nullable=False),
         sa.Column("project_id", sa.String(128), nullable=False),
         sa.Column("kind", sa.Integer(), nullable=False),
         sa.Column("title", sa.String(), nullable=False),
@@ -26,9 +27,9 @@ def upgrade() -> None:
         sa.Column("request_id", sa.String(128), nullable=True),
         sa.Column("create_time", sa.DateTime(timezone=True), nullable=False),
         sa.Column("update_time", sa.DateTime(timezone=True), nullable=False),
-        sa.UniqueConstraint("project_id", "request_id", name="uq_notes_project_request"),
+        sa.UniqueConstraint("owner_user_id", "request_id", name="uq_notes_owner_request"),
     )
-    op.create_index("ix_notes_project_update", "notes", ["project_id", "update_time"])
+    op.create_index("ix_notes_owner_project_update", "notes", ["owner_user_id", "project_id", "update_time"])
     op.create_table(
         "personal_settings",
         sa.Column("user_id", sa.String(128), primary_key=True),
