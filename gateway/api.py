@@ -83,6 +83,28 @@ async def get_conversation(conversation_id: str, request: Request, user: User) -
     return _conversation_json(response.conversation)
 
 
+@router.get("/conversations/{conversation_id}/entries")
+async def list_entries(
+    conversation_id: str, request: Request, user: User, page_size: int = 100, page_token: str = ""
+) -> dict[str, Any]:
+    """The conversation's messages in order (user and assistant turns)."""
+    response = await call(
+        _threads(request).ListEntries,
+        threads_service_pb2.ListEntriesRequest(
+            thread_id=conversation_id, page_size=page_size, page_token=page_token
+        ),
+        timeout=_timeout(request),
+        metadata=user_metadata(user),
+    )
+    entries = []
+    for entry in response.entries:
+        data = message_dict(entry)
+        data["role"] = threads_pb2.Role.Name(entry.role).removeprefix("ROLE_").lower()
+        data["sequence"] = entry.sequence
+        entries.append(data)
+    return {"entries": entries, "next_page_token": response.next_page_token}
+
+
 async def _stream_events(stream: Any, request: Request) -> EventSourceResponse | Response:
     """Waits for the first event so a refused run is an HTTP error (400, 404,
     413...) rather than a 200 stream; then relays the rest as SSE. A stream

@@ -66,6 +66,12 @@ def test_a_message_runs_through_every_service(client: httpx.Client) -> None:
     assert record["router_decision"]["branch"] == "ROUTE_BRANCH_HIGH"
     assert record["finish_time"] and record["credits"] == 0
 
+    history = client.get(f"/api/agent/conversations/{conversation_id}/entries").json()["entries"]
+    assert [(e["role"], e["content"], e["run_id"]) for e in history] == [
+        ("user", "Draft a reply to this email from the supplier", final["run_id"]),
+        ("assistant", final["text"], final["run_id"]),
+    ]
+
 
 def test_the_offline_model_is_deterministic(client: httpx.Client) -> None:
     answers = [
@@ -132,6 +138,7 @@ def test_users_only_see_their_own_objects(launched: Launched, client: httpx.Clie
             ("GET", f"/api/agent/conversations/{conversation_id}", None),
             ("POST", f"/api/agent/conversations/{conversation_id}/messages", {"message": "hi"}),
             ("GET", f"/api/agent/runs/{run_id}", None),
+            ("GET", f"/api/agent/conversations/{conversation_id}/entries", None),
             ("GET", f"/api/agent/runs/{run_id}/events", None),
         ]:
             mine = bob.request(method, path, json=body)

@@ -16,6 +16,7 @@ from services.memory.server import build_server as build_memory
 from services.memory.settings import MemorySettings
 from services.router.server import build_server as build_router
 from services.router.settings import RouterSettings
+from services.shared.bootstrap import RunningService
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
 from switchboard.engine.v1 import engine_service_pb2_grpc
@@ -33,6 +34,7 @@ class System:
     memory: memory_service_pb2_grpc.MemoryServiceStub
     router: router_service_pb2_grpc.RouterServiceStub
     database_urls: dict[str, str]
+    services: dict[str, RunningService]
 
 
 @asynccontextmanager
@@ -59,13 +61,14 @@ async def system(make_database: DatabaseFactory, **engine_settings: Any) -> Asyn
             router_address=f"127.0.0.1:{router.port}",
             **engine_settings,
         )
-        _, engine_channel = await stack.enter_async_context(running(build_engine, settings))
+        engine, engine_channel = await stack.enter_async_context(running(build_engine, settings))
         yield System(
             engine=engine_service_pb2_grpc.EngineServiceStub(engine_channel),
             threads=threads_service_pb2_grpc.ThreadsServiceStub(threads_channel),
             memory=memory_service_pb2_grpc.MemoryServiceStub(memory_channel),
             router=router_service_pb2_grpc.RouterServiceStub(router_channel),
             database_urls=urls,
+            services={"threads": threads, "memory": memory, "router": router, "engine": engine},
         )
 
 

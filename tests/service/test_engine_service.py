@@ -289,3 +289,29 @@ async def test_runs_of_a_dead_instance_are_settled_and_live_ones_untouched(
         events = [e async for e in runs.follow("alice", "run-dead", 0)]
         assert [e.WhichOneof("kind") for e in events] == ["error"] and events[0].error.code == "INTERRUPTED"
         await engine.dispose()
+
+
+async def test_a_failing_dependency_fails_the_step_and_the_run(sb: System) -> None:
+    conversation_id = await conversation(sb)
+    await sb.services["router"].stop(None)
+    events = await collect(
+        sb.engine.StartRun(
+            pb.StartRunRequest(conversation_id=conversation_id, message="hello"), **as_user("alice")
+        )
+    )
+    assert kinds(events) == [
+        "run_started",
+        "step:context:started",
+        "step:context:completed",
+        "step:routing:started",
+        "step:routing:failed",
+        "error",
+    ]
+    assert (
+        events[-1].error.code == "ERROR_REASON_DEPENDENCY_UNAVAILABLE"
+        and "router" in events[-1].error.message
+    )
+    run = (await sb.engine.GetRun(pb.GetRunRequest(run_id=events[0].run_id), **as_user("alice"))).run
+    assert (
+        run.status == engine_pb2.RUN_STATUS_FAILED and "router" in run.error and run.HasField("finish_time")
+    )
