@@ -1,0 +1,1 @@
+"""Benchmarks (run with scripts/bench.sh; not collected by pytest)."""

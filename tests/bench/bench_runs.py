@@ -1,0 +1,896 @@
+"""The run benchmark: latency and throughput of an agent run, end to end
+through the real processes (launcher, HTTP + SSE gateway, gRPC services) and
+on the in-process floor (the same run logic and domain code in one process,
+no network), on the same kind of database (SQLite files), in one invocation.
+
+    scripts/bench.sh                 # 500 measured runs per level, writes docs/benchmarks.json
+    scripts/bench.sh --smoke --out /tmp/bench
+    scripts/bench.sh --runs 2000 --profile /tmp/prof   # py-spy on every process
+
+Each run posts one short message (the offline model answers in ~17 tokens) and
+reads its events to the end; it records the time to the first event (the first
+complete SSE ``event:`` block; the first event yielded in-process) and to the
+``final`` event. Every level is warmed up first, unmeasured. At concurrency N,
+N workers each do runs back to back on a conversation of their own."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import inspect
+import json
+import linecache
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = "bench"
+MESSAGE = "What is the capital of France, in one short sentence?"
+PATHS = ("distributed", "floor")
+READY_TIMEOUT = 120.0
+STOP_GRACE = 20.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROFILE_RATE = 100  # py-spy samples per second
+
+# The targets, on the distributed path: (key, label, limit, "max" or "min").
+TARGETS = (
+    ("first_event_p50_ms", "First SSE event p50 (c1)", 1.5, "max"),
+    ("full_run_p50_ms", "Full run p50 (c1)", 5.0, "max"),
+    ("runs_per_s_c8", "Throughput at c8 (runs/s)", 200.0, "min"),
+    ("ratio_first_event_p50_c1", "Distributed / floor, first event p50 (c1)", 5.0, "max"),
+    ("ratio_full_run_p50_c1", "Distributed / floor, full run p50 (c1)", 5.0, "max"),
+)
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sample:
+    first_ms: float
+    full_ms: float
+
+
+# A run on the conversation of worker ``i``: run_once(i) -> Sample.
+RunOnce = Callable[[int], Awaitable[Sample]]
+
+
+# Statistics
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarise(samples: list[Sample], elapsed: float, concurrency: int) -> dict[str, Any]:
+    firsts = [s.first_ms for s in samples]
+    fulls = [s.full_ms for s in samples]
+    return {
+        "concurrency": concurrency,
+        "runs": len(samples),
+        "runs_per_s": round(len(samples) / elapsed, 1),
+        "elapsed_s": round(elapsed, 3),
+        "first_event": {
+            "p50_ms": round(percentile(firsts, 50), 3),
+            "p99_ms": round(percentile(firsts, 99), 3),
+            "mean_ms": round(sum(firsts) / len(firsts), 3),
+        },
+        "full_run": {
+            "p50_ms": round(percentile(fulls, 50), 3),
+            "p99_ms": round(percentile(fulls, 99), 3),
+            "mean_ms": round(sum(fulls) / len(fulls), 3),
+        },
+    }
+
+
+# CPU accounting and processes (Linux /proc)
+
+
+def _stat_fields(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()  # fields 3.. (after "pid (comm) ")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process, all its threads."""
+    fields = _stat_fields(pid)
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def module_name(pid: int) -> str | None:
+    """``engine`` for a process ``python -m services.engine``; None otherwise or if gone."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    if "-m" in argv and argv.index("-m") + 1 < len(argv):
+        return argv[argv.index("-m") + 1].rsplit(".", 1)[-1]
+    return None
+
+
+def children(pid: int) -> dict[str, int]:
+    """The launcher's children by name (threads, memory, router, engine, gateway)."""
+    found: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int(_stat_fields(int(entry.name))[1]) != pid:
+                continue
+        except (OSError, ValueError, IndexError):
+            continue
+        name = module_name(int(entry.name))
+        if name is not None:
+            found[name] = int(entry.name)
+    return found
+
+
+class CpuMeter:
+    """CPU time used by some processes and this one between start() and per_run()."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self._pids = pids
+        self._before: dict[str, tuple[float, float]] = {}
+
+    def _now(self) -> dict[str, tuple[float, float]]:
+        own = os.times()
+        return {
+            **{name: cpu_seconds(pid) for name, pid in self._pids.items()},
+            "bench": (own.user, own.system),
+        }
+
+    def start(self) -> None:
+        self._before = self._now()
+
+    def per_run(self, runs: int) -> dict[str, dict[str, float]]:
+        """Milliseconds per run by process, all (user + system) and system only."""
+        after = self._now()
+        out: dict[str, dict[str, float]] = {"cpu_ms_per_run": {}, "cpu_sys_ms_per_run": {}}
+        for name, (user, system) in after.items():
+            user0, system0 = self._before[name]
+            out["cpu_ms_per_run"][name] = round((user - user0 + system - system0) * 1000 / runs, 3)
+            out["cpu_sys_ms_per_run"][name] = round((system - system0) * 1000 / runs, 3)
+        for values in out.values():
+            values["total"] = round(sum(values.values()), 3)
+        return out
+
+
+# Profiling (optional): py-spy on each process during the measured phases
+
+
+class Profiler:
+    """py-spy record (raw collapsed stacks) on each process until stop()."""
+
+    def __init__(self, folder: Path, label: str, pids: dict[str, int]) -> None:
+        self.folder, self.label, self.pids = folder, label, pids
+        self._spies: list[subprocess.Popen[bytes]] = []
+        self._started = 0.0
+        self.duration = 0.0
+
+    def path(self, name: str) -> Path:
+        return self.folder / f"{self.label}-{name}.txt"
+
+    def start(self) -> None:
+        spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+        if spy is None:
+            raise BenchError("--profile needs py-spy: .venv/bin/pip install py-spy")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for name, pid in self.pids.items():
+            command = [
+                spy,
+                "record",
+                "--pid",
+                str(pid),
+                "-r",
+                str(PROFILE_RATE),
+                "-f",
+                "raw",
+                "--full-filenames",
+            ]
+            command += ["-o", str(self.path(name))]
+            self._spies.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+        time.sleep(0.5)  # py-spy attaches
+        self._started = time.monotonic()
+
+    def stop(self) -> None:
+        self.duration = time.monotonic() - self._started
+        for spy in self._spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        for spy in self._spies:
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+                spy.wait()
+
+
+# Where a frame's time goes, by the file it runs in (first match wins).
+CATEGORIES = (
+    ("event loop C internals (task steps, callbacks, GC, uvloop)", ("Handle._run (", "Runner.run (")),
+    ("aiosqlite (async bridge)", ("aiosqlite/",)),
+    ("SQLAlchemy (ORM + Core)", ("sqlalchemy/",)),
+    ("sqlmodel", ("sqlmodel/",)),
+    ("greenlet", ("greenlet/",)),
+    ("gRPC (grpc.aio + cython)", ("grpc/", "grpc_", "_cygrpc", "cygrpc", "grpcio")),
+    ("protobuf + json_format", ("google/protobuf/",)),
+    ("OpenTelemetry", ("opentelemetry/",)),
+    ("SSE (sse_starlette)", ("sse_starlette/",)),
+    ("uvicorn / h11 / httptools", ("uvicorn/", "h11/", "httptools/")),
+    ("FastAPI / Starlette", ("fastapi/", "starlette/")),
+    ("pydantic", ("pydantic/", "pydantic_core/")),
+    ("anyio", ("anyio/",)),
+    ("httpx / httpcore (client)", ("httpx/", "httpcore/")),
+    ("tenacity", ("tenacity/",)),
+    ("json", ("json/",)),
+    ("logging", ("logging/",)),
+    ("uuid", ("uuid.py",)),
+    ("alembic", ("alembic/",)),
+    ("switchboard code", ("services/", "gateway/", "tests/bench/")),
+    ("asyncio event loop", ("asyncio/", "uvloop/", "selectors.py", "threading.py")),
+)
+# A thread whose innermost frame is one of these, on a blocking line, waits.
+WAITERS = ("_connection_worker_thread", "EpollSelector.select", "Condition.wait", "Event.wait", "_worker")
+BLOCKING = ("get(", "poll(", "acquire(", "wait(")
+FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*):(?P<line>\d+)\)$")
+
+
+def short(frame: str) -> str:
+    """``func (/…/site-packages/pkg/mod.py:12)`` as ``func (pkg/mod.py:12)``."""
+    match = FRAME.match(frame)
+    if match is None:
+        return frame
+    file = match["file"]
+    for marker in ("/site-packages/", f"{ROOT}/", "/lib/python3.11/", "/lib/python3.12/", "/lib/python3.13/"):
+        if marker in file:
+            file = file.split(marker, 1)[1]
+            break
+    return f"{match['function']} ({file}:{match['line']})"
+
+
+def is_waiting(frame: str) -> bool:
+    match = FRAME.match(frame)
+    if match is None or match["function"] not in WAITERS:
+        return False
+    source = linecache.getline(match["file"], int(match["line"]))
+    return any(call in source for call in BLOCKING)
+
+
+def category(frame: str) -> str:
+    for name, needles in CATEGORIES:
+        if any(needle in frame for needle in needles):
+            return name
+    return "other"
+
+
+def thread_category(leaf: str) -> str:
+    """What a thread other than the event loop's is doing."""
+    if "aiosqlite/" in leaf:
+        return "sqlite3 C call (query, or sleeping in SQLite's busy handler)"
+    if leaf.startswith("Thread.run ("):
+        return "native thread (gRPC event engine)"
+    return category(leaf)
+
+
+def read_stacks(path: Path) -> Iterator[tuple[list[str], int]]:
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            yield stack.split(";"), int(count)
+
+
+def profile_summary(path: Path, duration: float) -> dict[str, Any]:
+    """Samples of threads that were not waiting, split between the event
+    loop's thread (including SQLAlchemy's greenlets, which run on it) and
+    other threads (aiosqlite's, one per connection); per category the share
+    of the event loop's samples spent in it (self) and under it (inclusive);
+    the top innermost frames; and the cores all that amounts to."""
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    others: Counter[str] = Counter()
+    main = other = waiting = 0
+    for frames, count in read_stacks(path):
+        if not frames:
+            continue
+        if is_waiting(frames[-1]):
+            waiting += count
+            continue
+        frames = [short(f) for f in frames]
+        if frames[0].startswith("Thread._bootstrap"):  # a thread of its own
+            other += count
+            others[thread_category(frames[-1])] += count
+            continue
+        main += count
+        for name in {category(f) for f in frames}:
+            inclusive[name] += count
+        own[category(frames[-1])] += count
+        leaves[frames[-1]] += count
+    rate = PROFILE_RATE * duration if duration else 0.0
+
+    def share(count: int) -> float:
+        return round(100 * count / main, 1) if main else 0.0
+
+    return {
+        "samples": main + other,
+        "waiting_samples": waiting,
+        "event_loop_busy": round(main / rate, 2) if rate else None,  # 1.0: one core, saturated
+        "other_threads_busy": round(other / rate, 2) if rate else None,
+        "other_threads": {name: round(c / rate, 2) if rate else c for name, c in others.most_common(4)},
+        "self_pct": {name: share(c) for name, c in own.most_common()},
+        "inclusive_pct": {name: share(c) for name, c in inclusive.most_common()},
+        "top_self": [[frame, share(c)] for frame, c in leaves.most_common(15)],
+    }
+
+
+@contextmanager
+def profiled(folder: Path | None, label: str, pids: dict[str, int], report: dict[str, Any]) -> Iterator[None]:
+    if folder is None:
+        yield
+        return
+    profiler = Profiler(folder, label, pids)
+    profiler.start()
+    try:
+        yield
+    finally:
+        profiler.stop()
+        report[label] = {
+            name: profile_summary(profiler.path(name), profiler.duration)
+            for name in pids
+            if profiler.path(name).exists()
+        }
+
+
+# Driving runs
+
+
+async def drive(run_once: RunOnce, concurrency: int, total: int) -> list[Sample]:
+    """``total`` runs by ``concurrency`` workers, each back to back on its own conversation."""
+    tickets = iter(range(total))
+
+    async def worker(index: int) -> list[Sample]:
+        return [await run_once(index) for _ in tickets]
+
+    batches = await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return [sample for batch in batches for sample in batch]
+
+
+async def measure(
+    args: argparse.Namespace,
+    report: dict[str, Any],
+    path: str,
+    concurrency: int,
+    run_once: RunOnce,
+    cpu_pids: dict[str, int],
+    profile_pids: dict[str, int],
+) -> None:
+    """Warms up, then measures ``args.runs`` runs into report["scenarios"]["<path>_c<N>"]."""
+    label = f"{path}_c{concurrency}"
+    await drive(run_once, concurrency, args.warmup)
+    meter = CpuMeter(cpu_pids)
+    meter.start()
+    with profiled(args.profile, label, profile_pids, report["profiles"]):
+        started = time.perf_counter()
+        samples = await drive(run_once, concurrency, args.runs)
+        elapsed = time.perf_counter() - started
+    report["scenarios"][label] = {
+        "path": path,
+        **summarise(samples, elapsed, concurrency),
+        **meter.per_run(args.runs),
+    }
+    print(f"  {label}: done", file=sys.stderr, flush=True)
+
+
+# The distributed path: the launcher's five processes, over HTTP + SSE
+
+
+@asynccontextmanager
+async def launched(
+    folder: Path, extra_env: dict[str, str]
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """The launcher on free ports with its SQLite files under ``folder``;
+    stopped with SIGTERM (killed, with its children, after STOP_GRACE)."""
+    ready, log = folder / "ready.json", folder / "launcher.log"
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.launcher", "--ephemeral-ports"]
+            + ["--ready-file", str(ready), "--data-dir", str(folder / "data")],
+            cwd=ROOT,
+            env={**os.environ, **extra_env},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    kids: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        info: dict[str, Any] | None = None
+        while info is None:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise BenchError(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
+            await asyncio.sleep(0.1)
+            try:
+                info = json.loads(ready.read_text()) if ready.exists() else None
+            except json.JSONDecodeError:  # being written
+                info = None
+        kids = children(process.pid)
+        yield str(info["url"]), process, log
+    finally:
+        kids = kids or children(process.pid)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                for name, pid in kids.items():  # never leave a service behind
+                    if module_name(pid) == name:
+                        os.kill(pid, signal.SIGKILL)
+
+
+async def sse_run(client: httpx.AsyncClient, conversation: str) -> Sample:
+    started = time.perf_counter()
+    first = full = 0.0
+    kind = ""
+    async with client.stream(
+        "POST", f"/api/agent/conversations/{conversation}/messages", json={"message": MESSAGE}
+    ) as response:
+        if response.status_code != 200:
+            raise BenchError(f"POST message: {response.status_code} {(await response.aread())[:500]!r}")
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line == "" and kind:  # the end of an event block
+                now = time.perf_counter()
+                first = first or now
+                if kind == "final":
+                    full = now
+                elif kind == "error":
+                    raise BenchError("the run ended with an error event")
+                kind = ""
+    if not full:
+        raise BenchError("the stream ended without a final event")
+    return Sample((first - started) * 1000, (full - started) * 1000)
+
+
+async def bench_distributed(args: argparse.Namespace, folder: Path, report: dict[str, Any]) -> None:
+    async with launched(folder, args.launcher_env) as (url, launcher, _):
+        pids = {"launcher": launcher.pid, **children(launcher.pid)}
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as client:
+            for concurrency in args.concurrency:
+                conversations = []
+                for _ in range(concurrency):
+                    response = await client.post("/api/agent/conversations", json={"title": "bench"})
+                    if response.status_code != 201:
+                        raise BenchError(f"create conversation: {response.status_code} {response.text}")
+                    conversations.append(response.json()["id"])
+
+                async def run_once(index: int, conversations: list[str] = conversations) -> Sample:
+                    return await sse_run(client, conversations[index])
+
+                services = {k: v for k, v in pids.items() if k != "launcher"}
+                await measure(args, report, "distributed", concurrency, run_once, pids, services)
+
+
+# The in-process floor: the same run logic, every service's domain code called directly
+
+
+async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, Any]) -> None:
+    from services.engine.collaborators import InProcessCollaborators, _LocalContext
+    from services.engine.repository import RunsRepository
+    from services.engine.runs import RunRequest
+    from services.engine.server import open_run_service
+    from services.engine.settings import EngineSettings
+    from services.memory.server import open_servicer as open_memory
+    from services.memory.settings import MemorySettings
+    from services.router.server import open_servicer as open_router
+    from services.router.settings import RouterSettings
+    from services.shared.bootstrap import Closer, Drainer
+    from services.shared.telemetry import setup_telemetry
+    from services.threads.server import open_servicer as open_threads
+    from services.threads.settings import ThreadsSettings
+    from switchboard.engine.v1 import engine_pb2
+    from switchboard.threads.v1 import threads_service_pb2
+
+    # As in the engine process: a real tracer provider, no exporter configured.
+    setup_telemetry("bench-floor", "")
+    data = folder / "floor"
+    data.mkdir(parents=True, exist_ok=True)
+
+    def url(name: str) -> str:
+        return f"sqlite+aiosqlite:///{data / (name + '.db')}"
+
+    closers: list[Closer] = []
+    drainers: list[Drainer] = []
+    try:
+        threads, closing = await open_threads(ThreadsSettings(database_url=url("threads")))
+        closers += closing
+        memory, closing = await open_memory(MemorySettings(database_url=url("memory")))
+        closers += closing
+        router, closing = await open_router(RouterSettings(database_url=url("router")))
+        closers += closing
+        runs, closing, drain = await open_run_service(
+            EngineSettings(database_url=url("engine")), InProcessCollaborators(threads, memory, router)
+        )
+        closers += closing
+        drainers.append(drain)
+
+        async def run_once(index: int, conversations: list[str]) -> Sample:
+            started = time.perf_counter()
+            first = full = 0.0
+            run_id = await runs.start(
+                RunRequest(
+                    user=USER,
+                    request_id=str(uuid.uuid4()),  # as the gateway does
+                    conversation_id=conversations[index],
+                    message=MESSAGE,
+                    requested_model="auto",
+                    surface=engine_pb2.SURFACE_CHAT,
+                    forced_skills=[],
+                )
+            )
+            async for event in runs.follow(USER, run_id, 0):
+                now = time.perf_counter()
+                first = first or now
+                kind = event.WhichOneof("kind")
+                if kind == "final":
+                    full = now
+                elif kind == "error":
+                    raise BenchError(f"the run failed: {event.error.code} {event.error.message}")
+            if not full:
+                raise BenchError("the run ended without a final event")
+            return Sample((first - started) * 1000, (full - started) * 1000)
+
+        for concurrency in args.concurrency:
+            conversations = []
+            for _ in range(concurrency):
+                response = await threads.CreateConversation(
+                    threads_service_pb2.CreateConversationRequest(title="bench"),
+                    _LocalContext(USER),
+                )
+                conversations.append(response.conversation.id)
+
+            async def run_in(index: int, conversations: list[str] = conversations) -> Sample:
+                return await run_once(index, conversations)
+
+            await measure(args, report, "floor", concurrency, run_in, {}, {"bench": os.getpid()})
+
+        # Not timed: the database work of one run, counted over a few more.
+        report["sql_per_run"] = await count_sql(run_in, min(args.runs, 50))
+        report["floor_calls"] = await time_calls(
+            run_in, min(args.runs, 100), {"collaborator": InProcessCollaborators, "engine_db": RunsRepository}
+        )
+    finally:
+        # As a service stops: in-flight runs drain, then everything closes in reverse.
+        for drain in drainers:
+            await drain(STOP_GRACE)
+        for close in reversed(closers):
+            await close()
+
+
+async def count_sql(run_once: RunOnce, runs: int) -> dict[str, float]:
+    """Statements by verb and transactions (commits, rollbacks) per run, over
+    every service's database (the floor calls the same domain code)."""
+    import aiosqlite.core
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    counts: Counter[str] = Counter()
+
+    def statement(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        counts[sql.lstrip().split(None, 1)[0].upper()] += 1
+
+    def commit(_conn: Any) -> None:
+        counts["commits"] += 1
+
+    def rollback(_conn: Any) -> None:
+        counts["rollbacks"] += 1
+
+    hooks: list[tuple[str, Callable[..., None]]] = [
+        ("before_cursor_execute", statement),
+        ("commit", commit),
+        ("rollback", rollback),
+    ]
+    for name, hook in hooks:
+        event.listen(Engine, name, hook)
+    # Every database call is a hand-off to a connection's thread and back.
+    bridge = aiosqlite.core.Connection
+    execute: Any = bridge._execute
+
+    async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["aiosqlite_thread_calls"] += 1
+        return await execute(self, fn, *args, **kwargs)
+
+    bridge._execute = counted  # type: ignore[method-assign]
+    try:
+        await drive(run_once, 1, runs)
+    finally:
+        bridge._execute = execute  # type: ignore[method-assign]
+        for name, hook in hooks:
+            event.remove(Engine, name, hook)
+    per_run = {key: round(value / runs, 2) for key, value in sorted(counts.items())}
+    per_run["statements"] = round(sum(v for k, v in counts.items() if k.isupper()) / runs, 2)
+    return per_run
+
+
+async def time_calls(run_once: RunOnce, runs: int, classes: dict[str, type]) -> dict[str, dict[str, float]]:
+    """Calls per run and mean duration of every public coroutine method of
+    ``classes`` (the collaborators and the engine's repository), at c1. Calls
+    made together (asyncio.gather) overlap, so durations add up to more than
+    the run."""
+    spent: dict[str, float] = defaultdict(float)
+    calls: Counter[str] = Counter()
+    saved: list[tuple[type, str, Any]] = []
+
+    def timed(label: str, method: Any) -> Any:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                spent[label] += time.perf_counter() - started
+                calls[label] += 1
+
+        return wrapper
+
+    for prefix, cls in classes.items():
+        for name, method in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.iscoroutinefunction(method):
+                saved.append((cls, name, method))
+                setattr(cls, name, timed(f"{prefix}.{name}", method))
+    try:
+        await drive(run_once, 1, runs)
+    finally:
+        for cls, name, method in saved:
+            setattr(cls, name, method)
+    return {
+        label: {
+            "calls": round(calls[label] / runs, 2),
+            "mean_ms": round(spent[label] * 1000 / calls[label], 3),
+        }
+        for label in sorted(calls, key=lambda k: -spent[k])
+    }
+
+
+# Report
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def git_commit() -> str:
+    def git(*argv: str) -> str:
+        return subprocess.run(
+            ["git", "--no-optional-locks", *argv], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def ratios(scenarios: dict[str, Any], levels: list[int]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for c in levels:
+        dist, floor = scenarios.get(f"distributed_c{c}"), scenarios.get(f"floor_c{c}")
+        if dist is None or floor is None:
+            continue
+        for metric in ("first_event", "full_run"):
+            out[f"{metric}_p50_c{c}"] = round(dist[metric]["p50_ms"] / floor[metric]["p50_ms"], 2)
+    return out
+
+
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    scenarios, ratio = report["scenarios"], report["ratios"]
+    c1, c8 = scenarios.get("distributed_c1"), scenarios.get("distributed_c8")
+    measured = {
+        "first_event_p50_ms": c1["first_event"]["p50_ms"] if c1 else None,
+        "full_run_p50_ms": c1["full_run"]["p50_ms"] if c1 else None,
+        "runs_per_s_c8": c8["runs_per_s"] if c8 else None,
+        "ratio_first_event_p50_c1": ratio.get("first_event_p50_c1"),
+        "ratio_full_run_p50_c1": ratio.get("full_run_p50_c1"),
+    }
+    out = []
+    for key, label, limit, kind in TARGETS:
+        value = measured[key]
+        met = None if value is None else (value <= limit if kind == "max" else value >= limit)
+        off = None if value is None else round(value / limit if kind == "max" else limit / value, 2)
+        # factor_off > 1: missed by that factor.
+        out.append(
+            {"key": key, "target": label, "limit": limit, "kind": kind}
+            | {"measured": value, "met": met, "factor_off": off}
+        )
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| Path | Concurrency | Runs | First event p50 (ms) | First event p99 (ms) "
+        "| Full run p50 (ms) | Full run p99 (ms) | Runs/s | CPU ms/run |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in report["scenarios"].values():
+        lines.append(
+            f"| {s['path']} | {s['concurrency']} | {s['runs']} | {s['first_event']['p50_ms']:.2f} "
+            f"| {s['first_event']['p99_ms']:.2f} | {s['full_run']['p50_ms']:.2f} "
+            f"| {s['full_run']['p99_ms']:.2f} | {s['runs_per_s']:.0f} | {s['cpu_ms_per_run']['total']:.2f} |"
+        )
+    if report["ratios"]:
+        lines += ["", "| Distributed / floor | Ratio |", "|---|---:|"]
+        lines += [f"| {key} | {value:.2f}× |" for key, value in report["ratios"].items()]
+    lines += ["", "| Target | Limit | Measured | Met |", "|---|---:|---:|---|"]
+    for t in report["targets"]:
+        sign = "≤" if t["kind"] == "max" else "≥"
+        met = "n/a" if t["met"] is None else ("yes" if t["met"] else f"no ({t['factor_off']}× off)")
+        lines.append(f"| {t['target']} | {sign} {t['limit']} | {t['measured']} | {met} |")
+    names: list[str] = []
+    for scenario in report["scenarios"].values():
+        names += [n for n in scenario["cpu_ms_per_run"] if n not in names and n != "total"]
+    names.append("total")
+    lines += ["", "| CPU ms per run (of which system) | " + " | ".join(names) + " |"]
+    lines += ["|---|" + "---:|" * len(names)]
+    for key, scenario in report["scenarios"].items():
+        cpu, sys_ = scenario["cpu_ms_per_run"], scenario["cpu_sys_ms_per_run"]
+        cells = [f"{cpu[n]:.2f} ({sys_[n]:.2f})" if n in cpu else "" for n in names]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    if "sql_per_run" in report:
+        sql = ", ".join(f"{k} {v}" for k, v in report["sql_per_run"].items())
+        lines += ["", f"Database work per run (all four databases): {sql}"]
+    if "floor_calls" in report:
+        lines += ["", "| Floor call (c1) | Calls per run | Mean ms |", "|---|---:|---:|"]
+        lines += [f"| {k} | {v['calls']} | {v['mean_ms']:.2f} |" for k, v in report["floor_calls"].items()]
+    return "\n".join(lines)
+
+
+def profile_markdown(profiles: dict[str, Any]) -> str:
+    lines = []
+    for label, processes in profiles.items():
+        for name, summary in processes.items():
+            if not summary.get("samples"):
+                continue
+            lines.append(
+                f"\n### {label} / {name}: event loop busy {summary['event_loop_busy']} core, "
+                f"other threads {summary['other_threads_busy']} ({summary['other_threads']})"
+            )
+            own = ", ".join(f"{k} {v}%" for k, v in list(summary["self_pct"].items())[:9])
+            under = ", ".join(f"{k} {v}%" for k, v in list(summary["inclusive_pct"].items())[:12])
+            lines += [f"- self: {own}", f"- inclusive: {under}", "- top self frames:"]
+            lines += [f"  - {pct}% {frame}" for frame, pct in summary["top_self"][:10]]
+    return "\n".join(lines)
+
+
+# Command line
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=500, help="measured runs per level (default 500)")
+    parser.add_argument("--warmup", type=int, default=50, help="unmeasured runs before each level")
+    parser.add_argument("--concurrency", default="1,8", help="levels, comma-separated (default 1,8)")
+    parser.add_argument("--paths", default=",".join(PATHS), help="distributed,floor (default both)")
+    parser.add_argument("--smoke", action="store_true", help="20 runs, 5 warm-up: a quick check")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where benchmarks.json goes")
+    parser.add_argument("--profile", type=Path, help="py-spy every process during the measured phases")
+    parser.add_argument(
+        "--launcher-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment of the five processes, for experiments (e.g. OTEL_SDK_DISABLED=true)",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs, args.warmup = 20, 5
+    args.concurrency = [int(c) for c in args.concurrency.split(",") if c]
+    args.paths = [p for p in args.paths.split(",") if p]
+    if bad := [item for item in args.launcher_env if "=" not in item]:
+        parser.error(f"--launcher-env takes KEY=VALUE, not {bad[0]!r}")
+    args.launcher_env = dict(item.split("=", 1) for item in args.launcher_env)
+    if args.runs < 1 or args.warmup < 0 or not args.concurrency or min(args.concurrency) < 1:
+        parser.error("--runs must be >= 1, --warmup >= 0, concurrency levels >= 1")
+    if unknown := set(args.paths) - set(PATHS):
+        parser.error(f"unknown paths: {', '.join(sorted(unknown))}")
+    return args
+
+
+async def bench(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    command = os.environ.get("SWITCHBOARD_BENCH_COMMAND") or shlex.join(
+        ["python", "-m", "tests.bench.bench_runs", *argv]
+    )
+    report: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "commit": git_commit(),
+        "machine": machine(),
+        "settings": {
+            "runs": args.runs,
+            "warmup": args.warmup,
+            "concurrency": args.concurrency,
+            "message": MESSAGE,
+            "database": "SQLite files (WAL), one per service",
+            "smoke": args.smoke,
+            "launcher_env": args.launcher_env,
+        },
+        "scenarios": {},
+        "profiles": {},
+    }
+    folder = Path(tempfile.mkdtemp(prefix="switchboard-bench-", dir="/tmp"))
+    try:
+        if "distributed" in args.paths:
+            await bench_distributed(args, folder, report)
+        if "floor" in args.paths:
+            await bench_floor(args, folder, report)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    report["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["ratios"] = ratios(report["scenarios"], args.concurrency)
+    report["targets"] = targets(report)
+    if not report["profiles"]:
+        del report["profiles"]
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    report = asyncio.run(bench(args, argv))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "benchmarks.json").write_text(json.dumps(report, indent=2) + "\n")
+    m = report["machine"]
+    print(
+        f"\n{report['date']}  commit {report['commit']}  {m['cpu']}, {m['cores']} cores, "
+        f"Python {m['python']}\n{report['command']}\n"
+    )
+    print(markdown(report))
+    if "profiles" in report and args.profile is not None:
+        text = profile_markdown(report["profiles"])
+        (args.profile / "profile-summary.md").write_text(text + "\n")
+        print(text)
+    print(f"\nWrote {args.out / 'benchmarks.json'}")
+
+
+if __name__ == "__main__":
+    main()
