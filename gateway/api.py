@@ -120,7 +120,8 @@ async def _stream_events(stream: Any, request: Request) -> EventSourceResponse |
     async def relay() -> AsyncIterator[dict[str, str]]:
         try:
             yield to_sse(first.event)
-            async for response in stream:
+            # read(), not iteration: grpc.aio forbids mixing the two on one call.
+            while (response := await stream.read()) is not grpc.aio.EOF:
                 yield to_sse(response.event)
         except grpc.aio.AioRpcError as error:
             # The stream broke after it started: tell the client in-band.

@@ -18,6 +18,7 @@ from gateway.api import router
 from gateway.limits import BodySizeLimit
 from gateway.settings import GatewaySettings
 from services.shared.clients import open_channel
+from services.shared.telemetry import tracing_enabled
 from switchboard.engine.v1 import engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 
@@ -63,5 +64,6 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz")
+    if tracing_enabled():
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz")
     return app

@@ -153,7 +153,8 @@ class RunService:
         self._providers = providers
         self._limits = limits
         self._instance_id = instance_id
-        self._feeds: dict[str, RunFeed] = {}
+        # Runs executing in this process: their feed and their user.
+        self._feeds: dict[str, tuple[RunFeed, str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     # Start and follow
@@ -168,10 +169,6 @@ class RunService:
             raise TooLarge(f"message exceeds {self._limits.max_message_chars} characters", field="message")
         if not request.conversation_id:
             raise InvalidArgument("conversation_id is required", field="conversation_id")
-        if request.request_id:
-            existing = await self._repo.run_by_request(request.user, request.request_id)
-            if existing is not None:
-                return existing.id
         conversation = await self._collab.get_conversation(request.user, request.conversation_id)
 
         run = AgentRun(
@@ -196,7 +193,7 @@ class RunService:
             assert existing is not None
             return existing.id
         await feed.publish(started)
-        self._feeds[run.id] = feed
+        self._feeds[run.id] = (feed, request.user)
         task = asyncio.create_task(self._execute(run, request, recorder))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -206,12 +203,12 @@ class RunService:
         """The run's events with sequence > after until its terminal event:
         live from this process's feed, else from the database (another
         replica's run, or a finished one), polling until it ends."""
-        await self.get(user, run_id)
-        feed = self._feeds.get(run_id)
-        if feed is not None:
-            async for event in feed.follow(after):
+        local = self._feeds.get(run_id)
+        if local is not None and local[1] == user:
+            async for event in local[0].follow(after):
                 yield event
             return
+        await self.get(user, run_id)
         while True:
             # Status first: a run's terminal event commits with its status, so
             # once it reads finished, the events read next are all there are.
@@ -257,7 +254,7 @@ class RunService:
                 terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
             span.set_attribute("switchboard.run_status", status)
             unwritten = [*await recorder.drain(), recorder.make(**terminal)]
-            feed = self._feeds.pop(run.id)
+            feed, _ = self._feeds.pop(run.id)
             try:
                 await self._repo.finish_run(
                     run.id,

@@ -18,7 +18,10 @@ def create_engine(url: str) -> AsyncEngine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url)
+        # One connection per process: writers queue in the pool (a cheap
+        # async wait) instead of colliding in SQLite's busy handler, which
+        # sleeps 1-100 ms per retry. Statements here take well under 1 ms.
+        engine = create_async_engine(url, pool_size=1, max_overflow=0)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -1,6 +1,7 @@
 """OpenTelemetry set-up, the same in every process: a tracer provider named
-after the service, OTLP export when an endpoint is configured, and the
-maintained gRPC interceptors (W3C trace context in gRPC metadata)."""
+after the service exporting over OTLP, and the maintained gRPC interceptors
+(W3C trace context in gRPC metadata). Without an OTLP endpoint tracing stays
+off entirely: spans nobody receives would only cost CPU on every call."""
 
 from __future__ import annotations
 
@@ -16,21 +17,23 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 _provider: TracerProvider | None = None
 
 
-def setup_telemetry(service_name: str, otlp_endpoint: str) -> TracerProvider:
-    """Installs the global tracer provider once per process."""
+def setup_telemetry(service_name: str, otlp_endpoint: str) -> bool:
+    """Installs the global tracer provider once per process, if an endpoint
+    is configured. Returns whether tracing is on."""
     global _provider
-    if _provider is not None:
-        return _provider
-    provider = TracerProvider(resource=Resource.create({"service.name": f"switchboard-{service_name}"}))
-    if otlp_endpoint:
+    if _provider is None and otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True))
-        )
-    trace.set_tracer_provider(provider)
-    _provider = provider
-    return provider
+        provider = TracerProvider(resource=Resource.create({"service.name": f"switchboard-{service_name}"}))
+        exporter = OTLPSpanExporter(endpoint=otlp_endpoint, insecure=True)
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        _provider = provider
+    return tracing_enabled()
+
+
+def tracing_enabled() -> bool:
+    return _provider is not None
 
 
 def shutdown_telemetry() -> None:
@@ -51,8 +54,12 @@ _NOT_HEALTH = filters.negate(filters.health_check())
 
 
 def server_interceptors() -> list[Any]:
+    if not tracing_enabled():
+        return []
     return [aio_server_interceptor(filter_=_NOT_HEALTH)]  # type: ignore[no-untyped-call]
 
 
 def client_interceptors() -> list[Any]:
+    if not tracing_enabled():
+        return []
     return list(aio_client_interceptors(filter_=_NOT_HEALTH))  # type: ignore[no-untyped-call]

@@ -125,8 +125,12 @@ class ThreadsDomain:
                 raise TooLarge(
                     f"entry content exceeds {self._max_entry_chars} characters", field="entries.content"
                 )
-        await self._readable_thread(user_id, thread_id)
-        return await self._repo.append_entries(thread_id, request_id, entries)
+        written = (
+            await self._repo.append_entries(thread_id, user_id, request_id, entries) if thread_id else None
+        )
+        if written is None:
+            raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
+        return written
 
     async def list_entries(
         self,

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import tuple_, update
+from sqlalchemy import insert, or_, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
@@ -98,26 +98,31 @@ class ThreadsRepository:
     # Entries
 
     async def append_entries(
-        self, thread_id: str, request_id: str, entries: Sequence[NewEntry]
-    ) -> list[Entry]:
-        """Appends atomically with consecutive sequence numbers. With a
-        request_id, a retry returns the entries written the first time."""
-        if request_id:
-            existing = await self._entries_of_request(thread_id, request_id)
-            if existing:
-                return existing
+        self, thread_id: str, user_id: str, request_id: str, entries: Sequence[NewEntry]
+    ) -> list[Entry] | None:
+        """Appends atomically with consecutive sequence numbers, in one
+        transaction that also checks the thread is the user's (None when it is
+        not, or does not exist). A retry with the same request_id changes
+        nothing and returns the entries written the first time."""
         now = utcnow()
         async with self._sessions() as session:
             try:
-                # One UPDATE reserves the sequence numbers: a row lock on
-                # PostgreSQL, the write lock on SQLite; no gap, no duplicate.
+                # One UPDATE reserves the sequence numbers and checks ownership:
+                # a row lock on PostgreSQL, the write lock on SQLite; no gap, no
+                # duplicate. Conversations belong to one user; agent threads
+                # to the project's agents.
                 result = await session.exec(
                     update(Thread)
-                    .where(col(Thread.id) == thread_id)
+                    .where(
+                        col(Thread.id) == thread_id,
+                        or_(col(Thread.kind) == "agent", col(Thread.user_id) == user_id),
+                    )
                     .values(last_sequence=Thread.last_sequence + len(entries), update_time=now)
                     .returning(col(Thread.last_sequence))
                 )
-                last = result.scalar_one()
+                last = result.scalar_one_or_none()
+                if last is None:
+                    return None
                 rows = [
                     Entry(
                         id=str(uuid.uuid4()),
@@ -130,13 +135,14 @@ class ThreadsRepository:
                     )
                     for index, entry in enumerate(entries)
                 ]
-                session.add_all(rows)
+                await session.exec(insert(Entry), params=[row.model_dump() for row in rows])
                 await session.commit()
                 return rows
             except IntegrityError as exc:
                 if not (request_id and is_unique_violation(exc)):
                     raise
-        # A concurrent retry of the same request won the race: return its rows.
+        # A retry (or a concurrent one) of the same request: the insert rolled
+        # back with the sequence reservation; return what the first one wrote.
         return await self._entries_of_request(thread_id, request_id)
 
     async def _entries_of_request(self, thread_id: str, request_id: str) -> list[Entry]:
