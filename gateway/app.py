@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -59,6 +59,10 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(status_code=204)  # no icon; spares the browser a 404
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

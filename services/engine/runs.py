@@ -180,15 +180,20 @@ class RunService:
             requested_model=request.requested_model,
             instance_id=self._instance_id,
         )
+        # Shielded: a client that goes away mid-insert must not leave a row
+        # `running` with no task to finish it.
+        return await asyncio.shield(self._record_and_spawn(run, request))
+
+    async def _record_and_spawn(self, run: AgentRun, request: RunRequest) -> str:
         feed = RunFeed()
         recorder = _Recorder(run.id, feed, self._repo)
         started = recorder.make(
             run_started=engine_pb2.RunStarted(
-                conversation_id=conversation.id, requested_model=request.requested_model
+                conversation_id=run.conversation_id or "", requested_model=request.requested_model
             )
         )
         if await self._repo.insert_run(run, started.SerializeToString()) is None:
-            # A concurrent retry with the same request_id created it first.
+            # A retry with the same request_id (maybe concurrent) created it first.
             existing = await self._repo.run_by_request(request.user, request.request_id)
             assert existing is not None
             return existing.id
