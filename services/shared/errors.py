@@ -5,6 +5,7 @@ with no stack trace sent to the client."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -110,12 +111,12 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary, handler.request_deserializer, handler.response_serializer
             )
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
+        if handler.unary_stream and inspect.isasyncgenfunction(handler.unary_stream):
+            inner_gen = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 try:
-                    async for response in inner_us(request, context):
+                    async for response in inner_gen(request, context):
                         yield response
                 except grpc.aio.AbortError:
                     raise
@@ -124,6 +125,21 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream:
+            # A streaming handler that writes with context.write() (health's Watch).
+            inner_writer = handler.unary_stream
+
+            async def unary_stream_writer(request: Any, context: grpc.aio.ServicerContext) -> None:
+                try:
+                    await inner_writer(request, context)
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    await _abort(context, exc, method)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream_writer, handler.request_deserializer, handler.response_serializer
             )
         return handler
 
