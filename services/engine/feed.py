@@ -22,6 +22,13 @@ class RunFeed:
             self._closed = self._closed or last
             self._changed.notify_all()
 
+    async def close(self) -> None:
+        """Ends every follower's stream without a further event (the run's
+        end could not be recorded; they resume from the database later)."""
+        async with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
     async def follow(self, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
         """Events with sequence > after, then new ones until the last."""
         index = 0

@@ -17,6 +17,7 @@ from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry import trace
+from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential_jitter
 
 from services.engine import instructions
 from services.engine.collaborators import Collaborators
@@ -261,14 +262,25 @@ class RunService:
             unwritten = [*await recorder.drain(), recorder.make(**terminal)]
             feed, _ = self._feeds.pop(run.id)
             try:
-                await self._repo.finish_run(
-                    run.id,
-                    {"status": status, "error": error, **outcome},
-                    [(e.sequence, e.SerializeToString()) for e in unwritten],
-                )
-            finally:
-                for event in unwritten:
-                    await feed.publish(event, last=event is unwritten[-1])
+                async for attempt in AsyncRetrying(
+                    stop=stop_after_attempt(3),
+                    wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
+                    reraise=True,
+                ):
+                    with attempt:
+                        await self._repo.finish_run(
+                            run.id,
+                            {"status": status, "error": error, **outcome},
+                            [(e.sequence, e.SerializeToString()) for e in unwritten],
+                        )
+            except Exception:
+                # Never show clients events that are not stored: end their
+                # streams; the run is settled when this instance's lease ends.
+                log.exception("could not record the end of run %s", run.id)
+                await feed.close()
+                return
+            for event in unwritten:
+                await feed.publish(event, last=event is unwritten[-1])
 
     async def _work(self, run: AgentRun, request: RunRequest, rec: _Recorder) -> dict[str, Any]:
         user, text = request.user, request.message

@@ -57,7 +57,12 @@ async def open_run_service(
             await maintenance
 
     # Closed in reverse order: lease maintenance first, then the database.
-    return runs, [engine.dispose, stop_maintenance], runs.close
+    async def drain(grace: float | None) -> None:
+        # Runs get most of the grace, so that what they emit on the way out
+        # (a last step, INTERRUPTED) reaches clients before their streams close.
+        await runs.close(None if grace is None else grace * 0.8)
+
+    return runs, [engine.dispose, stop_maintenance], drain
 
 
 async def build_server(settings: EngineSettings) -> RunningService:

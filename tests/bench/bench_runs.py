@@ -517,7 +517,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
     from switchboard.engine.v1 import engine_pb2
     from switchboard.threads.v1 import threads_service_pb2
 
-    # As in the engine process: a real tracer provider, no exporter configured.
+    # As in the services without an OTLP endpoint: tracing off.
     setup_telemetry("bench-floor", "")
     data = folder / "floor"
     data.mkdir(parents=True, exist_ok=True)
@@ -819,7 +819,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="extra environment of the five processes, for experiments (e.g. OTEL_SDK_DISABLED=true)",
+        help="extra environment of the five processes, for experiments"
+        " (e.g. SWITCHBOARD_ENGINE_DELTA_FLUSH_CHARS=64)",
     )
     args = parser.parse_args(argv)
     if args.smoke:

@@ -315,3 +315,26 @@ async def test_a_failing_dependency_fails_the_step_and_the_run(sb: System) -> No
     assert (
         run.status == engine_pb2.RUN_STATUS_FAILED and "router" in run.error and run.HasField("finish_time")
     )
+
+
+async def test_shutdown_gives_runs_the_grace_and_clients_their_terminal_event(
+    make_database: DatabaseFactory,
+) -> None:
+    async with system(make_database, offline_token_delay=0.5) as sb:
+        conversation_id = await conversation(sb)
+        call = sb.engine.StartRun(
+            pb.StartRunRequest(conversation_id=conversation_id, message="a slow answer please"),
+            **as_user("alice"),
+        )
+        events = []
+        stopping: asyncio.Task[None] | None = None
+        while (response := await call.read()) is not grpc.aio.EOF:
+            events.append(response.event)
+            if response.event.WhichOneof("kind") == "delta" and stopping is None:
+                stopping = asyncio.create_task(sb.services["engine"].stop(1.0))  # mid-answer
+        assert stopping is not None
+        await stopping
+        # The client saw the run end live: the open step failed, then INTERRUPTED.
+        assert kinds(events)[-2:] == ["step:generate:failed", "error"]
+        assert events[-1].error.code == "INTERRUPTED"
+        assert [e.sequence for e in events] == list(range(1, len(events) + 1))

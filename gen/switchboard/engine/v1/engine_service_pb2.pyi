@@ -35,7 +35,9 @@ class StartRunRequest(_message.Message):
     message: _builtins.str
     """The user's message. Required, at most 32,000 characters."""
     requested_model: _builtins.str
-    """"" or "auto" lets the model router choose."""
+    """"" = the user's default model (personal settings), Auto when unset;
+    "auto" = the model router chooses; otherwise a configured model id.
+    """
     surface: _engine_pb2.Surface.ValueType
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -26,8 +26,9 @@ if _version_not_supported:
 
 
 class MemoryServiceStub:
-    """Durable notes with recall, and personal settings. Settings calls act for
-    the user in the `x-switchboard-user` metadata entry.
+    """Durable notes with recall, and personal settings. Every call acts for the
+    user in the `x-switchboard-user` metadata entry: notes belong to the user
+    who saved them, and recall only returns the caller's own notes.
     """
 
     def __init__(self, channel):
@@ -59,8 +60,9 @@ class MemoryServiceStub:
 
 
 class MemoryServiceServicer:
-    """Durable notes with recall, and personal settings. Settings calls act for
-    the user in the `x-switchboard-user` metadata entry.
+    """Durable notes with recall, and personal settings. Every call acts for the
+    user in the `x-switchboard-user` metadata entry: notes belong to the user
+    who saved them, and recall only returns the caller's own notes.
     """
 
     def CreateNote(self, request, context):
@@ -120,8 +122,9 @@ def add_MemoryServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class MemoryService:
-    """Durable notes with recall, and personal settings. Settings calls act for
-    the user in the `x-switchboard-user` metadata entry.
+    """Durable notes with recall, and personal settings. Every call acts for the
+    user in the `x-switchboard-user` metadata entry: notes belong to the user
+    who saved them, and recall only returns the caller's own notes.
     """
 
     @staticmethod

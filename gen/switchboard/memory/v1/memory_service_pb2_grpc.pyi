@@ -27,8 +27,9 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class MemoryServiceStub:
-    """Durable notes with recall, and personal settings. Settings calls act for
-    the user in the `x-switchboard-user` metadata entry.
+    """Durable notes with recall, and personal settings. Every call acts for the
+    user in the `x-switchboard-user` metadata entry: notes belong to the user
+    who saved them, and recall only returns the caller's own notes.
     """
 
     @_typing.overload
@@ -43,8 +44,9 @@ class MemoryServiceStub:
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
-    """Durable notes with recall, and personal settings. Settings calls act for
-    the user in the `x-switchboard-user` metadata entry.
+    """Durable notes with recall, and personal settings. Every call acts for the
+    user in the `x-switchboard-user` metadata entry: notes belong to the user
+    who saved them, and recall only returns the caller's own notes.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -55,8 +57,9 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     UpdatePersonalSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdatePersonalSettingsRequest, _memory_service_pb2.UpdatePersonalSettingsResponse]  # type: ignore[assignment]
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Durable notes with recall, and personal settings. Settings calls act for
-    the user in the `x-switchboard-user` metadata entry.
+    """Durable notes with recall, and personal settings. Every call acts for the
+    user in the `x-switchboard-user` metadata entry: notes belong to the user
+    who saved them, and recall only returns the caller's own notes.
     """
 
     @_abc_1.abstractmethod
