@@ -186,10 +186,18 @@ async def run(args: argparse.Namespace) -> int:
         await stop_all(children)
         return 1
     url = f"http://127.0.0.1:{ports['gateway']}"
+    external = [
+        name
+        for name in ("threads", "memory", "router", "engine")
+        if os.environ.get(f"SWITCHBOARD_{name.upper()}_DATABASE_URL")
+    ]
+    data = f"SQLite files in {args.data_dir.resolve()}"
+    if external:
+        data += f" (except {', '.join(external)}: SWITCHBOARD_<SERVICE>_DATABASE_URL)"
     print(
         f"\nSwitchboard is up.\n  Web page:  {url}/\n  HTTP API:  {url}/api/agent  (OpenAPI: {url}/docs)\n"
         f"  gRPC:      engine :{ports['engine']}  router :{ports['router']}  threads :{ports['threads']}"
-        f"  memory :{ports['memory']}\n  Data:      {args.data_dir.resolve()}\nPress Ctrl-C to stop.\n",
+        f"  memory :{ports['memory']}\n  Data:      {data}\nPress Ctrl-C to stop.\n",
         flush=True,
     )
     if args.ready_file:

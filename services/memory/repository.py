@@ -71,7 +71,7 @@ class MemoryRepository:
             elif dialect == "sqlite":
                 statement = sqlite.insert(PersonalSettings).values(**row)
             else:
-                raise NotImplementedError(f"no upsert for the {dialect!r} dialect")
+                raise RuntimeError(f"Switchboard runs on SQLite or PostgreSQL, not {dialect!r}")
             statement = statement.on_conflict_do_update(
                 index_elements=[col(PersonalSettings.user_id)],
                 set_={name: statement.excluded[name] for name in changes},
