@@ -13,7 +13,6 @@ from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
 from services.engine.settings import EngineSettings
 from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, registrar, start_service
-from services.shared.db import session_factory
 from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -41,7 +40,7 @@ async def open_run_service(
     the shutdown grace (then settles them "interrupted")."""
     engine = await open_database(settings, MIGRATIONS)
     runs = RunService(
-        RunsRepository(session_factory(engine)),
+        RunsRepository(engine),
         collaborators,
         providers(settings),
         run_limits(settings),

@@ -272,7 +272,7 @@ async def test_runs_of_a_dead_instance_are_settled_and_live_ones_untouched(
             session.add(AgentRun(id="run-alive", user_id="alice", instance_id="alive"))
             await session.commit()
 
-        runs = RunService(RunsRepository(sessions), None, {}, RunLimits(1000, 0.03, 512, 15.0), "me")  # type: ignore[arg-type]
+        runs = RunService(RunsRepository(engine), None, {}, RunLimits(1000, 0.03, 512, 15.0), "me")  # type: ignore[arg-type]
         assert await runs.settle_orphans() == 2
         assert await runs.settle_orphans() == 0  # idempotent
         async with sessions() as session:
