@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,6 +25,7 @@ from tests.e2e.otlp import Receiver, start_receiver
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = {"alice": "token-alice", "bob": "token-bob"}
 SERVICES = ("threads", "memory", "router", "engine")
+T = TypeVar("T")
 
 
 @dataclass
@@ -32,9 +35,17 @@ class Launched:
     process: subprocess.Popen[bytes]
     log: Path
     traces: Receiver
+    backend: str
 
     def headers(self, user: str = "alice") -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKENS[user]}"}
+
+
+def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Runs a coroutine to completion from sync code, in a thread of its own
+    (the caller's thread may already run a loop, e.g. Playwright's)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _stop(process: subprocess.Popen[bytes]) -> int:
@@ -62,7 +73,7 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     database_urls: list[str] = []
     if request.param == "postgres":
         for service in SERVICES:
-            url = asyncio.run(create_database(f"sbe2e_{service}"))
+            url = _blocking(create_database(f"sbe2e_{service}"))
             database_urls.append(url)
             env[f"SWITCHBOARD_{service.upper()}_DATABASE_URL"] = url
     ready = folder / "ready.json"
@@ -91,7 +102,7 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
                 pytest.fail(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
             time.sleep(0.1)
         info = json.loads(ready.read_text())
-        yield Launched(info["url"], info["ports"], process, log, receiver)
+        yield Launched(info["url"], info["ports"], process, log, receiver, request.param)
         # Graceful stop: every process drains and exits cleanly.
         assert _stop(process) == 0, log.read_text()[-4000:]
         output = log.read_text()
@@ -102,4 +113,4 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         _stop(process)
         receiver_server.stop(None)
         for url in database_urls:
-            asyncio.run(drop_database(url))
+            _blocking(drop_database(url))
