@@ -6,6 +6,7 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,11 +14,62 @@ from services.shared.errors import InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import decode_token, encode_token, page_size
 from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, Thread
-from services.threads.repository import NewEntry, ThreadsRepository
+from services.threads.paging import read_page, view_fingerprint
+from services.threads.repository import EntryFilter, NewEntry, ThreadsRepository
 
 _AGENT_ID = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 MAX_TITLE_CHARS = 200
+MAX_AUTO_TITLE_CHARS = 60
 MAX_ENTRIES_PER_APPEND = 100
+AGENT_MUTABLE_FIELDS = ("display_name", "persona", "provider_id", "model", "injection_strategy")
+CONVERSATION_MUTABLE_FIELDS = ("title", "pinned")
+
+
+@dataclass(frozen=True)
+class View:
+    """What ListEntries reads. kind "thread" is the pre-view request: a
+    thread id and an optional correlation filter."""
+
+    kind: str  # "thread" | "agent" | "pair" | "correlation" | "conversation"
+    thread_id: str = ""
+    agent_id: str = ""
+    requester: str = ""
+    target: str = ""
+    correlation_id: str = ""
+
+
+@dataclass(frozen=True)
+class EntriesPage:
+    entries: list[Entry]
+    next_token: str
+    previous_token: str
+    thread_id: str
+    # The view is a filter over the thread: other turns exist beside these.
+    partial: bool
+
+
+def auto_title(text: str, limit: int = MAX_AUTO_TITLE_CHARS) -> str:
+    """The offline automatic title: the request on one line, cut at a word
+    boundary to at most ``limit`` characters (an ellipsis included)."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    head = line[: limit - 1]
+    cut = head.rfind(" ")
+    if cut >= limit // 2:  # a word boundary not too far back; else a hard cut
+        head = head[:cut]
+    return head.rstrip(" ,;:.-") + "…"
+
+
+def _masked(paths: Sequence[str], allowed: tuple[str, ...]) -> list[str]:
+    if not paths:
+        raise InvalidArgument("update_mask must name the fields to update", field="update_mask")
+    unknown = [p for p in paths if p not in allowed]
+    if unknown:
+        raise InvalidArgument(
+            f"update_mask names fields that cannot be updated: {', '.join(unknown)}", field="update_mask"
+        )
+    return list(dict.fromkeys(paths))
 
 
 class ThreadsDomain:
@@ -51,6 +103,45 @@ class ThreadsDomain:
         next_token = encode_token({"after": rows[size - 1].id}) if len(rows) > size else ""
         return rows[:size], next_token
 
+    async def update_agent(self, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
+        fields = _masked(paths, AGENT_MUTABLE_FIELDS)
+        values = {name: getattr(changes, name) for name in fields}
+        if "display_name" in values and not str(values["display_name"]).strip():
+            values["display_name"] = agent_id
+        agent = await self._repo.update_agent(agent_id, values) if agent_id else None
+        if agent is None:
+            raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
+        return agent
+
+    # Agent threads
+
+    async def ensure_agent_thread(self, agent_id: str) -> tuple[Thread, bool]:
+        """The agent's live thread and whether this call created it. The
+        partial unique index decides between concurrent creators (any number
+        of processes): the losers read the winner's thread."""
+        await self.get_agent(agent_id)
+        for _ in range(3):
+            existing = await self._repo.live_agent_thread(agent_id)
+            if existing is not None:
+                return existing, False
+            now = utcnow()
+            thread = Thread(
+                id=str(uuid.uuid4()), kind="agent", agent_id=agent_id, create_time=now, update_time=now
+            )
+            if await self._repo.insert_agent_thread(thread):
+                return thread, True
+        # Only reachable if the winner's thread was retired between our reads.
+        raise NotFound(f"agent {agent_id!r} has no live thread", agent_id=agent_id)
+
+    async def _live_agent_thread(self, agent_id: str, field: str) -> Thread:
+        if not agent_id:
+            raise InvalidArgument(f"{field} must not be empty", field=field)
+        thread = await self._repo.live_agent_thread(agent_id)
+        if thread is None:
+            await self.get_agent(agent_id)  # unknown agent: NOT_FOUND with the agent id
+            raise NotFound(f"agent {agent_id!r} has no thread yet", agent_id=agent_id)
+        return thread
+
     # Conversations
 
     async def create_conversation(
@@ -81,8 +172,16 @@ class ThreadsDomain:
         return thread
 
     async def list_conversations(
-        self, user_id: str, requested_size: int, token: str
+        self,
+        user_id: str,
+        requested_size: int,
+        token: str,
+        title_query: str = "",
+        include_archived: bool = False,
     ) -> tuple[Sequence[Thread], str]:
+        title_query = title_query.strip()
+        if len(title_query) > MAX_TITLE_CHARS:
+            raise TooLarge(f"title_query is longer than {MAX_TITLE_CHARS} characters", field="title_query")
         size = page_size(requested_size)
         cursor = decode_token(token)
         key = None
@@ -93,7 +192,7 @@ class ThreadsDomain:
                 raise InvalidArgument(
                     "page_token is not a token this service issued", field="page_token"
                 ) from exc
-        rows = await self._repo.list_conversations(user_id, key, size + 1)  # type: ignore[arg-type]
+        rows = await self._repo.list_conversations(user_id, key, size + 1, title_query, include_archived)
         next_token = ""
         if len(rows) > size:
             last = rows[size - 1]
@@ -101,6 +200,55 @@ class ThreadsDomain:
                 {"pinned": last.pinned, "time": last.update_time.isoformat(), "id": last.id}
             )
         return rows[:size], next_token
+
+    async def update_conversation(
+        self, user_id: str, conversation_id: str, title: str, pinned: bool, paths: Sequence[str]
+    ) -> Thread:
+        fields = _masked(paths, CONVERSATION_MUTABLE_FIELDS)
+        values: dict[str, Any] = {"update_time": utcnow()}
+        if "title" in fields:
+            title = title.strip()
+            if len(title) > MAX_TITLE_CHARS:
+                raise TooLarge(f"title is longer than {MAX_TITLE_CHARS} characters", field="title")
+            # A rename is manual: no automatic title overwrites it afterwards.
+            values.update(title=title, title_auto=False)
+        if "pinned" in fields:
+            values["pinned"] = pinned
+        return await self._updated(user_id, conversation_id, values)
+
+    async def set_auto_title(
+        self, user_id: str, conversation_id: str, request_text: str, title: str
+    ) -> tuple[Thread, bool]:
+        """Sets the automatic title unless the user named the conversation;
+        returns the conversation and whether the title was applied."""
+        chosen = auto_title(title or request_text)
+        if not chosen:
+            raise InvalidArgument("request_text or title must not be blank", field="request_text")
+        values = {"title": chosen, "title_auto": True}
+        thread = (
+            await self._repo.update_conversation(user_id, conversation_id, values, only_if_auto=True)
+            if conversation_id
+            else None
+        )
+        if thread is not None:
+            return thread, True
+        return await self.get_conversation(user_id, conversation_id), False
+
+    async def archive_conversation(self, user_id: str, conversation_id: str) -> Thread:
+        current = await self.get_conversation(user_id, conversation_id)
+        if current.archive_time is not None:
+            return current  # archiving twice is a no-op
+        return await self._updated(user_id, conversation_id, {"archive_time": utcnow()})
+
+    async def _updated(self, user_id: str, conversation_id: str, values: dict[str, Any]) -> Thread:
+        thread = (
+            await self._repo.update_conversation(user_id, conversation_id, values)
+            if conversation_id
+            else None
+        )
+        if thread is None:
+            raise NotFound(f"conversation {conversation_id!r} not found", conversation_id=conversation_id)
+        return thread
 
     # Entries
 
@@ -129,24 +277,49 @@ class ThreadsDomain:
             await self._repo.append_entries(thread_id, user_id, request_id, entries) if thread_id else None
         )
         if written is None:
+            # Off the happy path: say why an agent thread refused the entries.
+            thread = await self._repo.get_thread(thread_id) if thread_id else None
+            if thread is not None and thread.kind == "agent":
+                raise InvalidArgument(
+                    f"entries on agent {thread.agent_id!r}'s thread need a requester and "
+                    f"target {thread.agent_id!r}",
+                    field="entries.target",
+                )
             raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
         return written
 
     async def list_entries(
-        self,
-        user_id: str,
-        thread_id: str,
-        correlation_id: str,
-        descending: bool,
-        requested_size: int,
-        token: str,
-    ) -> tuple[Sequence[Entry], str]:
-        await self._readable_thread(user_id, thread_id)
+        self, user_id: str, view: View, descending: bool, requested_size: int, token: str
+    ) -> EntriesPage:
+        thread, entry_filter = await self._resolve_view(user_id, view)
         size = page_size(requested_size)
-        cursor = decode_token(token)
-        position = cursor.get("seq")
-        if position is not None and not isinstance(position, int):
-            raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-        rows = await self._repo.list_entries(thread_id, correlation_id, position, descending, size + 1)
-        next_token = encode_token({"seq": rows[size - 1].sequence}) if len(rows) > size else ""
-        return rows[:size], next_token
+        fingerprint = view_fingerprint(thread.id, entry_filter, descending)
+
+        async def fetch(position: int | None, ascending: bool, limit: int) -> Sequence[Entry]:
+            return await self._repo.list_entries(thread.id, entry_filter, position, ascending, limit)
+
+        page = await read_page(fetch, descending, size, token, fingerprint)
+        partial = entry_filter != EntryFilter()
+        return EntriesPage(page.items, page.next_token, page.previous_token, thread.id, partial)
+
+    async def _resolve_view(self, user_id: str, view: View) -> tuple[Thread, EntryFilter]:
+        """The thread a view reads and the filter it applies to it."""
+        if view.kind == "agent":
+            return await self._live_agent_thread(view.agent_id, "for_agent.agent_id"), EntryFilter()
+        if view.kind == "pair":
+            # Pair-keyed reads resolve to the target's one agent thread, filtered.
+            if not view.requester:
+                raise InvalidArgument("for_pair.requester must not be empty", field="for_pair.requester")
+            thread = await self._live_agent_thread(view.target, "for_pair.target")
+            return thread, EntryFilter(requester=view.requester, target=view.target)
+        if view.kind == "correlation":
+            if not view.correlation_id:
+                raise InvalidArgument(
+                    "for_correlation.correlation_id must not be empty", field="for_correlation.correlation_id"
+                )
+            thread = await self._readable_thread(user_id, view.thread_id)
+            return thread, EntryFilter(correlation_id=view.correlation_id)
+        if view.kind == "conversation":
+            return await self.get_conversation(user_id, view.thread_id), EntryFilter()
+        thread = await self._readable_thread(user_id, view.thread_id)
+        return thread, EntryFilter(correlation_id=view.correlation_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Index, UniqueConstraint
+from sqlalchemy import BigInteger, Column, DateTime, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from services.shared.time import utcnow
@@ -31,6 +31,15 @@ class Thread(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("user_id", "request_id", name="uq_threads_user_request"),
         Index("ix_threads_user_pinned_update", "user_id", "pinned", "update_time"),
+        # At most one live agent thread per target agent, whatever the number
+        # of processes racing to create it.
+        Index(
+            "uq_threads_live_agent",
+            "agent_id",
+            unique=True,
+            sqlite_where=text("kind = 'agent' AND archive_time IS NULL"),
+            postgresql_where=text("kind = 'agent' AND archive_time IS NULL"),
+        ),
     )
 
     id: str = Field(primary_key=True, max_length=36)
@@ -46,6 +55,9 @@ class Thread(SQLModel, table=True):
     last_sequence: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
+    # Set when archived (a conversation) or retired (an agent thread): no
+    # longer live.
+    archive_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
 
 
 class Entry(SQLModel, table=True):
@@ -54,6 +66,8 @@ class Entry(SQLModel, table=True):
         UniqueConstraint("thread_id", "sequence", name="uq_entries_thread_sequence"),
         UniqueConstraint("thread_id", "request_id", "request_index", name="uq_entries_thread_request"),
         Index("ix_entries_thread_correlation_sequence", "thread_id", "correlation_id", "sequence"),
+        # The ForPair view.
+        Index("ix_entries_thread_pair_sequence", "thread_id", "requester", "target", "sequence"),
     )
 
     id: str = Field(primary_key=True, max_length=36)
@@ -70,3 +84,28 @@ class Entry(SQLModel, table=True):
     request_id: str | None = Field(default=None, max_length=128)
     request_index: int = 0
     create_time: datetime = Field(default_factory=utcnow)
+
+
+class ProviderSession(SQLModel, table=True):
+    """A provider's native session bound to an agent thread (seed 000: keyed by
+    (agent thread, provider), not by pair)."""
+
+    __tablename__ = "provider_sessions"
+    __table_args__ = (
+        Index(
+            "uq_provider_sessions_live",
+            "agent_thread_id",
+            "provider_id",
+            unique=True,
+            sqlite_where=text("release_time IS NULL"),
+            postgresql_where=text("release_time IS NULL"),
+        ),
+        Index("ix_provider_sessions_thread_provider", "agent_thread_id", "provider_id", "create_time"),
+    )
+
+    id: str = Field(primary_key=True, max_length=36)
+    agent_thread_id: str = Field(foreign_key="threads.id", max_length=36)
+    provider_id: str = Field(max_length=64)
+    native_session_id: str = Field(max_length=256)
+    create_time: datetime = Field(default_factory=utcnow)
+    release_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import insert, or_, tuple_, update
+from sqlalchemy import and_, false, insert, or_, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
@@ -14,7 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.shared.db import is_unique_violation
 from services.shared.time import utcnow
-from services.threads.models import Agent, Entry, Thread
+from services.threads.models import Agent, Entry, ProviderSession, Thread
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,15 @@ class NewEntry:
     source: str
     run_id: str
     content: str
+
+
+@dataclass(frozen=True)
+class EntryFilter:
+    """Which entries of a thread a view shows; empty fields do not filter."""
+
+    correlation_id: str = ""
+    requester: str = ""
+    target: str = ""
 
 
 class ThreadsRepository:
@@ -55,6 +66,40 @@ class ThreadsRepository:
             query = select(Agent).where(col(Agent.id) > after_id).order_by(col(Agent.id)).limit(limit)
             return (await session.exec(query)).all()
 
+    async def update_agent(self, agent_id: str, values: dict[str, Any]) -> Agent | None:
+        async with self._sessions() as session:
+            result = await session.exec(
+                update(Agent)
+                .where(col(Agent.id) == agent_id)
+                .values(**values, update_time=utcnow())
+                .returning(Agent)
+            )
+            agent = result.scalar_one_or_none()
+            await session.commit()
+            return agent
+
+    # Agent threads
+
+    async def live_agent_thread(self, agent_id: str) -> Thread | None:
+        async with self._sessions() as session:
+            query = select(Thread).where(
+                Thread.kind == "agent", Thread.agent_id == agent_id, col(Thread.archive_time).is_(None)
+            )
+            return (await session.exec(query)).one_or_none()
+
+    async def insert_agent_thread(self, thread: Thread) -> bool:
+        """False when the agent has a live thread already (the partial unique
+        index uq_threads_live_agent refused this one)."""
+        async with self._sessions() as session:
+            session.add(thread)
+            try:
+                await session.commit()
+            except IntegrityError as exc:
+                if is_unique_violation(exc):
+                    return False
+                raise
+            return True
+
     # Threads
 
     async def insert_conversation(self, thread: Thread) -> Thread:
@@ -79,11 +124,21 @@ class ThreadsRepository:
             return await session.get(Thread, thread_id)
 
     async def list_conversations(
-        self, user_id: str, cursor: tuple[bool, str, str] | None, limit: int
+        self,
+        user_id: str,
+        cursor: tuple[bool, datetime, str] | None,
+        limit: int,
+        title_query: str = "",
+        include_archived: bool = False,
     ) -> Sequence[Thread]:
         """Pinned first, then most recently active; keyset-paginated."""
         async with self._sessions() as session:
             query = select(Thread).where(Thread.kind == "conversation", Thread.user_id == user_id)
+            if not include_archived:
+                query = query.where(col(Thread.archive_time).is_(None))
+            if title_query:
+                # LIKE with % and _ escaped; case-insensitive (ASCII only on SQLite).
+                query = query.where(col(Thread.title).icontains(title_query, autoescape=True))
             if cursor is not None:
                 pinned, update_time, thread_id = cursor
                 query = query.where(
@@ -94,6 +149,28 @@ class ThreadsRepository:
                 col(Thread.pinned).desc(), col(Thread.update_time).desc(), col(Thread.id).desc()
             ).limit(limit)
             return (await session.exec(query)).all()
+
+    async def update_conversation(
+        self, user_id: str, conversation_id: str, values: dict[str, Any], only_if_auto: bool = False
+    ) -> Thread | None:
+        """Updates the user's conversation in one statement; None when it is not
+        theirs, does not exist, or (``only_if_auto``) has a manual title."""
+        conditions = [
+            col(Thread.id) == conversation_id,
+            col(Thread.kind) == "conversation",
+            col(Thread.user_id) == user_id,
+        ]
+        if only_if_auto:
+            # Decided in the UPDATE itself, so a rename racing an automatic
+            # title always wins.
+            conditions.append(or_(col(Thread.title_auto).is_(True), col(Thread.title) == ""))
+        async with self._sessions() as session:
+            result = await session.exec(
+                update(Thread).where(and_(*conditions)).values(**values).returning(Thread)
+            )
+            thread = result.scalar_one_or_none()
+            await session.commit()
+            return thread
 
     # Entries
 
@@ -115,7 +192,7 @@ class ThreadsRepository:
                     update(Thread)
                     .where(
                         col(Thread.id) == thread_id,
-                        or_(col(Thread.kind) == "agent", col(Thread.user_id) == user_id),
+                        or_(_agent_thread_accepts(entries), col(Thread.user_id) == user_id),
                     )
                     .values(last_sequence=Thread.last_sequence + len(entries), update_time=now)
                     .returning(col(Thread.last_sequence))
@@ -155,18 +232,99 @@ class ThreadsRepository:
             return list((await session.exec(query)).all())
 
     async def list_entries(
-        self, thread_id: str, correlation_id: str, position: int | None, descending: bool, limit: int
+        self, thread_id: str, view: EntryFilter, position: int | None, ascending: bool, limit: int
     ) -> Sequence[Entry]:
         """Entries by sequence, strictly after ``position`` (ascending) or before
-        it (descending, newest first). Index-backed on (thread_id, correlation_id, sequence)."""
+        it (descending, newest first). Each filter has an index ending in
+        sequence: (thread_id, sequence), (thread_id, correlation_id, sequence),
+        (thread_id, requester, target, sequence); no scan of the thread."""
         async with self._sessions() as session:
             query = select(Entry).where(Entry.thread_id == thread_id)
-            if correlation_id:
-                query = query.where(Entry.correlation_id == correlation_id)
-            if descending:
+            if view.correlation_id:
+                query = query.where(Entry.correlation_id == view.correlation_id)
+            if view.requester:
+                query = query.where(Entry.requester == view.requester)
+            if view.target:
+                query = query.where(Entry.target == view.target)
+            if ascending:
+                query = query.where(col(Entry.sequence) > (position or 0)).order_by(col(Entry.sequence))
+            else:
                 if position is not None:
                     query = query.where(col(Entry.sequence) < position)
                 query = query.order_by(col(Entry.sequence).desc())
-            else:
-                query = query.where(col(Entry.sequence) > (position or 0)).order_by(col(Entry.sequence))
             return (await session.exec(query.limit(limit))).all()
+
+    # Provider sessions
+
+    async def live_provider_session(self, thread_id: str, provider_id: str) -> ProviderSession | None:
+        async with self._sessions() as session:
+            query = select(ProviderSession).where(
+                ProviderSession.agent_thread_id == thread_id,
+                ProviderSession.provider_id == provider_id,
+                col(ProviderSession.release_time).is_(None),
+            )
+            return (await session.exec(query)).one_or_none()
+
+    async def bind_provider_session(self, row: ProviderSession, replace: bool) -> bool:
+        """Inserts ``row`` as the live session of its key, first releasing a live
+        one when ``replace``, in one transaction. False when another live
+        session holds the key (the partial unique index refused the insert)."""
+        async with self._sessions() as session:
+            try:
+                if replace:
+                    await session.exec(
+                        update(ProviderSession)
+                        .where(
+                            col(ProviderSession.agent_thread_id) == row.agent_thread_id,
+                            col(ProviderSession.provider_id) == row.provider_id,
+                            col(ProviderSession.release_time).is_(None),
+                        )
+                        .values(release_time=row.create_time)
+                    )
+                session.add(row)
+                await session.commit()
+                return True
+            except IntegrityError as exc:
+                if is_unique_violation(exc):
+                    return False
+                raise
+
+    async def release_provider_session(self, thread_id: str, provider_id: str) -> ProviderSession | None:
+        async with self._sessions() as session:
+            result = await session.exec(
+                update(ProviderSession)
+                .where(
+                    col(ProviderSession.agent_thread_id) == thread_id,
+                    col(ProviderSession.provider_id) == provider_id,
+                    col(ProviderSession.release_time).is_(None),
+                )
+                .values(release_time=utcnow())
+                .returning(ProviderSession)
+            )
+            released = result.scalar_one_or_none()
+            await session.commit()
+            return released
+
+    async def list_provider_sessions(
+        self, thread_id: str, include_released: bool, after: tuple[str, str] | None, limit: int
+    ) -> Sequence[ProviderSession]:
+        """By provider, then id; keyset-paginated."""
+        async with self._sessions() as session:
+            query = select(ProviderSession).where(ProviderSession.agent_thread_id == thread_id)
+            if not include_released:
+                query = query.where(col(ProviderSession.release_time).is_(None))
+            if after is not None:
+                query = query.where(
+                    tuple_(col(ProviderSession.provider_id), col(ProviderSession.id)) > tuple_(*after)
+                )
+            query = query.order_by(col(ProviderSession.provider_id), col(ProviderSession.id)).limit(limit)
+            return (await session.exec(query)).all()
+
+
+def _agent_thread_accepts(entries: Sequence[NewEntry]) -> Any:
+    """An agent thread takes entries from any caller (one trust domain, seed
+    000) when each names a requester and targets the thread's agent."""
+    targets = {entry.target for entry in entries}
+    if len(targets) != 1 or not all(entry.requester for entry in entries):
+        return false()
+    return and_(col(Thread.kind) == "agent", col(Thread.agent_id) == targets.pop())

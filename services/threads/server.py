@@ -9,6 +9,7 @@ from services.shared.db import session_factory
 from services.threads.domain import ThreadsDomain
 from services.threads.repository import ThreadsRepository
 from services.threads.servicer import ThreadsServicer
+from services.threads.sessions import ProviderSessions
 from services.threads.settings import ThreadsSettings
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 
@@ -18,8 +19,9 @@ SERVICE_NAME = threads_service_pb2.DESCRIPTOR.services_by_name["ThreadsService"]
 
 async def open_servicer(settings: ThreadsSettings) -> tuple[ThreadsServicer, list[Closer]]:
     engine = await open_database(settings, MIGRATIONS)
-    domain = ThreadsDomain(ThreadsRepository(session_factory(engine)), settings.max_entry_chars)
-    return ThreadsServicer(domain), [engine.dispose]
+    repository = ThreadsRepository(session_factory(engine))
+    domain = ThreadsDomain(repository, settings.max_entry_chars)
+    return ThreadsServicer(domain, ProviderSessions(repository)), [engine.dispose]
 
 
 async def build_server(settings: ThreadsSettings) -> RunningService:

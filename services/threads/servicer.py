@@ -10,9 +10,10 @@ from google.protobuf import json_format
 
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
-from services.threads.domain import ThreadsDomain
-from services.threads.models import Agent, Entry, Thread
+from services.threads.domain import ThreadsDomain, View
+from services.threads.models import Agent, Entry, ProviderSession, Thread
 from services.threads.repository import NewEntry
+from services.threads.sessions import ProviderSessions
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext
@@ -43,7 +44,43 @@ def conversation_to_proto(thread: Thread) -> threads_pb2.Conversation:
         allowed_sources=sources,
         create_time=to_timestamp(thread.create_time),
         update_time=to_timestamp(thread.update_time),
+        archived=thread.archive_time is not None,
     )
+
+
+def agent_thread_to_proto(thread: Thread) -> threads_pb2.AgentThread:
+    return threads_pb2.AgentThread(
+        id=thread.id,
+        agent_id=thread.agent_id or "",
+        last_sequence=thread.last_sequence,
+        create_time=to_timestamp(thread.create_time),
+        update_time=to_timestamp(thread.update_time),
+    )
+
+
+def session_to_proto(row: ProviderSession) -> threads_pb2.ProviderSession:
+    return threads_pb2.ProviderSession(
+        id=row.id,
+        agent_thread_id=row.agent_thread_id,
+        provider_id=row.provider_id,
+        native_session_id=row.native_session_id,
+        create_time=to_timestamp(row.create_time),
+        release_time=to_timestamp(row.release_time),
+    )
+
+
+def view_from_proto(request: threads_service_pb2.ListEntriesRequest) -> View:
+    which = request.WhichOneof("view")
+    if which == "for_agent":
+        return View("agent", agent_id=request.for_agent.agent_id)
+    if which == "for_pair":
+        return View("pair", requester=request.for_pair.requester, target=request.for_pair.target)
+    if which == "for_correlation":
+        c = request.for_correlation
+        return View("correlation", thread_id=c.thread_id, correlation_id=c.correlation_id)
+    if which == "for_conversation":
+        return View("conversation", thread_id=request.for_conversation.conversation_id)
+    return View("thread", thread_id=request.thread_id, correlation_id=request.correlation_id)
 
 
 def entry_to_proto(entry: Entry) -> threads_pb2.Entry:
@@ -63,8 +100,9 @@ def entry_to_proto(entry: Entry) -> threads_pb2.Entry:
 
 
 class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
-    def __init__(self, domain: ThreadsDomain) -> None:
+    def __init__(self, domain: ThreadsDomain, sessions: ProviderSessions) -> None:
         self._domain = domain
+        self._sessions = sessions
 
     async def CreateAgent(
         self, request: threads_service_pb2.CreateAgentRequest, context: Context
@@ -96,6 +134,29 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             agents=[agent_to_proto(a) for a in agents], next_page_token=token
         )
 
+    async def UpdateAgent(
+        self, request: threads_service_pb2.UpdateAgentRequest, context: Context
+    ) -> threads_service_pb2.UpdateAgentResponse:
+        a = request.agent
+        changes = Agent(
+            id=a.id,
+            display_name=a.display_name,
+            persona=a.persona,
+            provider_id=a.provider_id,
+            model=a.model,
+            injection_strategy=a.injection_strategy,
+        )
+        agent = await self._domain.update_agent(a.id, changes, list(request.update_mask.paths))
+        return threads_service_pb2.UpdateAgentResponse(agent=agent_to_proto(agent))
+
+    async def EnsureAgentThread(
+        self, request: threads_service_pb2.EnsureAgentThreadRequest, context: Context
+    ) -> threads_service_pb2.EnsureAgentThreadResponse:
+        thread, created = await self._domain.ensure_agent_thread(request.target_agent_id)
+        return threads_service_pb2.EnsureAgentThreadResponse(
+            thread=agent_thread_to_proto(thread), created=created
+        )
+
     async def CreateConversation(
         self, request: threads_service_pb2.CreateConversationRequest, context: Context
     ) -> threads_service_pb2.CreateConversationResponse:
@@ -119,11 +180,40 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
         self, request: threads_service_pb2.ListConversationsRequest, context: Context
     ) -> threads_service_pb2.ListConversationsResponse:
         threads, token = await self._domain.list_conversations(
-            caller_user(context), request.page_size, request.page_token
+            caller_user(context),
+            request.page_size,
+            request.page_token,
+            request.title_query,
+            request.include_archived,
         )
         return threads_service_pb2.ListConversationsResponse(
             conversations=[conversation_to_proto(t) for t in threads], next_page_token=token
         )
+
+    async def UpdateConversation(
+        self, request: threads_service_pb2.UpdateConversationRequest, context: Context
+    ) -> threads_service_pb2.UpdateConversationResponse:
+        c = request.conversation
+        thread = await self._domain.update_conversation(
+            caller_user(context), c.id, c.title, c.pinned, list(request.update_mask.paths)
+        )
+        return threads_service_pb2.UpdateConversationResponse(conversation=conversation_to_proto(thread))
+
+    async def SetAutoTitle(
+        self, request: threads_service_pb2.SetAutoTitleRequest, context: Context
+    ) -> threads_service_pb2.SetAutoTitleResponse:
+        thread, applied = await self._domain.set_auto_title(
+            caller_user(context), request.conversation_id, request.request_text, request.title
+        )
+        return threads_service_pb2.SetAutoTitleResponse(
+            conversation=conversation_to_proto(thread), applied=applied
+        )
+
+    async def ArchiveConversation(
+        self, request: threads_service_pb2.ArchiveConversationRequest, context: Context
+    ) -> threads_service_pb2.ArchiveConversationResponse:
+        thread = await self._domain.archive_conversation(caller_user(context), request.conversation_id)
+        return threads_service_pb2.ArchiveConversationResponse(conversation=conversation_to_proto(thread))
 
     async def AppendEntries(
         self, request: threads_service_pb2.AppendEntriesRequest, context: Context
@@ -148,14 +238,47 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ListEntries(
         self, request: threads_service_pb2.ListEntriesRequest, context: Context
     ) -> threads_service_pb2.ListEntriesResponse:
-        rows, token = await self._domain.list_entries(
+        page = await self._domain.list_entries(
             caller_user(context),
-            request.thread_id,
-            request.correlation_id,
+            view_from_proto(request),
             request.descending,
             request.page_size,
             request.page_token,
         )
         return threads_service_pb2.ListEntriesResponse(
-            entries=[entry_to_proto(r) for r in rows], next_page_token=token
+            entries=[entry_to_proto(r) for r in page.entries],
+            next_page_token=page.next_token,
+            previous_page_token=page.previous_token,
+            partial_view=page.partial,
+            thread_id=page.thread_id,
         )
+
+    async def BindProviderSession(
+        self, request: threads_service_pb2.BindProviderSessionRequest, context: Context
+    ) -> threads_service_pb2.BindProviderSessionResponse:
+        row, created = await self._sessions.bind(
+            request.agent_thread_id, request.provider_id, request.native_session_id, request.replace
+        )
+        return threads_service_pb2.BindProviderSessionResponse(session=session_to_proto(row), created=created)
+
+    async def GetProviderSession(
+        self, request: threads_service_pb2.GetProviderSessionRequest, context: Context
+    ) -> threads_service_pb2.GetProviderSessionResponse:
+        row = await self._sessions.get(request.agent_thread_id, request.provider_id)
+        return threads_service_pb2.GetProviderSessionResponse(session=session_to_proto(row))
+
+    async def ListProviderSessions(
+        self, request: threads_service_pb2.ListProviderSessionsRequest, context: Context
+    ) -> threads_service_pb2.ListProviderSessionsResponse:
+        rows, token = await self._sessions.list(
+            request.agent_thread_id, request.include_released, request.page_size, request.page_token
+        )
+        return threads_service_pb2.ListProviderSessionsResponse(
+            sessions=[session_to_proto(r) for r in rows], next_page_token=token
+        )
+
+    async def ReleaseProviderSession(
+        self, request: threads_service_pb2.ReleaseProviderSessionRequest, context: Context
+    ) -> threads_service_pb2.ReleaseProviderSessionResponse:
+        row = await self._sessions.release(request.agent_thread_id, request.provider_id)
+        return threads_service_pb2.ReleaseProviderSessionResponse(session=session_to_proto(row))

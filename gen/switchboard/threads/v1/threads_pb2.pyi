@@ -154,12 +154,15 @@ class Conversation(_message.Message):
     ALLOWED_SOURCES_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    ARCHIVED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     user_id: _builtins.str
     title: _builtins.str
     title_auto: _builtins.bool
     """True while the title was set automatically; a manual rename clears it."""
     pinned: _builtins.bool
+    archived: _builtins.bool
+    """Archived conversations leave the default list (ArchiveConversation)."""
     @_builtins.property
     def allowed_sources(self) -> Global___AllowedSources: ...
     @_builtins.property
@@ -177,14 +180,95 @@ class Conversation(_message.Message):
         allowed_sources: Global___AllowedSources | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        archived: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "create_time", b"create_time", "id", b"id", "pinned", b"pinned", "title", b"title", "title_auto", b"title_auto", "update_time", b"update_time", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "archived", b"archived", "create_time", b"create_time", "id", b"id", "pinned", b"pinned", "title", b"title", "title_auto", b"title_auto", "update_time", b"update_time", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Conversation: _TypeAlias = Conversation  # noqa: Y015
+
+@_typing.final
+class AgentThread(_message.Message):
+    """The one live thread of a target agent, shared by every requester (seed 000)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    agent_id: _builtins.str
+    """The target agent whose thread this is."""
+    last_sequence: _builtins.int
+    """Sequence number of the newest entry (0 for an empty thread)."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        last_sequence: _builtins.int = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "id", b"id", "last_sequence", b"last_sequence", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentThread: _TypeAlias = AgentThread  # noqa: Y015
+
+@_typing.final
+class ProviderSession(_message.Message):
+    """A provider's native session (e.g. a CLI's conversation id) bound to an agent
+    thread; at most one live per (agent_thread_id, provider_id).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
+    PROVIDER_ID_FIELD_NUMBER: _builtins.int
+    NATIVE_SESSION_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    RELEASE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    agent_thread_id: _builtins.str
+    provider_id: _builtins.str
+    native_session_id: _builtins.str
+    """The provider's own session / conversation id, opaque to Switchboard."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def release_time(self) -> _timestamp_pb2.Timestamp:
+        """Set once released; a released session is history, not live."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        agent_thread_id: _builtins.str = ...,
+        provider_id: _builtins.str = ...,
+        native_session_id: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        release_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "release_time", b"release_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_thread_id", b"agent_thread_id", "create_time", b"create_time", "id", b"id", "native_session_id", b"native_session_id", "provider_id", b"provider_id", "release_time", b"release_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProviderSession: _TypeAlias = ProviderSession  # noqa: Y015
 
 @_typing.final
 class Entry(_message.Message):

@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from switchboard.threads.v1 import threads_pb2 as _threads_pb2
@@ -236,17 +237,25 @@ class ListConversationsRequest(_message.Message):
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TITLE_QUERY_FIELD_NUMBER: _builtins.int
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
+    title_query: _builtins.str
+    """Only conversations whose title contains this text (case-insensitive)."""
+    include_archived: _builtins.bool
+    """Also list archived conversations."""
     def __init__(
         self,
         *,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        title_query: _builtins.str = ...,
+        include_archived: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_archived", b"include_archived", "page_size", b"page_size", "page_token", b"page_token", "title_query", b"title_query"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -328,11 +337,99 @@ Global___AppendEntriesResponse: _TypeAlias = AppendEntriesResponse  # noqa: Y015
 class ListEntriesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class ForAgent(_message.Message):
+        """The whole live thread of an agent."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        AGENT_ID_FIELD_NUMBER: _builtins.int
+        agent_id: _builtins.str
+        def __init__(
+            self,
+            *,
+            agent_id: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ForPair(_message.Message):
+        """The exchanges of one requester with one target, on the target's agent
+        thread: a partial view.
+        """
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        REQUESTER_FIELD_NUMBER: _builtins.int
+        TARGET_FIELD_NUMBER: _builtins.int
+        requester: _builtins.str
+        target: _builtins.str
+        def __init__(
+            self,
+            *,
+            requester: _builtins.str = ...,
+            target: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["requester", b"requester", "target", b"target"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ForCorrelation(_message.Message):
+        """One request and its answers, on one thread."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        THREAD_ID_FIELD_NUMBER: _builtins.int
+        CORRELATION_ID_FIELD_NUMBER: _builtins.int
+        thread_id: _builtins.str
+        correlation_id: _builtins.str
+        def __init__(
+            self,
+            *,
+            thread_id: _builtins.str = ...,
+            correlation_id: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "thread_id", b"thread_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class ForConversation(_message.Message):
+        """One of the caller's conversations."""
+
+        DESCRIPTOR: _descriptor.Descriptor
+
+        CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+        conversation_id: _builtins.str
+        def __init__(
+            self,
+            *,
+            conversation_id: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     THREAD_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     CORRELATION_ID_FIELD_NUMBER: _builtins.int
     DESCENDING_FIELD_NUMBER: _builtins.int
+    FOR_AGENT_FIELD_NUMBER: _builtins.int
+    FOR_PAIR_FIELD_NUMBER: _builtins.int
+    FOR_CORRELATION_FIELD_NUMBER: _builtins.int
+    FOR_CONVERSATION_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     page_size: _builtins.int
     page_token: _builtins.str
@@ -340,6 +437,14 @@ class ListEntriesRequest(_message.Message):
     """Only entries of this correlation id (the ForCorrelation view)."""
     descending: _builtins.bool
     """Newest first (for a transcript tail)."""
+    @_builtins.property
+    def for_agent(self) -> Global___ListEntriesRequest.ForAgent: ...
+    @_builtins.property
+    def for_pair(self) -> Global___ListEntriesRequest.ForPair: ...
+    @_builtins.property
+    def for_correlation(self) -> Global___ListEntriesRequest.ForCorrelation: ...
+    @_builtins.property
+    def for_conversation(self) -> Global___ListEntriesRequest.ForConversation: ...
     def __init__(
         self,
         *,
@@ -348,12 +453,18 @@ class ListEntriesRequest(_message.Message):
         page_token: _builtins.str = ...,
         correlation_id: _builtins.str = ...,
         descending: _builtins.bool = ...,
+        for_agent: Global___ListEntriesRequest.ForAgent | None = ...,
+        for_pair: Global___ListEntriesRequest.ForPair | None = ...,
+        for_correlation: Global___ListEntriesRequest.ForCorrelation | None = ...,
+        for_conversation: Global___ListEntriesRequest.ForConversation | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["for_agent", b"for_agent", "for_conversation", b"for_conversation", "for_correlation", b"for_correlation", "for_pair", b"for_pair", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "descending", b"descending", "page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "descending", b"descending", "for_agent", b"for_agent", "for_conversation", b"for_conversation", "for_correlation", b"for_correlation", "for_pair", b"for_pair", "page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType_view: _TypeAlias = _typing.Literal["for_agent", "for_pair", "for_correlation", "for_conversation"]  # noqa: Y015
+    _WhichOneofArgType_view: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_view) -> _WhichOneofReturnType_view | None: ...
 
 Global___ListEntriesRequest: _TypeAlias = ListEntriesRequest  # noqa: Y015
 
@@ -363,7 +474,19 @@ class ListEntriesResponse(_message.Message):
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PARTIAL_VIEW_FIELD_NUMBER: _builtins.int
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    PREVIOUS_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Continues in the view's order after the last entry; empty at the end."""
+    partial_view: _builtins.bool
+    """True when the view is a filter over the thread (ForPair, ForCorrelation):
+    the thread holds turns this view does not show.
+    """
+    thread_id: _builtins.str
+    """The thread the view reads."""
+    previous_page_token: _builtins.str
+    """The page before the first entry, in the view's order; empty at the start."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Entry]: ...
     def __init__(
@@ -371,11 +494,434 @@ class ListEntriesResponse(_message.Message):
         *,
         entries: _abc.Iterable[_threads_pb2.Entry] | None = ...,
         next_page_token: _builtins.str = ...,
+        partial_view: _builtins.bool = ...,
+        thread_id: _builtins.str = ...,
+        previous_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_page_token", b"next_page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_page_token", b"next_page_token", "partial_view", b"partial_view", "previous_page_token", b"previous_page_token", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListEntriesResponse: _TypeAlias = ListEntriesResponse  # noqa: Y015
+
+@_typing.final
+class UpdateAgentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _threads_pb2.Agent:
+        """agent.id names the agent; the other fields are the new values."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def __init__(
+        self,
+        *,
+        agent: _threads_pb2.Agent | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateAgentRequest: _TypeAlias = UpdateAgentRequest  # noqa: Y015
+
+@_typing.final
+class UpdateAgentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _threads_pb2.Agent: ...
+    def __init__(
+        self,
+        *,
+        agent: _threads_pb2.Agent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateAgentResponse: _TypeAlias = UpdateAgentResponse  # noqa: Y015
+
+@_typing.final
+class EnsureAgentThreadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_AGENT_ID_FIELD_NUMBER: _builtins.int
+    target_agent_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        target_agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["target_agent_id", b"target_agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnsureAgentThreadRequest: _TypeAlias = EnsureAgentThreadRequest  # noqa: Y015
+
+@_typing.final
+class EnsureAgentThreadResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """True when this call created the thread."""
+    @_builtins.property
+    def thread(self) -> _threads_pb2.AgentThread: ...
+    def __init__(
+        self,
+        *,
+        thread: _threads_pb2.AgentThread | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["thread", b"thread"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "thread", b"thread"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnsureAgentThreadResponse: _TypeAlias = EnsureAgentThreadResponse  # noqa: Y015
+
+@_typing.final
+class UpdateConversationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _threads_pb2.Conversation:
+        """conversation.id names the conversation; title and pinned are updatable."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def __init__(
+        self,
+        *,
+        conversation: _threads_pb2.Conversation | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateConversationRequest: _TypeAlias = UpdateConversationRequest  # noqa: Y015
+
+@_typing.final
+class UpdateConversationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _threads_pb2.Conversation: ...
+    def __init__(
+        self,
+        *,
+        conversation: _threads_pb2.Conversation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateConversationResponse: _TypeAlias = UpdateConversationResponse  # noqa: Y015
+
+@_typing.final
+class SetAutoTitleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_TEXT_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    request_text: _builtins.str
+    """The first request of the conversation; the offline title is a clean
+    truncation of it.
+    """
+    title: _builtins.str
+    """A generated title (e.g. by a model); when set, used instead of the
+    truncation, bounded the same way.
+    """
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        request_text: _builtins.str = ...,
+        title: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "request_text", b"request_text", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetAutoTitleRequest: _TypeAlias = SetAutoTitleRequest  # noqa: Y015
+
+@_typing.final
+class SetAutoTitleResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
+    applied: _builtins.bool
+    """False when the conversation already had a manual title (left unchanged)."""
+    @_builtins.property
+    def conversation(self) -> _threads_pb2.Conversation: ...
+    def __init__(
+        self,
+        *,
+        conversation: _threads_pb2.Conversation | None = ...,
+        applied: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "conversation", b"conversation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetAutoTitleResponse: _TypeAlias = SetAutoTitleResponse  # noqa: Y015
+
+@_typing.final
+class ArchiveConversationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArchiveConversationRequest: _TypeAlias = ArchiveConversationRequest  # noqa: Y015
+
+@_typing.final
+class ArchiveConversationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conversation(self) -> _threads_pb2.Conversation: ...
+    def __init__(
+        self,
+        *,
+        conversation: _threads_pb2.Conversation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation", b"conversation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArchiveConversationResponse: _TypeAlias = ArchiveConversationResponse  # noqa: Y015
+
+@_typing.final
+class BindProviderSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
+    PROVIDER_ID_FIELD_NUMBER: _builtins.int
+    NATIVE_SESSION_ID_FIELD_NUMBER: _builtins.int
+    REPLACE_FIELD_NUMBER: _builtins.int
+    agent_thread_id: _builtins.str
+    provider_id: _builtins.str
+    native_session_id: _builtins.str
+    replace: _builtins.bool
+    """Release a live session with another native id and bind this one; without
+    it such a bind is FAILED_PRECONDITION.
+    """
+    def __init__(
+        self,
+        *,
+        agent_thread_id: _builtins.str = ...,
+        provider_id: _builtins.str = ...,
+        native_session_id: _builtins.str = ...,
+        replace: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_thread_id", b"agent_thread_id", "native_session_id", b"native_session_id", "provider_id", b"provider_id", "replace", b"replace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BindProviderSessionRequest: _TypeAlias = BindProviderSessionRequest  # noqa: Y015
+
+@_typing.final
+class BindProviderSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    created: _builtins.bool
+    """False when the same native session was bound already."""
+    @_builtins.property
+    def session(self) -> _threads_pb2.ProviderSession: ...
+    def __init__(
+        self,
+        *,
+        session: _threads_pb2.ProviderSession | None = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BindProviderSessionResponse: _TypeAlias = BindProviderSessionResponse  # noqa: Y015
+
+@_typing.final
+class GetProviderSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
+    PROVIDER_ID_FIELD_NUMBER: _builtins.int
+    agent_thread_id: _builtins.str
+    provider_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        agent_thread_id: _builtins.str = ...,
+        provider_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_thread_id", b"agent_thread_id", "provider_id", b"provider_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProviderSessionRequest: _TypeAlias = GetProviderSessionRequest  # noqa: Y015
+
+@_typing.final
+class GetProviderSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> _threads_pb2.ProviderSession: ...
+    def __init__(
+        self,
+        *,
+        session: _threads_pb2.ProviderSession | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProviderSessionResponse: _TypeAlias = GetProviderSessionResponse  # noqa: Y015
+
+@_typing.final
+class ListProviderSessionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    INCLUDE_RELEASED_FIELD_NUMBER: _builtins.int
+    agent_thread_id: _builtins.str
+    page_size: _builtins.int
+    page_token: _builtins.str
+    include_released: _builtins.bool
+    """Also list released sessions."""
+    def __init__(
+        self,
+        *,
+        agent_thread_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        include_released: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_thread_id", b"agent_thread_id", "include_released", b"include_released", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListProviderSessionsRequest: _TypeAlias = ListProviderSessionsRequest  # noqa: Y015
+
+@_typing.final
+class ListProviderSessionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.ProviderSession]: ...
+    def __init__(
+        self,
+        *,
+        sessions: _abc.Iterable[_threads_pb2.ProviderSession] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sessions", b"sessions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListProviderSessionsResponse: _TypeAlias = ListProviderSessionsResponse  # noqa: Y015
+
+@_typing.final
+class ReleaseProviderSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
+    PROVIDER_ID_FIELD_NUMBER: _builtins.int
+    agent_thread_id: _builtins.str
+    provider_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        agent_thread_id: _builtins.str = ...,
+        provider_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_thread_id", b"agent_thread_id", "provider_id", b"provider_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseProviderSessionRequest: _TypeAlias = ReleaseProviderSessionRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseProviderSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> _threads_pb2.ProviderSession: ...
+    def __init__(
+        self,
+        *,
+        session: _threads_pb2.ProviderSession | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseProviderSessionResponse: _TypeAlias = ReleaseProviderSessionResponse  # noqa: Y015

@@ -52,6 +52,16 @@ class ThreadsServiceStub:
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.UpdateAgent = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/UpdateAgent',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentResponse.FromString,
+                _registered_method=True)
+        self.EnsureAgentThread = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/EnsureAgentThread',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadResponse.FromString,
+                _registered_method=True)
         self.CreateConversation = channel.unary_unary(
                 '/switchboard.threads.v1.ThreadsService/CreateConversation',
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateConversationRequest.SerializeToString,
@@ -67,6 +77,21 @@ class ThreadsServiceStub:
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListConversationsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListConversationsResponse.FromString,
                 _registered_method=True)
+        self.UpdateConversation = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/UpdateConversation',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateConversationRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateConversationResponse.FromString,
+                _registered_method=True)
+        self.SetAutoTitle = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/SetAutoTitle',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetAutoTitleRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetAutoTitleResponse.FromString,
+                _registered_method=True)
+        self.ArchiveConversation = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ArchiveConversation',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ArchiveConversationRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ArchiveConversationResponse.FromString,
+                _registered_method=True)
         self.AppendEntries = channel.unary_unary(
                 '/switchboard.threads.v1.ThreadsService/AppendEntries',
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AppendEntriesRequest.SerializeToString,
@@ -76,6 +101,26 @@ class ThreadsServiceStub:
                 '/switchboard.threads.v1.ThreadsService/ListEntries',
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListEntriesRequest.SerializeToString,
                 response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListEntriesResponse.FromString,
+                _registered_method=True)
+        self.BindProviderSession = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/BindProviderSession',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.BindProviderSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.BindProviderSessionResponse.FromString,
+                _registered_method=True)
+        self.GetProviderSession = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/GetProviderSession',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetProviderSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetProviderSessionResponse.FromString,
+                _registered_method=True)
+        self.ListProviderSessions = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ListProviderSessions',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListProviderSessionsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListProviderSessionsResponse.FromString,
+                _registered_method=True)
+        self.ReleaseProviderSession = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ReleaseProviderSession',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionResponse.FromString,
                 _registered_method=True)
 
 
@@ -103,6 +148,22 @@ class ThreadsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateAgent(self, request, context):
+        """Updates the fields named in update_mask (display_name, persona,
+        provider_id, model, injection_strategy).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnsureAgentThread(self, request, context):
+        """Returns the one live thread of an existing agent, creating it the first
+        time; concurrent calls all get the same thread (a unique index decides).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateConversation(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -121,6 +182,28 @@ class ThreadsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateConversation(self, request, context):
+        """Renames (title_auto becomes false) and pins/unpins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetAutoTitle(self, request, context):
+        """The automatic title, set after the first exchange; never overwrites a
+        manual title.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ArchiveConversation(self, request, context):
+        """Archived conversations leave the default list; they stay readable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AppendEntries(self, request, context):
         """Appends entries to a thread atomically; idempotent on request_id.
         """
@@ -129,8 +212,35 @@ class ThreadsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListEntries(self, request, context):
-        """Reads a view of a thread, in sequence order, cursor-paginated.
+        """Reads a view of a thread, in sequence order, cursor-paginated forwards
+        (next_page_token) and backwards (previous_page_token).
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BindProviderSession(self, request, context):
+        """Binds a provider's native session to an agent thread; idempotent on the
+        same native id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProviderSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListProviderSessions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseProviderSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -153,6 +263,16 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentsRequest.FromString,
                     response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentsResponse.SerializeToString,
             ),
+            'UpdateAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateAgent,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentResponse.SerializeToString,
+            ),
+            'EnsureAgentThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnsureAgentThread,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadResponse.SerializeToString,
+            ),
             'CreateConversation': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateConversation,
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateConversationRequest.FromString,
@@ -168,6 +288,21 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListConversationsRequest.FromString,
                     response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListConversationsResponse.SerializeToString,
             ),
+            'UpdateConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConversation,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateConversationRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateConversationResponse.SerializeToString,
+            ),
+            'SetAutoTitle': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetAutoTitle,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetAutoTitleRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetAutoTitleResponse.SerializeToString,
+            ),
+            'ArchiveConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.ArchiveConversation,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ArchiveConversationRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ArchiveConversationResponse.SerializeToString,
+            ),
             'AppendEntries': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendEntries,
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AppendEntriesRequest.FromString,
@@ -177,6 +312,26 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
                     servicer.ListEntries,
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListEntriesRequest.FromString,
                     response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListEntriesResponse.SerializeToString,
+            ),
+            'BindProviderSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.BindProviderSession,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.BindProviderSessionRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.BindProviderSessionResponse.SerializeToString,
+            ),
+            'GetProviderSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProviderSession,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetProviderSessionRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetProviderSessionResponse.SerializeToString,
+            ),
+            'ListProviderSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListProviderSessions,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListProviderSessionsRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListProviderSessionsResponse.SerializeToString,
+            ),
+            'ReleaseProviderSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseProviderSession,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -274,6 +429,60 @@ class ThreadsService:
             _registered_method=True)
 
     @staticmethod
+    def UpdateAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/UpdateAgent',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnsureAgentThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/EnsureAgentThread',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def CreateConversation(request,
             target,
             options=(),
@@ -355,6 +564,87 @@ class ThreadsService:
             _registered_method=True)
 
     @staticmethod
+    def UpdateConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/UpdateConversation',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateConversationRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetAutoTitle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/SetAutoTitle',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetAutoTitleRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetAutoTitleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ArchiveConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ArchiveConversation',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ArchiveConversationRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ArchiveConversationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def AppendEntries(request,
             target,
             options=(),
@@ -398,6 +688,114 @@ class ThreadsService:
             '/switchboard.threads.v1.ThreadsService/ListEntries',
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListEntriesRequest.SerializeToString,
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BindProviderSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/BindProviderSession',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.BindProviderSessionRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.BindProviderSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProviderSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/GetProviderSession',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetProviderSessionRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetProviderSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListProviderSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ListProviderSessions',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListProviderSessionsRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListProviderSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseProviderSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ReleaseProviderSession',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

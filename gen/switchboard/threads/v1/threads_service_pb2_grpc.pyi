@@ -39,13 +39,38 @@ class ThreadsServiceStub:
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]
     GetAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]
     ListAgents: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentsRequest, _threads_service_pb2.ListAgentsResponse]
+    UpdateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]
+    """Updates the fields named in update_mask (display_name, persona,
+    provider_id, model, injection_strategy).
+    """
+    EnsureAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.EnsureAgentThreadRequest, _threads_service_pb2.EnsureAgentThreadResponse]
+    """Returns the one live thread of an existing agent, creating it the first
+    time; concurrent calls all get the same thread (a unique index decides).
+    """
     CreateConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.CreateConversationRequest, _threads_service_pb2.CreateConversationResponse]
     GetConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetConversationRequest, _threads_service_pb2.GetConversationResponse]
     ListConversations: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]
+    UpdateConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]
+    """Renames (title_auto becomes false) and pins/unpins."""
+    SetAutoTitle: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]
+    """The automatic title, set after the first exchange; never overwrites a
+    manual title.
+    """
+    ArchiveConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ArchiveConversationRequest, _threads_service_pb2.ArchiveConversationResponse]
+    """Archived conversations leave the default list; they stay readable."""
     AppendEntries: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.AppendEntriesRequest, _threads_service_pb2.AppendEntriesResponse]
     """Appends entries to a thread atomically; idempotent on request_id."""
     ListEntries: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListEntriesRequest, _threads_service_pb2.ListEntriesResponse]
-    """Reads a view of a thread, in sequence order, cursor-paginated."""
+    """Reads a view of a thread, in sequence order, cursor-paginated forwards
+    (next_page_token) and backwards (previous_page_token).
+    """
+    BindProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.BindProviderSessionRequest, _threads_service_pb2.BindProviderSessionResponse]
+    """Binds a provider's native session to an agent thread; idempotent on the
+    same native id.
+    """
+    GetProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetProviderSessionRequest, _threads_service_pb2.GetProviderSessionResponse]
+    ListProviderSessions: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListProviderSessionsRequest, _threads_service_pb2.ListProviderSessionsResponse]
+    ReleaseProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ReleaseProviderSessionRequest, _threads_service_pb2.ReleaseProviderSessionResponse]
 
 @_typing.type_check_only
 class ThreadsServiceAsyncStub(ThreadsServiceStub):
@@ -58,13 +83,38 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     CreateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
     GetAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]  # type: ignore[assignment]
     ListAgents: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentsRequest, _threads_service_pb2.ListAgentsResponse]  # type: ignore[assignment]
+    UpdateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]  # type: ignore[assignment]
+    """Updates the fields named in update_mask (display_name, persona,
+    provider_id, model, injection_strategy).
+    """
+    EnsureAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.EnsureAgentThreadRequest, _threads_service_pb2.EnsureAgentThreadResponse]  # type: ignore[assignment]
+    """Returns the one live thread of an existing agent, creating it the first
+    time; concurrent calls all get the same thread (a unique index decides).
+    """
     CreateConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.CreateConversationRequest, _threads_service_pb2.CreateConversationResponse]  # type: ignore[assignment]
     GetConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetConversationRequest, _threads_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     ListConversations: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]  # type: ignore[assignment]
+    UpdateConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]  # type: ignore[assignment]
+    """Renames (title_auto becomes false) and pins/unpins."""
+    SetAutoTitle: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]  # type: ignore[assignment]
+    """The automatic title, set after the first exchange; never overwrites a
+    manual title.
+    """
+    ArchiveConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ArchiveConversationRequest, _threads_service_pb2.ArchiveConversationResponse]  # type: ignore[assignment]
+    """Archived conversations leave the default list; they stay readable."""
     AppendEntries: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.AppendEntriesRequest, _threads_service_pb2.AppendEntriesResponse]  # type: ignore[assignment]
     """Appends entries to a thread atomically; idempotent on request_id."""
     ListEntries: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListEntriesRequest, _threads_service_pb2.ListEntriesResponse]  # type: ignore[assignment]
-    """Reads a view of a thread, in sequence order, cursor-paginated."""
+    """Reads a view of a thread, in sequence order, cursor-paginated forwards
+    (next_page_token) and backwards (previous_page_token).
+    """
+    BindProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.BindProviderSessionRequest, _threads_service_pb2.BindProviderSessionResponse]  # type: ignore[assignment]
+    """Binds a provider's native session to an agent thread; idempotent on the
+    same native id.
+    """
+    GetProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetProviderSessionRequest, _threads_service_pb2.GetProviderSessionResponse]  # type: ignore[assignment]
+    ListProviderSessions: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListProviderSessionsRequest, _threads_service_pb2.ListProviderSessionsResponse]  # type: ignore[assignment]
+    ReleaseProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ReleaseProviderSessionRequest, _threads_service_pb2.ReleaseProviderSessionResponse]  # type: ignore[assignment]
 
 class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Agents, conversations and the entries of their threads. Conversation calls
@@ -94,6 +144,26 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.ListAgentsResponse, _abc.Awaitable[_threads_service_pb2.ListAgentsResponse]]: ...
 
     @_abc_1.abstractmethod
+    def UpdateAgent(
+        self,
+        request: _threads_service_pb2.UpdateAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.UpdateAgentResponse, _abc.Awaitable[_threads_service_pb2.UpdateAgentResponse]]:
+        """Updates the fields named in update_mask (display_name, persona,
+        provider_id, model, injection_strategy).
+        """
+
+    @_abc_1.abstractmethod
+    def EnsureAgentThread(
+        self,
+        request: _threads_service_pb2.EnsureAgentThreadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.EnsureAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.EnsureAgentThreadResponse]]:
+        """Returns the one live thread of an existing agent, creating it the first
+        time; concurrent calls all get the same thread (a unique index decides).
+        """
+
+    @_abc_1.abstractmethod
     def CreateConversation(
         self,
         request: _threads_service_pb2.CreateConversationRequest,
@@ -115,6 +185,32 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.ListConversationsResponse, _abc.Awaitable[_threads_service_pb2.ListConversationsResponse]]: ...
 
     @_abc_1.abstractmethod
+    def UpdateConversation(
+        self,
+        request: _threads_service_pb2.UpdateConversationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.UpdateConversationResponse, _abc.Awaitable[_threads_service_pb2.UpdateConversationResponse]]:
+        """Renames (title_auto becomes false) and pins/unpins."""
+
+    @_abc_1.abstractmethod
+    def SetAutoTitle(
+        self,
+        request: _threads_service_pb2.SetAutoTitleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.SetAutoTitleResponse, _abc.Awaitable[_threads_service_pb2.SetAutoTitleResponse]]:
+        """The automatic title, set after the first exchange; never overwrites a
+        manual title.
+        """
+
+    @_abc_1.abstractmethod
+    def ArchiveConversation(
+        self,
+        request: _threads_service_pb2.ArchiveConversationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ArchiveConversationResponse, _abc.Awaitable[_threads_service_pb2.ArchiveConversationResponse]]:
+        """Archived conversations leave the default list; they stay readable."""
+
+    @_abc_1.abstractmethod
     def AppendEntries(
         self,
         request: _threads_service_pb2.AppendEntriesRequest,
@@ -128,6 +224,39 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.ListEntriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.ListEntriesResponse, _abc.Awaitable[_threads_service_pb2.ListEntriesResponse]]:
-        """Reads a view of a thread, in sequence order, cursor-paginated."""
+        """Reads a view of a thread, in sequence order, cursor-paginated forwards
+        (next_page_token) and backwards (previous_page_token).
+        """
+
+    @_abc_1.abstractmethod
+    def BindProviderSession(
+        self,
+        request: _threads_service_pb2.BindProviderSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.BindProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.BindProviderSessionResponse]]:
+        """Binds a provider's native session to an agent thread; idempotent on the
+        same native id.
+        """
+
+    @_abc_1.abstractmethod
+    def GetProviderSession(
+        self,
+        request: _threads_service_pb2.GetProviderSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.GetProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.GetProviderSessionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListProviderSessions(
+        self,
+        request: _threads_service_pb2.ListProviderSessionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ListProviderSessionsResponse, _abc.Awaitable[_threads_service_pb2.ListProviderSessionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ReleaseProviderSession(
+        self,
+        request: _threads_service_pb2.ReleaseProviderSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ReleaseProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.ReleaseProviderSessionResponse]]: ...
 
 def add_ThreadsServiceServicer_to_server(servicer: ThreadsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

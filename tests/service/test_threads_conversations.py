@@ -1,0 +1,207 @@
+"""Conversations: rename, pin, automatic title, archive, search; another
+user's conversation is NOT_FOUND in every RPC."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
+
+from services.threads.server import build_server
+from services.threads.settings import ThreadsSettings
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_service_pb2 as pb
+from tests.service.harness import as_user, expect_error, running
+
+Stub = threads_service_pb2_grpc.ThreadsServiceStub
+
+
+@pytest.fixture
+async def stub(db_url: str) -> AsyncIterator[Stub]:
+    settings = ThreadsSettings(port=0, database_url=db_url)
+    async with running(build_server, settings) as (_, channel):
+        yield Stub(channel)
+
+
+async def create(stub: Stub, title: str = "", user: str = "alice") -> threads_pb2.Conversation:
+    return (
+        await stub.CreateConversation(pb.CreateConversationRequest(title=title), **as_user(user))
+    ).conversation
+
+
+def update(conversation_id: str, paths: list[str], **fields: Any) -> pb.UpdateConversationRequest:
+    return pb.UpdateConversationRequest(
+        conversation=threads_pb2.Conversation(id=conversation_id, **fields),
+        update_mask=FieldMask(paths=paths),
+    )
+
+
+async def titles(stub: Stub, **request: Any) -> list[str]:
+    listed = await stub.ListConversations(pb.ListConversationsRequest(**request), **as_user("alice"))
+    return [c.title for c in listed.conversations]
+
+
+async def test_auto_title_never_overwrites_a_manual_one(stub: Stub) -> None:
+    untitled = await create(stub)
+    request = "Write the weekly status report for the platform team, with the incidents of Monday and Tuesday"
+    titled = await stub.SetAutoTitle(
+        pb.SetAutoTitleRequest(conversation_id=untitled.id, request_text=request), **as_user("alice")
+    )
+    assert titled.applied and titled.conversation.title_auto
+    assert titled.conversation.title == "Write the weekly status report for the platform team, with…"
+    # Renaming makes the title manual; a later automatic title leaves it.
+    renamed = await stub.UpdateConversation(
+        update(untitled.id, ["title"], title="Status"), **as_user("alice")
+    )
+    assert renamed.conversation.title == "Status" and not renamed.conversation.title_auto
+    again = await stub.SetAutoTitle(
+        pb.SetAutoTitleRequest(conversation_id=untitled.id, title="Generated"), **as_user("alice")
+    )
+    assert not again.applied and again.conversation.title == "Status"
+    # A conversation created with a title keeps it too.
+    named = await create(stub, "Mine")
+    kept = await stub.SetAutoTitle(
+        pb.SetAutoTitleRequest(conversation_id=named.id, request_text="other words"), **as_user("alice")
+    )
+    assert not kept.applied and kept.conversation.title == "Mine"
+
+
+async def test_list_puts_pinned_first_searches_titles_and_hides_archived(stub: Stub) -> None:
+    first = await create(stub, "Budget review")
+    await create(stub, "Roadmap 100% draft")
+    third = await create(stub, "budget forecast")
+    assert await titles(stub) == ["budget forecast", "Roadmap 100% draft", "Budget review"]
+    await stub.UpdateConversation(update(first.id, ["pinned"], pinned=True), **as_user("alice"))
+    assert await titles(stub) == ["Budget review", "budget forecast", "Roadmap 100% draft"]
+    assert await titles(stub, title_query="BUDGET") == ["Budget review", "budget forecast"]
+    assert await titles(stub, title_query="100%") == ["Roadmap 100% draft"]
+    assert await titles(stub, title_query="0% d") == ["Roadmap 100% draft"]
+    assert await titles(stub, title_query="_") == []
+    archived = await stub.ArchiveConversation(
+        pb.ArchiveConversationRequest(conversation_id=third.id), **as_user("alice")
+    )
+    assert archived.conversation.archived
+    assert await titles(stub, title_query="budget") == ["Budget review"]
+    assert await titles(stub, title_query="budget", include_archived=True) == [
+        "Budget review",
+        "budget forecast",
+    ]
+    # Still readable by its owner.
+    got = await stub.GetConversation(pb.GetConversationRequest(conversation_id=third.id), **as_user("alice"))
+    assert got.conversation.archived
+    # Paging through a filtered list.
+    page = await stub.ListConversations(
+        pb.ListConversationsRequest(page_size=1, include_archived=True, title_query="budget"),
+        **as_user("alice"),
+    )
+    rest = await stub.ListConversations(
+        pb.ListConversationsRequest(
+            page_size=1, include_archived=True, title_query="budget", page_token=page.next_page_token
+        ),
+        **as_user("alice"),
+    )
+    assert [c.title for c in page.conversations] + [c.title for c in rest.conversations] == [
+        "Budget review",
+        "budget forecast",
+    ]
+
+
+async def test_bad_updates_are_invalid_argument(stub: Stub) -> None:
+    conversation = await create(stub)
+    for request in [
+        update(conversation.id, []),
+        update(conversation.id, ["user_id"]),
+        pb.SetAutoTitleRequest(conversation_id=conversation.id, request_text="   "),
+    ]:
+        call: Callable[..., Awaitable[Any]] = (
+            stub.SetAutoTitle if isinstance(request, pb.SetAutoTitleRequest) else stub.UpdateConversation
+        )
+        await expect_error(
+            call(request, **as_user("alice")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ERROR_REASON_INVALID_ARGUMENT",
+        )
+    await expect_error(
+        stub.UpdateConversation(update(conversation.id, ["title"], title="t" * 500), **as_user("alice")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_TOO_LARGE",
+    )
+
+
+async def test_another_users_conversation_is_not_found_in_every_rpc(stub: Stub) -> None:
+    mine = await create(stub, "Alice's")
+    entry = threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="hi")
+    calls: list[tuple[str, Callable[[str], Awaitable[Any]]]] = [
+        (
+            "GetConversation",
+            lambda cid: stub.GetConversation(
+                pb.GetConversationRequest(conversation_id=cid), **as_user("bob")
+            ),
+        ),
+        (
+            "UpdateConversation",
+            lambda cid: stub.UpdateConversation(update(cid, ["pinned"], pinned=True), **as_user("bob")),
+        ),
+        (
+            "SetAutoTitle",
+            lambda cid: stub.SetAutoTitle(
+                pb.SetAutoTitleRequest(conversation_id=cid, request_text="x"), **as_user("bob")
+            ),
+        ),
+        (
+            "ArchiveConversation",
+            lambda cid: stub.ArchiveConversation(
+                pb.ArchiveConversationRequest(conversation_id=cid), **as_user("bob")
+            ),
+        ),
+        (
+            "AppendEntries",
+            lambda cid: stub.AppendEntries(
+                pb.AppendEntriesRequest(thread_id=cid, entries=[entry]), **as_user("bob")
+            ),
+        ),
+        ("ListEntries", lambda cid: stub.ListEntries(pb.ListEntriesRequest(thread_id=cid), **as_user("bob"))),
+        (
+            "ListEntries(for_conversation)",
+            lambda cid: stub.ListEntries(
+                pb.ListEntriesRequest(
+                    for_conversation=pb.ListEntriesRequest.ForConversation(conversation_id=cid)
+                ),
+                **as_user("bob"),
+            ),
+        ),
+        (
+            "ListEntries(for_correlation)",
+            lambda cid: stub.ListEntries(
+                pb.ListEntriesRequest(
+                    for_correlation=pb.ListEntriesRequest.ForCorrelation(thread_id=cid, correlation_id="c")
+                ),
+                **as_user("bob"),
+            ),
+        ),
+    ]
+    for name, call in calls:
+        for conversation_id in [mine.id, "no-such-id"]:
+            error = await expect_error(
+                call(conversation_id), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"
+            )
+            assert error.details(), name
+    listed = await stub.ListConversations(
+        pb.ListConversationsRequest(include_archived=True), **as_user("bob")
+    )
+    assert list(listed.conversations) == []
+    # Nothing Bob tried changed Alice's conversation.
+    got = await stub.GetConversation(pb.GetConversationRequest(conversation_id=mine.id), **as_user("alice"))
+    assert (
+        got.conversation.title == "Alice's" and not got.conversation.pinned and not got.conversation.archived
+    )
+    entries = await stub.ListEntries(
+        pb.ListEntriesRequest(
+            for_conversation=pb.ListEntriesRequest.ForConversation(conversation_id=mine.id)
+        ),
+        **as_user("alice"),
+    )
+    assert list(entries.entries) == [] and not entries.partial_view
