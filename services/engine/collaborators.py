@@ -46,6 +46,8 @@ class Collaborators(Protocol):
         self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
     ) -> None: ...
 
+    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None: ...
+
 
 def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
     """A downstream failure as the engine's own error: client mistakes keep
@@ -144,6 +146,17 @@ class GrpcCollaborators:
         except grpc.aio.AioRpcError as error:
             raise _translate("threads", error) from error
 
+    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
+        request = threads_service_pb2.SetAutoTitleRequest(
+            conversation_id=conversation_id, request_text=request_text
+        )
+        try:
+            await call(
+                self._threads.SetAutoTitle, request, timeout=self._timeout, metadata=user_metadata(user)
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate("threads", error) from error
+
 
 class _LocalContext:
     """The little of a ServicerContext that servicers use: who calls."""
@@ -203,3 +216,9 @@ class InProcessCollaborators:
             request_id=request_id, thread_id=thread_id, entries=entries
         )
         await self._threads.AppendEntries(request, _local(user))
+
+    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
+        request = threads_service_pb2.SetAutoTitleRequest(
+            conversation_id=conversation_id, request_text=request_text
+        )
+        await self._threads.SetAutoTitle(request, _local(user))

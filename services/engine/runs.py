@@ -183,9 +183,9 @@ class RunService:
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
-        return await asyncio.shield(self._record_and_spawn(run, request))
+        return await asyncio.shield(self._record_and_spawn(run, request, needs_title=not conversation.title))
 
-    async def _record_and_spawn(self, run: AgentRun, request: RunRequest) -> str:
+    async def _record_and_spawn(self, run: AgentRun, request: RunRequest, needs_title: bool) -> str:
         feed = RunFeed()
         recorder = _Recorder(run.id, feed, self._repo)
         started = recorder.make(
@@ -200,7 +200,7 @@ class RunService:
             return existing.id
         await feed.publish(started)
         self._feeds[run.id] = (feed, request.user)
-        task = asyncio.create_task(self._execute(run, request, recorder))
+        task = asyncio.create_task(self._execute(run, request, recorder, needs_title))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return run.id
@@ -238,14 +238,16 @@ class RunService:
 
     # Execution
 
-    async def _execute(self, run: AgentRun, request: RunRequest, recorder: _Recorder) -> None:
+    async def _execute(
+        self, run: AgentRun, request: RunRequest, recorder: _Recorder, needs_title: bool
+    ) -> None:
         outcome: dict[str, Any] = {}
         with tracer.start_as_current_span("invoke_agent personal") as span:
             span.set_attribute("gen_ai.operation.name", "invoke_agent")
             span.set_attribute("gen_ai.agent.name", "personal")
             span.set_attribute("switchboard.run_id", run.id)
             try:
-                outcome = await self._work(run, request, recorder)
+                outcome = await self._work(run, request, recorder, needs_title)
                 status, error, terminal = "done", None, {"final": outcome.pop("final")}
             except asyncio.CancelledError:
                 status, error = "failed", INTERRUPTED
@@ -282,7 +284,22 @@ class RunService:
             for event in unwritten:
                 await feed.publish(event, last=event is unwritten[-1])
 
-    async def _work(self, run: AgentRun, request: RunRequest, rec: _Recorder) -> dict[str, Any]:
+    async def _title_after_first_exchange(
+        self, user: str, conversation_id: str, text: str, needed: bool
+    ) -> None:
+        """Titles an untitled conversation after its first complete exchange
+        (threads never overwrites a manual title). Best effort: a run does not
+        fail for want of a title."""
+        if not needed:
+            return
+        try:
+            await self._collab.set_auto_title(user, conversation_id, text)
+        except DomainError as exc:
+            log.warning("could not title conversation %s: %s", conversation_id, exc.message)
+
+    async def _work(
+        self, run: AgentRun, request: RunRequest, rec: _Recorder, needs_title: bool
+    ) -> dict[str, Any]:
         user, text = request.user, request.message
         thread = run.conversation_id or ""
 
@@ -331,8 +348,11 @@ class RunService:
             answer, tokens_in, tokens_out = await self._generate(
                 provider, chosen, instructions.to_messages(layers, text), rec
             )
-        await self._collab.append_entries(
-            user, thread, f"{run.id}:assistant", [entry(threads_pb2.ROLE_ASSISTANT, answer, "engine")]
+        await asyncio.gather(
+            self._collab.append_entries(
+                user, thread, f"{run.id}:assistant", [entry(threads_pb2.ROLE_ASSISTANT, answer, "engine")]
+            ),
+            self._title_after_first_exchange(user, thread, text, needs_title),
         )
         usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
         return {

@@ -21,7 +21,7 @@ from services.shared.time import utcnow
 from switchboard.engine.v1 import engine_pb2
 from switchboard.engine.v1 import engine_service_pb2 as pb
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
-from switchboard.threads.v1 import threads_service_pb2
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.service.harness import as_user, expect_error
 from tests.service.system import System, collect, system
@@ -338,3 +338,28 @@ async def test_shutdown_gives_runs_the_grace_and_clients_their_terminal_event(
         assert kinds(events)[-2:] == ["step:generate:failed", "error"]
         assert events[-1].error.code == "INTERRUPTED"
         assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_the_first_exchange_titles_an_untitled_conversation(sb: System) -> None:
+    untitled = await conversation(sb)
+    titled = (
+        await sb.threads.CreateConversation(
+            threads_service_pb2.CreateConversationRequest(title="My own title"), **as_user("alice")
+        )
+    ).conversation.id
+    for conversation_id in (untitled, titled):
+        for message in ("Plan the offsite agenda for the design team", "And the budget?"):
+            await collect(
+                sb.engine.StartRun(
+                    pb.StartRunRequest(conversation_id=conversation_id, message=message), **as_user("alice")
+                )
+            )
+
+    async def get(conversation_id: str) -> threads_pb2.Conversation:
+        request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
+        return (await sb.threads.GetConversation(request, **as_user("alice"))).conversation
+
+    auto = await get(untitled)
+    assert (auto.title, auto.title_auto) == ("Plan the offsite agenda for the design team", True)
+    manual = await get(titled)
+    assert (manual.title, manual.title_auto) == ("My own title", False)
