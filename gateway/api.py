@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import grpc
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from sse_starlette import EventSourceResponse
 
 from gateway.auth import current_user
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json, to_sse
-from gateway.schemas import CreateConversationBody, MessageBody
+from gateway.schemas import CreateConversationBody, MessageBody, UpdateConversationBody
 from services.shared.clients import call
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
@@ -58,11 +58,19 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
 
 @router.get("/conversations")
 async def list_conversations(
-    request: Request, user: User, page_size: int = 50, page_token: str = ""
+    request: Request,
+    user: User,
+    page_size: int = 50,
+    page_token: str = "",
+    q: Annotated[str, Query(max_length=200, description="only titles containing this text")] = "",
+    include_archived: bool = False,
 ) -> dict[str, Any]:
+    """Pinned first, then the most recently active."""
     response = await call(
         _threads(request).ListConversations,
-        threads_service_pb2.ListConversationsRequest(page_size=page_size, page_token=page_token),
+        threads_service_pb2.ListConversationsRequest(
+            page_size=page_size, page_token=page_token, title_query=q, include_archived=include_archived
+        ),
         timeout=_timeout(request),
         metadata=user_metadata(user),
     )
@@ -77,6 +85,36 @@ async def get_conversation(conversation_id: str, request: Request, user: User) -
     response = await call(
         _threads(request).GetConversation,
         threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
+        timeout=_timeout(request),
+        metadata=user_metadata(user),
+    )
+    return _conversation_json(response.conversation)
+
+
+@router.patch("/conversations/{conversation_id}")
+async def update_conversation(
+    conversation_id: str, body: UpdateConversationBody, request: Request, user: User
+) -> dict[str, Any]:
+    """Rename and/or pin (seed 002 P2-T15)."""
+    fields = body.model_dump(exclude_none=True)
+    if not fields:
+        raise ApiError(400, "INVALID_ARGUMENT", "nothing to update: give title and/or pinned")
+    rpc = threads_service_pb2.UpdateConversationRequest(
+        conversation=threads_pb2.Conversation(id=conversation_id, **fields)
+    )
+    rpc.update_mask.paths.extend(sorted(fields))
+    response = await call(
+        _threads(request).UpdateConversation, rpc, timeout=_timeout(request), metadata=user_metadata(user)
+    )
+    return _conversation_json(response.conversation)
+
+
+@router.post("/conversations/{conversation_id}/archive")
+async def archive_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
+    """Archived conversations leave the default list and stay readable."""
+    response = await call(
+        _threads(request).ArchiveConversation,
+        threads_service_pb2.ArchiveConversationRequest(conversation_id=conversation_id),
         timeout=_timeout(request),
         metadata=user_metadata(user),
     )
@@ -102,7 +140,11 @@ async def list_entries(
         data["role"] = threads_pb2.Role.Name(entry.role).removeprefix("ROLE_").lower()
         data["sequence"] = entry.sequence
         entries.append(data)
-    return {"entries": entries, "next_page_token": response.next_page_token}
+    return {
+        "entries": entries,
+        "next_page_token": response.next_page_token,
+        "previous_page_token": response.previous_page_token,
+    }
 
 
 async def _stream_events(stream: Any, request: Request) -> EventSourceResponse | Response:

@@ -21,6 +21,16 @@ class CreateConversationBody(BaseModel):
     request_id: str = Field(default="", max_length=128)
 
 
+class UpdateConversationBody(BaseModel):
+    """Only the fields present are changed. Renaming makes the title manual:
+    automatic titling never overwrites it afterwards."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    pinned: bool | None = None
+
+
 class MessageBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
