@@ -16,6 +16,7 @@ from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, Thread
 from services.threads.paging import read_page, view_fingerprint
 from services.threads.repository import EntryFilter, NewEntry, ThreadsRepository
+from services.threads.rotation import Rotation
 
 _AGENT_ID = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 MAX_TITLE_CHARS = 200
@@ -73,9 +74,13 @@ def _masked(paths: Sequence[str], allowed: tuple[str, ...]) -> list[str]:
 
 
 class ThreadsDomain:
-    def __init__(self, repository: ThreadsRepository, max_entry_chars: int) -> None:
+    def __init__(
+        self, repository: ThreadsRepository, max_entry_chars: int, rotation: Rotation | None = None
+    ) -> None:
         self._repo = repository
         self._max_entry_chars = max_entry_chars
+        # None: agent threads never rotate (their open segment still counts).
+        self._rotation = rotation
 
     # Agents
 
@@ -273,8 +278,9 @@ class ThreadsDomain:
                 raise TooLarge(
                     f"entry content exceeds {self._max_entry_chars} characters", field="entries.content"
                 )
+        policy = self._rotation.policy if self._rotation is not None else None
         written = (
-            await self._repo.append_entries(thread_id, user_id, request_id, entries) if thread_id else None
+            await self._repo.append(thread_id, user_id, request_id, entries, policy) if thread_id else None
         )
         if written is None:
             # Off the happy path: say why an agent thread refused the entries.
@@ -286,7 +292,9 @@ class ThreadsDomain:
                     field="entries.target",
                 )
             raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
-        return written
+        if written.closed and self._rotation is not None:
+            await self._rotation.segments_closed(written.closed)
+        return written.entries
 
     async def list_entries(
         self, user_id: str, view: View, descending: bool, requested_size: int, token: str

@@ -109,3 +109,35 @@ class ProviderSession(SQLModel, table=True):
     native_session_id: str = Field(max_length=256)
     create_time: datetime = Field(default_factory=utcnow)
     release_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+
+
+class Segment(SQLModel, table=True):
+    """A segment of an agent thread's log (rotation). Sequences stay global per
+    thread: a segment is the range [first_sequence, last_sequence] of its
+    entries, never a copy. At most one open segment per thread."""
+
+    __tablename__ = "segments"
+    __table_args__ = (
+        Index(
+            "uq_segments_open",
+            "thread_id",
+            unique=True,
+            sqlite_where=text("status = 'open'"),
+            postgresql_where=text("status = 'open'"),
+        ),
+    )
+
+    thread_id: str = Field(foreign_key="threads.id", primary_key=True, max_length=36)
+    number: int = Field(primary_key=True)  # from 1
+    first_sequence: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # first_sequence - 1 while the segment is empty.
+    last_sequence: int = Field(sa_column=Column(BigInteger, nullable=False))
+    entry_count: int = 0
+    char_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    status: str = Field(max_length=8)  # "open" | "closed"
+    # "none" (open), "pending" (closed, no summary yet), "ready".
+    handoff_status: str = Field(default="none", max_length=8)
+    handoff_summary: str | None = None
+    open_time: datetime = Field(default_factory=utcnow)
+    close_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    handoff_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))

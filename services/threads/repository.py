@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, false, insert, or_, tuple_, update
+from sqlalchemy import and_, delete, false, func, insert, or_, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
@@ -16,7 +16,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.shared.db import is_unique_violation
 from services.shared.time import utcnow
-from services.threads.models import Agent, Entry, ProviderSession, Thread
+from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
+from services.threads.rotation import RotationPolicy
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,24 @@ class EntryFilter:
     correlation_id: str = ""
     requester: str = ""
     target: str = ""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    entries: list[Entry]
+    # Segments this append closed (at most one): their handoff is pending.
+    closed: list[Segment]
+
+
+@dataclass(frozen=True)
+class ImportedThread:
+    """An agent thread to write in one transaction (ImportAgentThread)."""
+
+    thread_id: str
+    agent_id: str
+    entries: list[Entry]
+    segments: list[Segment]
+    sessions: list[ProviderSession]
 
 
 class ThreadsRepository:
@@ -89,10 +108,13 @@ class ThreadsRepository:
 
     async def insert_agent_thread(self, thread: Thread) -> bool:
         """False when the agent has a live thread already (the partial unique
-        index uq_threads_live_agent refused this one)."""
+        index uq_threads_live_agent refused this one). The thread starts with
+        its open segment 1, in the same transaction."""
         async with self._sessions() as session:
             session.add(thread)
             try:
+                await session.flush()
+                session.add(_open_segment(thread.id, 1, 1, thread.create_time))
                 await session.commit()
             except IntegrityError as exc:
                 if is_unique_violation(exc):
@@ -177,10 +199,28 @@ class ThreadsRepository:
     async def append_entries(
         self, thread_id: str, user_id: str, request_id: str, entries: Sequence[NewEntry]
     ) -> list[Entry] | None:
+        """:meth:`append` without rotation (segment counters still kept)."""
+        result = await self.append(thread_id, user_id, request_id, entries, None)
+        return None if result is None else result.entries
+
+    async def append(
+        self,
+        thread_id: str,
+        user_id: str,
+        request_id: str,
+        entries: Sequence[NewEntry],
+        rotation: RotationPolicy | None,
+    ) -> AppendResult | None:
         """Appends atomically with consecutive sequence numbers, in one
         transaction that also checks the thread is the user's (None when it is
         not, or does not exist). A retry with the same request_id changes
-        nothing and returns the entries written the first time."""
+        nothing and returns the entries written the first time.
+
+        On an agent thread the same transaction counts the entries into the
+        open segment and, when ``rotation`` says the segment is full, closes
+        it and opens the next. The thread row locked by the first UPDATE
+        serializes appends to the thread, so two appends racing at the
+        threshold close one segment, never two."""
         now = utcnow()
         async with self._sessions() as session:
             try:
@@ -195,11 +235,12 @@ class ThreadsRepository:
                         or_(_agent_thread_accepts(entries), col(Thread.user_id) == user_id),
                     )
                     .values(last_sequence=Thread.last_sequence + len(entries), update_time=now)
-                    .returning(col(Thread.last_sequence))
+                    .returning(col(Thread.last_sequence), col(Thread.kind))
                 )
-                last = result.scalar_one_or_none()
-                if last is None:
+                reserved = result.one_or_none()
+                if reserved is None:
                     return None
+                last, kind = int(reserved[0]), str(reserved[1])
                 rows = [
                     Entry(
                         id=str(uuid.uuid4()),
@@ -213,14 +254,17 @@ class ThreadsRepository:
                     for index, entry in enumerate(entries)
                 ]
                 await session.exec(insert(Entry), params=[row.model_dump() for row in rows])
+                closed: list[Segment] = []
+                if kind == "agent":
+                    closed = await _count_and_rotate(session, thread_id, rows, now, rotation)
                 await session.commit()
-                return rows
+                return AppendResult(rows, closed)
             except IntegrityError as exc:
                 if not (request_id and is_unique_violation(exc)):
                     raise
         # A retry (or a concurrent one) of the same request: the insert rolled
         # back with the sequence reservation; return what the first one wrote.
-        return await self._entries_of_request(thread_id, request_id)
+        return AppendResult(await self._entries_of_request(thread_id, request_id), [])
 
     async def _entries_of_request(self, thread_id: str, request_id: str) -> list[Entry]:
         async with self._sessions() as session:
@@ -253,6 +297,130 @@ class ThreadsRepository:
                     query = query.where(col(Entry.sequence) < position)
                 query = query.order_by(col(Entry.sequence).desc())
             return (await session.exec(query.limit(limit))).all()
+
+    # Segments (rotation)
+
+    async def list_segments(self, thread_id: str, after: int, limit: int) -> Sequence[Segment]:
+        async with self._sessions() as session:
+            query = (
+                select(Segment)
+                .where(Segment.thread_id == thread_id, col(Segment.number) > after)
+                .order_by(col(Segment.number))
+                .limit(limit)
+            )
+            return (await session.exec(query)).all()
+
+    async def get_segment(self, thread_id: str, number: int) -> Segment | None:
+        async with self._sessions() as session:
+            return await session.get(Segment, (thread_id, number))
+
+    async def set_segment_handoff(self, thread_id: str, number: int, summary: str) -> Segment | None:
+        """Stores the handoff of a closed segment (replacing an earlier one);
+        None when there is no such closed segment."""
+        async with self._sessions() as session:
+            result = await session.exec(
+                update(Segment)
+                .where(
+                    col(Segment.thread_id) == thread_id,
+                    col(Segment.number) == number,
+                    col(Segment.status) == "closed",
+                )
+                .values(handoff_summary=summary, handoff_status="ready", handoff_time=utcnow())
+                .returning(Segment)
+            )
+            segment = result.scalar_one_or_none()
+            await session.commit()
+            return segment
+
+    # Export and import
+
+    async def entries_between(self, thread_id: str, first: int, last: int) -> Sequence[Entry]:
+        """Entries first..last (sequence numbers, inclusive), in order."""
+        async with self._sessions() as session:
+            query = (
+                select(Entry)
+                .where(
+                    Entry.thread_id == thread_id, col(Entry.sequence) >= first, col(Entry.sequence) <= last
+                )
+                .order_by(col(Entry.sequence))
+            )
+            return (await session.exec(query)).all()
+
+    async def all_segments(self, thread_id: str) -> Sequence[Segment]:
+        return await self.list_segments(thread_id, 0, 2**31 - 1)
+
+    async def all_provider_sessions(self, thread_id: str) -> Sequence[ProviderSession]:
+        async with self._sessions() as session:
+            query = (
+                select(ProviderSession)
+                .where(ProviderSession.agent_thread_id == thread_id)
+                .order_by(col(ProviderSession.create_time), col(ProviderSession.id))
+            )
+            return (await session.exec(query)).all()
+
+    async def import_agent_thread(self, imported: ImportedThread) -> str | None:
+        """Writes an imported agent thread in one transaction: the agent if it
+        is missing, the thread (or the agent's empty live thread, reused), its
+        entries, segments and provider sessions; returns the thread id. None when the agent has a
+        live thread with entries, or a unique index refuses a row (another
+        import won, the thread id or a live provider session is taken)."""
+        now = utcnow()
+        last = imported.entries[-1].sequence if imported.entries else 0
+        async with self._sessions() as session:
+            try:
+                if await session.get(Agent, imported.agent_id) is None:
+                    session.add(Agent(id=imported.agent_id, display_name=imported.agent_id))
+                    await session.flush()
+                live = (
+                    await session.exec(
+                        select(Thread).where(
+                            Thread.kind == "agent",
+                            Thread.agent_id == imported.agent_id,
+                            col(Thread.archive_time).is_(None),
+                        )
+                    )
+                ).one_or_none()
+                if live is None:
+                    thread_id = imported.thread_id
+                    session.add(
+                        Thread(
+                            id=thread_id,
+                            kind="agent",
+                            agent_id=imported.agent_id,
+                            last_sequence=last,
+                            create_time=now,
+                            update_time=now,
+                        )
+                    )
+                    await session.flush()
+                else:
+                    thread_id = live.id
+                    # Compare-and-set on the empty thread: a concurrent append
+                    # or import makes this match nothing.
+                    claimed = await session.exec(
+                        update(Thread)
+                        .where(col(Thread.id) == thread_id, col(Thread.last_sequence) == 0)
+                        .values(last_sequence=last, update_time=now)
+                        .returning(col(Thread.id))
+                    )
+                    if claimed.one_or_none() is None:
+                        return None
+                    await session.exec(delete(Segment).where(col(Segment.thread_id) == thread_id))
+                for entry in imported.entries:
+                    entry.thread_id = thread_id
+                for segment in imported.segments:
+                    segment.thread_id = thread_id
+                for row in imported.sessions:
+                    row.agent_thread_id = thread_id
+                if imported.entries:
+                    await session.exec(insert(Entry), params=[e.model_dump() for e in imported.entries])
+                session.add_all([*imported.segments, *imported.sessions])
+                await session.commit()
+            except IntegrityError as exc:
+                if is_unique_violation(exc):
+                    return None
+                raise
+            return thread_id
 
     # Provider sessions
 
@@ -328,3 +496,81 @@ def _agent_thread_accepts(entries: Sequence[NewEntry]) -> Any:
     if len(targets) != 1 or not all(entry.requester for entry in entries):
         return false()
     return and_(col(Thread.kind) == "agent", col(Thread.agent_id) == targets.pop())
+
+
+def _open_segment(thread_id: str, number: int, first_sequence: int, now: datetime) -> Segment:
+    return Segment(
+        thread_id=thread_id,
+        number=number,
+        first_sequence=first_sequence,
+        last_sequence=first_sequence - 1,
+        status="open",
+        open_time=now,
+    )
+
+
+async def _count_and_rotate(
+    session: AsyncSession,
+    thread_id: str,
+    rows: Sequence[Entry],
+    now: datetime,
+    rotation: RotationPolicy | None,
+) -> list[Segment]:
+    """Inside the append's transaction: adds ``rows`` to the open segment and,
+    when ``rotation`` says it is full, closes it (handoff pending) and opens
+    the next one. Returns the closed segment, if any."""
+    last = rows[-1].sequence
+    chars = sum(len(row.content) for row in rows)
+    result = await session.exec(
+        update(Segment)
+        .where(col(Segment.thread_id) == thread_id, col(Segment.status) == "open")
+        .values(
+            entry_count=Segment.entry_count + len(rows),
+            char_count=Segment.char_count + chars,
+            last_sequence=last,
+        )
+        .returning(Segment)
+    )
+    segment = result.scalar_one_or_none()
+    if segment is None:
+        segment = await _reopen(session, thread_id, last, now)
+    if rotation is None or not rotation.closes(segment.entry_count, segment.char_count):
+        return []
+    closed = await session.exec(
+        update(Segment)
+        .where(col(Segment.thread_id) == thread_id, col(Segment.number) == segment.number)
+        .values(status="closed", handoff_status="pending", close_time=now)
+        .returning(Segment)
+    )
+    closed_segment = closed.scalar_one()
+    session.add(_open_segment(thread_id, segment.number + 1, last + 1, now))
+    await session.flush()
+    return [closed_segment]
+
+
+async def _reopen(session: AsyncSession, thread_id: str, last: int, now: datetime) -> Segment:
+    """An agent thread without an open segment (written by a path that did not
+    keep segments): opens the next one over the entries after the last
+    closed segment, counted from the entries themselves."""
+    previous = (
+        await session.exec(
+            select(func.max(Segment.number), func.max(Segment.last_sequence)).where(
+                Segment.thread_id == thread_id
+            )
+        )
+    ).one()
+    number, first = int(previous[0] or 0) + 1, int(previous[1] or 0) + 1
+    counted = (
+        await session.exec(
+            select(func.count(col(Entry.id)), func.coalesce(func.sum(func.length(Entry.content)), 0)).where(
+                Entry.thread_id == thread_id, col(Entry.sequence) >= first, col(Entry.sequence) <= last
+            )
+        )
+    ).one()
+    segment = _open_segment(thread_id, number, first, now)
+    segment.last_sequence = last
+    segment.entry_count = int(counted[0])
+    segment.char_count = int(counted[1])
+    session.add(segment)
+    await session.flush()
+    return segment

@@ -7,7 +7,9 @@ from pathlib import Path
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
 from services.shared.db import session_factory
 from services.threads.domain import ThreadsDomain
+from services.threads.export import ThreadArchive
 from services.threads.repository import ThreadsRepository
+from services.threads.rotation import HandoffSummarizer, PendingHandoff, Rotation, RotationPolicy
 from services.threads.servicer import ThreadsServicer
 from services.threads.sessions import ProviderSessions
 from services.threads.settings import ThreadsSettings
@@ -17,11 +19,19 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = threads_service_pb2.DESCRIPTOR.services_by_name["ThreadsService"].full_name
 
 
-async def open_servicer(settings: ThreadsSettings) -> tuple[ThreadsServicer, list[Closer]]:
+async def open_servicer(
+    settings: ThreadsSettings, summarizer: HandoffSummarizer | None = None
+) -> tuple[ThreadsServicer, list[Closer]]:
+    """``summarizer``: the handoff seam. The default leaves closed segments'
+    handoffs pending; a summarizer calling memory's handoff RPC goes here once
+    memory has one."""
     engine = await open_database(settings, MIGRATIONS)
     repository = ThreadsRepository(session_factory(engine))
-    domain = ThreadsDomain(repository, settings.max_entry_chars)
-    return ThreadsServicer(domain, ProviderSessions(repository)), [engine.dispose]
+    policy = RotationPolicy(settings.rotate_after_entries, settings.rotate_after_chars)
+    rotation = Rotation(repository, policy, summarizer or PendingHandoff())
+    domain = ThreadsDomain(repository, settings.max_entry_chars, rotation)
+    archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars)
+    return ThreadsServicer(domain, ProviderSessions(repository), rotation, archive), [engine.dispose]
 
 
 async def build_server(settings: ThreadsSettings) -> RunningService:

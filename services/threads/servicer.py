@@ -11,8 +11,10 @@ from google.protobuf import json_format
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
 from services.threads.domain import ThreadsDomain, View
-from services.threads.models import Agent, Entry, ProviderSession, Thread
+from services.threads.export import ThreadArchive, ThreadFile
+from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
 from services.threads.repository import NewEntry
+from services.threads.rotation import Rotation
 from services.threads.sessions import ProviderSessions
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
@@ -69,6 +71,31 @@ def session_to_proto(row: ProviderSession) -> threads_pb2.ProviderSession:
     )
 
 
+_SEGMENT_STATES = {"open": threads_pb2.SEGMENT_STATE_OPEN, "closed": threads_pb2.SEGMENT_STATE_CLOSED}
+_HANDOFF_STATES = {
+    "none": threads_pb2.HANDOFF_STATE_NOT_DUE,
+    "pending": threads_pb2.HANDOFF_STATE_PENDING,
+    "ready": threads_pb2.HANDOFF_STATE_READY,
+}
+
+
+def segment_to_proto(segment: Segment) -> threads_pb2.Segment:
+    return threads_pb2.Segment(
+        thread_id=segment.thread_id,
+        number=segment.number,
+        first_sequence=segment.first_sequence,
+        last_sequence=segment.last_sequence,
+        entry_count=segment.entry_count,
+        char_count=segment.char_count,
+        state=_SEGMENT_STATES.get(segment.status, threads_pb2.SEGMENT_STATE_UNSPECIFIED),
+        handoff_state=_HANDOFF_STATES.get(segment.handoff_status, threads_pb2.HANDOFF_STATE_UNSPECIFIED),
+        handoff_summary=segment.handoff_summary or "",
+        open_time=to_timestamp(segment.open_time),
+        close_time=to_timestamp(segment.close_time),
+        handoff_time=to_timestamp(segment.handoff_time),
+    )
+
+
 def view_from_proto(request: threads_service_pb2.ListEntriesRequest) -> View:
     which = request.WhichOneof("view")
     if which == "for_agent":
@@ -100,9 +127,13 @@ def entry_to_proto(entry: Entry) -> threads_pb2.Entry:
 
 
 class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
-    def __init__(self, domain: ThreadsDomain, sessions: ProviderSessions) -> None:
+    def __init__(
+        self, domain: ThreadsDomain, sessions: ProviderSessions, rotation: Rotation, archive: ThreadArchive
+    ) -> None:
         self._domain = domain
         self._sessions = sessions
+        self._rotation = rotation
+        self._archive = archive
 
     async def CreateAgent(
         self, request: threads_service_pb2.CreateAgentRequest, context: Context
@@ -282,3 +313,34 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     ) -> threads_service_pb2.ReleaseProviderSessionResponse:
         row = await self._sessions.release(request.agent_thread_id, request.provider_id)
         return threads_service_pb2.ReleaseProviderSessionResponse(session=session_to_proto(row))
+
+    async def ListSegments(
+        self, request: threads_service_pb2.ListSegmentsRequest, context: Context
+    ) -> threads_service_pb2.ListSegmentsResponse:
+        rows, token = await self._rotation.list_segments(
+            request.thread_id, request.page_size, request.page_token
+        )
+        return threads_service_pb2.ListSegmentsResponse(
+            segments=[segment_to_proto(r) for r in rows], next_page_token=token
+        )
+
+    async def SetSegmentHandoff(
+        self, request: threads_service_pb2.SetSegmentHandoffRequest, context: Context
+    ) -> threads_service_pb2.SetSegmentHandoffResponse:
+        row = await self._rotation.set_handoff(request.thread_id, request.number, request.summary)
+        return threads_service_pb2.SetSegmentHandoffResponse(segment=segment_to_proto(row))
+
+    async def ExportAgentThread(
+        self, request: threads_service_pb2.ExportAgentThreadRequest, context: Context
+    ) -> threads_service_pb2.ExportAgentThreadResponse:
+        thread, files = await self._archive.export(request.agent_id)
+        return threads_service_pb2.ExportAgentThreadResponse(
+            files=[threads_pb2.ThreadFile(path=f.path, content=f.content) for f in files],
+            thread=agent_thread_to_proto(thread),
+        )
+
+    async def ImportAgentThread(
+        self, request: threads_service_pb2.ImportAgentThreadRequest, context: Context
+    ) -> threads_service_pb2.ImportAgentThreadResponse:
+        thread = await self._archive.import_([ThreadFile(f.path, f.content) for f in request.files])
+        return threads_service_pb2.ImportAgentThreadResponse(thread=agent_thread_to_proto(thread))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from services.shared.settings import ServiceSettings
@@ -12,3 +13,10 @@ class ThreadsSettings(ServiceSettings):
     port: int = 50053
     # Longest entry content accepted, in characters.
     max_entry_chars: int = 200_000
+    # Rotation of agent threads: the open segment closes (and the next one
+    # starts) once an append brings it to this many entries or characters.
+    rotate_after_entries: int = Field(default=2000, gt=0)
+    rotate_after_chars: int = Field(default=400_000, gt=0)
+    # Largest agent thread ExportAgentThread returns in one message, in
+    # characters of entry content (a gRPC message is 4 MiB by default).
+    max_export_chars: int = Field(default=3_000_000, gt=0)

@@ -64,6 +64,54 @@ ROLE_SYSTEM: Role.ValueType  # 3
 ROLE_TOOL: Role.ValueType  # 4
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
+class _SegmentState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SegmentStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SegmentState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SEGMENT_STATE_UNSPECIFIED: _SegmentState.ValueType  # 0
+    SEGMENT_STATE_OPEN: _SegmentState.ValueType  # 1
+    """The one segment that takes the thread's new entries."""
+    SEGMENT_STATE_CLOSED: _SegmentState.ValueType  # 2
+    """Closed by rotation; its entries stay readable."""
+
+class SegmentState(_SegmentState, metaclass=_SegmentStateEnumTypeWrapper):
+    """Whether a segment still takes entries."""
+
+SEGMENT_STATE_UNSPECIFIED: SegmentState.ValueType  # 0
+SEGMENT_STATE_OPEN: SegmentState.ValueType  # 1
+"""The one segment that takes the thread's new entries."""
+SEGMENT_STATE_CLOSED: SegmentState.ValueType  # 2
+"""Closed by rotation; its entries stay readable."""
+Global___SegmentState: _TypeAlias = SegmentState  # noqa: Y015
+
+class _HandoffState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _HandoffStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HandoffState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    HANDOFF_STATE_UNSPECIFIED: _HandoffState.ValueType  # 0
+    HANDOFF_STATE_NOT_DUE: _HandoffState.ValueType  # 1
+    """An open segment: no handoff is due yet."""
+    HANDOFF_STATE_PENDING: _HandoffState.ValueType  # 2
+    """Closed, no summary yet (memory's handoff service is the seam)."""
+    HANDOFF_STATE_READY: _HandoffState.ValueType  # 3
+    """Closed, summary stored."""
+
+class HandoffState(_HandoffState, metaclass=_HandoffStateEnumTypeWrapper):
+    """Where a segment's handoff summary stands."""
+
+HANDOFF_STATE_UNSPECIFIED: HandoffState.ValueType  # 0
+HANDOFF_STATE_NOT_DUE: HandoffState.ValueType  # 1
+"""An open segment: no handoff is due yet."""
+HANDOFF_STATE_PENDING: HandoffState.ValueType  # 2
+"""Closed, no summary yet (memory's handoff service is the seam)."""
+HANDOFF_STATE_READY: HandoffState.ValueType  # 3
+"""Closed, summary stored."""
+Global___HandoffState: _TypeAlias = HandoffState  # noqa: Y015
+
 @_typing.final
 class Agent(_message.Message):
     """An agent of the registry (Main, Architect, QA, the personal agent...)."""
@@ -323,3 +371,97 @@ class Entry(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Entry: _TypeAlias = Entry  # noqa: Y015
+
+@_typing.final
+class Segment(_message.Message):
+    """A segment of an agent thread's log. Rotation closes the open segment once
+    it reaches the configured entries or characters; sequence numbers stay
+    global per thread, so reading across segments is seamless.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    FIRST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    ENTRY_COUNT_FIELD_NUMBER: _builtins.int
+    CHAR_COUNT_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    HANDOFF_STATE_FIELD_NUMBER: _builtins.int
+    HANDOFF_SUMMARY_FIELD_NUMBER: _builtins.int
+    OPEN_TIME_FIELD_NUMBER: _builtins.int
+    CLOSE_TIME_FIELD_NUMBER: _builtins.int
+    HANDOFF_TIME_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    number: _builtins.int
+    """From 1; the open segment has the highest number."""
+    first_sequence: _builtins.int
+    """Sequence numbers of the segment's first and last entries (last =
+    first - 1 while the open segment is empty).
+    """
+    last_sequence: _builtins.int
+    entry_count: _builtins.int
+    char_count: _builtins.int
+    """Characters of entry content."""
+    state: Global___SegmentState.ValueType
+    handoff_state: Global___HandoffState.ValueType
+    handoff_summary: _builtins.str
+    """The summary a model receives in place of this segment's entries
+    (at most 4096 characters); empty until ready.
+    """
+    @_builtins.property
+    def open_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def close_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def handoff_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+        first_sequence: _builtins.int = ...,
+        last_sequence: _builtins.int = ...,
+        entry_count: _builtins.int = ...,
+        char_count: _builtins.int = ...,
+        state: Global___SegmentState.ValueType = ...,
+        handoff_state: Global___HandoffState.ValueType = ...,
+        handoff_summary: _builtins.str = ...,
+        open_time: _timestamp_pb2.Timestamp | None = ...,
+        close_time: _timestamp_pb2.Timestamp | None = ...,
+        handoff_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["close_time", b"close_time", "handoff_time", b"handoff_time", "open_time", b"open_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["char_count", b"char_count", "close_time", b"close_time", "entry_count", b"entry_count", "first_sequence", b"first_sequence", "handoff_state", b"handoff_state", "handoff_summary", b"handoff_summary", "handoff_time", b"handoff_time", "last_sequence", b"last_sequence", "number", b"number", "open_time", b"open_time", "state", b"state", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Segment: _TypeAlias = Segment  # noqa: Y015
+
+@_typing.final
+class ThreadFile(_message.Message):
+    """One file of an exported agent thread, in seed 000's layout:
+    agents/<agent id>/{log.jsonl, log.N.jsonl, handoff.md, providers.json}.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    content: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThreadFile: _TypeAlias = ThreadFile  # noqa: Y015

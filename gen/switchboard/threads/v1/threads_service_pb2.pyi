@@ -925,3 +925,188 @@ class ReleaseProviderSessionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReleaseProviderSessionResponse: _TypeAlias = ReleaseProviderSessionResponse  # noqa: Y015
+
+@_typing.final
+class ListSegmentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSegmentsRequest: _TypeAlias = ListSegmentsRequest  # noqa: Y015
+
+@_typing.final
+class ListSegmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def segments(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Segment]: ...
+    def __init__(
+        self,
+        *,
+        segments: _abc.Iterable[_threads_pb2.Segment] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "segments", b"segments"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSegmentsResponse: _TypeAlias = ListSegmentsResponse  # noqa: Y015
+
+@_typing.final
+class SetSegmentHandoffRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    number: _builtins.int
+    """A closed segment's number."""
+    summary: _builtins.str
+    """1 to 4096 characters."""
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+        number: _builtins.int = ...,
+        summary: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["number", b"number", "summary", b"summary", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSegmentHandoffRequest: _TypeAlias = SetSegmentHandoffRequest  # noqa: Y015
+
+@_typing.final
+class SetSegmentHandoffResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEGMENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def segment(self) -> _threads_pb2.Segment: ...
+    def __init__(
+        self,
+        *,
+        segment: _threads_pb2.Segment | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["segment", b"segment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSegmentHandoffResponse: _TypeAlias = SetSegmentHandoffResponse  # noqa: Y015
+
+@_typing.final
+class ExportAgentThreadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportAgentThreadRequest: _TypeAlias = ExportAgentThreadRequest  # noqa: Y015
+
+@_typing.final
+class ExportAgentThreadResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    THREAD_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.ThreadFile]:
+        """Closed segments (log.N.jsonl, by N), the open one (log.jsonl), the latest
+        handoff (handoff.md, when there is one), the provider sessions
+        (providers.json).
+        """
+
+    @_builtins.property
+    def thread(self) -> _threads_pb2.AgentThread: ...
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[_threads_pb2.ThreadFile] | None = ...,
+        thread: _threads_pb2.AgentThread | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["thread", b"thread"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "thread", b"thread"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExportAgentThreadResponse: _TypeAlias = ExportAgentThreadResponse  # noqa: Y015
+
+@_typing.final
+class ImportAgentThreadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.ThreadFile]:
+        """All files of one agent, as ExportAgentThread returns them."""
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[_threads_pb2.ThreadFile] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportAgentThreadRequest: _TypeAlias = ImportAgentThreadRequest  # noqa: Y015
+
+@_typing.final
+class ImportAgentThreadResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def thread(self) -> _threads_pb2.AgentThread: ...
+    def __init__(
+        self,
+        *,
+        thread: _threads_pb2.AgentThread | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["thread", b"thread"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["thread", b"thread"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportAgentThreadResponse: _TypeAlias = ImportAgentThreadResponse  # noqa: Y015

@@ -122,6 +122,26 @@ class ThreadsServiceStub:
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionRequest.SerializeToString,
                 response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionResponse.FromString,
                 _registered_method=True)
+        self.ListSegments = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ListSegments',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListSegmentsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListSegmentsResponse.FromString,
+                _registered_method=True)
+        self.SetSegmentHandoff = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/SetSegmentHandoff',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetSegmentHandoffRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetSegmentHandoffResponse.FromString,
+                _registered_method=True)
+        self.ExportAgentThread = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ExportAgentThread',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ExportAgentThreadRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ExportAgentThreadResponse.FromString,
+                _registered_method=True)
+        self.ImportAgentThread = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ImportAgentThread',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ImportAgentThreadRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ImportAgentThreadResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadsServiceServicer:
@@ -245,6 +265,37 @@ class ThreadsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSegments(self, request, context):
+        """The segments of an agent thread (rotation), oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSegmentHandoff(self, request, context):
+        """Stores the handoff summary of a closed segment (at most 4096 characters),
+        replacing an earlier one. The seam memory's handoff service will fill.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportAgentThread(self, request, context):
+        """The agent's live thread as files in seed 000's layout.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportAgentThread(self, request, context):
+        """Imports files of ExportAgentThread's layout as the agent's live thread
+        (creating the agent and the thread if needed). FAILED_PRECONDITION when
+        the agent's live thread has entries already.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThreadsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -332,6 +383,26 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
                     servicer.ReleaseProviderSession,
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionRequest.FromString,
                     response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionResponse.SerializeToString,
+            ),
+            'ListSegments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSegments,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListSegmentsRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListSegmentsResponse.SerializeToString,
+            ),
+            'SetSegmentHandoff': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSegmentHandoff,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetSegmentHandoffRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetSegmentHandoffResponse.SerializeToString,
+            ),
+            'ExportAgentThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportAgentThread,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ExportAgentThreadRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ExportAgentThreadResponse.SerializeToString,
+            ),
+            'ImportAgentThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportAgentThread,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ImportAgentThreadRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ImportAgentThreadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -796,6 +867,114 @@ class ThreadsService:
             '/switchboard.threads.v1.ThreadsService/ReleaseProviderSession',
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionRequest.SerializeToString,
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ReleaseProviderSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSegments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ListSegments',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListSegmentsRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListSegmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSegmentHandoff(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/SetSegmentHandoff',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetSegmentHandoffRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.SetSegmentHandoffResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportAgentThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ExportAgentThread',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ExportAgentThreadRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ExportAgentThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportAgentThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ImportAgentThread',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ImportAgentThreadRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ImportAgentThreadResponse.FromString,
             options,
             channel_credentials,
             insecure,

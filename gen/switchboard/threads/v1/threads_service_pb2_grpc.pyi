@@ -71,6 +71,19 @@ class ThreadsServiceStub:
     GetProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetProviderSessionRequest, _threads_service_pb2.GetProviderSessionResponse]
     ListProviderSessions: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListProviderSessionsRequest, _threads_service_pb2.ListProviderSessionsResponse]
     ReleaseProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ReleaseProviderSessionRequest, _threads_service_pb2.ReleaseProviderSessionResponse]
+    ListSegments: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListSegmentsRequest, _threads_service_pb2.ListSegmentsResponse]
+    """The segments of an agent thread (rotation), oldest first."""
+    SetSegmentHandoff: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.SetSegmentHandoffRequest, _threads_service_pb2.SetSegmentHandoffResponse]
+    """Stores the handoff summary of a closed segment (at most 4096 characters),
+    replacing an earlier one. The seam memory's handoff service will fill.
+    """
+    ExportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]
+    """The agent's live thread as files in seed 000's layout."""
+    ImportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]
+    """Imports files of ExportAgentThread's layout as the agent's live thread
+    (creating the agent and the thread if needed). FAILED_PRECONDITION when
+    the agent's live thread has entries already.
+    """
 
 @_typing.type_check_only
 class ThreadsServiceAsyncStub(ThreadsServiceStub):
@@ -115,6 +128,19 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     GetProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetProviderSessionRequest, _threads_service_pb2.GetProviderSessionResponse]  # type: ignore[assignment]
     ListProviderSessions: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListProviderSessionsRequest, _threads_service_pb2.ListProviderSessionsResponse]  # type: ignore[assignment]
     ReleaseProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ReleaseProviderSessionRequest, _threads_service_pb2.ReleaseProviderSessionResponse]  # type: ignore[assignment]
+    ListSegments: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListSegmentsRequest, _threads_service_pb2.ListSegmentsResponse]  # type: ignore[assignment]
+    """The segments of an agent thread (rotation), oldest first."""
+    SetSegmentHandoff: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.SetSegmentHandoffRequest, _threads_service_pb2.SetSegmentHandoffResponse]  # type: ignore[assignment]
+    """Stores the handoff summary of a closed segment (at most 4096 characters),
+    replacing an earlier one. The seam memory's handoff service will fill.
+    """
+    ExportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]  # type: ignore[assignment]
+    """The agent's live thread as files in seed 000's layout."""
+    ImportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]  # type: ignore[assignment]
+    """Imports files of ExportAgentThread's layout as the agent's live thread
+    (creating the agent and the thread if needed). FAILED_PRECONDITION when
+    the agent's live thread has entries already.
+    """
 
 class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Agents, conversations and the entries of their threads. Conversation calls
@@ -258,5 +284,42 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.ReleaseProviderSessionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.ReleaseProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.ReleaseProviderSessionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListSegments(
+        self,
+        request: _threads_service_pb2.ListSegmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ListSegmentsResponse, _abc.Awaitable[_threads_service_pb2.ListSegmentsResponse]]:
+        """The segments of an agent thread (rotation), oldest first."""
+
+    @_abc_1.abstractmethod
+    def SetSegmentHandoff(
+        self,
+        request: _threads_service_pb2.SetSegmentHandoffRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.SetSegmentHandoffResponse, _abc.Awaitable[_threads_service_pb2.SetSegmentHandoffResponse]]:
+        """Stores the handoff summary of a closed segment (at most 4096 characters),
+        replacing an earlier one. The seam memory's handoff service will fill.
+        """
+
+    @_abc_1.abstractmethod
+    def ExportAgentThread(
+        self,
+        request: _threads_service_pb2.ExportAgentThreadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ExportAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.ExportAgentThreadResponse]]:
+        """The agent's live thread as files in seed 000's layout."""
+
+    @_abc_1.abstractmethod
+    def ImportAgentThread(
+        self,
+        request: _threads_service_pb2.ImportAgentThreadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ImportAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.ImportAgentThreadResponse]]:
+        """Imports files of ExportAgentThread's layout as the agent's live thread
+        (creating the agent and the thread if needed). FAILED_PRECONDITION when
+        the agent's live thread has entries already.
+        """
 
 def add_ThreadsServiceServicer_to_server(servicer: ThreadsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
