@@ -879,7 +879,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     report = asyncio.run(bench(args, argv))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "benchmarks.json").write_text(json.dumps(report, indent=2) + "\n")
+    path = args.out / "benchmarks.json"
+    # Other benchmarks (scripts/bench.sh threads) keep their own keys in the file.
+    if path.exists():
+        previous = json.loads(path.read_text())
+        report = {**{k: v for k, v in previous.items() if k not in report}, **report}
+    path.write_text(json.dumps(report, indent=2) + "\n")
     m = report["machine"]
     print(
         f"\n{report['date']}  commit {report['commit']}  {m['cpu']}, {m['cores']} cores, "
