@@ -165,58 +165,32 @@ def test_the_web_page_and_openapi_are_served(launched: Launched) -> None:
 
 def test_one_run_is_one_trace_across_all_five_processes(launched: Launched, client: httpx.Client) -> None:
     run_id = post_message(client, new_conversation(client), "Summarise the meeting notes")[0].data["run_id"]
-    expected = {f"switchboard-{name}" for name in ("gateway", "engine", "router", "threads", "memory")}
-    deadline = time.monotonic() + 20
-    while True:
-        spans = launched.traces.snapshot()
-        traces = {s.trace_id for s in spans if s.run_id == run_id}
-        in_trace = [s for s in spans if s.trace_id in traces]
-        if expected <= {s.service for s in in_trace} or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert len(traces) == 1, traces  # the run is one trace...
-    assert {s.service for s in in_trace} == expected  # ...that spans all five processes
-    names = {s.name for s in in_trace}
-    assert {
+    expected_services = {
+        f"switchboard-{name}" for name in ("gateway", "engine", "router", "threads", "memory")
+    }
+    expected_spans = {
         "POST /api/agent/conversations/{conversation_id}/messages",
         "/switchboard.engine.v1.EngineService/StartRun",
         "invoke_agent personal",
         "/switchboard.threads.v1.ThreadsService/AppendEntries",
         "/switchboard.memory.v1.MemoryService/RecallNotes",
         "/switchboard.router.v1.RouterService/RouteSkills",
-    } <= names, names
+    }
+    # Spans arrive in batches from five processes, the gateway's request span
+    # last (it ends with the stream): wait for the whole trace.
+    deadline = time.monotonic() + 20
+    while True:
+        spans = launched.traces.snapshot()
+        traces = {s.trace_id for s in spans if s.run_id == run_id}
+        in_trace = [s for s in spans if s.trace_id in traces]
+        complete = expected_services <= {s.service for s in in_trace} and expected_spans <= {
+            s.name for s in in_trace
+        }
+        if complete or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(traces) == 1, traces  # the run is one trace...
+    assert {s.service for s in in_trace} == expected_services  # ...that spans all five processes
+    names = {s.name for s in in_trace}
+    assert expected_spans <= names, names
     assert any(name.startswith("chat switchboard-offline") for name in names)
-
-
-def test_pin_rename_and_find_a_conversation(client: httpx.Client) -> None:
-    """Seed 002 T-12 over HTTP: the first exchange titles a conversation
-    automatically; renaming makes the title manual for good; pinned ones come
-    first; search finds by title; archived ones leave the list."""
-    chat = new_conversation(client)
-    post_message(client, chat, "Prepare the quarterly review for finance")
-    assert (
-        client.get(f"/api/agent/conversations/{chat}").json()["title"]
-        == "Prepare the quarterly review for finance"
-    )
-
-    other = new_conversation(client)
-    renamed = client.patch(
-        f"/api/agent/conversations/{other}", json={"title": "Offsite ideas", "pinned": True}
-    )
-    assert renamed.status_code == 200 and renamed.json()["title_auto"] is False
-    post_message(client, other, "Where should we go this year?")  # no auto title over a manual one
-    assert client.get(f"/api/agent/conversations/{other}").json()["title"] == "Offsite ideas"
-
-    listed = client.get("/api/agent/conversations").json()["conversations"]
-    assert listed[0]["id"] == other and listed[0]["pinned"] is True
-    found = client.get("/api/agent/conversations", params={"q": "QUARTERLY"}).json()["conversations"]
-    assert [c["id"] for c in found] == [chat]
-
-    assert client.post(f"/api/agent/conversations/{chat}/archive").status_code == 200
-    assert chat not in [c["id"] for c in client.get("/api/agent/conversations").json()["conversations"]]
-    archived = client.get("/api/agent/conversations", params={"include_archived": "true", "q": "quarterly"})
-    assert [c["id"] for c in archived.json()["conversations"]] == [chat]
-
-    for body in ({}, {"title": ""}, {"pinned": "maybe"}, {"colour": "red"}):
-        response = client.patch(f"/api/agent/conversations/{other}", json=body)
-        assert response.status_code == 400, (body, response.text)
