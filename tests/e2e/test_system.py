@@ -194,3 +194,37 @@ def test_one_run_is_one_trace_across_all_five_processes(launched: Launched, clie
     names = {s.name for s in in_trace}
     assert expected_spans <= names, names
     assert any(name.startswith("chat switchboard-offline") for name in names)
+
+
+def test_pin_rename_and_find_a_conversation(client: httpx.Client) -> None:
+    """Seed 002 T-12 over HTTP: the first exchange titles a conversation
+    automatically; renaming makes the title manual for good; pinned ones come
+    first; search finds by title; archived ones leave the list."""
+    chat = new_conversation(client)
+    post_message(client, chat, "Prepare the quarterly review for finance")
+    assert (
+        client.get(f"/api/agent/conversations/{chat}").json()["title"]
+        == "Prepare the quarterly review for finance"
+    )
+
+    other = new_conversation(client)
+    renamed = client.patch(
+        f"/api/agent/conversations/{other}", json={"title": "Offsite ideas", "pinned": True}
+    )
+    assert renamed.status_code == 200 and renamed.json()["title_auto"] is False
+    post_message(client, other, "Where should we go this year?")  # no auto title over a manual one
+    assert client.get(f"/api/agent/conversations/{other}").json()["title"] == "Offsite ideas"
+
+    listed = client.get("/api/agent/conversations").json()["conversations"]
+    assert listed[0]["id"] == other and listed[0]["pinned"] is True
+    found = client.get("/api/agent/conversations", params={"q": "QUARTERLY"}).json()["conversations"]
+    assert [c["id"] for c in found] == [chat]
+
+    assert client.post(f"/api/agent/conversations/{chat}/archive").status_code == 200
+    assert chat not in [c["id"] for c in client.get("/api/agent/conversations").json()["conversations"]]
+    archived = client.get("/api/agent/conversations", params={"include_archived": "true", "q": "quarterly"})
+    assert [c["id"] for c in archived.json()["conversations"]] == [chat]
+
+    for body in ({}, {"title": ""}, {"pinned": "maybe"}, {"colour": "red"}):
+        response = client.patch(f"/api/agent/conversations/{other}", json=body)
+        assert response.status_code == 400, (body, response.text)
