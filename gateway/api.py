@@ -36,10 +36,6 @@ def _timeout(request: Request) -> float:
     return float(request.app.state.settings.call_timeout)
 
 
-def _conversation_json(conversation: threads_pb2.Conversation) -> dict[str, Any]:
-    return message_dict(conversation)
-
-
 @router.post("/conversations", status_code=201)
 async def create_conversation(body: CreateConversationBody, request: Request, user: User) -> dict[str, Any]:
     rpc = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
@@ -53,7 +49,7 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
         metadata=user_metadata(user),
         idempotent=bool(body.request_id),
     )
-    return _conversation_json(response.conversation)
+    return message_dict(response.conversation)
 
 
 @router.get("/conversations")
@@ -75,7 +71,7 @@ async def list_conversations(
         metadata=user_metadata(user),
     )
     return {
-        "conversations": [_conversation_json(c) for c in response.conversations],
+        "conversations": [message_dict(c) for c in response.conversations],
         "next_page_token": response.next_page_token,
     }
 
@@ -88,7 +84,7 @@ async def get_conversation(conversation_id: str, request: Request, user: User) -
         timeout=_timeout(request),
         metadata=user_metadata(user),
     )
-    return _conversation_json(response.conversation)
+    return message_dict(response.conversation)
 
 
 @router.patch("/conversations/{conversation_id}")
@@ -106,7 +102,7 @@ async def update_conversation(
     response = await call(
         _threads(request).UpdateConversation, rpc, timeout=_timeout(request), metadata=user_metadata(user)
     )
-    return _conversation_json(response.conversation)
+    return message_dict(response.conversation)
 
 
 @router.post("/conversations/{conversation_id}/archive")
@@ -118,7 +114,7 @@ async def archive_conversation(conversation_id: str, request: Request, user: Use
         timeout=_timeout(request),
         metadata=user_metadata(user),
     )
-    return _conversation_json(response.conversation)
+    return message_dict(response.conversation)
 
 
 @router.get("/conversations/{conversation_id}/entries")

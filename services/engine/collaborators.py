@@ -3,8 +3,8 @@ over gRPC (production) and in-process (the benchmark's floor, tests)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import grpc
 
@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # the in-process adapter calls the other services' code; only
     from services.memory.servicer import MemoryServicer
     from services.router.servicer import RouterServicer
     from services.threads.servicer import ThreadsServicer
+
+
+R = TypeVar("R")
 
 
 class Collaborators(Protocol):
@@ -79,46 +82,37 @@ class GrpcCollaborators:
         for channel in self._channels:
             await channel.close()
 
+    async def _call(self, service: str, method: Callable[..., Awaitable[R]], request: object, user: str) -> R:
+        """One call as ``user``, with the deadline and retries of
+        services.shared.clients.call; failures become the engine's errors."""
+        try:
+            return await call(method, request, timeout=self._timeout, metadata=user_metadata(user))
+        except grpc.aio.AioRpcError as error:
+            raise _translate(service, error) from error
+
     async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
         request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
-        try:
-            response = await call(
-                self._threads.GetConversation, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("threads", error) from error
+        response = await self._call("threads", self._threads.GetConversation, request, user)
         return cast(threads_pb2.Conversation, response.conversation)
 
     async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
         request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
-        try:
-            response = await call(
-                self._memory.RecallNotes, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("memory", error) from error
+        response = await self._call("memory", self._memory.RecallNotes, request, user)
         return cast(Sequence[memory_pb2.RecalledNote], response.notes)
 
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
         request = memory_service_pb2.GetPersonalSettingsRequest()
-        try:
-            response = await call(
-                self._memory.GetPersonalSettings, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("memory", error) from error
+        response = await self._call("memory", self._memory.GetPersonalSettings, request, user)
         return cast(memory_pb2.PersonalSettings, response.settings)
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str]
     ) -> router_service_pb2.RouteSkillsResponse:
         request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=True)
-        try:
-            return await call(
-                self._router.RouteSkills, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("router", error) from error
+        return cast(
+            router_service_pb2.RouteSkillsResponse,
+            await self._call("router", self._router.RouteSkills, request, user),
+        )
 
     async def route_model(
         self, user: str, text: str, requested: str, default: str
@@ -126,12 +120,10 @@ class GrpcCollaborators:
         request = router_service_pb2.RouteModelRequest(
             text=text, requested_model=requested, default_model=default
         )
-        try:
-            return await call(
-                self._router.RouteModel, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("router", error) from error
+        return cast(
+            router_service_pb2.RouteModelResponse,
+            await self._call("router", self._router.RouteModel, request, user),
+        )
 
     async def append_entries(
         self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
@@ -139,23 +131,13 @@ class GrpcCollaborators:
         request = threads_service_pb2.AppendEntriesRequest(
             request_id=request_id, thread_id=thread_id, entries=entries
         )
-        try:
-            await call(
-                self._threads.AppendEntries, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("threads", error) from error
+        await self._call("threads", self._threads.AppendEntries, request, user)
 
     async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
         request = threads_service_pb2.SetAutoTitleRequest(
             conversation_id=conversation_id, request_text=request_text
         )
-        try:
-            await call(
-                self._threads.SetAutoTitle, request, timeout=self._timeout, metadata=user_metadata(user)
-            )
-        except grpc.aio.AioRpcError as error:
-            raise _translate("threads", error) from error
+        await self._call("threads", self._threads.SetAutoTitle, request, user)
 
 
 class _LocalContext:

@@ -87,7 +87,6 @@ class _Recorder:
         self._repo = repo
         self._sequence = 0
         self._pending: list[engine_pb2.RunEvent] = []
-        self._in_flight: list[engine_pb2.RunEvent] = []
         self._writer: asyncio.Task[None] | None = None
         self._broken = False
 
@@ -114,23 +113,20 @@ class _Recorder:
         self.emit(step=engine_pb2.Step(key=key, label=label, status=engine_pb2.STEP_STATUS_COMPLETED))
 
     async def _write(self) -> None:
-        while self._pending:
-            self._in_flight, self._pending = self._pending, []
+        while self._pending and not self._broken:
+            batch, self._pending = self._pending, []
             try:
                 await self._repo.append_events(
-                    self.run_id, [(e.sequence, e.SerializeToString()) for e in self._in_flight]
+                    self.run_id, [(e.sequence, e.SerializeToString()) for e in batch]
                 )
             except Exception:
                 # Stop writing; the run's finishing transaction retries these.
                 self._broken = True
-                self._pending = self._in_flight + self._pending
+                self._pending = batch + self._pending
                 log.exception("persisting events of run %s failed; retrying at finish", self.run_id)
                 return
-            finally:
-                written, self._in_flight = self._in_flight, []
-            if not self._broken:
-                for event in written:
-                    await self._feed.publish(event)
+            for event in batch:
+                await self._feed.publish(event)
 
     async def drain(self) -> list[engine_pb2.RunEvent]:
         """Waits for the writer; returns the events it has not written."""

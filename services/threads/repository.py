@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, false, func, insert, or_, tuple_, update
+from sqlalchemy import and_, delete, false, insert, or_, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel.sql.expression import SelectOfScalar
 
 from services.shared.db import is_unique_violation
 from services.shared.time import utcnow
@@ -101,10 +102,7 @@ class ThreadsRepository:
 
     async def live_agent_thread(self, agent_id: str) -> Thread | None:
         async with self._sessions() as session:
-            query = select(Thread).where(
-                Thread.kind == "agent", Thread.agent_id == agent_id, col(Thread.archive_time).is_(None)
-            )
-            return (await session.exec(query)).one_or_none()
+            return (await session.exec(_live_agent_thread(agent_id))).one_or_none()
 
     async def insert_agent_thread(self, thread: Thread) -> bool:
         """False when the agent has a live thread already (the partial unique
@@ -371,15 +369,7 @@ class ThreadsRepository:
                 if await session.get(Agent, imported.agent_id) is None:
                     session.add(Agent(id=imported.agent_id, display_name=imported.agent_id))
                     await session.flush()
-                live = (
-                    await session.exec(
-                        select(Thread).where(
-                            Thread.kind == "agent",
-                            Thread.agent_id == imported.agent_id,
-                            col(Thread.archive_time).is_(None),
-                        )
-                    )
-                ).one_or_none()
+                live = (await session.exec(_live_agent_thread(imported.agent_id))).one_or_none()
                 if live is None:
                     thread_id = imported.thread_id
                     session.add(
@@ -489,6 +479,13 @@ class ThreadsRepository:
             return (await session.exec(query)).all()
 
 
+def _live_agent_thread(agent_id: str) -> SelectOfScalar[Thread]:
+    """The agent's one live (not archived) thread; uq_threads_live_agent."""
+    return select(Thread).where(
+        Thread.kind == "agent", Thread.agent_id == agent_id, col(Thread.archive_time).is_(None)
+    )
+
+
 def _agent_thread_accepts(entries: Sequence[NewEntry]) -> Any:
     """An agent thread takes entries from any caller (one trust domain, seed
     000) when each names a requester and targets the thread's agent."""
@@ -531,9 +528,9 @@ async def _count_and_rotate(
         )
         .returning(Segment)
     )
-    segment = result.scalar_one_or_none()
-    if segment is None:
-        segment = await _reopen(session, thread_id, last, now)
+    # Every agent thread has its open segment: created with the thread (or by
+    # the import, or the 0003 migration), and the next opened when one closes.
+    segment = result.scalar_one()
     if rotation is None or not rotation.closes(segment.entry_count, segment.char_count):
         return []
     closed = await session.exec(
@@ -546,31 +543,3 @@ async def _count_and_rotate(
     session.add(_open_segment(thread_id, segment.number + 1, last + 1, now))
     await session.flush()
     return [closed_segment]
-
-
-async def _reopen(session: AsyncSession, thread_id: str, last: int, now: datetime) -> Segment:
-    """An agent thread without an open segment (written by a path that did not
-    keep segments): opens the next one over the entries after the last
-    closed segment, counted from the entries themselves."""
-    previous = (
-        await session.exec(
-            select(func.max(Segment.number), func.max(Segment.last_sequence)).where(
-                Segment.thread_id == thread_id
-            )
-        )
-    ).one()
-    number, first = int(previous[0] or 0) + 1, int(previous[1] or 0) + 1
-    counted = (
-        await session.exec(
-            select(func.count(col(Entry.id)), func.coalesce(func.sum(func.length(Entry.content)), 0)).where(
-                Entry.thread_id == thread_id, col(Entry.sequence) >= first, col(Entry.sequence) <= last
-            )
-        )
-    ).one()
-    segment = _open_segment(thread_id, number, first, now)
-    segment.last_sequence = last
-    segment.entry_count = int(counted[0])
-    segment.char_count = int(counted[1])
-    session.add(segment)
-    await session.flush()
-    return segment
