@@ -1,0 +1,64 @@
+"""Hybrid search building blocks shared by the router and memory: an
+in-memory cosine index over embeddings, and reciprocal rank fusion of
+several rankings (Cormack et al., 2009: score = sum of 1 / (k + rank))."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from services.shared.embeddings import Vectors
+
+RRF_K = 60
+Key = TypeVar("Key", bound=Hashable)
+
+
+def rrf_fuse(rankings: Sequence[Sequence[Key]], k: int = RRF_K) -> dict[Key, float]:
+    """Reciprocal-rank-fused score of every key that appears in a ranking
+    (rank 1 is best). A key missing from a ranking gets nothing from it."""
+    fused: dict[Key, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def rrf_max(lists: int, k: int = RRF_K) -> float:
+    """The fused score of a key ranked first in ``lists`` rankings: divide
+    by it to rescale fused scores to 0..1."""
+    return lists / (k + 1)
+
+
+class VectorIndex(Generic[Key]):
+    """Exact cosine search by one matrix product. Rows are L2-normalised, so
+    the dot product is the cosine. 10,000 rows of 384 floats take about a
+    millisecond per query; past a few hundred thousand rows an ANN index
+    (pgvector, hnswlib) would be the next step."""
+
+    def __init__(self, keys: Sequence[Key], vectors: Vectors) -> None:
+        if len(keys) != len(vectors):
+            raise ValueError("one vector per key")
+        self.keys = list(keys)
+        self._matrix = vectors
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def search(self, query: Vectors, top: int) -> list[tuple[Key, float]]:
+        """The ``top`` nearest keys to the (1, d) or (d,) query, best first."""
+        if not self.keys or top <= 0:
+            return []
+        scores = self._matrix @ query.reshape(-1)
+        if top < len(scores):
+            picked = np.argpartition(-scores, top - 1)[:top]
+            picked = picked[np.argsort(-scores[picked], kind="stable")]
+        else:
+            picked = np.argsort(-scores, kind="stable")
+        return [(self.keys[i], float(scores[i])) for i in picked]
+
+    def scores(self, query: Vectors) -> dict[Key, float]:
+        """The cosine of every key with the query."""
+        values = self._matrix @ query.reshape(-1)
+        return {key: float(v) for key, v in zip(self.keys, values, strict=True)}
