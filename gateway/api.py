@@ -3,6 +3,7 @@ SSE), runs and their event streams."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -143,10 +144,22 @@ async def list_entries(
     }
 
 
-async def _stream_events(stream: Any, request: Request) -> EventSourceResponse | Response:
+# A stream broken by one of these is reopened with WatchRun after the last
+# event sent: the engine replica holding it went away (crash, rollout), and
+# another replica serves the rest of the run from the database, including the
+# "interrupted" settlement once the dead replica's lease expires.
+_RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
+
+
+def _is_terminal(event: engine_pb2.RunEvent) -> bool:
+    return event.WhichOneof("kind") in ("final", "error")
+
+
+async def _stream_events(stream: Any, request: Request, user: str) -> EventSourceResponse | Response:
     """Waits for the first event so a refused run is an HTTP error (400, 404,
-    413...) rather than a 200 stream; then relays the rest as SSE. A stream
-    with nothing left to send (a finished run) is 204."""
+    413...) rather than a 200 stream; then relays the rest as SSE, resuming
+    on another engine replica if the stream breaks. A stream with nothing
+    left to send (a finished run) is 204."""
     try:
         first = await stream.read()
     except grpc.aio.AioRpcError:
@@ -154,28 +167,53 @@ async def _stream_events(stream: Any, request: Request) -> EventSourceResponse |
         raise
     if first is grpc.aio.EOF:
         return Response(status_code=204)
+    settings = request.app.state.settings
+    engine = _engine(request)
+    run_id = first.event.run_id
 
     async def relay() -> AsyncIterator[dict[str, str]]:
+        current, last = stream, first.event
+        resume_deadline: float | None = None
         try:
             yield to_sse(first.event)
-            # read(), not iteration: grpc.aio forbids mixing the two on one call.
-            while (response := await stream.read()) is not grpc.aio.EOF:
-                yield to_sse(response.event)
-        except grpc.aio.AioRpcError as error:
-            # The stream broke after it started: tell the client in-band.
-            failed = engine_pb2.RunEvent(
-                run_id=first.event.run_id,
-                error=engine_pb2.RunError(code=error.code().name, message="stream interrupted"),
-            )
-            event = to_sse(failed)
-            event.pop("id")  # not a persisted event: never a resume point
-            yield event
+            while not _is_terminal(last):
+                try:
+                    # read(), not iteration: grpc.aio forbids mixing the two on one call.
+                    response = await current.read()
+                except grpc.aio.AioRpcError as error:
+                    now = asyncio.get_running_loop().time()
+                    resume_deadline = resume_deadline or now + settings.stream_resume_seconds
+                    if error.code() not in _RESUMABLE or now >= resume_deadline:
+                        yield _interrupted(run_id, error)
+                        return
+                    current.cancel()
+                    await asyncio.sleep(min(1.0, settings.stream_resume_seconds / 10))
+                    current = engine.WatchRun(
+                        engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=last.sequence),
+                        timeout=settings.run_stream_timeout,
+                        metadata=user_metadata(user),
+                    )
+                    continue
+                if response is grpc.aio.EOF:
+                    return
+                resume_deadline = None
+                last = response.event
+                yield to_sse(last)
         finally:
-            stream.cancel()  # the run itself goes on in the engine (policy: continue)
+            current.cancel()  # the run itself goes on in the engine (policy: continue)
 
-    return EventSourceResponse(
-        relay(), ping=request.app.state.settings.sse_ping_seconds, headers={"Cache-Control": "no-store"}
+    return EventSourceResponse(relay(), ping=settings.sse_ping_seconds, headers={"Cache-Control": "no-store"})
+
+
+def _interrupted(run_id: str, error: grpc.aio.AioRpcError) -> dict[str, str]:
+    """The stream broke for good: tell the client in-band. Not a persisted
+    event, so never a resume point (no id); GET /runs/{id} has the outcome."""
+    failed = engine_pb2.RunEvent(
+        run_id=run_id, error=engine_pb2.RunError(code=error.code().name, message="stream interrupted")
     )
+    event = to_sse(failed)
+    event.pop("id")
+    return event
 
 
 @router.post(
@@ -205,7 +243,7 @@ async def post_message(
         timeout=request.app.state.settings.run_stream_timeout,
         metadata=user_metadata(user),
     )
-    return await _stream_events(stream, request)
+    return await _stream_events(stream, request, user)
 
 
 @router.get("/runs/{run_id}")
@@ -239,4 +277,4 @@ async def run_events(
         timeout=request.app.state.settings.run_stream_timeout,
         metadata=user_metadata(user),
     )
-    return await _stream_events(stream, request)
+    return await _stream_events(stream, request, user)

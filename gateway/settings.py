@@ -18,6 +18,11 @@ class GatewaySettings(BaseSettings):
     # Deadline of a run's event stream (StartRun, WatchRun): the longest a
     # client can follow one run over one connection.
     run_stream_timeout: float = 900.0
+    # How long a broken run stream keeps being reopened on another engine
+    # replica before the client is told "stream interrupted". Longer than the
+    # engine's lease_seconds (15) plus a renewal, so that a crashed replica's
+    # runs are settled and their terminal event reaches the client.
+    stream_resume_seconds: float = 45.0
     # Largest request body accepted (413 beyond), and longest message.
     max_body_bytes: int = 256 * 1024
     max_message_chars: int = 32_000

@@ -8,14 +8,10 @@ database URLs (fresh test databases) and no trace collector."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import httpx
@@ -24,6 +20,7 @@ import yaml
 
 from tests.databases import postgres_database
 from tests.e2e.sse import SseEvent, read_events
+from tests.processes import child_env, free_port, process
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
@@ -31,19 +28,11 @@ GRPC_SERVICES = ("threads", "memory", "router", "engine")
 TOKEN = "compose-token"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def service_env(name: str, overrides: dict[str, str]) -> dict[str, str]:
     """The container's environment from compose.yaml, localised by ``overrides``."""
     env = {key: str(value) for key, value in COMPOSE["services"][name].get("environment", {}).items()}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)  # no collector here
-    # The venv's python first on PATH: the image's python is the one on PATH.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, **env, **overrides, "PATH": path, "PYTHONUNBUFFERED": "1"}
+    return child_env({**env, **overrides})
 
 
 def localise(command: list[str], ports: dict[str, int]) -> list[str]:
@@ -54,24 +43,6 @@ def localise(command: list[str], ports: dict[str, int]) -> list[str]:
         re.sub(r"127\.0\.0\.1:(\d+)", lambda m: f"127.0.0.1:{ports[default_ports[m[1]]]}", part)
         for part in command
     ]
-
-
-@asynccontextmanager
-async def process(
-    argv: list[str], env: dict[str, str], log: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    with log.open("wb") as out:
-        child = await asyncio.create_subprocess_exec(*argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            yield child
-        finally:
-            if child.returncode is None:
-                child.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(child.wait(), 30)
-                except TimeoutError:
-                    child.kill()
-                    await child.wait()
 
 
 async def healthy(name: str, ports: dict[str, int], env: dict[str, str], log: Path) -> None:

@@ -1,0 +1,184 @@
+"""Several replicas on one PostgreSQL, as real processes: two engines and two
+gateways (each gateway balancing over both engines, as a headless Service
+would), one threads, memory and router. A stream moves between gateways with
+Last-Event-ID; a `kill -9` of one engine settles its runs (and only its runs)
+"interrupted" by lease expiry, and every waiting SSE client gets a terminal
+event through the surviving engine."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.databases import postgres_database
+from tests.e2e.sse import SseEvent, read_events
+from tests.processes import child_env, free_port, process, wait_grpc_serving, wait_http_ok
+
+pytestmark = pytest.mark.postgres
+
+TOKEN = "replica-token"
+ENGINES = ("engine-a", "engine-b")
+LEASE_SECONDS = 2.0
+# Offline model pace: a run of this test streams for a few seconds.
+TOKEN_DELAY = 0.15
+
+
+@dataclass
+class Replicas:
+    gateways: list[str]
+    engine_processes: dict[str, asyncio.subprocess.Process]
+    engine_database: str
+
+    def client(self, gateway: int) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        return httpx.Client(base_url=self.gateways[gateway], headers=headers, timeout=60)
+
+    async def runs(self) -> list[asyncpg.Record]:
+        connection = await asyncpg.connect(self.engine_database.replace("+asyncpg", ""))
+        try:
+            return await connection.fetch("SELECT id, instance_id, status, error FROM agent_runs")
+        finally:
+            await connection.close()
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
+    ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES, "gw1", "gw2")}
+    engines_target = "ipv4:" + ",".join(f"127.0.0.1:{ports[name]}" for name in ENGINES)
+    async with AsyncExitStack() as stack:
+        urls = {
+            name: await stack.enter_async_context(postgres_database(f"sbreplicas_{name}"))
+            for name in ("threads", "memory", "router", "engine")
+        }
+        common = {
+            **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},
+            "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
+            "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
+            "SWITCHBOARD_ENGINE_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
+            "SWITCHBOARD_ENGINE_MEMORY_ADDRESS": f"127.0.0.1:{ports['memory']}",
+            "SWITCHBOARD_ENGINE_ROUTER_ADDRESS": f"127.0.0.1:{ports['router']}",
+            "SWITCHBOARD_ENGINE_LEASE_SECONDS": str(LEASE_SECONDS),
+            "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": str(TOKEN_DELAY),
+            "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": engines_target,
+            "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
+            "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
+            "SWITCHBOARD_GATEWAY_STREAM_RESUME_SECONDS": "30",
+        }
+        for name in ("threads", "memory", "router"):
+            env = child_env({**common, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])})
+            log = tmp_path / f"{name}.log"
+            await stack.enter_async_context(process([sys.executable, "-m", f"services.{name}"], env, log))
+            await wait_grpc_serving(f"127.0.0.1:{ports[name]}", log)
+        engine_processes = {}
+        for name in ENGINES:
+            overrides = {"SWITCHBOARD_ENGINE_PORT": str(ports[name]), "SWITCHBOARD_ENGINE_INSTANCE_ID": name}
+            log = tmp_path / f"{name}.log"
+            argv = [sys.executable, "-m", "services.engine"]
+            engine_processes[name] = await stack.enter_async_context(
+                process(argv, child_env({**common, **overrides}), log)
+            )
+            await wait_grpc_serving(f"127.0.0.1:{ports[name]}", log)
+        gateways = []
+        for name in ("gw1", "gw2"):
+            env = child_env({**common, "SWITCHBOARD_GATEWAY_PORT": str(ports[name])})
+            log = tmp_path / f"{name}.log"
+            await stack.enter_async_context(process([sys.executable, "-m", "gateway"], env, log))
+            gateways.append(f"http://127.0.0.1:{ports[name]}")
+            await wait_http_ok(f"{gateways[-1]}/healthz", log)
+        yield Replicas(gateways, engine_processes, urls["engine"])
+
+
+def start_conversation(client: httpx.Client) -> str:
+    created = client.post("/api/agent/conversations", json={})
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
+def stream_run(client: httpx.Client, conversation: str, text: str) -> Iterator[SseEvent]:
+    with client.stream(
+        "POST", f"/api/agent/conversations/{conversation}/messages", json={"message": text}
+    ) as r:
+        assert r.status_code == 200, r.read()
+        yield from read_events(r)
+
+
+def sequences(events: list[SseEvent]) -> list[int]:
+    return [int(event.id) for event in events if event.id is not None]
+
+
+async def test_a_stream_started_on_one_gateway_resumes_on_the_other(replicas: Replicas) -> None:
+    def run() -> tuple[list[SseEvent], list[SseEvent]]:
+        with replicas.client(0) as first, replicas.client(1) as second:
+            conversation = start_conversation(first)
+            head: list[SseEvent] = []
+            for event in stream_run(first, conversation, "tell me about replicas and leases"):
+                head.append(event)
+                if event.event == "delta":
+                    break  # the browser tab goes away mid-answer
+            run_id = head[0].data["run_id"]
+            last = str(sequences(head)[-1])
+            with second.stream(
+                "GET", f"/api/agent/runs/{run_id}/events", headers={"Last-Event-ID": last}
+            ) as r:
+                assert r.status_code == 200
+                tail = list(read_events(r))
+            return head, tail
+
+    head, tail = await asyncio.to_thread(run)
+    seen = sequences(head) + sequences(tail)
+    assert seen == list(range(1, len(seen) + 1)), seen  # no gap, no duplicate
+    assert tail[-1].event == "final"
+    assert "".join(e.data["text"] for e in head + tail if e.event == "delta")
+
+
+async def test_kill_9_of_one_engine_settles_only_its_runs_and_every_client_gets_a_terminal_event(
+    replicas: Replicas,
+) -> None:
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=8)
+
+    def client_run(index: int) -> list[SseEvent]:
+        with replicas.client(index % 2) as client:
+            return list(stream_run(client, start_conversation(client), f"request {index} about leases"))
+
+    # Start runs until both engines hold at least one running run.
+    pending: list[asyncio.Future[list[SseEvent]]] = []
+    by_engine: dict[str, set[str]] = {}
+    for index in range(12):
+        pending.append(loop.run_in_executor(pool, client_run, index))
+        await asyncio.sleep(0.3)
+        running = [row for row in await replicas.runs() if row["status"] == "running"]
+        by_engine = {name: {row["id"] for row in running if row["instance_id"] == name} for name in ENGINES}
+        if all(by_engine.values()) and len(pending) >= 4:
+            break
+    assert all(by_engine.values()), f"runs did not spread over both engines: {by_engine}"
+
+    replicas.engine_processes["engine-a"].kill()  # SIGKILL: no drain, no lease release
+    streams = await asyncio.wait_for(asyncio.gather(*pending), timeout=60)
+    pool.shutdown()
+
+    rows = {row["id"]: row for row in await replicas.runs()}
+    assert not [row for row in rows.values() if row["status"] == "running"]
+    for run_id in by_engine["engine-a"]:
+        assert (rows[run_id]["status"], rows[run_id]["error"]) == ("failed", "interrupted")
+    for run_id in by_engine["engine-b"]:
+        assert rows[run_id]["status"] == "done"
+    for events in streams:
+        run_id = events[0].data["run_id"]
+        terminal = events[-1]
+        assert terminal.id is not None, "the terminal event is the persisted one, not a gateway notice"
+        seen = sequences(events)
+        assert seen == list(range(1, len(seen) + 1)), seen
+        if rows[run_id]["instance_id"] == "engine-a" and rows[run_id]["status"] == "failed":
+            assert (terminal.event, terminal.data["code"]) == ("error", "INTERRUPTED")
+        else:
+            assert terminal.event == "final"

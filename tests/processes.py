@@ -1,0 +1,74 @@
+"""Real processes for tests that start services themselves (several replicas,
+the compose stack): free ports, a child that is always stopped, health waits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from services.healthcheck import check
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_env(overrides: dict[str, str]) -> dict[str, str]:
+    """This environment plus ``overrides``, with the venv's python first on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, **overrides, "PATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+@asynccontextmanager
+async def process(
+    argv: list[str], env: dict[str, str], log: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A child writing to ``log``; SIGTERM (then SIGKILL) when the block ends."""
+    with log.open("wb") as out:
+        child = await asyncio.create_subprocess_exec(*argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield child
+        finally:
+            if child.returncode is None:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(child.wait(), 30)
+                except TimeoutError:
+                    child.kill()
+                    await child.wait()
+
+
+async def wait_grpc_serving(address: str, log: Path, timeout: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            if await asyncio.to_thread(check, address, "", 1.0) == "SERVING":
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"{address} never became SERVING:\n{log.read_text()[-3000:]}")
+
+
+async def wait_http_ok(url: str, log: Path, timeout: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    async with httpx.AsyncClient(timeout=1) as client:
+        while asyncio.get_running_loop().time() < deadline:
+            try:
+                if (await client.get(url)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.3)
+    raise AssertionError(f"{url} never answered 200:\n{log.read_text()[-3000:]}")
