@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import grpc
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from prometheus_client import Gauge
 from sse_starlette import EventSourceResponse
 
 from gateway.auth import current_user
@@ -148,6 +149,8 @@ async def list_entries(
 # event sent: the engine replica holding it went away (crash, rollout), and
 # another replica serves the rest of the run from the database, including the
 # "interrupted" settlement once the dead replica's lease expires.
+SSE_CLIENTS = Gauge("switchboard_sse_clients", "Run event streams open to clients.")
+
 _RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
 
 
@@ -174,13 +177,18 @@ async def _stream_events(stream: Any, request: Request, user: str) -> EventSourc
     async def relay() -> AsyncIterator[dict[str, str]]:
         current, last = stream, first.event
         resume_deadline: float | None = None
+        SSE_CLIENTS.inc()
         try:
             yield to_sse(first.event)
-            while not _is_terminal(last):
+            # Read to EOF, even after the terminal event: the engine's stream
+            # then ends on its own rather than being cancelled mid-yield.
+            while True:
                 try:
                     # read(), not iteration: grpc.aio forbids mixing the two on one call.
                     response = await current.read()
                 except grpc.aio.AioRpcError as error:
+                    if _is_terminal(last):
+                        return  # the client has the whole run
                     now = asyncio.get_running_loop().time()
                     resume_deadline = resume_deadline or now + settings.stream_resume_seconds
                     if error.code() not in _RESUMABLE or now >= resume_deadline:
@@ -200,6 +208,7 @@ async def _stream_events(stream: Any, request: Request, user: str) -> EventSourc
                 last = response.event
                 yield to_sse(last)
         finally:
+            SSE_CLIENTS.dec()
             current.cancel()  # the run itself goes on in the engine (policy: continue)
 
     return EventSourceResponse(relay(), ping=settings.sse_ping_seconds, headers={"Cache-Control": "no-store"})

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway import errors
@@ -68,6 +69,11 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+    if settings.metrics_enabled:
+        # http_requests_total, http_request_duration_seconds... by route
+        # template (never by raw path: ids would explode the series).
+        instrumentator = Instrumentator(excluded_handlers=["/healthz", "/metrics"])
+        instrumentator.instrument(app).expose(app, include_in_schema=False)
     if tracing_enabled():
-        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz")
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,metrics")
     return app

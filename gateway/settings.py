@@ -26,6 +26,8 @@ class GatewaySettings(BaseSettings):
     # Largest request body accepted (413 beyond), and longest message.
     max_body_bytes: int = 256 * 1024
     max_message_chars: int = 32_000
+    # Prometheus /metrics on the gateway's own port.
+    metrics_enabled: bool = True
     # Comment line sent on idle SSE streams so proxies keep them open.
     sse_ping_seconds: float = 15.0
     # "token:user,token2:user2". Empty: no auth, every request acts as dev_user

@@ -23,9 +23,10 @@ from services.engine import instructions
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
 from services.engine.models import AgentRun
-from services.engine.providers import LLMProvider, TextChunk, UsageChunk
+from services.engine.providers import ChatMessage, LLMProvider, TextChunk, UsageChunk
 from services.engine.repository import RunsRepository
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_pb2
@@ -68,6 +69,18 @@ class RunLimits:
     delta_flush_seconds: float
     delta_flush_chars: int
     lease_seconds: float
+    # Record prompt and answer text on `chat` spans (gen_ai.input.messages /
+    # gen_ai.output.messages). Off by default: traces often leave the trust
+    # boundary the conversations live in.
+    capture_message_content: bool = False
+
+
+def _messages_json(messages: Sequence[ChatMessage]) -> str:
+    """Messages in the GenAI semantic conventions' JSON shape (role + parts)."""
+    return json.dumps(
+        [{"role": m.role, "parts": [{"type": "text", "content": m.content}]} for m in messages],
+        ensure_ascii=False,
+    )
 
 
 def is_terminal(event: engine_pb2.RunEvent) -> bool:
@@ -238,10 +251,13 @@ class RunService:
         self, run: AgentRun, request: RunRequest, recorder: _Recorder, needs_title: bool
     ) -> None:
         outcome: dict[str, Any] = {}
+        began = time.monotonic()
         with tracer.start_as_current_span("invoke_agent personal") as span:
             span.set_attribute("gen_ai.operation.name", "invoke_agent")
             span.set_attribute("gen_ai.agent.name", "personal")
             span.set_attribute("switchboard.run_id", run.id)
+            if run.conversation_id:
+                span.set_attribute("gen_ai.conversation.id", run.conversation_id)
             try:
                 outcome = await self._work(run, request, recorder, needs_title)
                 status, error, terminal = "done", None, {"final": outcome.pop("final")}
@@ -257,6 +273,8 @@ class RunService:
                 status, error = "failed", f"internal error: {type(exc).__name__}"
                 terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
             span.set_attribute("switchboard.run_status", status)
+            RUNS.labels(status).inc()
+            RUN_SECONDS.labels(status).observe(time.monotonic() - began)
             unwritten = [*await recorder.drain(), recorder.make(**terminal)]
             feed, _ = self._feeds.pop(run.id)
             try:
@@ -342,7 +360,7 @@ class RunService:
         layers = instructions.assemble("", recalled, list(skills.skills), "")
         async with rec.step("generate", f"Writing with {chosen.model}"):
             answer, tokens_in, tokens_out = await self._generate(
-                provider, chosen, instructions.to_messages(layers, text), rec
+                provider, chosen, instructions.to_messages(layers, text), rec, thread
             )
         await asyncio.gather(
             self._collab.append_entries(
@@ -374,7 +392,12 @@ class RunService:
         }
 
     async def _generate(
-        self, provider: LLMProvider, model: router_pb2.ModelOption, messages: list[Any], rec: _Recorder
+        self,
+        provider: LLMProvider,
+        model: router_pb2.ModelOption,
+        messages: list[ChatMessage],
+        rec: _Recorder,
+        conversation_id: str,
     ) -> tuple[str, int, int]:
         """Streams the model's answer as coalesced deltas: the first piece at
         once, then at most one event per flush interval or size."""
@@ -382,6 +405,9 @@ class RunService:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.provider.name", model.provider)
             span.set_attribute("gen_ai.request.model", model.model)
+            span.set_attribute("gen_ai.conversation.id", conversation_id)
+            if self._limits.capture_message_content:
+                span.set_attribute("gen_ai.input.messages", _messages_json(messages))
             parts: list[str] = []
             buffer: list[str] = []
             buffered = 0
@@ -409,7 +435,13 @@ class RunService:
             span.set_attribute("gen_ai.response.model", model.model)
             span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
             span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
-            return "".join(parts), tokens_in, tokens_out
+            LLM_TOKENS.labels(model.provider, model.model, "input").inc(tokens_in)
+            LLM_TOKENS.labels(model.provider, model.model, "output").inc(tokens_out)
+            answer = "".join(parts)
+            if self._limits.capture_message_content:
+                output = _messages_json([ChatMessage("assistant", answer)])
+                span.set_attribute("gen_ai.output.messages", output)
+            return answer, tokens_in, tokens_out
 
     # Leases and shutdown
 
@@ -434,6 +466,7 @@ class RunService:
             event.create_time.GetCurrentTime()
             if await self._repo.settle_if_running(run.id, INTERRUPTED, event.SerializeToString(), sequence):
                 settled += 1
+                RUNS.labels("failed").inc()
                 log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
         return settled
 

@@ -29,6 +29,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         delta_flush_seconds=settings.delta_flush_seconds,
         delta_flush_chars=settings.delta_flush_chars,
         lease_seconds=settings.lease_seconds,
+        capture_message_content=settings.capture_message_content,
     )
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import uuid
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
 from services.shared.settings import ServiceSettings
@@ -30,3 +30,11 @@ class EngineSettings(ServiceSettings):
     # failed ("interrupted"); each instance renews its lease every third of it.
     lease_seconds: float = 15.0
     instance_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    # Prompt and answer text on `chat` spans; off unless asked for (the
+    # OpenTelemetry GenAI instrumentations' own switch is honoured too).
+    capture_message_content: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "SWITCHBOARD_ENGINE_CAPTURE_MESSAGE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+        ),
+    )

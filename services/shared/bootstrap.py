@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.shared.db import create_engine
 from services.shared.errors import ErrorMappingInterceptor
+from services.shared.metrics import MetricsInterceptor, serve_metrics
 from services.shared.migrations import upgrade_to_head
 from services.shared.settings import ServiceSettings
 from services.shared.telemetry import server_interceptors, setup_logging, setup_telemetry, shutdown_telemetry
@@ -60,7 +61,8 @@ async def start_service(
     """Builds and starts the server; ``register`` adds the servicers and returns
     their full service names (for health and reflection)."""
     server = grpc.aio.server(
-        interceptors=[*server_interceptors(), ErrorMappingInterceptor()],
+        # Tracing outermost: its span covers the whole call, closed in the call's own task.
+        interceptors=[*server_interceptors(), MetricsInterceptor(), ErrorMappingInterceptor()],
         options=[("grpc.so_reuseport", 0)],
     )
     names = list(register(server))
@@ -132,4 +134,5 @@ def main(
         log.info("%s database at the newest revision", settings.service_name)
         return
     setup_telemetry(settings.service_name, settings.otlp_endpoint)
+    serve_metrics(settings.host, settings.metrics_port)
     asyncio.run(_serve(settings, build))

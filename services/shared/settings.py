@@ -28,6 +28,8 @@ class ServiceSettings(BaseSettings):
     migrate_on_start: bool = True
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
+    # Prometheus /metrics on this port (0: not served).
+    metrics_port: int = 0
     # Seconds in-flight RPCs get to finish after SIGTERM.
     shutdown_grace: float = 10.0
 

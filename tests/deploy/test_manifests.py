@@ -82,6 +82,9 @@ def test_each_grpc_service_has_a_deployment_with_grpc_probes_and_a_headless_serv
             assert container[probe]["grpc"]["port"] == port, (name, probe)
         assert {"cpu", "memory"} <= set(container["resources"]["requests"]), name
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        # Prometheus finds /metrics where the service serves it.
+        metrics = {p["name"]: p["containerPort"] for p in container["ports"]}["metrics"]
+        assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(metrics)
         service = services[name]
         assert service["spec"]["clusterIP"] == "None"  # clients balance over every pod
         assert service["spec"]["ports"][0]["port"] == port

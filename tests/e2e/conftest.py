@@ -21,6 +21,7 @@ import pytest
 
 from tests.databases import BACKENDS, create_database, drop_database
 from tests.e2e.otlp import Receiver, start_receiver
+from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = {"alice": "token-alice", "bob": "token-bob"}
@@ -36,6 +37,7 @@ class Launched:
     log: Path
     traces: Receiver
     backend: str
+    metrics_ports: dict[str, int]
 
     def headers(self, user: str = "alice") -> dict[str, str]:
         return {"Authorization": f"Bearer {TOKENS[user]}"}
@@ -70,6 +72,10 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver_port}",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
+    # Each gRPC service serves Prometheus metrics on a port of its own.
+    metrics_ports = {service: free_port() for service in SERVICES}
+    for service, port in metrics_ports.items():
+        env[f"SWITCHBOARD_{service.upper()}_METRICS_PORT"] = str(port)
     database_urls: list[str] = []
     if request.param == "postgres":
         for service in SERVICES:
@@ -102,7 +108,7 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
                 pytest.fail(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
             time.sleep(0.1)
         info = json.loads(ready.read_text())
-        yield Launched(info["url"], info["ports"], process, log, receiver, request.param)
+        yield Launched(info["url"], info["ports"], process, log, receiver, request.param, metrics_ports)
         # Graceful stop: every process drains and exits cleanly.
         assert _stop(process) == 0, log.read_text()[-4000:]
         output = log.read_text()

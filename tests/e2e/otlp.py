@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import threading
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,14 @@ class ReceivedSpan:
     trace_id: str
     name: str
     run_id: str  # the switchboard.run_id attribute, when the span has one
+    span_id: str = ""
+    parent_span_id: str = ""
+    attributes: dict[str, object] = field(default_factory=dict)
+
+
+def _value(value: AnyValue) -> object:
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
 
 
 class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
@@ -36,7 +45,17 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
                     run_id = next(
                         (a.value.string_value for a in span.attributes if a.key == "switchboard.run_id"), ""
                     )
-                    received.append(ReceivedSpan(service, span.trace_id.hex(), span.name, run_id))
+                    received.append(
+                        ReceivedSpan(
+                            service,
+                            span.trace_id.hex(),
+                            span.name,
+                            run_id,
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                            {a.key: _value(a.value) for a in span.attributes},
+                        )
+                    )
         with self._lock:
             self.spans.extend(received)
         return trace_service_pb2.ExportTraceServiceResponse()

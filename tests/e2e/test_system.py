@@ -3,12 +3,15 @@ launcher, driven over HTTP and SSE, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 
 import httpx
 import pytest
 
 from tests.e2e.conftest import Launched
+from tests.e2e.otlp import ReceivedSpan
 from tests.e2e.sse import SseEvent, read_events
 
 
@@ -163,37 +166,119 @@ def test_the_web_page_and_openapi_are_served(launched: Launched) -> None:
     assert "/api/agent/conversations/{conversation_id}/messages" in schema["paths"]
 
 
-def test_one_run_is_one_trace_across_all_five_processes(launched: Launched, client: httpx.Client) -> None:
-    run_id = post_message(client, new_conversation(client), "Summarise the meeting notes")[0].data["run_id"]
-    expected_services = {
-        f"switchboard-{name}" for name in ("gateway", "engine", "router", "threads", "memory")
-    }
-    expected_spans = {
-        "POST /api/agent/conversations/{conversation_id}/messages",
-        "/switchboard.engine.v1.EngineService/StartRun",
-        "invoke_agent personal",
-        "/switchboard.threads.v1.ThreadsService/AppendEntries",
-        "/switchboard.memory.v1.MemoryService/RecallNotes",
-        "/switchboard.router.v1.RouterService/RouteSkills",
-    }
-    # Spans arrive in batches from five processes, the gateway's request span
-    # last (it ends with the stream): wait for the whole trace.
+EXPECTED_SERVICES = {f"switchboard-{name}" for name in ("gateway", "engine", "router", "threads", "memory")}
+EXPECTED_SPANS = {
+    "POST /api/agent/conversations/{conversation_id}/messages",
+    "/switchboard.engine.v1.EngineService/StartRun",
+    "invoke_agent personal",
+    "/switchboard.threads.v1.ThreadsService/AppendEntries",
+    "/switchboard.memory.v1.MemoryService/RecallNotes",
+    "/switchboard.router.v1.RouterService/RouteSkills",
+}
+
+
+def run_trace(launched: Launched, run_id: str) -> list[ReceivedSpan]:
+    """Every span of the run's trace(s). Spans arrive in batches from five
+    processes, the gateway's request span last (it ends with the stream):
+    wait for the whole trace."""
     deadline = time.monotonic() + 20
     while True:
         spans = launched.traces.snapshot()
         traces = {s.trace_id for s in spans if s.run_id == run_id}
         in_trace = [s for s in spans if s.trace_id in traces]
-        complete = expected_services <= {s.service for s in in_trace} and expected_spans <= {
+        complete = EXPECTED_SERVICES <= {s.service for s in in_trace} and EXPECTED_SPANS <= {
             s.name for s in in_trace
         }
         if complete or time.monotonic() > deadline:
-            break
+            return in_trace
         time.sleep(0.2)
-    assert len(traces) == 1, traces  # the run is one trace...
-    assert {s.service for s in in_trace} == expected_services  # ...that spans all five processes
+
+
+def test_one_run_is_one_trace_across_all_five_processes(launched: Launched, client: httpx.Client) -> None:
+    conversation = new_conversation(client)
+    run_id = post_message(client, conversation, "Summarise the meeting notes")[0].data["run_id"]
+    in_trace = run_trace(launched, run_id)
+    assert len({s.trace_id for s in in_trace}) == 1  # the run is one trace...
+    assert {s.service for s in in_trace} == EXPECTED_SERVICES  # ...that spans all five processes
     names = {s.name for s in in_trace}
-    assert expected_spans <= names, names
-    assert any(name.startswith("chat switchboard-offline") for name in names)
+    assert EXPECTED_SPANS <= names, names
+
+    # OpenTelemetry GenAI conventions: invoke_agent for the run, chat {model} under it.
+    by_id = {s.span_id: s for s in in_trace}
+    (agent,) = [s for s in in_trace if s.name == "invoke_agent personal"]
+    (chat,) = [s for s in in_trace if s.name.startswith("chat ")]
+    assert agent.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent.attributes["gen_ai.conversation.id"] == conversation
+    assert by_id[agent.parent_span_id].name == "/switchboard.engine.v1.EngineService/StartRun"
+    assert chat.parent_span_id == agent.span_id or by_id[chat.parent_span_id].parent_span_id == agent.span_id
+    model = chat.attributes["gen_ai.request.model"]
+    assert chat.name == f"chat {model}"
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["gen_ai.provider.name"] == "offline"
+    assert chat.attributes["gen_ai.response.model"] == model
+    assert chat.attributes["gen_ai.conversation.id"] == conversation
+    assert int(chat.attributes["gen_ai.usage.input_tokens"]) > 0  # type: ignore[call-overload]
+    assert int(chat.attributes["gen_ai.usage.output_tokens"]) > 0  # type: ignore[call-overload]
+    # Prompt and answer text stay out of traces unless an operator opts in.
+    assert not any(
+        "gen_ai.input.messages" in s.attributes or "gen_ai.output.messages" in s.attributes for s in in_trace
+    )
+    recorded = " ".join(str(v) for s in in_trace for v in s.attributes.values())
+    assert "Summarise the meeting notes" not in recorded
+
+
+def test_the_browsers_traceparent_is_honoured(launched: Launched, client: httpx.Client) -> None:
+    trace_id = uuid.uuid4().hex
+    conversation = new_conversation(client)
+    with client.stream(
+        "POST",
+        f"/api/agent/conversations/{conversation}/messages",
+        json={"message": "hello"},
+        headers={"traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"},
+    ) as r:
+        run_id = list(read_events(r))[0].data["run_id"]
+    assert {s.trace_id for s in run_trace(launched, run_id)} == {trace_id}
+
+
+def test_health_checks_are_not_traced(launched: Launched) -> None:
+    # The launcher polled every service's health and the gateway's /healthz at start-up.
+    names = {s.name for s in launched.traces.snapshot()}
+    assert names, "no spans at all: the receiver is not wired"
+    assert not [n for n in names if "Health" in n or "healthz" in n or "metrics" in n], names
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Prometheus text format -> {"name{labels}": value}."""
+    text = httpx.get(url, timeout=10).text
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            samples[key] = float(value)
+    return samples
+
+
+def test_prometheus_metrics_count_rpcs_runs_tokens_and_sse_clients(
+    launched: Launched, client: httpx.Client
+) -> None:
+    post_message(client, new_conversation(client), "count me")
+    engine = scrape(f"http://127.0.0.1:{launched.metrics_ports['engine']}/metrics")
+    start_run = (
+        'grpc_server_handled_total{grpc_code="OK",grpc_method="StartRun",'
+        'grpc_service="switchboard.engine.v1.EngineService",grpc_type="server_stream"}'
+    )
+    assert engine[start_run] >= 1
+    assert engine['switchboard_runs_total{status="done"}'] >= 1
+    assert sum(v for k, v in engine.items() if k.startswith("switchboard_llm_tokens_total{")) > 0
+    threads = scrape(f"http://127.0.0.1:{launched.metrics_ports['threads']}/metrics")
+    assert any(k.startswith("grpc_server_handling_seconds_bucket{") and "AppendEntries" in k for k in threads)
+    gateway = scrape(f"{launched.url}/metrics")
+    assert "switchboard_sse_clients" in gateway
+    assert any(k.startswith("http_requests_total{") and "/messages" in k for k in gateway)
+    # No unbounded labels: no id of a user, run or conversation anywhere.
+    every_key = " ".join([*engine, *threads, *gateway])
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", every_key)
+    assert "alice" not in every_key
 
 
 def test_pin_rename_and_find_a_conversation(client: httpx.Client) -> None:

@@ -1,0 +1,138 @@
+"""Prometheus metrics, the same in every gRPC service, with the conventional
+names of go-grpc-prometheus (what existing Grafana dashboards expect):
+
+* ``grpc_server_started_total``, ``grpc_server_handled_total`` (by code) and
+  ``grpc_server_handling_seconds`` for every method, labelled by type,
+  service and method;
+* the engine adds ``switchboard_runs_total`` / ``switchboard_run_duration_seconds``
+  by status and ``switchboard_llm_tokens_total`` by provider, model and type.
+
+Labels never hold a user, run or conversation id: their number would grow
+without bound. Each process serves its own /metrics on ``metrics_port``
+(0, the default, serves none)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+import grpc
+from prometheus_client import Counter, Histogram, start_http_server
+
+GRPC_STARTED = Counter(
+    "grpc_server_started_total",
+    "RPCs started on the server.",
+    ["grpc_type", "grpc_service", "grpc_method"],
+)
+GRPC_HANDLED = Counter(
+    "grpc_server_handled_total",
+    "RPCs completed on the server, by status code.",
+    ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+)
+GRPC_SECONDS = Histogram(
+    "grpc_server_handling_seconds",
+    "Time from the start of an RPC to its completion (a whole stream for streaming RPCs).",
+    ["grpc_type", "grpc_service", "grpc_method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+
+RUNS = Counter("switchboard_runs_total", "Runs finished, by final status.", ["status"])
+RUN_SECONDS = Histogram(
+    "switchboard_run_duration_seconds",
+    "Run duration from record to settlement, by final status.",
+    ["status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900),
+)
+LLM_TOKENS = Counter(
+    "switchboard_llm_tokens_total",
+    "Tokens sent to (input) and received from (output) LLM providers.",
+    ["provider", "model", "type"],
+)
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """Serves /metrics over HTTP on a thread of its own (prometheus_client)."""
+    if port:
+        start_http_server(port, addr=host)
+
+
+def _split(method: str) -> tuple[str, str]:
+    """ "/pkg.Service/Method" -> ("pkg.Service", "Method")."""
+    service, _, name = method.lstrip("/").partition("/")
+    return service, name
+
+
+class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Counts and times every RPC. Outside ErrorMappingInterceptor, so the
+    status it records is the one the client sees."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, method = _split(handler_call_details.method)
+
+        def finished(kind: str, started: float, context: grpc.aio.ServicerContext, error: Any) -> None:
+            # The code an abort set; else OK, CANCELLED (the client went away) or UNKNOWN.
+            code = context.code()
+            if code is None:
+                if error is None:
+                    code = grpc.StatusCode.OK
+                elif isinstance(error, asyncio.CancelledError):
+                    code = grpc.StatusCode.CANCELLED
+                else:
+                    code = grpc.StatusCode.UNKNOWN
+            name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+            GRPC_HANDLED.labels(kind, service, method, name).inc()
+            GRPC_SECONDS.labels(kind, service, method).observe(time.perf_counter() - started)
+
+        if handler.unary_unary:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                GRPC_STARTED.labels("unary", service, method).inc()
+                started, error = time.perf_counter(), None
+                try:
+                    return await inner_uu(request, context)
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    finished("unary", started, context, error)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                GRPC_STARTED.labels("server_stream", service, method).inc()
+                started, error = time.perf_counter(), None
+                try:
+                    result = inner_us(request, context)
+                    if hasattr(result, "__aiter__"):
+                        # aclosing: a stream the client abandons is closed here,
+                        # in this task's context, not later by the GC in another.
+                        async with aclosing(result) as responses:
+                            async for response in responses:
+                                yield response
+                    else:  # a handler that writes with context.write() (health's Watch)
+                        await result
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    finished("server_stream", started, context, error)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, handler.request_deserializer, handler.response_serializer
+            )
+        return handler
