@@ -1,8 +1,15 @@
-"""python -m services.router [serve|migrate]"""
+"""python -m services.router [serve|migrate|fit-thresholds ...]"""
+
+import sys
 
 from services.router.server import MIGRATIONS, build_server
 from services.router.settings import RouterSettings
 from services.shared.bootstrap import main
 
 if __name__ == "__main__":
-    main(RouterSettings, build_server, MIGRATIONS)
+    if sys.argv[1:2] == ["fit-thresholds"]:
+        from services.router.fit import main as fit_main
+
+        fit_main(sys.argv[2:])
+    else:
+        main(RouterSettings, build_server, MIGRATIONS)

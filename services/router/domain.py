@@ -1,79 +1,52 @@
-"""Rules of the router service: the skill catalog, the Skill Router (seed 002
-P2-T11..T13, §7.3) and the ``Auto`` model router. No gRPC here.
-
-The Skill Router, for a request:
-
-* forced skills (``/name``) short-circuit it: they are returned, all of them,
-  in the order given, and nothing is scored (branch ``forced``);
-* otherwise every candidate skill (not built in, ``auto_use``, with a
-  description) is scored against the request text (:func:`lexical_score`),
-  the best eight are kept in the decision record, and the best score decides:
-  at or above the high threshold, up to ``max_auto_skills`` skills above it
-  are applied (``high``); in the grey zone between the thresholds the best
-  candidate is applied only if it reaches the midpoint (``grey-deterministic``:
-  this skeleton never asks an LLM); below the low threshold, none (``none``).
-"""
+"""Rules of the router service: the skill catalog with per-user enablement,
+the Skill Router around services/router/skill_router.py (forced skills,
+the caller's eligible skills, a current index), "not relevant" feedback, and
+the ``Auto`` model router. No gRPC here."""
 
 from __future__ import annotations
 
+import asyncio
 import re
-import unicodedata
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
 
 from services.router.model_routing import ModelOption, ModelRoute, route_model
-from services.router.models import Skill
-from services.router.repository import RouterRepository
-from services.shared.errors import InvalidArgument, NotFound, TooLarge
+from services.router.models import Skill, SkillEnablement, SkillFeedback
+from services.router.repository import NameTaken, RouterRepository
+from services.router.skill_router import (
+    Arbiter,
+    Branch,
+    Decision,
+    IndexedSkill,
+    SkillIndex,
+    Thresholds,
+    route,
+)
+from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import decode_token, encode_token, page_size
 
 MAX_TEXT_CHARS = 32_000
 MAX_FORCED_SKILLS = 16
-# Candidates kept in the decision record (seed 002 P2-T11: top 8).
-MAX_CANDIDATES = 8
-# The scores saturate from this many distinct shared words (see lexical_score).
-EVIDENCE_WORDS = 3
-# A long request (pasted notes...) is judged as if it had at most this many
-# distinct content words, so the material it carries does not dilute the
-# instruction around it to nothing.
-COVERAGE_DENOMINATOR_CAP = 12
-DETERMINISTIC_ARBITER = "deterministic"
+MAX_NAME_CHARS = 64
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_BODY_CHARS = 20_000
+MAX_ID_CHARS = 128
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+UPDATABLE = frozenset({"name", "description", "body", "auto_use"})
 
-_WORD = re.compile(r"[a-z0-9]+")
-# Accent-folded, lower case. Function words and request filler, English and French.
-_STOPWORDS = frozenset(
-    """
-    a about all also am an and any are as at be been but by can could do does for from get give got had has
-    have he her here him his how i if in into is it its just let me my need no not now of on or our out
-    please she so some than that the their them there these they this those to up us want was we were what
-    when where which who why will with would you your
-    au aux avec ce ces cet cette comment dans de des du elle en est et etre il ils je la le les leur lui ma
-    mais me merci mes moi mon ne nous on ou par pas peux peut pour pouvez qu que quel quelle qui sa se ses
-    si son stp sur svp ta te tes toi ton tu un une vos votre vous
-    """.split()
-)
-
-
-class Branch(StrEnum):
-    """The branch names of seed 002 §7.3."""
-
-    FORCED = "forced"
-    HIGH = "high"
-    GREY_LLM = "grey-llm"
-    GREY_DETERMINISTIC = "grey-deterministic"
-    NONE = "none"
+AutoUseChange = Literal["keep", "inherit", "on", "off"]
 
 
 @dataclass(frozen=True)
-class Candidate:
-    skill_id: str
-    name: str
-    lexical_score: float
-    # Zero until the embedding index exists; fused_score is then the
-    # reciprocal-rank fusion of both rankings, rescaled to 0..1.
-    embedding_score: float = 0.0
-    fused_score: float = 0.0
+class SkillView:
+    """A catalog skill as the caller sees it."""
+
+    skill: Skill
+    enabled: bool
+    effective_auto_use: bool
 
 
 @dataclass(frozen=True)
@@ -85,163 +58,291 @@ class ChosenSkill:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The decision record: enough, on its own, to explain a bad match."""
-
-    branch: Branch
-    high_threshold: float
-    low_threshold: float
-    candidates: tuple[Candidate, ...] = ()
-    arbiter: str = ""
-    arbiter_answer: str = ""
-
-
-@dataclass(frozen=True)
 class SkillRoute:
     skills: tuple[ChosenSkill, ...]
     decision: Decision
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    high: float
-    low: float
-    max_auto_skills: int = 2
-
-    @property
-    def midpoint(self) -> float:
-        return (self.low + self.high) / 2
+def _view(skill: Skill, row: SkillEnablement | None) -> SkillView:
+    if row is None:
+        return SkillView(skill, True, skill.auto_use)
+    return SkillView(skill, row.enabled, skill.auto_use if row.auto_use is None else row.auto_use)
 
 
-# Scoring: pure functions.
-
-
-def fold(text: str) -> str:
-    """Lower case without accents: "Réunion" -> "reunion"."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def _stem(word: str) -> str:
-    """Light plural folding only (English and French): items -> item,
-    réunions -> reunion, summaries -> summary; "status", "business" unchanged."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
-def tokenize(text: str) -> list[str]:
-    """Content words of ``text``: accent-insensitive, stop words and
-    one-character words dropped, plurals folded; in order, repeats kept."""
-    return [_stem(w) for w in _WORD.findall(fold(text)) if len(w) > 1 and w not in _STOPWORDS]
-
-
-def skill_terms(name: str, description: str) -> frozenset[str]:
-    """What a skill is matched on: its name's words and its description's."""
-    return frozenset(tokenize(name.replace("-", " ")) + tokenize(description))
-
-
-def lexical_score(request_terms: Sequence[str], terms: frozenset[str]) -> float:
-    """How well a request matches a skill's terms, in 0..1.
-
-    ``coverage`` is the share of the request's distinct content words that
-    the skill's terms contain (the denominator capped at
-    ``COVERAGE_DENOMINATOR_CAP``); ``evidence`` grows with the number of
-    shared words and saturates at ``EVIDENCE_WORDS``, so that one shared word
-    never scores more than 1/3. The score is their product: 1.0 when every
-    content word of a request of three or more is the skill's.
-    """
-    distinct = set(request_terms)
-    if not distinct or not terms:
-        return 0.0
-    shared = len(distinct & terms)
-    coverage = shared / min(len(distinct), COVERAGE_DENOMINATOR_CAP)
-    evidence = min(1.0, shared / EVIDENCE_WORDS)
-    return round(min(1.0, coverage) * evidence, 6)
-
-
-def score_skills(text: str, skills: Sequence[Skill]) -> list[Candidate]:
-    """Every skill scored against ``text``, best first (ties by name)."""
-    request_terms = tokenize(text)
-    scored = []
-    for skill in skills:
-        score = lexical_score(request_terms, skill_terms(skill.name, skill.description))
-        scored.append(Candidate(skill.id, skill.name, lexical_score=score, fused_score=score))
-    return sorted(scored, key=lambda c: (-c.fused_score, c.name))
-
-
-def decide(candidates: Sequence[Candidate], thresholds: Thresholds) -> tuple[list[Candidate], Decision]:
-    """The automatic decision over candidates sorted best first: the skills
-    to apply and the decision record."""
-    kept = tuple(candidates[:MAX_CANDIDATES])
-    top = kept[0].fused_score if kept else 0.0
-
-    def record(branch: Branch, arbiter: str = "", answer: str = "") -> Decision:
-        return Decision(branch, thresholds.high, thresholds.low, kept, arbiter, answer)
-
-    if kept and top >= thresholds.high:
-        chosen = [c for c in kept if c.fused_score >= thresholds.high][: thresholds.max_auto_skills]
-        return chosen, record(Branch.HIGH)
-    if kept and top >= thresholds.low:
-        best = kept[0]
-        if top >= thresholds.midpoint and thresholds.max_auto_skills > 0:
-            answer = f"{best.name}: {top:.3f} >= midpoint {thresholds.midpoint:.3f}"
-            return [best], record(Branch.GREY_DETERMINISTIC, DETERMINISTIC_ARBITER, answer)
-        answer = f"none: best {best.name} {top:.3f} < midpoint {thresholds.midpoint:.3f}"
-        return [], record(Branch.GREY_DETERMINISTIC, DETERMINISTIC_ARBITER, answer)
-    return [], record(Branch.NONE)
+def _indexed(skill: Skill) -> IndexedSkill:
+    return IndexedSkill(skill.id, skill.name, skill.description, skill.body, skill.builtin, skill.auto_use)
 
 
 def _forced_name(raw: str) -> str:
     return raw.strip().removeprefix("/").strip().lower()
 
 
+def _check_text(text: str, field: str, *, required: bool) -> None:
+    if len(text) > MAX_TEXT_CHARS:
+        raise TooLarge(f"{field} is longer than {MAX_TEXT_CHARS} characters", field=field)
+    if required and not text.strip():
+        raise InvalidArgument(f"{field} must not be empty", field=field)
+
+
+def _check_skill_fields(values: dict[str, Any]) -> None:
+    if "name" in values:
+        name = values["name"]
+        if not (0 < len(name) <= MAX_NAME_CHARS and _SLUG.match(name)):
+            raise InvalidArgument(
+                f"name must be 1 to {MAX_NAME_CHARS} lower-case letters, digits and dashes", field="name"
+            )
+    if "description" in values and len(values["description"]) > MAX_DESCRIPTION_CHARS:
+        raise TooLarge(f"description is longer than {MAX_DESCRIPTION_CHARS} characters", field="description")
+    if "body" in values:
+        if not values["body"].strip():
+            raise InvalidArgument("body must not be empty", field="body")
+        if len(values["body"]) > MAX_BODY_CHARS:
+            raise TooLarge(f"body is longer than {MAX_BODY_CHARS} characters", field="body")
+
+
 class RouterDomain:
     def __init__(
-        self, repository: RouterRepository, thresholds: Thresholds, models: Sequence[ModelOption]
+        self,
+        repository: RouterRepository,
+        index: SkillIndex,
+        thresholds: Thresholds,
+        models: Sequence[ModelOption],
+        arbiter: Arbiter | None = None,
+        arbitration_enabled: bool = True,
     ) -> None:
         self._repo = repository
+        self._index = index
         self._thresholds = thresholds
         self._models = tuple(models)
+        self._arbiter = arbiter
+        self._arbitration_enabled = arbitration_enabled
+        self._rebuilding = asyncio.Lock()
 
-    async def list_skills(self, requested_size: int, token: str) -> tuple[Sequence[Skill], str]:
+    @property
+    def thresholds(self) -> Thresholds:
+        return self._thresholds
+
+    async def current_index(self, revision: int | None = None) -> SkillIndex:
+        """The index at the database's catalog ``revision`` (read here when not
+        given): a rebuild, embedding only changed descriptions, when another
+        replica, or this one, changed the catalog."""
+        if revision is None:
+            revision = await self._repo.revision()
+        if revision != self._index.revision:
+            async with self._rebuilding:
+                revision, skills = await self._repo.all_skills()
+                if revision != self._index.revision:
+                    await self._index.rebuild([_indexed(s) for s in skills], revision)
+        return self._index
+
+    # The catalog
+
+    async def list_skills(self, user: str, requested_size: int, token: str) -> tuple[list[SkillView], str]:
         size = page_size(requested_size)
         after = decode_token(token).get("after", "")
         if not isinstance(after, str):
             raise InvalidArgument("page_token is not a token this service issued", field="page_token")
         rows = await self._repo.list_skills(after, size + 1)
+        enablements = await self._repo.enablements(user)
         next_token = encode_token({"after": rows[size - 1].name}) if len(rows) > size else ""
-        return rows[:size], next_token
+        return [_view(s, enablements.get(s.id)) for s in rows[:size]], next_token
 
-    async def route_skills(self, text: str, forced_skills: Sequence[str]) -> SkillRoute:
-        if len(text) > MAX_TEXT_CHARS:
-            raise TooLarge(f"text is longer than {MAX_TEXT_CHARS} characters", field="text")
+    async def _skill(self, id_or_name: str) -> Skill:
+        skill = await self._repo.find_skill(id_or_name.strip()) if id_or_name.strip() else None
+        if skill is None:
+            raise NotFound(f"skill {id_or_name!r} not found", skill=id_or_name)
+        return skill
+
+    async def get_skill(self, user: str, id_or_name: str) -> SkillView:
+        skill = await self._skill(id_or_name)
+        return _view(skill, await self._repo.enablement(user, skill.id))
+
+    async def create_skill(
+        self, user: str, request_id: str, name: str, description: str, body: str, auto_use: bool
+    ) -> SkillView:
+        if len(request_id) > MAX_ID_CHARS:
+            raise InvalidArgument(f"request_id is longer than {MAX_ID_CHARS} characters", field="request_id")
+        name, description = name.strip(), description.strip()
+        _check_skill_fields({"name": name, "description": description, "body": body})
+        skill = Skill(
+            id=str(uuid.uuid4()),
+            name=name,
+            description=description,
+            body=body,
+            builtin=False,
+            auto_use=auto_use,
+            create_request_id=request_id or None,
+        )
+        try:
+            saved = await self._repo.insert_skill(skill)
+        except NameTaken as exc:
+            raise FailedPrecondition(f"a skill named {skill.name!r} exists already", name=skill.name) from exc
+        return _view(saved, await self._repo.enablement(user, saved.id))
+
+    async def update_skill(
+        self, user: str, skill_id: str, values: dict[str, Any], paths: Sequence[str]
+    ) -> SkillView:
+        if not paths:
+            raise InvalidArgument("update_mask must name at least one field", field="update_mask")
+        unknown = sorted(set(paths) - UPDATABLE)
+        if unknown:
+            raise InvalidArgument(
+                f"cannot update {', '.join(unknown)}; updatable: {', '.join(sorted(UPDATABLE))}",
+                field="update_mask",
+            )
+        changes = {p: values[p].strip() if p in ("name", "description") else values[p] for p in paths}
+        _check_skill_fields(changes)
+        skill = await self._skill(skill_id)
+        if skill.builtin:
+            raise FailedPrecondition(
+                f"{skill.name} is a built-in skill and cannot be changed", skill=skill.name
+            )
+        try:
+            updated = await self._repo.update_skill(skill.id, changes)
+        except NameTaken as exc:
+            raise FailedPrecondition(
+                f"a skill named {changes['name']!r} exists already", name=changes["name"]
+            ) from exc
+        if updated is None:
+            raise NotFound(f"skill {skill_id!r} not found", skill=skill_id)
+        return _view(updated, await self._repo.enablement(user, updated.id))
+
+    async def delete_skill(self, skill_id: str) -> None:
+        skill = await self._skill(skill_id)
+        if skill.builtin:
+            raise FailedPrecondition(
+                f"{skill.name} is a built-in skill and cannot be deleted", skill=skill.name
+            )
+        if not await self._repo.delete_skill(skill.id):
+            raise NotFound(f"skill {skill_id!r} not found", skill=skill_id)
+
+    async def set_enablement(
+        self, user: str, skill_id: str, enabled: bool, auto_use: AutoUseChange
+    ) -> SkillView:
+        skill = await self._skill(skill_id)
+        current = await self._repo.enablement(user, skill.id)
+        override = {"inherit": None, "on": True, "off": False}.get(
+            auto_use, current.auto_use if current else None
+        )
+        await self._repo.set_enablement(user, skill.id, enabled, override)
+        return _view(skill, await self._repo.enablement(user, skill.id))
+
+    # The Skill Router
+
+    async def route_skills(
+        self, user: str, text: str, forced_skills: Sequence[str], offline: bool
+    ) -> SkillRoute:
         names = list(dict.fromkeys(n for n in map(_forced_name, forced_skills) if n))
+        _check_text(text, "text", required=not names)
         if len(names) > MAX_FORCED_SKILLS:
             raise InvalidArgument(f"at most {MAX_FORCED_SKILLS} forced skills", field="forced_skills")
         if names:
             return await self._forced(names)
-        pool = {skill.id: skill for skill in await self._repo.auto_candidates()}
-        chosen, decision = decide(score_skills(text, list(pool.values())), self._thresholds)
+        # The database read and the request's embedding (a worker thread for
+        # a real model) overlap.
+        (revision, enablements), query = await asyncio.gather(
+            self._repo.routing_state(user), self._index.embed_query(text)
+        )
+        index = await self.current_index(revision)
+
+        def eligible(skill: IndexedSkill) -> bool:
+            if skill.builtin or not skill.description.strip():
+                return False
+            row = enablements.get(skill.id)
+            if row is None:
+                return skill.auto_use
+            return row.enabled and (skill.auto_use if row.auto_use is None else row.auto_use)
+
+        candidates = index.candidates(text, query, eligible)
+        allowed = not offline and self._arbitration_enabled
+        chosen, decision = await route(
+            text,
+            candidates,
+            {c.skill_id: index.skills[c.skill_id].description for c in candidates},
+            self._thresholds,
+            self._arbiter,
+            allowed,
+        )
+        excluded = index.default_excluded + sum(
+            int(index.default_eligible(skill)) - int(eligible(skill))
+            for skill_id in enablements
+            if (skill := index.skills.get(skill_id)) is not None
+        )
+        decision = replace(decision, embedder=index.embedder.name, excluded_count=excluded)
         return SkillRoute(
-            tuple(ChosenSkill(c.skill_id, c.name, forced=False, body=pool[c.skill_id].body) for c in chosen),
+            tuple(
+                ChosenSkill(c.skill_id, c.name, forced=False, body=index.skills[c.skill_id].body)
+                for c in chosen
+            ),
             decision,
         )
 
     async def _forced(self, names: Sequence[str]) -> SkillRoute:
-        """The user forced these: the router does not run, and drops none."""
+        """The user forced these: the router does not run, and drops none
+        (not even one the user disabled: forcing is asking)."""
         found = await self._repo.skills_named(names)
         for name in names:
             if name not in found:
                 raise NotFound(f"skill {name!r} not found", skill=name)
+        t = self._thresholds
         return SkillRoute(
             tuple(ChosenSkill(found[n].id, n, forced=True, body=found[n].body) for n in names),
-            Decision(Branch.FORCED, self._thresholds.high, self._thresholds.low),
+            Decision(
+                Branch.FORCED,
+                t.high,
+                t.low,
+                max_auto_skills=t.max_auto_skills,
+                explanation=f"forced by the user: {', '.join(names)}; the router did not run",
+            ),
         )
 
-    def route_model(self, text: str, requested_model: str, default_model: str) -> ModelRoute:
-        if len(text) > MAX_TEXT_CHARS:
-            raise TooLarge(f"text is longer than {MAX_TEXT_CHARS} characters", field="text")
-        return route_model(self._models, text, requested_model, default_model)
+    # Feedback
+
+    async def create_feedback(
+        self, user: str, request_id: str, skill_id: str, request_text: str, run_id: str
+    ) -> tuple[SkillFeedback, bool]:
+        """Records "this skill was not relevant"; True when the skill is still
+        used automatically for the caller (the page offers to turn it off)."""
+        if len(request_id) > MAX_ID_CHARS or len(run_id) > 64:
+            raise InvalidArgument("request_id or run_id is too long", field="request_id")
+        _check_text(request_text, "request_text", required=True)
+        skill = await self._skill(skill_id)
+        saved = await self._repo.insert_feedback(
+            SkillFeedback(
+                id=str(uuid.uuid4()),
+                user_id=user,
+                request_id=request_id or str(uuid.uuid4()),
+                skill_id=skill.id,
+                skill_name=skill.name,
+                request_text=request_text,
+                run_id=run_id,
+            )
+        )
+        view = _view(skill, await self._repo.enablement(user, skill.id))
+        return saved, view.enabled and view.effective_auto_use and not skill.builtin
+
+    async def list_feedback(
+        self, user: str, requested_size: int, token: str
+    ) -> tuple[Sequence[SkillFeedback], str]:
+        size = page_size(requested_size)
+        cursor = decode_token(token)
+        before: tuple[datetime, str] | None = None
+        if cursor:
+            try:
+                before = (datetime.fromisoformat(str(cursor["t"])), str(cursor["id"]))
+            except (KeyError, ValueError) as exc:
+                raise InvalidArgument(
+                    "page_token is not a token this service issued", field="page_token"
+                ) from exc
+        rows = await self._repo.list_feedback(user, before, size + 1)
+        next_token = ""
+        if len(rows) > size:
+            last = rows[size - 1]
+            next_token = encode_token({"t": last.create_time.isoformat(), "id": last.id})
+        return rows[:size], next_token
+
+    # The model router
+
+    def route_model(self, text: str, requested_model: str, default_model: str, offline: bool) -> ModelRoute:
+        _check_text(text, "text", required=False)
+        return route_model(self._models, text, requested_model, default_model, offline=offline)

@@ -15,9 +15,13 @@ How a request is classified (deterministic, in this order):
 Then the first configured model of that profile is chosen, falling back to
 balanced, then fast, then any other profile. While routing automatically a
 ``web_only`` model is never chosen (it would silently drop the workspace
-context), nor an ``expensive`` one unless the class is strong. A manual
-choice (a configured id) is returned as is, never re-routed; an id that is
-not configured is refused, never replaced.
+context), nor an ``expensive`` one unless the class is strong, and the route
+then says so in its notices. In offline mode Auto only considers the
+deterministic test models (provider ``offline``), with the same preference.
+A manual choice (a configured id) is returned as is, never re-routed, with a
+notice when it is web-only; an id that is not configured is refused, never
+replaced. The route is decided once, before the run: a run never changes
+model on the way.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from services.shared.errors import FailedPrecondition, InvalidArgument
 
 Profile = Literal["fast", "balanced", "strong"]
 AUTO = "auto"
+# The provider of the deterministic test models that offline mode routes to.
+OFFLINE_PROVIDER = "offline"
+WEB_ONLY_NOTICE = "web-only model: the workspace context (pages, memory, connectors) is not sent to it"
 
 SHORT_FACTUAL_MAX_CHARS = 200
 LONG_REQUEST_MIN_CHARS = 600
@@ -131,6 +138,9 @@ class ModelRoute:
     model: ModelOption
     reason: str
     routed: bool
+    # The class of the request; None for a manual choice.
+    request_profile: Profile | None = None
+    notices: tuple[str, ...] = ()
 
 
 def _fold(text: str) -> str:
@@ -179,26 +189,45 @@ def _auto_eligible(option: ModelOption, profile: Profile) -> bool:
     return not option.web_only and (not option.expensive or profile == "strong")
 
 
-def _auto_route(models: Sequence[ModelOption], text: str) -> ModelRoute:
+def _auto_route(models: Sequence[ModelOption], text: str, offline: bool) -> ModelRoute:
+    if not text.strip():
+        raise InvalidArgument("text must not be empty to route a model automatically", field="text")
     found = classify(text)
+    pool = [m for m in models if m.provider == OFFLINE_PROVIDER] if offline else list(models)
+    mode = "offline auto (deterministic test models only)" if offline else "auto"
     for profile in _PREFERENCE[found.profile]:
-        for option in models:
+        for option in pool:
             if option.profile == profile and _auto_eligible(option, found.profile):
                 fallback = (
                     "" if profile == found.profile else f", no eligible {found.profile} model: fell back"
                 )
+                notices = (
+                    (f"expensive model {option.id}: chosen because the request is classed strong",)
+                    if option.expensive
+                    else ()
+                )
                 return ModelRoute(
                     option,
-                    f"auto: {found.rule} -> {found.profile} profile{fallback}; chose {option.id} ({profile})",
+                    f"{mode}: {found.rule} -> {found.profile} profile{fallback}; "
+                    f"chose {option.id} ({profile})",
                     routed=True,
+                    request_profile=found.profile,
+                    notices=notices,
                 )
     raise FailedPrecondition(
-        f"no configured model can serve a {found.profile} request automatically", profile=found.profile
+        f"no configured {'offline ' if offline else ''}model can serve "
+        f"a {found.profile} request automatically",
+        profile=found.profile,
     )
 
 
 def route_model(
-    models: Sequence[ModelOption], text: str, requested_model: str, default_model: str = ""
+    models: Sequence[ModelOption],
+    text: str,
+    requested_model: str,
+    default_model: str = "",
+    *,
+    offline: bool = False,
 ) -> ModelRoute:
     """Resolves the requested model: "" or "auto" routes (through the user's
     ``default_model`` first when nothing was requested); a configured id is
@@ -207,10 +236,13 @@ def route_model(
     if not requested and default_model.strip():
         requested, source, field = default_model.strip(), "default", "default_model"
     if not requested or requested.lower() == AUTO:
-        return _auto_route(models, text)
+        return _auto_route(models, text, offline)
     for option in models:
         if option.id == requested:
             return ModelRoute(
-                option, f"manual: the {source} model {option.id!r}, never re-routed", routed=False
+                option,
+                f"manual: the {source} model {option.id!r}, never re-routed",
+                routed=False,
+                notices=(WEB_ONLY_NOTICE,) if option.web_only else (),
             )
     raise InvalidArgument(f"model {requested!r} is not configured", field=field, model=requested)

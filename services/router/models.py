@@ -1,12 +1,12 @@
-"""Tables of the router service. The catalog of skills; per-user enablement
-arrives with the full catalog in a later issue (its own table, keyed by
-user and skill id)."""
+"""Tables of the router service: the skill catalog, per-user enablement and
+auto_use overrides, "not relevant" feedback (counter-examples), and the
+catalog revision that keeps every replica's in-memory index current."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from services.shared.time import utcnow
@@ -14,7 +14,10 @@ from services.shared.time import utcnow
 
 class Skill(SQLModel, table=True):
     __tablename__ = "skills"
-    __table_args__ = (UniqueConstraint("name", name="uq_skills_name"),)
+    __table_args__ = (
+        UniqueConstraint("name", name="uq_skills_name"),
+        UniqueConstraint("create_request_id", name="uq_skills_create_request_id"),
+    )
 
     id: str = Field(primary_key=True, max_length=36)
     # A slug, what users type after "/" to force the skill.
@@ -26,5 +29,50 @@ class Skill(SQLModel, table=True):
     # Built-in skills are only ever used when forced (seed 002 P2-T13).
     builtin: bool = False
     auto_use: bool = False
+    # The request_id of CreateSkill, for idempotent retries (seeded: none).
+    create_request_id: str | None = Field(default=None, max_length=128)
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
+
+
+class SkillEnablement(SQLModel, table=True):
+    """A user's departure from the defaults (enabled, catalog auto_use); no
+    row means both defaults."""
+
+    __tablename__ = "skill_enablements"
+
+    user_id: str = Field(primary_key=True, max_length=128)
+    skill_id: str = Field(
+        sa_column=Column(String(36), ForeignKey("skills.id", ondelete="CASCADE"), primary_key=True)
+    )
+    enabled: bool = True
+    # None: the catalog's auto_use.
+    auto_use: bool | None = None
+    update_time: datetime = Field(default_factory=utcnow)
+
+
+class SkillFeedback(SQLModel, table=True):
+    """ "This skill was not relevant" for a request (seed 002 §7.4). Keeps the
+    skill's name: the skill may be renamed or deleted later."""
+
+    __tablename__ = "skill_feedback"
+    __table_args__ = (UniqueConstraint("user_id", "request_id", name="uq_skill_feedback_request"),)
+
+    id: str = Field(primary_key=True, max_length=36)
+    user_id: str = Field(max_length=128, index=True)
+    request_id: str = Field(max_length=128)
+    skill_id: str = Field(max_length=36)
+    skill_name: str = Field(max_length=64)
+    request_text: str = Field(sa_column=Column(Text, nullable=False))
+    run_id: str = Field(default="", max_length=64)
+    create_time: datetime = Field(default_factory=utcnow)
+
+
+class CatalogRevision(SQLModel, table=True):
+    """One row, bumped in the transaction of every catalog write: a replica
+    compares it with its index's before routing."""
+
+    __tablename__ = "catalog_revision"
+
+    id: int = Field(default=1, primary_key=True)
+    revision: int = 0

@@ -1,25 +1,73 @@
-"""SQL of the router service, through SQLModel async sessions."""
+"""SQL of the router service, through SQLModel async sessions. Every catalog
+write bumps the catalog revision in its own transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
-from sqlmodel import col, func, select
+from sqlmodel import col, delete, or_, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.router.models import Skill
+from services.router.models import CatalogRevision, Skill, SkillEnablement, SkillFeedback
+from services.shared.db import is_unique_violation
+from services.shared.time import utcnow
+
+
+class NameTaken(Exception):
+    """Another skill has this name."""
+
+
+async def _bump(session: AsyncSession) -> None:
+    await session.exec(
+        update(CatalogRevision)
+        .where(col(CatalogRevision.id) == 1)
+        .values(revision=CatalogRevision.revision + 1)
+    )
 
 
 class RouterRepository:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
+    # The catalog
+
+    async def revision(self) -> int:
+        """The catalog revision: one primary-key read, before every routing."""
+        async with self._sessions() as session:
+            row = await session.get(CatalogRevision, 1)
+            return row.revision if row else 0
+
+    async def routing_state(self, user_id: str) -> tuple[int, dict[str, SkillEnablement]]:
+        """What routing reads for a request, in one session: the catalog
+        revision and the caller's enablement rows."""
+        async with self._sessions() as session:
+            row = await session.get(CatalogRevision, 1)
+            query = select(SkillEnablement).where(col(SkillEnablement.user_id) == user_id)
+            rows = (await session.exec(query)).all()
+            return (row.revision if row else 0), {r.skill_id: r for r in rows}
+
+    async def all_skills(self) -> tuple[int, Sequence[Skill]]:
+        """The revision and every skill, read in one transaction."""
+        async with self._sessions() as session:
+            row = await session.get(CatalogRevision, 1)
+            skills = (await session.exec(select(Skill).order_by(col(Skill.name)))).all()
+            return (row.revision if row else 0), skills
+
     async def list_skills(self, after_name: str, limit: int) -> Sequence[Skill]:
         """Skills by name, strictly after ``after_name``."""
         async with self._sessions() as session:
             query = select(Skill).where(col(Skill.name) > after_name).order_by(col(Skill.name)).limit(limit)
             return (await session.exec(query)).all()
+
+    async def find_skill(self, id_or_name: str) -> Skill | None:
+        async with self._sessions() as session:
+            query = select(Skill).where(or_(col(Skill.id) == id_or_name, col(Skill.name) == id_or_name))
+            return (await session.exec(query)).first()
 
     async def skills_named(self, names: Sequence[str]) -> dict[str, Skill]:
         if not names:
@@ -28,17 +76,117 @@ class RouterRepository:
             rows = (await session.exec(select(Skill).where(col(Skill.name).in_(names)))).all()
             return {skill.name: skill for skill in rows}
 
-    async def auto_candidates(self) -> Sequence[Skill]:
-        """The skills the router may choose by itself: not built in, marked for
-        automatic use, with a description to match against."""
+    async def insert_skill(self, skill: Skill) -> Skill:
+        """Inserts, or returns the skill created earlier with the same
+        create_request_id; NameTaken when the name is another skill's."""
         async with self._sessions() as session:
-            query = (
-                select(Skill)
-                .where(
-                    col(Skill.builtin).is_(False),
-                    col(Skill.auto_use).is_(True),
-                    func.length(func.trim(col(Skill.description))) > 0,
+            session.add(skill)
+            try:
+                await session.flush()
+                await _bump(session)
+                await session.commit()
+                return skill
+            except IntegrityError as exc:
+                if not is_unique_violation(exc):
+                    raise
+                await session.rollback()
+            if skill.create_request_id:
+                query = select(Skill).where(col(Skill.create_request_id) == skill.create_request_id)
+                earlier = (await session.exec(query)).first()
+                if earlier is not None:
+                    return earlier
+            raise NameTaken(skill.name)
+
+    async def update_skill(self, skill_id: str, values: dict[str, Any]) -> Skill | None:
+        async with self._sessions() as session:
+            skill = await session.get(Skill, skill_id)
+            if skill is None:
+                return None
+            for key, value in values.items():
+                setattr(skill, key, value)
+            skill.update_time = utcnow()
+            try:
+                await session.flush()
+            except IntegrityError as exc:
+                if is_unique_violation(exc):  # name is the only unique column written here
+                    raise NameTaken(str(values.get("name", ""))) from exc
+                raise
+            await _bump(session)
+            await session.commit()
+            await session.refresh(skill)
+            return skill
+
+    async def delete_skill(self, skill_id: str) -> bool:
+        async with self._sessions() as session:
+            # Enablements go first: SQLite enforces no foreign keys by default.
+            await session.exec(delete(SkillEnablement).where(col(SkillEnablement.skill_id) == skill_id))
+            result = await session.exec(delete(Skill).where(col(Skill.id) == skill_id))
+            if not result.rowcount:
+                await session.rollback()
+                return False
+            await _bump(session)
+            await session.commit()
+            return True
+
+    # Per-user enablement
+
+    async def enablements(self, user_id: str) -> dict[str, SkillEnablement]:
+        async with self._sessions() as session:
+            query = select(SkillEnablement).where(col(SkillEnablement.user_id) == user_id)
+            return {row.skill_id: row for row in (await session.exec(query)).all()}
+
+    async def enablement(self, user_id: str, skill_id: str) -> SkillEnablement | None:
+        async with self._sessions() as session:
+            return await session.get(SkillEnablement, (user_id, skill_id))
+
+    async def set_enablement(self, user_id: str, skill_id: str, enabled: bool, auto_use: bool | None) -> None:
+        """Writes the user's row, or deletes it when it says only the defaults."""
+        async with self._sessions() as session:
+            row = await session.get(SkillEnablement, (user_id, skill_id))
+            if enabled and auto_use is None:
+                if row is not None:
+                    await session.delete(row)
+            elif row is None:
+                session.add(
+                    SkillEnablement(user_id=user_id, skill_id=skill_id, enabled=enabled, auto_use=auto_use)
                 )
-                .order_by(col(Skill.name))
+            else:
+                row.enabled, row.auto_use, row.update_time = enabled, auto_use, utcnow()
+            await session.commit()
+
+    # Feedback
+
+    async def insert_feedback(self, feedback: SkillFeedback) -> SkillFeedback:
+        """Inserts, or returns the feedback of the same (user, request_id)."""
+        async with self._sessions() as session:
+            session.add(feedback)
+            try:
+                await session.commit()
+                return feedback
+            except IntegrityError as exc:
+                if not is_unique_violation(exc):
+                    raise
+                await session.rollback()
+            query = select(SkillFeedback).where(
+                col(SkillFeedback.user_id) == feedback.user_id,
+                col(SkillFeedback.request_id) == feedback.request_id,
             )
-            return (await session.exec(query)).all()
+            return (await session.exec(query)).one()
+
+    async def list_feedback(
+        self, user_id: str, before: tuple[datetime, str] | None, limit: int
+    ) -> Sequence[SkillFeedback]:
+        """The user's feedback, newest first, strictly before ``before``
+        (create_time, id)."""
+        async with self._sessions() as session:
+            query = select(SkillFeedback).where(col(SkillFeedback.user_id) == user_id)
+            if before is not None:
+                at, last_id = before
+                query = query.where(
+                    or_(
+                        col(SkillFeedback.create_time) < at,
+                        (col(SkillFeedback.create_time) == at) & (col(SkillFeedback.id) < last_id),
+                    )
+                )
+            query = query.order_by(col(SkillFeedback.create_time).desc(), col(SkillFeedback.id).desc())
+            return (await session.exec(query.limit(limit))).all()

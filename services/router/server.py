@@ -1,32 +1,44 @@
-"""The router service: its servicer over its database, and the server."""
+"""The router service: its servicer over its database and skill index, and
+the server."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from services.router.domain import RouterDomain, Thresholds
+from services.router.domain import RouterDomain
 from services.router.repository import RouterRepository
 from services.router.servicer import RouterServicer
 from services.router.settings import RouterSettings
+from services.router.skill_router import Arbiter, SkillIndex, Thresholds
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
 from services.shared.db import session_factory
+from services.shared.embeddings import load_embedder
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = router_service_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 
 
-async def open_servicer(settings: RouterSettings) -> tuple[RouterServicer, list[Closer]]:
+async def open_servicer(
+    settings: RouterSettings, arbiter: Arbiter | None = None
+) -> tuple[RouterServicer, list[Closer]]:
+    """The servicer, with the catalog indexed (embedded) before the first call.
+    ``arbiter`` decides the grey zone; none exists until the engine's LLM
+    providers do, so the grey zone is then decided at the midpoint."""
     engine = await open_database(settings, MIGRATIONS)
     domain = RouterDomain(
         RouterRepository(session_factory(engine)),
+        SkillIndex(load_embedder(settings.embedder)),
         Thresholds(settings.high_threshold, settings.low_threshold, settings.max_auto_skills),
         settings.models,
+        arbiter=arbiter,
+        arbitration_enabled=settings.arbitration_enabled,
     )
+    await domain.current_index()
     return RouterServicer(domain), [engine.dispose]
 
 
-async def build_server(settings: RouterSettings) -> RunningService:
-    servicer, closers = await open_servicer(settings)
+async def build_server(settings: RouterSettings, arbiter: Arbiter | None = None) -> RunningService:
+    servicer, closers = await open_servicer(settings, arbiter)
     add = router_service_pb2_grpc.add_RouterServiceServicer_to_server
     return await start_service(settings, registrar(add, servicer, SERVICE_NAME), closers)

@@ -6,9 +6,12 @@ from typing import TypeAlias
 
 import grpc
 
-from services.router.domain import Branch, Decision, RouterDomain
+from services.router.domain import AutoUseChange, RouterDomain, SkillView
 from services.router.model_routing import ModelOption
-from services.router.models import Skill
+from services.router.models import SkillFeedback
+from services.router.skill_router import Branch, Decision
+from services.shared.identity import caller_user
+from services.shared.time import to_timestamp
 from switchboard.router.v1 import router_pb2, router_service_pb2, router_service_pb2_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext
@@ -25,9 +28,16 @@ _PROFILES = {
     "balanced": router_pb2.MODEL_PROFILE_BALANCED,
     "strong": router_pb2.MODEL_PROFILE_STRONG,
 }
+_AUTO_USE: dict[int, AutoUseChange] = {
+    router_service_pb2.AUTO_USE_OVERRIDE_UNSPECIFIED: "keep",
+    router_service_pb2.AUTO_USE_OVERRIDE_INHERIT: "inherit",
+    router_service_pb2.AUTO_USE_OVERRIDE_ON: "on",
+    router_service_pb2.AUTO_USE_OVERRIDE_OFF: "off",
+}
 
 
-def skill_to_proto(skill: Skill) -> router_pb2.Skill:
+def skill_to_proto(view: SkillView) -> router_pb2.Skill:
+    skill = view.skill
     return router_pb2.Skill(
         id=skill.id,
         name=skill.name,
@@ -35,6 +45,10 @@ def skill_to_proto(skill: Skill) -> router_pb2.Skill:
         body=skill.body,
         builtin=skill.builtin,
         auto_use=skill.auto_use,
+        enabled=view.enabled,
+        effective_auto_use=view.effective_auto_use,
+        create_time=to_timestamp(skill.create_time),
+        update_time=to_timestamp(skill.update_time),
     )
 
 
@@ -47,6 +61,8 @@ def decision_to_proto(decision: Decision) -> router_pb2.SkillDecision:
                 lexical_score=c.lexical_score,
                 embedding_score=c.embedding_score,
                 fused_score=c.fused_score,
+                lexical_rank=c.lexical_rank,
+                embedding_rank=c.embedding_rank,
             )
             for c in decision.candidates
         ],
@@ -55,6 +71,11 @@ def decision_to_proto(decision: Decision) -> router_pb2.SkillDecision:
         branch=_BRANCHES[decision.branch],
         arbiter=decision.arbiter,
         arbiter_answer=decision.arbiter_answer,
+        embedder=decision.embedder,
+        max_auto_skills=decision.max_auto_skills,
+        arbitration_allowed=decision.arbitration_allowed,
+        explanation=decision.explanation,
+        excluded_count=decision.excluded_count,
     )
 
 
@@ -69,6 +90,17 @@ def model_to_proto(option: ModelOption) -> router_pb2.ModelOption:
     )
 
 
+def feedback_to_proto(feedback: SkillFeedback) -> router_pb2.SkillFeedback:
+    return router_pb2.SkillFeedback(
+        id=feedback.id,
+        skill_id=feedback.skill_id,
+        skill_name=feedback.skill_name,
+        request_text=feedback.request_text,
+        run_id=feedback.run_id,
+        create_time=to_timestamp(feedback.create_time),
+    )
+
+
 class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
     def __init__(self, domain: RouterDomain) -> None:
         self._domain = domain
@@ -76,17 +108,59 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
     async def ListSkills(
         self, request: router_service_pb2.ListSkillsRequest, context: Context
     ) -> router_service_pb2.ListSkillsResponse:
-        skills, token = await self._domain.list_skills(request.page_size, request.page_token)
-        return router_service_pb2.ListSkillsResponse(
-            skills=[skill_to_proto(s) for s in skills], next_page_token=token
+        views, token = await self._domain.list_skills(
+            caller_user(context), request.page_size, request.page_token
         )
+        return router_service_pb2.ListSkillsResponse(
+            skills=[skill_to_proto(v) for v in views], next_page_token=token
+        )
+
+    async def GetSkill(
+        self, request: router_service_pb2.GetSkillRequest, context: Context
+    ) -> router_service_pb2.GetSkillResponse:
+        view = await self._domain.get_skill(caller_user(context), request.skill)
+        return router_service_pb2.GetSkillResponse(skill=skill_to_proto(view))
+
+    async def CreateSkill(
+        self, request: router_service_pb2.CreateSkillRequest, context: Context
+    ) -> router_service_pb2.CreateSkillResponse:
+        s = request.skill
+        view = await self._domain.create_skill(
+            caller_user(context), request.request_id, s.name, s.description, s.body, s.auto_use
+        )
+        return router_service_pb2.CreateSkillResponse(skill=skill_to_proto(view))
+
+    async def UpdateSkill(
+        self, request: router_service_pb2.UpdateSkillRequest, context: Context
+    ) -> router_service_pb2.UpdateSkillResponse:
+        s = request.skill
+        values = {"name": s.name, "description": s.description, "body": s.body, "auto_use": s.auto_use}
+        view = await self._domain.update_skill(
+            caller_user(context), s.id, values, list(request.update_mask.paths)
+        )
+        return router_service_pb2.UpdateSkillResponse(skill=skill_to_proto(view))
+
+    async def DeleteSkill(
+        self, request: router_service_pb2.DeleteSkillRequest, context: Context
+    ) -> router_service_pb2.DeleteSkillResponse:
+        caller_user(context)
+        await self._domain.delete_skill(request.skill_id)
+        return router_service_pb2.DeleteSkillResponse()
+
+    async def SetSkillEnablement(
+        self, request: router_service_pb2.SetSkillEnablementRequest, context: Context
+    ) -> router_service_pb2.SetSkillEnablementResponse:
+        view = await self._domain.set_enablement(
+            caller_user(context), request.skill_id, request.enabled, _AUTO_USE.get(request.auto_use, "keep")
+        )
+        return router_service_pb2.SetSkillEnablementResponse(skill=skill_to_proto(view))
 
     async def RouteSkills(
         self, request: router_service_pb2.RouteSkillsRequest, context: Context
     ) -> router_service_pb2.RouteSkillsResponse:
-        # request.offline changes nothing yet: the grey zone is always decided
-        # deterministically until LLM arbitration exists (seed 002 P2-T12).
-        route = await self._domain.route_skills(request.text, list(request.forced_skills))
+        route = await self._domain.route_skills(
+            caller_user(context), request.text, list(request.forced_skills), request.offline
+        )
         return router_service_pb2.RouteSkillsResponse(
             skills=[
                 router_pb2.ChosenSkill(skill_id=s.skill_id, name=s.name, forced=s.forced, body=s.body)
@@ -95,10 +169,41 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
             decision=decision_to_proto(route.decision),
         )
 
+    async def CreateSkillFeedback(
+        self, request: router_service_pb2.CreateSkillFeedbackRequest, context: Context
+    ) -> router_service_pb2.CreateSkillFeedbackResponse:
+        feedback, offer = await self._domain.create_feedback(
+            caller_user(context), request.request_id, request.skill_id, request.request_text, request.run_id
+        )
+        return router_service_pb2.CreateSkillFeedbackResponse(
+            feedback=feedback_to_proto(feedback), offer_disable_auto_use=offer
+        )
+
+    async def ListSkillFeedback(
+        self, request: router_service_pb2.ListSkillFeedbackRequest, context: Context
+    ) -> router_service_pb2.ListSkillFeedbackResponse:
+        rows, token = await self._domain.list_feedback(
+            caller_user(context), request.page_size, request.page_token
+        )
+        return router_service_pb2.ListSkillFeedbackResponse(
+            feedback=[feedback_to_proto(f) for f in rows], next_page_token=token
+        )
+
     async def RouteModel(
         self, request: router_service_pb2.RouteModelRequest, context: Context
     ) -> router_service_pb2.RouteModelResponse:
-        route = self._domain.route_model(request.text, request.requested_model, request.default_model)
+        route = self._domain.route_model(
+            request.text, request.requested_model, request.default_model, request.offline
+        )
         return router_service_pb2.RouteModelResponse(
-            model=model_to_proto(route.model), reason=route.reason, routed=route.routed
+            model=model_to_proto(route.model),
+            reason=route.reason,
+            routed=route.routed,
+            request_profile=(
+                _PROFILES[route.request_profile]
+                if route.request_profile
+                else router_pb2.MODEL_PROFILE_UNSPECIFIED
+            ),
+            web_only=route.model.web_only,
+            notices=route.notices,
         )

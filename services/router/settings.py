@@ -1,3 +1,5 @@
+"""Settings of the router service (env prefix ``SWITCHBOARD_ROUTER_``)."""
+
 from __future__ import annotations
 
 from typing import Self
@@ -6,7 +8,12 @@ from pydantic import Field, PrivateAttr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from services.router.model_routing import DEFAULT_MODELS_JSON, ModelOption, parse_models
+from services.shared.embeddings import EmbedderName
 from services.shared.settings import ServiceSettings
+
+# Found by `python -m services.router fit-thresholds --embedder minilm`.
+FITTED_HIGH = 0.45
+FITTED_LOW = 0.23
 
 
 class RouterSettings(ServiceSettings):
@@ -14,18 +21,21 @@ class RouterSettings(ServiceSettings):
 
     service_name: str = "router"
     port: int = 50052
-    # Thresholds on the fused skill score (0..1; lexical only for now, see
-    # domain.lexical_score). At or above ``high_threshold`` a skill is applied
-    # outright; below ``low_threshold`` nothing is; between them is the grey
-    # zone, decided deterministically at the midpoint (0.45 with these
-    # defaults). 0.6 needs a request whose content words are mostly the skill's
-    # vocabulary with at least two of them ("meeting notes" scores 0.67); one
-    # shared word alone never reaches it (at most 0.33, grey). 0.3 keeps
-    # incidental overlaps (one word in a longer request) out of the grey zone.
-    # Prudent defaults (seed 002 P2-T11), checked against the labelled requests
-    # of tests/unit/test_skill_scoring.py, to be re-tuned on the 30-request set.
-    high_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
-    low_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
+    # The embedder of the Skill Router's embedding ranking
+    # (services.shared.embeddings: "minilm", or "hashing" for tests).
+    embedder: EmbedderName = EmbedderName.MINILM
+    # Thresholds on the fused skill score (0..1, services/router/skill_router.py).
+    # At or above ``high_threshold`` a skill is applied outright; below
+    # ``low_threshold`` nothing is; between them is the grey zone (LLM
+    # arbitration, or the midpoint when deterministic). Fitted, not guessed:
+    # ``python -m services.router fit-thresholds`` on
+    # tests/fixtures/router/skill_requests.json with the minilm embedder
+    # (docs/router.md gives its output, precision and recall).
+    high_threshold: float = Field(default=FITTED_HIGH, ge=0.0, le=1.0)
+    low_threshold: float = Field(default=FITTED_LOW, ge=0.0, le=1.0)
+    # LLM arbitration in the grey zone (seed 002 P2-T12); off = the router is
+    # fully deterministic. Offline requests never arbitrate.
+    arbitration_enabled: bool = True
     # The contract chooses 0 to 2 automatic skills.
     max_auto_skills: int = Field(default=2, ge=0, le=2)
     # JSON list of {id, provider, model, profile: fast|balanced|strong,

@@ -1,65 +1,93 @@
-"""The router service in-process, called through its real stub."""
+"""The router service in-process, called through its real stub (hashing
+embedder, shipped thresholds), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
 
+from services.router.catalog import BUILTINS, PRESETS
 from services.router.server import build_server
 from services.router.settings import RouterSettings
 from services.shared.errors import error_info
 from switchboard.router.v1 import router_pb2, router_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2 as pb
-from tests.service.harness import expect_error, running
+from tests.service.harness import as_user, expect_error, running
 
 Stub = router_service_pb2_grpc.RouterServiceStub
-AUTO_SKILLS = {"meeting-notes-to-actions", "weekly-status-report", "email-reply-draft"}
-BUILTINS = {"translate", "summarize"}
-T = {"timeout": 10}
+PRESET_NAMES = {s["name"] for s in PRESETS}
+BUILTIN_NAMES = {s["name"] for s in BUILTINS}
+ALICE, BOB = as_user("alice"), as_user("bob")
+GREY_TEXT = (
+    "Prepare action items for the project"  # grey with hashing: best meeting-notes, below the midpoint
+)
+
+
+def settings(db_url: str, **overrides: object) -> RouterSettings:
+    return RouterSettings(port=0, database_url=db_url, embedder="hashing", **overrides)  # type: ignore[arg-type]
 
 
 @pytest.fixture
 async def stub(db_url: str) -> AsyncIterator[Stub]:
-    async with running(build_server, RouterSettings(port=0, database_url=db_url)) as (_, channel):
+    async with running(build_server, settings(db_url)) as (_, channel):
         yield Stub(channel)
 
 
-async def test_list_skills_is_paginated_by_name(stub: Stub) -> None:
-    first = await stub.ListSkills(pb.ListSkillsRequest(page_size=2), **T)
-    assert len(first.skills) == 2 and first.next_page_token
-    second = await stub.ListSkills(pb.ListSkillsRequest(page_size=2, page_token=first.next_page_token), **T)
-    third = await stub.ListSkills(pb.ListSkillsRequest(page_size=2, page_token=second.next_page_token), **T)
-    assert not third.next_page_token
-    names = [s.name for page in (first, second, third) for s in page.skills]
-    assert names == sorted(AUTO_SKILLS | BUILTINS)
-    everything = await stub.ListSkills(pb.ListSkillsRequest(), **T)
-    by_name = {s.name: s for s in everything.skills}
-    assert [s.name for s in everything.skills] == names and not everything.next_page_token
-    assert by_name["translate"].builtin and not by_name["email-reply-draft"].builtin
-    assert all(s.id and s.description and s.body for s in everything.skills)
+class ScriptedArbiter:
+    name = "test-arbiter"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.asked: list[list[str]] = []
+
+    async def arbitrate(self, request: str, candidates: Sequence[tuple[str, str]]) -> str:
+        self.asked.append([name for name, _ in candidates])
+        return self.answer
+
+
+async def route(
+    stub: Stub, text: str, user: dict[str, object] = ALICE, **fields: object
+) -> pb.RouteSkillsResponse:
+    return await stub.RouteSkills(pb.RouteSkillsRequest(text=text, **fields), **user)  # type: ignore[arg-type]
+
+
+async def test_list_skills_is_the_catalog_paginated_by_name_with_the_callers_view(stub: Stub) -> None:
+    names: list[str] = []
+    token = ""
+    while True:
+        page = await stub.ListSkills(pb.ListSkillsRequest(page_size=10, page_token=token), **ALICE)
+        names += [s.name for s in page.skills]
+        token = page.next_page_token
+        if not token:
+            break
+    assert names == sorted(PRESET_NAMES | BUILTIN_NAMES) and len(names) == 23
+    everything = {s.name: s for s in (await stub.ListSkills(pb.ListSkillsRequest(), **ALICE)).skills}
+    assert everything["translate"].builtin and not everything["email-reply-draft"].builtin
+    assert all(s.enabled and s.effective_auto_use and s.create_time.seconds for s in everything.values())
     await expect_error(
-        stub.ListSkills(pb.ListSkillsRequest(page_token="%%%"), **T),
+        stub.ListSkills(pb.ListSkillsRequest(page_token="%%%"), **ALICE),
         grpc.StatusCode.INVALID_ARGUMENT,
         "ERROR_REASON_INVALID_ARGUMENT",
     )
     await expect_error(
-        stub.ListSkills(pb.ListSkillsRequest(page_size=-1), **T),
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "ERROR_REASON_INVALID_ARGUMENT",
+        stub.ListSkills(pb.ListSkillsRequest(), timeout=10),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "ERROR_REASON_UNAUTHENTICATED",
     )
 
 
-async def test_forced_skills_short_circuit_the_router(stub: Stub) -> None:
-    # The text clearly matches another skill: forcing wins, nothing is scored.
-    response = await stub.RouteSkills(
-        pb.RouteSkillsRequest(
-            text="Turn these meeting notes into action items with owners",
-            forced_skills=["/translate", "weekly-status-report", "translate"],
-        ),
-        **T,
+async def test_forced_skills_short_circuit_the_router_and_are_never_dropped(stub: Stub) -> None:
+    # alice disabled translate: forcing it is asking for it all the same.
+    translate = (await stub.GetSkill(pb.GetSkillRequest(skill="translate"), **ALICE)).skill
+    await stub.SetSkillEnablement(pb.SetSkillEnablementRequest(skill_id=translate.id, enabled=False), **ALICE)
+    response = await route(
+        stub,
+        "Turn these meeting notes into action items with owners",
+        forced_skills=["/translate", "weekly-status-report", "Translate"],
     )
     assert [(s.name, s.forced) for s in response.skills] == [
         ("translate", True),
@@ -67,124 +95,304 @@ async def test_forced_skills_short_circuit_the_router(stub: Stub) -> None:
     ]
     assert all(s.body and s.skill_id for s in response.skills)
     decision = response.decision
-    assert decision.branch == router_pb2.ROUTE_BRANCH_FORCED
-    assert list(decision.candidates) == [] and decision.arbiter == ""
-    assert (decision.high_threshold, decision.low_threshold) == (0.6, 0.3)
+    assert decision.branch == router_pb2.ROUTE_BRANCH_FORCED and list(decision.candidates) == []
+    assert "forced" in decision.explanation and decision.high_threshold == 0.45
+    # Forced skills need no text.
+    assert (await route(stub, "", forced_skills=["summarize"])).skills[0].name == "summarize"
 
 
 async def test_unknown_forced_skill_is_not_found_with_its_name(stub: Stub) -> None:
     error = await expect_error(
-        stub.RouteSkills(pb.RouteSkillsRequest(text="hi", forced_skills=["translate", "no-such-skill"]), **T),
+        route(stub, "hi", forced_skills=["translate", "no-such-skill"]),
         grpc.StatusCode.NOT_FOUND,
         "ERROR_REASON_NOT_FOUND",
     )
     info = error_info(error)
     assert info is not None and info.metadata["skill"] == "no-such-skill"
-    assert "no-such-skill" in (error.details() or "")
 
 
-async def test_clear_match_is_high_with_that_skill_and_a_complete_record(stub: Stub) -> None:
-    response = await stub.RouteSkills(
-        pb.RouteSkillsRequest(text="Transforme le compte rendu de la REUNION en actions", offline=True), **T
-    )
+async def test_clear_match_is_high_with_a_complete_decision_record(stub: Stub) -> None:
+    response = await route(stub, "Transforme le compte rendu de la REUNION en actions", offline=True)
     assert [(s.name, s.forced) for s in response.skills] == [("meeting-notes-to-actions", False)]
     assert "action item" in response.skills[0].body
-    decision = response.decision
-    assert decision.branch == router_pb2.ROUTE_BRANCH_HIGH
-    assert (decision.high_threshold, decision.low_threshold) == (0.6, 0.3)
-    # Every automatic candidate is recorded with its scores, best first.
-    assert {c.name for c in decision.candidates} == AUTO_SKILLS
-    top = decision.candidates[0]
+    d = response.decision
+    assert d.branch == router_pb2.ROUTE_BRANCH_HIGH and (d.high_threshold, d.low_threshold) == (0.45, 0.23)
+    assert d.embedder == "hashing" and d.max_auto_skills == 2 and not d.arbitration_allowed
+    assert d.excluded_count == len(BUILTINS) and ">= high" in d.explanation
+    top = d.candidates[0]
     assert top.name == "meeting-notes-to-actions" and top.skill_id == response.skills[0].skill_id
-    assert top.lexical_score >= 0.6 and top.fused_score == top.lexical_score and top.embedding_score == 0.0
-    fused = [c.fused_score for c in decision.candidates]
-    assert fused == sorted(fused, reverse=True) and fused[1] < 0.3
+    assert top.lexical_score > 0 and top.embedding_score > 0 and top.fused_score >= 0.45
+    assert top.lexical_rank == 1 and top.embedding_rank == 1
+    assert 1 < len(d.candidates) <= 8 and not {c.name for c in d.candidates} & BUILTIN_NAMES
+    fused = [c.fused_score for c in d.candidates]
+    assert fused == sorted(fused, reverse=True)
 
 
-async def test_unrelated_request_routes_to_none(stub: Stub) -> None:
-    response = await stub.RouteSkills(pb.RouteSkillsRequest(text="What is the capital of Australia?"), **T)
-    assert list(response.skills) == []
-    assert response.decision.branch == router_pb2.ROUTE_BRANCH_NONE
-    assert {c.name for c in response.decision.candidates} == AUTO_SKILLS
-    assert all(c.fused_score < 0.3 for c in response.decision.candidates)
-
-
-async def test_empty_text_is_none_without_error(stub: Stub) -> None:
-    response = await stub.RouteSkills(pb.RouteSkillsRequest(text=""), **T)
+async def test_unrelated_request_routes_to_none_and_builtins_are_never_chosen(stub: Stub) -> None:
+    response = await route(stub, "What is the capital of Australia?")
     assert list(response.skills) == [] and response.decision.branch == router_pb2.ROUTE_BRANCH_NONE
-    assert response.decision.high_threshold == 0.6
-
-
-async def test_grey_zone_is_decided_deterministically(stub: Stub) -> None:
-    response = await stub.RouteSkills(pb.RouteSkillsRequest(text="Prepare action items for the project"), **T)
-    decision = response.decision
-    assert decision.branch == router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC
-    assert decision.arbiter == "deterministic" and decision.arbiter_answer.startswith("none")
-    assert list(response.skills) == []  # below the midpoint: nothing applied
-
-
-async def test_builtins_are_never_chosen_automatically(stub: Stub) -> None:
+    assert all(c.fused_score < 0.23 for c in response.decision.candidates)
     for text in ["Translate this text into another language", "Summarize this document into key points"]:
-        response = await stub.RouteSkills(pb.RouteSkillsRequest(text=text), **T)
-        assert not {s.name for s in response.skills} & BUILTINS
-        assert not {c.name for c in response.decision.candidates} & BUILTINS
-        assert response.decision.branch == router_pb2.ROUTE_BRANCH_NONE
+        response = await route(stub, text)
+        assert not {s.name for s in response.skills} & BUILTIN_NAMES
+        assert not {c.name for c in response.decision.candidates} & BUILTIN_NAMES
 
 
-async def test_at_most_max_auto_skills_are_applied(db_url: str) -> None:
-    # Thresholds low enough that all three workspace skills clear the high one.
-    settings = RouterSettings(port=0, database_url=db_url, high_threshold=0.05, low_threshold=0.01)
+async def test_bad_requests_are_refused_with_reasons(stub: Stub) -> None:
+    for text in ["", "   "]:
+        await expect_error(
+            route(stub, text), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT"
+        )
+    await expect_error(route(stub, "x" * 32_001), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_TOO_LARGE")
+    await expect_error(
+        stub.RouteModel(pb.RouteModelRequest(text="x" * 32_001), **ALICE),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_TOO_LARGE",
+    )
+    await expect_error(
+        stub.RouteModel(pb.RouteModelRequest(text=" ", requested_model="auto"), **ALICE),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    await expect_error(
+        route(stub, "hi", user={"timeout": 10}),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "ERROR_REASON_UNAUTHENTICATED",
+    )
+
+
+async def test_grey_zone_goes_to_the_arbiter_unless_offline_or_disabled(db_url: str) -> None:
+    arbiter = ScriptedArbiter("meeting-notes-to-actions\nThe user wants the actions of a meeting.")
+    async with running(lambda s: build_server(s, arbiter), settings(db_url)) as (_, channel):
+        stub = Stub(channel)
+        online = await route(stub, GREY_TEXT)
+        offline = await route(stub, GREY_TEXT, offline=True)
+    d = online.decision
+    assert (
+        d.branch == router_pb2.ROUTE_BRANCH_GREY_LLM and d.arbiter == "test-arbiter" and d.arbitration_allowed
+    )
+    assert d.arbiter_answer.startswith("meeting-notes-to-actions\nThe user")
+    assert [s.name for s in online.skills] == ["meeting-notes-to-actions"]
+    assert arbiter.asked and arbiter.asked[0][0] == "meeting-notes-to-actions" and len(arbiter.asked) == 1
+    assert offline.decision.branch == router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC
+    assert offline.decision.arbiter == "deterministic" and list(offline.skills) == []  # below the midpoint
+    async with running(lambda s: build_server(s, arbiter), settings(db_url, arbitration_enabled=False)) as (
+        _,
+        channel,
+    ):
+        disabled = await route(Stub(channel), GREY_TEXT)
+    assert disabled.decision.branch == router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC and len(arbiter.asked) == 1
+    assert "not allowed" in disabled.decision.explanation
+
+
+async def test_without_an_arbiter_the_grey_zone_is_deterministic_and_says_why(stub: Stub) -> None:
+    d = (await route(stub, GREY_TEXT)).decision
+    assert d.branch == router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC and d.arbitration_allowed
+    assert "no arbiter configured" in d.explanation and d.arbiter_answer.startswith("none")
+
+
+async def test_at_most_two_automatic_skills(db_url: str) -> None:
     text = "Draft a reply email with the weekly status report and the meeting action items"
-    async with running(build_server, settings) as (_, channel):
-        response = await Stub(channel).RouteSkills(pb.RouteSkillsRequest(text=text), **T)
-    decision = response.decision
-    assert decision.branch == router_pb2.ROUTE_BRANCH_HIGH
-    assert all(c.fused_score >= 0.05 for c in decision.candidates) and len(decision.candidates) == 3
-    assert [s.name for s in response.skills] == [c.name for c in decision.candidates[:2]]
-    assert not any(s.forced for s in response.skills)
+    async with running(build_server, settings(db_url, high_threshold=0.05, low_threshold=0.01)) as (
+        _,
+        channel,
+    ):
+        response = await route(Stub(channel), text)
+    d = response.decision
+    assert d.branch == router_pb2.ROUTE_BRANCH_HIGH and sum(c.fused_score >= 0.05 for c in d.candidates) > 2
+    assert [s.name for s in response.skills] == [c.name for c in d.candidates[:2]]
 
 
-async def test_too_large_text_is_refused(stub: Stub) -> None:
-    await expect_error(
-        stub.RouteSkills(pb.RouteSkillsRequest(text="x" * 32_001), **T),
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "ERROR_REASON_TOO_LARGE",
+async def test_enablement_and_auto_use_override_are_per_user(stub: Stub) -> None:
+    text = "Draft a reply to this email from Marc"
+    skill = (await stub.GetSkill(pb.GetSkillRequest(skill="email-reply-draft"), **ALICE)).skill
+    off = await stub.SetSkillEnablement(
+        pb.SetSkillEnablementRequest(skill_id=skill.id, enabled=True, auto_use=pb.AUTO_USE_OVERRIDE_OFF),
+        **ALICE,
     )
-    await expect_error(
-        stub.RouteModel(pb.RouteModelRequest(text="x" * 32_001), **T),
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "ERROR_REASON_TOO_LARGE",
+    assert off.skill.enabled and off.skill.auto_use and not off.skill.effective_auto_use
+    alice, bob = await route(stub, text), await route(stub, text, BOB)
+    assert "email-reply-draft" not in {c.name for c in alice.decision.candidates}
+    assert alice.decision.excluded_count == len(BUILTINS) + 1
+    assert [s.name for s in bob.skills] == ["email-reply-draft"]
+    # Disabling keeps the override; inheriting it back and enabling restores everything.
+    disabled = await stub.SetSkillEnablement(
+        pb.SetSkillEnablementRequest(skill_id=skill.id, enabled=False), **ALICE
     )
+    assert not disabled.skill.enabled and not disabled.skill.effective_auto_use
+    back = await stub.SetSkillEnablement(
+        pb.SetSkillEnablementRequest(skill_id=skill.id, enabled=True, auto_use=pb.AUTO_USE_OVERRIDE_INHERIT),
+        **ALICE,
+    )
+    assert back.skill.enabled and back.skill.effective_auto_use
+    assert [s.name for s in (await route(stub, text)).skills] == ["email-reply-draft"]
+    bob_view = (await stub.GetSkill(pb.GetSkillRequest(skill=skill.id), **BOB)).skill
+    assert bob_view.enabled and bob_view.effective_auto_use
+    await expect_error(
+        stub.SetSkillEnablement(pb.SetSkillEnablementRequest(skill_id="nope", enabled=True), **ALICE),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
+
+
+async def test_catalog_crud_reindexes_the_description(stub: Stub) -> None:
+    text = "fill in my expense report for the Lyon trip"
+    assert (await route(stub, text)).decision.branch == router_pb2.ROUTE_BRANCH_NONE
+    new = pb.CreateSkillRequest(
+        request_id="r-1",
+        skill=router_pb2.Skill(
+            name="expense-report",
+            description="Fill in an expense report for a business trip: receipts and amounts. Note de frais.",
+            body="List each expense with date, amount, category.",
+            auto_use=True,
+        ),
+    )
+    created = (await stub.CreateSkill(new, **ALICE)).skill
+    assert created.id and not created.builtin and created.effective_auto_use
+    again = (await stub.CreateSkill(new, **ALICE)).skill
+    assert again.id == created.id  # idempotent on request_id
+    await expect_error(
+        stub.CreateSkill(pb.CreateSkillRequest(request_id="r-2", skill=new.skill), **ALICE),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ERROR_REASON_FAILED_PRECONDITION",
+    )
+    for bad in (router_pb2.Skill(name="Bad Name", body="x"), router_pb2.Skill(name="ok-name", body=" ")):
+        await expect_error(
+            stub.CreateSkill(pb.CreateSkillRequest(skill=bad), **ALICE),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ERROR_REASON_INVALID_ARGUMENT",
+        )
+    assert [s.name for s in (await route(stub, text)).skills] == ["expense-report"]
+    # A new name and description are indexed at once: the old wording no longer matches.
+    updated = await stub.UpdateSkill(
+        pb.UpdateSkillRequest(
+            skill=router_pb2.Skill(
+                id=created.id, name="wedding-seating", description="Plan the seating of a wedding banquet."
+            ),
+            update_mask=FieldMask(paths=["name", "description"]),
+        ),
+        **ALICE,
+    )
+    assert updated.skill.description.startswith("Plan the seating") and updated.skill.body == created.body
+    assert list((await route(stub, text)).skills) == []
+    seating = await route(stub, "seating plan for the wedding banquet")
+    assert [s.name for s in seating.skills] == ["wedding-seating"]
+    await expect_error(
+        stub.UpdateSkill(pb.UpdateSkillRequest(skill=router_pb2.Skill(id=created.id)), **ALICE),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    translate = (await stub.GetSkill(pb.GetSkillRequest(skill="translate"), **ALICE)).skill
+    for call in (
+        stub.UpdateSkill(
+            pb.UpdateSkillRequest(
+                skill=router_pb2.Skill(id=translate.id, body="x"), update_mask=FieldMask(paths=["body"])
+            ),
+            **ALICE,
+        ),
+        stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=translate.id), **ALICE),
+    ):
+        await expect_error(call, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_FAILED_PRECONDITION")
+    await stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ALICE)
+    for call in (
+        stub.GetSkill(pb.GetSkillRequest(skill=created.id), **ALICE),
+        stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ALICE),
+        route(stub, "x", forced_skills=["wedding-seating"]),
+    ):
+        await expect_error(call, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
+
+
+async def test_two_replicas_on_one_database_stay_coherent(db_url: str) -> None:
+    text = "fill in my expense report for the Lyon trip"
+    async with (
+        running(build_server, settings(db_url)) as (_, channel_a),
+        running(build_server, settings(db_url)) as (_, channel_b),
+    ):
+        a, b = Stub(channel_a), Stub(channel_b)
+        assert (await route(b, text)).decision.branch == router_pb2.ROUTE_BRANCH_NONE  # b's index is built
+        skill = router_pb2.Skill(
+            name="expense-report",
+            description="Fill in an expense report for a business trip.",
+            body="List them.",
+        )
+        skill.auto_use = True
+        created = (await a.CreateSkill(pb.CreateSkillRequest(skill=skill), **ALICE)).skill
+        assert [s.name for s in (await route(b, text)).skills] == ["expense-report"]
+        await a.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ALICE)
+        assert list((await route(b, text)).skills) == []
+
+
+async def test_not_relevant_feedback_is_recorded_listed_and_offers_turning_auto_use_off(stub: Stub) -> None:
+    skill = (await stub.GetSkill(pb.GetSkillRequest(skill="email-reply-draft"), **ALICE)).skill
+    request = pb.CreateSkillFeedbackRequest(
+        request_id="f-1",
+        skill_id=skill.id,
+        request_text="Answer Marc's questions about the budget",
+        run_id="run-7",
+    )
+    first = await stub.CreateSkillFeedback(request, **ALICE)
+    assert first.offer_disable_auto_use and first.feedback.skill_name == "email-reply-draft"
+    assert first.feedback.run_id == "run-7" and first.feedback.create_time.seconds
+    assert (await stub.CreateSkillFeedback(request, **ALICE)).feedback.id == first.feedback.id
+    await stub.SetSkillEnablement(
+        pb.SetSkillEnablementRequest(skill_id=skill.id, enabled=True, auto_use=pb.AUTO_USE_OVERRIDE_OFF),
+        **ALICE,
+    )
+    second = await stub.CreateSkillFeedback(
+        pb.CreateSkillFeedbackRequest(request_id="f-2", skill_id=skill.id, request_text="Reply later"),
+        **ALICE,
+    )
+    assert not second.offer_disable_auto_use  # already off for alice
+    page1 = await stub.ListSkillFeedback(pb.ListSkillFeedbackRequest(page_size=1), **ALICE)
+    page2 = await stub.ListSkillFeedback(
+        pb.ListSkillFeedbackRequest(page_size=1, page_token=page1.next_page_token), **ALICE
+    )
+    assert [f.id for f in (*page1.feedback, *page2.feedback)] == [second.feedback.id, first.feedback.id]
+    assert not page2.next_page_token
+    assert list((await stub.ListSkillFeedback(pb.ListSkillFeedbackRequest(), **BOB)).feedback) == []
+    for bad, code, reason in (
+        (
+            pb.CreateSkillFeedbackRequest(skill_id="nope", request_text="x"),
+            grpc.StatusCode.NOT_FOUND,
+            "ERROR_REASON_NOT_FOUND",
+        ),
+        (
+            pb.CreateSkillFeedbackRequest(skill_id=skill.id),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ERROR_REASON_INVALID_ARGUMENT",
+        ),
+    ):
+        await expect_error(stub.CreateSkillFeedback(bad, **ALICE), code, reason)
 
 
 async def test_route_model_over_the_wire(stub: Stub) -> None:
     short = await stub.RouteModel(
-        pb.RouteModelRequest(text="What time is it in Tokyo?", requested_model="auto"), **T
+        pb.RouteModelRequest(text="What time is it in Tokyo?", requested_model="auto"), **ALICE
     )
-    assert short.routed and short.model.id == "offline-fast"
-    assert short.model.profile == router_pb2.MODEL_PROFILE_FAST and short.model.provider == "offline"
-    assert short.model.model == "switchboard-offline-fast" and "short factual" in short.reason
+    assert short.routed and short.model.id == "offline-fast" and "short factual" in short.reason
+    assert short.request_profile == router_pb2.MODEL_PROFILE_FAST and not short.web_only
     multi = await stub.RouteModel(
-        pb.RouteModelRequest(
-            text="Collect the figures, then compare them and write a memo.", requested_model="Auto"
-        ),
-        **T,
+        pb.RouteModelRequest(text="Collect the figures, then compare them and write a memo.", offline=True),
+        **ALICE,
     )
-    assert multi.routed and multi.model.id == "offline-strong" and "multi-step" in multi.reason
+    assert (
+        multi.routed
+        and multi.model.id == "offline-strong"
+        and multi.request_profile == router_pb2.MODEL_PROFILE_STRONG
+    )
     manual = await stub.RouteModel(
         pb.RouteModelRequest(text="Collect the figures, then compare them.", requested_model="offline-fast"),
-        **T,
+        **ALICE,
     )
     assert not manual.routed and manual.model.id == "offline-fast" and "manual" in manual.reason
-    by_default = await stub.RouteModel(pb.RouteModelRequest(text="hi", default_model="offline-balanced"), **T)
-    assert not by_default.routed and by_default.model.profile == router_pb2.MODEL_PROFILE_BALANCED
+    assert manual.request_profile == router_pb2.MODEL_PROFILE_UNSPECIFIED
     error = await expect_error(
-        stub.RouteModel(pb.RouteModelRequest(text="hi", requested_model="gpt-9"), **T),
+        stub.RouteModel(pb.RouteModelRequest(text="hi", requested_model="gpt-9"), **ALICE),
         grpc.StatusCode.INVALID_ARGUMENT,
         "ERROR_REASON_INVALID_ARGUMENT",
     )
     info = error_info(error)
-    assert info is not None and info.metadata["model"] == "gpt-9" and "gpt-9" in (error.details() or "")
+    assert info is not None and info.metadata["model"] == "gpt-9"
 
 
 async def test_route_model_uses_the_configured_models(db_url: str) -> None:
@@ -193,14 +401,20 @@ async def test_route_model_uses_the_configured_models(db_url: str) -> None:
         {"id": "web", "provider": "acme", "model": "acme-web", "profile": "fast", "web_only": True},
         {"id": "mid", "provider": "acme", "model": "acme-m", "profile": "balanced"},
     ]
-    settings = RouterSettings(port=0, database_url=db_url, models_json=json.dumps(models))
-    async with running(build_server, settings) as (_, channel):
+    async with running(build_server, settings(db_url, models_json=json.dumps(models))) as (_, channel):
         stub = Stub(channel)
-        short = await stub.RouteModel(pb.RouteModelRequest(text="Capital of Peru?"), **T)
+        short = await stub.RouteModel(pb.RouteModelRequest(text="Capital of Peru?"), **ALICE)
         strong = await stub.RouteModel(
-            pb.RouteModelRequest(text="Step 1: gather data. Step 2: analyse it."), **T
+            pb.RouteModelRequest(text="Step 1: gather data. Step 2: analyse it."), **ALICE
         )
-        chosen_web = await stub.RouteModel(pb.RouteModelRequest(text="news?", requested_model="web"), **T)
-    assert short.model.id == "mid" and short.routed  # neither web_only nor expensive
-    assert strong.model.id == "big" and strong.model.expensive
-    assert chosen_web.model.id == "web" and chosen_web.model.web_only and not chosen_web.routed
+        web = await stub.RouteModel(pb.RouteModelRequest(text="news?", requested_model="web"), **ALICE)
+    assert short.model.id == "mid" and short.routed and list(short.notices) == []
+    assert (
+        strong.model.id == "big" and strong.model.expensive and any("expensive" in n for n in strong.notices)
+    )
+    assert (
+        web.model.id == "web"
+        and web.web_only
+        and not web.routed
+        and any("web-only" in n for n in web.notices)
+    )

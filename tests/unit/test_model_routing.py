@@ -150,3 +150,48 @@ def test_settings_refuse_inverted_thresholds() -> None:
         RouterSettings(high_threshold=0.3, low_threshold=0.5)
     with pytest.raises(ValidationError):
         RouterSettings(max_auto_skills=3)
+
+
+def test_offline_auto_picks_only_the_deterministic_test_models() -> None:
+    models = [
+        option("cloud-fast", "fast"),
+        option("cloud-strong", "strong"),
+        ModelOption(id="offline-fast", provider="offline", model="o-fast", profile="fast"),
+        ModelOption(id="offline-strong", provider="offline", model="o-strong", profile="strong"),
+    ]
+    short, multi = (
+        route_model(models, SHORT, "auto", offline=True),
+        route_model(models, MULTI_STEP, "", offline=True),
+    )
+    assert (short.model.id, short.request_profile) == ("offline-fast", "fast")
+    assert (multi.model.id, multi.request_profile) == ("offline-strong", "strong")
+    assert short.reason.startswith("offline auto") and short.routed
+    # Online, the same requests go to the configured models.
+    assert route_model(models, SHORT, "auto").model.id == "cloud-fast"
+    # A manual choice is still never routed, offline or not.
+    assert route_model(models, SHORT, "cloud-strong", offline=True).model.id == "cloud-strong"
+    with pytest.raises(FailedPrecondition):
+        route_model([option("cloud-fast", "fast")], SHORT, "auto", offline=True)
+
+
+def test_the_route_says_when_it_chose_an_expensive_or_web_only_model() -> None:
+    models = [
+        option("cheap", "fast"),
+        option("big", "strong", expensive=True),
+        option("web", "fast", web_only=True),
+    ]
+    strong = route_model(models, MULTI_STEP, "auto")
+    assert strong.model.id == "big" and strong.request_profile == "strong"
+    assert any("expensive" in n and "strong" in n for n in strong.notices)
+    cheap = route_model(models, SHORT, "auto")
+    assert cheap.model.id == "cheap" and cheap.notices == ()
+    manual_web = route_model(models, SHORT, "web")
+    assert manual_web.model.web_only and manual_web.request_profile is None
+    assert any("web-only" in n for n in manual_web.notices)
+
+
+def test_auto_refuses_an_empty_request() -> None:
+    with pytest.raises(InvalidArgument):
+        route_model(DEFAULT, "   ", "auto")
+    # A manual choice needs no text to classify.
+    assert route_model(DEFAULT, "", "offline-fast").model.id == "offline-fast"

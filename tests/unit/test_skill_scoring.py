@@ -1,44 +1,84 @@
-"""The Skill Router's pure parts: tokenising, lexical scoring, the decision."""
+"""The Skill Router's parts without a database: lexical scoring, the index
+(hybrid candidates fused by weighted RRF), the decision, the arbiter seam."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 
-from services.router.domain import (
+from services.router.catalog import BUILTINS, CATALOG, PRESETS
+from services.router.skill_router import (
+    MAX_CANDIDATES,
     Branch,
     Candidate,
+    IndexedSkill,
+    SkillIndex,
     Thresholds,
     decide,
     lexical_score,
-    score_skills,
+    parse_arbiter_answer,
+    route,
     skill_terms,
     tokenize,
 )
-from services.router.models import Skill
-from services.router.settings import RouterSettings
+from services.shared.embeddings import HashingEmbedder, load_embedder
+from services.shared.search import RRF_K
 
-_MIGRATION = Path(__file__).parents[2] / "services/router/migrations/versions/0001_initial.py"
-
-
-def _seed_skills() -> list[Skill]:
-    spec = importlib.util.spec_from_file_location("router_0001", _MIGRATION)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return [Skill(**row) for row in module.SEED_SKILLS]
-
-
-SEED = _seed_skills()
-AUTO_SKILLS = [s for s in SEED if s.auto_use and not s.builtin]
-DEFAULTS = RouterSettings()
-THRESHOLDS = Thresholds(DEFAULTS.high_threshold, DEFAULTS.low_threshold, DEFAULTS.max_auto_skills)
+T = Thresholds(high=0.6, low=0.3)
 
 
 def candidate(name: str, score: float) -> Candidate:
     return Candidate(skill_id=f"id-{name}", name=name, lexical_score=score, fused_score=score)
+
+
+def indexed(name: str, description: str, *, builtin: bool = False, auto_use: bool = True) -> IndexedSkill:
+    return IndexedSkill(f"id-{name}", name, description, f"body of {name}", builtin, auto_use)
+
+
+async def catalog_index() -> SkillIndex:
+    index = SkillIndex(load_embedder("hashing"))
+    await index.rebuild(
+        [
+            IndexedSkill(s["id"], s["name"], s["description"], s["body"], s["builtin"], s["auto_use"])
+            for s in CATALOG
+        ],
+        revision=1,
+    )
+    return index
+
+
+class CountingEmbedder(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]):  # type: ignore[no-untyped-def]
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+class ScriptedArbiter:
+    """A test arbiter: answers what it is told, remembers what it was asked."""
+
+    name = "test-arbiter"
+
+    def __init__(self, answer: str, fail: bool = False) -> None:
+        self.answer, self.fail = answer, fail
+        self.asked: list[tuple[str, list[tuple[str, str]]]] = []
+
+    async def arbitrate(self, request: str, candidates: Sequence[tuple[str, str]]) -> str:
+        self.asked.append((request, list(candidates)))
+        if self.fail:
+            raise TimeoutError("no answer in 2 s")
+        return self.answer
+
+
+def test_catalog_has_17_presets_and_6_builtins_with_unique_names_and_ids() -> None:
+    assert len(PRESETS) == 17 and len(BUILTINS) == 6
+    assert all(not s["builtin"] for s in PRESETS) and all(s["builtin"] for s in BUILTINS)
+    assert len({s["name"] for s in CATALOG}) == len({s["id"] for s in CATALOG}) == 23
+    assert all(len(s["description"]) > 60 and s["body"] for s in CATALOG)
 
 
 def test_tokenize_folds_accents_case_plurals_and_drops_stop_words() -> None:
@@ -49,102 +89,143 @@ def test_tokenize_folds_accents_case_plurals_and_drops_stop_words() -> None:
 
 def test_lexical_score_is_bounded_and_needs_several_shared_words() -> None:
     terms = skill_terms("meeting-notes-to-actions", "Turn meeting notes into action items")
-    assert "meeting" in terms and "note" in terms and "action" in terms
     assert lexical_score(tokenize("turn my meeting notes into action items"), terms) == 1.0
     assert lexical_score(tokenize("notes"), terms) == pytest.approx(1 / 3)  # one shared word: weak evidence
     assert lexical_score(tokenize("what is the weather tomorrow"), terms) == 0.0
     assert lexical_score([], terms) == 0.0
-    # Extra unrelated words lower the score; it stays within 0..1.
     diluted = lexical_score(tokenize("meeting notes action items budget paris weather lunch"), terms)
     assert 0.0 < diluted < 1.0
-
-
-def test_lexical_score_is_accent_insensitive() -> None:
-    terms = skill_terms("x", "Transformer un compte rendu de réunion en actions")
-    assert lexical_score(tokenize("compte rendu de REUNION"), terms) == lexical_score(
-        tokenize("compte rendu de réunion"), terms
+    assert (
+        lexical_score(tokenize("compte rendu de REUNION"), skill_terms("x", "compte rendu de réunion")) == 1.0
     )
-    assert lexical_score(tokenize("compte rendu de reunion"), terms) == 1.0
 
 
-def test_long_request_is_not_diluted_to_nothing() -> None:
-    terms = skill_terms("meeting-notes-to-actions", SEED[0].description)
-    pasted = " ".join(f"word{i}" for i in range(200))
-    score = lexical_score(
-        tokenize(f"Turn these meeting notes into action items with owners: {pasted}"), terms
-    )
-    assert score >= THRESHOLDS.midpoint
-
-
-def test_score_skills_ranks_best_first_with_fused_equal_to_lexical() -> None:
-    ranked = score_skills("Draft a reply to this email from Marc", AUTO_SKILLS)
-    assert ranked[0].name == "email-reply-draft"
+async def test_candidates_fuse_both_rankings_by_score_weighted_rrf() -> None:
+    index = await catalog_index()
+    text = "Turn these meeting notes into action items with owners"
+    query = await index.embed_query(text)
+    ranked = index.candidates(text, query, SkillIndex.default_eligible)
+    top = ranked[0]
+    assert top.name == "meeting-notes-to-actions" and top.lexical_rank == 1 and top.embedding_rank == 1
+    expected = (top.lexical_score / (RRF_K + 1) + top.embedding_score / (RRF_K + 1)) / (2 / (RRF_K + 1))
+    assert top.fused_score == pytest.approx(expected, abs=1e-5)
+    for c in ranked:
+        lex = c.lexical_score / (RRF_K + c.lexical_rank) if c.lexical_rank else 0.0
+        emb = c.embedding_score / (RRF_K + c.embedding_rank) if c.embedding_rank else 0.0
+        assert c.fused_score == pytest.approx((lex + emb) * (RRF_K + 1) / 2, abs=1e-5)
     assert [c.fused_score for c in ranked] == sorted((c.fused_score for c in ranked), reverse=True)
-    assert all(c.fused_score == c.lexical_score and c.embedding_score == 0.0 for c in ranked)
+    assert len(ranked) <= MAX_CANDIDATES
+    # Built-ins are never candidates, however well they match.
+    translated = index.candidates(
+        "Translate this text into another language",
+        await index.embed_query("Translate"),
+        SkillIndex.default_eligible,
+    )
+    assert not {c.name for c in translated} & {s["name"] for s in BUILTINS}
 
 
-# A small labelled set checking the default thresholds (the 30-request set of
-# seed 002 §8 replaces it when the full catalog lands).
-LABELLED = [
-    ("Turn these meeting notes into action items with owners", ["meeting-notes-to-actions"]),
-    ("Extract the action items and decisions from this meeting", ["meeting-notes-to-actions"]),
-    ("Transforme le compte rendu de la réunion en actions", ["meeting-notes-to-actions"]),
-    ("Write the weekly status report for the Atlas project", ["weekly-status-report"]),
-    ("Rédige le point d'avancement hebdomadaire du projet", ["weekly-status-report"]),
-    ("Draft a reply to this email from Marc", ["email-reply-draft"]),
-    ("Rédiger une réponse à ce courriel", ["email-reply-draft"]),
-    ("What is the capital of Australia?", []),
-    ("Quelle est la météo à Paris demain ?", []),
-    ("Write a poem about autumn", []),
-    ("How many days until the next release?", []),
-    ("Translate this paragraph into German", []),
-    ("Summarize this document into key points", []),
-    ("notes", []),
-    ("Prepare action items for the project", []),
-]
+async def test_ineligible_skills_are_never_candidates() -> None:
+    index = SkillIndex(load_embedder("hashing"))
+    await index.rebuild(
+        [
+            indexed("expense-report", "fill in an expense report for a trip"),
+            indexed("expense-report-manual", "fill in an expense report for a trip", auto_use=False),
+            indexed("expense-report-builtin", "fill in an expense report for a trip", builtin=True),
+            indexed("expense-report-blank", "   "),
+        ],
+        revision=1,
+    )
+    text = "fill in my expense report for the Lyon trip"
+    ranked = index.candidates(text, await index.embed_query(text), SkillIndex.default_eligible)
+    assert [c.name for c in ranked] == ["expense-report"]
+    assert index.default_excluded == 3
+    nothing = index.candidates(text, await index.embed_query(text), lambda s: False)
+    assert nothing == []
 
 
-@pytest.mark.parametrize(("text", "expected"), LABELLED)
-def test_default_thresholds_on_labelled_requests(text: str, expected: list[str]) -> None:
-    chosen, decision = decide(score_skills(text, AUTO_SKILLS), THRESHOLDS)
-    assert [c.name for c in chosen] == expected, decision
-    if expected:
-        assert decision.branch is Branch.HIGH
+async def test_rebuild_embeds_only_changed_descriptions() -> None:
+    embedder = CountingEmbedder()
+    index = SkillIndex(embedder)
+    skills = [indexed("a-skill", "write the quarterly budget"), indexed("b-skill", "plan a team offsite")]
+    await index.rebuild(skills, revision=1)
+    assert len(embedder.texts) == 2 and index.revision == 1
+    await index.rebuild([skills[0], indexed("b-skill", "plan a company offsite in June")], revision=2)
+    assert len(embedder.texts) == 3 and "June" in embedder.texts[-1] and index.revision == 2
+    await index.rebuild([skills[0]], revision=3)  # b deleted: nothing to embed, gone from the index
+    assert len(embedder.texts) == 3 and set(index.skills) == {"id-a-skill"}
 
 
 def test_decide_high_applies_at_most_max_auto_skills_above_high() -> None:
     candidates = [candidate("a", 0.9), candidate("b", 0.8), candidate("c", 0.7), candidate("d", 0.5)]
-    chosen, decision = decide(candidates, Thresholds(high=0.6, low=0.3, max_auto_skills=2))
-    assert [c.name for c in chosen] == ["a", "b"]
-    assert decision.branch is Branch.HIGH and decision.arbiter == ""
-    assert [c.name for c in decision.candidates] == ["a", "b", "c", "d"]
-    assert (decision.high_threshold, decision.low_threshold) == (0.6, 0.3)
-    one, _ = decide(candidates, Thresholds(high=0.6, low=0.3, max_auto_skills=1))
+    chosen, branch, _ = decide(candidates, Thresholds(high=0.6, low=0.3, max_auto_skills=2))
+    assert [c.name for c in chosen] == ["a", "b"] and branch is Branch.HIGH
+    one, _, _ = decide(candidates, Thresholds(high=0.6, low=0.3, max_auto_skills=1))
     assert [c.name for c in one] == ["a"]
-    # Only skills above the high threshold, even when fewer than the maximum.
-    only, _ = decide([candidate("a", 0.9), candidate("b", 0.59)], Thresholds(0.6, 0.3, 2))
+    only, _, _ = decide([candidate("a", 0.9), candidate("b", 0.59)], T)
     assert [c.name for c in only] == ["a"]
 
 
-def test_decide_grey_zone_is_deterministic_at_the_midpoint() -> None:
-    thresholds = Thresholds(high=0.6, low=0.3)
-    chosen, decision = decide([candidate("a", 0.5), candidate("b", 0.4)], thresholds)
-    assert [c.name for c in chosen] == ["a"]
+def test_decide_grey_zone_is_deterministic_at_the_midpoint_and_none_below_low() -> None:
+    chosen, branch, why = decide([candidate("a", 0.5), candidate("b", 0.4)], T)
+    assert [c.name for c in chosen] == ["a"] and branch is Branch.GREY_DETERMINISTIC and "midpoint" in why
+    chosen, branch, why = decide([candidate("a", 0.35)], T)
+    assert chosen == [] and branch is Branch.GREY_DETERMINISTIC and why.startswith("none")
+    chosen, branch, _ = decide([candidate("a", 0.29)], T)
+    assert chosen == [] and branch is Branch.NONE
+    chosen, branch, why = decide([], T)
+    assert chosen == [] and branch is Branch.NONE and "no candidate" in why
+
+
+def test_parse_arbiter_answer_accepts_only_a_candidate_name() -> None:
+    names = {"email-reply-draft", "customer-support-reply"}
+    assert (
+        parse_arbiter_answer("Email-Reply-Draft.\nBecause the user quotes a mail.", names)
+        == "email-reply-draft"
+    )
+    assert parse_arbiter_answer("`customer-support-reply`", names) == "customer-support-reply"
+    assert parse_arbiter_answer("none", names) is None
+    assert parse_arbiter_answer("translate", names) is None  # not a grey candidate
+    assert parse_arbiter_answer("", names) is None
+
+
+async def test_grey_zone_with_an_arbiter_is_grey_llm_and_records_its_raw_answer() -> None:
+    arbiter = ScriptedArbiter("b\n" + "because " * 200)
+    grey = [candidate("a", 0.5), candidate("b", 0.4), candidate("c", 0.1)]
+    descriptions = {c.skill_id: f"description of {c.name}" for c in grey}
+    chosen, decision = await route("some request", grey, descriptions, T, arbiter, arbitration_allowed=True)
+    assert [c.name for c in chosen] == ["b"]
+    assert decision.branch is Branch.GREY_LLM and decision.arbiter == "test-arbiter"
+    assert decision.arbiter_answer.startswith("b\nbecause") and len(decision.arbiter_answer) == 500
+    assert decision.arbitration_allowed and "chose b" in decision.explanation
+    # Only the grey candidates (>= low) are shown to the arbiter, with their descriptions.
+    assert arbiter.asked == [("some request", [("a", "description of a"), ("b", "description of b")])]
+    none_arbiter = ScriptedArbiter("none")
+    chosen, decision = await route("x", grey, descriptions, T, none_arbiter, arbitration_allowed=True)
+    assert chosen == [] and decision.branch is Branch.GREY_LLM and decision.arbiter_answer == "none"
+
+
+async def test_offline_or_disabled_arbitration_is_fully_deterministic() -> None:
+    arbiter = ScriptedArbiter("b")
+    grey = [candidate("a", 0.5), candidate("b", 0.4)]
+    descriptions = {c.skill_id: c.name for c in grey}
+    chosen, decision = await route("x", grey, descriptions, T, arbiter, arbitration_allowed=False)
+    assert [c.name for c in chosen] == ["a"] and arbiter.asked == []
     assert decision.branch is Branch.GREY_DETERMINISTIC and decision.arbiter == "deterministic"
-    assert "a" in decision.arbiter_answer
-    chosen, decision = decide([candidate("a", 0.35)], thresholds)
-    assert chosen == [] and decision.branch is Branch.GREY_DETERMINISTIC
-    assert decision.arbiter_answer.startswith("none")
+    assert "not allowed" in decision.explanation and "midpoint" in decision.arbiter_answer
+    chosen, decision = await route("x", grey, descriptions, T, None, arbitration_allowed=True)
+    assert decision.branch is Branch.GREY_DETERMINISTIC and "no arbiter" in decision.explanation
 
 
-def test_decide_below_low_or_nothing_is_none() -> None:
-    chosen, decision = decide([candidate("a", 0.29)], Thresholds(0.6, 0.3))
-    assert chosen == [] and decision.branch is Branch.NONE and len(decision.candidates) == 1
-    chosen, decision = decide([], Thresholds(0.6, 0.3))
-    assert chosen == [] and decision.branch is Branch.NONE and decision.candidates == ()
+async def test_a_failing_arbiter_falls_back_to_the_midpoint_and_says_so() -> None:
+    grey = [candidate("a", 0.5)]
+    chosen, decision = await route("x", grey, {"id-a": "a"}, T, ScriptedArbiter("", fail=True), True)
+    assert [c.name for c in chosen] == ["a"] and decision.branch is Branch.GREY_DETERMINISTIC
+    assert "TimeoutError" in decision.arbiter_answer and "arbiter failed" in decision.explanation
 
 
-def test_decision_keeps_the_top_eight_candidates() -> None:
-    candidates = [candidate(f"s{i:02}", 0.1 - i / 1000) for i in range(12)]
-    _, decision = decide(candidates, Thresholds(0.6, 0.3))
-    assert [c.name for c in decision.candidates] == [f"s{i:02}" for i in range(8)]
+async def test_high_and_none_never_ask_the_arbiter() -> None:
+    arbiter = ScriptedArbiter("a")
+    for candidates, branch in (([candidate("a", 0.9)], Branch.HIGH), ([candidate("a", 0.1)], Branch.NONE)):
+        _, decision = await route("x", candidates, {"id-a": "a"}, T, arbiter, True)
+        assert decision.branch is branch and decision.arbiter == "" and decision.arbiter_answer == ""
+    assert arbiter.asked == []

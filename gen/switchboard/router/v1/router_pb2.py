@@ -22,27 +22,30 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/router/v1/router.proto\x12\x15switchboard.router.v1\"g\n\x05Skill\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x0f\n\x07\x62uiltin\x18\x05 \x01(\x08\x12\x10\n\x08\x61uto_use\x18\x06 \x01(\x08\"u\n\x0eSkillCandidate\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x15\n\rlexical_score\x18\x03 \x01(\x01\x12\x17\n\x0f\x65mbedding_score\x18\x04 \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x05 \x01(\x01\"\xd6\x01\n\rSkillDecision\x12\x39\n\ncandidates\x18\x01 \x03(\x0b\x32%.switchboard.router.v1.SkillCandidate\x12\x16\n\x0ehigh_threshold\x18\x02 \x01(\x01\x12\x15\n\rlow_threshold\x18\x03 \x01(\x01\x12\x32\n\x06\x62ranch\x18\x04 \x01(\x0e\x32\".switchboard.router.v1.RouteBranch\x12\x0f\n\x07\x61rbiter\x18\x05 \x01(\t\x12\x16\n\x0e\x61rbiter_answer\x18\x06 \x01(\t\"K\n\x0b\x43hosenSkill\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x66orced\x18\x03 \x01(\x08\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\"\x95\x01\n\x0bModelOption\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x34\n\x07profile\x18\x04 \x01(\x0e\x32#.switchboard.router.v1.ModelProfile\x12\x10\n\x08web_only\x18\x05 \x01(\x08\x12\x11\n\texpensive\x18\x06 \x01(\x08*\xb2\x01\n\x0bRouteBranch\x12\x1c\n\x18ROUTE_BRANCH_UNSPECIFIED\x10\x00\x12\x17\n\x13ROUTE_BRANCH_FORCED\x10\x01\x12\x15\n\x11ROUTE_BRANCH_HIGH\x10\x02\x12\x19\n\x15ROUTE_BRANCH_GREY_LLM\x10\x03\x12#\n\x1fROUTE_BRANCH_GREY_DETERMINISTIC\x10\x04\x12\x15\n\x11ROUTE_BRANCH_NONE\x10\x05*{\n\x0cModelProfile\x12\x1d\n\x19MODEL_PROFILE_UNSPECIFIED\x10\x00\x12\x16\n\x12MODEL_PROFILE_FAST\x10\x01\x12\x1a\n\x16MODEL_PROFILE_BALANCED\x10\x02\x12\x18\n\x14MODEL_PROFILE_STRONG\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/router/v1/router.proto\x12\x15switchboard.router.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x01\n\x05Skill\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x0f\n\x07\x62uiltin\x18\x05 \x01(\x08\x12\x10\n\x08\x61uto_use\x18\x06 \x01(\x08\x12\x0f\n\x07\x65nabled\x18\x07 \x01(\x08\x12\x1a\n\x12\x65\x66\x66\x65\x63tive_auto_use\x18\x08 \x01(\x08\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa3\x01\n\x0eSkillCandidate\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x15\n\rlexical_score\x18\x03 \x01(\x01\x12\x17\n\x0f\x65mbedding_score\x18\x04 \x01(\x01\x12\x13\n\x0b\x66used_score\x18\x05 \x01(\x01\x12\x14\n\x0clexical_rank\x18\x06 \x01(\x05\x12\x16\n\x0e\x65mbedding_rank\x18\x07 \x01(\x05\"\xcb\x02\n\rSkillDecision\x12\x39\n\ncandidates\x18\x01 \x03(\x0b\x32%.switchboard.router.v1.SkillCandidate\x12\x16\n\x0ehigh_threshold\x18\x02 \x01(\x01\x12\x15\n\rlow_threshold\x18\x03 \x01(\x01\x12\x32\n\x06\x62ranch\x18\x04 \x01(\x0e\x32\".switchboard.router.v1.RouteBranch\x12\x0f\n\x07\x61rbiter\x18\x05 \x01(\t\x12\x16\n\x0e\x61rbiter_answer\x18\x06 \x01(\t\x12\x10\n\x08\x65mbedder\x18\x07 \x01(\t\x12\x17\n\x0fmax_auto_skills\x18\x08 \x01(\x05\x12\x1b\n\x13\x61rbitration_allowed\x18\t \x01(\x08\x12\x13\n\x0b\x65xplanation\x18\n \x01(\t\x12\x16\n\x0e\x65xcluded_count\x18\x0b \x01(\x05\"K\n\x0b\x43hosenSkill\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x66orced\x18\x03 \x01(\x08\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\"\x95\x01\n\x0bModelOption\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x34\n\x07profile\x18\x04 \x01(\x0e\x32#.switchboard.router.v1.ModelProfile\x12\x10\n\x08web_only\x18\x05 \x01(\x08\x12\x11\n\texpensive\x18\x06 \x01(\x08\"\x98\x01\n\rSkillFeedback\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08skill_id\x18\x02 \x01(\t\x12\x12\n\nskill_name\x18\x03 \x01(\t\x12\x14\n\x0crequest_text\x18\x04 \x01(\t\x12\x0e\n\x06run_id\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xb2\x01\n\x0bRouteBranch\x12\x1c\n\x18ROUTE_BRANCH_UNSPECIFIED\x10\x00\x12\x17\n\x13ROUTE_BRANCH_FORCED\x10\x01\x12\x15\n\x11ROUTE_BRANCH_HIGH\x10\x02\x12\x19\n\x15ROUTE_BRANCH_GREY_LLM\x10\x03\x12#\n\x1fROUTE_BRANCH_GREY_DETERMINISTIC\x10\x04\x12\x15\n\x11ROUTE_BRANCH_NONE\x10\x05*{\n\x0cModelProfile\x12\x1d\n\x19MODEL_PROFILE_UNSPECIFIED\x10\x00\x12\x16\n\x12MODEL_PROFILE_FAST\x10\x01\x12\x1a\n\x16MODEL_PROFILE_BALANCED\x10\x02\x12\x18\n\x14MODEL_PROFILE_STRONG\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.router.v1.router_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROUTEBRANCH']._serialized_start=732
-  _globals['_ROUTEBRANCH']._serialized_end=910
-  _globals['_MODELPROFILE']._serialized_start=912
-  _globals['_MODELPROFILE']._serialized_end=1035
-  _globals['_SKILL']._serialized_start=61
-  _globals['_SKILL']._serialized_end=164
-  _globals['_SKILLCANDIDATE']._serialized_start=166
-  _globals['_SKILLCANDIDATE']._serialized_end=283
-  _globals['_SKILLDECISION']._serialized_start=286
-  _globals['_SKILLDECISION']._serialized_end=500
-  _globals['_CHOSENSKILL']._serialized_start=502
-  _globals['_CHOSENSKILL']._serialized_end=577
-  _globals['_MODELOPTION']._serialized_start=580
-  _globals['_MODELOPTION']._serialized_end=729
+  _globals['_ROUTEBRANCH']._serialized_start=1228
+  _globals['_ROUTEBRANCH']._serialized_end=1406
+  _globals['_MODELPROFILE']._serialized_start=1408
+  _globals['_MODELPROFILE']._serialized_end=1531
+  _globals['_SKILL']._serialized_start=95
+  _globals['_SKILL']._serialized_end=341
+  _globals['_SKILLCANDIDATE']._serialized_start=344
+  _globals['_SKILLCANDIDATE']._serialized_end=507
+  _globals['_SKILLDECISION']._serialized_start=510
+  _globals['_SKILLDECISION']._serialized_end=841
+  _globals['_CHOSENSKILL']._serialized_start=843
+  _globals['_CHOSENSKILL']._serialized_end=918
+  _globals['_MODELOPTION']._serialized_start=921
+  _globals['_MODELOPTION']._serialized_end=1070
+  _globals['_SKILLFEEDBACK']._serialized_start=1073
+  _globals['_SKILLFEEDBACK']._serialized_end=1225
 # @@protoc_insertion_point(module_scope)

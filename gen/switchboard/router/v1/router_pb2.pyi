@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -75,13 +76,27 @@ class Skill(_message.Message):
     BODY_FIELD_NUMBER: _builtins.int
     BUILTIN_FIELD_NUMBER: _builtins.int
     AUTO_USE_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    EFFECTIVE_AUTO_USE_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     description: _builtins.str
     """What users would say to ask for it; indexed for routing."""
     body: _builtins.str
     builtin: _builtins.bool
+    """Built-ins are only used when forced in this phase, whatever auto_use says."""
     auto_use: _builtins.bool
+    """The catalog's default for "Use automatically"."""
+    enabled: _builtins.bool
+    """For the calling user: whether the skill is enabled (default true)."""
+    effective_auto_use: _builtins.bool
+    """For the calling user: their auto_use override, else the catalog's."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
         self,
         *,
@@ -91,10 +106,14 @@ class Skill(_message.Message):
         body: _builtins.str = ...,
         builtin: _builtins.bool = ...,
         auto_use: _builtins.bool = ...,
+        enabled: _builtins.bool = ...,
+        effective_auto_use: _builtins.bool = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_use", b"auto_use", "body", b"body", "builtin", b"builtin", "description", b"description", "id", b"id", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_use", b"auto_use", "body", b"body", "builtin", b"builtin", "create_time", b"create_time", "description", b"description", "effective_auto_use", b"effective_auto_use", "enabled", b"enabled", "id", b"id", "name", b"name", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -111,11 +130,19 @@ class SkillCandidate(_message.Message):
     LEXICAL_SCORE_FIELD_NUMBER: _builtins.int
     EMBEDDING_SCORE_FIELD_NUMBER: _builtins.int
     FUSED_SCORE_FIELD_NUMBER: _builtins.int
+    LEXICAL_RANK_FIELD_NUMBER: _builtins.int
+    EMBEDDING_RANK_FIELD_NUMBER: _builtins.int
     skill_id: _builtins.str
     name: _builtins.str
     lexical_score: _builtins.float
     embedding_score: _builtins.float
     fused_score: _builtins.float
+    """Score-weighted reciprocal rank fusion (k=60) of both rankings, 0..1:
+    what the thresholds apply to.
+    """
+    lexical_rank: _builtins.int
+    """Rank in the lexical and in the embedding top 8 (1 is best, 0 = not in it)."""
+    embedding_rank: _builtins.int
     def __init__(
         self,
         *,
@@ -124,10 +151,12 @@ class SkillCandidate(_message.Message):
         lexical_score: _builtins.float = ...,
         embedding_score: _builtins.float = ...,
         fused_score: _builtins.float = ...,
+        lexical_rank: _builtins.int = ...,
+        embedding_rank: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_score", b"embedding_score", "fused_score", b"fused_score", "lexical_score", b"lexical_score", "name", b"name", "skill_id", b"skill_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_rank", b"embedding_rank", "embedding_score", b"embedding_score", "fused_score", b"fused_score", "lexical_rank", b"lexical_rank", "lexical_score", b"lexical_score", "name", b"name", "skill_id", b"skill_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -145,12 +174,30 @@ class SkillDecision(_message.Message):
     BRANCH_FIELD_NUMBER: _builtins.int
     ARBITER_FIELD_NUMBER: _builtins.int
     ARBITER_ANSWER_FIELD_NUMBER: _builtins.int
+    EMBEDDER_FIELD_NUMBER: _builtins.int
+    MAX_AUTO_SKILLS_FIELD_NUMBER: _builtins.int
+    ARBITRATION_ALLOWED_FIELD_NUMBER: _builtins.int
+    EXPLANATION_FIELD_NUMBER: _builtins.int
+    EXCLUDED_COUNT_FIELD_NUMBER: _builtins.int
     high_threshold: _builtins.float
     low_threshold: _builtins.float
     branch: Global___RouteBranch.ValueType
     arbiter: _builtins.str
     arbiter_answer: _builtins.str
     """The arbiter's raw answer, truncated."""
+    embedder: _builtins.str
+    """The embedder of the embedding ranking ("minilm", "hashing")."""
+    max_auto_skills: _builtins.int
+    arbitration_allowed: _builtins.bool
+    """Whether LLM arbitration was allowed for this request (not offline and
+    enabled in the settings) and why not when it was not.
+    """
+    explanation: _builtins.str
+    """One line saying why this branch and these skills."""
+    excluded_count: _builtins.int
+    """Catalog skills that could not be candidates for the caller (disabled,
+    auto_use off, built in, or without a description).
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]: ...
     def __init__(
@@ -162,10 +209,15 @@ class SkillDecision(_message.Message):
         branch: Global___RouteBranch.ValueType = ...,
         arbiter: _builtins.str = ...,
         arbiter_answer: _builtins.str = ...,
+        embedder: _builtins.str = ...,
+        max_auto_skills: _builtins.int = ...,
+        arbitration_allowed: _builtins.bool = ...,
+        explanation: _builtins.str = ...,
+        excluded_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arbiter", b"arbiter", "arbiter_answer", b"arbiter_answer", "branch", b"branch", "candidates", b"candidates", "high_threshold", b"high_threshold", "low_threshold", b"low_threshold"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arbiter", b"arbiter", "arbiter_answer", b"arbiter_answer", "arbitration_allowed", b"arbitration_allowed", "branch", b"branch", "candidates", b"candidates", "embedder", b"embedder", "excluded_count", b"excluded_count", "explanation", b"explanation", "high_threshold", b"high_threshold", "low_threshold", b"low_threshold", "max_auto_skills", b"max_auto_skills"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -239,3 +291,43 @@ class ModelOption(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ModelOption: _TypeAlias = ModelOption  # noqa: Y015
+
+@_typing.final
+class SkillFeedback(_message.Message):
+    """"This skill was not relevant" (seed 002 §7.4): a counter-example for the
+    Skill Router's labelled fixture.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SKILL_ID_FIELD_NUMBER: _builtins.int
+    SKILL_NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_TEXT_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    skill_id: _builtins.str
+    skill_name: _builtins.str
+    request_text: _builtins.str
+    """The request the skill was applied to."""
+    run_id: _builtins.str
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        skill_id: _builtins.str = ...,
+        skill_name: _builtins.str = ...,
+        request_text: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "id", b"id", "request_text", b"request_text", "run_id", b"run_id", "skill_id", b"skill_id", "skill_name", b"skill_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SkillFeedback: _TypeAlias = SkillFeedback  # noqa: Y015

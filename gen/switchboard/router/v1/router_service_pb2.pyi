@@ -5,8 +5,10 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from switchboard.router.v1 import router_pb2 as _router_pb2
 import builtins as _builtins
 import sys
@@ -18,6 +20,28 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _AutoUseOverride:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AutoUseOverrideEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AutoUseOverride.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    AUTO_USE_OVERRIDE_UNSPECIFIED: _AutoUseOverride.ValueType  # 0
+    AUTO_USE_OVERRIDE_INHERIT: _AutoUseOverride.ValueType  # 1
+    """Back to the catalog's auto_use."""
+    AUTO_USE_OVERRIDE_ON: _AutoUseOverride.ValueType  # 2
+    AUTO_USE_OVERRIDE_OFF: _AutoUseOverride.ValueType  # 3
+
+class AutoUseOverride(_AutoUseOverride, metaclass=_AutoUseOverrideEnumTypeWrapper):
+    """What the caller overrides for one skill."""
+
+AUTO_USE_OVERRIDE_UNSPECIFIED: AutoUseOverride.ValueType  # 0
+AUTO_USE_OVERRIDE_INHERIT: AutoUseOverride.ValueType  # 1
+"""Back to the catalog's auto_use."""
+AUTO_USE_OVERRIDE_ON: AutoUseOverride.ValueType  # 2
+AUTO_USE_OVERRIDE_OFF: AutoUseOverride.ValueType  # 3
+Global___AutoUseOverride: _TypeAlias = AutoUseOverride  # noqa: Y015
 
 @_typing.final
 class ListSkillsRequest(_message.Message):
@@ -63,6 +87,219 @@ class ListSkillsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListSkillsResponse: _TypeAlias = ListSkillsResponse  # noqa: Y015
+
+@_typing.final
+class GetSkillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_FIELD_NUMBER: _builtins.int
+    skill: _builtins.str
+    """A skill id or its name."""
+    def __init__(
+        self,
+        *,
+        skill: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSkillRequest: _TypeAlias = GetSkillRequest  # noqa: Y015
+
+@_typing.final
+class GetSkillResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skill(self) -> _router_pb2.Skill: ...
+    def __init__(
+        self,
+        *,
+        skill: _router_pb2.Skill | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSkillResponse: _TypeAlias = GetSkillResponse  # noqa: Y015
+
+@_typing.final
+class CreateSkillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    SKILL_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    @_builtins.property
+    def skill(self) -> _router_pb2.Skill:
+        """name (a slug: lower-case letters, digits, dashes), description, body,
+        auto_use; other fields are ignored.
+        """
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        skill: _router_pb2.Skill | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "skill", b"skill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateSkillRequest: _TypeAlias = CreateSkillRequest  # noqa: Y015
+
+@_typing.final
+class CreateSkillResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skill(self) -> _router_pb2.Skill: ...
+    def __init__(
+        self,
+        *,
+        skill: _router_pb2.Skill | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateSkillResponse: _TypeAlias = CreateSkillResponse  # noqa: Y015
+
+@_typing.final
+class UpdateSkillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skill(self) -> _router_pb2.Skill:
+        """id plus the fields named in update_mask."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def __init__(
+        self,
+        *,
+        skill: _router_pb2.Skill | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSkillRequest: _TypeAlias = UpdateSkillRequest  # noqa: Y015
+
+@_typing.final
+class UpdateSkillResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skill(self) -> _router_pb2.Skill: ...
+    def __init__(
+        self,
+        *,
+        skill: _router_pb2.Skill | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSkillResponse: _TypeAlias = UpdateSkillResponse  # noqa: Y015
+
+@_typing.final
+class DeleteSkillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_ID_FIELD_NUMBER: _builtins.int
+    skill_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        skill_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill_id", b"skill_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSkillRequest: _TypeAlias = DeleteSkillRequest  # noqa: Y015
+
+@_typing.final
+class DeleteSkillResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSkillResponse: _TypeAlias = DeleteSkillResponse  # noqa: Y015
+
+@_typing.final
+class SetSkillEnablementRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_ID_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    AUTO_USE_FIELD_NUMBER: _builtins.int
+    skill_id: _builtins.str
+    enabled: _builtins.bool
+    auto_use: Global___AutoUseOverride.ValueType
+    """Unspecified keeps the caller's current override."""
+    def __init__(
+        self,
+        *,
+        skill_id: _builtins.str = ...,
+        enabled: _builtins.bool = ...,
+        auto_use: Global___AutoUseOverride.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["auto_use", b"auto_use", "enabled", b"enabled", "skill_id", b"skill_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSkillEnablementRequest: _TypeAlias = SetSkillEnablementRequest  # noqa: Y015
+
+@_typing.final
+class SetSkillEnablementResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skill(self) -> _router_pb2.Skill: ...
+    def __init__(
+        self,
+        *,
+        skill: _router_pb2.Skill | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["skill", b"skill"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSkillEnablementResponse: _TypeAlias = SetSkillEnablementResponse  # noqa: Y015
 
 @_typing.final
 class RouteSkillsRequest(_message.Message):
@@ -118,27 +355,130 @@ class RouteSkillsResponse(_message.Message):
 Global___RouteSkillsResponse: _TypeAlias = RouteSkillsResponse  # noqa: Y015
 
 @_typing.final
+class CreateSkillFeedbackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    SKILL_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_TEXT_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    skill_id: _builtins.str
+    request_text: _builtins.str
+    run_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        skill_id: _builtins.str = ...,
+        request_text: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "request_text", b"request_text", "run_id", b"run_id", "skill_id", b"skill_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateSkillFeedbackRequest: _TypeAlias = CreateSkillFeedbackRequest  # noqa: Y015
+
+@_typing.final
+class CreateSkillFeedbackResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FEEDBACK_FIELD_NUMBER: _builtins.int
+    OFFER_DISABLE_AUTO_USE_FIELD_NUMBER: _builtins.int
+    offer_disable_auto_use: _builtins.bool
+    """True while the skill is still used automatically for the caller: the
+    page offers to turn "Use automatically" off (SetSkillEnablement).
+    """
+    @_builtins.property
+    def feedback(self) -> _router_pb2.SkillFeedback: ...
+    def __init__(
+        self,
+        *,
+        feedback: _router_pb2.SkillFeedback | None = ...,
+        offer_disable_auto_use: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback", "offer_disable_auto_use", b"offer_disable_auto_use"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateSkillFeedbackResponse: _TypeAlias = CreateSkillFeedbackResponse  # noqa: Y015
+
+@_typing.final
+class ListSkillFeedbackRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSkillFeedbackRequest: _TypeAlias = ListSkillFeedbackRequest  # noqa: Y015
+
+@_typing.final
+class ListSkillFeedbackResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FEEDBACK_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def feedback(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.SkillFeedback]: ...
+    def __init__(
+        self,
+        *,
+        feedback: _abc.Iterable[_router_pb2.SkillFeedback] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["feedback", b"feedback", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSkillFeedbackResponse: _TypeAlias = ListSkillFeedbackResponse  # noqa: Y015
+
+@_typing.final
 class RouteModelRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TEXT_FIELD_NUMBER: _builtins.int
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
+    OFFLINE_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     requested_model: _builtins.str
     """"" or "auto" routes; anything else must be a configured model id."""
     default_model: _builtins.str
     """The user's default model from personal settings ("" = Auto)."""
+    offline: _builtins.bool
+    """Auto picks the deterministic test (offline provider) model."""
     def __init__(
         self,
         *,
         text: _builtins.str = ...,
         requested_model: _builtins.str = ...,
         default_model: _builtins.str = ...,
+        offline: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "requested_model", b"requested_model", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "offline", b"offline", "requested_model", b"requested_model", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -151,21 +491,37 @@ class RouteModelResponse(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     ROUTED_FIELD_NUMBER: _builtins.int
+    REQUEST_PROFILE_FIELD_NUMBER: _builtins.int
+    WEB_ONLY_FIELD_NUMBER: _builtins.int
+    NOTICES_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
     """Why this model: the classification and the rule applied."""
     routed: _builtins.bool
+    request_profile: _router_pb2.ModelProfile.ValueType
+    """The class of the request (fast / balanced / strong); unspecified when
+    the model was chosen by hand.
+    """
+    web_only: _builtins.bool
+    """The chosen model gets no workspace context: warn before sending."""
     @_builtins.property
     def model(self) -> _router_pb2.ModelOption: ...
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Things the page should show before sending (web-only, expensive model)."""
+
     def __init__(
         self,
         *,
         model: _router_pb2.ModelOption | None = ...,
         reason: _builtins.str = ...,
         routed: _builtins.bool = ...,
+        request_profile: _router_pb2.ModelProfile.ValueType = ...,
+        web_only: _builtins.bool = ...,
+        notices: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "reason", b"reason", "routed", b"routed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "notices", b"notices", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

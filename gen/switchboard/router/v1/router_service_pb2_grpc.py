@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class RouterServiceStub:
-    """Skill catalog, Skill Router and model router.
+    """Skill catalog, Skill Router and model router. Every call acts for the user
+    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
+    and feedback are that user's; the catalog itself is the workspace's.
     """
 
     def __init__(self, channel):
@@ -40,10 +42,45 @@ class RouterServiceStub:
                 request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillsResponse.FromString,
                 _registered_method=True)
+        self.GetSkill = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/GetSkill',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.GetSkillRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.GetSkillResponse.FromString,
+                _registered_method=True)
+        self.CreateSkill = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/CreateSkill',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillResponse.FromString,
+                _registered_method=True)
+        self.UpdateSkill = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/UpdateSkill',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.UpdateSkillRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.UpdateSkillResponse.FromString,
+                _registered_method=True)
+        self.DeleteSkill = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/DeleteSkill',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillResponse.FromString,
+                _registered_method=True)
+        self.SetSkillEnablement = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/SetSkillEnablement',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementResponse.FromString,
+                _registered_method=True)
         self.RouteSkills = channel.unary_unary(
                 '/switchboard.router.v1.RouterService/RouteSkills',
                 request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteSkillsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteSkillsResponse.FromString,
+                _registered_method=True)
+        self.CreateSkillFeedback = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/CreateSkillFeedback',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillFeedbackRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillFeedbackResponse.FromString,
+                _registered_method=True)
+        self.ListSkillFeedback = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/ListSkillFeedback',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillFeedbackRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillFeedbackResponse.FromString,
                 _registered_method=True)
         self.RouteModel = channel.unary_unary(
                 '/switchboard.router.v1.RouterService/RouteModel',
@@ -53,17 +90,69 @@ class RouterServiceStub:
 
 
 class RouterServiceServicer:
-    """Skill catalog, Skill Router and model router.
+    """Skill catalog, Skill Router and model router. Every call acts for the user
+    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
+    and feedback are that user's; the catalog itself is the workspace's.
     """
 
     def ListSkills(self, request, context):
+        """Skills by name, with the caller's enablement.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSkill(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSkill(self, request, context):
+        """Adds a workspace skill (never a built-in); idempotent on request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSkill(self, request, context):
+        """Updates the fields named in update_mask (name, description, body,
+        auto_use); built-ins cannot be changed. Re-indexes the description.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSkill(self, request, context):
+        """Built-ins cannot be deleted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSkillEnablement(self, request, context):
+        """The caller's enablement of a skill and their auto_use override.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RouteSkills(self, request, context):
         """Chooses 0 to 2 automatic skills for a request, plus the forced ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSkillFeedback(self, request, context):
+        """Records "this skill was not relevant"; idempotent on request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSkillFeedback(self, request, context):
+        """The caller's feedback, newest first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -84,10 +173,45 @@ def add_RouterServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillsRequest.FromString,
                     response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillsResponse.SerializeToString,
             ),
+            'GetSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSkill,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.GetSkillRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.GetSkillResponse.SerializeToString,
+            ),
+            'CreateSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSkill,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillResponse.SerializeToString,
+            ),
+            'UpdateSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSkill,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.UpdateSkillRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.UpdateSkillResponse.SerializeToString,
+            ),
+            'DeleteSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSkill,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillResponse.SerializeToString,
+            ),
+            'SetSkillEnablement': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSkillEnablement,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementResponse.SerializeToString,
+            ),
             'RouteSkills': grpc.unary_unary_rpc_method_handler(
                     servicer.RouteSkills,
                     request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteSkillsRequest.FromString,
                     response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteSkillsResponse.SerializeToString,
+            ),
+            'CreateSkillFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSkillFeedback,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillFeedbackRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillFeedbackResponse.SerializeToString,
+            ),
+            'ListSkillFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSkillFeedback,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillFeedbackRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillFeedbackResponse.SerializeToString,
             ),
             'RouteModel': grpc.unary_unary_rpc_method_handler(
                     servicer.RouteModel,
@@ -103,7 +227,9 @@ def add_RouterServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RouterService:
-    """Skill catalog, Skill Router and model router.
+    """Skill catalog, Skill Router and model router. Every call acts for the user
+    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
+    and feedback are that user's; the catalog itself is the workspace's.
     """
 
     @staticmethod
@@ -134,6 +260,141 @@ class RouterService:
             _registered_method=True)
 
     @staticmethod
+    def GetSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/GetSkill',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.GetSkillRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.GetSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/CreateSkill',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/UpdateSkill',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.UpdateSkillRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.UpdateSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/DeleteSkill',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSkillEnablement(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/SetSkillEnablement',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def RouteSkills(request,
             target,
             options=(),
@@ -150,6 +411,60 @@ class RouterService:
             '/switchboard.router.v1.RouterService/RouteSkills',
             switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteSkillsRequest.SerializeToString,
             switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteSkillsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSkillFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/CreateSkillFeedback',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillFeedbackRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.CreateSkillFeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSkillFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/ListSkillFeedback',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillFeedbackRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.ListSkillFeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,38 +27,121 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class RouterServiceStub:
-    """Skill catalog, Skill Router and model router."""
+    """Skill catalog, Skill Router and model router. Every call acts for the user
+    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
+    and feedback are that user's; the catalog itself is the workspace's.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> RouterServiceAsyncStub: ...
     ListSkills: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillsRequest, _router_service_pb2.ListSkillsResponse]
+    """Skills by name, with the caller's enablement."""
+    GetSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.GetSkillRequest, _router_service_pb2.GetSkillResponse]
+    CreateSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillRequest, _router_service_pb2.CreateSkillResponse]
+    """Adds a workspace skill (never a built-in); idempotent on request_id."""
+    UpdateSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.UpdateSkillRequest, _router_service_pb2.UpdateSkillResponse]
+    """Updates the fields named in update_mask (name, description, body,
+    auto_use); built-ins cannot be changed. Re-indexes the description.
+    """
+    DeleteSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.DeleteSkillRequest, _router_service_pb2.DeleteSkillResponse]
+    """Built-ins cannot be deleted."""
+    SetSkillEnablement: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.SetSkillEnablementRequest, _router_service_pb2.SetSkillEnablementResponse]
+    """The caller's enablement of a skill and their auto_use override."""
     RouteSkills: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.RouteSkillsRequest, _router_service_pb2.RouteSkillsResponse]
     """Chooses 0 to 2 automatic skills for a request, plus the forced ones."""
+    CreateSkillFeedback: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillFeedbackRequest, _router_service_pb2.CreateSkillFeedbackResponse]
+    """Records "this skill was not relevant"; idempotent on request_id."""
+    ListSkillFeedback: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillFeedbackRequest, _router_service_pb2.ListSkillFeedbackResponse]
+    """The caller's feedback, newest first."""
     RouteModel: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.RouteModelRequest, _router_service_pb2.RouteModelResponse]
     """Resolves the requested model ("auto" or a configured id) to a model."""
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
-    """Skill catalog, Skill Router and model router."""
+    """Skill catalog, Skill Router and model router. Every call acts for the user
+    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
+    and feedback are that user's; the catalog itself is the workspace's.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListSkills: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillsRequest, _router_service_pb2.ListSkillsResponse]  # type: ignore[assignment]
+    """Skills by name, with the caller's enablement."""
+    GetSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.GetSkillRequest, _router_service_pb2.GetSkillResponse]  # type: ignore[assignment]
+    CreateSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillRequest, _router_service_pb2.CreateSkillResponse]  # type: ignore[assignment]
+    """Adds a workspace skill (never a built-in); idempotent on request_id."""
+    UpdateSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.UpdateSkillRequest, _router_service_pb2.UpdateSkillResponse]  # type: ignore[assignment]
+    """Updates the fields named in update_mask (name, description, body,
+    auto_use); built-ins cannot be changed. Re-indexes the description.
+    """
+    DeleteSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.DeleteSkillRequest, _router_service_pb2.DeleteSkillResponse]  # type: ignore[assignment]
+    """Built-ins cannot be deleted."""
+    SetSkillEnablement: _aio.UnaryUnaryMultiCallable[_router_service_pb2.SetSkillEnablementRequest, _router_service_pb2.SetSkillEnablementResponse]  # type: ignore[assignment]
+    """The caller's enablement of a skill and their auto_use override."""
     RouteSkills: _aio.UnaryUnaryMultiCallable[_router_service_pb2.RouteSkillsRequest, _router_service_pb2.RouteSkillsResponse]  # type: ignore[assignment]
     """Chooses 0 to 2 automatic skills for a request, plus the forced ones."""
+    CreateSkillFeedback: _aio.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillFeedbackRequest, _router_service_pb2.CreateSkillFeedbackResponse]  # type: ignore[assignment]
+    """Records "this skill was not relevant"; idempotent on request_id."""
+    ListSkillFeedback: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillFeedbackRequest, _router_service_pb2.ListSkillFeedbackResponse]  # type: ignore[assignment]
+    """The caller's feedback, newest first."""
     RouteModel: _aio.UnaryUnaryMultiCallable[_router_service_pb2.RouteModelRequest, _router_service_pb2.RouteModelResponse]  # type: ignore[assignment]
     """Resolves the requested model ("auto" or a configured id) to a model."""
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Skill catalog, Skill Router and model router."""
+    """Skill catalog, Skill Router and model router. Every call acts for the user
+    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
+    and feedback are that user's; the catalog itself is the workspace's.
+    """
 
     @_abc_1.abstractmethod
     def ListSkills(
         self,
         request: _router_service_pb2.ListSkillsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_router_service_pb2.ListSkillsResponse, _abc.Awaitable[_router_service_pb2.ListSkillsResponse]]: ...
+    ) -> _typing.Union[_router_service_pb2.ListSkillsResponse, _abc.Awaitable[_router_service_pb2.ListSkillsResponse]]:
+        """Skills by name, with the caller's enablement."""
+
+    @_abc_1.abstractmethod
+    def GetSkill(
+        self,
+        request: _router_service_pb2.GetSkillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.GetSkillResponse, _abc.Awaitable[_router_service_pb2.GetSkillResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateSkill(
+        self,
+        request: _router_service_pb2.CreateSkillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.CreateSkillResponse, _abc.Awaitable[_router_service_pb2.CreateSkillResponse]]:
+        """Adds a workspace skill (never a built-in); idempotent on request_id."""
+
+    @_abc_1.abstractmethod
+    def UpdateSkill(
+        self,
+        request: _router_service_pb2.UpdateSkillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.UpdateSkillResponse, _abc.Awaitable[_router_service_pb2.UpdateSkillResponse]]:
+        """Updates the fields named in update_mask (name, description, body,
+        auto_use); built-ins cannot be changed. Re-indexes the description.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteSkill(
+        self,
+        request: _router_service_pb2.DeleteSkillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.DeleteSkillResponse, _abc.Awaitable[_router_service_pb2.DeleteSkillResponse]]:
+        """Built-ins cannot be deleted."""
+
+    @_abc_1.abstractmethod
+    def SetSkillEnablement(
+        self,
+        request: _router_service_pb2.SetSkillEnablementRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.SetSkillEnablementResponse, _abc.Awaitable[_router_service_pb2.SetSkillEnablementResponse]]:
+        """The caller's enablement of a skill and their auto_use override."""
 
     @_abc_1.abstractmethod
     def RouteSkills(
@@ -67,6 +150,22 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.RouteSkillsResponse, _abc.Awaitable[_router_service_pb2.RouteSkillsResponse]]:
         """Chooses 0 to 2 automatic skills for a request, plus the forced ones."""
+
+    @_abc_1.abstractmethod
+    def CreateSkillFeedback(
+        self,
+        request: _router_service_pb2.CreateSkillFeedbackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.CreateSkillFeedbackResponse, _abc.Awaitable[_router_service_pb2.CreateSkillFeedbackResponse]]:
+        """Records "this skill was not relevant"; idempotent on request_id."""
+
+    @_abc_1.abstractmethod
+    def ListSkillFeedback(
+        self,
+        request: _router_service_pb2.ListSkillFeedbackRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.ListSkillFeedbackResponse, _abc.Awaitable[_router_service_pb2.ListSkillFeedbackResponse]]:
+        """The caller's feedback, newest first."""
 
     @_abc_1.abstractmethod
     def RouteModel(
