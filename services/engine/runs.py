@@ -17,13 +17,13 @@ from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry import trace
-from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from services.engine import instructions
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
 from services.engine.models import AgentRun
-from services.engine.providers import ChatMessage, LLMProvider, TextChunk, UsageChunk
+from services.engine.providers import ChatMessage, LLMProvider, ProviderError, TextChunk, UsageChunk
 from services.engine.repository import RunsRepository
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
@@ -73,6 +73,43 @@ class RunLimits:
     # gen_ai.output.messages). Off by default: traces often leave the trust
     # boundary the conversations live in.
     capture_message_content: bool = False
+    # Attempts at a model call that fails before any text reached the client.
+    provider_attempts: int = 3
+
+
+class _DeltaStream:
+    """Coalesces a model's text into delta events: the first piece at once,
+    then at most one event per flush interval or size."""
+
+    def __init__(self, rec: _Recorder, limits: RunLimits) -> None:
+        self._rec, self._limits = rec, limits
+        self._parts: list[str] = []
+        self._buffer: list[str] = []
+        self._buffered = 0
+        self._last_flush = 0.0
+        self.sent_any = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def add(self, text: str) -> None:
+        self._parts.append(text)
+        self._buffer.append(text)
+        self._buffered += len(text)
+        now = time.monotonic()
+        if (
+            not self.sent_any
+            or now - self._last_flush >= self._limits.delta_flush_seconds
+            or self._buffered >= self._limits.delta_flush_chars
+        ):
+            self.flush()
+            self._last_flush = now
+
+    def flush(self) -> None:
+        if self._buffer:
+            self._rec.emit(delta=engine_pb2.Delta(text="".join(self._buffer)))
+            self._buffer, self._buffered, self.sent_any = [], 0, True
 
 
 def _messages_json(messages: Sequence[ChatMessage]) -> str:
@@ -408,36 +445,34 @@ class RunService:
             span.set_attribute("gen_ai.conversation.id", conversation_id)
             if self._limits.capture_message_content:
                 span.set_attribute("gen_ai.input.messages", _messages_json(messages))
-            parts: list[str] = []
-            buffer: list[str] = []
-            buffered = 0
-            last_flush = 0.0
-            sent_any = False
+            stream = _DeltaStream(rec, self._limits)
             tokens_in = tokens_out = 0
-            async for chunk in provider.stream(model.model, messages):
-                if isinstance(chunk, UsageChunk):
-                    tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out
-                    continue
-                assert isinstance(chunk, TextChunk)
-                parts.append(chunk.text)
-                buffer.append(chunk.text)
-                buffered += len(chunk.text)
-                now = time.monotonic()
-                if (
-                    not sent_any
-                    or now - last_flush >= self._limits.delta_flush_seconds
-                    or buffered >= self._limits.delta_flush_chars
-                ):
-                    rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
-                    buffer, buffered, last_flush, sent_any = [], 0, now, True
-            if buffer:
-                rec.emit(delta=engine_pb2.Delta(text="".join(buffer)))
+            # A provider failure is retried only while no text has reached the
+            # client: after that a retry would show the answer twice.
+            attempts = AsyncRetrying(
+                stop=stop_after_attempt(self._limits.provider_attempts),
+                wait=wait_exponential_jitter(multiplier=0.2, max=4.0),
+                retry=retry_if_exception(
+                    lambda exc: isinstance(exc, ProviderError) and exc.retryable and not stream.sent_any
+                ),
+                reraise=True,
+            )
+            async for attempt in attempts:
+                with attempt:
+                    try:
+                        async for chunk in provider.stream(model.model, messages):
+                            if isinstance(chunk, UsageChunk):
+                                tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out
+                            elif isinstance(chunk, TextChunk):
+                                stream.add(chunk.text)
+                    finally:
+                        stream.flush()  # what did arrive is shown, even before a failure
             span.set_attribute("gen_ai.response.model", model.model)
             span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
             span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
             LLM_TOKENS.labels(model.provider, model.model, "input").inc(tokens_in)
             LLM_TOKENS.labels(model.provider, model.model, "output").inc(tokens_out)
-            answer = "".join(parts)
+            answer = stream.text
             if self._limits.capture_message_content:
                 output = _messages_json([ChatMessage("assistant", answer)])
                 span.set_attribute("gen_ai.output.messages", output)

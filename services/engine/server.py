@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from pathlib import Path
 
 from services.engine.collaborators import Collaborators, GrpcCollaborators
-from services.engine.providers import LLMProvider, OfflineProvider
+from services.engine.providers import LLMProvider, build_providers
 from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
@@ -20,7 +21,9 @@ SERVICE_NAME = engine_service_pb2.DESCRIPTOR.services_by_name["EngineService"].f
 
 
 def providers(settings: EngineSettings) -> dict[str, LLMProvider]:
-    return {"offline": OfflineProvider(settings.offline_token_delay)}
+    """The offline model and every configured endpoint (API keys are read
+    from the environment variables the configuration names)."""
+    return build_providers(settings.provider_configs, os.environ, settings.offline_token_delay)
 
 
 def run_limits(settings: EngineSettings) -> RunLimits:
@@ -30,6 +33,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         delta_flush_chars=settings.delta_flush_chars,
         lease_seconds=settings.lease_seconds,
         capture_message_content=settings.capture_message_content,
+        provider_attempts=settings.provider_attempts,
     )
 
 

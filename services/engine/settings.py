@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import Self
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.engine.providers import ProviderConfig, parse_provider_configs
 from services.shared.settings import ServiceSettings
 
 
@@ -30,6 +32,14 @@ class EngineSettings(ServiceSettings):
     # failed ("interrupted"); each instance renews its lease every third of it.
     lease_seconds: float = 15.0
     instance_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    # LLM endpoints besides the offline model: a JSON list of
+    # {name, kind: openai|anthropic, base_url, api_key_env, timeout,
+    # max_output_tokens}; the router's models name them as their provider.
+    # Checked at start-up.
+    providers_json: str = "[]"
+    # Attempts at a model call that fails before any text reached the client
+    # (429, 5xx, overloaded, connection lost); never retried after.
+    provider_attempts: int = Field(default=3, ge=1, le=10)
     # Prompt and answer text on `chat` spans; off unless asked for (the
     # OpenTelemetry GenAI instrumentations' own switch is honoured too).
     capture_message_content: bool = Field(
@@ -38,3 +48,12 @@ class EngineSettings(ServiceSettings):
             "SWITCHBOARD_ENGINE_CAPTURE_MESSAGE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
         ),
     )
+
+    @property
+    def provider_configs(self) -> list[ProviderConfig]:
+        return parse_provider_configs(self.providers_json)
+
+    @model_validator(mode="after")
+    def _check_providers(self) -> Self:
+        parse_provider_configs(self.providers_json)  # a broken configuration fails at start-up
+        return self

@@ -38,7 +38,10 @@ class System:
 
 
 @asynccontextmanager
-async def system(make_database: DatabaseFactory, **engine_settings: Any) -> AsyncIterator[System]:
+async def system(
+    make_database: DatabaseFactory, router_settings: dict[str, Any] | None = None, **engine_settings: Any
+) -> AsyncIterator[System]:
+    """Hashing embedders: fast, deterministic, and no model to load per test."""
     async with AsyncExitStack() as stack:
         urls = {
             name: await stack.enter_async_context(make_database(name))
@@ -48,10 +51,15 @@ async def system(make_database: DatabaseFactory, **engine_settings: Any) -> Asyn
             running(build_threads, ThreadsSettings(port=0, database_url=urls["threads"]))
         )
         memory, memory_channel = await stack.enter_async_context(
-            running(build_memory, MemorySettings(port=0, database_url=urls["memory"]))
+            running(build_memory, MemorySettings(port=0, database_url=urls["memory"], embedder="hashing"))
         )
         router, router_channel = await stack.enter_async_context(
-            running(build_router, RouterSettings(port=0, database_url=urls["router"]))
+            running(
+                build_router,
+                RouterSettings(
+                    port=0, database_url=urls["router"], **{"embedder": "hashing", **(router_settings or {})}
+                ),
+            )
         )
         settings = EngineSettings(
             port=0,

@@ -1,0 +1,108 @@
+"""The Anthropic Messages API through the official SDK: streamed text, tool
+use (input JSON reassembled from its deltas), usage from ``message_start``
+and ``message_delta``, and ``error`` events inside a 200 stream (an
+``overloaded_error`` mid-answer is a retryable failure, not a crash).
+
+System messages go to the ``system`` parameter, as the API wants. The SDK's
+own retries are off: the run retries, and only before the first token."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anthropic
+import httpx2  # the SDK's HTTP client
+
+from services.engine.providers import (
+    ChatMessage,
+    Chunk,
+    ProviderConfig,
+    ProviderError,
+    TextChunk,
+    ToolCallChunk,
+    ToolSpec,
+    UsageChunk,
+)
+
+# Error types of the API's error objects that another attempt may get past.
+_RETRYABLE_TYPES = ("overloaded_error", "rate_limit_error", "api_error", "timeout_error")
+
+
+def _error_type(body: object) -> str:
+    """The ``type`` of an API error object: {"type": "error", "error": {"type": ...}}."""
+    if not isinstance(body, dict):
+        return ""
+    error = body.get("error", body)
+    return str(error.get("type", "")) if isinstance(error, dict) else ""
+
+
+def _error(name: str, exc: anthropic.AnthropicError) -> ProviderError:
+    if isinstance(exc, anthropic.APIStatusError):
+        kind = _error_type(exc.body)
+        status = exc.status_code
+        retryable = status in (408, 409, 429) or status >= 500 or kind in _RETRYABLE_TYPES
+        return ProviderError(name, f"HTTP {status} {kind}: {exc.message}", retryable=retryable)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError(name, f"connection failed: {exc}", retryable=True)
+    if isinstance(exc, anthropic.APIError):
+        # An `error` event inside a 200 stream (overloaded_error...) surfaces here.
+        kind = _error_type(exc.body)
+        message = f"{kind or 'stream error'}: {exc.message}"
+        return ProviderError(name, message, retryable=kind in _RETRYABLE_TYPES)
+    return ProviderError(name, str(exc), retryable=False)
+
+
+class AnthropicProvider:
+    def __init__(self, config: ProviderConfig, api_key: str) -> None:
+        self.name = config.name
+        self._config = config
+        self._client = anthropic.AsyncAnthropic(
+            base_url=config.base_url, api_key=api_key or "unused", max_retries=0, timeout=config.timeout
+        )
+
+    async def stream(
+        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[Chunk]:
+        request: dict[str, Any] = {
+            "model": model,
+            "max_tokens": self._config.max_output_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in messages if m.role != "system"],
+            "stream": True,
+        }
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in tools
+            ]
+        tokens_in = tokens_out = 0
+        # Content blocks by index: a tool_use block's input arrives as JSON fragments.
+        tool_blocks: dict[int, dict[str, str]] = {}
+        try:
+            stream = await self._client.messages.create(**request)
+            async for event in stream:
+                if event.type == "message_start":
+                    tokens_in = event.message.usage.input_tokens
+                    tokens_out = event.message.usage.output_tokens
+                elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                    block = event.content_block
+                    tool_blocks[event.index] = {"id": block.id, "name": block.name, "input": ""}
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta":
+                        yield TextChunk(event.delta.text)
+                    elif event.delta.type == "input_json_delta" and event.index in tool_blocks:
+                        tool_blocks[event.index]["input"] += event.delta.partial_json
+                elif event.type == "content_block_stop" and event.index in tool_blocks:
+                    block = tool_blocks.pop(event.index)
+                    yield ToolCallChunk(block["id"], block["name"], block["input"] or "{}")
+                elif event.type == "message_delta":
+                    tokens_out = event.usage.output_tokens
+        except anthropic.AnthropicError as exc:
+            raise _error(self.name, exc) from exc
+        except httpx2.TransportError as exc:
+            # The SDK does not wrap a connection lost mid-stream.
+            raise ProviderError(self.name, f"connection lost mid-stream: {exc}", retryable=True) from exc
+        yield UsageChunk(tokens_in, tokens_out)

@@ -1,0 +1,91 @@
+"""OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, llama.cpp
+server, LiteLLM...) through the official SDK: streamed text, tool calls
+reassembled from their deltas, and usage (``stream_options.include_usage``).
+
+The SDK's own retries are off (``max_retries=0``): the run retries, and only
+while no text has reached the client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import openai
+
+from services.engine.providers import (
+    ChatMessage,
+    Chunk,
+    ProviderConfig,
+    ProviderError,
+    TextChunk,
+    ToolCallChunk,
+    ToolSpec,
+    UsageChunk,
+)
+
+
+def _error(name: str, exc: openai.OpenAIError) -> ProviderError:
+    if isinstance(exc, openai.APIStatusError):
+        # 408 timeout, 409 lock, 429 rate limit, 5xx: worth another try.
+        retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        return ProviderError(name, f"HTTP {exc.status_code}: {exc.message}", retryable=retryable)
+    if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+        return ProviderError(name, f"connection failed: {exc}", retryable=True)
+    return ProviderError(name, str(exc), retryable=False)
+
+
+class OpenAIProvider:
+    def __init__(self, config: ProviderConfig, api_key: str) -> None:
+        self.name = config.name
+        self._config = config
+        # Local servers (Ollama...) accept any key; the SDK insists on one.
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url, api_key=api_key or "unused", max_retries=0, timeout=config.timeout
+        )
+
+    async def stream(
+        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[Chunk]:
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": self._config.max_output_tokens,
+        }
+        if tools:
+            request["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in tools
+            ]
+        # Tool calls arrive in pieces keyed by index: id and name first, then
+        # the arguments' JSON text in fragments.
+        calls: dict[int, dict[str, str]] = {}
+        usage: UsageChunk | None = None
+        try:
+            stream = await self._client.chat.completions.create(**request)
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = UsageChunk(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        yield TextChunk(delta.content)
+                    for call in delta.tool_calls or []:
+                        slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                        slot["id"] = call.id or slot["id"]
+                        if call.function is not None:
+                            slot["name"] = call.function.name or slot["name"]
+                            slot["arguments"] += call.function.arguments or ""
+        except openai.OpenAIError as exc:
+            raise _error(self.name, exc) from exc
+        for _, call in sorted(calls.items()):
+            yield ToolCallChunk(call["id"], call["name"], call["arguments"])
+        yield usage or UsageChunk(0, 0)

@@ -1,0 +1,191 @@
+"""A local HTTP server that speaks the real wire formats of the OpenAI chat
+completions API and the Anthropic Messages API (streamed Server-Sent Events),
+with scripted faults, so the engine's providers are tested through the
+official SDKs and a real socket, not by mocking a client object.
+
+Each request takes the next step of the script (then "ok" once it is empty):
+
+* ``"ok"``: the answer ``ANSWER``, one word per chunk, then usage;
+* ``"status:429"`` / ``"status:500"`` / ``"status:400"``: that HTTP error, with
+  the API's own error body;
+* ``"cut:N"``: N words, then the connection drops mid-stream;
+* ``"overloaded"`` / ``"overloaded:N"`` (Anthropic): a 200 stream whose
+  ``error`` event (``overloaded_error``) comes after N words (default 0);
+* ``"tool:NAME:{json}"``: a tool call of NAME with those arguments, streamed
+  in fragments, instead of text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+ANSWER = "The deploy window is Tuesday at noon."
+INPUT_TOKENS = 42
+
+
+class CutConnection(Exception):
+    """Raised inside a streaming body: uvicorn drops the connection."""
+
+
+@dataclass
+class Script:
+    steps: list[str] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def next(self, body: dict[str, Any]) -> str:
+        self.requests.append(body)
+        return self.steps.pop(0) if self.steps else "ok"
+
+
+def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+def _words(count: int | None = None) -> list[str]:
+    words = ANSWER.split(" ")
+    words = words if count is None else words[:count]
+    return [word if i == 0 else " " + word for i, word in enumerate(words)]
+
+
+def _status(step: str) -> int | None:
+    return int(step.split(":")[1]) if step.startswith("status:") else None
+
+
+# OpenAI chat completions
+
+
+async def _openai_body(step: str, model: str) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else []
+        data = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model}
+        return _sse({**data, "choices": choices, "usage": usage})
+
+    yield chunk({"role": "assistant", "content": ""})
+    if step.startswith("tool:"):
+        _, name, arguments = step.split(":", 2)
+        yield chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                     "function": {"name": name, "arguments": ""}}]})  # fmt: skip
+        for i in range(0, len(arguments), 5):
+            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[i : i + 5]}}]})
+        yield chunk({}, finish="tool_calls")
+    else:
+        cut = int(step.split(":")[1]) if step.startswith("cut:") else None
+        for word in _words(cut):
+            yield chunk({"content": word})
+            await asyncio.sleep(0)
+        if cut is not None:
+            raise CutConnection
+        yield chunk({}, finish="stop")
+    usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": len(_words()), "total_tokens": 0}
+    yield chunk({}, usage=usage)
+    yield b"data: [DONE]\n\n"
+
+
+def openai_app(script: Script) -> Starlette:
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        step = script.next(body)
+        if (status := _status(step)) is not None:
+            error = {"message": f"scripted {status}", "type": "server_error", "code": None}
+            return JSONResponse({"error": error}, status_code=status)
+        return StreamingResponse(_openai_body(step, body["model"]), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+# Anthropic messages
+
+
+async def _anthropic_body(step: str, model: str) -> AsyncIterator[bytes]:
+    message = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 1},
+    }  # fmt: skip
+    yield _sse({"type": "message_start", "message": message}, "message_start")
+    yield _sse({"type": "ping"}, "ping")
+    if step.startswith("tool:"):
+        _, name, arguments = step.split(":", 2)
+        block = {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}
+        yield _sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start")
+        for i in range(0, len(arguments), 5):
+            delta = {"type": "input_json_delta", "partial_json": arguments[i : i + 5]}
+            yield _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+        stop_reason = "tool_use"
+    else:
+        overloaded = step.startswith("overloaded")
+        limit = int(step.split(":")[1]) if ":" in step else (0 if overloaded else None)
+        block = {"type": "text", "text": ""}
+        yield _sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start")
+        for word in _words(limit):
+            delta = {"type": "text_delta", "text": word}
+            yield _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+            await asyncio.sleep(0)
+        if overloaded:
+            error = {"type": "overloaded_error", "message": "Overloaded"}
+            yield _sse({"type": "error", "error": error}, "error")
+            return
+        if step.startswith("cut:"):
+            raise CutConnection
+        stop_reason = "end_turn"
+    yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+    delta = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+             "usage": {"output_tokens": len(_words())}}  # fmt: skip
+    yield _sse(delta, "message_delta")
+    yield _sse({"type": "message_stop"}, "message_stop")
+
+
+def anthropic_app(script: Script) -> Starlette:
+    async def messages(request: Request) -> Response:
+        body = await request.json()
+        step = script.next(body)
+        if (status := _status(step)) is not None:
+            kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+            if status == 400:
+                kind = "invalid_request_error"
+            return JSONResponse({"type": "error", "error": {"type": kind, "message": "scripted"}}, status)
+        return StreamingResponse(_anthropic_body(step, body["model"]), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])
+
+
+@dataclass
+class FakeServer:
+    url: str
+    script: Script
+
+
+@contextmanager
+def serve(app_factory: Any) -> Iterator[FakeServer]:
+    """Runs the app under uvicorn on a free port, in a thread, for the block."""
+    script = Script()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(app_factory(script), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the fake LLM server did not start")
+        threading.Event().wait(0.01)
+    try:
+        yield FakeServer(f"http://127.0.0.1:{port}", script)
+    finally:
+        server.should_exit = True
+        thread.join(10)
