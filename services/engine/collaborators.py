@@ -38,11 +38,11 @@ class Collaborators(Protocol):
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings: ...
 
     async def route_skills(
-        self, user: str, text: str, forced: Sequence[str]
+        self, user: str, text: str, forced: Sequence[str], offline: bool
     ) -> router_service_pb2.RouteSkillsResponse: ...
 
     async def route_model(
-        self, user: str, text: str, requested: str, default: str
+        self, user: str, text: str, requested: str, default: str, offline: bool
     ) -> router_service_pb2.RouteModelResponse: ...
 
     async def append_entries(
@@ -106,19 +106,19 @@ class GrpcCollaborators:
         return cast(memory_pb2.PersonalSettings, response.settings)
 
     async def route_skills(
-        self, user: str, text: str, forced: Sequence[str]
+        self, user: str, text: str, forced: Sequence[str], offline: bool
     ) -> router_service_pb2.RouteSkillsResponse:
-        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=True)
+        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=offline)
         return cast(
             router_service_pb2.RouteSkillsResponse,
             await self._call("router", self._router.RouteSkills, request, user),
         )
 
     async def route_model(
-        self, user: str, text: str, requested: str, default: str
+        self, user: str, text: str, requested: str, default: str, offline: bool
     ) -> router_service_pb2.RouteModelResponse:
         request = router_service_pb2.RouteModelRequest(
-            text=text, requested_model=requested, default_model=default
+            text=text, requested_model=requested, default_model=default, offline=offline
         )
         return cast(
             router_service_pb2.RouteModelResponse,
@@ -178,16 +178,16 @@ class InProcessCollaborators:
         return (await self._memory.GetPersonalSettings(request, _local(user))).settings
 
     async def route_skills(
-        self, user: str, text: str, forced: Sequence[str]
+        self, user: str, text: str, forced: Sequence[str], offline: bool
     ) -> router_service_pb2.RouteSkillsResponse:
-        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=True)
+        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=offline)
         return await self._router.RouteSkills(request, _local(user))
 
     async def route_model(
-        self, user: str, text: str, requested: str, default: str
+        self, user: str, text: str, requested: str, default: str, offline: bool
     ) -> router_service_pb2.RouteModelResponse:
         request = router_service_pb2.RouteModelRequest(
-            text=text, requested_model=requested, default_model=default
+            text=text, requested_model=requested, default_model=default, offline=offline
         )
         return await self._router.RouteModel(request, _local(user))
 

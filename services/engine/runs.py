@@ -376,11 +376,21 @@ class RunService:
             )
         sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
 
+        # Offline (no real provider configured): Auto picks the deterministic
+        # test models and the Skill Router never asks an LLM to arbitrate.
+        offline = set(self._providers) == {"offline"}
         async with rec.step("routing", "Choosing skills and model"):
             skills, model = await asyncio.gather(
-                self._collab.route_skills(user, text, request.forced_skills),
-                self._collab.route_model(user, text, request.requested_model, settings.default_model),
+                self._collab.route_skills(user, text, request.forced_skills, offline),
+                self._collab.route_model(
+                    user, text, request.requested_model, settings.default_model, offline
+                ),
             )
+            # Said before the first model call: a web-only model gets no
+            # workspace context, an expensive one was chosen deliberately.
+            for message in model.notices:
+                code = "WEB_ONLY_MODEL" if model.web_only else "MODEL_CHOICE"
+                rec.emit(notice=engine_pb2.Notice(code=code, message=message))
             used = []
             for skill in skills.skills:
                 invocation = (

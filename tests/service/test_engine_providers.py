@@ -133,6 +133,7 @@ async def remote(make_database: DatabaseFactory, fake: tuple[str, FakeServer]) -
     providers = [{"name": "remote", "kind": kind, "base_url": base}]
     models = [
         {"id": "remote-model", "provider": "remote", "model": "model-x", "profile": "balanced"},
+        {"id": "web-model", "provider": "remote", "model": "model-web", "profile": "fast", "web_only": True},
         {"id": "offline-fast", "provider": "offline", "model": "switchboard-offline-fast", "profile": "fast"},
     ]
     async with system(
@@ -143,14 +144,16 @@ async def remote(make_database: DatabaseFactory, fake: tuple[str, FakeServer]) -
         yield sb, server
 
 
-async def run(sb: System, text: str = "When is the deploy window?") -> list[engine_pb2.RunEvent]:
+async def run(
+    sb: System, text: str = "When is the deploy window?", model: str = "remote-model"
+) -> list[engine_pb2.RunEvent]:
     user = as_user("alice")
     conversation = await sb.threads.CreateConversation(
         threads_service_pb2.CreateConversationRequest(), **user
     )
     request = engine_service_pb2.StartRunRequest(
         request_id=f"r-{text}", conversation_id=conversation.conversation.id, message=text,
-        requested_model="remote-model", surface=engine_pb2.SURFACE_CHAT,
+        requested_model=model, surface=engine_pb2.SURFACE_CHAT,
     )  # fmt: skip
     return await collect(sb.engine.StartRun(request, metadata=user["metadata"], timeout=60))
 
@@ -200,3 +203,15 @@ async def test_retries_end_after_the_configured_attempts(remote: tuple[System, F
     assert events[-1].WhichOneof("kind") == "error"
     assert len(server.script.requests) == 3  # provider_attempts
     assert answer_text(events) == ""
+
+
+async def test_a_web_only_model_is_announced_before_the_first_model_call(
+    remote: tuple[System, FakeServer],
+) -> None:
+    sb, _ = remote
+    events = await run(sb, model="web-model")
+    kinds = [e.WhichOneof("kind") for e in events]
+    notices = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
+    assert [n.code for n in notices] == ["WEB_ONLY_MODEL"] and "web" in notices[0].message.lower()
+    assert kinds.index("notice") < kinds.index("delta")
+    assert events[-1].final.model == "model-web"
