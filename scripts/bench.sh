@@ -8,6 +8,8 @@
 # The router benchmark: Skill Router decisions over 1,000 skills (hashing in
 # process, MiniLM through the RPC).
 #   scripts/bench.sh router [--smoke] [--json FILE]
+# The memory benchmark: recall latency over 10,000 notes (MiniLM and hashing).
+#   scripts/bench.sh memory [--smoke] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -18,5 +20,9 @@ fi
 if [[ "${1:-}" == "router" ]]; then
   shift
   exec .venv/bin/python -m tests.bench.bench_router "$@"
+fi
+if [[ "${1:-}" == "memory" ]]; then
+  shift
+  exec .venv/bin/python -m tests.bench.bench_memory "$@"
 fi
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

@@ -1,10 +1,9 @@
-"""Rules of the memory service: note validation, lexical recall, personal
-settings. No gRPC here.
+"""Rules of the memory service shared by its parts: tokenising and BM25 (the
+lexical half of recall), ranking, limits, and personal settings. No gRPC here.
 
-Recall is lexical for now (BM25 over title, body and tags). The scoring lives
-in small pure functions (:func:`tokenize`, :func:`recall_weights`,
-:func:`bm25_scores`, :func:`rank`) so that later rankers (embeddings) can be
-fused with it without touching the service plumbing."""
+The scoring lives in small pure pieces (:func:`tokenize`, :func:`recall_weights`,
+:class:`LexicalIndex`, :func:`rank`); services.memory.recall fuses the lexical
+ranking with the embedding one."""
 
 from __future__ import annotations
 
@@ -12,15 +11,17 @@ import json
 import math
 import re
 import unicodedata
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+import numpy.typing as npt
 
 from services.memory.models import Note, PersonalSettings
 from services.memory.repository import MemoryRepository
 from services.shared.errors import InvalidArgument, TooLarge
-from services.shared.time import utcnow
 
 DEFAULT_PROJECT_ID = "default"
 # NoteKind and ChatMode values of memory.proto other than UNSPECIFIED
@@ -81,35 +82,54 @@ def note_terms(title: str, body: str, tags: Iterable[str]) -> list[str]:
     return tokenize(" ".join([title, body, *tags]))
 
 
+class LexicalIndex:
+    """Okapi BM25 over tokenised documents, as an inverted index (term ->
+    positions and counts) so that a query only touches the documents that
+    hold one of its terms. The idf is the non-negative
+    ln(1 + (N - n + 0.5) / (n + 0.5))."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> None:
+        self.size = len(documents)
+        self._k1 = k1
+        lengths = np.array([len(document) for document in documents], dtype=np.float64)
+        average_length = float(lengths.mean()) if self.size and lengths.sum() else 1.0
+        # The length normalisation of each document, computed once.
+        self._norm = k1 * (1.0 - b + b * lengths / average_length)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for position, document in enumerate(documents):
+            for term, occurrences in Counter(document).items():
+                positions, counts = postings.setdefault(term, ([], []))
+                positions.append(position)
+                counts.append(occurrences)
+        self._postings = {
+            term: (np.array(positions, dtype=np.int64), np.array(counts, dtype=np.float64))
+            for term, (positions, counts) in postings.items()
+        }
+
+    def scores(self, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
+        """The BM25 of every document against weighted terms. A document
+        scores > 0 if and only if it contains a term of positive weight."""
+        scores = np.zeros(self.size, dtype=np.float64)
+        for term, weight in weights.items():
+            posting = self._postings.get(term)
+            if posting is None or weight <= 0.0:
+                continue
+            positions, counts = posting
+            idf = math.log(1.0 + (self.size - len(positions) + 0.5) / (len(positions) + 0.5))
+            scores[positions] += weight * idf * counts * (self._k1 + 1.0) / (counts + self._norm[positions])
+        return scores
+
+
 def bm25_scores(
     weights: Mapping[str, float],
     documents: Sequence[Sequence[str]],
     k1: float = BM25_K1,
     b: float = BM25_B,
 ) -> list[float]:
-    """Okapi BM25 of each tokenised document against weighted terms, with the
-    non-negative idf ln(1 + (N - n + 0.5) / (n + 0.5)). A document scores > 0
-    if and only if it contains a term of positive weight."""
-    if not documents or not weights:
-        return [0.0] * len(documents)
-    counts = [Counter(document) for document in documents]
-    average_length = sum(len(document) for document in documents) / len(documents) or 1.0
-    total = len(documents)
-    idf = {
-        term: math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
-        for term in weights
-        if (frequency := sum(1 for count in counts if term in count))
-    }
-    scores = []
-    for document, count in zip(documents, counts, strict=True):
-        norm = k1 * (1.0 - b + b * len(document) / average_length)
-        score = 0.0
-        for term, term_idf in idf.items():
-            occurrences = count.get(term, 0)
-            if occurrences:
-                score += weights[term] * term_idf * occurrences * (k1 + 1.0) / (occurrences + norm)
-        scores.append(score)
-    return scores
+    """Okapi BM25 of each tokenised document against weighted terms (see LexicalIndex)."""
+    if not documents:
+        return []
+    return [float(score) for score in LexicalIndex(documents, k1, b).scores(weights)]
 
 
 def rank(scored: Iterable[tuple[Note, float]], limit: int) -> list[tuple[Note, float]]:
@@ -140,16 +160,6 @@ def instruction_page_ids_of(settings: PersonalSettings) -> list[str]:
 
 
 @dataclass(frozen=True)
-class NewNote:
-    project_id: str
-    kind: int
-    title: str
-    body: str
-    tags: Sequence[str]
-    author_agent_id: str
-
-
-@dataclass(frozen=True)
 class SettingsValues:
     """Candidate values of an update; only the fields named by the mask are written."""
 
@@ -162,59 +172,10 @@ class SettingsValues:
 
 
 class MemoryDomain:
-    def __init__(self, repository: MemoryRepository, max_note_chars: int) -> None:
+    """Personal settings (notes: services.memory.notes)."""
+
+    def __init__(self, repository: MemoryRepository) -> None:
         self._repo = repository
-        self._max_note_chars = max_note_chars
-
-    # Notes
-
-    async def create_note(self, user_id: str, request_id: str, new: NewNote) -> Note:
-        if new.kind == 0:
-            raise InvalidArgument("note.kind is required", field="note.kind")
-        if new.kind not in NOTE_KINDS:
-            raise InvalidArgument(f"note.kind {new.kind} is not a known kind", field="note.kind")
-        title, body = new.title.strip(), new.body.strip()
-        if not title:
-            raise InvalidArgument("note.title must not be empty", field="note.title")
-        if not body:
-            raise InvalidArgument("note.body must not be empty", field="note.body")
-        if len(title) > MAX_TITLE_CHARS:
-            raise TooLarge(f"note.title is longer than {MAX_TITLE_CHARS} characters", field="note.title")
-        if len(body) > self._max_note_chars:
-            raise TooLarge(f"note.body is longer than {self._max_note_chars} characters", field="note.body")
-        tags = list(dict.fromkeys(tag.strip() for tag in new.tags if tag.strip()))
-        if len(tags) > MAX_TAGS or any(len(tag) > MAX_TAG_CHARS for tag in tags):
-            raise TooLarge(
-                f"at most {MAX_TAGS} tags of at most {MAX_TAG_CHARS} characters", field="note.tags"
-            )
-        now = utcnow()
-        note = Note(
-            id=str(uuid.uuid4()),
-            owner_user_id=user_id,
-            project_id=new.project_id.strip() or DEFAULT_PROJECT_ID,
-            kind=new.kind,
-            title=title,
-            body=body,
-            tags_json=json.dumps(tags, ensure_ascii=False),
-            author_agent_id=new.author_agent_id,
-            request_id=request_id or None,
-            create_time=now,
-            update_time=now,
-        )
-        return await self._repo.insert_note(note)
-
-    async def recall_notes(
-        self, user_id: str, project_id: str, query: str, persona: str, requested_limit: int
-    ) -> list[tuple[Note, float]]:
-        limit = recall_limit(requested_limit)
-        weights = recall_weights(query, persona)
-        if not weights:
-            return []  # nothing to look for: no database round trip at all
-        notes = await self._repo.project_notes(user_id, project_id.strip() or DEFAULT_PROJECT_ID)
-        if not notes:
-            return []
-        documents = [note_terms(note.title, note.body, tags_of(note)) for note in notes]
-        return rank(zip(notes, bm25_scores(weights, documents), strict=True), limit)
 
     # Personal settings
 
@@ -284,3 +245,19 @@ def settings_changes(values: SettingsValues, paths: set[str]) -> dict[str, objec
     if "default_model" in paths:
         changes["default_model"] = values.default_model.strip()
     return changes
+
+
+MAX_PROJECT_ID_CHARS = 128
+
+
+def project_of(project_id: str) -> str:
+    """The project a request names: "default" when empty."""
+    project = project_id.strip() or DEFAULT_PROJECT_ID
+    if len(project) > MAX_PROJECT_ID_CHARS:
+        raise TooLarge(f"project_id is longer than {MAX_PROJECT_ID_CHARS} characters", field="project_id")
+    return project
+
+
+def aware(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every time here is UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

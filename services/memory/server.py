@@ -2,27 +2,102 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
+from services.memory.context import ContextDomain
 from services.memory.domain import MemoryDomain
+from services.memory.handoff import HandoffDomain, RuleSummariser
+from services.memory.handoff_repository import HandoffRepository
+from services.memory.handoff_servicer import HandoffServicer
+from services.memory.live_state import LiveStateDomain
+from services.memory.notes import NotesDomain
+from services.memory.pages import PagesDomain
+from services.memory.pages_repository import PagesRepository
+from services.memory.pages_servicer import PagesServicer
+from services.memory.recall import NoteIndexes
 from services.memory.repository import MemoryRepository
 from services.memory.servicer import MemoryServicer
 from services.memory.settings import MemorySettings
-from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.bootstrap import Closer, RunningService, open_database, start_service
 from services.shared.db import session_factory
-from switchboard.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
+from services.shared.embeddings import load_embedder
+from switchboard.memory.v1 import (
+    handoff_service_pb2,
+    handoff_service_pb2_grpc,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+    pages_service_pb2,
+    pages_service_pb2_grpc,
+)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
+PAGES_SERVICE_NAME = pages_service_pb2.DESCRIPTOR.services_by_name["PagesService"].full_name
+HANDOFF_SERVICE_NAME = handoff_service_pb2.DESCRIPTOR.services_by_name["HandoffService"].full_name
+
+
+@dataclass(frozen=True)
+class Servicers:
+    """The memory service's gRPC services, over one database engine."""
+
+    memory: MemoryServicer
+    pages: PagesServicer
+    handoff: HandoffServicer
+
+
+async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Closer]]:
+    engine = await open_database(settings, MIGRATIONS)
+    repository = MemoryRepository(session_factory(engine))
+    # The model loads once per process (~3 s for MiniLM), off the event loop.
+    embedder = await asyncio.to_thread(load_embedder, settings.embedder.value)
+    notes = NotesDomain(
+        repository,
+        NoteIndexes(repository, embedder, settings.recall_min_cosine),
+        settings.max_note_chars,
+        settings.duplicate_cosine,
+    )
+    servicer = MemoryServicer(
+        MemoryDomain(repository),
+        notes,
+        ContextDomain(repository, notes, settings.max_context_chars),
+        LiveStateDomain(
+            repository, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
+        ),
+    )
+    pages = PagesServicer(
+        PagesDomain(
+            PagesRepository(session_factory(engine)),
+            repository,
+            settings.max_page_chars,
+            settings.max_pending_proposals,
+        )
+    )
+    handoff = HandoffServicer(
+        HandoffDomain(
+            HandoffRepository(session_factory(engine)), RuleSummariser(), settings.handoff_checkpoint_every
+        )
+    )
+    return Servicers(servicer, pages, handoff), [engine.dispose]
 
 
 async def open_servicer(settings: MemorySettings) -> tuple[MemoryServicer, list[Closer]]:
-    engine = await open_database(settings, MIGRATIONS)
-    domain = MemoryDomain(MemoryRepository(session_factory(engine)), settings.max_note_chars)
-    return MemoryServicer(domain), [engine.dispose]
+    """MemoryService alone (the engine's in-process collaborators use it)."""
+    servicers, closers = await open_servicers(settings)
+    return servicers.memory, closers
 
 
 async def build_server(settings: MemorySettings) -> RunningService:
-    servicer, closers = await open_servicer(settings)
-    add = memory_service_pb2_grpc.add_MemoryServiceServicer_to_server
-    return await start_service(settings, registrar(add, servicer, SERVICE_NAME), closers)
+    servicers, closers = await open_servicers(settings)
+
+    def register(server: grpc.aio.Server) -> Sequence[str]:
+        memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(servicers.memory, server)
+        pages_service_pb2_grpc.add_PagesServiceServicer_to_server(servicers.pages, server)
+        handoff_service_pb2_grpc.add_HandoffServiceServicer_to_server(servicers.handoff, server)
+        return [SERVICE_NAME, PAGES_SERVICE_NAME, HANDOFF_SERVICE_NAME]
+
+    return await start_service(settings, register, closers)

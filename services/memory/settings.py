@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+from typing import Self
+
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.shared.embeddings import EmbedderName
 from services.shared.settings import ServiceSettings
 
 
@@ -12,3 +16,35 @@ class MemorySettings(ServiceSettings):
     port: int = 50054
     # Longest note body accepted, in characters.
     max_note_chars: int = 8000
+    # Longest project context accepted, in characters.
+    max_context_chars: int = 32_000
+    # The shared embedder (services.shared.embeddings): "minilm" (a real
+    # sentence model, the default) or "hashing" (deterministic, for tests).
+    embedder: EmbedderName = EmbedderName.MINILM
+    # Cosine at or above which a new note is a near-duplicate of an existing
+    # one of the same owner and project. None: the embedder's default
+    # (notes.DUPLICATE_COSINE).
+    duplicate_cosine: float | None = Field(default=None, gt=0.0, le=1.0)
+    # Cosine below which a note is not an embedding candidate of recall, so a
+    # query about nothing in the project recalls nothing. None: the
+    # embedder's default (recall.MIN_COSINE).
+    recall_min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
+    # Live state: lifetime of an entry set without ttl or expire_time, the
+    # longest allowed, and how often a watch polls the database for changes
+    # made by other replicas (same-process changes wake it at once).
+    live_default_ttl: float = Field(default=300.0, gt=0.0)
+    live_max_ttl: float = Field(default=86_400.0, gt=0.0)
+    live_poll_interval: float = Field(default=0.1, gt=0.0, le=0.2)
+    # Pages: longest title + body accepted (characters), and how many
+    # undecided proposals a page may have.
+    max_page_chars: int = Field(default=100_000, gt=0)
+    max_pending_proposals: int = Field(default=50, gt=0)
+    # Handoff summaries fold the recorded entries every this many new entries
+    # (and on rotation, and on request).
+    handoff_checkpoint_every: int = Field(default=20, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.live_default_ttl > self.live_max_ttl:
+            raise ValueError("live_default_ttl must not exceed live_max_ttl")
+        return self

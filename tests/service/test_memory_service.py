@@ -12,6 +12,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from services.memory.server import build_server
 from services.memory.settings import MemorySettings
+from services.shared.embeddings import EmbedderName
 from services.shared.errors import error_info
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
@@ -20,11 +21,23 @@ from tests.service.harness import as_user, expect_error, running
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
 TOO_LARGE = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_TOO_LARGE")
+# 52 distinct bodies: notes that differ by one number are near-duplicates.
+WORDS = [
+    f"{a} {b} {c}"
+    for a, b, c in zip(
+        "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split() * 4,
+        (
+            "november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu " * 4
+        ).split(),
+        [f"topic{i:02d}section" for i in range(52)],
+        strict=True,
+    )
+]
 
 
 @pytest.fixture
 async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = MemorySettings(port=0, database_url=db_url, max_note_chars=500)
+    settings = MemorySettings(port=0, database_url=db_url, max_note_chars=500, embedder=EmbedderName.HASHING)
     async with running(build_server, settings) as (_, channel):
         yield Stub(channel)
 
@@ -47,10 +60,15 @@ async def create(stub: Stub, *notes: memory_pb2.Note) -> list[memory_pb2.Note]:
 
 
 async def recall(
-    stub: Stub, query: str, persona: str = "", limit: int = 0, project_id: str = "acme"
+    stub: Stub,
+    query: str,
+    persona: str = "",
+    limit: int = 0,
+    project_id: str = "acme",
+    mode: memory_pb2.RecallMode.ValueType = memory_pb2.RECALL_MODE_UNSPECIFIED,
 ) -> list[str]:
     response = await stub.RecallNotes(
-        pb.RecallNotesRequest(project_id=project_id, query=query, persona=persona, limit=limit),
+        pb.RecallNotesRequest(project_id=project_id, query=query, persona=persona, limit=limit, mode=mode),
         **as_user("alice"),
     )
     scores = [r.score for r in response.notes]
@@ -96,10 +114,15 @@ async def test_create_note_is_idempotent_on_request_id(stub: Stub) -> None:
         request_id="req-1", note=note("Once", "Written once only", project_id="other")
     )
     assert (await stub.CreateNote(other, **as_user("alice"))).note.id == first.id
-    # No request_id: every call writes.
+    # No request_id: a second call is a new save, refused as a duplicate of the first.
     plain = pb.CreateNoteRequest(note=note("Plain", "Unkeyed note"))
-    ids = {(await stub.CreateNote(plain, **as_user("alice"))).note.id for _ in range(2)}
-    assert len(ids) == 2 and await recall(stub, "unkeyed") == ["Plain", "Plain"]
+    await stub.CreateNote(plain, **as_user("alice"))
+    await expect_error(
+        stub.CreateNote(plain, **as_user("alice")),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ERROR_REASON_FAILED_PRECONDITION",
+    )
+    assert await recall(stub, "unkeyed") == ["Plain"]
 
 
 async def test_bad_notes_are_invalid_argument(stub: Stub) -> None:
@@ -188,15 +211,24 @@ async def test_persona_changes_what_is_recalled(stub: Stub) -> None:
     assert await recall(stub, "release") == ["Release checklist"]
     assert set(await recall(stub, "release", persona=qa)) == {"Release checklist", "Test strategy"}
     assert set(await recall(stub, "release", persona=architect)) == {"Release checklist", "Service layout"}
-    # A query term weighs twice a persona term: a one-term match of each ranks the query's first.
-    assert await recall(stub, "release", persona="pytest") == ["Release checklist", "Test strategy"]
-    assert await recall(stub, "pytest", persona="release") == ["Test strategy", "Release checklist"]
+    # Lexically a query term weighs twice a persona term: a one-term match of each ranks the query's first.
+    lexical = memory_pb2.RECALL_MODE_LEXICAL
+    assert await recall(stub, "release", persona="pytest", mode=lexical) == [
+        "Release checklist",
+        "Test strategy",
+    ]
+    assert await recall(stub, "pytest", persona="release", mode=lexical) == [
+        "Test strategy",
+        "Release checklist",
+    ]
 
 
 async def test_recall_limit_bounds(stub: Stub) -> None:
     await asyncio.gather(
         *(
-            stub.CreateNote(pb.CreateNoteRequest(note=note(f"Note {i}", "shared term")), **as_user("alice"))
+            stub.CreateNote(
+                pb.CreateNoteRequest(note=note(f"Note {i}", f"shared term {WORDS[i]}")), **as_user("alice")
+            )
             for i in range(52)
         )
     )

@@ -20,13 +20,16 @@ SERVICES = ["threads", "memory", "router", "engine"]
 
 
 def service_metadata(service: str) -> MetaData:
-    """The tables declared in services/<service>/models.py only."""
-    models = importlib.import_module(f"services.{service}.models")
+    """The tables declared in the service's model modules: models.py and any
+    <topic>_models.py beside it."""
+    folder = Path(importlib.import_module(f"services.{service}").__file__ or "").parent
     metadata = MetaData()
-    for value in vars(models).values():
-        if isinstance(value, type) and issubclass(value, SQLModel) and hasattr(value, "__table__"):
-            if value.__module__ == models.__name__:
-                value.__table__.to_metadata(metadata)
+    for path in sorted([folder / "models.py", *folder.glob("*_models.py")]):
+        models = importlib.import_module(f"services.{service}.{path.stem}")
+        for value in vars(models).values():
+            if isinstance(value, type) and issubclass(value, SQLModel) and hasattr(value, "__table__"):
+                if value.__module__ == models.__name__:
+                    value.__table__.to_metadata(metadata)
     return metadata
 
 

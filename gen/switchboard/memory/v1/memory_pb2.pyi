@@ -42,6 +42,137 @@ NOTE_KIND_PREFERENCE: NoteKind.ValueType  # 3
 NOTE_KIND_FACT: NoteKind.ValueType  # 4
 Global___NoteKind: _TypeAlias = NoteKind  # noqa: Y015
 
+class _RecallMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecallModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECALL_MODE_UNSPECIFIED: _RecallMode.ValueType  # 0
+    RECALL_MODE_HYBRID: _RecallMode.ValueType  # 1
+    RECALL_MODE_LEXICAL: _RecallMode.ValueType  # 2
+    RECALL_MODE_EMBEDDING: _RecallMode.ValueType  # 3
+
+class RecallMode(_RecallMode, metaclass=_RecallModeEnumTypeWrapper):
+    """Which rankings recall uses. Hybrid is the default; the single ones exist to
+    measure what each half brings (recall@k in docs/memory.md).
+    """
+
+RECALL_MODE_UNSPECIFIED: RecallMode.ValueType  # 0
+RECALL_MODE_HYBRID: RecallMode.ValueType  # 1
+RECALL_MODE_LEXICAL: RecallMode.ValueType  # 2
+RECALL_MODE_EMBEDDING: RecallMode.ValueType  # 3
+Global___RecallMode: _TypeAlias = RecallMode  # noqa: Y015
+
+class _DuplicatePolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DuplicatePolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DuplicatePolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DUPLICATE_POLICY_UNSPECIFIED: _DuplicatePolicy.ValueType  # 0
+    """Same as REFUSE."""
+    DUPLICATE_POLICY_REFUSE: _DuplicatePolicy.ValueType  # 1
+    """FAILED_PRECONDITION, with the existing note's id in the error metadata."""
+    DUPLICATE_POLICY_MERGE: _DuplicatePolicy.ValueType  # 2
+    """The existing note takes the new wording and the union of the tags."""
+
+class DuplicatePolicy(_DuplicatePolicy, metaclass=_DuplicatePolicyEnumTypeWrapper):
+    """What CreateNote does with a note that repeats an existing one of the same
+    owner and project (identical normalised text, or embedding cosine at or
+    above the service's duplicate threshold).
+    """
+
+DUPLICATE_POLICY_UNSPECIFIED: DuplicatePolicy.ValueType  # 0
+"""Same as REFUSE."""
+DUPLICATE_POLICY_REFUSE: DuplicatePolicy.ValueType  # 1
+"""FAILED_PRECONDITION, with the existing note's id in the error metadata."""
+DUPLICATE_POLICY_MERGE: DuplicatePolicy.ValueType  # 2
+"""The existing note takes the new wording and the union of the tags."""
+Global___DuplicatePolicy: _TypeAlias = DuplicatePolicy  # noqa: Y015
+
+class _SaveOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SaveOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SaveOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SAVE_OUTCOME_UNSPECIFIED: _SaveOutcome.ValueType  # 0
+    SAVE_OUTCOME_CREATED: _SaveOutcome.ValueType  # 1
+    SAVE_OUTCOME_MERGED: _SaveOutcome.ValueType  # 2
+
+class SaveOutcome(_SaveOutcome, metaclass=_SaveOutcomeEnumTypeWrapper):
+    """What CreateNote did."""
+
+SAVE_OUTCOME_UNSPECIFIED: SaveOutcome.ValueType  # 0
+SAVE_OUTCOME_CREATED: SaveOutcome.ValueType  # 1
+SAVE_OUTCOME_MERGED: SaveOutcome.ValueType  # 2
+Global___SaveOutcome: _TypeAlias = SaveOutcome  # noqa: Y015
+
+class _ImportOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ImportOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ImportOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    IMPORT_OUTCOME_UNSPECIFIED: _ImportOutcome.ValueType  # 0
+    IMPORT_OUTCOME_CREATED: _ImportOutcome.ValueType  # 1
+    IMPORT_OUTCOME_UPDATED: _ImportOutcome.ValueType  # 2
+    IMPORT_OUTCOME_UNCHANGED: _ImportOutcome.ValueType  # 3
+    IMPORT_OUTCOME_SKIPPED: _ImportOutcome.ValueType  # 4
+
+class ImportOutcome(_ImportOutcome, metaclass=_ImportOutcomeEnumTypeWrapper):
+    """What an import did with one file."""
+
+IMPORT_OUTCOME_UNSPECIFIED: ImportOutcome.ValueType  # 0
+IMPORT_OUTCOME_CREATED: ImportOutcome.ValueType  # 1
+IMPORT_OUTCOME_UPDATED: ImportOutcome.ValueType  # 2
+IMPORT_OUTCOME_UNCHANGED: ImportOutcome.ValueType  # 3
+IMPORT_OUTCOME_SKIPPED: ImportOutcome.ValueType  # 4
+Global___ImportOutcome: _TypeAlias = ImportOutcome  # noqa: Y015
+
+class _LiveStateEventType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LiveStateEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LiveStateEventType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LIVE_STATE_EVENT_TYPE_UNSPECIFIED: _LiveStateEventType.ValueType  # 0
+    LIVE_STATE_EVENT_TYPE_SNAPSHOT: _LiveStateEventType.ValueType  # 1
+    """The first event of a watch: every unexpired entry."""
+    LIVE_STATE_EVENT_TYPE_SET: _LiveStateEventType.ValueType  # 2
+    """An entry was set (created or replaced)."""
+    LIVE_STATE_EVENT_TYPE_REMOVED: _LiveStateEventType.ValueType  # 3
+    """An entry went away (see LiveStateRemoval)."""
+
+class LiveStateEventType(_LiveStateEventType, metaclass=_LiveStateEventTypeEnumTypeWrapper): ...
+
+LIVE_STATE_EVENT_TYPE_UNSPECIFIED: LiveStateEventType.ValueType  # 0
+LIVE_STATE_EVENT_TYPE_SNAPSHOT: LiveStateEventType.ValueType  # 1
+"""The first event of a watch: every unexpired entry."""
+LIVE_STATE_EVENT_TYPE_SET: LiveStateEventType.ValueType  # 2
+"""An entry was set (created or replaced)."""
+LIVE_STATE_EVENT_TYPE_REMOVED: LiveStateEventType.ValueType  # 3
+"""An entry went away (see LiveStateRemoval)."""
+Global___LiveStateEventType: _TypeAlias = LiveStateEventType  # noqa: Y015
+
+class _LiveStateRemoval:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LiveStateRemovalEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LiveStateRemoval.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LIVE_STATE_REMOVAL_UNSPECIFIED: _LiveStateRemoval.ValueType  # 0
+    LIVE_STATE_REMOVAL_DELETED: _LiveStateRemoval.ValueType  # 1
+    LIVE_STATE_REMOVAL_EXPIRED: _LiveStateRemoval.ValueType  # 2
+
+class LiveStateRemoval(_LiveStateRemoval, metaclass=_LiveStateRemovalEnumTypeWrapper): ...
+
+LIVE_STATE_REMOVAL_UNSPECIFIED: LiveStateRemoval.ValueType  # 0
+LIVE_STATE_REMOVAL_DELETED: LiveStateRemoval.ValueType  # 1
+LIVE_STATE_REMOVAL_EXPIRED: LiveStateRemoval.ValueType  # 2
+Global___LiveStateRemoval: _TypeAlias = LiveStateRemoval  # noqa: Y015
+
 class _ChatMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -75,12 +206,17 @@ class Note(_message.Message):
     AUTHOR_AGENT_ID_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     project_id: _builtins.str
     kind: Global___NoteKind.ValueType
     title: _builtins.str
     body: _builtins.str
     author_agent_id: _builtins.str
+    source: _builtins.str
+    """Output only. Where an imported note came from (the memory file's name,
+    e.g. "agent-context-memory-and-profile-handoff"); empty for saved notes.
+    """
     @_builtins.property
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -99,10 +235,11 @@ class Note(_message.Message):
         author_agent_id: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        source: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["author_agent_id", b"author_agent_id", "body", b"body", "create_time", b"create_time", "id", b"id", "kind", b"kind", "project_id", b"project_id", "tags", b"tags", "title", b"title", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["author_agent_id", b"author_agent_id", "body", b"body", "create_time", b"create_time", "id", b"id", "kind", b"kind", "project_id", b"project_id", "source", b"source", "tags", b"tags", "title", b"title", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -116,7 +253,14 @@ class RecalledNote(_message.Message):
 
     NOTE_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
+    LEXICAL_RANK_FIELD_NUMBER: _builtins.int
+    EMBEDDING_RANK_FIELD_NUMBER: _builtins.int
     score: _builtins.float
+    """Reciprocal-rank-fused score, rescaled to 0..1 (1 = first in every ranking)."""
+    lexical_rank: _builtins.int
+    """1-based rank of the note among the lexical (BM25) candidates; 0 = not one."""
+    embedding_rank: _builtins.int
+    """1-based rank of the note among the embedding candidates; 0 = not one."""
     @_builtins.property
     def note(self) -> Global___Note: ...
     def __init__(
@@ -124,14 +268,139 @@ class RecalledNote(_message.Message):
         *,
         note: Global___Note | None = ...,
         score: _builtins.float = ...,
+        lexical_rank: _builtins.int = ...,
+        embedding_rank: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "score", b"score"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["embedding_rank", b"embedding_rank", "lexical_rank", b"lexical_rank", "note", b"note", "score", b"score"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecalledNote: _TypeAlias = RecalledNote  # noqa: Y015
+
+@_typing.final
+class ProjectContext(_message.Message):
+    """A project's shared context: the `.ideai/CONTEXT.md` equivalent (rules and
+    constraints every agent applies at once).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    body: _builtins.str
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        body: _builtins.str = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "project_id", b"project_id", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectContext: _TypeAlias = ProjectContext  # noqa: Y015
+
+@_typing.final
+class ProjectFile(_message.Message):
+    """One file of a project folder, sent by the client for an import."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Relative to the project folder: ".ideai/CONTEXT.md", ".ideai/memory/x.md"."""
+    content: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectFile: _TypeAlias = ProjectFile  # noqa: Y015
+
+@_typing.final
+class ImportItem(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    NOTE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    outcome: Global___ImportOutcome.ValueType
+    note_id: _builtins.str
+    """The note written or matched; empty for the context file and skipped files."""
+    reason: _builtins.str
+    """Why, for SKIPPED (and for UPDATED: what changed)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        outcome: Global___ImportOutcome.ValueType = ...,
+        note_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note_id", b"note_id", "outcome", b"outcome", "path", b"path", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportItem: _TypeAlias = ImportItem  # noqa: Y015
+
+@_typing.final
+class LiveStateEntry(_message.Message):
+    """Who is doing what, now. Expires; never recalled as memory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ACTIVITY_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    agent_id: _builtins.str
+    activity: _builtins.str
+    detail: _builtins.str
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        activity: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["activity", b"activity", "agent_id", b"agent_id", "detail", b"detail", "expire_time", b"expire_time", "project_id", b"project_id", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveStateEntry: _TypeAlias = LiveStateEntry  # noqa: Y015
 
 @_typing.final
 class PersonalSettings(_message.Message):

@@ -22,33 +22,83 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from switchboard.memory.v1 import memory_pb2 as switchboard_dot_memory_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*switchboard/memory/v1/memory_service.proto\x12\x15switchboard.memory.v1\x1a google/protobuf/field_mask.proto\x1a\"switchboard/memory/v1/memory.proto\"R\n\x11\x43reateNoteRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x04note\x18\x02 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\"?\n\x12\x43reateNoteResponse\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\"W\n\x12RecallNotesRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0f\n\x07persona\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\"I\n\x13RecallNotesResponse\x12\x32\n\x05notes\x18\x01 \x03(\x0b\x32#.switchboard.memory.v1.RecalledNote\"\x1c\n\x1aGetPersonalSettingsRequest\"X\n\x1bGetPersonalSettingsResponse\x12\x39\n\x08settings\x18\x01 \x01(\x0b\x32\'.switchboard.memory.v1.PersonalSettings\"\x8b\x01\n\x1dUpdatePersonalSettingsRequest\x12\x39\n\x08settings\x18\x01 \x01(\x0b\x32\'.switchboard.memory.v1.PersonalSettings\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"[\n\x1eUpdatePersonalSettingsResponse\x12\x39\n\x08settings\x18\x01 \x01(\x0b\x32\'.switchboard.memory.v1.PersonalSettings2\xde\x03\n\rMemoryService\x12\x61\n\nCreateNote\x12(.switchboard.memory.v1.CreateNoteRequest\x1a).switchboard.memory.v1.CreateNoteResponse\x12\x64\n\x0bRecallNotes\x12).switchboard.memory.v1.RecallNotesRequest\x1a*.switchboard.memory.v1.RecallNotesResponse\x12|\n\x13GetPersonalSettings\x12\x31.switchboard.memory.v1.GetPersonalSettingsRequest\x1a\x32.switchboard.memory.v1.GetPersonalSettingsResponse\x12\x85\x01\n\x16UpdatePersonalSettings\x12\x34.switchboard.memory.v1.UpdatePersonalSettingsRequest\x1a\x35.switchboard.memory.v1.UpdatePersonalSettingsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*switchboard/memory/v1/memory_service.proto\x12\x15switchboard.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"switchboard/memory/v1/memory.proto\"\x94\x01\n\x11\x43reateNoteRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x04note\x18\x02 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12@\n\x10\x64uplicate_policy\x18\x03 \x01(\x0e\x32&.switchboard.memory.v1.DuplicatePolicy\"\x84\x01\n\x12\x43reateNoteResponse\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12\x33\n\x07outcome\x18\x02 \x01(\x0e\x32\".switchboard.memory.v1.SaveOutcome\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1c\n\x0eGetNoteRequest\x12\n\n\x02id\x18\x01 \x01(\t\"<\n\x0fGetNoteResponse\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\"\x89\x01\n\x10ListNotesRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12-\n\x04kind\x18\x02 \x01(\x0e\x32\x1f.switchboard.memory.v1.NoteKind\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"X\n\x11ListNotesResponse\x12*\n\x05notes\x18\x01 \x03(\x0b\x32\x1b.switchboard.memory.v1.Note\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"o\n\x11UpdateNoteRequest\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"?\n\x12UpdateNoteResponse\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\"\x1f\n\x11\x44\x65leteNoteRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x14\n\x12\x44\x65leteNoteResponse\"\x88\x01\n\x12RecallNotesRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\r\n\x05query\x18\x02 \x01(\t\x12\x0f\n\x07persona\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12/\n\x04mode\x18\x05 \x01(\x0e\x32!.switchboard.memory.v1.RecallMode\"I\n\x13RecallNotesResponse\x12\x32\n\x05notes\x18\x01 \x03(\x0b\x32#.switchboard.memory.v1.RecalledNote\".\n\x18GetProjectContextRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"S\n\x19GetProjectContextResponse\x12\x36\n\x07\x63ontext\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.ProjectContext\"U\n\x1bUpdateProjectContextRequest\x12\x36\n\x07\x63ontext\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.ProjectContext\"V\n\x1cUpdateProjectContextResponse\x12\x36\n\x07\x63ontext\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.ProjectContext\"b\n\x19ImportProjectFilesRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x31\n\x05\x66iles\x18\x02 \x03(\x0b\x32\".switchboard.memory.v1.ProjectFile\"N\n\x1aImportProjectFilesResponse\x12\x30\n\x05items\x18\x01 \x03(\x0b\x32!.switchboard.memory.v1.ImportItem\"\xb6\x01\n\x13SetLiveStateRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tivity\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12&\n\x03ttl\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"L\n\x14SetLiveStateResponse\x12\x34\n\x05\x65ntry\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.LiveStateEntry\"Q\n\x14ListLiveStateRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"h\n\x15ListLiveStateResponse\x12\x36\n\x07\x65ntries\x18\x01 \x03(\x0b\x32%.switchboard.memory.v1.LiveStateEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\">\n\x16\x44\x65leteLiveStateRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"\x19\n\x17\x44\x65leteLiveStateResponse\"+\n\x15\x43learLiveStateRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"/\n\x16\x43learLiveStateResponse\x12\x15\n\rdeleted_count\x18\x01 \x01(\x05\"+\n\x15WatchLiveStateRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"\xc3\x01\n\x16WatchLiveStateResponse\x12\x37\n\x04type\x18\x01 \x01(\x0e\x32).switchboard.memory.v1.LiveStateEventType\x12\x36\n\x07\x65ntries\x18\x02 \x03(\x0b\x32%.switchboard.memory.v1.LiveStateEntry\x12\x38\n\x07removal\x18\x03 \x01(\x0e\x32\'.switchboard.memory.v1.LiveStateRemoval\"\x1c\n\x1aGetPersonalSettingsRequest\"X\n\x1bGetPersonalSettingsResponse\x12\x39\n\x08settings\x18\x01 \x01(\x0b\x32\'.switchboard.memory.v1.PersonalSettings\"\x8b\x01\n\x1dUpdatePersonalSettingsRequest\x12\x39\n\x08settings\x18\x01 \x01(\x0b\x32\'.switchboard.memory.v1.PersonalSettings\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"[\n\x1eUpdatePersonalSettingsResponse\x12\x39\n\x08settings\x18\x01 \x01(\x0b\x32\'.switchboard.memory.v1.PersonalSettings2\xf9\r\n\rMemoryService\x12\x61\n\nCreateNote\x12(.switchboard.memory.v1.CreateNoteRequest\x1a).switchboard.memory.v1.CreateNoteResponse\x12X\n\x07GetNote\x12%.switchboard.memory.v1.GetNoteRequest\x1a&.switchboard.memory.v1.GetNoteResponse\x12^\n\tListNotes\x12\'.switchboard.memory.v1.ListNotesRequest\x1a(.switchboard.memory.v1.ListNotesResponse\x12\x61\n\nUpdateNote\x12(.switchboard.memory.v1.UpdateNoteRequest\x1a).switchboard.memory.v1.UpdateNoteResponse\x12\x61\n\nDeleteNote\x12(.switchboard.memory.v1.DeleteNoteRequest\x1a).switchboard.memory.v1.DeleteNoteResponse\x12\x64\n\x0bRecallNotes\x12).switchboard.memory.v1.RecallNotesRequest\x1a*.switchboard.memory.v1.RecallNotesResponse\x12v\n\x11GetProjectContext\x12/.switchboard.memory.v1.GetProjectContextRequest\x1a\x30.switchboard.memory.v1.GetProjectContextResponse\x12\x7f\n\x14UpdateProjectContext\x12\x32.switchboard.memory.v1.UpdateProjectContextRequest\x1a\x33.switchboard.memory.v1.UpdateProjectContextResponse\x12y\n\x12ImportProjectFiles\x12\x30.switchboard.memory.v1.ImportProjectFilesRequest\x1a\x31.switchboard.memory.v1.ImportProjectFilesResponse\x12g\n\x0cSetLiveState\x12*.switchboard.memory.v1.SetLiveStateRequest\x1a+.switchboard.memory.v1.SetLiveStateResponse\x12j\n\rListLiveState\x12+.switchboard.memory.v1.ListLiveStateRequest\x1a,.switchboard.memory.v1.ListLiveStateResponse\x12p\n\x0f\x44\x65leteLiveState\x12-.switchboard.memory.v1.DeleteLiveStateRequest\x1a..switchboard.memory.v1.DeleteLiveStateResponse\x12m\n\x0e\x43learLiveState\x12,.switchboard.memory.v1.ClearLiveStateRequest\x1a-.switchboard.memory.v1.ClearLiveStateResponse\x12o\n\x0eWatchLiveState\x12,.switchboard.memory.v1.WatchLiveStateRequest\x1a-.switchboard.memory.v1.WatchLiveStateResponse0\x01\x12|\n\x13GetPersonalSettings\x12\x31.switchboard.memory.v1.GetPersonalSettingsRequest\x1a\x32.switchboard.memory.v1.GetPersonalSettingsResponse\x12\x85\x01\n\x16UpdatePersonalSettings\x12\x34.switchboard.memory.v1.UpdatePersonalSettingsRequest\x1a\x35.switchboard.memory.v1.UpdatePersonalSettingsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.memory.v1.memory_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CREATENOTEREQUEST']._serialized_start=139
-  _globals['_CREATENOTEREQUEST']._serialized_end=221
-  _globals['_CREATENOTERESPONSE']._serialized_start=223
-  _globals['_CREATENOTERESPONSE']._serialized_end=286
-  _globals['_RECALLNOTESREQUEST']._serialized_start=288
-  _globals['_RECALLNOTESREQUEST']._serialized_end=375
-  _globals['_RECALLNOTESRESPONSE']._serialized_start=377
-  _globals['_RECALLNOTESRESPONSE']._serialized_end=450
-  _globals['_GETPERSONALSETTINGSREQUEST']._serialized_start=452
-  _globals['_GETPERSONALSETTINGSREQUEST']._serialized_end=480
-  _globals['_GETPERSONALSETTINGSRESPONSE']._serialized_start=482
-  _globals['_GETPERSONALSETTINGSRESPONSE']._serialized_end=570
-  _globals['_UPDATEPERSONALSETTINGSREQUEST']._serialized_start=573
-  _globals['_UPDATEPERSONALSETTINGSREQUEST']._serialized_end=712
-  _globals['_UPDATEPERSONALSETTINGSRESPONSE']._serialized_start=714
-  _globals['_UPDATEPERSONALSETTINGSRESPONSE']._serialized_end=805
-  _globals['_MEMORYSERVICE']._serialized_start=808
-  _globals['_MEMORYSERVICE']._serialized_end=1286
+  _globals['_CREATENOTEREQUEST']._serialized_start=205
+  _globals['_CREATENOTEREQUEST']._serialized_end=353
+  _globals['_CREATENOTERESPONSE']._serialized_start=356
+  _globals['_CREATENOTERESPONSE']._serialized_end=488
+  _globals['_GETNOTEREQUEST']._serialized_start=490
+  _globals['_GETNOTEREQUEST']._serialized_end=518
+  _globals['_GETNOTERESPONSE']._serialized_start=520
+  _globals['_GETNOTERESPONSE']._serialized_end=580
+  _globals['_LISTNOTESREQUEST']._serialized_start=583
+  _globals['_LISTNOTESREQUEST']._serialized_end=720
+  _globals['_LISTNOTESRESPONSE']._serialized_start=722
+  _globals['_LISTNOTESRESPONSE']._serialized_end=810
+  _globals['_UPDATENOTEREQUEST']._serialized_start=812
+  _globals['_UPDATENOTEREQUEST']._serialized_end=923
+  _globals['_UPDATENOTERESPONSE']._serialized_start=925
+  _globals['_UPDATENOTERESPONSE']._serialized_end=988
+  _globals['_DELETENOTEREQUEST']._serialized_start=990
+  _globals['_DELETENOTEREQUEST']._serialized_end=1021
+  _globals['_DELETENOTERESPONSE']._serialized_start=1023
+  _globals['_DELETENOTERESPONSE']._serialized_end=1043
+  _globals['_RECALLNOTESREQUEST']._serialized_start=1046
+  _globals['_RECALLNOTESREQUEST']._serialized_end=1182
+  _globals['_RECALLNOTESRESPONSE']._serialized_start=1184
+  _globals['_RECALLNOTESRESPONSE']._serialized_end=1257
+  _globals['_GETPROJECTCONTEXTREQUEST']._serialized_start=1259
+  _globals['_GETPROJECTCONTEXTREQUEST']._serialized_end=1305
+  _globals['_GETPROJECTCONTEXTRESPONSE']._serialized_start=1307
+  _globals['_GETPROJECTCONTEXTRESPONSE']._serialized_end=1390
+  _globals['_UPDATEPROJECTCONTEXTREQUEST']._serialized_start=1392
+  _globals['_UPDATEPROJECTCONTEXTREQUEST']._serialized_end=1477
+  _globals['_UPDATEPROJECTCONTEXTRESPONSE']._serialized_start=1479
+  _globals['_UPDATEPROJECTCONTEXTRESPONSE']._serialized_end=1565
+  _globals['_IMPORTPROJECTFILESREQUEST']._serialized_start=1567
+  _globals['_IMPORTPROJECTFILESREQUEST']._serialized_end=1665
+  _globals['_IMPORTPROJECTFILESRESPONSE']._serialized_start=1667
+  _globals['_IMPORTPROJECTFILESRESPONSE']._serialized_end=1745
+  _globals['_SETLIVESTATEREQUEST']._serialized_start=1748
+  _globals['_SETLIVESTATEREQUEST']._serialized_end=1930
+  _globals['_SETLIVESTATERESPONSE']._serialized_start=1932
+  _globals['_SETLIVESTATERESPONSE']._serialized_end=2008
+  _globals['_LISTLIVESTATEREQUEST']._serialized_start=2010
+  _globals['_LISTLIVESTATEREQUEST']._serialized_end=2091
+  _globals['_LISTLIVESTATERESPONSE']._serialized_start=2093
+  _globals['_LISTLIVESTATERESPONSE']._serialized_end=2197
+  _globals['_DELETELIVESTATEREQUEST']._serialized_start=2199
+  _globals['_DELETELIVESTATEREQUEST']._serialized_end=2261
+  _globals['_DELETELIVESTATERESPONSE']._serialized_start=2263
+  _globals['_DELETELIVESTATERESPONSE']._serialized_end=2288
+  _globals['_CLEARLIVESTATEREQUEST']._serialized_start=2290
+  _globals['_CLEARLIVESTATEREQUEST']._serialized_end=2333
+  _globals['_CLEARLIVESTATERESPONSE']._serialized_start=2335
+  _globals['_CLEARLIVESTATERESPONSE']._serialized_end=2382
+  _globals['_WATCHLIVESTATEREQUEST']._serialized_start=2384
+  _globals['_WATCHLIVESTATEREQUEST']._serialized_end=2427
+  _globals['_WATCHLIVESTATERESPONSE']._serialized_start=2430
+  _globals['_WATCHLIVESTATERESPONSE']._serialized_end=2625
+  _globals['_GETPERSONALSETTINGSREQUEST']._serialized_start=2627
+  _globals['_GETPERSONALSETTINGSREQUEST']._serialized_end=2655
+  _globals['_GETPERSONALSETTINGSRESPONSE']._serialized_start=2657
+  _globals['_GETPERSONALSETTINGSRESPONSE']._serialized_end=2745
+  _globals['_UPDATEPERSONALSETTINGSREQUEST']._serialized_start=2748
+  _globals['_UPDATEPERSONALSETTINGSREQUEST']._serialized_end=2887
+  _globals['_UPDATEPERSONALSETTINGSRESPONSE']._serialized_start=2889
+  _globals['_UPDATEPERSONALSETTINGSRESPONSE']._serialized_end=2980
+  _globals['_MEMORYSERVICE']._serialized_start=2983
+  _globals['_MEMORYSERVICE']._serialized_end=4768
 # @@protoc_insertion_point(module_scope)

@@ -5,8 +5,10 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from switchboard.memory.v1 import memory_pb2 as _memory_pb2
 import builtins as _builtins
@@ -26,7 +28,9 @@ class CreateNoteRequest(_message.Message):
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    DUPLICATE_POLICY_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    duplicate_policy: _memory_pb2.DuplicatePolicy.ValueType
     @_builtins.property
     def note(self) -> _memory_pb2.Note: ...
     def __init__(
@@ -34,10 +38,11 @@ class CreateNoteRequest(_message.Message):
         *,
         request_id: _builtins.str = ...,
         note: _memory_pb2.Note | None = ...,
+        duplicate_policy: _memory_pb2.DuplicatePolicy.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate_policy", b"duplicate_policy", "note", b"note", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -45,6 +50,52 @@ Global___CreateNoteRequest: _TypeAlias = CreateNoteRequest  # noqa: Y015
 
 @_typing.final
 class CreateNoteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTE_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    outcome: _memory_pb2.SaveOutcome.ValueType
+    reason: _builtins.str
+    """For MERGED: why the note was taken for a duplicate of `note`."""
+    @_builtins.property
+    def note(self) -> _memory_pb2.Note: ...
+    def __init__(
+        self,
+        *,
+        note: _memory_pb2.Note | None = ...,
+        outcome: _memory_pb2.SaveOutcome.ValueType = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "outcome", b"outcome", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateNoteResponse: _TypeAlias = CreateNoteResponse  # noqa: Y015
+
+@_typing.final
+class GetNoteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetNoteRequest: _TypeAlias = GetNoteRequest  # noqa: Y015
+
+@_typing.final
+class GetNoteResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTE_FIELD_NUMBER: _builtins.int
@@ -61,7 +112,144 @@ class CreateNoteResponse(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___CreateNoteResponse: _TypeAlias = CreateNoteResponse  # noqa: Y015
+Global___GetNoteResponse: _TypeAlias = GetNoteResponse  # noqa: Y015
+
+@_typing.final
+class ListNotesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    TAG_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """Empty: every project of the caller."""
+    kind: _memory_pb2.NoteKind.ValueType
+    """Unspecified: every kind."""
+    tag: _builtins.str
+    """Empty: any tag; otherwise notes carrying exactly this tag."""
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        kind: _memory_pb2.NoteKind.ValueType = ...,
+        tag: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "tag", b"tag"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNotesRequest: _TypeAlias = ListNotesRequest  # noqa: Y015
+
+@_typing.final
+class ListNotesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.Note]: ...
+    def __init__(
+        self,
+        *,
+        notes: _abc.Iterable[_memory_pb2.Note] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "notes", b"notes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNotesResponse: _TypeAlias = ListNotesResponse  # noqa: Y015
+
+@_typing.final
+class UpdateNoteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTE_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def note(self) -> _memory_pb2.Note:
+        """note.id names the note; the mask says which of kind, title, body, tags to write."""
+
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def __init__(
+        self,
+        *,
+        note: _memory_pb2.Note | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "update_mask", b"update_mask"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateNoteRequest: _TypeAlias = UpdateNoteRequest  # noqa: Y015
+
+@_typing.final
+class UpdateNoteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NOTE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def note(self) -> _memory_pb2.Note: ...
+    def __init__(
+        self,
+        *,
+        note: _memory_pb2.Note | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateNoteResponse: _TypeAlias = UpdateNoteResponse  # noqa: Y015
+
+@_typing.final
+class DeleteNoteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteNoteRequest: _TypeAlias = DeleteNoteRequest  # noqa: Y015
+
+@_typing.final
+class DeleteNoteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteNoteResponse: _TypeAlias = DeleteNoteResponse  # noqa: Y015
 
 @_typing.final
 class RecallNotesRequest(_message.Message):
@@ -71,11 +259,13 @@ class RecallNotesRequest(_message.Message):
     QUERY_FIELD_NUMBER: _builtins.int
     PERSONA_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
     query: _builtins.str
     persona: _builtins.str
     limit: _builtins.int
     """At most this many notes (default 5, max 50)."""
+    mode: _memory_pb2.RecallMode.ValueType
     def __init__(
         self,
         *,
@@ -83,10 +273,11 @@ class RecallNotesRequest(_message.Message):
         query: _builtins.str = ...,
         persona: _builtins.str = ...,
         limit: _builtins.int = ...,
+        mode: _memory_pb2.RecallMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "persona", b"persona", "project_id", b"project_id", "query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "mode", b"mode", "persona", b"persona", "project_id", b"project_id", "query", b"query"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -111,6 +302,363 @@ class RecallNotesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallNotesResponse: _TypeAlias = RecallNotesResponse  # noqa: Y015
+
+@_typing.final
+class GetProjectContextRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProjectContextRequest: _TypeAlias = GetProjectContextRequest  # noqa: Y015
+
+@_typing.final
+class GetProjectContextResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def context(self) -> _memory_pb2.ProjectContext: ...
+    def __init__(
+        self,
+        *,
+        context: _memory_pb2.ProjectContext | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProjectContextResponse: _TypeAlias = GetProjectContextResponse  # noqa: Y015
+
+@_typing.final
+class UpdateProjectContextRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def context(self) -> _memory_pb2.ProjectContext:
+        """context.project_id names the project; the body replaces the current one."""
+
+    def __init__(
+        self,
+        *,
+        context: _memory_pb2.ProjectContext | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateProjectContextRequest: _TypeAlias = UpdateProjectContextRequest  # noqa: Y015
+
+@_typing.final
+class UpdateProjectContextResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def context(self) -> _memory_pb2.ProjectContext: ...
+    def __init__(
+        self,
+        *,
+        context: _memory_pb2.ProjectContext | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateProjectContextResponse: _TypeAlias = UpdateProjectContextResponse  # noqa: Y015
+
+@_typing.final
+class ImportProjectFilesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.ProjectFile]: ...
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        files: _abc.Iterable[_memory_pb2.ProjectFile] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportProjectFilesRequest: _TypeAlias = ImportProjectFilesRequest  # noqa: Y015
+
+@_typing.final
+class ImportProjectFilesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportItem]:
+        """One item per file sent, in the order sent."""
+
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[_memory_pb2.ImportItem] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportProjectFilesResponse: _TypeAlias = ImportProjectFilesResponse  # noqa: Y015
+
+@_typing.final
+class SetLiveStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ACTIVITY_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    agent_id: _builtins.str
+    activity: _builtins.str
+    detail: _builtins.str
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """How long the entry lives; or expire_time. Neither: the service default."""
+
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        activity: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        ttl: _duration_pb2.Duration | None = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "ttl", b"ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["activity", b"activity", "agent_id", b"agent_id", "detail", b"detail", "expire_time", b"expire_time", "project_id", b"project_id", "ttl", b"ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetLiveStateRequest: _TypeAlias = SetLiveStateRequest  # noqa: Y015
+
+@_typing.final
+class SetLiveStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entry(self) -> _memory_pb2.LiveStateEntry: ...
+    def __init__(
+        self,
+        *,
+        entry: _memory_pb2.LiveStateEntry | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry", b"entry"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetLiveStateResponse: _TypeAlias = SetLiveStateResponse  # noqa: Y015
+
+@_typing.final
+class ListLiveStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLiveStateRequest: _TypeAlias = ListLiveStateRequest  # noqa: Y015
+
+@_typing.final
+class ListLiveStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.LiveStateEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[_memory_pb2.LiveStateEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLiveStateResponse: _TypeAlias = ListLiveStateResponse  # noqa: Y015
+
+@_typing.final
+class DeleteLiveStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    agent_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteLiveStateRequest: _TypeAlias = DeleteLiveStateRequest  # noqa: Y015
+
+@_typing.final
+class DeleteLiveStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteLiveStateResponse: _TypeAlias = DeleteLiveStateResponse  # noqa: Y015
+
+@_typing.final
+class ClearLiveStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearLiveStateRequest: _TypeAlias = ClearLiveStateRequest  # noqa: Y015
+
+@_typing.final
+class ClearLiveStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELETED_COUNT_FIELD_NUMBER: _builtins.int
+    deleted_count: _builtins.int
+    def __init__(
+        self,
+        *,
+        deleted_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted_count", b"deleted_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearLiveStateResponse: _TypeAlias = ClearLiveStateResponse  # noqa: Y015
+
+@_typing.final
+class WatchLiveStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchLiveStateRequest: _TypeAlias = WatchLiveStateRequest  # noqa: Y015
+
+@_typing.final
+class WatchLiveStateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    REMOVAL_FIELD_NUMBER: _builtins.int
+    type: _memory_pb2.LiveStateEventType.ValueType
+    removal: _memory_pb2.LiveStateRemoval.ValueType
+    """For REMOVED."""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.LiveStateEntry]:
+        """SNAPSHOT: every unexpired entry; SET: the new entry; REMOVED: the entry
+        as it was last seen.
+        """
+
+    def __init__(
+        self,
+        *,
+        type: _memory_pb2.LiveStateEventType.ValueType = ...,
+        entries: _abc.Iterable[_memory_pb2.LiveStateEntry] | None = ...,
+        removal: _memory_pb2.LiveStateRemoval.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "removal", b"removal", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchLiveStateResponse: _TypeAlias = WatchLiveStateResponse  # noqa: Y015
 
 @_typing.final
 class GetPersonalSettingsRequest(_message.Message):

@@ -26,9 +26,11 @@ if _version_not_supported:
 
 
 class MemoryServiceStub:
-    """Durable notes with recall, and personal settings. Every call acts for the
-    user in the `x-switchboard-user` metadata entry: notes belong to the user
-    who saved them, and recall only returns the caller's own notes.
+    """Project context, durable notes with recall, live state, and personal
+    settings. Every call acts for the user in the `x-switchboard-user` metadata
+    entry: what it reads and writes belongs to that user, and another user's
+    object is NOT_FOUND exactly like a missing one. An empty project_id means
+    the project "default".
     """
 
     def __init__(self, channel):
@@ -42,10 +44,70 @@ class MemoryServiceStub:
                 request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.CreateNoteRequest.SerializeToString,
                 response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.CreateNoteResponse.FromString,
                 _registered_method=True)
+        self.GetNote = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/GetNote',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteResponse.FromString,
+                _registered_method=True)
+        self.ListNotes = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/ListNotes',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNotesRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNotesResponse.FromString,
+                _registered_method=True)
+        self.UpdateNote = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/UpdateNote',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateNoteRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateNoteResponse.FromString,
+                _registered_method=True)
+        self.DeleteNote = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/DeleteNote',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteNoteRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteNoteResponse.FromString,
+                _registered_method=True)
         self.RecallNotes = channel.unary_unary(
                 '/switchboard.memory.v1.MemoryService/RecallNotes',
                 request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesRequest.SerializeToString,
                 response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesResponse.FromString,
+                _registered_method=True)
+        self.GetProjectContext = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/GetProjectContext',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextResponse.FromString,
+                _registered_method=True)
+        self.UpdateProjectContext = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/UpdateProjectContext',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateProjectContextRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateProjectContextResponse.FromString,
+                _registered_method=True)
+        self.ImportProjectFiles = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/ImportProjectFiles',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ImportProjectFilesRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ImportProjectFilesResponse.FromString,
+                _registered_method=True)
+        self.SetLiveState = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/SetLiveState',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.SetLiveStateRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.SetLiveStateResponse.FromString,
+                _registered_method=True)
+        self.ListLiveState = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/ListLiveState',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListLiveStateRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListLiveStateResponse.FromString,
+                _registered_method=True)
+        self.DeleteLiveState = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/DeleteLiveState',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteLiveStateRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteLiveStateResponse.FromString,
+                _registered_method=True)
+        self.ClearLiveState = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/ClearLiveState',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ClearLiveStateRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ClearLiveStateResponse.FromString,
+                _registered_method=True)
+        self.WatchLiveState = channel.unary_stream(
+                '/switchboard.memory.v1.MemoryService/WatchLiveState',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.WatchLiveStateRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.WatchLiveStateResponse.FromString,
                 _registered_method=True)
         self.GetPersonalSettings = channel.unary_unary(
                 '/switchboard.memory.v1.MemoryService/GetPersonalSettings',
@@ -60,19 +122,106 @@ class MemoryServiceStub:
 
 
 class MemoryServiceServicer:
-    """Durable notes with recall, and personal settings. Every call acts for the
-    user in the `x-switchboard-user` metadata entry: notes belong to the user
-    who saved them, and recall only returns the caller's own notes.
+    """Project context, durable notes with recall, live state, and personal
+    settings. Every call acts for the user in the `x-switchboard-user` metadata
+    entry: what it reads and writes belongs to that user, and another user's
+    object is NOT_FOUND exactly like a missing one. An empty project_id means
+    the project "default".
     """
 
     def CreateNote(self, request, context):
+        """Saves stable, high-value knowledge. A note that repeats an existing one
+        is refused or merged (see DuplicatePolicy).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetNote(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNotes(self, request, context):
+        """Newest first, filtered by project, kind and tag.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateNote(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteNote(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RecallNotes(self, request, context):
-        """Notes relevant to a query for a persona, best first.
+        """Notes relevant to a query for a persona, best first: lexical (BM25) and
+        embedding candidates fused by reciprocal rank fusion (k=60).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProjectContext(self, request, context):
+        """NOT_FOUND until something writes the project's context.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateProjectContext(self, request, context):
+        """Creates or replaces the project's context.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportProjectFiles(self, request, context):
+        """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
+        sent as contents. Idempotent: the same files again change nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLiveState(self, request, context):
+        """Creates or replaces what an agent is doing in a project, until it expires.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLiveState(self, request, context):
+        """Unexpired entries of a project, by agent id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteLiveState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearLiveState(self, request, context):
+        """Deletes every entry of a project.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchLiveState(self, request, context):
+        """A snapshot of the project's entries, then each change as it happens
+        (across replicas, within the poll interval), expiries included.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -98,10 +247,70 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.CreateNoteRequest.FromString,
                     response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.CreateNoteResponse.SerializeToString,
             ),
+            'GetNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNote,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteResponse.SerializeToString,
+            ),
+            'ListNotes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNotes,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNotesRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNotesResponse.SerializeToString,
+            ),
+            'UpdateNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateNote,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateNoteRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateNoteResponse.SerializeToString,
+            ),
+            'DeleteNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteNote,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteNoteRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteNoteResponse.SerializeToString,
+            ),
             'RecallNotes': grpc.unary_unary_rpc_method_handler(
                     servicer.RecallNotes,
                     request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesRequest.FromString,
                     response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesResponse.SerializeToString,
+            ),
+            'GetProjectContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProjectContext,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextResponse.SerializeToString,
+            ),
+            'UpdateProjectContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateProjectContext,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateProjectContextRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateProjectContextResponse.SerializeToString,
+            ),
+            'ImportProjectFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportProjectFiles,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ImportProjectFilesRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ImportProjectFilesResponse.SerializeToString,
+            ),
+            'SetLiveState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLiveState,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.SetLiveStateRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.SetLiveStateResponse.SerializeToString,
+            ),
+            'ListLiveState': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLiveState,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListLiveStateRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListLiveStateResponse.SerializeToString,
+            ),
+            'DeleteLiveState': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteLiveState,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteLiveStateRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteLiveStateResponse.SerializeToString,
+            ),
+            'ClearLiveState': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearLiveState,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ClearLiveStateRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ClearLiveStateResponse.SerializeToString,
+            ),
+            'WatchLiveState': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchLiveState,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.WatchLiveStateRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.WatchLiveStateResponse.SerializeToString,
             ),
             'GetPersonalSettings': grpc.unary_unary_rpc_method_handler(
                     servicer.GetPersonalSettings,
@@ -122,9 +331,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class MemoryService:
-    """Durable notes with recall, and personal settings. Every call acts for the
-    user in the `x-switchboard-user` metadata entry: notes belong to the user
-    who saved them, and recall only returns the caller's own notes.
+    """Project context, durable notes with recall, live state, and personal
+    settings. Every call acts for the user in the `x-switchboard-user` metadata
+    entry: what it reads and writes belongs to that user, and another user's
+    object is NOT_FOUND exactly like a missing one. An empty project_id means
+    the project "default".
     """
 
     @staticmethod
@@ -155,6 +366,114 @@ class MemoryService:
             _registered_method=True)
 
     @staticmethod
+    def GetNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/GetNote',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNotes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/ListNotes',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNotesRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNotesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/UpdateNote',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateNoteRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/DeleteNote',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteNoteRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def RecallNotes(request,
             target,
             options=(),
@@ -171,6 +490,222 @@ class MemoryService:
             '/switchboard.memory.v1.MemoryService/RecallNotes',
             switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesRequest.SerializeToString,
             switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProjectContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/GetProjectContext',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateProjectContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/UpdateProjectContext',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateProjectContextRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdateProjectContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportProjectFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/ImportProjectFiles',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ImportProjectFilesRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ImportProjectFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLiveState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/SetLiveState',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.SetLiveStateRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.SetLiveStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLiveState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/ListLiveState',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListLiveStateRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListLiveStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteLiveState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/DeleteLiveState',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteLiveStateRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.DeleteLiveStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearLiveState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/ClearLiveState',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ClearLiveStateRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ClearLiveStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchLiveState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/WatchLiveState',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.WatchLiveStateRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.WatchLiveStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,9 +27,11 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class MemoryServiceStub:
-    """Durable notes with recall, and personal settings. Every call acts for the
-    user in the `x-switchboard-user` metadata entry: notes belong to the user
-    who saved them, and recall only returns the caller's own notes.
+    """Project context, durable notes with recall, live state, and personal
+    settings. Every call acts for the user in the `x-switchboard-user` metadata
+    entry: what it reads and writes belongs to that user, and another user's
+    object is NOT_FOUND exactly like a missing one. An empty project_id means
+    the project "default".
     """
 
     @_typing.overload
@@ -37,29 +39,91 @@ class MemoryServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MemoryServiceAsyncStub: ...
     CreateNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateNoteRequest, _memory_service_pb2.CreateNoteResponse]
+    """Saves stable, high-value knowledge. A note that repeats an existing one
+    is refused or merged (see DuplicatePolicy).
+    """
+    GetNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetNoteRequest, _memory_service_pb2.GetNoteResponse]
+    ListNotes: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListNotesRequest, _memory_service_pb2.ListNotesResponse]
+    """Newest first, filtered by project, kind and tag."""
+    UpdateNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateNoteRequest, _memory_service_pb2.UpdateNoteResponse]
+    DeleteNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteNoteRequest, _memory_service_pb2.DeleteNoteResponse]
     RecallNotes: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RecallNotesRequest, _memory_service_pb2.RecallNotesResponse]
-    """Notes relevant to a query for a persona, best first."""
+    """Notes relevant to a query for a persona, best first: lexical (BM25) and
+    embedding candidates fused by reciprocal rank fusion (k=60).
+    """
+    GetProjectContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectContextRequest, _memory_service_pb2.GetProjectContextResponse]
+    """NOT_FOUND until something writes the project's context."""
+    UpdateProjectContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectContextRequest, _memory_service_pb2.UpdateProjectContextResponse]
+    """Creates or replaces the project's context."""
+    ImportProjectFiles: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ImportProjectFilesRequest, _memory_service_pb2.ImportProjectFilesResponse]
+    """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
+    sent as contents. Idempotent: the same files again change nothing.
+    """
+    SetLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SetLiveStateRequest, _memory_service_pb2.SetLiveStateResponse]
+    """Creates or replaces what an agent is doing in a project, until it expires."""
+    ListLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListLiveStateRequest, _memory_service_pb2.ListLiveStateResponse]
+    """Unexpired entries of a project, by agent id."""
+    DeleteLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteLiveStateRequest, _memory_service_pb2.DeleteLiveStateResponse]
+    ClearLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ClearLiveStateRequest, _memory_service_pb2.ClearLiveStateResponse]
+    """Deletes every entry of a project."""
+    WatchLiveState: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.WatchLiveStateRequest, _memory_service_pb2.WatchLiveStateResponse]
+    """A snapshot of the project's entries, then each change as it happens
+    (across replicas, within the poll interval), expiries included.
+    """
     GetPersonalSettings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetPersonalSettingsRequest, _memory_service_pb2.GetPersonalSettingsResponse]
     UpdatePersonalSettings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdatePersonalSettingsRequest, _memory_service_pb2.UpdatePersonalSettingsResponse]
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
-    """Durable notes with recall, and personal settings. Every call acts for the
-    user in the `x-switchboard-user` metadata entry: notes belong to the user
-    who saved them, and recall only returns the caller's own notes.
+    """Project context, durable notes with recall, live state, and personal
+    settings. Every call acts for the user in the `x-switchboard-user` metadata
+    entry: what it reads and writes belongs to that user, and another user's
+    object is NOT_FOUND exactly like a missing one. An empty project_id means
+    the project "default".
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateNoteRequest, _memory_service_pb2.CreateNoteResponse]  # type: ignore[assignment]
+    """Saves stable, high-value knowledge. A note that repeats an existing one
+    is refused or merged (see DuplicatePolicy).
+    """
+    GetNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetNoteRequest, _memory_service_pb2.GetNoteResponse]  # type: ignore[assignment]
+    ListNotes: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListNotesRequest, _memory_service_pb2.ListNotesResponse]  # type: ignore[assignment]
+    """Newest first, filtered by project, kind and tag."""
+    UpdateNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateNoteRequest, _memory_service_pb2.UpdateNoteResponse]  # type: ignore[assignment]
+    DeleteNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteNoteRequest, _memory_service_pb2.DeleteNoteResponse]  # type: ignore[assignment]
     RecallNotes: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RecallNotesRequest, _memory_service_pb2.RecallNotesResponse]  # type: ignore[assignment]
-    """Notes relevant to a query for a persona, best first."""
+    """Notes relevant to a query for a persona, best first: lexical (BM25) and
+    embedding candidates fused by reciprocal rank fusion (k=60).
+    """
+    GetProjectContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectContextRequest, _memory_service_pb2.GetProjectContextResponse]  # type: ignore[assignment]
+    """NOT_FOUND until something writes the project's context."""
+    UpdateProjectContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectContextRequest, _memory_service_pb2.UpdateProjectContextResponse]  # type: ignore[assignment]
+    """Creates or replaces the project's context."""
+    ImportProjectFiles: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ImportProjectFilesRequest, _memory_service_pb2.ImportProjectFilesResponse]  # type: ignore[assignment]
+    """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
+    sent as contents. Idempotent: the same files again change nothing.
+    """
+    SetLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SetLiveStateRequest, _memory_service_pb2.SetLiveStateResponse]  # type: ignore[assignment]
+    """Creates or replaces what an agent is doing in a project, until it expires."""
+    ListLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListLiveStateRequest, _memory_service_pb2.ListLiveStateResponse]  # type: ignore[assignment]
+    """Unexpired entries of a project, by agent id."""
+    DeleteLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteLiveStateRequest, _memory_service_pb2.DeleteLiveStateResponse]  # type: ignore[assignment]
+    ClearLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ClearLiveStateRequest, _memory_service_pb2.ClearLiveStateResponse]  # type: ignore[assignment]
+    """Deletes every entry of a project."""
+    WatchLiveState: _aio.UnaryStreamMultiCallable[_memory_service_pb2.WatchLiveStateRequest, _memory_service_pb2.WatchLiveStateResponse]  # type: ignore[assignment]
+    """A snapshot of the project's entries, then each change as it happens
+    (across replicas, within the poll interval), expiries included.
+    """
     GetPersonalSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetPersonalSettingsRequest, _memory_service_pb2.GetPersonalSettingsResponse]  # type: ignore[assignment]
     UpdatePersonalSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdatePersonalSettingsRequest, _memory_service_pb2.UpdatePersonalSettingsResponse]  # type: ignore[assignment]
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Durable notes with recall, and personal settings. Every call acts for the
-    user in the `x-switchboard-user` metadata entry: notes belong to the user
-    who saved them, and recall only returns the caller's own notes.
+    """Project context, durable notes with recall, live state, and personal
+    settings. Every call acts for the user in the `x-switchboard-user` metadata
+    entry: what it reads and writes belongs to that user, and another user's
+    object is NOT_FOUND exactly like a missing one. An empty project_id means
+    the project "default".
     """
 
     @_abc_1.abstractmethod
@@ -67,7 +131,39 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.CreateNoteRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.CreateNoteResponse, _abc.Awaitable[_memory_service_pb2.CreateNoteResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.CreateNoteResponse, _abc.Awaitable[_memory_service_pb2.CreateNoteResponse]]:
+        """Saves stable, high-value knowledge. A note that repeats an existing one
+        is refused or merged (see DuplicatePolicy).
+        """
+
+    @_abc_1.abstractmethod
+    def GetNote(
+        self,
+        request: _memory_service_pb2.GetNoteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetNoteResponse, _abc.Awaitable[_memory_service_pb2.GetNoteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListNotes(
+        self,
+        request: _memory_service_pb2.ListNotesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListNotesResponse, _abc.Awaitable[_memory_service_pb2.ListNotesResponse]]:
+        """Newest first, filtered by project, kind and tag."""
+
+    @_abc_1.abstractmethod
+    def UpdateNote(
+        self,
+        request: _memory_service_pb2.UpdateNoteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.UpdateNoteResponse, _abc.Awaitable[_memory_service_pb2.UpdateNoteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteNote(
+        self,
+        request: _memory_service_pb2.DeleteNoteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.DeleteNoteResponse, _abc.Awaitable[_memory_service_pb2.DeleteNoteResponse]]: ...
 
     @_abc_1.abstractmethod
     def RecallNotes(
@@ -75,7 +171,76 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.RecallNotesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.RecallNotesResponse, _abc.Awaitable[_memory_service_pb2.RecallNotesResponse]]:
-        """Notes relevant to a query for a persona, best first."""
+        """Notes relevant to a query for a persona, best first: lexical (BM25) and
+        embedding candidates fused by reciprocal rank fusion (k=60).
+        """
+
+    @_abc_1.abstractmethod
+    def GetProjectContext(
+        self,
+        request: _memory_service_pb2.GetProjectContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetProjectContextResponse, _abc.Awaitable[_memory_service_pb2.GetProjectContextResponse]]:
+        """NOT_FOUND until something writes the project's context."""
+
+    @_abc_1.abstractmethod
+    def UpdateProjectContext(
+        self,
+        request: _memory_service_pb2.UpdateProjectContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.UpdateProjectContextResponse, _abc.Awaitable[_memory_service_pb2.UpdateProjectContextResponse]]:
+        """Creates or replaces the project's context."""
+
+    @_abc_1.abstractmethod
+    def ImportProjectFiles(
+        self,
+        request: _memory_service_pb2.ImportProjectFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ImportProjectFilesResponse, _abc.Awaitable[_memory_service_pb2.ImportProjectFilesResponse]]:
+        """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
+        sent as contents. Idempotent: the same files again change nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def SetLiveState(
+        self,
+        request: _memory_service_pb2.SetLiveStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.SetLiveStateResponse, _abc.Awaitable[_memory_service_pb2.SetLiveStateResponse]]:
+        """Creates or replaces what an agent is doing in a project, until it expires."""
+
+    @_abc_1.abstractmethod
+    def ListLiveState(
+        self,
+        request: _memory_service_pb2.ListLiveStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListLiveStateResponse, _abc.Awaitable[_memory_service_pb2.ListLiveStateResponse]]:
+        """Unexpired entries of a project, by agent id."""
+
+    @_abc_1.abstractmethod
+    def DeleteLiveState(
+        self,
+        request: _memory_service_pb2.DeleteLiveStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.DeleteLiveStateResponse, _abc.Awaitable[_memory_service_pb2.DeleteLiveStateResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ClearLiveState(
+        self,
+        request: _memory_service_pb2.ClearLiveStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ClearLiveStateResponse, _abc.Awaitable[_memory_service_pb2.ClearLiveStateResponse]]:
+        """Deletes every entry of a project."""
+
+    @_abc_1.abstractmethod
+    def WatchLiveState(
+        self,
+        request: _memory_service_pb2.WatchLiveStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.WatchLiveStateResponse], _abc.AsyncIterator[_memory_service_pb2.WatchLiveStateResponse]]:
+        """A snapshot of the project's entries, then each change as it happens
+        (across replicas, within the poll interval), expiries included.
+        """
 
     @_abc_1.abstractmethod
     def GetPersonalSettings(

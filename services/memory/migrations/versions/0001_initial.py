@@ -44,5 +44,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("personal_settings")
-    op.drop_index("ix_notes_project_update", table_name="notes")
+    op.drop_index("ix_notes_owner_project_update", table_name="notes")
     op.drop_table("notes")

@@ -1,0 +1,108 @@
+"""SQL of handoff summaries, through SQLModel async sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from services.memory.handoff_models import HandoffPendingEntry, HandoffSummaryRow
+from services.shared.time import utcnow
+
+
+def _insert(session: AsyncSession, table: type[Any]) -> Any:
+    dialect = session.bind.dialect.name if session.bind is not None else ""
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise RuntimeError(f"Switchboard runs on SQLite or PostgreSQL, not {dialect!r}")
+
+
+class HandoffRepository:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def record(self, thread_id: str, entries: Sequence[HandoffPendingEntry]) -> tuple[int, int]:
+        """Stores the entries not seen before (neither pending nor folded) in
+        one transaction, creating the thread's summary row on first use.
+        Returns (entries stored now, entries pending after)."""
+        async with self._sessions() as session:
+            await session.exec(
+                _insert(session, HandoffSummaryRow)
+                .values(thread_id=thread_id, state_json="{}", last_folded_sequence=0, update_time=utcnow())
+                .on_conflict_do_nothing(index_elements=["thread_id"])
+            )
+            row = await session.get(HandoffSummaryRow, thread_id)
+            assert row is not None
+            folded = row.last_folded_sequence
+            fresh = [entry for entry in entries if entry.sequence > folded]
+            stored = 0
+            if fresh:
+                result = await session.exec(
+                    _insert(session, HandoffPendingEntry)
+                    .values([entry.model_dump() for entry in fresh])
+                    .on_conflict_do_nothing(index_elements=["thread_id", "sequence"])
+                )
+                stored = int(getattr(result, "rowcount", 0) or 0)
+            await session.commit()
+        return stored, await self.pending_count(thread_id, folded)
+
+    async def get(self, thread_id: str) -> HandoffSummaryRow | None:
+        async with self._sessions() as session:
+            return await session.get(HandoffSummaryRow, thread_id, populate_existing=True)
+
+    async def pending(self, thread_id: str, after: int) -> Sequence[HandoffPendingEntry]:
+        async with self._sessions() as session:
+            query = (
+                select(HandoffPendingEntry)
+                .where(HandoffPendingEntry.thread_id == thread_id, col(HandoffPendingEntry.sequence) > after)
+                .order_by(col(HandoffPendingEntry.sequence))
+            )
+            return (await session.exec(query)).all()
+
+    async def pending_count(self, thread_id: str, after: int) -> int:
+        async with self._sessions() as session:
+            query = select(func.count()).where(
+                col(HandoffPendingEntry.thread_id) == thread_id, col(HandoffPendingEntry.sequence) > after
+            )
+            return int((await session.exec(query)).one())
+
+    async def store_checkpoint(
+        self, thread_id: str, folded_before: int, folded_now: int, state_json: str, reason: int
+    ) -> bool:
+        """Stores the folded state if the thread is still at ``folded_before``
+        (False otherwise: another checkpoint won), and deletes the entries it
+        covers."""
+        now = utcnow()
+        async with self._sessions() as session:
+            moved = await session.exec(
+                update(HandoffSummaryRow)
+                .where(
+                    col(HandoffSummaryRow.thread_id) == thread_id,
+                    col(HandoffSummaryRow.last_folded_sequence) == folded_before,
+                )
+                .values(
+                    state_json=state_json,
+                    last_folded_sequence=folded_now,
+                    last_checkpoint_reason=reason,
+                    checkpoint_time=now,
+                    update_time=now,
+                )
+            )
+            if int(getattr(moved, "rowcount", 0) or 0) != 1:
+                await session.rollback()
+                return False
+            await session.exec(
+                delete(HandoffPendingEntry).where(
+                    col(HandoffPendingEntry.thread_id) == thread_id,
+                    col(HandoffPendingEntry.sequence) <= folded_now,
+                )
+            )
+            await session.commit()
+            return True

@@ -1,0 +1,232 @@
+"""Live state: who is doing what in a project, now (seed 001, "Live State
+Versus Durable Memory"). Entries expire; nothing here is ever recalled as
+memory (its own table, never read by recall).
+
+A watch sends a snapshot, then changes. It works across replicas on one
+database: every write bumps the project's live revision, and a watcher reads
+that counter every ``poll_interval`` (one primary-key read), re-reading the
+entries only when it moved or when an entry it holds reaches its expiry. A
+write in the same process also wakes its watchers at once. Changes are found
+by comparing the entries with the ones the watcher last sent, so several
+writes to one agent between two polls arrive as the last of them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import IntEnum
+
+from services.memory.domain import aware, project_of
+from services.memory.models import LiveState
+from services.memory.repository import LIVE, MemoryRepository
+from services.shared.errors import InvalidArgument, NotFound, TooLarge
+from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.time import utcnow
+
+MAX_AGENT_ID_CHARS = 128
+MAX_ACTIVITY_CHARS = 200
+MAX_DETAIL_CHARS = 2000
+
+
+class EventType(IntEnum):
+    """LiveStateEventType of memory.proto."""
+
+    SNAPSHOT = 1
+    SET = 2
+    REMOVED = 3
+
+
+class Removal(IntEnum):
+    """LiveStateRemoval of memory.proto."""
+
+    DELETED = 1
+    EXPIRED = 2
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    type: EventType
+    entries: list[LiveState]
+    removal: Removal | None = None
+
+
+@dataclass(frozen=True)
+class LivePage:
+    entries: list[LiveState]
+    next_token: str
+
+
+def _normalised(row: LiveState) -> LiveState:
+    row.update_time, row.expire_time = aware(row.update_time), aware(row.expire_time)
+    return row
+
+
+def _agent(agent_id: str) -> str:
+    agent = agent_id.strip()
+    if not agent:
+        raise InvalidArgument("agent_id is required", field="agent_id")
+    if len(agent) > MAX_AGENT_ID_CHARS:
+        raise TooLarge(f"agent_id is longer than {MAX_AGENT_ID_CHARS} characters", field="agent_id")
+    return agent
+
+
+class Wakeups:
+    """Process-local wake-up of the watchers of one (owner, project)."""
+
+    def __init__(self) -> None:
+        self._events: defaultdict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
+
+    def subscribe(self, key: tuple[str, str]) -> asyncio.Event:
+        event = asyncio.Event()
+        self._events[key].add(event)
+        return event
+
+    def unsubscribe(self, key: tuple[str, str], event: asyncio.Event) -> None:
+        self._events[key].discard(event)
+        if not self._events[key]:
+            del self._events[key]
+
+    def notify(self, key: tuple[str, str]) -> None:
+        for event in self._events.get(key, ()):
+            event.set()
+
+
+class LiveStateDomain:
+    def __init__(
+        self, repository: MemoryRepository, default_ttl: float, max_ttl: float, poll_interval: float
+    ) -> None:
+        self._repo = repository
+        self._default_ttl = timedelta(seconds=default_ttl)
+        self._max_ttl = timedelta(seconds=max_ttl)
+        self._poll_interval = poll_interval
+        self._wakeups = Wakeups()
+
+    async def set(
+        self,
+        owner: str,
+        project_id: str,
+        agent_id: str,
+        activity: str,
+        detail: str,
+        ttl: timedelta | None,
+        expire_time: datetime | None,
+    ) -> LiveState:
+        project, agent = project_of(project_id), _agent(agent_id)
+        activity, detail = activity.strip(), detail.strip()
+        if not activity:
+            raise InvalidArgument("activity is required", field="activity")
+        if len(activity) > MAX_ACTIVITY_CHARS:
+            raise TooLarge(f"activity is longer than {MAX_ACTIVITY_CHARS} characters", field="activity")
+        if len(detail) > MAX_DETAIL_CHARS:
+            raise TooLarge(f"detail is longer than {MAX_DETAIL_CHARS} characters", field="detail")
+        if ttl is not None and expire_time is not None:
+            raise InvalidArgument("give ttl or expire_time, not both", field="ttl")
+        now = utcnow()
+        if expire_time is not None:
+            ttl = expire_time - now
+            field = "expire_time"
+        else:
+            field = "ttl"
+        lifetime = self._default_ttl if ttl is None else ttl
+        if lifetime <= timedelta(0):
+            raise InvalidArgument(f"{field} must be in the future", field=field)
+        if lifetime > self._max_ttl:
+            raise InvalidArgument(
+                f"{field} is more than {self._max_ttl.total_seconds():.0f} s away; live state is not memory",
+                field=field,
+            )
+        row = LiveState(
+            owner_user_id=owner,
+            project_id=project,
+            agent_id=agent,
+            activity=activity,
+            detail=detail,
+            update_time=now,
+            expire_time=now + lifetime,
+        )
+        saved = await self._repo.set_live(row, now)
+        self._wakeups.notify((owner, project))
+        return saved
+
+    async def list(self, owner: str, project_id: str, size: int, token: str) -> LivePage:
+        project, limit = project_of(project_id), page_size(size)
+        cursor = decode_token(token)
+        after = cursor.get("a", "") if cursor else ""
+        if not isinstance(after, str) or (cursor and cursor.get("p") != project):
+            raise InvalidArgument(
+                "page_token is not a token this service issued for this project", field="page_token"
+            )
+        rows = [
+            _normalised(r) for r in await self._repo.list_live(owner, project, utcnow(), after, limit + 1)
+        ]
+        more, entries = len(rows) > limit, rows[:limit]
+        return LivePage(entries, encode_token({"p": project, "a": entries[-1].agent_id}) if more else "")
+
+    async def delete(self, owner: str, project_id: str, agent_id: str) -> None:
+        project, agent = project_of(project_id), _agent(agent_id)
+        if not await self._repo.delete_live(owner, project, agent, utcnow()):
+            raise NotFound(f"agent {agent!r} has no live state in project {project!r}", field="agent_id")
+        self._wakeups.notify((owner, project))
+
+    async def clear(self, owner: str, project_id: str) -> int:
+        project = project_of(project_id)
+        deleted = await self._repo.delete_live(owner, project, None, utcnow())
+        self._wakeups.notify((owner, project))
+        return deleted
+
+    async def _read(self, owner: str, project: str) -> tuple[int, dict[str, LiveState]]:
+        # The revision first: a write landing between the two reads is seen
+        # again at the next poll, never missed.
+        revision = await self._repo.revision(owner, project, LIVE)
+        rows = await self._repo.list_live(owner, project, utcnow())
+        return revision, {row.agent_id: _normalised(row) for row in rows}
+
+    async def watch(self, owner: str, project_id: str) -> AsyncIterator[LiveEvent]:
+        project = project_of(project_id)
+        key = (owner, project)
+        wakeup = self._wakeups.subscribe(key)
+        try:
+            revision, known = await self._read(owner, project)
+            yield LiveEvent(EventType.SNAPSHOT, list(known.values()))
+            while True:
+                try:
+                    await asyncio.wait_for(wakeup.wait(), self._poll_interval)
+                except TimeoutError:
+                    pass
+                wakeup.clear()
+                now = utcnow()
+                expiring = any(entry.expire_time <= now for entry in known.values())
+                if not expiring and await self._repo.revision(owner, project, LIVE) == revision:
+                    continue
+                revision, current = await self._read(owner, project)
+                for event in changes(known, current, utcnow()):
+                    yield event
+                known = current
+        finally:
+            self._wakeups.unsubscribe(key, wakeup)
+
+
+def changes(before: dict[str, LiveState], after: dict[str, LiveState], now: datetime) -> Sequence[LiveEvent]:
+    """The events that turn ``before`` into ``after`` (removals first)."""
+    events = [
+        LiveEvent(
+            EventType.REMOVED,
+            [entry],
+            Removal.EXPIRED if entry.expire_time <= now else Removal.DELETED,
+        )
+        for agent, entry in sorted(before.items())
+        if agent not in after
+    ]
+    for agent, entry in sorted(after.items()):
+        old = before.get(agent)
+        if old is None or (old.activity, old.detail, old.update_time, old.expire_time) != (
+            entry.activity,
+            entry.detail,
+            entry.update_time,
+            entry.expire_time,
+        ):
+            events.append(LiveEvent(EventType.SET, [entry]))
+    return events

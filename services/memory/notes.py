@@ -1,0 +1,331 @@
+"""Durable notes: save (with duplicate refusal or merge), get, list, update,
+delete, and recall. Saving is for stable, high-value knowledge (seed 001,
+"Agent Ability To Write Durable Memory"): a note needs a kind, a title and a
+body within bounds, and must not repeat a note the project already has.
+
+Two notes are duplicates when
+* their normalised text is identical (case, accents, punctuation and spacing
+  ignored): enforced by a unique constraint, so it holds across replicas and
+  concurrent saves; or
+* their embeddings have a cosine at or above the duplicate threshold
+  (DUPLICATE_COSINE per embedder, or the setting): the same knowledge
+  reworded. This one is checked against the project's index before the write
+  (two replicas saving two rewordings at the same instant may both land).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import IntEnum
+
+from services.memory.domain import (
+    MAX_RECALL_LIMIT,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TITLE_CHARS,
+    NOTE_KINDS,
+    aware,
+    project_of,
+    recall_limit,
+    tags_of,
+)
+from services.memory.models import Note
+from services.memory.recall import Mode, NoteIndexes, Recalled, from_bytes, note_text, to_bytes
+from services.memory.repository import ContentConflict, MemoryRepository, NoteFilter
+from services.shared.embeddings import EmbedderName, embed
+from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.time import utcnow
+
+# Cosine at or above which two notes say the same thing. MiniLM puts close
+# paraphrases above 0.9 and distinct facts of one topic below 0.85; the
+# hashing embedder measures spelling, so only near-verbatim copies reach 0.9.
+DUPLICATE_COSINE = {EmbedderName.MINILM.value: 0.92, EmbedderName.HASHING.value: 0.9}
+NOTE_PATHS = frozenset({"kind", "title", "body", "tags"})
+MAX_NOTE_ID_CHARS = 36
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+class Policy(IntEnum):
+    """DuplicatePolicy of memory.proto (UNSPECIFIED = REFUSE)."""
+
+    REFUSE = 1
+    MERGE = 2
+
+
+def content_hash(title: str, body: str) -> str:
+    """sha256 of the note's words, casefolded and without accents: two notes
+    that differ only in case, accents, punctuation or spacing collide."""
+    parts = []
+    for text in (title, body):
+        decomposed = unicodedata.normalize("NFKD", text.casefold())
+        bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+        parts.append(" ".join(_WORD.findall(bare)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NoteFields:
+    kind: int
+    title: str
+    body: str
+    tags: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class NewNote:
+    project_id: str
+    kind: int
+    title: str
+    body: str
+    tags: Sequence[str]
+    author_agent_id: str
+    # Set by imports: the memory file's name and its content's hash.
+    source: str | None = None
+    source_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Saved:
+    note: Note
+    merged: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class NotePage:
+    notes: list[Note]
+    next_token: str
+
+
+class Duplicate(FailedPrecondition):
+    """The note repeats ``existing``; the metadata names it and the rule."""
+
+    def __init__(self, existing: Note, why: str) -> None:
+        super().__init__(
+            f"note repeats note {existing.id} ({existing.title!r}): {why}; update that note instead, "
+            "or save with duplicate_policy MERGE",
+            field="note",
+            duplicate_of=existing.id,
+            rule=why,
+        )
+        self.existing = existing
+        self.why = why
+
+
+def clean_fields(fields: NoteFields, max_body_chars: int) -> NoteFields:
+    """Checks and normalises what a note says; InvalidArgument / TooLarge with the field."""
+    if fields.kind == 0:
+        raise InvalidArgument("note.kind is required", field="note.kind")
+    if fields.kind not in NOTE_KINDS:
+        raise InvalidArgument(f"note.kind {fields.kind} is not a known kind", field="note.kind")
+    title, body = fields.title.strip(), fields.body.strip()
+    if not title:
+        raise InvalidArgument("note.title must not be empty", field="note.title")
+    if not body:
+        raise InvalidArgument("note.body must not be empty", field="note.body")
+    if len(title) > MAX_TITLE_CHARS:
+        raise TooLarge(f"note.title is longer than {MAX_TITLE_CHARS} characters", field="note.title")
+    if len(body) > max_body_chars:
+        raise TooLarge(f"note.body is longer than {max_body_chars} characters", field="note.body")
+    tags = list(dict.fromkeys(tag.strip() for tag in fields.tags if tag.strip()))
+    if len(tags) > MAX_TAGS or any(len(tag) > MAX_TAG_CHARS for tag in tags):
+        raise TooLarge(f"at most {MAX_TAGS} tags of at most {MAX_TAG_CHARS} characters", field="note.tags")
+    return NoteFields(fields.kind, title, body, tags)
+
+
+def _note_id(note_id: str) -> str:
+    if not note_id.strip():
+        raise InvalidArgument("id is required", field="id")
+    return note_id.strip()
+
+
+class NotesDomain:
+    def __init__(
+        self,
+        repository: MemoryRepository,
+        indexes: NoteIndexes,
+        max_note_chars: int,
+        duplicate_cosine: float | None = None,
+    ) -> None:
+        self._repo = repository
+        self._indexes = indexes
+        self._max_note_chars = max_note_chars
+        name = indexes.embedder.name
+        self.duplicate_cosine = (
+            DUPLICATE_COSINE.get(name, 0.95) if duplicate_cosine is None else duplicate_cosine
+        )
+
+    async def _vector(self, fields: NoteFields) -> bytes:
+        rows = await embed(self._indexes.embedder, [note_text(fields.title, fields.body, fields.tags)])
+        return to_bytes(rows[0])
+
+    async def find_duplicate(
+        self, owner: str, project: str, fields: NoteFields, vector: bytes, exclude: str = ""
+    ) -> tuple[Note, str] | None:
+        """The project's note that ``fields`` repeats, and why; None if none."""
+        index = await self._indexes.get(owner, project)
+        same = index.by_hash.get(content_hash(fields.title, fields.body))
+        if same is not None and same.id != exclude:
+            return same, "identical text (ignoring case, accents, punctuation and spacing)"
+        for position, cosine in index.vectors.search(from_bytes(vector), 2):
+            note = index.notes[position]
+            if note.id != exclude and cosine >= self.duplicate_cosine:
+                return note, f"embedding cosine {cosine:.3f} >= {self.duplicate_cosine:.2f} (same meaning)"
+        return None
+
+    async def create_note(
+        self, owner: str, request_id: str, new: NewNote, policy: int = Policy.REFUSE
+    ) -> Saved:
+        if policy not in (0, Policy.REFUSE, Policy.MERGE):
+            raise InvalidArgument(
+                f"duplicate_policy {policy} is not a known policy", field="duplicate_policy"
+            )
+        fields = clean_fields(NoteFields(new.kind, new.title, new.body, new.tags), self._max_note_chars)
+        project = project_of(new.project_id)
+        if request_id:
+            earlier = await self._repo.note_by_request(owner, request_id)
+            if earlier is not None:  # a retry: the first call's answer
+                return Saved(earlier, merged=False)
+        vector = await self._vector(fields)
+        duplicate = await self.find_duplicate(owner, project, fields, vector)
+        if duplicate is not None:
+            return await self._on_duplicate(owner, duplicate[0], duplicate[1], fields, policy)
+        now = utcnow()
+        note = Note(
+            id=str(uuid.uuid4()),
+            owner_user_id=owner,
+            project_id=project,
+            kind=fields.kind,
+            title=fields.title,
+            body=fields.body,
+            tags_json=json.dumps(list(fields.tags), ensure_ascii=False),
+            author_agent_id=new.author_agent_id.strip(),
+            request_id=request_id or None,
+            content_hash=content_hash(fields.title, fields.body),
+            embedding=vector,
+            embedder=self._indexes.embedder.name,
+            source=new.source,
+            source_hash=new.source_hash,
+            create_time=now,
+            update_time=now,
+        )
+        try:
+            return Saved(await self._repo.insert_note(note), merged=False)
+        except ContentConflict as conflict:  # saved meanwhile, here or on another replica
+            why = "identical text (ignoring case, accents, punctuation and spacing)"
+            return await self._on_duplicate(owner, conflict.existing, why, fields, policy)
+
+    async def _on_duplicate(
+        self, owner: str, existing: Note, why: str, fields: NoteFields, policy: int
+    ) -> Saved:
+        if policy != Policy.MERGE:
+            raise Duplicate(existing, why)
+        # The newer wording supersedes the older one; tags accumulate.
+        tags = list(dict.fromkeys([*tags_of(existing), *fields.tags]))[:MAX_TAGS]
+        merged = replace(fields, tags=tags)
+        # A fresh copy: ``existing`` may be the shared index's object.
+        current = await self._repo.get_note(owner, existing.id)
+        if current is None:  # deleted meanwhile
+            raise Duplicate(existing, why)
+        note = await self._write(owner, current, merged, await self._vector(merged))
+        return Saved(note, merged=True, reason=f"merged into note {existing.id}: {why}")
+
+    async def _write(self, owner: str, note: Note, fields: NoteFields, vector: bytes) -> Note:
+        note.kind, note.title, note.body = fields.kind, fields.title, fields.body
+        note.tags_json = json.dumps(list(fields.tags), ensure_ascii=False)
+        note.content_hash = content_hash(fields.title, fields.body)
+        note.embedding, note.embedder = vector, self._indexes.embedder.name
+        note.update_time = utcnow()
+        try:
+            return await self._repo.save_note(note)
+        except ContentConflict as conflict:
+            raise Duplicate(
+                conflict.existing, "identical text (ignoring case, accents, punctuation and spacing)"
+            ) from None
+
+    @property
+    def max_note_chars(self) -> int:
+        return self._max_note_chars
+
+    async def rewrite(self, owner: str, note: Note, fields: NoteFields, source_hash: str) -> Note:
+        """Replaces what an imported note says (fields already cleaned)."""
+        note.source_hash = source_hash
+        return await self._write(owner, note, fields, await self._vector(fields))
+
+    async def get_note(self, owner: str, note_id: str) -> Note:
+        note = await self._repo.get_note(owner, _note_id(note_id))
+        if note is None:
+            raise NotFound(f"note {note_id.strip()!r} not found", field="id")
+        return note
+
+    async def list_notes(self, owner: str, where: NoteFilter, size: int, token: str) -> NotePage:
+        if where.kind and where.kind not in NOTE_KINDS:
+            raise InvalidArgument(f"kind {where.kind} is not a known kind", field="kind")
+        limit = page_size(size)
+        view = [where.project_id, where.kind, where.tag]
+        cursor = decode_token(token)
+        after: tuple[datetime, str] | None = None
+        if cursor:
+            try:
+                if cursor["v"] != view:
+                    raise ValueError("token of another listing")
+                after = (datetime.fromisoformat(cursor["t"]), str(cursor["i"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InvalidArgument(
+                    "page_token is not a token this service issued for this listing", field="page_token"
+                ) from exc
+        rows = list(await self._repo.list_notes(where, after, limit + 1))
+        more, notes = len(rows) > limit, rows[:limit]
+        next_token = ""
+        if more:
+            last = notes[-1]
+            next_token = encode_token({"v": view, "t": aware(last.create_time).isoformat(), "i": last.id})
+        return NotePage(notes, next_token)
+
+    async def update_note(self, owner: str, note_id: str, values: NoteFields, paths: Sequence[str]) -> Note:
+        if not paths:
+            raise InvalidArgument("update_mask must name at least one field", field="update_mask")
+        unknown = sorted(set(paths) - NOTE_PATHS)
+        if unknown:
+            raise InvalidArgument(
+                f"update_mask has unknown or read-only paths {unknown}; allowed: {sorted(NOTE_PATHS)}",
+                field="update_mask",
+            )
+        note = await self.get_note(owner, note_id)
+        current = NoteFields(note.kind, note.title, note.body, tags_of(note))
+        wanted = NoteFields(
+            values.kind if "kind" in paths else current.kind,
+            values.title if "title" in paths else current.title,
+            values.body if "body" in paths else current.body,
+            values.tags if "tags" in paths else current.tags,
+        )
+        fields = clean_fields(wanted, self._max_note_chars)
+        return await self._write(owner, note, fields, await self._vector(fields))
+
+    async def delete_note(self, owner: str, note_id: str) -> None:
+        if not await self._repo.delete_note(owner, _note_id(note_id)):
+            raise NotFound(f"note {note_id.strip()!r} not found", field="id")
+
+    async def recall(
+        self, owner: str, project_id: str, query: str, persona: str, requested_limit: int, mode: int = 0
+    ) -> list[Recalled]:
+        limit = recall_limit(requested_limit)
+        if mode not in (0, *Mode):
+            raise InvalidArgument(f"mode {mode} is not a known recall mode", field="mode")
+        return await self._indexes.recall(
+            owner,
+            project_of(project_id),
+            query,
+            persona,
+            min(limit, MAX_RECALL_LIMIT),
+            Mode(mode or Mode.HYBRID),
+        )
