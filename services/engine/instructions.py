@@ -28,6 +28,17 @@ class Layer:
         return bool(self.text)
 
 
+def instruction_page_layer(title: str, body: str, budget: int) -> tuple[str, bool]:
+    """The page as a layer, cut at the last line break within ``budget``
+    characters (at ``budget`` if there is none); whether it was cut."""
+    text = body.strip()
+    truncated = len(text) > budget
+    if truncated:
+        cut = text.rfind("\n", 0, budget)
+        text = text[: cut if cut > 0 else budget].rstrip()
+    return f'# Instructions from the user\'s page "{title}"\n{text}', truncated
+
+
 def assemble(
     instruction_page: str,
     memory: Sequence[memory_pb2.RecalledNote],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -82,10 +83,18 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
+# A directive the offline model follows wherever it appears in the system
+# layers (an instruction page, typically): "Signature: Your QA bot" ends every
+# answer with "— Your QA bot". French too ("Signature :", "Signe : ...").
+_SIGNATURE = re.compile(r"^\s*[-*]?\s*(?:signature|sign as|signe)\s*:\s*(\S.*?)\s*$", re.I | re.M)
+
+
 class OfflineProvider:
     """Deterministic: the same messages give the same answer, token by token.
     It answers from what its context holds (the request, recalled memory,
-    applied skills), so tests can observe that context reached the model."""
+    applied skills) and follows the signature directive of its instructions,
+    so tests can observe that context reached the model and that changing
+    the instruction page changes the next answer (seed 002 T-04)."""
 
     name = "offline"
 
@@ -105,6 +114,9 @@ class OfflineProvider:
         if memory:
             parts.append(f"From memory: {memory[0][len('[memory] ') :]}.")
         parts.append(f"This answer comes from {model}.")
+        signature = _SIGNATURE.findall(system)
+        if signature:
+            parts.append(f"— {signature[-1]}")
         return " ".join(parts)
 
     async def stream(

@@ -29,6 +29,7 @@ from services.shared.errors import DomainError, FailedPrecondition, InvalidArgum
 from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -75,6 +76,8 @@ class RunLimits:
     capture_message_content: bool = False
     # Attempts at a model call that fails before any text reached the client.
     provider_attempts: int = 3
+    # Longest instruction page put in the prompt; longer ones are cut, with a notice.
+    instruction_page_budget_chars: int = 8000
 
 
 class _DeltaStream:
@@ -366,15 +369,20 @@ class RunService:
             )
 
         async with rec.step("context", "Reading context"):
-            # Recall, settings and recording the user's message are independent.
-            recalled, settings, _ = await asyncio.gather(
+            # Recall, settings, the instruction page and recording the user's
+            # message are independent.
+            recalled, settings, page, _ = await asyncio.gather(
                 self._collab.recall(user, text, ""),
                 self._collab.personal_settings(user),
+                self._collab.active_instructions(user),
                 self._collab.append_entries(
                     user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
                 ),
             )
         sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
+        instruction_page = self._instruction_layer(page, rec)
+        if instruction_page:
+            sources.append({"kind": "page", "id": page.page_id, "title": page.title})
 
         # Offline (no real provider configured): Auto picks the deterministic
         # test models and the Skill Router never asks an LLM to arbitrate.
@@ -404,7 +412,7 @@ class RunService:
         provider = self._providers.get(chosen.provider)
         if provider is None:
             raise FailedPrecondition(f"model provider {chosen.provider!r} is not available in this engine")
-        layers = instructions.assemble("", recalled, list(skills.skills), "")
+        layers = instructions.assemble(instruction_page, recalled, list(skills.skills), "")
         async with rec.step("generate", f"Writing with {chosen.model}"):
             answer, tokens_in, tokens_out = await self._generate(
                 provider, chosen, instructions.to_messages(layers, text), rec, thread
@@ -437,6 +445,27 @@ class RunService:
                 ]
             ),
         }
+
+    def _instruction_layer(
+        self, page: pages_service_pb2.GetActiveInstructionsResponse, rec: _Recorder
+    ) -> str:
+        """The active instruction page as a layer, within its budget. A page
+        the user can no longer read is skipped with a notice, never a failure
+        (seed 002 P2-T05)."""
+        if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
+            message = page.notice or "the active instruction page cannot be read; it was skipped"
+            rec.emit(notice=engine_pb2.Notice(code="INSTRUCTION_PAGE_UNREADABLE", message=message))
+            return ""
+        if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE or not page.body.strip():
+            return ""
+        layer, truncated = instructions.instruction_page_layer(
+            page.title, page.body, self._limits.instruction_page_budget_chars
+        )
+        if truncated:
+            budget = self._limits.instruction_page_budget_chars
+            message = f"the instruction page '{page.title}' was cut to its first {budget} characters"
+            rec.emit(notice=engine_pb2.Notice(code="INSTRUCTION_PAGE_TRUNCATED", message=message))
+        return layer
 
     async def _generate(
         self,

@@ -34,6 +34,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         lease_seconds=settings.lease_seconds,
         capture_message_content=settings.capture_message_content,
         provider_attempts=settings.provider_attempts,
+        instruction_page_budget_chars=settings.instruction_page_budget_chars,
     )
 
 

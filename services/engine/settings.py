@@ -40,6 +40,9 @@ class EngineSettings(ServiceSettings):
     # Attempts at a model call that fails before any text reached the client
     # (429, 5xx, overloaded, connection lost); never retried after.
     provider_attempts: int = Field(default=3, ge=1, le=10)
+    # Longest instruction page put in a prompt (characters); a longer page is
+    # cut at a line break, and the run says so with a notice.
+    instruction_page_budget_chars: int = Field(default=8000, ge=100)
     # Prompt and answer text on `chat` spans; off unless asked for (the
     # OpenTelemetry GenAI instrumentations' own switch is honoured too).
     capture_message_content: bool = Field(

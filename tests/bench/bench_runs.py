@@ -506,7 +506,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
     from services.engine.runs import RunRequest
     from services.engine.server import open_run_service
     from services.engine.settings import EngineSettings
-    from services.memory.server import open_servicer as open_memory
+    from services.memory.server import open_servicers as open_memory
     from services.memory.settings import MemorySettings
     from services.router.server import open_servicer as open_router
     from services.router.settings import RouterSettings
@@ -530,12 +530,13 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
     try:
         threads, closing = await open_threads(ThreadsSettings(database_url=url("threads")))
         closers += closing
-        memory, closing = await open_memory(MemorySettings(database_url=url("memory")))
+        memory, closing = await open_memory(MemorySettings(database_url=url("memory")))  # memory + pages
         closers += closing
         router, closing = await open_router(RouterSettings(database_url=url("router")))
         closers += closing
         runs, closing, drain = await open_run_service(
-            EngineSettings(database_url=url("engine")), InProcessCollaborators(threads, memory, router)
+            EngineSettings(database_url=url("engine")),
+            InProcessCollaborators(threads, memory.memory, memory.pages, router),
         )
         closers += closing
         drainers.append(drain)

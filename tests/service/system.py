@@ -20,7 +20,7 @@ from services.shared.bootstrap import RunningService
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
 from switchboard.engine.v1 import engine_service_pb2_grpc
-from switchboard.memory.v1 import memory_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 from tests.conftest import DatabaseFactory
@@ -32,6 +32,7 @@ class System:
     engine: engine_service_pb2_grpc.EngineServiceStub
     threads: threads_service_pb2_grpc.ThreadsServiceStub
     memory: memory_service_pb2_grpc.MemoryServiceStub
+    pages: pages_service_pb2_grpc.PagesServiceStub
     router: router_service_pb2_grpc.RouterServiceStub
     database_urls: dict[str, str]
     services: dict[str, RunningService]
@@ -74,6 +75,7 @@ async def system(
             engine=engine_service_pb2_grpc.EngineServiceStub(engine_channel),
             threads=threads_service_pb2_grpc.ThreadsServiceStub(threads_channel),
             memory=memory_service_pb2_grpc.MemoryServiceStub(memory_channel),
+            pages=pages_service_pb2_grpc.PagesServiceStub(memory_channel),
             router=router_service_pb2_grpc.RouterServiceStub(router_channel),
             database_urls=urls,
             services={"threads": threads, "memory": memory, "router": router, "engine": engine},
