@@ -35,6 +35,7 @@ def event_data(event: engine_pb2.RunEvent) -> tuple[str, dict[str, Any]]:
         data["status"] = _short_enum(data.get("status", ""), "STEP_STATUS_")
     if kind == "final":
         _usage(data)
+        data["status"] = _short_enum(data.get("status", ""), "RUN_STATUS_")  # done | waiting_approval
     if kind == "skill_used":
         data = data.get("skill", {})
         data["invocation"] = _short_enum(data.get("invocation", ""), "SKILL_INVOCATION_")

@@ -21,6 +21,7 @@ from switchboard.memory.v1 import (
     memory_pb2,
     memory_service_pb2,
     memory_service_pb2_grpc,
+    pages_pb2,
     pages_service_pb2,
     pages_service_pb2_grpc,
 )
@@ -45,6 +46,12 @@ class Collaborators(Protocol):
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings: ...
 
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse: ...
+
+    async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page: ...
+
+    async def create_proposal(
+        self, user: str, request_id: str, page_id: str, body: str, reason: str
+    ) -> pages_pb2.Proposal: ...
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool
@@ -121,6 +128,24 @@ class GrpcCollaborators:
             pages_service_pb2.GetActiveInstructionsResponse,
             await self._call("memory", self._pages.GetActiveInstructions, request, user),
         )
+
+    async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page:
+        request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id)
+        response = await self._call("memory", self._pages.CreateInstructionPage, request, user)
+        return cast(pages_pb2.Page, response.page)
+
+    async def create_proposal(
+        self, user: str, request_id: str, page_id: str, body: str, reason: str
+    ) -> pages_pb2.Proposal:
+        request = pages_service_pb2.CreateProposalRequest(
+            request_id=request_id,
+            page_id=page_id,
+            proposed_body=body,
+            reason=reason,
+            proposer_agent_id="personal",
+        )
+        response = await self._call("memory", self._pages.CreateProposal, request, user)
+        return cast(pages_pb2.Proposal, response.proposal)
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool
@@ -199,6 +224,22 @@ class InProcessCollaborators:
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
         request = pages_service_pb2.GetActiveInstructionsRequest()
         return await self._pages.GetActiveInstructions(request, _local(user))
+
+    async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page:
+        request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id)
+        return (await self._pages.CreateInstructionPage(request, _local(user))).page
+
+    async def create_proposal(
+        self, user: str, request_id: str, page_id: str, body: str, reason: str
+    ) -> pages_pb2.Proposal:
+        request = pages_service_pb2.CreateProposalRequest(
+            request_id=request_id,
+            page_id=page_id,
+            proposed_body=body,
+            reason=reason,
+            proposer_agent_id="personal",
+        )
+        return (await self._pages.CreateProposal(request, _local(user))).proposal
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool

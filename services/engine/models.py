@@ -46,6 +46,8 @@ class AgentRun(SQLModel, table=True):
     request_id: str | None = Field(default=None, max_length=128)
     requested_model: str = ""
     instance_id: str = Field(default="", max_length=64)
+    # Set by CancelRun; the engine executing the run polls it (any replica).
+    cancel_requested: bool = False
 
 
 class RunEventRow(SQLModel, table=True):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, insert, or_, update
@@ -83,6 +83,44 @@ class RunsRepository:
         async with self._sessions() as session:
             query = select(func.max(RunEventRow.sequence)).where(RunEventRow.run_id == run_id)
             return int((await session.exec(query)).one() or 0)
+
+    async def list_runs(
+        self, user_id: str, conversation_id: str, before: tuple[datetime, str] | None, limit: int
+    ) -> Sequence[AgentRun]:
+        """A user's runs of a conversation, newest first, strictly after the
+        (started_at, id) of ``before`` in that order."""
+        async with self._sessions() as session:
+            query = select(AgentRun).where(
+                AgentRun.user_id == user_id, AgentRun.conversation_id == conversation_id
+            )
+            if before is not None:
+                started, run_id = before
+                query = query.where(
+                    or_(
+                        col(AgentRun.started_at) < started,
+                        (col(AgentRun.started_at) == started) & (col(AgentRun.id) < run_id),
+                    )
+                )
+            query = query.order_by(col(AgentRun.started_at).desc(), col(AgentRun.id).desc()).limit(limit)
+            return (await session.exec(query)).all()
+
+    async def request_cancel(self, run_id: str) -> None:
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                update(AgentRun)
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
+                .values(cancel_requested=True)
+            )
+
+    async def cancel_requested(self, instance_id: str) -> Sequence[str]:
+        """Ids of this instance's running runs that someone asked to cancel."""
+        async with self._sessions() as session:
+            query = select(AgentRun.id).where(
+                AgentRun.instance_id == instance_id,
+                AgentRun.status == "running",
+                col(AgentRun.cancel_requested).is_(True),
+            )
+            return (await session.exec(query)).all()
 
     # Instance leases
 

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from google.protobuf import json_format
@@ -23,10 +24,19 @@ from services.engine import instructions
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
 from services.engine.models import AgentRun
-from services.engine.providers import ChatMessage, LLMProvider, ProviderError, TextChunk, UsageChunk
+from services.engine.providers import (
+    ChatMessage,
+    LLMProvider,
+    ProviderError,
+    TextChunk,
+    UsageChunk,
+    count_tokens,
+)
+from services.engine.remember import remembered_fact, with_fact
 from services.engine.repository import RunsRepository
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
+from services.shared.pagination import decode_token, encode_token
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
@@ -54,6 +64,27 @@ INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
+class RunBudget:
+    """Limits of one run (seed 002 RunContext); 0 means no limit."""
+
+    max_tokens: int = 0
+    max_steps: int = 0
+    max_seconds: float = 0.0
+
+    def over(self, defaults: RunBudget) -> RunBudget:
+        """This budget with each unset (0) limit taken from ``defaults``."""
+        return RunBudget(
+            self.max_tokens or defaults.max_tokens,
+            self.max_steps or defaults.max_steps,
+            self.max_seconds or defaults.max_seconds,
+        )
+
+
+class BudgetExceeded(Exception):
+    """A limit of the run's budget was reached; the run ends budget_exceeded."""
+
+
+@dataclass(frozen=True)
 class RunRequest:
     user: str
     request_id: str
@@ -62,6 +93,7 @@ class RunRequest:
     requested_model: str
     surface: engine_pb2.Surface.ValueType
     forced_skills: Sequence[str]
+    budget: RunBudget = RunBudget()
 
 
 @dataclass(frozen=True)
@@ -78,6 +110,10 @@ class RunLimits:
     provider_attempts: int = 3
     # Longest instruction page put in the prompt; longer ones are cut, with a notice.
     instruction_page_budget_chars: int = 8000
+    # What a run may spend when its request sets no budget.
+    default_budget: RunBudget = RunBudget(max_tokens=200_000, max_steps=20, max_seconds=600.0)
+    # How often this instance looks for cancellations asked on other replicas.
+    cancel_poll_seconds: float = 0.5
 
 
 class _DeltaStream:
@@ -91,12 +127,14 @@ class _DeltaStream:
         self._buffered = 0
         self._last_flush = 0.0
         self.sent_any = False
+        self.tokens = 0  # estimated (count_tokens), for the token budget
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
 
     def add(self, text: str) -> None:
+        self.tokens += count_tokens(text)
         self._parts.append(text)
         self._buffer.append(text)
         self._buffered += len(text)
@@ -205,7 +243,12 @@ class RunService:
         self._instance_id = instance_id
         # Runs executing in this process: their feed and their user.
         self._feeds: dict[str, tuple[RunFeed, str]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Runs whose task was cancelled by CancelRun (not by a shutdown), and
+        # runs still working (before settlement: the only time CancelRun cancels).
+        self._cancelling: set[str] = set()
+        self._working: set[str] = set()
+        self._settling: set[asyncio.Future[None]] = set()
 
     # Start and follow
 
@@ -250,8 +293,8 @@ class RunService:
         await feed.publish(started)
         self._feeds[run.id] = (feed, request.user)
         task = asyncio.create_task(self._execute(run, request, recorder, needs_title))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[run.id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(run.id, None))
         return run.id
 
     async def follow(self, user: str, run_id: str, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
@@ -285,6 +328,59 @@ class RunService:
             raise NotFound(f"run {run_id!r} not found", run_id=run_id)
         return run
 
+    async def list_runs(
+        self, user: str, conversation_id: str, requested_size: int, token: str
+    ) -> tuple[list[AgentRun], str]:
+        """The user's runs of a conversation, newest first, one page."""
+        if not conversation_id:
+            raise InvalidArgument("conversation_id is required", field="conversation_id")
+        if requested_size < 0:
+            raise InvalidArgument("page_size must not be negative", field="page_size")
+        size = min(requested_size or 20, 100)
+        cursor = decode_token(token)
+        before = None
+        if cursor:
+            try:
+                before = (datetime.fromisoformat(str(cursor["t"])), str(cursor["id"]))
+            except (KeyError, ValueError) as exc:
+                raise InvalidArgument(
+                    "page_token is not a token this service issued", field="page_token"
+                ) from exc
+        rows = list(await self._repo.list_runs(user, conversation_id, before, size + 1))
+        next_token = ""
+        if len(rows) > size:
+            last = rows[size - 1]
+            next_token = encode_token({"t": last.started_at.isoformat(), "id": last.id})
+        return rows[:size], next_token
+
+    async def cancel(self, user: str, run_id: str) -> AgentRun:
+        """Stops a running run: at once when it executes here, within
+        cancel_poll_seconds when it executes on another replica (which polls
+        the flag). Returns the run; one already ended is left as it is."""
+        run = await self.get(user, run_id)
+        if run.status != "running":
+            return run
+        await self._repo.request_cancel(run_id)
+        self._cancel_local(run_id)
+        return run
+
+    def _cancel_local(self, run_id: str) -> None:
+        task = self._tasks.get(run_id)
+        if task is not None and run_id in self._working:
+            self._cancelling.add(run_id)
+            task.cancel()
+
+    async def watch_cancellations(self) -> None:
+        """Cancels this instance's runs that CancelRun flagged elsewhere, until cancelled."""
+        while True:
+            try:
+                if self._tasks:
+                    for run_id in await self._repo.cancel_requested(self._instance_id):
+                        self._cancel_local(run_id)
+            except Exception:  # noqa: BLE001 - keep polling through a database blip
+                log.exception("cancellation poll failed")
+            await asyncio.sleep(self._limits.cancel_poll_seconds)
+
     # Execution
 
     async def _execute(
@@ -298,12 +394,35 @@ class RunService:
             span.set_attribute("switchboard.run_id", run.id)
             if run.conversation_id:
                 span.set_attribute("gen_ai.conversation.id", run.conversation_id)
+            budget = request.budget.over(self._limits.default_budget)
+            self._working.add(run.id)
             try:
-                outcome = await self._work(run, request, recorder, needs_title)
-                status, error, terminal = "done", None, {"final": outcome.pop("final")}
+                try:
+                    async with asyncio.timeout(budget.max_seconds or None) as deadline:
+                        outcome = await self._work(run, request, recorder, needs_title, budget)
+                finally:
+                    self._working.discard(run.id)  # past this point CancelRun no longer interrupts
+                status, error = outcome.pop("status", "done"), None
+                terminal = {"final": outcome.pop("final")}
             except asyncio.CancelledError:
-                status, error = "failed", INTERRUPTED
-                terminal = {"error": engine_pb2.RunError(code="INTERRUPTED", message="the engine stopped")}
+                if run.id in self._cancelling:
+                    status, error = "cancelled", "cancelled by the user"
+                    terminal = {"error": engine_pb2.RunError(code="CANCELLED", message=error)}
+                else:
+                    status, error = "failed", INTERRUPTED
+                    terminal = {
+                        "error": engine_pb2.RunError(code="INTERRUPTED", message="the engine stopped")
+                    }
+            except (BudgetExceeded, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError) and not deadline.expired():
+                    raise
+                message = (
+                    str(exc)
+                    if isinstance(exc, BudgetExceeded)
+                    else f"time budget of {budget.max_seconds:g} s exceeded"
+                )
+                status, error = "budget_exceeded", message
+                terminal = {"error": engine_pb2.RunError(code="BUDGET_EXCEEDED", message=message)}
             except DomainError as exc:
                 status, error = "failed", exc.message
                 code = common_pb2.ErrorReason.Name(exc.reason)
@@ -315,28 +434,47 @@ class RunService:
             span.set_attribute("switchboard.run_status", status)
             RUNS.labels(status).inc()
             RUN_SECONDS.labels(status).observe(time.monotonic() - began)
-            unwritten = [*await recorder.drain(), recorder.make(**terminal)]
-            feed, _ = self._feeds.pop(run.id)
-            try:
-                async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(3),
-                    wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
-                    reraise=True,
-                ):
-                    with attempt:
-                        await self._repo.finish_run(
-                            run.id,
-                            {"status": status, "error": error, **outcome},
-                            [(e.sequence, e.SerializeToString()) for e in unwritten],
-                        )
-            except Exception:
-                # Never show clients events that are not stored: end their
-                # streams; the run is settled when this instance's lease ends.
-                log.exception("could not record the end of run %s", run.id)
-                await feed.close()
-                return
-            for event in unwritten:
-                await feed.publish(event, last=event is unwritten[-1])
+            # Shielded: a cancellation (CancelRun, shutdown) arriving while the
+            # run is being settled must not leave it half-recorded and its
+            # clients without a terminal event.
+            settling = asyncio.ensure_future(self._settle(run, recorder, status, error, terminal, outcome))
+            self._settling.add(settling)
+            settling.add_done_callback(self._settling.discard)
+            await asyncio.shield(settling)
+
+    async def _settle(
+        self,
+        run: AgentRun,
+        recorder: _Recorder,
+        status: str,
+        error: str | None,
+        terminal: dict[str, Any],
+        outcome: dict[str, Any],
+    ) -> None:
+        """Writes the run's end and its last events, then publishes them."""
+        unwritten = [*await recorder.drain(), recorder.make(**terminal)]
+        feed, _ = self._feeds.pop(run.id)
+        self._cancelling.discard(run.id)
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(3),
+                wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
+                reraise=True,
+            ):
+                with attempt:
+                    await self._repo.finish_run(
+                        run.id,
+                        {"status": status, "error": error, **outcome},
+                        [(e.sequence, e.SerializeToString()) for e in unwritten],
+                    )
+        except Exception:
+            # Never show clients events that are not stored: end their
+            # streams; the run is settled when this instance's lease ends.
+            log.exception("could not record the end of run %s", run.id)
+            await feed.close()
+            return
+        for event in unwritten:
+            await feed.publish(event, last=event is unwritten[-1])
 
     async def _title_after_first_exchange(
         self, user: str, conversation_id: str, text: str, needed: bool
@@ -352,7 +490,7 @@ class RunService:
             log.warning("could not title conversation %s: %s", conversation_id, exc.message)
 
     async def _work(
-        self, run: AgentRun, request: RunRequest, rec: _Recorder, needs_title: bool
+        self, run: AgentRun, request: RunRequest, rec: _Recorder, needs_title: bool, budget: RunBudget
     ) -> dict[str, Any]:
         user, text = request.user, request.message
         thread = run.conversation_id or ""
@@ -383,6 +521,9 @@ class RunService:
         instruction_page = self._instruction_layer(page, rec)
         if instruction_page:
             sources.append({"kind": "page", "id": page.page_id, "title": page.title})
+        fact = remembered_fact(text)  # the user's own words only, never content read
+        if fact is not None:
+            return await self._propose_to_remember(run, user, fact, page, rec, entry)
 
         # Offline (no real provider configured): Auto picks the deterministic
         # test models and the Skill Router never asks an LLM to arbitrate.
@@ -413,9 +554,12 @@ class RunService:
         if provider is None:
             raise FailedPrecondition(f"model provider {chosen.provider!r} is not available in this engine")
         layers = instructions.assemble(instruction_page, recalled, list(skills.skills), "")
+        messages = instructions.to_messages(layers, text)
+        if budget.max_steps and budget.max_steps < 1:
+            raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
         async with rec.step("generate", f"Writing with {chosen.model}"):
             answer, tokens_in, tokens_out = await self._generate(
-                provider, chosen, instructions.to_messages(layers, text), rec, thread
+                provider, chosen, messages, rec, thread, budget
             )
         await asyncio.gather(
             self._collab.append_entries(
@@ -426,7 +570,11 @@ class RunService:
         usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
         return {
             "final": engine_pb2.Final(
-                text=answer, provider=chosen.provider, model=chosen.model, usage=common_pb2.Usage(**usage)
+                text=answer,
+                provider=chosen.provider,
+                model=chosen.model,
+                usage=common_pb2.Usage(**usage),
+                status=engine_pb2.RUN_STATUS_DONE,
             ),
             "provider": chosen.provider,
             "model": chosen.model,
@@ -444,6 +592,60 @@ class RunService:
                     for layer in layers
                 ]
             ),
+        }
+
+    async def _propose_to_remember(
+        self,
+        run: AgentRun,
+        user: str,
+        fact: str,
+        page: pages_service_pb2.GetActiveInstructionsResponse,
+        rec: _Recorder,
+        entry: Any,
+    ) -> dict[str, Any]:
+        """Proposes adding ``fact`` to the active instruction page (created
+        from the template first if the user has none); the run ends
+        waiting_approval. Nothing is written to the page here."""
+        async with rec.step("proposal", "Preparing a change to your instructions"):
+            if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
+                raise FailedPrecondition(
+                    "your active instruction page cannot be read; "
+                    "choose another one before asking me to remember"
+                )
+            page_id, title, body = page.page_id, page.title, page.body
+            if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
+                created = await self._collab.create_instruction_page(user, f"{run.id}:instruction-page")
+                page_id, title, body = created.id, created.title, created.body
+            proposal = await self._collab.create_proposal(
+                user,
+                f"{run.id}:proposal",
+                page_id,
+                with_fact(body, fact),
+                f"The user asked me to remember: {fact}",
+            )
+        rec.emit(
+            proposal=engine_pb2.ProposalMade(
+                proposal_id=proposal.id,
+                page_id=page_id,
+                page_title=title,
+                summary=fact,
+                unified_diff=proposal.diff.unified,
+            )
+        )
+        text = (
+            f'I would add this to your instruction page "{title}": {fact}. '
+            "Nothing changes until you accept the proposal."
+        )
+        await self._collab.append_entries(
+            user,
+            run.conversation_id or "",
+            f"{run.id}:assistant",
+            [entry(threads_pb2.ROLE_ASSISTANT, text, "engine")],
+        )
+        return {
+            "status": "waiting_approval",
+            "final": engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_WAITING_APPROVAL),
+            "sources_json": json.dumps([{"kind": "page", "id": page_id, "title": title}]),
         }
 
     def _instruction_layer(
@@ -474,6 +676,7 @@ class RunService:
         messages: list[ChatMessage],
         rec: _Recorder,
         conversation_id: str,
+        budget: RunBudget,
     ) -> tuple[str, int, int]:
         """Streams the model's answer as coalesced deltas: the first piece at
         once, then at most one event per flush interval or size."""
@@ -486,6 +689,11 @@ class RunService:
                 span.set_attribute("gen_ai.input.messages", _messages_json(messages))
             stream = _DeltaStream(rec, self._limits)
             tokens_in = tokens_out = 0
+            # The token budget is checked on an estimate while streaming (the
+            # provider's own count arrives last) and stops the answer there.
+            estimate_in = sum(count_tokens(m.content) for m in messages)
+            if budget.max_tokens and estimate_in > budget.max_tokens:
+                raise BudgetExceeded(f"token budget of {budget.max_tokens} exceeded by the prompt alone")
             # A provider failure is retried only while no text has reached the
             # client: after that a retry would show the answer twice.
             attempts = AsyncRetrying(
@@ -504,6 +712,8 @@ class RunService:
                                 tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out
                             elif isinstance(chunk, TextChunk):
                                 stream.add(chunk.text)
+                                if budget.max_tokens and estimate_in + stream.tokens > budget.max_tokens:
+                                    raise BudgetExceeded(f"token budget of {budget.max_tokens} exceeded")
                     finally:
                         stream.flush()  # what did arrive is shown, even before a failure
             span.set_attribute("gen_ai.response.model", model.model)
@@ -558,10 +768,12 @@ class RunService:
         """Lets in-flight runs finish within ``grace``; the rest are cancelled
         and settled `failed` ("interrupted") by their own task."""
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            _, pending = await asyncio.wait(set(self._tasks.values()), timeout=grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        # Settlements run shielded from those cancellations: let them land.
+        await asyncio.gather(*self._settling, return_exceptions=True)
         await self._repo.release(self._instance_id)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from services.engine.collaborators import Collaborators, GrpcCollaborators
 from services.engine.providers import LLMProvider, build_providers
 from services.engine.repository import RunsRepository
-from services.engine.runs import RunLimits, RunService
+from services.engine.runs import RunBudget, RunLimits, RunService
 from services.engine.servicer import EngineServicer
 from services.engine.settings import EngineSettings
 from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, registrar, start_service
@@ -35,6 +35,8 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         capture_message_content=settings.capture_message_content,
         provider_attempts=settings.provider_attempts,
         instruction_page_budget_chars=settings.instruction_page_budget_chars,
+        default_budget=RunBudget(settings.max_run_tokens, settings.max_run_steps, settings.max_run_seconds),
+        cancel_poll_seconds=settings.cancel_poll_seconds,
     )
 
 
@@ -54,12 +56,13 @@ async def open_run_service(
     )
     await runs.heartbeat()
     await runs.settle_orphans(at_start=True)
-    maintenance = asyncio.create_task(runs.maintain())
+    background = [asyncio.create_task(runs.maintain()), asyncio.create_task(runs.watch_cancellations())]
 
     async def stop_maintenance() -> None:
-        maintenance.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await maintenance
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # Closed in reverse order: lease maintenance first, then the database.
     async def drain(grace: float | None) -> None:

@@ -7,7 +7,7 @@ from typing import TypeAlias
 
 import grpc
 
-from services.engine.runs import RunRequest, RunService, run_to_proto
+from services.engine.runs import RunBudget, RunRequest, RunService, run_to_proto
 from services.shared.identity import caller_user
 from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
 
@@ -31,6 +31,9 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 requested_model=request.requested_model,
                 surface=request.surface,
                 forced_skills=list(request.forced_skills),
+                budget=RunBudget(
+                    request.budget.max_tokens, request.budget.max_steps, request.budget.max_seconds
+                ),
             )
         )
         async for event in self._runs.follow(user, run_id, 0):
@@ -47,3 +50,19 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     ) -> AsyncIterator[engine_service_pb2.WatchRunResponse]:
         async for event in self._runs.follow(caller_user(context), request.run_id, request.after_sequence):
             yield engine_service_pb2.WatchRunResponse(event=event)
+
+    async def CancelRun(
+        self, request: engine_service_pb2.CancelRunRequest, context: Context
+    ) -> engine_service_pb2.CancelRunResponse:
+        run = await self._runs.cancel(caller_user(context), request.run_id)
+        return engine_service_pb2.CancelRunResponse(run=run_to_proto(run))
+
+    async def ListRuns(
+        self, request: engine_service_pb2.ListRunsRequest, context: Context
+    ) -> engine_service_pb2.ListRunsResponse:
+        runs, token = await self._runs.list_runs(
+            caller_user(context), request.conversation_id, request.page_size, request.page_token
+        )
+        return engine_service_pb2.ListRunsResponse(
+            runs=[run_to_proto(r) for r in runs], next_page_token=token
+        )

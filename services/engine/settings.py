@@ -43,6 +43,14 @@ class EngineSettings(ServiceSettings):
     # Longest instruction page put in a prompt (characters); a longer page is
     # cut at a line break, and the run says so with a notice.
     instruction_page_budget_chars: int = Field(default=8000, ge=100)
+    # A run's budget when its request sets none (0 = no limit): tokens in +
+    # out over its model calls, model and tool steps, wall-clock seconds. A run
+    # that reaches one ends budget_exceeded.
+    max_run_tokens: int = Field(default=200_000, ge=0)
+    max_run_steps: int = Field(default=20, ge=0)
+    max_run_seconds: float = Field(default=600.0, ge=0)
+    # How often an engine looks for CancelRun requests made on another replica.
+    cancel_poll_seconds: float = Field(default=0.5, gt=0)
     # Prompt and answer text on `chat` spans; off unless asked for (the
     # OpenTelemetry GenAI instrumentations' own switch is honoured too).
     capture_message_content: bool = Field(

@@ -404,7 +404,9 @@ Global___Notice: _TypeAlias = Notice  # noqa: Y015
 
 @_typing.final
 class Final(_message.Message):
-    """The run finished successfully."""
+    """The run finished: DONE, or WAITING_APPROVAL when it ends on a proposal the
+    user must accept or refuse.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -412,9 +414,11 @@ class Final(_message.Message):
     PROVIDER_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     provider: _builtins.str
     model: _builtins.str
+    status: Global___RunStatus.ValueType
     @_builtins.property
     def usage(self) -> _common_pb2.Usage: ...
     def __init__(
@@ -424,25 +428,95 @@ class Final(_message.Message):
         provider: _builtins.str = ...,
         model: _builtins.str = ...,
         usage: _common_pb2.Usage | None = ...,
+        status: Global___RunStatus.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "provider", b"provider", "text", b"text", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "provider", b"provider", "status", b"status", "text", b"text", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Final: _TypeAlias = Final  # noqa: Y015
 
 @_typing.final
+class ProposalMade(_message.Message):
+    """The agent proposes a change to one of the user's pages (its instruction
+    page, after "remember that..."). Nothing is written until the user accepts.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROPOSAL_ID_FIELD_NUMBER: _builtins.int
+    PAGE_ID_FIELD_NUMBER: _builtins.int
+    PAGE_TITLE_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    UNIFIED_DIFF_FIELD_NUMBER: _builtins.int
+    proposal_id: _builtins.str
+    page_id: _builtins.str
+    page_title: _builtins.str
+    summary: _builtins.str
+    """What the agent wants to remember, in the user's words."""
+    unified_diff: _builtins.str
+    """The change as a unified diff of the page body."""
+    def __init__(
+        self,
+        *,
+        proposal_id: _builtins.str = ...,
+        page_id: _builtins.str = ...,
+        page_title: _builtins.str = ...,
+        summary: _builtins.str = ...,
+        unified_diff: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_id", b"page_id", "page_title", b"page_title", "proposal_id", b"proposal_id", "summary", b"summary", "unified_diff", b"unified_diff"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProposalMade: _TypeAlias = ProposalMade  # noqa: Y015
+
+@_typing.final
+class Budget(_message.Message):
+    """Limits of one run. 0 = the engine's default for that limit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_STEPS_FIELD_NUMBER: _builtins.int
+    MAX_SECONDS_FIELD_NUMBER: _builtins.int
+    max_tokens: _builtins.int
+    """Input plus output tokens over all model calls."""
+    max_steps: _builtins.int
+    """Model calls plus tool calls."""
+    max_seconds: _builtins.float
+    """Wall-clock seconds from the start of the run."""
+    def __init__(
+        self,
+        *,
+        max_tokens: _builtins.int = ...,
+        max_steps: _builtins.int = ...,
+        max_seconds: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_seconds", b"max_seconds", "max_steps", b"max_steps", "max_tokens", b"max_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Budget: _TypeAlias = Budget  # noqa: Y015
+
+@_typing.final
 class RunError(_message.Message):
-    """The run failed; no more events follow."""
+    """The run ended without an answer; no more events follow."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     code: _builtins.str
-    """An ErrorReason name or a provider error code."""
+    """An ErrorReason name, CANCELLED, BUDGET_EXCEEDED, INTERRUPTED, or a
+    provider error code.
+    """
     message: _builtins.str
     def __init__(
         self,
@@ -476,6 +550,7 @@ class RunEvent(_message.Message):
     NOTICE_FIELD_NUMBER: _builtins.int
     FINAL_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    PROPOSAL_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     sequence: _builtins.int
     @_builtins.property
@@ -494,6 +569,8 @@ class RunEvent(_message.Message):
     def final(self) -> Global___Final: ...
     @_builtins.property
     def error(self) -> Global___RunError: ...
+    @_builtins.property
+    def proposal(self) -> Global___ProposalMade: ...
     def __init__(
         self,
         *,
@@ -507,12 +584,13 @@ class RunEvent(_message.Message):
         notice: Global___Notice | None = ...,
         final: Global___Final | None = ...,
         error: Global___RunError | None = ...,
+        proposal: Global___ProposalMade | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

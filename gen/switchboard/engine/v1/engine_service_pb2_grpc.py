@@ -51,6 +51,16 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.WatchRunRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.WatchRunResponse.FromString,
                 _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/CancelRun',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunResponse.FromString,
+                _registered_method=True)
+        self.ListRuns = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/ListRuns',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -82,6 +92,21 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelRun(self, request, context):
+        """Stops a running run promptly; it ends `cancelled`, wherever it executes.
+        A run that has already ended is returned unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRuns(self, request, context):
+        """The caller's runs of one conversation, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -99,6 +124,16 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.WatchRun,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.WatchRunRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.WatchRunResponse.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'ListRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuns,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -184,6 +219,60 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/WatchRun',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.WatchRunRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.WatchRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/CancelRun',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/ListRuns',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

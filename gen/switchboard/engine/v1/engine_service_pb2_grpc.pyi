@@ -46,6 +46,12 @@ class EngineServiceStub:
     """Streams a run's events after a given sequence number, then follows the run
     until it ends.
     """
+    CancelRun: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.CancelRunRequest, _engine_service_pb2.CancelRunResponse]
+    """Stops a running run promptly; it ends `cancelled`, wherever it executes.
+    A run that has already ended is returned unchanged.
+    """
+    ListRuns: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]
+    """The caller's runs of one conversation, newest first."""
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
@@ -65,6 +71,12 @@ class EngineServiceAsyncStub(EngineServiceStub):
     """Streams a run's events after a given sequence number, then follows the run
     until it ends.
     """
+    CancelRun: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.CancelRunRequest, _engine_service_pb2.CancelRunResponse]  # type: ignore[assignment]
+    """Stops a running run promptly; it ends `cancelled`, wherever it executes.
+    A run that has already ended is returned unchanged.
+    """
+    ListRuns: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]  # type: ignore[assignment]
+    """The caller's runs of one conversation, newest first."""
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs: start one and stream its events, read one, resume a stream.
@@ -99,5 +111,23 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         """Streams a run's events after a given sequence number, then follows the run
         until it ends.
         """
+
+    @_abc_1.abstractmethod
+    def CancelRun(
+        self,
+        request: _engine_service_pb2.CancelRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.CancelRunResponse, _abc.Awaitable[_engine_service_pb2.CancelRunResponse]]:
+        """Stops a running run promptly; it ends `cancelled`, wherever it executes.
+        A run that has already ended is returned unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def ListRuns(
+        self,
+        request: _engine_service_pb2.ListRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.ListRunsResponse, _abc.Awaitable[_engine_service_pb2.ListRunsResponse]]:
+        """The caller's runs of one conversation, newest first."""
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
