@@ -1,4 +1,4 @@
-"""python -m services.router [serve|migrate|fit-thresholds ...]"""
+"""python -m services.router [serve|migrate|fit-thresholds ...|export-feedback ...]"""
 
 import sys
 
@@ -11,5 +11,9 @@ if __name__ == "__main__":
         from services.router.fit import main as fit_main
 
         fit_main(sys.argv[2:])
+    elif sys.argv[1:2] == ["export-feedback"]:
+        from services.router.feedback_export import main as export_main
+
+        export_main(sys.argv[2:])
     else:
         main(RouterSettings, build_server, MIGRATIONS)
