@@ -1,8 +1,14 @@
-"""python -m services.memory [serve|migrate]"""
+"""python -m services.memory [serve|migrate|import-project ...]"""
+
+import sys
 
 from services.memory.server import MIGRATIONS, build_server
 from services.memory.settings import MemorySettings
 from services.shared.bootstrap import main
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["import-project"]:
+        from services.memory.project_import import main as import_main
+
+        sys.exit(import_main(sys.argv[2:]))
     main(MemorySettings, build_server, MIGRATIONS)
