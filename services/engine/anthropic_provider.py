@@ -23,6 +23,7 @@ from services.engine.providers import (
     ToolCallChunk,
     ToolSpec,
     UsageChunk,
+    tool_arguments,
 )
 
 # Error types of the API's error objects that another attempt may get past.
@@ -53,6 +54,33 @@ def _error(name: str, exc: anthropic.AnthropicError) -> ProviderError:
     return ProviderError(name, str(exc), retryable=False)
 
 
+def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """The non-system messages in the Messages API format: tool calls become
+    tool_use blocks of the assistant turn, and tool results tool_result
+    blocks of one user turn (consecutive results share it)."""
+    converted: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            previous = converted[-1] if converted else None
+            if previous and previous["role"] == "user" and isinstance(previous["content"], list):
+                previous["content"].append(block)
+            else:
+                converted.append({"role": "user", "content": [block]})
+        elif m.tool_calls:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            blocks += [
+                {"type": "tool_use", "id": c.call_id, "name": c.name, "input": tool_arguments(c)}
+                for c in m.tool_calls
+            ]
+            converted.append({"role": m.role, "content": blocks})
+        else:
+            converted.append({"role": m.role, "content": m.content})
+    return converted
+
+
 class AnthropicProvider:
     def __init__(self, config: ProviderConfig, api_key: str) -> None:
         self.name = config.name
@@ -67,7 +95,7 @@ class AnthropicProvider:
         request: dict[str, Any] = {
             "model": model,
             "max_tokens": self._config.max_output_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in messages if m.role != "system"],
+            "messages": _messages(messages),
             "stream": True,
         }
         system = "\n\n".join(m.content for m in messages if m.role == "system")

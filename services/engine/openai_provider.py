@@ -34,6 +34,20 @@ def _error(name: str, exc: openai.OpenAIError) -> ProviderError:
     return ProviderError(name, str(exc), retryable=False)
 
 
+def _message(message: ChatMessage) -> dict[str, Any]:
+    """A message in the chat completions format, tool calls and results included."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        data["content"] = message.content or None
+        data["tool_calls"] = [
+            {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    return data
+
+
 class OpenAIProvider:
     def __init__(self, config: ProviderConfig, api_key: str) -> None:
         self.name = config.name
@@ -48,7 +62,7 @@ class OpenAIProvider:
     ) -> AsyncIterator[Chunk]:
         request: dict[str, Any] = {
             "model": model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": [_message(m) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": self._config.max_output_tokens,

@@ -1,6 +1,7 @@
-"""LLM providers behind one streaming interface: the offline deterministic
-provider (tests, demos, benchmarks) here, the OpenAI-compatible and Anthropic
-ones in their own modules, and the registry that builds them from settings.
+"""LLM providers behind one streaming interface, and the registry that builds
+them from settings. The providers live in their own modules: offline (the
+deterministic model of tests, demos and benchmarks), OpenAI-compatible and
+Anthropic.
 
 A provider yields text chunks as they arrive, tool calls once complete, and
 the usage last. It raises :class:`ProviderError` for anything that went
@@ -9,9 +10,7 @@ decides whether it still may (only before any text reached the client)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -22,23 +21,29 @@ from services.shared.errors import DependencyUnavailable
 
 
 @dataclass(frozen=True)
-class ChatMessage:
-    role: str  # "system" | "user" | "assistant"
-    content: str
-
-
-@dataclass(frozen=True)
-class TextChunk:
-    text: str
-
-
-@dataclass(frozen=True)
 class ToolCallChunk:
     """A complete tool call: ``arguments`` is the JSON text the model wrote."""
 
     call_id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a conversation with a model. An assistant message may
+    carry the tool calls the model made; a "tool" message carries one call's
+    result (``tool_call_id`` names the call)."""
+
+    role: str  # "system" | "user" | "assistant" | "tool"
+    content: str
+    tool_calls: tuple[ToolCallChunk, ...] = ()
+    tool_call_id: str = ""
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    text: str
 
 
 @dataclass(frozen=True)
@@ -78,59 +83,6 @@ class LLMProvider(Protocol):
     ) -> AsyncIterator[Chunk]: ...
 
 
-def count_tokens(text: str) -> int:
-    """The offline model's tokenizer: whitespace-separated words."""
-    return len(text.split())
-
-
-# A directive the offline model follows wherever it appears in the system
-# layers (an instruction page, typically): "Signature: Your QA bot" ends every
-# answer with "— Your QA bot". French too ("Signature :", "Signe : ...").
-_SIGNATURE = re.compile(r"^\s*[-*]?\s*(?:signature|sign as|signe)\s*:\s*(\S.*?)\s*$", re.I | re.M)
-
-
-class OfflineProvider:
-    """Deterministic: the same messages give the same answer, token by token.
-    It answers from what its context holds (the request, recalled memory,
-    applied skills) and follows the signature directive of its instructions,
-    so tests can observe that context reached the model and that changing
-    the instruction page changes the next answer (seed 002 T-04)."""
-
-    name = "offline"
-
-    def __init__(self, token_delay: float = 0.0) -> None:
-        self._token_delay = token_delay
-
-    def answer(self, model: str, messages: Sequence[ChatMessage]) -> str:
-        system = "\n".join(m.content for m in messages if m.role == "system")
-        request = next((m.content for m in reversed(messages) if m.role == "user"), "")
-        words = request.split()
-        echo = " ".join(words[:12]) + (" …" if len(words) > 12 else "")
-        parts = [f"You asked: {echo}."] if echo else ["You sent an empty message."]
-        skills = [line[len("## Skill: ") :] for line in system.splitlines() if line.startswith("## Skill: ")]
-        if skills:
-            parts.append(f"Applying the skill {', '.join(skills)}.")
-        memory = [line[2:] for line in system.splitlines() if line.startswith("- [memory] ")]
-        if memory:
-            parts.append(f"From memory: {memory[0][len('[memory] ') :]}.")
-        parts.append(f"This answer comes from {model}.")
-        signature = _SIGNATURE.findall(system)
-        if signature:
-            parts.append(f"— {signature[-1]}")
-        return " ".join(parts)
-
-    async def stream(
-        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[Chunk]:
-        text = self.answer(model, messages)
-        tokens = text.split(" ")
-        for index, token in enumerate(tokens):
-            if self._token_delay:
-                await asyncio.sleep(self._token_delay)
-            yield TextChunk(token if index == 0 else " " + token)
-        yield UsageChunk(tokens_in=sum(count_tokens(m.content) for m in messages), tokens_out=len(tokens))
-
-
 # The registry
 
 
@@ -168,6 +120,7 @@ def build_providers(
 ) -> dict[str, LLMProvider]:
     """The offline provider plus one client per configured endpoint."""
     from services.engine.anthropic_provider import AnthropicProvider
+    from services.engine.offline_provider import OfflineProvider
     from services.engine.openai_provider import OpenAIProvider
 
     built: dict[str, LLMProvider] = {"offline": OfflineProvider(offline_token_delay)}
@@ -188,3 +141,9 @@ def tool_arguments(call: ToolCallChunk) -> dict[str, object]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def count_tokens(text: str) -> int:
+    """The offline model's tokenizer, and the engine's estimate for budgets:
+    whitespace-separated words."""
+    return len(text.split())

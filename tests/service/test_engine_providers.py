@@ -215,3 +215,30 @@ async def test_a_web_only_model_is_announced_before_the_first_model_call(
     assert [n.code for n in notices] == ["WEB_ONLY_MODEL"] and "web" in notices[0].message.lower()
     assert kinds.index("notice") < kinds.index("delta")
     assert events[-1].final.model == "model-web"
+
+
+async def test_tool_calls_and_results_go_back_in_each_apis_format(fake: tuple[str, FakeServer]) -> None:
+    kind, server = fake
+    call = ToolCallChunk("call_9", "lookup", '{"word": "deploy"}')
+    conversation = [
+        *MESSAGES,
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", "deploy: Tuesday", tool_call_id="call_9"),
+    ]
+    await chunks_of(provider_for(kind, server), conversation)
+    sent = server.script.requests[0]["messages"]
+    if kind == "openai":
+        assert sent[-2]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"word": "deploy"}'}
+        assert sent[-1] == {"role": "tool", "tool_call_id": "call_9", "content": "deploy: Tuesday"}
+    else:
+        assert sent[-2]["content"] == [
+            {"type": "tool_use", "id": "call_9", "name": "lookup", "input": {"word": "deploy"}}
+        ]
+        assert sent[-1] == {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "call_9", "content": "deploy: Tuesday"}],
+        }
+
+
+async def chunks_of(provider: Any, messages: list[ChatMessage]) -> list[Any]:
+    return [chunk async for chunk in provider.stream("model-x", messages)]
