@@ -59,6 +59,8 @@ def plan(ports: dict[str, int], data_dir: Path, extra_env: dict[str, str]) -> li
         )
         for name in ("threads", "memory", "router")
     ]
+    # Threads asks memory for the handoff summary of each rotated segment.
+    children[0].env["SWITCHBOARD_THREADS_MEMORY_ADDRESS"] = addr["memory"]
     children.append(
         Child(
             "engine",

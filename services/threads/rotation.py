@@ -12,12 +12,11 @@ segment (the handoff + the recent tail of the thread); the raw entries of old
 segments stay readable for people, never re-injected into a model.
 
 The seam: once the append has committed, :class:`Rotation` hands each closed
-segment to a :class:`HandoffSummarizer`. Memory's handoff summary service does
-not exist yet, so the default :class:`PendingHandoff` produces nothing and the
-segment stays ``pending`` until a summary is stored with SetSegmentHandoff.
-When memory has its handoff RPC, a summarizer calling it plugs in here
-(``build_server``), and what it returns is stored, bounded to
-:data:`HANDOFF_SUMMARY_MAX_CHARS`.
+segment to a :class:`HandoffSummarizer`, and what it returns is stored,
+bounded to :data:`HANDOFF_SUMMARY_MAX_CHARS`. In production that is memory's
+HandoffService (``memory_handoff.MemoryHandoff``, when ``memory_address`` is
+set); without it, :class:`PendingHandoff` produces nothing and the segment
+stays ``pending`` until a summary is stored with SetSegmentHandoff.
 """
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ class HandoffSummarizer(Protocol):
 
 
 class PendingHandoff:
-    """The default until memory has its handoff RPC: no summary, the segment's
-    handoff stays ``pending``."""
+    """No summarizer configured: no summary, the segment's handoff stays ``pending``."""
 
     async def summarize(self, segment: Segment, read_entries: ReadEntries) -> str | None:
         return None

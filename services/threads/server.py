@@ -8,6 +8,7 @@ from services.shared.bootstrap import Closer, RunningService, open_database, reg
 from services.shared.db import session_factory
 from services.threads.domain import ThreadsDomain
 from services.threads.export import ThreadArchive
+from services.threads.memory_handoff import MemoryHandoff
 from services.threads.repository import ThreadsRepository
 from services.threads.rotation import HandoffSummarizer, PendingHandoff, Rotation, RotationPolicy
 from services.threads.servicer import ThreadsServicer
@@ -22,16 +23,21 @@ SERVICE_NAME = threads_service_pb2.DESCRIPTOR.services_by_name["ThreadsService"]
 async def open_servicer(
     settings: ThreadsSettings, summarizer: HandoffSummarizer | None = None
 ) -> tuple[ThreadsServicer, list[Closer]]:
-    """``summarizer``: the handoff seam. The default leaves closed segments'
-    handoffs pending; a summarizer calling memory's handoff RPC goes here once
-    memory has one."""
+    """``summarizer``: the handoff seam. By default memory's HandoffService
+    when ``memory_address`` is set, else none (closed segments' handoffs stay
+    pending)."""
     engine = await open_database(settings, MIGRATIONS)
+    closers: list[Closer] = [engine.dispose]
+    if summarizer is None and settings.memory_address:
+        memory_handoff = MemoryHandoff(settings.memory_address, settings.call_timeout)
+        closers.insert(0, memory_handoff.close)
+        summarizer = memory_handoff
     repository = ThreadsRepository(session_factory(engine))
     policy = RotationPolicy(settings.rotate_after_entries, settings.rotate_after_chars)
     rotation = Rotation(repository, policy, summarizer or PendingHandoff())
     domain = ThreadsDomain(repository, settings.max_entry_chars, rotation)
     archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars)
-    return ThreadsServicer(domain, ProviderSessions(repository), rotation, archive), [engine.dispose]
+    return ThreadsServicer(domain, ProviderSessions(repository), rotation, archive), closers
 
 
 async def build_server(settings: ThreadsSettings) -> RunningService:

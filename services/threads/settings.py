@@ -20,3 +20,9 @@ class ThreadsSettings(ServiceSettings):
     # Largest agent thread ExportAgentThread returns in one message, in
     # characters of entry content (a gRPC message is 4 MiB by default).
     max_export_chars: int = Field(default=3_000_000, gt=0)
+    # The memory service: at each rotation its HandoffService summarises the
+    # closed segment (services/threads/memory_handoff.py). Empty: no summary,
+    # the segment's handoff stays pending (SetSegmentHandoff can set it).
+    memory_address: str = ""
+    # Deadline of each call to memory, in seconds.
+    call_timeout: float = Field(default=5.0, gt=0)
