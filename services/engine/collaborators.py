@@ -1,10 +1,12 @@
-"""What a run needs from the other services, as one port with two adapters:
-over gRPC (production) and in-process (the benchmark's floor, tests)."""
+"""What a run needs from the other services: one set of calls, over one of two
+transports — gRPC (production) or the servicers of this process (the
+benchmark's floor, and the proof that the run logic does not depend on the
+transport). Failures of other services become the engine's own errors."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
 
@@ -18,6 +20,9 @@ from services.shared.errors import (
 )
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import (
+    handoff_pb2,
+    handoff_service_pb2,
+    handoff_service_pb2_grpc,
     memory_pb2,
     memory_service_pb2,
     memory_service_pb2_grpc,
@@ -28,44 +33,12 @@ from switchboard.memory.v1 import (
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
-if TYPE_CHECKING:  # the in-process adapter calls the other services' code; only it
+if TYPE_CHECKING:
+    from services.memory.handoff_servicer import HandoffServicer
     from services.memory.pages_servicer import PagesServicer
     from services.memory.servicer import MemoryServicer
     from services.router.servicer import RouterServicer
     from services.threads.servicer import ThreadsServicer
-
-
-R = TypeVar("R")
-
-
-class Collaborators(Protocol):
-    async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation: ...
-
-    async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]: ...
-
-    async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings: ...
-
-    async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse: ...
-
-    async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page: ...
-
-    async def create_proposal(
-        self, user: str, request_id: str, page_id: str, body: str, reason: str
-    ) -> pages_pb2.Proposal: ...
-
-    async def route_skills(
-        self, user: str, text: str, forced: Sequence[str], offline: bool
-    ) -> router_service_pb2.RouteSkillsResponse: ...
-
-    async def route_model(
-        self, user: str, text: str, requested: str, default: str, offline: bool
-    ) -> router_service_pb2.RouteModelResponse: ...
-
-    async def append_entries(
-        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
-    ) -> None: ...
-
-    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None: ...
 
 
 def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
@@ -81,105 +54,46 @@ def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
     return DependencyUnavailable(f"{service} service failed: {code.name} {error.details() or ''}".strip())
 
 
-class GrpcCollaborators:
-    """One channel per service, opened at start-up; every call has a deadline;
-    idempotent calls retry UNAVAILABLE (appends are idempotent on request_id)."""
+class Transport(Protocol):
+    """Calls ``method`` of ``service`` ("threads", "memory", "pages",
+    "handoff", "router") with ``request``, as ``user``."""
+
+    async def __call__(self, service: str, method: str, request: object, user: str) -> Any: ...
+
+
+class GrpcTransport:
+    """One channel per service process, opened at start-up; every call has a
+    deadline; idempotent calls retry UNAVAILABLE (appends and creates are
+    idempotent on their request ids). Memory serves three services on one port."""
 
     def __init__(
         self, threads_address: str, memory_address: str, router_address: str, timeout: float
     ) -> None:
         self._channels = [open_channel(a) for a in (threads_address, memory_address, router_address)]
-        self._threads = threads_service_pb2_grpc.ThreadsServiceStub(self._channels[0])
-        self._memory = memory_service_pb2_grpc.MemoryServiceStub(self._channels[1])
-        self._router = router_service_pb2_grpc.RouterServiceStub(self._channels[2])
-        self._pages = pages_service_pb2_grpc.PagesServiceStub(self._channels[1])  # memory serves pages
+        threads, memory, router = self._channels
+        self._stubs: dict[str, Any] = {
+            "threads": threads_service_pb2_grpc.ThreadsServiceStub(threads),
+            "memory": memory_service_pb2_grpc.MemoryServiceStub(memory),
+            "pages": pages_service_pb2_grpc.PagesServiceStub(memory),
+            "handoff": handoff_service_pb2_grpc.HandoffServiceStub(memory),
+            "router": router_service_pb2_grpc.RouterServiceStub(router),
+        }
         self._timeout = timeout
+
+    async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
+        try:
+            return await call(
+                getattr(self._stubs[service], method),
+                request,
+                timeout=self._timeout,
+                metadata=user_metadata(user),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise _translate(service, error) from error
 
     async def close(self) -> None:
         for channel in self._channels:
             await channel.close()
-
-    async def _call(self, service: str, method: Callable[..., Awaitable[R]], request: object, user: str) -> R:
-        """One call as ``user``, with the deadline and retries of
-        services.shared.clients.call; failures become the engine's errors."""
-        try:
-            return await call(method, request, timeout=self._timeout, metadata=user_metadata(user))
-        except grpc.aio.AioRpcError as error:
-            raise _translate(service, error) from error
-
-    async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
-        request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
-        response = await self._call("threads", self._threads.GetConversation, request, user)
-        return cast(threads_pb2.Conversation, response.conversation)
-
-    async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
-        request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
-        response = await self._call("memory", self._memory.RecallNotes, request, user)
-        return cast(Sequence[memory_pb2.RecalledNote], response.notes)
-
-    async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
-        request = memory_service_pb2.GetPersonalSettingsRequest()
-        response = await self._call("memory", self._memory.GetPersonalSettings, request, user)
-        return cast(memory_pb2.PersonalSettings, response.settings)
-
-    async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
-        request = pages_service_pb2.GetActiveInstructionsRequest()
-        return cast(
-            pages_service_pb2.GetActiveInstructionsResponse,
-            await self._call("memory", self._pages.GetActiveInstructions, request, user),
-        )
-
-    async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page:
-        request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id)
-        response = await self._call("memory", self._pages.CreateInstructionPage, request, user)
-        return cast(pages_pb2.Page, response.page)
-
-    async def create_proposal(
-        self, user: str, request_id: str, page_id: str, body: str, reason: str
-    ) -> pages_pb2.Proposal:
-        request = pages_service_pb2.CreateProposalRequest(
-            request_id=request_id,
-            page_id=page_id,
-            proposed_body=body,
-            reason=reason,
-            proposer_agent_id="personal",
-        )
-        response = await self._call("memory", self._pages.CreateProposal, request, user)
-        return cast(pages_pb2.Proposal, response.proposal)
-
-    async def route_skills(
-        self, user: str, text: str, forced: Sequence[str], offline: bool
-    ) -> router_service_pb2.RouteSkillsResponse:
-        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=offline)
-        return cast(
-            router_service_pb2.RouteSkillsResponse,
-            await self._call("router", self._router.RouteSkills, request, user),
-        )
-
-    async def route_model(
-        self, user: str, text: str, requested: str, default: str, offline: bool
-    ) -> router_service_pb2.RouteModelResponse:
-        request = router_service_pb2.RouteModelRequest(
-            text=text, requested_model=requested, default_model=default, offline=offline
-        )
-        return cast(
-            router_service_pb2.RouteModelResponse,
-            await self._call("router", self._router.RouteModel, request, user),
-        )
-
-    async def append_entries(
-        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
-    ) -> None:
-        request = threads_service_pb2.AppendEntriesRequest(
-            request_id=request_id, thread_id=thread_id, entries=entries
-        )
-        await self._call("threads", self._threads.AppendEntries, request, user)
-
-    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
-        request = threads_service_pb2.SetAutoTitleRequest(
-            conversation_id=conversation_id, request_text=request_text
-        )
-        await self._call("threads", self._threads.SetAutoTitle, request, user)
 
 
 class _LocalContext:
@@ -195,39 +109,130 @@ class _LocalContext:
         return None
 
 
-def _local(user: str) -> Any:
-    return cast(Any, _LocalContext(user))
-
-
-class InProcessCollaborators:
-    """The same calls made directly on the other services' servicers in this
-    process: no network, no serialisation. The benchmark's floor, and the
-    proof that the run logic does not depend on the transport."""
+class InProcessTransport:
+    """The servicers' methods called directly: no network, no serialisation.
+    Their DomainErrors reach the engine as they are."""
 
     def __init__(
-        self, threads: ThreadsServicer, memory: MemoryServicer, pages: PagesServicer, router: RouterServicer
+        self,
+        threads: ThreadsServicer,
+        memory: MemoryServicer,
+        pages: PagesServicer,
+        handoff: HandoffServicer,
+        router: RouterServicer,
     ) -> None:
-        self._threads, self._memory, self._pages, self._router = threads, memory, pages, router
+        self._servicers: dict[str, Any] = {
+            "threads": threads,
+            "memory": memory,
+            "pages": pages,
+            "handoff": handoff,
+            "router": router,
+        }
+
+    async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
+        return await getattr(self._servicers[service], method)(request, cast(Any, _LocalContext(user)))
+
+
+class Collaborators:
+    """The calls a run makes, each as the acting user."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._call = transport
+
+    # Threads
 
     async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
         request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
-        return (await self._threads.GetConversation(request, _local(user))).conversation
+        return cast(
+            threads_pb2.Conversation,
+            (await self._call("threads", "GetConversation", request, user)).conversation,
+        )
+
+    async def append_entries(
+        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
+    ) -> Sequence[threads_pb2.Entry]:
+        """Appends (idempotent on request_id); returns the entries with their sequences."""
+        request = threads_service_pb2.AppendEntriesRequest(
+            request_id=request_id, thread_id=thread_id, entries=entries
+        )
+        return cast(
+            Sequence[threads_pb2.Entry], (await self._call("threads", "AppendEntries", request, user)).entries
+        )
+
+    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
+        request = threads_service_pb2.SetAutoTitleRequest(
+            conversation_id=conversation_id, request_text=request_text
+        )
+        await self._call("threads", "SetAutoTitle", request, user)
+
+    async def get_agent(self, user: str, agent_id: str) -> threads_pb2.Agent:
+        request = threads_service_pb2.GetAgentRequest(agent_id=agent_id)
+        return cast(threads_pb2.Agent, (await self._call("threads", "GetAgent", request, user)).agent)
+
+    async def ensure_agent_thread(self, user: str, agent_id: str) -> threads_pb2.AgentThread:
+        request = threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent_id)
+        return cast(
+            threads_pb2.AgentThread, (await self._call("threads", "EnsureAgentThread", request, user)).thread
+        )
+
+    async def transcript_tail(self, user: str, thread_id: str, limit: int) -> list[threads_pb2.Entry]:
+        """The newest ``limit`` entries of a thread, oldest first."""
+        request = threads_service_pb2.ListEntriesRequest(
+            thread_id=thread_id, page_size=limit, descending=True
+        )
+        response = await self._call("threads", "ListEntries", request, user)
+        return list(reversed(response.entries))
+
+    async def live_provider_sessions(self, user: str, thread_id: str) -> list[threads_pb2.ProviderSession]:
+        request = threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread_id, page_size=50)
+        return list((await self._call("threads", "ListProviderSessions", request, user)).sessions)
+
+    async def bind_provider_session(
+        self, user: str, thread_id: str, provider_id: str, native_session_id: str, replace: bool = False
+    ) -> threads_pb2.ProviderSession:
+        request = threads_service_pb2.BindProviderSessionRequest(
+            agent_thread_id=thread_id,
+            provider_id=provider_id,
+            native_session_id=native_session_id,
+            replace=replace,
+        )
+        return cast(
+            threads_pb2.ProviderSession,
+            (await self._call("threads", "BindProviderSession", request, user)).session,
+        )
+
+    async def release_provider_session(self, user: str, thread_id: str, provider_id: str) -> None:
+        request = threads_service_pb2.ReleaseProviderSessionRequest(
+            agent_thread_id=thread_id, provider_id=provider_id
+        )
+        await self._call("threads", "ReleaseProviderSession", request, user)
+
+    # Memory
 
     async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
         request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
-        return (await self._memory.RecallNotes(request, _local(user))).notes
+        return cast(
+            Sequence[memory_pb2.RecalledNote],
+            (await self._call("memory", "RecallNotes", request, user)).notes,
+        )
 
     async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
         request = memory_service_pb2.GetPersonalSettingsRequest()
-        return (await self._memory.GetPersonalSettings(request, _local(user))).settings
+        return cast(
+            memory_pb2.PersonalSettings,
+            (await self._call("memory", "GetPersonalSettings", request, user)).settings,
+        )
 
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
         request = pages_service_pb2.GetActiveInstructionsRequest()
-        return await self._pages.GetActiveInstructions(request, _local(user))
+        return cast(
+            pages_service_pb2.GetActiveInstructionsResponse,
+            await self._call("pages", "GetActiveInstructions", request, user),
+        )
 
     async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page:
         request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id)
-        return (await self._pages.CreateInstructionPage(request, _local(user))).page
+        return cast(pages_pb2.Page, (await self._call("pages", "CreateInstructionPage", request, user)).page)
 
     async def create_proposal(
         self, user: str, request_id: str, page_id: str, body: str, reason: str
@@ -239,13 +244,43 @@ class InProcessCollaborators:
             reason=reason,
             proposer_agent_id="personal",
         )
-        return (await self._pages.CreateProposal(request, _local(user))).proposal
+        return cast(pages_pb2.Proposal, (await self._call("pages", "CreateProposal", request, user)).proposal)
+
+    async def record_handoff(
+        self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry]
+    ) -> None:
+        request = handoff_service_pb2.RecordHandoffEntriesRequest(thread_id=thread_id, entries=entries)
+        await self._call("handoff", "RecordHandoffEntries", request, user)
+
+    async def handoff_summary(
+        self, user: str, thread_id: str, checkpoint: bool
+    ) -> handoff_pb2.HandoffSummary:
+        """The thread's handoff summary (empty before anything was recorded);
+        ``checkpoint`` folds pending entries first (a provider swap must see
+        everything recorded so far)."""
+        request: Any
+        try:
+            if checkpoint:
+                request = handoff_service_pb2.CheckpointHandoffRequest(
+                    thread_id=thread_id, reason=handoff_pb2.HANDOFF_CHECKPOINT_REASON_REQUEST
+                )
+                response = await self._call("handoff", "CheckpointHandoff", request, user)
+            else:
+                request = handoff_service_pb2.GetHandoffSummaryRequest(thread_id=thread_id)
+                response = await self._call("handoff", "GetHandoffSummary", request, user)
+        except NotFound:
+            return handoff_pb2.HandoffSummary(thread_id=thread_id)
+        return cast(handoff_pb2.HandoffSummary, response.summary)
+
+    # Router
 
     async def route_skills(
         self, user: str, text: str, forced: Sequence[str], offline: bool
     ) -> router_service_pb2.RouteSkillsResponse:
         request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=offline)
-        return await self._router.RouteSkills(request, _local(user))
+        return cast(
+            router_service_pb2.RouteSkillsResponse, await self._call("router", "RouteSkills", request, user)
+        )
 
     async def route_model(
         self, user: str, text: str, requested: str, default: str, offline: bool
@@ -253,18 +288,6 @@ class InProcessCollaborators:
         request = router_service_pb2.RouteModelRequest(
             text=text, requested_model=requested, default_model=default, offline=offline
         )
-        return await self._router.RouteModel(request, _local(user))
-
-    async def append_entries(
-        self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
-    ) -> None:
-        request = threads_service_pb2.AppendEntriesRequest(
-            request_id=request_id, thread_id=thread_id, entries=entries
+        return cast(
+            router_service_pb2.RouteModelResponse, await self._call("router", "RouteModel", request, user)
         )
-        await self._threads.AppendEntries(request, _local(user))
-
-    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
-        request = threads_service_pb2.SetAutoTitleRequest(
-            conversation_id=conversation_id, request_text=request_text
-        )
-        await self._threads.SetAutoTitle(request, _local(user))

@@ -15,6 +15,19 @@ from services.engine.providers import ChatMessage, Chunk, TextChunk, ToolSpec, U
 _SIGNATURE = re.compile(r"^\s*[-*]?\s*(?:signature|sign as|signe)\s*:\s*(\S.*?)\s*$", re.I | re.M)
 
 
+def _thread_fact(system: str, request: str) -> str:
+    """The most recent line of the agent's thread (the "- [thread] " lines the
+    engine puts in an ask's context) that shares a word of four letters or
+    more with the request: how the offline model "answers from facts in its
+    context" in the inter-agent tests (seed 000, test 6)."""
+    wanted = {w.strip("?.!,:;").lower() for w in request.split() if len(w.strip("?.!,:;")) >= 4}
+    lines = [line[len("- [thread] ") :] for line in system.splitlines() if line.startswith("- [thread] ")]
+    for line in reversed(lines):
+        if wanted & {w.strip("?.!,:;").lower() for w in line.split()}:
+            return line
+    return ""
+
+
 class OfflineProvider:
     """Deterministic: the same messages give the same answer, token by token.
     It answers from what its context holds (the request, recalled memory,
@@ -39,6 +52,9 @@ class OfflineProvider:
         memory = [line[2:] for line in system.splitlines() if line.startswith("- [memory] ")]
         if memory:
             parts.append(f"From memory: {memory[0][len('[memory] ') :]}.")
+        thread_fact = _thread_fact(system, request)
+        if thread_fact:
+            parts.append(f"From the thread: {thread_fact}")
         parts.append(f"This answer comes from {model}.")
         signature = _SIGNATURE.findall(system)
         if signature:

@@ -104,6 +104,28 @@ class RunsRepository:
             query = query.order_by(col(AgentRun.started_at).desc(), col(AgentRun.id).desc()).limit(limit)
             return (await session.exec(query)).all()
 
+    async def active_run_ids(self, conversation_id: str) -> Sequence[str]:
+        """Runs still `running` on a conversation or agent thread."""
+        async with self._sessions() as session:
+            query = select(AgentRun.id).where(
+                AgentRun.conversation_id == conversation_id, AgentRun.status == "running"
+            )
+            return (await session.exec(query)).all()
+
+    async def runs_ahead(self, run: AgentRun) -> int:
+        """Running runs of the same conversation that arrived before ``run``
+        (by start time, then id): the queue in front of it."""
+        async with self._sessions() as session:
+            query = select(func.count()).where(
+                AgentRun.conversation_id == run.conversation_id,
+                AgentRun.status == "running",
+                or_(
+                    col(AgentRun.started_at) < run.started_at,
+                    (col(AgentRun.started_at) == run.started_at) & (col(AgentRun.id) < run.id),
+                ),
+            )
+            return int((await session.exec(query)).one())
+
     async def request_cancel(self, run_id: str) -> None:
         async with self._engine.begin() as connection:
             await connection.execute(

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from google.protobuf import json_format
@@ -21,6 +22,8 @@ from opentelemetry import trace
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from services.engine import instructions
+from services.engine.asks import AgentAsks
+from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
 from services.engine.models import AgentRun
@@ -64,24 +67,21 @@ INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
-class RunBudget:
-    """Limits of one run (seed 002 RunContext); 0 means no limit."""
+class AskSpec:
+    """One agent asking another (AskAgent): who asks, who is asked, and the
+    correlation id tying the answer to the question ("" = the run's id)."""
 
-    max_tokens: int = 0
-    max_steps: int = 0
-    max_seconds: float = 0.0
-
-    def over(self, defaults: RunBudget) -> RunBudget:
-        """This budget with each unset (0) limit taken from ``defaults``."""
-        return RunBudget(
-            self.max_tokens or defaults.max_tokens,
-            self.max_steps or defaults.max_steps,
-            self.max_seconds or defaults.max_seconds,
-        )
+    requester: str
+    target: str
+    correlation_id: str = ""
 
 
-class BudgetExceeded(Exception):
-    """A limit of the run's budget was reached; the run ends budget_exceeded."""
+class BusyPolicy(StrEnum):
+    """What a request for a conversation or agent thread with an active run gets."""
+
+    QUEUE = "queue"  # wait for the active runs, in arrival order (default)
+    REJECT = "reject"  # FAILED_PRECONDITION, nothing written
+    INTERRUPT = "interrupt"  # cancel the active runs, then run
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,9 @@ class RunRequest:
     surface: engine_pb2.Surface.ValueType
     forced_skills: Sequence[str]
     budget: RunBudget = RunBudget()
+    busy_policy: BusyPolicy = BusyPolicy.QUEUE
+    # Set for AskAgent: the run belongs to the target agent and its thread.
+    ask: AskSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ class RunLimits:
     default_budget: RunBudget = RunBudget(max_tokens=200_000, max_steps=20, max_seconds=600.0)
     # How often this instance looks for cancellations asked on other replicas.
     cancel_poll_seconds: float = 0.5
+    # How often a queued run checks whether its turn has come.
+    queue_poll_seconds: float = 0.1
 
 
 class _DeltaStream:
@@ -249,6 +254,19 @@ class RunService:
         self._cancelling: set[str] = set()
         self._working: set[str] = set()
         self._settling: set[asyncio.Future[None]] = set()
+        self._asks = AgentAsks(self, collaborators)
+
+    @property
+    def offline(self) -> bool:
+        """No real provider configured: Auto picks the deterministic test
+        models and the Skill Router never asks an LLM to arbitrate."""
+        return set(self._providers) == {"offline"}
+
+    def provider(self, name: str) -> LLMProvider:
+        provider = self._providers.get(name)
+        if provider is None:
+            raise FailedPrecondition(f"model provider {name!r} is not available in this engine")
+        return provider
 
     # Start and follow
 
@@ -260,14 +278,27 @@ class RunService:
             raise InvalidArgument("message must not be empty", field="message")
         if len(request.message) > self._limits.max_message_chars:
             raise TooLarge(f"message exceeds {self._limits.max_message_chars} characters", field="message")
-        if not request.conversation_id:
-            raise InvalidArgument("conversation_id is required", field="conversation_id")
-        conversation = await self._collab.get_conversation(request.user, request.conversation_id)
+        if request.ask is not None:
+            # The target agent's one shared thread, whoever asks (seed 000).
+            await self._collab.get_agent(request.user, request.ask.target)
+            thread_id = (await self._collab.ensure_agent_thread(request.user, request.ask.target)).id
+            needs_title = False
+        else:
+            if not request.conversation_id:
+                raise InvalidArgument("conversation_id is required", field="conversation_id")
+            conversation = await self._collab.get_conversation(request.user, request.conversation_id)
+            thread_id, needs_title = conversation.id, not conversation.title
+        if request.request_id:
+            existing = await self._repo.run_by_request(request.user, request.request_id)
+            if existing is not None:
+                return existing.id  # a retry: never a second run, whatever is busy
+        await self._apply_busy_policy(thread_id, request.busy_policy)
 
         run = AgentRun(
             id=str(uuid.uuid4()),
             user_id=request.user,
-            conversation_id=conversation.id,
+            agent_id=request.ask.target if request.ask else None,
+            conversation_id=thread_id,
             surface=SURFACES.get(request.surface, "chat"),
             request_id=request.request_id or None,
             requested_model=request.requested_model,
@@ -275,7 +306,31 @@ class RunService:
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
-        return await asyncio.shield(self._record_and_spawn(run, request, needs_title=not conversation.title))
+        return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
+
+    async def _apply_busy_policy(self, thread_id: str, policy: BusyPolicy) -> None:
+        """REJECT refuses while a run is active on the thread; INTERRUPT cancels
+        the active runs (the new run then queues behind their settlement);
+        QUEUE does nothing here: the run waits for its turn once started."""
+        if policy == BusyPolicy.QUEUE:
+            return
+        active = await self._repo.active_run_ids(thread_id)
+        if active and policy == BusyPolicy.REJECT:
+            raise FailedPrecondition(
+                "a run is already active on this conversation; retry later or queue", active_run_id=active[0]
+            )
+        for run_id in active:
+            await self._repo.request_cancel(run_id)
+            self._cancel_local(run_id)
+
+    async def _wait_turn(self, run: AgentRun, rec: _Recorder) -> None:
+        """Two runs never write to one thread at once: wait while runs that
+        arrived earlier are active on it (any replica; the database decides)."""
+        if not await self._repo.runs_ahead(run):
+            return
+        async with rec.step("queued", "Waiting for the previous request on this thread"):
+            while await self._repo.runs_ahead(run):
+                await asyncio.sleep(self._limits.queue_poll_seconds)
 
     async def _record_and_spawn(self, run: AgentRun, request: RunRequest, needs_title: bool) -> str:
         feed = RunFeed()
@@ -398,8 +453,12 @@ class RunService:
             self._working.add(run.id)
             try:
                 try:
+                    await self._wait_turn(run, recorder)  # not counted in the time budget
                     async with asyncio.timeout(budget.max_seconds or None) as deadline:
-                        outcome = await self._work(run, request, recorder, needs_title, budget)
+                        if request.ask is not None:
+                            outcome = await self._asks.work(run, request, request.ask, recorder, budget)
+                        else:
+                            outcome = await self._work(run, request, recorder, needs_title, budget)
                 finally:
                     self._working.discard(run.id)  # past this point CancelRun no longer interrupts
                 status, error = outcome.pop("status", "done"), None
@@ -525,9 +584,7 @@ class RunService:
         if fact is not None:
             return await self._propose_to_remember(run, user, fact, page, rec, entry)
 
-        # Offline (no real provider configured): Auto picks the deterministic
-        # test models and the Skill Router never asks an LLM to arbitrate.
-        offline = set(self._providers) == {"offline"}
+        offline = self.offline
         async with rec.step("routing", "Choosing skills and model"):
             skills, model = await asyncio.gather(
                 self._collab.route_skills(user, text, request.forced_skills, offline),
@@ -550,15 +607,13 @@ class RunService:
                 rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
 
         chosen = model.model
-        provider = self._providers.get(chosen.provider)
-        if provider is None:
-            raise FailedPrecondition(f"model provider {chosen.provider!r} is not available in this engine")
+        provider = self.provider(chosen.provider)
         layers = instructions.assemble(instruction_page, recalled, list(skills.skills), "")
         messages = instructions.to_messages(layers, text)
         if budget.max_steps and budget.max_steps < 1:
             raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
         async with rec.step("generate", f"Writing with {chosen.model}"):
-            answer, tokens_in, tokens_out = await self._generate(
+            answer, tokens_in, tokens_out = await self.generate(
                 provider, chosen, messages, rec, thread, budget
             )
         await asyncio.gather(
@@ -669,7 +724,7 @@ class RunService:
             rec.emit(notice=engine_pb2.Notice(code="INSTRUCTION_PAGE_TRUNCATED", message=message))
         return layer
 
-    async def _generate(
+    async def generate(
         self,
         provider: LLMProvider,
         model: router_pb2.ModelOption,

@@ -7,10 +7,11 @@ import contextlib
 import os
 from pathlib import Path
 
-from services.engine.collaborators import Collaborators, GrpcCollaborators
+from services.engine.budget import RunBudget
+from services.engine.collaborators import Collaborators, GrpcTransport
 from services.engine.providers import LLMProvider, build_providers
 from services.engine.repository import RunsRepository
-from services.engine.runs import RunBudget, RunLimits, RunService
+from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
 from services.engine.settings import EngineSettings
 from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, registrar, start_service
@@ -74,14 +75,14 @@ async def open_run_service(
 
 
 async def build_server(settings: EngineSettings) -> RunningService:
-    collaborators = GrpcCollaborators(
+    transport = GrpcTransport(
         settings.threads_address, settings.memory_address, settings.router_address, settings.call_timeout
     )
-    runs, closers, drain = await open_run_service(settings, collaborators)
+    runs, closers, drain = await open_run_service(settings, Collaborators(transport))
     add = engine_service_pb2_grpc.add_EngineServiceServicer_to_server
     return await start_service(
         settings,
         registrar(add, EngineServicer(runs), SERVICE_NAME),
-        [collaborators.close, *closers],
+        [transport.close, *closers],
         drainers=[drain],
     )

@@ -7,11 +7,33 @@ from typing import TypeAlias
 
 import grpc
 
-from services.engine.runs import RunBudget, RunRequest, RunService, run_to_proto
+from services.engine.budget import RunBudget
+from services.engine.runs import AskSpec, BusyPolicy, RunRequest, RunService, run_to_proto
+from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_user
-from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext
+
+
+_BUSY_POLICIES = {
+    engine_service_pb2.BUSY_POLICY_UNSPECIFIED: BusyPolicy.QUEUE,
+    engine_service_pb2.BUSY_POLICY_QUEUE: BusyPolicy.QUEUE,
+    engine_service_pb2.BUSY_POLICY_REJECT: BusyPolicy.REJECT,
+    engine_service_pb2.BUSY_POLICY_INTERRUPT: BusyPolicy.INTERRUPT,
+}
+
+
+def _busy_policy(value: int) -> BusyPolicy:
+    if value not in _BUSY_POLICIES:
+        raise InvalidArgument(f"unknown busy_policy {value}", field="busy_policy")
+    return _BUSY_POLICIES[value]  # type: ignore[index]
+
+
+def _budget(budget: engine_pb2.Budget) -> RunBudget:
+    if budget.max_tokens < 0 or budget.max_steps < 0 or budget.max_seconds < 0:
+        raise InvalidArgument("budget limits must not be negative", field="budget")
+    return RunBudget(budget.max_tokens, budget.max_steps, budget.max_seconds)
 
 
 class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
@@ -31,9 +53,8 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 requested_model=request.requested_model,
                 surface=request.surface,
                 forced_skills=list(request.forced_skills),
-                budget=RunBudget(
-                    request.budget.max_tokens, request.budget.max_steps, request.budget.max_seconds
-                ),
+                budget=_budget(request.budget),
+                busy_policy=_busy_policy(request.busy_policy),
             )
         )
         async for event in self._runs.follow(user, run_id, 0):
@@ -66,3 +87,30 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
         return engine_service_pb2.ListRunsResponse(
             runs=[run_to_proto(r) for r in runs], next_page_token=token
         )
+
+    async def AskAgent(
+        self, request: engine_service_pb2.AskAgentRequest, context: Context
+    ) -> AsyncIterator[engine_service_pb2.AskAgentResponse]:
+        user = caller_user(context)
+        if not request.requester.strip():
+            raise InvalidArgument("requester is required", field="requester")
+        if not request.target_agent_id.strip():
+            raise InvalidArgument("target_agent_id is required", field="target_agent_id")
+        run_id = await self._runs.start(
+            RunRequest(
+                user=user,
+                request_id=request.request_id,
+                conversation_id="",
+                message=request.message,
+                requested_model="",
+                surface=engine_pb2.SURFACE_AGENT,
+                forced_skills=[],
+                budget=_budget(request.budget),
+                busy_policy=_busy_policy(request.busy_policy),
+                ask=AskSpec(
+                    request.requester.strip(), request.target_agent_id.strip(), request.correlation_id
+                ),
+            )
+        )
+        async for event in self._runs.follow(user, run_id, 0):
+            yield engine_service_pb2.AskAgentResponse(event=event)

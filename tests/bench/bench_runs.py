@@ -501,7 +501,7 @@ async def bench_distributed(args: argparse.Namespace, folder: Path, report: dict
 
 
 async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, Any]) -> None:
-    from services.engine.collaborators import InProcessCollaborators, _LocalContext
+    from services.engine.collaborators import Collaborators, InProcessTransport, _LocalContext
     from services.engine.repository import RunsRepository
     from services.engine.runs import RunRequest
     from services.engine.server import open_run_service
@@ -536,7 +536,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
         closers += closing
         runs, closing, drain = await open_run_service(
             EngineSettings(database_url=url("engine")),
-            InProcessCollaborators(threads, memory.memory, memory.pages, router),
+            Collaborators(InProcessTransport(threads, memory.memory, memory.pages, memory.handoff, router)),
         )
         closers += closing
         drainers.append(drain)
@@ -584,7 +584,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
         # Not timed: the database work of one run, counted over a few more.
         report["sql_per_run"] = await count_sql(run_in, min(args.runs, 50))
         report["floor_calls"] = await time_calls(
-            run_in, min(args.runs, 100), {"collaborator": InProcessCollaborators, "engine_db": RunsRepository}
+            run_in, min(args.runs, 100), {"collaborator": Collaborators, "engine_db": RunsRepository}
         )
     finally:
         # As a service stops: in-flight runs drain, then everything closes in reverse.

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from switchboard.engine.v1 import engine_pb2 as _engine_pb2
 import builtins as _builtins
 import sys
@@ -19,6 +20,34 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _BusyPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BusyPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BusyPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BUSY_POLICY_UNSPECIFIED: _BusyPolicy.ValueType  # 0
+    BUSY_POLICY_QUEUE: _BusyPolicy.ValueType  # 1
+    """Wait for the active runs to end, in arrival order (the default)."""
+    BUSY_POLICY_REJECT: _BusyPolicy.ValueType  # 2
+    """Refuse with FAILED_PRECONDITION; nothing is written."""
+    BUSY_POLICY_INTERRUPT: _BusyPolicy.ValueType  # 3
+    """Cancel the active runs, then run."""
+
+class BusyPolicy(_BusyPolicy, metaclass=_BusyPolicyEnumTypeWrapper):
+    """What happens to a request for a thread or conversation on which a run is
+    already active. Two runs never write to one thread at once.
+    """
+
+BUSY_POLICY_UNSPECIFIED: BusyPolicy.ValueType  # 0
+BUSY_POLICY_QUEUE: BusyPolicy.ValueType  # 1
+"""Wait for the active runs to end, in arrival order (the default)."""
+BUSY_POLICY_REJECT: BusyPolicy.ValueType  # 2
+"""Refuse with FAILED_PRECONDITION; nothing is written."""
+BUSY_POLICY_INTERRUPT: BusyPolicy.ValueType  # 3
+"""Cancel the active runs, then run."""
+Global___BusyPolicy: _TypeAlias = BusyPolicy  # noqa: Y015
+
 @_typing.final
 class StartRunRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -30,6 +59,7 @@ class StartRunRequest(_message.Message):
     SURFACE_FIELD_NUMBER: _builtins.int
     FORCED_SKILLS_FIELD_NUMBER: _builtins.int
     BUDGET_FIELD_NUMBER: _builtins.int
+    BUSY_POLICY_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key."""
     conversation_id: _builtins.str
@@ -40,6 +70,7 @@ class StartRunRequest(_message.Message):
     "auto" = the model router chooses; otherwise a configured model id.
     """
     surface: _engine_pb2.Surface.ValueType
+    busy_policy: Global___BusyPolicy.ValueType
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Skills forced by the user (`/name` or the menu)."""
@@ -58,10 +89,11 @@ class StartRunRequest(_message.Message):
         surface: _engine_pb2.Surface.ValueType = ...,
         forced_skills: _abc.Iterable[_builtins.str] | None = ...,
         budget: _engine_pb2.Budget | None = ...,
+        busy_policy: Global___BusyPolicy.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -256,3 +288,64 @@ class ListRunsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListRunsResponse: _TypeAlias = ListRunsResponse  # noqa: Y015
+
+@_typing.final
+class AskAgentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REQUESTER_FIELD_NUMBER: _builtins.int
+    TARGET_AGENT_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
+    BUSY_POLICY_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    requester: _builtins.str
+    """Who asks: an agent id ("main", "architect"...), or "user"."""
+    target_agent_id: _builtins.str
+    """The agent asked (its id, e.g. "qa")."""
+    message: _builtins.str
+    correlation_id: _builtins.str
+    """Ties an answer to its question across entries; "" = the run's id."""
+    busy_policy: Global___BusyPolicy.ValueType
+    @_builtins.property
+    def budget(self) -> _engine_pb2.Budget: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        requester: _builtins.str = ...,
+        target_agent_id: _builtins.str = ...,
+        message: _builtins.str = ...,
+        correlation_id: _builtins.str = ...,
+        budget: _engine_pb2.Budget | None = ...,
+        busy_policy: Global___BusyPolicy.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "correlation_id", b"correlation_id", "message", b"message", "request_id", b"request_id", "requester", b"requester", "target_agent_id", b"target_agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AskAgentRequest: _TypeAlias = AskAgentRequest  # noqa: Y015
+
+@_typing.final
+class AskAgentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> _engine_pb2.RunEvent: ...
+    def __init__(
+        self,
+        *,
+        event: _engine_pb2.RunEvent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AskAgentResponse: _TypeAlias = AskAgentResponse  # noqa: Y015

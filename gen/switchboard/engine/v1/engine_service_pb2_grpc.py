@@ -61,6 +61,11 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsResponse.FromString,
                 _registered_method=True)
+        self.AskAgent = channel.unary_stream(
+                '/switchboard.engine.v1.EngineService/AskAgent',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -107,6 +112,16 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AskAgent(self, request, context):
+        """One agent asks another: a run of the target agent on its one shared
+        thread (every requester's asks land there), with the requester and the
+        correlation id on every entry; streams the run's events like StartRun.
+        Idempotent on request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -134,6 +149,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.ListRuns,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsResponse.SerializeToString,
+            ),
+            'AskAgent': grpc.unary_stream_rpc_method_handler(
+                    servicer.AskAgent,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -273,6 +293,33 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/ListRuns',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AskAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/AskAgent',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -52,6 +52,12 @@ class EngineServiceStub:
     """
     ListRuns: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]
     """The caller's runs of one conversation, newest first."""
+    AskAgent: _grpc.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]
+    """One agent asks another: a run of the target agent on its one shared
+    thread (every requester's asks land there), with the requester and the
+    correlation id on every entry; streams the run's events like StartRun.
+    Idempotent on request_id.
+    """
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
@@ -77,6 +83,12 @@ class EngineServiceAsyncStub(EngineServiceStub):
     """
     ListRuns: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]  # type: ignore[assignment]
     """The caller's runs of one conversation, newest first."""
+    AskAgent: _aio.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]  # type: ignore[assignment]
+    """One agent asks another: a run of the target agent on its one shared
+    thread (every requester's asks land there), with the requester and the
+    correlation id on every entry; streams the run's events like StartRun.
+    Idempotent on request_id.
+    """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs: start one and stream its events, read one, resume a stream.
@@ -129,5 +141,17 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_engine_service_pb2.ListRunsResponse, _abc.Awaitable[_engine_service_pb2.ListRunsResponse]]:
         """The caller's runs of one conversation, newest first."""
+
+    @_abc_1.abstractmethod
+    def AskAgent(
+        self,
+        request: _engine_service_pb2.AskAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_engine_service_pb2.AskAgentResponse], _abc.AsyncIterator[_engine_service_pb2.AskAgentResponse]]:
+        """One agent asks another: a run of the target agent on its one shared
+        thread (every requester's asks land there), with the requester and the
+        correlation id on every entry; streams the run's events like StartRun.
+        Idempotent on request_id.
+        """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,187 @@
+"""AskAgent: one agent asks another (seeds 000 and 001).
+
+The run belongs to the target agent and happens on its **one shared thread**
+(every requester's asks land there, so a fact Main gave QA is there when
+Architect asks QA), with the requester and the correlation id on every entry.
+
+What the model receives is composed afresh for every ask, whatever the
+provider: the agent's persona, the handoff summary, the recent transcript
+tail of its thread, and memory recalled for its persona and the question.
+That is also what makes a **provider swap** work: when the agent's model now
+belongs to another provider than its live session, the old session is
+released, the handoff summary is checkpointed first (so it holds everything
+recorded), and the new provider starts from the same composed context; no
+native session is ever transferred.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf import json_format
+
+from services.engine import instructions
+from services.engine.budget import BudgetExceeded, RunBudget
+from switchboard.common.v1 import common_pb2
+from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import handoff_pb2
+from switchboard.threads.v1 import threads_pb2
+
+if TYPE_CHECKING:
+    from services.engine.collaborators import Collaborators
+    from services.engine.models import AgentRun
+    from services.engine.runs import AskSpec, RunRequest, RunService, _Recorder
+
+# Entries of the target's thread put in the context (newest last).
+TRANSCRIPT_TAIL = 20
+MAX_TAIL_ENTRY_CHARS = 500
+
+
+def native_session_id(provider: str, thread_id: str) -> str:
+    """The session id of an API provider on a thread: API providers keep no
+    session of their own, so the live session is this stable name, which is
+    what lets concurrent asks on two engines bind one and the same session."""
+    return f"{provider}:{thread_id}"
+
+
+def transcript_lines(entries: list[threads_pb2.Entry]) -> list[str]:
+    lines = []
+    for entry in entries:
+        content = " ".join(entry.content.split())
+        if len(content) > MAX_TAIL_ENTRY_CHARS:
+            content = content[:MAX_TAIL_ENTRY_CHARS] + " …"
+        lines.append(f"- [thread] {entry.requester} → {entry.target}: {content}")
+    return lines
+
+
+def working_context(agent: threads_pb2.Agent, summary: str, tail: list[threads_pb2.Entry]) -> str:
+    parts = [f"# You are the agent {agent.display_name or agent.id} ({agent.id})"]
+    if agent.persona:
+        parts.append(agent.persona)
+    if summary:
+        parts.append(f"# Handoff summary\n{summary}")
+    if tail:
+        parts.append("# Recent entries of your thread (oldest first)\n" + "\n".join(transcript_lines(tail)))
+    return "\n\n".join(parts)
+
+
+class AgentAsks:
+    def __init__(self, runs: RunService, collaborators: Collaborators) -> None:
+        self._runs = runs
+        self._collab = collaborators
+
+    async def work(
+        self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: _Recorder, budget: RunBudget
+    ) -> dict[str, Any]:
+        user, text, thread = request.user, request.message, run.conversation_id or ""
+        correlation = ask.correlation_id or run.id
+
+        def entry(role: threads_pb2.Role.ValueType, content: str, source: str) -> threads_pb2.Entry:
+            return threads_pb2.Entry(
+                role=role,
+                content=content,
+                source=source,
+                requester=ask.requester,
+                target=ask.target,
+                correlation_id=correlation,
+                run_id=run.id,
+            )
+
+        async with rec.step("context", f"Reading {ask.target}'s thread and memory"):
+            agent = await self._collab.get_agent(user, ask.target)
+            tail, recalled = await asyncio.gather(
+                self._collab.transcript_tail(user, thread, TRANSCRIPT_TAIL),
+                self._collab.recall(user, text, agent.persona),
+            )
+            asked = await self._collab.append_entries(
+                user, thread, f"{run.id}:ask", [entry(threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")]
+            )
+
+        async with rec.step("routing", "Choosing the model"):
+            offline = self._runs.offline
+            route = await self._collab.route_model(user, text, agent.model or "auto", "", offline)
+            chosen = route.model
+            provider = self._runs.provider(chosen.provider)
+            summary = await self._switch_session(user, thread, chosen.provider, rec)
+
+        layers = instructions.assemble("", recalled, [], working_context(agent, summary, tail))
+        messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
+        if budget.max_steps and budget.max_steps < 1:
+            raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
+        async with rec.step("generate", f"{ask.target} answers with {chosen.model}"):
+            answer, tokens_in, tokens_out = await self._runs.generate(
+                provider, chosen, messages, rec, thread, budget
+            )
+        answered = await self._collab.append_entries(
+            user,
+            thread,
+            f"{run.id}:answer",
+            [entry(threads_pb2.ROLE_ASSISTANT, answer, f"agent:{ask.target}")],
+        )
+        await self._collab.record_handoff(
+            user,
+            thread,
+            [
+                handoff_pb2.HandoffEntry(
+                    sequence=e.sequence,
+                    author_agent_id=author,
+                    requester=ask.requester,
+                    correlation_id=correlation,
+                    kind=kind,
+                    text=e.content,
+                )
+                for e, author, kind in (
+                    (asked[0], ask.requester, handoff_pb2.HANDOFF_ENTRY_KIND_REQUEST),
+                    (answered[0], ask.target, handoff_pb2.HANDOFF_ENTRY_KIND_ANSWER),
+                )
+            ],
+        )
+        usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
+        sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
+        sources.append({"kind": "thread", "id": thread, "title": f"{ask.target}'s thread"})
+        return {
+            "final": engine_pb2.Final(
+                text=answer,
+                provider=chosen.provider,
+                model=chosen.model,
+                usage=common_pb2.Usage(**usage),
+                status=engine_pb2.RUN_STATUS_DONE,
+            ),
+            "provider": chosen.provider,
+            "model": chosen.model,
+            **usage,
+            "sources_json": json.dumps(sources),
+            "layers_json": json.dumps(
+                [
+                    {"key": layer.key, "present": layer.present, "size_chars": len(layer.text)}
+                    for layer in layers
+                ]
+            ),
+            "router_decision_json": json_format.MessageToJson(
+                route, preserving_proto_field_name=True, indent=None
+            ),
+        }
+
+    async def _switch_session(self, user: str, thread: str, provider: str, rec: _Recorder) -> str:
+        """Makes ``provider`` the thread's one live session, releasing any
+        other provider's; returns the handoff summary the new context carries
+        (checkpointed first on a swap, so nothing recorded is left out)."""
+        live = await self._collab.live_provider_sessions(user, thread)
+        others = [s.provider_id for s in live if s.provider_id != provider]
+        summary = await self._collab.handoff_summary(user, thread, checkpoint=bool(others))
+        for old in others:
+            await self._collab.release_provider_session(user, thread, old)
+            rec.emit(
+                notice=engine_pb2.Notice(
+                    code="PROVIDER_SWITCHED",
+                    message=f"switched from {old} to {provider}: "
+                    "it starts from the handoff summary and the recent entries",
+                )
+            )
+        if not any(s.provider_id == provider for s in live):
+            await self._collab.bind_provider_session(
+                user, thread, provider, native_session_id(provider, thread)
+            )
+        return summary.text

@@ -1,0 +1,26 @@
+"""A run's budget (seed 002 RunContext): how much it may spend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """Limits of one run (seed 002 RunContext); 0 means no limit."""
+
+    max_tokens: int = 0
+    max_steps: int = 0
+    max_seconds: float = 0.0
+
+    def over(self, defaults: RunBudget) -> RunBudget:
+        """This budget with each unset (0) limit taken from ``defaults``."""
+        return RunBudget(
+            self.max_tokens or defaults.max_tokens,
+            self.max_steps or defaults.max_steps,
+            self.max_seconds or defaults.max_seconds,
+        )
+
+
+class BudgetExceeded(Exception):
+    """A limit of the run's budget was reached; the run ends budget_exceeded."""

@@ -1,0 +1,178 @@
+"""AskAgent: agents asking agents on one shared thread per agent (seed 000),
+provider swaps through handoff summaries (seed 001), and what happens to a
+request for a thread that is busy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
+
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
+from tests.conftest import DatabaseFactory
+from tests.fakes.llm_server import FakeServer, openai_app, serve
+from tests.service.harness import as_user, expect_error
+from tests.service.system import System, collect, system
+
+USER = "alice"
+
+
+@pytest.fixture
+def remote() -> Iterator[FakeServer]:
+    with serve(openai_app) as server:
+        yield server
+
+
+@pytest.fixture
+async def sb(make_database: DatabaseFactory, remote: FakeServer) -> AsyncIterator[System]:
+    providers = [{"name": "remote", "kind": "openai", "base_url": f"{remote.url}/v1"}]
+    models = [
+        {"id": "offline-fast", "provider": "offline", "model": "switchboard-offline-fast", "profile": "fast"},
+        {"id": "remote-model", "provider": "remote", "model": "model-x", "profile": "balanced"},
+    ]
+    async with system(
+        make_database,
+        providers_json=json.dumps(providers),
+        router_settings={"models_json": json.dumps(models)},
+        offline_token_delay=0.02,
+    ) as running_system:
+        for agent in ("main", "architect", "qa"):
+            spec = threads_pb2.Agent(
+                id=agent, display_name=agent.title(), persona=f"The {agent} agent.", model="offline-fast"
+            )
+            await running_system.threads.CreateAgent(
+                threads_service_pb2.CreateAgentRequest(agent=spec), **as_user(USER)
+            )
+        yield running_system
+
+
+def ask(
+    sb: System,
+    requester: str,
+    target: str,
+    text: str,
+    policy: Any = engine_service_pb2.BUSY_POLICY_UNSPECIFIED,
+    request_id: str = "",
+) -> grpc.aio.UnaryStreamCall:
+    request = engine_service_pb2.AskAgentRequest(
+        request_id=request_id, requester=requester, target_agent_id=target, message=text, busy_policy=policy
+    )
+    return sb.engine.AskAgent(request, metadata=as_user(USER)["metadata"], timeout=60)
+
+
+async def thread_entries(sb: System, agent: str) -> list[threads_pb2.Entry]:
+    thread = await sb.threads.EnsureAgentThread(
+        threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent), **as_user(USER)
+    )
+    listed = await sb.threads.ListEntries(
+        threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=200), **as_user(USER)
+    )
+    return list(listed.entries)
+
+
+async def live_sessions(sb: System, agent: str) -> list[threads_pb2.ProviderSession]:
+    thread = await sb.threads.EnsureAgentThread(
+        threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent), **as_user(USER)
+    )
+    listed = await sb.threads.ListProviderSessions(
+        threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread.thread.id), **as_user(USER)
+    )
+    return list(listed.sessions)
+
+
+async def test_a_fact_given_to_qa_by_main_is_there_when_architect_asks(sb: System) -> None:
+    """Seed 000, "Preuve empirique" and its test 6."""
+    given = await collect(ask(sb, "main", "qa", "Keep this release token for the team: ZX-42-QA"))
+    assert given[-1].WhichOneof("kind") == "final"
+    answer = await collect(ask(sb, "architect", "qa", "Which release token did main give you?"))
+    assert answer[-1].WhichOneof("kind") == "final"
+    assert "ZX-42-QA" in answer[-1].final.text
+
+    entries = await thread_entries(sb, "qa")
+    assert [(e.requester, e.target, e.role) for e in entries] == [
+        ("main", "qa", threads_pb2.ROLE_USER),
+        ("main", "qa", threads_pb2.ROLE_ASSISTANT),
+        ("architect", "qa", threads_pb2.ROLE_USER),
+        ("architect", "qa", threads_pb2.ROLE_ASSISTANT),
+    ]
+    # Question and answer share their correlation id; the two asks do not.
+    assert entries[0].correlation_id == entries[1].correlation_id != entries[2].correlation_id
+    run = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=answer[0].run_id), **as_user(USER))
+    assert run.run.agent_id == "qa" and run.run.surface == engine_pb2.SURFACE_AGENT
+    assert [s.provider_id for s in await live_sessions(sb, "qa")] == ["offline"]
+
+
+async def test_switching_provider_starts_the_new_one_from_handoff_and_transcript(
+    sb: System, remote: FakeServer
+) -> None:
+    await collect(ask(sb, "main", "qa", "Keep this release token for the team: ZX-42-QA"))
+    update = threads_service_pb2.UpdateAgentRequest(
+        agent=threads_pb2.Agent(id="qa", model="remote-model"), update_mask=FieldMask(paths=["model"])
+    )
+    await sb.threads.UpdateAgent(update, **as_user(USER))
+    events = await collect(ask(sb, "architect", "qa", "Which release token did main give you?"))
+    notices = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
+    assert [n.code for n in notices] == ["PROVIDER_SWITCHED"] and "offline" in notices[0].message
+    assert events[-1].final.provider == "remote"
+    # The new provider received the composed context: persona, the handoff
+    # summary (checkpointed at the swap) and the thread's recent entries.
+    system_prompt = remote.script.requests[0]["messages"][0]["content"]
+    assert "The qa agent." in system_prompt
+    assert "# Handoff summary" in system_prompt and "Active requests by requester" in system_prompt
+    assert "ZX-42-QA" in system_prompt
+    assert [s.provider_id for s in await live_sessions(sb, "qa")] == ["remote"]  # one live session
+
+
+async def test_concurrent_asks_queue_on_one_thread_with_one_session(sb: System) -> None:
+    calls = [ask(sb, f"agent{i}", "qa", f"Question number {i} about deploys") for i in range(5)]
+    results = await asyncio.gather(*(collect(call) for call in calls))
+    assert all(events[-1].WhichOneof("kind") == "final" for events in results)
+    entries = await thread_entries(sb, "qa")
+    # Two runs never wrote at once: each answer directly follows its question.
+    for question, answer in zip(entries[::2], entries[1::2], strict=True):
+        assert question.role == threads_pb2.ROLE_USER and answer.role == threads_pb2.ROLE_ASSISTANT
+        assert question.correlation_id == answer.correlation_id and answer.sequence == question.sequence + 1
+    assert len(await live_sessions(sb, "qa")) == 1
+
+
+async def test_a_busy_thread_rejects_or_interrupts_on_request(sb: System) -> None:
+    slow = ask(sb, "main", "qa", "Write a long answer about everything we know")
+    first = await slow.read()  # the run exists and is running
+    await expect_error(
+        collect(ask(sb, "architect", "qa", "Quick one", engine_service_pb2.BUSY_POLICY_REJECT)),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ERROR_REASON_FAILED_PRECONDITION",
+    )
+    interrupting = await collect(
+        ask(sb, "architect", "qa", "Urgent one", engine_service_pb2.BUSY_POLICY_INTERRUPT)
+    )
+    rest = []
+    while (response := await slow.read()) is not grpc.aio.EOF:
+        rest.append(response.event)
+    assert rest[-1].WhichOneof("kind") == "error" and rest[-1].error.code == "CANCELLED"
+    assert interrupting[-1].WhichOneof("kind") == "final"
+    cancelled = await sb.engine.GetRun(
+        engine_service_pb2.GetRunRequest(run_id=first.event.run_id), **as_user(USER)
+    )
+    assert cancelled.run.status == engine_pb2.RUN_STATUS_CANCELLED
+
+
+async def test_bad_asks_are_refused_and_retries_do_not_ask_twice(sb: System) -> None:
+    await expect_error(
+        collect(ask(sb, "main", "nobody", "Hello?")), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"
+    )
+    await expect_error(
+        collect(ask(sb, "", "qa", "Hello?")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    once = await collect(ask(sb, "main", "qa", "Hello once", request_id="same"))
+    again = await collect(ask(sb, "main", "qa", "Hello once", request_id="same"))
+    assert once[0].run_id == again[0].run_id
+    assert len(await thread_entries(sb, "qa")) == 2
