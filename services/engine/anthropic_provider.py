@@ -90,7 +90,12 @@ class AnthropicProvider:
         )
 
     async def stream(
-        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        session_key: str = "",
     ) -> AsyncIterator[Chunk]:
         request: dict[str, Any] = {
             "model": model,

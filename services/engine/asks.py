@@ -111,9 +111,11 @@ class AgentAsks:
         if budget.max_steps and budget.max_steps < 1:
             raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
         async with rec.step("generate", f"{ask.target} answers with {chosen.model}"):
-            answer, tokens_in, tokens_out = await self._runs.generate(
-                provider, chosen, messages, rec, thread, budget
+            # The thread is the session key: a CLI provider resumes its native session.
+            generated = await self._runs.generate(
+                provider, chosen, messages, rec, thread, budget, session_key=thread
             )
+        answer, tokens_in, tokens_out = generated.text, generated.tokens_in, generated.tokens_out
         answered = await self._collab.append_entries(
             user,
             thread,
@@ -180,8 +182,10 @@ class AgentAsks:
                     "it starts from the handoff summary and the recent entries",
                 )
             )
-        if not any(s.provider_id == provider for s in live):
-            await self._collab.bind_provider_session(
-                user, thread, provider, native_session_id(provider, thread)
-            )
+        # A provider with native sessions (a CLI) binds its own id on its first
+        # call; the others get the stable name of an API session.
+        native_sessions = getattr(self._runs.provider(provider), "native_sessions", False)
+        if not native_sessions and not any(s.provider_id == provider for s in live):
+            native = native_session_id(provider, thread)
+            await self._collab.bind_provider_session(user, thread, provider, native)
         return summary.text

@@ -201,6 +201,17 @@ class Collaborators:
             (await self._call("threads", "BindProviderSession", request, user)).session,
         )
 
+    async def provider_session(self, user: str, thread_id: str, provider_id: str) -> str | None:
+        """The native session id of the provider's live session on the thread."""
+        request = threads_service_pb2.GetProviderSessionRequest(
+            agent_thread_id=thread_id, provider_id=provider_id
+        )
+        try:
+            response = await self._call("threads", "GetProviderSession", request, user)
+        except NotFound:
+            return None
+        return str(response.session.native_session_id)
+
     async def release_provider_session(self, user: str, thread_id: str, provider_id: str) -> None:
         request = threads_service_pb2.ReleaseProviderSessionRequest(
             agent_thread_id=thread_id, provider_id=provider_id
@@ -245,6 +256,26 @@ class Collaborators:
             proposer_agent_id="personal",
         )
         return cast(pages_pb2.Proposal, (await self._call("pages", "CreateProposal", request, user)).proposal)
+
+    async def readable_pages(self, user: str, limit: int) -> list[pages_pb2.Page]:
+        """Pages the user can read (theirs and those shared with them)."""
+        request = pages_service_pb2.ListPagesRequest(page_size=limit)
+        return list((await self._call("pages", "ListPages", request, user)).pages)
+
+    async def get_page(self, user: str, page_id: str) -> pages_pb2.Page:
+        request = pages_service_pb2.GetPageRequest(page_id=page_id)
+        return cast(pages_pb2.Page, (await self._call("pages", "GetPage", request, user)).page)
+
+    async def create_note(
+        self, user: str, request_id: str, note: memory_pb2.Note
+    ) -> memory_service_pb2.CreateNoteResponse:
+        """Saves a durable note; a near-duplicate is merged into the existing one."""
+        request = memory_service_pb2.CreateNoteRequest(
+            request_id=request_id, note=note, duplicate_policy=memory_pb2.DUPLICATE_POLICY_MERGE
+        )
+        return cast(
+            memory_service_pb2.CreateNoteResponse, await self._call("memory", "CreateNote", request, user)
+        )
 
     async def record_handoff(
         self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry]

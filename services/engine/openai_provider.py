@@ -58,7 +58,12 @@ class OpenAIProvider:
         )
 
     async def stream(
-        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        session_key: str = "",
     ) -> AsyncIterator[Chunk]:
         request: dict[str, Any] = {
             "model": model,

@@ -1,7 +1,7 @@
 """LLM providers behind one streaming interface, and the registry that builds
 them from settings. The providers live in their own modules: offline (the
-deterministic model of tests, demos and benchmarks), OpenAI-compatible and
-Anthropic.
+deterministic model of tests, demos and benchmarks), OpenAI-compatible,
+Anthropic, and headless agent CLIs.
 
 A provider yields text chunks as they arrive, tool calls once complete, and
 the usage last. It raises :class:`ProviderError` for anything that went
@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, Self
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from services.shared.errors import DependencyUnavailable
+
+if TYPE_CHECKING:
+    from services.engine.cli_provider import SessionStore
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,35 @@ class LLMProvider(Protocol):
     name: str
 
     def stream(
-        self, model: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[Chunk]: ...
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        session_key: str = "",
+    ) -> AsyncIterator[Chunk]:
+        """``session_key`` names the conversation whose native session a
+        provider with sessions of its own (the CLI provider) resumes — the
+        agent thread; stateless providers ignore it."""
+        ...
 
 
 # The registry
+
+
+class CliEvents(BaseModel):
+    """Where a CLI's JSON-lines events keep what the provider needs: dotted
+    paths into an event (an integer step indexes a list)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type_field: str = "type"
+    # Event type -> path of the text delta it carries.
+    text: dict[str, str] = Field(default_factory=lambda: {"text": "text"})
+    # Looked for in every event; the last one seen is the session.
+    session_id: str = "session_id"
+    tokens_in: str = "usage.input_tokens"
+    tokens_out: str = "usage.output_tokens"
 
 
 class ProviderConfig(BaseModel):
@@ -93,14 +120,39 @@ class ProviderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=64)
-    kind: Literal["openai", "anthropic"]
+    kind: Literal["openai", "anthropic", "cli"]
     # OpenAI-compatible: ".../v1" (OpenAI, Ollama, vLLM, llama.cpp server...).
-    base_url: str = Field(min_length=1)
+    base_url: str = ""
     # The environment variable holding the key: keys never sit in config files.
     api_key_env: str = ""
     # Seconds without a byte from the provider before the attempt fails.
     timeout: float = Field(default=60.0, gt=0)
     max_output_tokens: int = Field(default=4096, gt=0)
+
+    # CLI (kind "cli"): the argv template; see services/engine/cli_provider.py.
+    command: list[str] = Field(default_factory=list)
+    context_strategy: Literal["convention_file", "flag", "stdin", "env"] = "convention_file"
+    convention_file_name: str = "AGENTS.md"
+    context_flag: str = ""
+    context_env: str = ""
+    resume_args: list[str] = Field(default_factory=list)
+    output: Literal["jsonl", "text"] = "jsonl"
+    events: CliEvents = Field(default_factory=CliEvents)
+    # Text output: a regex whose first group is the session id, on stderr.
+    session_pattern: str = ""
+    # The only environment variables the CLI inherits (its own key among them).
+    pass_env: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER"])
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> Self:
+        if self.kind != "cli":
+            if not self.base_url:
+                raise ValueError(f"provider {self.name!r}: base_url is required")
+            return self
+        from services.engine.cli_provider import check_cli_config
+
+        check_cli_config(self)
+        return self
 
 
 _CONFIGS = TypeAdapter(list[ProviderConfig])
@@ -116,18 +168,27 @@ def parse_provider_configs(text: str) -> list[ProviderConfig]:
 
 
 def build_providers(
-    configs: Sequence[ProviderConfig], environment: Mapping[str, str], offline_token_delay: float = 0.0
+    configs: Sequence[ProviderConfig],
+    environment: Mapping[str, str],
+    offline_token_delay: float = 0.0,
+    sessions: SessionStore | None = None,
 ) -> dict[str, LLMProvider]:
-    """The offline provider plus one client per configured endpoint."""
+    """The offline provider plus one client per configured endpoint. CLI
+    providers keep native sessions in ``sessions`` (by default in this
+    process's memory)."""
     from services.engine.anthropic_provider import AnthropicProvider
+    from services.engine.cli_provider import CliProvider, InMemorySessionStore
     from services.engine.offline_provider import OfflineProvider
     from services.engine.openai_provider import OpenAIProvider
 
     built: dict[str, LLMProvider] = {"offline": OfflineProvider(offline_token_delay)}
+    store = sessions if sessions is not None else InMemorySessionStore()
     for config in configs:
         key = environment.get(config.api_key_env, "") if config.api_key_env else ""
         if config.kind == "openai":
             built[config.name] = OpenAIProvider(config, key)
+        elif config.kind == "cli":
+            built[config.name] = CliProvider(config, environment, store)
         else:
             built[config.name] = AnthropicProvider(config, key)
     return built

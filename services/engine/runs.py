@@ -6,6 +6,7 @@ follow its events, live from the feed or resumed from the database."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -32,11 +33,20 @@ from services.engine.providers import (
     LLMProvider,
     ProviderError,
     TextChunk,
+    ToolCallChunk,
+    ToolSpec,
     UsageChunk,
     count_tokens,
 )
 from services.engine.remember import remembered_fact, with_fact
 from services.engine.repository import RunsRepository
+from services.engine.tools import (
+    FAMILY_LABELS,
+    AllowedSources,
+    InstructionProposal,
+    ToolContext,
+    ToolRegistry,
+)
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
 from services.shared.pagination import decode_token, encode_token
@@ -97,6 +107,8 @@ class RunRequest:
     busy_policy: BusyPolicy = BusyPolicy.QUEUE
     # Set for AskAgent: the run belongs to the target agent and its thread.
     ask: AskSpec | None = None
+    # What the conversation allows its runs to read (set by start()).
+    allowed: AllowedSources | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,16 @@ class RunLimits:
     cancel_poll_seconds: float = 0.5
     # How often a queued run checks whether its turn has come.
     queue_poll_seconds: float = 0.1
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one model call produced."""
+
+    text: str
+    tokens_in: int
+    tokens_out: int
+    tool_calls: tuple[ToolCallChunk, ...] = ()
 
 
 class _DeltaStream:
@@ -255,6 +277,12 @@ class RunService:
         self._working: set[str] = set()
         self._settling: set[asyncio.Future[None]] = set()
         self._asks = AgentAsks(self, collaborators)
+        self._tools: ToolRegistry | None = None
+
+    def attach_tools(self, tools: ToolRegistry) -> None:
+        """The tools runs may use (built after the service: the ask_agent tool
+        runs asks through it)."""
+        self._tools = tools
 
     @property
     def offline(self) -> bool:
@@ -288,6 +316,8 @@ class RunService:
                 raise InvalidArgument("conversation_id is required", field="conversation_id")
             conversation = await self._collab.get_conversation(request.user, request.conversation_id)
             thread_id, needs_title = conversation.id, not conversation.title
+            allowed = AllowedSources.from_proto(conversation.allowed_sources)
+            request = dataclasses.replace(request, allowed=allowed)
         if request.request_id:
             existing = await self._repo.run_by_request(request.user, request.request_id)
             if existing is not None:
@@ -351,6 +381,33 @@ class RunService:
         self._tasks[run.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(run.id, None))
         return run.id
+
+    async def ask_and_follow(
+        self,
+        user: str,
+        request_id: str,
+        ask: AskSpec,
+        message: str,
+        budget: RunBudget | None = None,
+        busy_policy: BusyPolicy = BusyPolicy.QUEUE,
+    ) -> AsyncIterator[engine_pb2.RunEvent]:
+        """Starts an AskAgent run and follows it to its terminal event."""
+        run_id = await self.start(
+            RunRequest(
+                user=user,
+                request_id=request_id,
+                conversation_id="",
+                message=message,
+                requested_model="",
+                surface=engine_pb2.SURFACE_AGENT,
+                forced_skills=[],
+                budget=budget or RunBudget(),
+                busy_policy=busy_policy,
+                ask=ask,
+            )
+        )
+        async for event in self.follow(user, run_id, 0):
+            yield event
 
     async def follow(self, user: str, run_id: str, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
         """The run's events with sequence > after until its terminal event:
@@ -608,14 +665,17 @@ class RunService:
 
         chosen = model.model
         provider = self.provider(chosen.provider)
+        tool_context = ToolContext(user, run.id, request.allowed or AllowedSources(), web_only=model.web_only)
+        if model.web_only:
+            # A web-only model gets no workspace context: no recalled notes.
+            recalled, sources = [], [s for s in sources if s["kind"] != "memory"]
+        specs = await self._tool_specs(tool_context, text, rec)
         layers = instructions.assemble(instruction_page, recalled, list(skills.skills), "")
         messages = instructions.to_messages(layers, text)
-        if budget.max_steps and budget.max_steps < 1:
-            raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
-        async with rec.step("generate", f"Writing with {chosen.model}"):
-            answer, tokens_in, tokens_out = await self.generate(
-                provider, chosen, messages, rec, thread, budget
-            )
+        answer, tokens_in, tokens_out, proposals = await self._model_and_tools(
+            provider, chosen, messages, specs, tool_context, rec, thread, budget
+        )
+        sources += tool_context.sources_json()
         await asyncio.gather(
             self._collab.append_entries(
                 user, thread, f"{run.id}:assistant", [entry(threads_pb2.ROLE_ASSISTANT, answer, "engine")]
@@ -623,13 +683,16 @@ class RunService:
             self._title_after_first_exchange(user, thread, text, needs_title),
         )
         usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
+        # A proposal made through a tool waits for the user, like "remember that".
+        status = engine_pb2.RUN_STATUS_WAITING_APPROVAL if proposals else engine_pb2.RUN_STATUS_DONE
         return {
+            "status": "waiting_approval" if proposals else "done",
             "final": engine_pb2.Final(
                 text=answer,
                 provider=chosen.provider,
                 model=chosen.model,
                 usage=common_pb2.Usage(**usage),
-                status=engine_pb2.RUN_STATUS_DONE,
+                status=status,
             ),
             "provider": chosen.provider,
             "model": chosen.model,
@@ -648,6 +711,72 @@ class RunService:
                 ]
             ),
         }
+
+    async def _tool_specs(self, context: ToolContext, text: str, rec: _Recorder) -> list[ToolSpec]:
+        """The tools this run may use, and what the user must know before the
+        first model call: sources a web-only model will not read, @mentions
+        of sources the conversation does not allow, MCP servers that failed."""
+        if self._tools is None:
+            return []
+        specs = await self._tools.specs(context)
+        withheld = self._tools.withheld_notice(context)
+        notices = [("SOURCES_WITHHELD", withheld)] if withheld else []
+        notices += [("MENTION_NOT_ALLOWED", n) for n in self._tools.refused_mentions(text, context)]
+        notices += [("TOOLS_UNAVAILABLE", n) for n in context.notices]
+        for code, message in notices:
+            rec.emit(notice=engine_pb2.Notice(code=code, message=message))
+        return specs
+
+    async def _model_and_tools(
+        self,
+        provider: LLMProvider,
+        model: router_pb2.ModelOption,
+        messages: list[ChatMessage],
+        specs: Sequence[ToolSpec],
+        context: ToolContext,
+        rec: _Recorder,
+        thread: str,
+        budget: RunBudget,
+    ) -> tuple[str, int, int, list[InstructionProposal]]:
+        """The tool loop: call the model; while it calls tools, run them (each
+        a named step) and give it their results; every model call and tool
+        call is a step of the budget. Returns the answer as the client saw
+        it, the tokens, and the proposals tools made."""
+        texts: list[str] = []
+        tokens_in = tokens_out = steps = 0
+        proposals: list[InstructionProposal] = []
+        while True:
+            steps += 1
+            if budget.max_steps and steps > budget.max_steps:
+                raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
+            async with rec.step("generate", f"Writing with {model.model}"):
+                generated = await self.generate(provider, model, messages, rec, thread, budget, specs)
+            texts.append(generated.text)
+            tokens_in += generated.tokens_in
+            tokens_out += generated.tokens_out
+            if not generated.tool_calls:
+                return "".join(texts), tokens_in, tokens_out, proposals
+            messages.append(ChatMessage("assistant", generated.text, tool_calls=generated.tool_calls))
+            for call in generated.tool_calls:
+                steps += 1
+                if budget.max_steps and steps > budget.max_steps:
+                    raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
+                assert self._tools is not None  # the model only calls tools it was offered
+                family = self._tools.family_of(call.name)
+                async with rec.step(f"tools.{family}", FAMILY_LABELS[family]):
+                    result = await self._tools.execute(call, context)
+                messages.append(result.message())
+                if result.proposal is not None:
+                    proposals.append(result.proposal)
+                    rec.emit(
+                        proposal=engine_pb2.ProposalMade(
+                            proposal_id=result.proposal.proposal_id,
+                            page_id=result.proposal.page_id,
+                            page_title=result.proposal.page_title,
+                            summary=result.proposal.summary,
+                            unified_diff=result.proposal.unified_diff,
+                        )
+                    )
 
     async def _propose_to_remember(
         self,
@@ -732,9 +861,12 @@ class RunService:
         rec: _Recorder,
         conversation_id: str,
         budget: RunBudget,
-    ) -> tuple[str, int, int]:
-        """Streams the model's answer as coalesced deltas: the first piece at
-        once, then at most one event per flush interval or size."""
+        tools: Sequence[ToolSpec] = (),
+        session_key: str = "",
+    ) -> Generation:
+        """One model call: streams its text as coalesced deltas (the first
+        piece at once, then at most one event per flush interval or size) and
+        collects the tool calls it makes."""
         with tracer.start_as_current_span(f"chat {model.model}") as span:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.provider.name", model.provider)
@@ -744,6 +876,7 @@ class RunService:
                 span.set_attribute("gen_ai.input.messages", _messages_json(messages))
             stream = _DeltaStream(rec, self._limits)
             tokens_in = tokens_out = 0
+            calls: list[ToolCallChunk] = []
             # The token budget is checked on an estimate while streaming (the
             # provider's own count arrives last) and stops the answer there.
             estimate_in = sum(count_tokens(m.content) for m in messages)
@@ -761,10 +894,14 @@ class RunService:
             )
             async for attempt in attempts:
                 with attempt:
+                    calls = []  # a retried attempt starts over (no text was shown)
                     try:
-                        async for chunk in provider.stream(model.model, messages):
+                        chunks = provider.stream(model.model, messages, tools, session_key=session_key)
+                        async for chunk in chunks:
                             if isinstance(chunk, UsageChunk):
                                 tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out
+                            elif isinstance(chunk, ToolCallChunk):
+                                calls.append(chunk)
                             elif isinstance(chunk, TextChunk):
                                 stream.add(chunk.text)
                                 if budget.max_tokens and estimate_in + stream.tokens > budget.max_tokens:
@@ -778,9 +915,9 @@ class RunService:
             LLM_TOKENS.labels(model.provider, model.model, "output").inc(tokens_out)
             answer = stream.text
             if self._limits.capture_message_content:
-                output = _messages_json([ChatMessage("assistant", answer)])
+                output = _messages_json([ChatMessage("assistant", answer, tool_calls=tuple(calls))])
                 span.set_attribute("gen_ai.output.messages", output)
-            return answer, tokens_in, tokens_out
+            return Generation(answer, tokens_in, tokens_out, tuple(calls))
 
     # Leases and shutdown
 

@@ -9,11 +9,15 @@ from pathlib import Path
 
 from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators, GrpcTransport
+from services.engine.mcp_tools import McpHub, parse_mcp_servers
 from services.engine.providers import LLMProvider, build_providers
 from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
-from services.engine.settings import EngineSettings
+from services.engine.sessions import ThreadsSessionStore
+from services.engine.settings import CONNECTORS, EngineSettings
+from services.engine.tool_backend import EngineToolBackend
+from services.engine.tools import ToolRegistry
 from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, registrar, start_service
 from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
 
@@ -21,10 +25,16 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = engine_service_pb2.DESCRIPTOR.services_by_name["EngineService"].full_name
 
 
-def providers(settings: EngineSettings) -> dict[str, LLMProvider]:
+def providers(settings: EngineSettings, collaborators: Collaborators) -> dict[str, LLMProvider]:
     """The offline model and every configured endpoint (API keys are read
-    from the environment variables the configuration names)."""
-    return build_providers(settings.provider_configs, os.environ, settings.offline_token_delay)
+    from the environment variables the configuration names); CLI providers
+    keep their native sessions in the threads service."""
+    return build_providers(
+        settings.provider_configs,
+        os.environ,
+        settings.offline_token_delay,
+        sessions=ThreadsSessionStore(collaborators),
+    )
 
 
 def run_limits(settings: EngineSettings) -> RunLimits:
@@ -51,10 +61,13 @@ async def open_run_service(
     runs = RunService(
         RunsRepository(engine),
         collaborators,
-        providers(settings),
+        providers(settings, collaborators),
         run_limits(settings),
         settings.instance_id,
     )
+    mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
+    connectors = [CONNECTORS[name]() for name in settings.connector_names]
+    runs.attach_tools(ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp))
     await runs.heartbeat()
     await runs.settle_orphans(at_start=True)
     background = [asyncio.create_task(runs.maintain()), asyncio.create_task(runs.watch_cancellations())]
@@ -71,7 +84,7 @@ async def open_run_service(
         # (a last step, INTERRUPTED) reaches clients before their streams close.
         await runs.close(None if grace is None else grace * 0.8)
 
-    return runs, [engine.dispose, stop_maintenance], drain
+    return runs, [engine.dispose, mcp.close, stop_maintenance], drain
 
 
 async def build_server(settings: EngineSettings) -> RunningService:

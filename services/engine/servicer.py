@@ -96,21 +96,14 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
             raise InvalidArgument("requester is required", field="requester")
         if not request.target_agent_id.strip():
             raise InvalidArgument("target_agent_id is required", field="target_agent_id")
-        run_id = await self._runs.start(
-            RunRequest(
-                user=user,
-                request_id=request.request_id,
-                conversation_id="",
-                message=request.message,
-                requested_model="",
-                surface=engine_pb2.SURFACE_AGENT,
-                forced_skills=[],
-                budget=_budget(request.budget),
-                busy_policy=_busy_policy(request.busy_policy),
-                ask=AskSpec(
-                    request.requester.strip(), request.target_agent_id.strip(), request.correlation_id
-                ),
-            )
+        ask = AskSpec(request.requester.strip(), request.target_agent_id.strip(), request.correlation_id)
+        events = self._runs.ask_and_follow(
+            user,
+            request.request_id,
+            ask,
+            request.message,
+            _budget(request.budget),
+            _busy_policy(request.busy_policy),
         )
-        async for event in self._runs.follow(user, run_id, 0):
+        async for event in events:
             yield engine_service_pb2.AskAgentResponse(event=event)

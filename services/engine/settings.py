@@ -6,8 +6,13 @@ from typing import Self
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.engine.connectors import TestMailConnector
+from services.engine.mcp_tools import parse_mcp_servers
 from services.engine.providers import ProviderConfig, parse_provider_configs
 from services.shared.settings import ServiceSettings
+
+# Connectors that can be switched on by name.
+CONNECTORS = {"testmail": TestMailConnector}
 
 
 class EngineSettings(ServiceSettings):
@@ -49,6 +54,12 @@ class EngineSettings(ServiceSettings):
     max_run_tokens: int = Field(default=200_000, ge=0)
     max_run_steps: int = Field(default=20, ge=0)
     max_run_seconds: float = Field(default=600.0, ge=0)
+    # Tools: MCP servers runs may call (JSON list of {name, command, args, env,
+    # cwd, start_timeout}; started on first use, stdio), and the connectors
+    # offered ("testmail": the canned mailbox of tests and demos). A
+    # conversation must still allow each one (its allowed_sources).
+    mcp_servers_json: str = "[]"
+    connectors: str = ""
     # How often an engine looks for CancelRun requests made on another replica.
     cancel_poll_seconds: float = Field(default=0.5, gt=0)
     # Prompt and answer text on `chat` spans; off unless asked for (the
@@ -66,5 +77,14 @@ class EngineSettings(ServiceSettings):
 
     @model_validator(mode="after")
     def _check_providers(self) -> Self:
-        parse_provider_configs(self.providers_json)  # a broken configuration fails at start-up
+        # A broken configuration fails at start-up, not at the first run.
+        parse_provider_configs(self.providers_json)
+        parse_mcp_servers(self.mcp_servers_json)
+        unknown = set(self.connector_names) - set(CONNECTORS)
+        if unknown:
+            raise ValueError(f"unknown connectors {sorted(unknown)}; known: {sorted(CONNECTORS)}")
         return self
+
+    @property
+    def connector_names(self) -> list[str]:
+        return [name.strip() for name in self.connectors.split(",") if name.strip()]

@@ -1,0 +1,101 @@
+"""The built-in tools' backend (tools.ToolBackend) over the other services,
+each call as the run's user — pages and notes through memory, asks through
+this engine's own AskAgent path (a nested run on the target's thread)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from services.engine.remember import with_fact
+from services.engine.runs import AskSpec
+from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, SavedNote
+from services.shared.errors import FailedPrecondition, InvalidArgument
+from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import memory_pb2, pages_pb2
+
+if TYPE_CHECKING:
+    from services.engine.collaborators import Collaborators
+    from services.engine.runs import RunService
+
+# Pages looked at by one search (the user's readable pages, newest first).
+SEARCH_SCAN = 100
+SNIPPET_CHARS = 200
+NOTE_KINDS = {
+    "decision": memory_pb2.NOTE_KIND_DECISION,
+    "feature_summary": memory_pb2.NOTE_KIND_FEATURE_SUMMARY,
+    "preference": memory_pb2.NOTE_KIND_PREFERENCE,
+    "fact": memory_pb2.NOTE_KIND_FACT,
+}
+_WORD = re.compile(r"[^\W_]{3,}")
+
+
+def _terms(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text)}
+
+
+class EngineToolBackend:
+    def __init__(self, collaborators: Collaborators, runs: RunService, requester: str = "personal") -> None:
+        self._collab = collaborators
+        self._runs = runs
+        self._requester = requester
+
+    async def search_pages(self, user: str, query: str, limit: int) -> Sequence[PageHit]:
+        """The readable pages sharing the most words with the query. Memory has
+        no page search RPC yet, so this ranks the user's newest pages here."""
+        wanted = _terms(query)
+        scored = []
+        for page in await self._collab.readable_pages(user, SEARCH_SCAN):
+            score = len(wanted & _terms(f"{page.title} {page.body}"))
+            if score:
+                scored.append((score, page))
+        scored.sort(key=lambda pair: -pair[0])
+        return [PageHit(p.id, p.title, " ".join(p.body.split())[:SNIPPET_CHARS]) for _, p in scored[:limit]]
+
+    async def read_page(self, user: str, page_id: str) -> PageText:
+        page = await self._collab.get_page(user, page_id)
+        return PageText(page.id, page.title, page.body, page.version)
+
+    async def save_note(
+        self, user: str, request_id: str, kind: str, title: str, body: str, tags: Sequence[str]
+    ) -> SavedNote:
+        if kind not in NOTE_KINDS:
+            raise InvalidArgument(f"kind must be one of {sorted(NOTE_KINDS)}", field="kind")
+        note = memory_pb2.Note(
+            kind=NOTE_KINDS[kind], title=title, body=body, tags=list(tags), author_agent_id=self._requester
+        )
+        saved = await self._collab.create_note(user, request_id, note)
+        outcome = "merged" if saved.outcome == memory_pb2.SAVE_OUTCOME_MERGED else "created"
+        return SavedNote(saved.note.id, saved.note.title, outcome)
+
+    async def propose_instruction_update(
+        self, user: str, request_id: str, addition: str, reason: str
+    ) -> InstructionProposal:
+        page = await self._collab.active_instructions(user)
+        if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
+            raise FailedPrecondition("the active instruction page cannot be read")
+        page_id, title, body = page.page_id, page.title, page.body
+        if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
+            created = await self._collab.create_instruction_page(user, f"{request_id}:page")
+            page_id, title, body = created.id, created.title, created.body
+        proposal = await self._collab.create_proposal(
+            user, request_id, page_id, with_fact(body, addition), reason
+        )
+        return InstructionProposal(proposal.id, page_id, title, addition, proposal.diff.unified)
+
+    async def ask_agent(self, user: str, request_id: str, agent: str, message: str) -> AgentReply:
+        """A nested AskAgent run on the target's thread; its answer."""
+        if agent == self._requester:
+            raise InvalidArgument("an agent cannot ask itself", field="agent")
+        target = await self._collab.get_agent(user, agent)
+        ask = AskSpec(self._requester, agent)
+        events = [e async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
+        last = events[-1]
+        if last.WhichOneof("kind") != "final":
+            raise FailedPrecondition(f"{agent} could not answer: {last.error.message}")
+        return AgentReply(agent, target.display_name or agent, _final_text(last))
+
+
+def _final_text(event: engine_pb2.RunEvent) -> str:
+    return event.final.text

@@ -1,0 +1,109 @@
+"""Whole runs through the tool loop (StartRun over gRPC, offline model):
+the conversation's allowed sources decide what is searched or read (seed
+002 T-06), each tool call is a named step and every read lands in the run's
+sources, an MCP server over stdio is called, an agent is asked, and the
+step budget counts tool calls."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.memory.v1 import pages_pb2, pages_service_pb2
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
+from tests.conftest import DatabaseFactory
+from tests.service.harness import as_user
+from tests.service.system import System, collect, system
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = as_user("alice")
+MCP = [
+    {"name": "calc", "command": sys.executable, "args": ["-m", "tests.fakes.mcp_server"], "cwd": str(ROOT)}
+]
+
+
+@pytest.fixture
+async def sb(make_database: DatabaseFactory) -> AsyncIterator[System]:
+    async with system(
+        make_database, connectors="testmail", mcp_servers_json=json.dumps(MCP)
+    ) as running_system:
+        yield running_system
+
+
+async def run(
+    sb: System, text: str, allowed: threads_pb2.AllowedSources, budget: engine_pb2.Budget | None = None
+) -> tuple[list[engine_pb2.RunEvent], engine_pb2.Run]:
+    created = await sb.threads.CreateConversation(
+        threads_service_pb2.CreateConversationRequest(allowed_sources=allowed), **USER
+    )
+    request = engine_service_pb2.StartRunRequest(
+        conversation_id=created.conversation.id, message=text, surface=engine_pb2.SURFACE_CHAT, budget=budget
+    )
+    events = await collect(sb.engine.StartRun(request, metadata=USER["metadata"], timeout=60))
+    record = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=events[0].run_id), **USER)
+    return events, record.run
+
+
+def steps(events: list[engine_pb2.RunEvent]) -> list[str]:
+    return [e.step.key for e in events if e.WhichOneof("kind") == "step" and e.step.status == 1]
+
+
+async def test_an_unticked_connector_is_neither_searched_nor_read(sb: System) -> None:
+    """Seed 002 T-06: with the mailbox ticked the answer comes from it and the
+    sources list it; unticked, the same request reads nothing from it."""
+    ticked, record = await run(
+        sb, "check my mail for invoice", threads_pb2.AllowedSources(workspace=True, connectors=["testmail"])
+    )
+    assert "tools.connectors" in steps(ticked)
+    assert "4711" in ticked[-1].final.text
+    assert ("connector", "testmail") in {(s.kind, s.id) for s in record.sources}
+
+    unticked, record = await run(sb, "check my mail for invoice", threads_pb2.AllowedSources(workspace=True))
+    assert not [k for k in steps(unticked) if k.startswith("tools.")]
+    assert "4711" not in unticked[-1].final.text
+    assert "connector" not in {s.kind for s in record.sources}
+
+
+async def test_only_pages_actually_read_are_sources(sb: System) -> None:
+    for title, body in [
+        ("Deploy rules", "Deploys happen on Tuesday at noon."),
+        ("Lunch", "Pizza on Friday."),
+    ]:
+        page = pages_pb2.Page(title=title, body=body)
+        await sb.pages.CreatePage(pages_service_pb2.CreatePageRequest(request_id=title, page=page), **USER)
+    events, record = await run(
+        sb, "search the workspace for deploy", threads_pb2.AllowedSources(workspace=True)
+    )
+    assert "tools.workspace" in steps(events)
+    titles = {s.title for s in record.sources if s.kind == "page"}
+    assert titles == {"Deploy rules"}  # the lunch page was available, not read
+
+
+async def test_an_mcp_server_is_called_over_stdio_when_allowed(sb: System) -> None:
+    allowed = threads_pb2.AllowedSources(workspace=True, mcp_servers=["calc"])
+    events, record = await run(sb, '@mcp:calc:add {"a": 2, "b": 40}', allowed)
+    assert "tools.mcp" in steps(events) and "42" in events[-1].final.text
+    assert ("mcp", "calc") in {(s.kind, s.id) for s in record.sources}
+
+
+async def test_the_agent_asks_another_agent(sb: System) -> None:
+    agent = threads_pb2.Agent(id="qa", display_name="QA", model="offline-fast")
+    await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=agent), **USER)
+    events, record = await run(
+        sb, "ask qa: is the login flow tested?", threads_pb2.AllowedSources(workspace=True)
+    )
+    assert "tools.agents" in steps(events)
+    assert "login flow" in events[-1].final.text
+    assert "agent" in {s.kind for s in record.sources}
+
+
+async def test_tool_calls_count_against_the_step_budget(sb: System) -> None:
+    allowed = threads_pb2.AllowedSources(workspace=True, connectors=["testmail"])
+    events, record = await run(sb, "check my mail for invoice", allowed, engine_pb2.Budget(max_steps=1))
+    assert events[-1].error.code == "BUDGET_EXCEEDED" and "step budget" in events[-1].error.message
+    assert record.status == engine_pb2.RUN_STATUS_BUDGET_EXCEEDED
