@@ -65,3 +65,34 @@ class EngineInstance(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=64)
     heartbeat_at: datetime = Field(default_factory=utcnow)
+
+
+class AgentAction(SQLModel, table=True):
+    """The journal of what runs did (seed 002 `agent_actions`, with run_id):
+    one row per tool call."""
+
+    __tablename__ = "agent_actions"
+    __table_args__ = (Index("ix_agent_actions_run", "run_id"),)
+
+    id: str = Field(primary_key=True, max_length=36)
+    run_id: str = Field(max_length=36)
+    user_id: str = Field(max_length=128)
+    tool: str = Field(max_length=200)
+    family: str = Field(max_length=32)
+    status: str = Field(max_length=16)  # "ok" | "error"
+    create_time: datetime = Field(default_factory=utcnow)
+
+
+class SkillRun(SQLModel, table=True):
+    """A skill applied in a run (seed 002 `skill_runs`, run_id always set)."""
+
+    __tablename__ = "skill_runs"
+    __table_args__ = (Index("ix_skill_runs_run", "run_id"), Index("ix_skill_runs_skill", "skill_id"))
+
+    id: str = Field(primary_key=True, max_length=36)
+    run_id: str = Field(max_length=36)
+    user_id: str = Field(max_length=128)
+    skill_id: str = Field(max_length=36)
+    name: str = Field(max_length=64)
+    invocation: str = Field(max_length=16)  # "manual" | "auto"
+    create_time: datetime = Field(default_factory=utcnow)

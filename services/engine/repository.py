@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 
-from services.engine.models import AgentRun, EngineInstance, RunEventRow
+from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
 from services.shared.db import is_unique_violation, session_factory
 from services.shared.time import utcnow
 
@@ -57,18 +57,36 @@ class RunsRepository:
             )
 
     async def finish_run(
-        self, run_id: str, values: dict[str, Any], events: Sequence[tuple[int, bytes]]
+        self,
+        run_id: str,
+        values: dict[str, Any],
+        events: Sequence[tuple[int, bytes]],
+        journal: Sequence[AgentAction | SkillRun] = (),
     ) -> None:
-        """Settles the run and writes its last events in one transaction."""
+        """Settles the run and writes its last events, its actions and its
+        skill runs in one transaction."""
         async with self._engine.begin() as connection:
             await connection.execute(
                 update(AgentRun).where(col(AgentRun.id) == run_id).values(finished_at=utcnow(), **values)
             )
+            for table in (AgentAction, SkillRun):
+                rows = [row.model_dump() for row in journal if isinstance(row, table)]
+                if rows:
+                    await connection.execute(insert(table), rows)
             if events:
                 await connection.execute(
                     insert(RunEventRow),
                     [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
                 )
+
+    async def journal(self, run_id: str) -> tuple[Sequence[AgentAction], Sequence[SkillRun]]:
+        """A run's actions and skill runs, in order."""
+        async with self._sessions() as session:
+            actions = await session.exec(
+                select(AgentAction).where(AgentAction.run_id == run_id).order_by(col(AgentAction.create_time))
+            )
+            skills = await session.exec(select(SkillRun).where(SkillRun.run_id == run_id))
+            return actions.all(), skills.all()
 
     async def events_after(self, run_id: str, after: int) -> Sequence[RunEventRow]:
         async with self._sessions() as session:

@@ -27,7 +27,7 @@ from services.engine.asks import AgentAsks
 from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
-from services.engine.models import AgentRun
+from services.engine.models import AgentAction, AgentRun, SkillRun
 from services.engine.providers import (
     ChatMessage,
     LLMProvider,
@@ -46,6 +46,8 @@ from services.engine.tools import (
     InstructionProposal,
     ToolContext,
     ToolRegistry,
+    mentioned_pages,
+    reads_workspace,
 )
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
@@ -567,7 +569,9 @@ class RunService:
         terminal: dict[str, Any],
         outcome: dict[str, Any],
     ) -> None:
-        """Writes the run's end and its last events, then publishes them."""
+        """Writes the run's end, its last events and its journal (actions,
+        skill runs), then publishes the events."""
+        journal = [*outcome.pop("actions", []), *outcome.pop("skill_runs", [])]
         unwritten = [*await recorder.drain(), recorder.make(**terminal)]
         feed, _ = self._feeds.pop(run.id)
         self._cancelling.discard(run.id)
@@ -582,6 +586,7 @@ class RunService:
                         run.id,
                         {"status": status, "error": error, **outcome},
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
+                        journal,
                     )
         except Exception:
             # Never show clients events that are not stored: end their
@@ -670,10 +675,14 @@ class RunService:
             # A web-only model gets no workspace context: no recalled notes.
             recalled, sources = [], [s for s in sources if s["kind"] != "memory"]
         specs = await self._tool_specs(tool_context, text, rec)
-        layers = instructions.assemble(instruction_page, recalled, list(skills.skills), "")
+        working = await self._mentioned_pages(
+            user, text, page.page_id if instruction_page else "", tool_context
+        )
+        layers = instructions.assemble(instruction_page, recalled, list(skills.skills), working)
         messages = instructions.to_messages(layers, text)
+        actions: list[AgentAction] = []
         answer, tokens_in, tokens_out, proposals = await self._model_and_tools(
-            provider, chosen, messages, specs, tool_context, rec, thread, budget
+            provider, chosen, messages, specs, tool_context, rec, thread, budget, actions
         )
         sources += tool_context.sources_json()
         await asyncio.gather(
@@ -700,6 +709,18 @@ class RunService:
             "skills_json": json.dumps(
                 [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in used]
             ),
+            "actions": actions,
+            "skill_runs": [
+                SkillRun(
+                    id=str(uuid.uuid4()),
+                    run_id=run.id,
+                    user_id=user,
+                    skill_id=u.skill_id,
+                    name=u.name,
+                    invocation="manual" if u.invocation == engine_pb2.SKILL_INVOCATION_MANUAL else "auto",
+                )
+                for u in used
+            ],
             "sources_json": json.dumps(sources),
             "router_decision_json": json_format.MessageToJson(
                 skills.decision, preserving_proto_field_name=True, indent=None
@@ -711,6 +732,31 @@ class RunService:
                 ]
             ),
         }
+
+    async def _mentioned_pages(
+        self, user: str, text: str, instruction_page_id: str, context: ToolContext
+    ) -> str:
+        """The working-context layer: the pages the user mentions with
+        ``@page:<id>``, read with their rights when the conversation allows
+        the workspace. The active instruction page is already a layer of its
+        own, so a mention of it adds nothing (it appears once)."""
+        if not reads_workspace(context):
+            return ""  # refused_mentions has said so
+        budget = self._limits.instruction_page_budget_chars
+        parts = []
+        for page_id in mentioned_pages(text):
+            if page_id == instruction_page_id:
+                continue
+            try:
+                page = await self._collab.get_page(user, page_id)
+            except NotFound:
+                continue  # another user's page is exactly like a missing one: nothing is read
+            layer, _ = instructions.instruction_page_layer(page.title, page.body, budget)
+            parts.append(
+                layer.replace("# Instructions from the user's page", "# Page mentioned by the user", 1)
+            )
+            context.record("page", page.id, page.title)
+        return "\n\n".join(parts)
 
     async def _tool_specs(self, context: ToolContext, text: str, rec: _Recorder) -> list[ToolSpec]:
         """The tools this run may use, and what the user must know before the
@@ -737,11 +783,13 @@ class RunService:
         rec: _Recorder,
         thread: str,
         budget: RunBudget,
+        actions: list[AgentAction],
     ) -> tuple[str, int, int, list[InstructionProposal]]:
         """The tool loop: call the model; while it calls tools, run them (each
-        a named step) and give it their results; every model call and tool
-        call is a step of the budget. Returns the answer as the client saw
-        it, the tokens, and the proposals tools made."""
+        a named step, an action event and a row of ``actions``) and give it
+        their results; every model call and tool call is a step of the
+        budget. Returns the answer as the client saw it, the tokens, and the
+        proposals tools made."""
         texts: list[str] = []
         tokens_in = tokens_out = steps = 0
         proposals: list[InstructionProposal] = []
@@ -765,6 +813,18 @@ class RunService:
                 family = self._tools.family_of(call.name)
                 async with rec.step(f"tools.{family}", FAMILY_LABELS[family]):
                     result = await self._tools.execute(call, context)
+                outcome = "error" if result.is_error else "ok"
+                rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=outcome))
+                actions.append(
+                    AgentAction(
+                        id=str(uuid.uuid4()),
+                        run_id=context.run_id,
+                        user_id=context.user,
+                        tool=call.name[:200],
+                        family=family,
+                        status=outcome,
+                    )
+                )
                 messages.append(result.message())
                 if result.proposal is not None:
                     proposals.append(result.proposal)

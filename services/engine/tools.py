@@ -280,6 +280,16 @@ class _Builtin:
 _MENTION = re.compile(r"(?<!\S)@(page|connector|mcp):([A-Za-z0-9_.-]+)")
 
 
+def mentioned_pages(message: str) -> list[str]:
+    """The page ids of the ``@page:<id>`` mentions of a message, in order, once each."""
+    return list(dict.fromkeys(name for kind, name in _MENTION.findall(message) if kind == "page"))
+
+
+def reads_workspace(context: ToolContext) -> bool:
+    """Whether this run may read workspace pages (allowed, and not web-only)."""
+    return _reads_workspace(context)
+
+
 def _reads_workspace(context: ToolContext) -> bool:
     return context.allowed.workspace and not context.web_only
 

@@ -10,9 +10,12 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from services.engine.repository import RunsRepository
+from services.shared.db import create_engine
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -107,3 +110,52 @@ async def test_tool_calls_count_against_the_step_budget(sb: System) -> None:
     events, record = await run(sb, "check my mail for invoice", allowed, engine_pb2.Budget(max_steps=1))
     assert events[-1].error.code == "BUDGET_EXCEEDED" and "step budget" in events[-1].error.message
     assert record.status == engine_pb2.RUN_STATUS_BUDGET_EXCEEDED
+
+
+async def journal(sb: System, run_id: str) -> tuple[list[Any], list[Any]]:
+    engine = create_engine(sb.database_urls["engine"])
+    try:
+        actions, skills = await RunsRepository(engine).journal(run_id)
+        return list(actions), list(skills)
+    finally:
+        await engine.dispose()
+
+
+async def test_each_tool_call_is_an_action_event_and_a_journal_row(sb: System) -> None:
+    allowed = threads_pb2.AllowedSources(workspace=True, connectors=["testmail"])
+    events, record = await run(sb, "check my mail for invoice", allowed)
+    (action,) = [e.action for e in events if e.WhichOneof("kind") == "action"]
+    assert (action.tool, action.family, action.status) == ("query_connector", "connectors", "ok")
+    actions, _ = await journal(sb, record.id)
+    assert [(a.tool, a.family, a.status, a.user_id) for a in actions] == [
+        ("query_connector", "connectors", "ok", "alice")
+    ]
+
+
+async def test_skills_applied_are_recorded_with_their_invocation(sb: System) -> None:
+    created = await sb.threads.CreateConversation(threads_service_pb2.CreateConversationRequest(), **USER)
+    request = engine_service_pb2.StartRunRequest(
+        conversation_id=created.conversation.id, message="Hola, ¿qué tal?", forced_skills=["translate"]
+    )
+    events = await collect(sb.engine.StartRun(request, metadata=USER["metadata"], timeout=60))
+    _, skills = await journal(sb, events[0].run_id)
+    assert [(s.name, s.invocation) for s in skills] == [("translate", "manual")]
+
+
+async def test_a_mentioned_page_is_read_once_even_when_it_is_the_instruction_page(sb: System) -> None:
+    page = pages_pb2.Page(title="Deploy rules", body="Deploys happen on Tuesday at noon.")
+    rules = (
+        await sb.pages.CreatePage(pages_service_pb2.CreatePageRequest(request_id="r", page=page), **USER)
+    ).page
+    active = await sb.pages.CreateInstructionPage(
+        pages_service_pb2.CreateInstructionPageRequest(request_id="i"), **USER
+    )
+    text = f"Summarise @page:{rules.id} with my rules @page:{active.page.id}"
+    _, record = await run(sb, text, threads_pb2.AllowedSources(workspace=True))
+    layers = {layer.key: layer for layer in record.layers}
+    assert layers["working_context"].present and layers["instruction_page"].present
+    page_sources = [s.id for s in record.sources if s.kind == "page"]
+    assert sorted(page_sources) == sorted([rules.id, active.page.id])  # each once
+    # Without the workspace allowed, a mention reads nothing.
+    _, record = await run(sb, f"Summarise @page:{rules.id}", threads_pb2.AllowedSources(workspace=False))
+    assert rules.id not in {s.id for s in record.sources}

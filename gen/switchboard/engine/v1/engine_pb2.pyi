@@ -476,6 +476,37 @@ class ProposalMade(_message.Message):
 Global___ProposalMade: _TypeAlias = ProposalMade  # noqa: Y015
 
 @_typing.final
+class ActionTaken(_message.Message):
+    """A tool call the run made (also kept in `agent_actions`): which tool, of
+    which family, and whether it succeeded. What it read is in the run's sources.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    FAMILY_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    tool: _builtins.str
+    family: _builtins.str
+    """workspace, connectors, mcp, agents, memory, instructions."""
+    status: _builtins.str
+    """"ok" or "error"."""
+    def __init__(
+        self,
+        *,
+        tool: _builtins.str = ...,
+        family: _builtins.str = ...,
+        status: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["family", b"family", "status", b"status", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActionTaken: _TypeAlias = ActionTaken  # noqa: Y015
+
+@_typing.final
 class Budget(_message.Message):
     """Limits of one run. 0 = the engine's default for that limit."""
 
@@ -551,6 +582,7 @@ class RunEvent(_message.Message):
     FINAL_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     PROPOSAL_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     sequence: _builtins.int
     @_builtins.property
@@ -571,6 +603,8 @@ class RunEvent(_message.Message):
     def error(self) -> Global___RunError: ...
     @_builtins.property
     def proposal(self) -> Global___ProposalMade: ...
+    @_builtins.property
+    def action(self) -> Global___ActionTaken: ...
     def __init__(
         self,
         *,
@@ -585,12 +619,13 @@ class RunEvent(_message.Message):
         final: Global___Final | None = ...,
         error: Global___RunError | None = ...,
         proposal: Global___ProposalMade | None = ...,
+        action: Global___ActionTaken | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal", "action"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
