@@ -812,7 +812,13 @@ class RunService:
                 assert self._tools is not None  # the model only calls tools it was offered
                 family = self._tools.family_of(call.name)
                 async with rec.step(f"tools.{family}", FAMILY_LABELS[family]):
-                    result = await self._tools.execute(call, context)
+                    with tracer.start_as_current_span(f"execute_tool {call.name}") as span:
+                        span.set_attribute("gen_ai.operation.name", "execute_tool")
+                        span.set_attribute("gen_ai.tool.name", call.name)
+                        span.set_attribute("gen_ai.tool.call.id", call.call_id)
+                        result = await self._tools.execute(call, context)
+                        if result.is_error:
+                            span.set_status(trace.StatusCode.ERROR)
                 outcome = "error" if result.is_error else "ok"
                 rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=outcome))
                 actions.append(

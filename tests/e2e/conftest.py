@@ -71,6 +71,8 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         "SWITCHBOARD_GATEWAY_TOKENS": ",".join(f"{token}:{user}" for user, token in TOKENS.items()),
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver_port}",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
+        # The canned mailbox, so runs can call a tool (conversations still opt in).
+        "SWITCHBOARD_ENGINE_CONNECTORS": "testmail",
     }
     # Each gRPC service serves Prometheus metrics on a port of its own.
     metrics_ports = {service: free_port() for service in SERVICES}

@@ -227,6 +227,18 @@ def test_one_run_is_one_trace_across_all_five_processes(launched: Launched, clie
     assert "Summarise the meeting notes" not in recorded
 
 
+def test_a_tool_call_is_an_execute_tool_span_of_the_run(launched: Launched, client: httpx.Client) -> None:
+    conversation = new_conversation(client, allowed_sources={"workspace": True, "connectors": ["testmail"]})
+    events = post_message(client, conversation, "check my mail for invoice")
+    assert "4711" in events[-1].data["text"]
+    in_trace = run_trace(launched, events[0].data["run_id"])
+    (agent,) = [s for s in in_trace if s.name == "invoke_agent personal"]
+    (tool,) = [s for s in in_trace if s.name.startswith("execute_tool ")]
+    assert tool.name == "execute_tool query_connector" and tool.parent_span_id == agent.span_id
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "query_connector"
+
+
 def test_the_browsers_traceparent_is_honoured(launched: Launched, client: httpx.Client) -> None:
     trace_id = uuid.uuid4().hex
     conversation = new_conversation(client)
