@@ -16,9 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
+import grpc
 import httpx
 import pytest
 
+from services.shared.identity import user_metadata
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 from tests.databases import postgres_database
 from tests.e2e.sse import SseEvent, read_events
 from tests.processes import child_env, free_port, process, wait_grpc_serving, wait_http_ok
@@ -37,6 +41,8 @@ class Replicas:
     gateways: list[str]
     engine_processes: dict[str, asyncio.subprocess.Process]
     engine_database: str
+    engine_addresses: list[str]
+    threads_address: str
 
     def client(self, gateway: int) -> httpx.Client:
         headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -94,7 +100,13 @@ async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
             await stack.enter_async_context(process([sys.executable, "-m", "gateway"], env, log))
             gateways.append(f"http://127.0.0.1:{ports[name]}")
             await wait_http_ok(f"{gateways[-1]}/healthz", log)
-        yield Replicas(gateways, engine_processes, urls["engine"])
+        yield Replicas(
+            gateways,
+            engine_processes,
+            urls["engine"],
+            [f"127.0.0.1:{ports[name]}" for name in ENGINES],
+            f"127.0.0.1:{ports['threads']}",
+        )
 
 
 def start_conversation(client: httpx.Client) -> str:
@@ -182,3 +194,52 @@ async def test_kill_9_of_one_engine_settles_only_its_runs_and_every_client_gets_
             assert (terminal.event, terminal.data["code"]) == ("error", "INTERRUPTED")
         else:
             assert terminal.event == "final"
+
+
+async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_session(
+    replicas: Replicas,
+) -> None:
+    """Seed 000 at scale: asks for one agent arriving on two engine replicas
+    at once land on its one live thread, queue there (each answer right after
+    its question), and bind one live provider session."""
+    metadata = user_metadata("alice")
+    async with grpc.aio.insecure_channel(replicas.threads_address) as threads_channel:
+        threads = threads_service_pb2_grpc.ThreadsServiceStub(threads_channel)
+        agent = threads_pb2.Agent(id="qa", model="offline-fast")
+        await threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=agent), metadata=metadata)
+        channels = [grpc.aio.insecure_channel(address) for address in replicas.engine_addresses]
+        try:
+            engines = [engine_service_pb2_grpc.EngineServiceStub(channel) for channel in channels]
+
+            async def ask(index: int) -> list[engine_pb2.RunEvent]:
+                request = engine_service_pb2.AskAgentRequest(
+                    requester=f"agent{index}", target_agent_id="qa", message=f"status of task {index}?"
+                )
+                call = engines[index % 2].AskAgent(request, metadata=metadata, timeout=120)
+                return [response.event async for response in call]
+
+            results = await asyncio.gather(*(ask(index) for index in range(6)))
+        finally:
+            for channel in channels:
+                await channel.close()
+        assert all(events[-1].WhichOneof("kind") == "final" for events in results)
+        instances = {row["instance_id"] for row in await replicas.runs()}
+        assert instances == set(ENGINES)  # both engines ran asks
+        thread = await threads.EnsureAgentThread(
+            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="qa"), metadata=metadata
+        )
+        assert not thread.created  # the asks made it; one thread
+        listed = await threads.ListEntries(
+            threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=100),
+            metadata=metadata,
+        )
+        entries = list(listed.entries)
+        assert len(entries) == 12
+        for question, answer in zip(entries[::2], entries[1::2], strict=True):
+            assert question.correlation_id == answer.correlation_id
+            assert answer.sequence == question.sequence + 1
+        sessions = await threads.ListProviderSessions(
+            threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread.thread.id),
+            metadata=metadata,
+        )
+        assert len(sessions.sessions) == 1
