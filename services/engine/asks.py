@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from services.engine.models import AgentRun
     from services.engine.runs import AskSpec, RunRequest, RunService, _Recorder
 
+# The project whose context and memory agents share (one per workspace for now).
+PROJECT_ID = "default"
 # Entries of the target's thread put in the context (newest last).
 TRANSCRIPT_TAIL = 20
 MAX_TAIL_ENTRY_CHARS = 500
@@ -56,10 +58,14 @@ def transcript_lines(entries: list[threads_pb2.Entry]) -> list[str]:
     return lines
 
 
-def working_context(agent: threads_pb2.Agent, summary: str, tail: list[threads_pb2.Entry]) -> str:
+def working_context(
+    agent: threads_pb2.Agent, project: str, summary: str, tail: list[threads_pb2.Entry]
+) -> str:
     parts = [f"# You are the agent {agent.display_name or agent.id} ({agent.id})"]
     if agent.persona:
         parts.append(agent.persona)
+    if project:
+        parts.append(f"# Project context (rules every agent applies)\n{project}")
     if summary:
         parts.append(f"# Handoff summary\n{summary}")
     if tail:
@@ -91,9 +97,10 @@ class AgentAsks:
 
         async with rec.step("context", f"Reading {ask.target}'s thread and memory"):
             agent = await self._collab.get_agent(user, ask.target)
-            tail, recalled = await asyncio.gather(
+            tail, recalled, project = await asyncio.gather(
                 self._collab.transcript_tail(user, thread, TRANSCRIPT_TAIL),
                 self._collab.recall(user, text, agent.persona),
+                self._collab.project_context(user, PROJECT_ID),
             )
             asked = await self._collab.append_entries(
                 user, thread, f"{run.id}:ask", [entry(threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")]
@@ -106,7 +113,7 @@ class AgentAsks:
             provider = self._runs.provider(chosen.provider)
             summary = await self._switch_session(user, thread, chosen.provider, rec)
 
-        layers = instructions.assemble("", recalled, [], working_context(agent, summary, tail))
+        layers = instructions.assemble("", recalled, [], working_context(agent, project, summary, tail))
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
         if budget.max_steps and budget.max_steps < 1:
             raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")

@@ -277,6 +277,14 @@ class Collaborators:
             memory_service_pb2.CreateNoteResponse, await self._call("memory", "CreateNote", request, user)
         )
 
+    async def project_context(self, user: str, project_id: str) -> str:
+        """The project's shared context (CONTEXT.md), "" when none was written."""
+        request = memory_service_pb2.GetProjectContextRequest(project_id=project_id)
+        try:
+            return str((await self._call("memory", "GetProjectContext", request, user)).context.body)
+        except NotFound:
+            return ""
+
     async def record_handoff(
         self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry]
     ) -> None:

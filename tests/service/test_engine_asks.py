@@ -14,6 +14,7 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.fakes.llm_server import FakeServer, openai_app, serve
@@ -111,6 +112,10 @@ async def test_a_fact_given_to_qa_by_main_is_there_when_architect_asks(sb: Syste
 async def test_switching_provider_starts_the_new_one_from_handoff_and_transcript(
     sb: System, remote: FakeServer
 ) -> None:
+    context = memory_pb2.ProjectContext(project_id="default", body="Every release needs a QA sign-off.")
+    await sb.memory.UpdateProjectContext(
+        memory_service_pb2.UpdateProjectContextRequest(context=context), **as_user(USER)
+    )
     await collect(ask(sb, "main", "qa", "Keep this release token for the team: ZX-42-QA"))
     update = threads_service_pb2.UpdateAgentRequest(
         agent=threads_pb2.Agent(id="qa", model="remote-model"), update_mask=FieldMask(paths=["model"])
@@ -123,7 +128,7 @@ async def test_switching_provider_starts_the_new_one_from_handoff_and_transcript
     # The new provider received the composed context: persona, the handoff
     # summary (checkpointed at the swap) and the thread's recent entries.
     system_prompt = remote.script.requests[0]["messages"][0]["content"]
-    assert "The qa agent." in system_prompt
+    assert "The qa agent." in system_prompt and "Every release needs a QA sign-off." in system_prompt
     assert "# Handoff summary" in system_prompt and "Active requests by requester" in system_prompt
     assert "ZX-42-QA" in system_prompt
     assert [s.provider_id for s in await live_sessions(sb, "qa")] == ["remote"]  # one live session
