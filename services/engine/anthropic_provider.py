@@ -19,6 +19,7 @@ from services.engine.providers import (
     Chunk,
     ProviderConfig,
     ProviderError,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     ToolSpec,
@@ -126,6 +127,8 @@ class AnthropicProvider:
                 elif event.type == "content_block_delta":
                     if event.delta.type == "text_delta":
                         yield TextChunk(event.delta.text)
+                    elif event.delta.type == "thinking_delta":
+                        yield ReasoningChunk(event.delta.thinking)
                     elif event.delta.type == "input_json_delta" and event.index in tool_blocks:
                         tool_blocks[event.index]["input"] += event.delta.partial_json
                 elif event.type == "content_block_stop" and event.index in tool_blocks:

@@ -17,6 +17,7 @@ from services.engine.providers import (
     Chunk,
     ProviderConfig,
     ProviderError,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     ToolSpec,
@@ -95,6 +96,11 @@ class OpenAIProvider:
                     usage = UsageChunk(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
                 for choice in chunk.choices:
                     delta = choice.delta
+                    # Reasoning models behind OpenAI-compatible servers (vLLM,
+                    # DeepSeek...) stream their thinking in a field of their own.
+                    reasoning = getattr(delta, "reasoning_content", None)
+                    if reasoning:
+                        yield ReasoningChunk(str(reasoning))
                     if delta.content:
                         yield TextChunk(delta.content)
                     for call in delta.tool_calls or []:

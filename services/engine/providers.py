@@ -50,12 +50,19 @@ class TextChunk:
 
 
 @dataclass(frozen=True)
+class ReasoningChunk:
+    """Reasoning the model shows while it thinks; not part of the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class UsageChunk:
     tokens_in: int
     tokens_out: int
 
 
-Chunk = TextChunk | ToolCallChunk | UsageChunk
+Chunk = TextChunk | ReasoningChunk | ToolCallChunk | UsageChunk
 
 
 @dataclass(frozen=True)

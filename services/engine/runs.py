@@ -32,6 +32,7 @@ from services.engine.providers import (
     ChatMessage,
     LLMProvider,
     ProviderError,
+    ReasoningChunk,
     TextChunk,
     ToolCallChunk,
     ToolSpec,
@@ -968,6 +969,10 @@ class RunService:
                                 tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out
                             elif isinstance(chunk, ToolCallChunk):
                                 calls.append(chunk)
+                            elif isinstance(chunk, ReasoningChunk):
+                                stream.flush()  # keep the order the model produced
+                                rec.emit(reasoning=engine_pb2.Reasoning(text=chunk.text))
+                                stream.sent_any = True  # shown: a retry would repeat it
                             elif isinstance(chunk, TextChunk):
                                 stream.add(chunk.text)
                                 if budget.max_tokens and estimate_in + stream.tokens > budget.max_tokens:

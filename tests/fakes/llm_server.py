@@ -12,7 +12,8 @@ Each request takes the next step of the script (then "ok" once it is empty):
 * ``"overloaded"`` / ``"overloaded:N"`` (Anthropic): a 200 stream whose
   ``error`` event (``overloaded_error``) comes after N words (default 0);
 * ``"tool:NAME:{json}"``: a tool call of NAME with those arguments, streamed
-  in fragments, instead of text.
+  in fragments, instead of text;
+* ``"think"``: the model's reasoning (``THOUGHT``) streamed first, then the answer.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 ANSWER = "The deploy window is Tuesday at noon."
+THOUGHT = "The calendar says Tuesday."
 INPUT_TOKENS = 42
 
 
@@ -75,6 +77,8 @@ async def _openai_body(step: str, model: str) -> AsyncIterator[bytes]:
         return _sse({**data, "choices": choices, "usage": usage})
 
     yield chunk({"role": "assistant", "content": ""})
+    if step == "think":  # vLLM / DeepSeek style
+        yield chunk({"reasoning_content": THOUGHT})
     if step.startswith("tool:"):
         _, name, arguments = step.split(":", 2)
         yield chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
@@ -118,22 +122,34 @@ async def _anthropic_body(step: str, model: str) -> AsyncIterator[bytes]:
     }  # fmt: skip
     yield _sse({"type": "message_start", "message": message}, "message_start")
     yield _sse({"type": "ping"}, "ping")
+    index = 0
+    if step == "think":  # extended thinking: a thinking block before the text
+        block = {"type": "thinking", "thinking": "", "signature": ""}
+        yield _sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start")
+        delta = {"type": "thinking_delta", "thinking": THOUGHT}
+        yield _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+        yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        index = 1
     if step.startswith("tool:"):
         _, name, arguments = step.split(":", 2)
         block = {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}
-        yield _sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start")
+        yield _sse(
+            {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
+        )
         for i in range(0, len(arguments), 5):
             delta = {"type": "input_json_delta", "partial_json": arguments[i : i + 5]}
-            yield _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+            yield _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
         stop_reason = "tool_use"
     else:
         overloaded = step.startswith("overloaded")
         limit = int(step.split(":")[1]) if ":" in step else (0 if overloaded else None)
         block = {"type": "text", "text": ""}
-        yield _sse({"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start")
+        yield _sse(
+            {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
+        )
         for word in _words(limit):
             delta = {"type": "text_delta", "text": word}
-            yield _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
+            yield _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
             await asyncio.sleep(0)
         if overloaded:
             error = {"type": "overloaded_error", "message": "Overloaded"}
@@ -142,7 +158,7 @@ async def _anthropic_body(step: str, model: str) -> AsyncIterator[bytes]:
         if step.startswith("cut:"):
             raise CutConnection
         stop_reason = "end_turn"
-    yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+    yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
     delta = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
              "usage": {"output_tokens": len(_words())}}  # fmt: skip
     yield _sse(delta, "message_delta")

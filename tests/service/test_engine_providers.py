@@ -26,7 +26,7 @@ from services.engine.providers import (
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 from tests.conftest import DatabaseFactory
-from tests.fakes.llm_server import ANSWER, INPUT_TOKENS, FakeServer, anthropic_app, openai_app, serve
+from tests.fakes.llm_server import ANSWER, INPUT_TOKENS, THOUGHT, FakeServer, anthropic_app, openai_app, serve
 from tests.service.harness import as_user
 from tests.service.system import System, collect, system
 
@@ -212,7 +212,9 @@ async def test_a_web_only_model_is_announced_before_the_first_model_call(
     events = await run(sb, model="web-model")
     kinds = [e.WhichOneof("kind") for e in events]
     notices = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
-    assert [n.code for n in notices] == ["WEB_ONLY_MODEL"] and "web" in notices[0].message.lower()
+    # The router's notice, then what this run's sources lose (the workspace).
+    assert [n.code for n in notices] == ["WEB_ONLY_MODEL", "SOURCES_WITHHELD"]
+    assert "web" in notices[0].message.lower() and "workspace" in notices[1].message
     assert kinds.index("notice") < kinds.index("delta")
     assert events[-1].final.model == "model-web"
 
@@ -242,3 +244,15 @@ async def test_tool_calls_and_results_go_back_in_each_apis_format(fake: tuple[st
 
 async def chunks_of(provider: Any, messages: list[ChatMessage]) -> list[Any]:
     return [chunk async for chunk in provider.stream("model-x", messages)]
+
+
+async def test_reasoning_streams_apart_from_the_answer(remote: tuple[System, FakeServer]) -> None:
+    """Extended thinking (Anthropic) or reasoning_content (OpenAI-compatible
+    servers) becomes `reasoning` events before the text, never part of it."""
+    sb, server = remote
+    server.script.steps = ["think"]
+    events = await run(sb)
+    kinds = [e.WhichOneof("kind") for e in events]
+    (reasoning,) = [e.reasoning.text for e in events if e.WhichOneof("kind") == "reasoning"]
+    assert reasoning == THOUGHT and kinds.index("reasoning") < kinds.index("delta")
+    assert answer_text(events) == ANSWER == events[-1].final.text

@@ -379,6 +379,30 @@ class Delta(_message.Message):
 Global___Delta: _TypeAlias = Delta  # noqa: Y015
 
 @_typing.final
+class Reasoning(_message.Message):
+    """The model's visible reasoning, when the provider streams it (Anthropic
+    extended thinking, `reasoning_content` of OpenAI-compatible servers). Not
+    part of the answer.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reasoning: _TypeAlias = Reasoning  # noqa: Y015
+
+@_typing.final
 class Notice(_message.Message):
     """Something the user should know that does not stop the run."""
 
@@ -583,6 +607,7 @@ class RunEvent(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     PROPOSAL_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
+    REASONING_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     sequence: _builtins.int
     @_builtins.property
@@ -605,6 +630,8 @@ class RunEvent(_message.Message):
     def proposal(self) -> Global___ProposalMade: ...
     @_builtins.property
     def action(self) -> Global___ActionTaken: ...
+    @_builtins.property
+    def reasoning(self) -> Global___Reasoning: ...
     def __init__(
         self,
         *,
@@ -620,12 +647,13 @@ class RunEvent(_message.Message):
         error: Global___RunError | None = ...,
         proposal: Global___ProposalMade | None = ...,
         action: Global___ActionTaken | None = ...,
+        reasoning: Global___Reasoning | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "reasoning", b"reasoning", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "reasoning", b"reasoning", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal", "action"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal", "action", "reasoning"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
