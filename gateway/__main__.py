@@ -1,15 +1,21 @@
-"""python -m gateway: serves the ASGI app with uvicorn."""
+"""python -m gateway: serves the ASGI app with uvicorn.
+python -m gateway tokens create|list|revoke: manages the hashed tokens file."""
 
 from __future__ import annotations
 
+import sys
+
 import uvicorn
 
+from gateway import tokens
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from services.shared.telemetry import setup_logging, setup_telemetry
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["tokens"]:
+        sys.exit(tokens.main(sys.argv[2:]))
     settings = GatewaySettings()
     setup_logging(settings.log_level, "gateway")
     setup_telemetry("gateway", settings.otlp_endpoint)

@@ -1,76 +1,83 @@
 """The HTTP API under /api/agent: conversations, messages (a run, streamed as
-SSE), runs and their event streams."""
+SSE), runs, their event streams, cancellation and skill feedback. The other
+routes live in gateway.personal, gateway.catalog and gateway.agents."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-import grpc
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from prometheus_client import Gauge
+from fastapi import APIRouter, Header, Query, Request, Response
 from sse_starlette import EventSourceResponse
 
-from gateway.auth import current_user
+from gateway import deps
+from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.events import message_dict, run_json, to_sse
-from gateway.schemas import CreateConversationBody, MessageBody, UpdateConversationBody
-from services.shared.clients import call
+from gateway.events import message_dict, run_json
+from gateway.schemas import (
+    AllowedSourcesBody,
+    CreateConversationBody,
+    FeedbackBody,
+    MessageBody,
+    UpdateConversationBody,
+)
+from gateway.streams import stream_run
 from services.shared.identity import user_metadata
-from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
-from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.router.v1 import router_service_pb2
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = APIRouter(prefix="/api/agent")
-User = Annotated[str, Depends(current_user)]
+
+SSE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "The run's events, as SSE"},
+}
+BUSY_POLICIES = {
+    "queue": engine_service_pb2.BUSY_POLICY_QUEUE,
+    "reject": engine_service_pb2.BUSY_POLICY_REJECT,
+    "interrupt": engine_service_pb2.BUSY_POLICY_INTERRUPT,
+}
 
 
-def _threads(request: Request) -> threads_service_pb2_grpc.ThreadsServiceStub:
-    return request.app.state.threads  # type: ignore[no-any-return]
+def check_message(request: Request, message: str) -> None:
+    limit = deps.settings(request).max_message_chars
+    if len(message) > limit:
+        raise ApiError(
+            413, "PAYLOAD_TOO_LARGE", f"message exceeds {limit} characters", "ERROR_REASON_TOO_LARGE"
+        )
+    if not message.strip():
+        raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
 
 
-def _engine(request: Request) -> engine_service_pb2_grpc.EngineServiceStub:
-    return request.app.state.engine  # type: ignore[no-any-return]
-
-
-def _timeout(request: Request) -> float:
-    return float(request.app.state.settings.call_timeout)
-
-
-@router.post("/conversations", status_code=201)
+@router.post("/conversations", status_code=201, tags=["conversations"])
 async def create_conversation(body: CreateConversationBody, request: Request, user: User) -> dict[str, Any]:
-    rpc = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
+    message = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
     if body.allowed_sources is not None:
-        rpc.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**body.allowed_sources.model_dump()))
+        message.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**body.allowed_sources.model_dump()))
     # Retried only with an idempotency key (a retry must not create twice).
-    response = await call(
-        _threads(request).CreateConversation,
-        rpc,
-        timeout=_timeout(request),
-        metadata=user_metadata(user),
-        idempotent=bool(body.request_id),
+    response = await rpc(
+        request, deps.threads(request).CreateConversation, message, user, idempotent=bool(body.request_id)
     )
     return message_dict(response.conversation)
 
 
-@router.get("/conversations")
+@router.get("/conversations", tags=["conversations"])
 async def list_conversations(
     request: Request,
     user: User,
-    page_size: int = 50,
-    page_token: str = "",
+    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
     q: Annotated[str, Query(max_length=200, description="only titles containing this text")] = "",
     include_archived: bool = False,
 ) -> dict[str, Any]:
-    """Pinned first, then the most recently active."""
-    response = await call(
-        _threads(request).ListConversations,
+    """The caller's conversations: pinned first, then the most recently active."""
+    response = await rpc(
+        request,
+        deps.threads(request).ListConversations,
         threads_service_pb2.ListConversationsRequest(
             page_size=page_size, page_token=page_token, title_query=q, include_archived=include_archived
         ),
-        timeout=_timeout(request),
-        metadata=user_metadata(user),
+        user,
     )
     return {
         "conversations": [message_dict(c) for c in response.conversations],
@@ -78,18 +85,22 @@ async def list_conversations(
     }
 
 
-@router.get("/conversations/{conversation_id}")
-async def get_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
-    response = await call(
-        _threads(request).GetConversation,
+async def _conversation(request: Request, user: str, conversation_id: str) -> threads_pb2.Conversation:
+    response: threads_service_pb2.GetConversationResponse = await rpc(
+        request,
+        deps.threads(request).GetConversation,
         threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
-        timeout=_timeout(request),
-        metadata=user_metadata(user),
+        user,
     )
-    return message_dict(response.conversation)
+    return response.conversation
 
 
-@router.patch("/conversations/{conversation_id}")
+@router.get("/conversations/{conversation_id}", tags=["conversations"])
+async def get_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
+    return message_dict(await _conversation(request, user, conversation_id))
+
+
+@router.patch("/conversations/{conversation_id}", tags=["conversations"])
 async def update_conversation(
     conversation_id: str, body: UpdateConversationBody, request: Request, user: User
 ) -> dict[str, Any]:
@@ -97,150 +108,89 @@ async def update_conversation(
     fields = body.model_dump(exclude_none=True)
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "nothing to update: give title and/or pinned")
-    rpc = threads_service_pb2.UpdateConversationRequest(
+    message = threads_service_pb2.UpdateConversationRequest(
         conversation=threads_pb2.Conversation(id=conversation_id, **fields)
     )
-    rpc.update_mask.paths.extend(sorted(fields))
-    response = await call(
-        _threads(request).UpdateConversation, rpc, timeout=_timeout(request), metadata=user_metadata(user)
-    )
+    message.update_mask.paths.extend(sorted(fields))
+    response = await rpc(request, deps.threads(request).UpdateConversation, message, user)
     return message_dict(response.conversation)
 
 
-@router.post("/conversations/{conversation_id}/archive")
+@router.put("/conversations/{conversation_id}/sources", tags=["conversations"])
+async def set_conversation_sources(
+    conversation_id: str, body: AllowedSourcesBody, request: Request, user: User
+) -> dict[str, Any]:
+    """Replaces the sources the conversation's runs may read (seed 002
+    P2-T08): the workspace, connectors and MCP servers checked."""
+    message = threads_service_pb2.UpdateConversationRequest(
+        conversation=threads_pb2.Conversation(
+            id=conversation_id, allowed_sources=threads_pb2.AllowedSources(**body.model_dump())
+        )
+    )
+    message.update_mask.paths.append("allowed_sources")
+    response = await rpc(request, deps.threads(request).UpdateConversation, message, user)
+    return message_dict(response.conversation)
+
+
+@router.post("/conversations/{conversation_id}/archive", tags=["conversations"])
 async def archive_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
     """Archived conversations leave the default list and stay readable."""
-    response = await call(
-        _threads(request).ArchiveConversation,
+    response = await rpc(
+        request,
+        deps.threads(request).ArchiveConversation,
         threads_service_pb2.ArchiveConversationRequest(conversation_id=conversation_id),
-        timeout=_timeout(request),
-        metadata=user_metadata(user),
+        user,
     )
     return message_dict(response.conversation)
 
 
-@router.get("/conversations/{conversation_id}/entries")
+def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
+    data = message_dict(entry)
+    data["role"] = threads_pb2.Role.Name(entry.role).removeprefix("ROLE_").lower()
+    data["sequence"] = entry.sequence
+    return data
+
+
+@router.get("/conversations/{conversation_id}/entries", tags=["conversations"])
 async def list_entries(
-    conversation_id: str, request: Request, user: User, page_size: int = 100, page_token: str = ""
+    conversation_id: str,
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
 ) -> dict[str, Any]:
     """The conversation's messages in order (user and assistant turns)."""
-    response = await call(
-        _threads(request).ListEntries,
+    response = await rpc(
+        request,
+        deps.threads(request).ListEntries,
         threads_service_pb2.ListEntriesRequest(
-            thread_id=conversation_id, page_size=page_size, page_token=page_token
+            for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
+                conversation_id=conversation_id
+            ),
+            page_size=page_size,
+            page_token=page_token,
         ),
-        timeout=_timeout(request),
-        metadata=user_metadata(user),
+        user,
     )
-    entries = []
-    for entry in response.entries:
-        data = message_dict(entry)
-        data["role"] = threads_pb2.Role.Name(entry.role).removeprefix("ROLE_").lower()
-        data["sequence"] = entry.sequence
-        entries.append(data)
     return {
-        "entries": entries,
+        "entries": [entry_json(e) for e in response.entries],
         "next_page_token": response.next_page_token,
         "previous_page_token": response.previous_page_token,
     }
 
 
-# A stream broken by one of these is reopened with WatchRun after the last
-# event sent: the engine replica holding it went away (crash, rollout), and
-# another replica serves the rest of the run from the database, including the
-# "interrupted" settlement once the dead replica's lease expires.
-SSE_CLIENTS = Gauge("switchboard_sse_clients", "Run event streams open to clients.")
-
-_RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
-
-
-def _is_terminal(event: engine_pb2.RunEvent) -> bool:
-    return event.WhichOneof("kind") in ("final", "error")
-
-
-async def _stream_events(stream: Any, request: Request, user: str) -> EventSourceResponse | Response:
-    """Waits for the first event so a refused run is an HTTP error (400, 404,
-    413...) rather than a 200 stream; then relays the rest as SSE, resuming
-    on another engine replica if the stream breaks. A stream with nothing
-    left to send (a finished run) is 204."""
-    try:
-        first = await stream.read()
-    except grpc.aio.AioRpcError:
-        stream.cancel()
-        raise
-    if first is grpc.aio.EOF:
-        return Response(status_code=204)
-    settings = request.app.state.settings
-    engine = _engine(request)
-    run_id = first.event.run_id
-
-    async def relay() -> AsyncIterator[dict[str, str]]:
-        current, last = stream, first.event
-        resume_deadline: float | None = None
-        SSE_CLIENTS.inc()
-        try:
-            yield to_sse(first.event)
-            # Read to EOF, even after the terminal event: the engine's stream
-            # then ends on its own rather than being cancelled mid-yield.
-            while True:
-                try:
-                    # read(), not iteration: grpc.aio forbids mixing the two on one call.
-                    response = await current.read()
-                except grpc.aio.AioRpcError as error:
-                    if _is_terminal(last):
-                        return  # the client has the whole run
-                    now = asyncio.get_running_loop().time()
-                    resume_deadline = resume_deadline or now + settings.stream_resume_seconds
-                    if error.code() not in _RESUMABLE or now >= resume_deadline:
-                        yield _interrupted(run_id, error)
-                        return
-                    current.cancel()
-                    await asyncio.sleep(min(1.0, settings.stream_resume_seconds / 10))
-                    current = engine.WatchRun(
-                        engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=last.sequence),
-                        timeout=settings.run_stream_timeout,
-                        metadata=user_metadata(user),
-                    )
-                    continue
-                if response is grpc.aio.EOF:
-                    return
-                resume_deadline = None
-                last = response.event
-                yield to_sse(last)
-        finally:
-            SSE_CLIENTS.dec()
-            current.cancel()  # the run itself goes on in the engine (policy: continue)
-
-    return EventSourceResponse(relay(), ping=settings.sse_ping_seconds, headers={"Cache-Control": "no-store"})
-
-
-def _interrupted(run_id: str, error: grpc.aio.AioRpcError) -> dict[str, str]:
-    """The stream broke for good: tell the client in-band. Not a persisted
-    event, so never a resume point (no id); GET /runs/{id} has the outcome."""
-    failed = engine_pb2.RunEvent(
-        run_id=run_id, error=engine_pb2.RunError(code=error.code().name, message="stream interrupted")
-    )
-    event = to_sse(failed)
-    event.pop("id")
-    return event
-
-
 @router.post(
     "/conversations/{conversation_id}/messages",
-    responses={200: {"content": {"text/event-stream": {}}, "description": "The run's events, as SSE"}},
+    responses=SSE_RESPONSES,
     response_model=None,
+    tags=["runs"],
 )
 async def post_message(
     conversation_id: str, body: MessageBody, request: Request, user: User
 ) -> EventSourceResponse | Response:
-    limit = request.app.state.settings.max_message_chars
-    if len(body.message) > limit:
-        raise ApiError(
-            413, "PAYLOAD_TOO_LARGE", f"message exceeds {limit} characters", "ERROR_REASON_TOO_LARGE"
-        )
-    if not body.message.strip():
-        raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
-    stream = _engine(request).StartRun(
+    """Starts a run on the message and streams its events (see Server-Sent Events)."""
+    check_message(request, body.message)
+    stream = deps.engine(request).StartRun(
         engine_service_pb2.StartRunRequest(
             request_id=body.request_id or str(uuid.uuid4()),
             conversation_id=conversation_id,
@@ -248,42 +198,140 @@ async def post_message(
             requested_model=body.model,
             surface=engine_pb2.SURFACE_CHAT,
             forced_skills=body.forced_skills,
+            busy_policy=BUSY_POLICIES[body.busy_policy],
         ),
-        timeout=request.app.state.settings.run_stream_timeout,
+        timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),
     )
-    return await _stream_events(stream, request, user)
+    return await stream_run(stream, request, user)
 
 
-@router.get("/runs/{run_id}")
+@router.get("/conversations/{conversation_id}/runs", tags=["runs"])
+async def list_runs(
+    conversation_id: str,
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=100)] = 20,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """The conversation's runs, newest first."""
+    # The conversation first: another user's (or a missing) one is 404, not an empty list.
+    await _conversation(request, user, conversation_id)
+    response = await rpc(
+        request,
+        deps.engine(request).ListRuns,
+        engine_service_pb2.ListRunsRequest(
+            conversation_id=conversation_id, page_size=page_size, page_token=page_token
+        ),
+        user,
+    )
+    return {"runs": [run_json(r) for r in response.runs], "next_page_token": response.next_page_token}
+
+
+async def _run(request: Request, user: str, run_id: str) -> engine_pb2.Run:
+    response: engine_service_pb2.GetRunResponse = await rpc(
+        request, deps.engine(request).GetRun, engine_service_pb2.GetRunRequest(run_id=run_id), user
+    )
+    return response.run
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
 async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
-    response = await call(
-        _engine(request).GetRun,
-        engine_service_pb2.GetRunRequest(run_id=run_id),
-        timeout=_timeout(request),
-        metadata=user_metadata(user),
-    )
-    return run_json(response.run)
+    """One run: status, model used, skills, sources read, router decision, usage."""
+    return run_json(await _run(request, user, run_id))
 
 
 @router.get(
     "/runs/{run_id}/events",
     responses={
-        200: {"content": {"text/event-stream": {}}, "description": "Events after Last-Event-ID, as SSE"},
+        **SSE_RESPONSES,
         204: {"description": "The run has ended and the client has every event"},
     },
     response_model=None,
+    tags=["runs"],
 )
 async def run_events(
     run_id: str,
     request: Request,
     user: User,
-    last_event_id: Annotated[str, Header()] = "",
+    last_event_id: Annotated[str, Header(max_length=20)] = "",
 ) -> EventSourceResponse | Response:
+    """The run's events after Last-Event-ID (0 = all), then live until it ends."""
     after = int(last_event_id) if last_event_id.isdigit() else 0
-    stream = _engine(request).WatchRun(
+    stream = deps.engine(request).WatchRun(
         engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after),
-        timeout=request.app.state.settings.run_stream_timeout,
+        timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),
     )
-    return await _stream_events(stream, request, user)
+    return await stream_run(stream, request, user)
+
+
+@router.post("/runs/{run_id}/cancel", tags=["runs"])
+async def cancel_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
+    """Stops a running run (it ends `cancelled`); an ended run is returned unchanged."""
+    response = await rpc(
+        request, deps.engine(request).CancelRun, engine_service_pb2.CancelRunRequest(run_id=run_id), user
+    )
+    return run_json(response.run)
+
+
+async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str:
+    """The user's message that started the run, from its conversation."""
+    token = ""
+    for _ in range(20):  # newest first: a run's message is near the end
+        response: threads_service_pb2.ListEntriesResponse = await rpc(
+            request,
+            deps.threads(request).ListEntries,
+            threads_service_pb2.ListEntriesRequest(
+                for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
+                    conversation_id=run.conversation_id
+                ),
+                descending=True,
+                page_size=100,
+                page_token=token,
+            ),
+            user,
+        )
+        for entry in response.entries:
+            if entry.run_id == run.id and entry.role == threads_pb2.ROLE_USER:
+                return entry.content
+        token = response.next_page_token
+        if not token:
+            break
+    raise ApiError(409, "FAILED_PRECONDITION", f"the message of run {run.id!r} is not in a conversation")
+
+
+@router.post("/runs/{run_id}/feedback", status_code=201, tags=["runs"])
+async def skill_feedback(run_id: str, body: FeedbackBody, request: Request, user: User) -> dict[str, Any]:
+    """ "This skill was not relevant" (seed 002 §7.4): records the run's
+    request and the skill as a counter-example. `offer_disable_auto_use`
+    says whether the skill is still used automatically for the caller; the
+    page then offers `disable_auto_use` (PUT /skills/{id}/enablement)."""
+    run = await _run(request, user, run_id)  # another user's run: 404
+    if body.skill_id not in {s.skill_id for s in run.skills}:
+        raise ApiError(400, "INVALID_ARGUMENT", f"skill {body.skill_id!r} was not applied to run {run_id!r}")
+    text = await _request_text(request, user, run) if run.conversation_id else ""
+    if not text:
+        raise ApiError(409, "FAILED_PRECONDITION", f"run {run_id!r} has no chat message to record")
+    response = await rpc(
+        request,
+        deps.router_stub(request).CreateSkillFeedback,
+        router_service_pb2.CreateSkillFeedbackRequest(
+            request_id=body.request_id or f"{run_id}:{body.skill_id}",
+            skill_id=body.skill_id,
+            request_text=text,
+            run_id=run_id,
+        ),
+        user,
+    )
+    data: dict[str, Any] = {
+        "feedback": message_dict(response.feedback),
+        "offer_disable_auto_use": response.offer_disable_auto_use,
+    }
+    if response.offer_disable_auto_use:
+        data["disable_auto_use"] = {
+            "method": "PUT",
+            "path": f"/api/agent/skills/{body.skill_id}/enablement",
+            "body": {"enabled": True, "auto_use": "off"},
+        }
+    return data

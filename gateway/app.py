@@ -7,38 +7,54 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import errors
-from gateway.api import router
+from gateway import agents, api, catalog, errors, personal
+from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
 from gateway.settings import GatewaySettings
+from gateway.tokens import TokenFile
 from services.shared.clients import open_channel
 from services.shared.telemetry import tracing_enabled
 from switchboard.engine.v1 import engine_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
+from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 
 STATIC = Path(__file__).parent / "static"
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
+    catalog.check_sources_settings(settings.connectors_json, settings.mcp_servers_json)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One channel per service for the process's life.
-        engine_channel = open_channel(settings.engine_address)
-        threads_channel = open_channel(settings.threads_address)
-        app.state.engine = engine_service_pb2_grpc.EngineServiceStub(engine_channel)
-        app.state.threads = threads_service_pb2_grpc.ThreadsServiceStub(threads_channel)
+        channels = {
+            name: open_channel(address)
+            for name, address in (
+                ("engine", settings.engine_address),
+                ("threads", settings.threads_address),
+                ("memory", settings.memory_address),
+                ("router", settings.router_address),
+            )
+        }
+        app.state.engine = engine_service_pb2_grpc.EngineServiceStub(channels["engine"])
+        app.state.threads = threads_service_pb2_grpc.ThreadsServiceStub(channels["threads"])
+        app.state.memory = memory_service_pb2_grpc.MemoryServiceStub(channels["memory"])
+        app.state.pages = pages_service_pb2_grpc.PagesServiceStub(channels["memory"])
+        app.state.router = router_service_pb2_grpc.RouterServiceStub(channels["router"])
         try:
             yield
         finally:
-            await engine_channel.close()
-            await threads_channel.close()
+            for channel in channels.values():
+                await channel.close()
 
     app = FastAPI(
         title="Switchboard gateway",
@@ -47,9 +63,15 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.tokens = settings.token_map()
-    app.state.dev_user = settings.dev_user
-    app.include_router(router)
+    app.state.auth = Authenticator(
+        settings.token_map(),
+        TokenFile(settings.tokens_file) if settings.tokens_file is not None else None,
+        settings.dev_user,
+    )
+    # Tasks that must outlive their request (CancelRun after a client left).
+    app.state.background = set()
+    for module in (api, personal, catalog, agents):
+        app.include_router(module.router)
     app.add_exception_handler(errors.ApiError, errors.api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, errors.rpc_error_handler)
     app.add_exception_handler(RequestValidationError, errors.validation_error_handler)
@@ -65,9 +87,23 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     async def favicon() -> Response:
         return Response(status_code=204)  # no icon; spares the browser a 404
 
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html")
+    @app.get("/", include_in_schema=False, response_model=None)
+    async def index(request: Request, token: str = "") -> FileResponse | RedirectResponse:
+        """`/?token=...` (the link the local launcher prints) keeps a valid
+        token in a SameSite=Strict, HttpOnly cookie and drops it from the
+        address bar; the page's own requests then carry it."""
+        if not token:
+            return FileResponse(STATIC / "index.html")
+        auth: Authenticator = request.app.state.auth
+        if auth.enabled and auth.user_for(token) is None:
+            raise errors.ApiError(401, "UNAUTHENTICATED", "this token is not valid")
+        redirect = RedirectResponse("/", status_code=303)
+        redirect.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return redirect
+
+    # The page's scripts and styles (plain files, no build step); nothing
+    # secret, so no token is needed for them.
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     if settings.metrics_enabled:
         # http_requests_total, http_request_duration_seconds... by route

@@ -1,4 +1,8 @@
-"""One JSON error shape, and the one table from gRPC status to HTTP status."""
+"""One JSON error shape, and the one table from gRPC status to HTTP status.
+
+Every error body is {"error": {"code", "message", "reason", ...}}: `code` the
+gRPC status name (or an HTTP-level one: PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED),
+`reason` the service's ErrorInfo reason when there is one."""
 
 from __future__ import annotations
 
@@ -22,7 +26,12 @@ HTTP_STATUS = {
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.ALREADY_EXISTS: 409,
     grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.FAILED_PRECONDITION: 412,
+    # 409, not 412: every FAILED_PRECONDITION of the services is a conflict
+    # with the resource's current state (a proposal decided already, a page
+    # changed since its base version, a conversation busy with a run), which
+    # the client resolves by re-reading it. 412 belongs to the HTTP
+    # conditional headers (If-Match...), which this API does not use.
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
     grpc.StatusCode.CANCELLED: 499,
     grpc.StatusCode.UNIMPLEMENTED: 501,

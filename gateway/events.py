@@ -24,7 +24,7 @@ def _usage(data: dict[str, Any]) -> None:
         data["usage"] = {key: int(value) for key, value in usage.items()}
 
 
-def _short_enum(value: str, prefix: str) -> str:
+def short_enum(value: str, prefix: str) -> str:
     return value[len(prefix) :].lower() if value.startswith(prefix) else value.lower()
 
 
@@ -32,13 +32,13 @@ def event_data(event: engine_pb2.RunEvent) -> tuple[str, dict[str, Any]]:
     kind = event.WhichOneof("kind") or "unknown"
     data = message_dict(getattr(event, kind)) if kind != "unknown" else {}
     if kind == "step":
-        data["status"] = _short_enum(data.get("status", ""), "STEP_STATUS_")
+        data["status"] = short_enum(data.get("status", ""), "STEP_STATUS_")
     if kind == "final":
         _usage(data)
-        data["status"] = _short_enum(data.get("status", ""), "RUN_STATUS_")  # done | waiting_approval
+        data["status"] = short_enum(data.get("status", ""), "RUN_STATUS_")  # done | waiting_approval
     if kind == "skill_used":
         data = data.get("skill", {})
-        data["invocation"] = _short_enum(data.get("invocation", ""), "SKILL_INVOCATION_")
+        data["invocation"] = short_enum(data.get("invocation", ""), "SKILL_INVOCATION_")
     data["run_id"] = event.run_id
     data["sequence"] = event.sequence
     return kind, data
@@ -51,10 +51,10 @@ def to_sse(event: engine_pb2.RunEvent) -> dict[str, str]:
 
 def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     data = message_dict(run)
-    data["status"] = _short_enum(data.get("status", ""), "RUN_STATUS_")
-    data["surface"] = _short_enum(data.get("surface", ""), "SURFACE_")
+    data["status"] = short_enum(data.get("status", ""), "RUN_STATUS_")
+    data["surface"] = short_enum(data.get("surface", ""), "SURFACE_")
     for skill in data.get("skills", []):
-        skill["invocation"] = _short_enum(skill.get("invocation", ""), "SKILL_INVOCATION_")
+        skill["invocation"] = short_enum(skill.get("invocation", ""), "SKILL_INVOCATION_")
     usage = data.pop("usage", {})
     data["tokens_in"] = int(usage.get("tokens_in", 0))
     data["tokens_out"] = int(usage.get("tokens_out", 0))

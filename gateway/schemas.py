@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class AllowedSourcesBody(BaseModel):
@@ -42,3 +44,91 @@ class MessageBody(BaseModel):
     forced_skills: list[str] = Field(default_factory=list, max_length=10)
     # Idempotency key: a retried POST streams the same run.
     request_id: str = Field(default="", max_length=128)
+    # When a run is already active on the conversation: wait for it (queue),
+    # refuse with 409 (reject), or cancel it (interrupt).
+    busy_policy: Literal["queue", "reject", "interrupt"] = "queue"
+
+
+class PersonalSettingsBody(BaseModel):
+    """Only the fields present are written; the others keep their value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    display_name: str | None = Field(default=None, max_length=100)
+    # Avatar and accessories, a JSON object of the page's own shape.
+    avatar: dict[str, Any] | None = None
+    chat_mode: Literal["sidebar", "floating"] | None = None
+    # "" or "auto" = Auto; otherwise a configured model id (GET /models).
+    default_model: str | None = Field(default=None, max_length=100)
+
+
+class InstructionPageBody(BaseModel):
+    """Either page_id (an existing page the caller can read) or a template
+    (template_id, "" = the default one) for a new private page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    page_id: str = Field(default="", max_length=128)
+    template_id: str = Field(default="", max_length=128)
+    title: str = Field(default="", max_length=200)
+    make_active: bool = True
+    request_id: str = Field(default="", max_length=128)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InstructionPageBody:
+        if self.page_id and (self.template_id or self.title):
+            raise ValueError("give page_id, or template_id/title for a new page, not both")
+        return self
+
+
+class ActivePageBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    page_id: str = Field(min_length=1, max_length=128)
+
+
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=1000)
+
+
+class FeedbackBody(BaseModel):
+    """ "This skill was not relevant" for one skill the run applied."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill_id: str = Field(min_length=1, max_length=128)
+    request_id: str = Field(default="", max_length=128)
+
+
+class EnablementBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    # None keeps the caller's current override; "off" turns "Use
+    # automatically" off for the caller only.
+    auto_use: Literal["inherit", "on", "off"] | None = None
+
+
+class CreateAgentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    display_name: str = Field(default="", max_length=200)
+    persona: str = Field(default="", max_length=20_000)
+    provider_id: str = Field(default="", max_length=100)
+    model: str = Field(default="", max_length=100)
+
+
+class AskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Length is checked by the route (413 rather than 400 beyond the limit).
+    message: str = Field(min_length=1)
+    # Who asks: an agent id, or "user".
+    requester: str = Field(default="user", min_length=1, max_length=64)
+    # Ties the answer to the question; "" = the run's id.
+    correlation_id: str = Field(default="", max_length=128)
+    request_id: str = Field(default="", max_length=128)
+    busy_policy: Literal["queue", "reject", "interrupt"] = "queue"

@@ -1,4 +1,9 @@
+"""The gateway's one settings object (SWITCHBOARD_GATEWAY_*), read once at start-up."""
+
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -13,6 +18,8 @@ class GatewaySettings(BaseSettings):
     port: int = 8080
     engine_address: str = "127.0.0.1:50051"
     threads_address: str = "127.0.0.1:50053"
+    memory_address: str = "127.0.0.1:50054"
+    router_address: str = "127.0.0.1:50052"
     # Deadline of unary calls to the services, in seconds.
     call_timeout: float = 5.0
     # Deadline of a run's event stream (StartRun, WatchRun): the longest a
@@ -30,10 +37,29 @@ class GatewaySettings(BaseSettings):
     metrics_enabled: bool = True
     # Comment line sent on idle SSE streams so proxies keep them open.
     sse_ping_seconds: float = 15.0
+    # Events buffered for one SSE client. A client that falls this far behind
+    # (it stopped reading) is dropped: its engine stream is released at once
+    # and its connection closed, so it never holds up the engine or others.
+    sse_client_queue: int = Field(default=1024, ge=1)
+    # A write to a client that takes longer than this (its socket is full:
+    # it stopped reading) closes the connection.
+    sse_send_timeout: float = Field(default=10.0, gt=0)
+    # What a run does when its client goes away before the run ends:
+    # "continue" (the default; the client can reconnect with Last-Event-ID or
+    # read the outcome later) or "cancel" (the gateway calls CancelRun).
+    disconnect_policy: Literal["continue", "cancel"] = "continue"
     # "token:user,token2:user2". Empty: no auth, every request acts as dev_user
     # (the local launcher's default; never for a shared deployment).
     tokens: str = ""
     dev_user: str = "local"
+    # JSON file of hashed tokens written by `python -m gateway tokens ...`;
+    # accepted together with `tokens`. Re-read when it changes.
+    tokens_file: Path | None = None
+    # Sources offered by GET /api/agent/sources besides the workspace, until
+    # the engine publishes its own: JSON lists of {"name", "title"?}
+    # (the engine's MCP server entries can be pasted as they are).
+    connectors_json: str = "[]"
+    mcp_servers_json: str = "[]"
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
 

@@ -20,6 +20,8 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gateway.tokens import create_token, hash_token, read_records
+
 COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
 DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
 STARTUP_TIMEOUT = 60.0
@@ -85,6 +87,8 @@ def plan(ports: dict[str, int], data_dir: Path, extra_env: dict[str, str]) -> li
                 "SWITCHBOARD_GATEWAY_PORT": str(ports["gateway"]),
                 "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": addr["engine"],
                 "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": addr["threads"],
+                "SWITCHBOARD_GATEWAY_MEMORY_ADDRESS": addr["memory"],
+                "SWITCHBOARD_GATEWAY_ROUTER_ADDRESS": addr["router"],
             },
         )
     )
@@ -154,6 +158,22 @@ async def stop_all(children: list[Child], grace: float = 15.0) -> None:
             await task
 
 
+def dev_token(data_dir: Path, tokens_file: Path, user: str) -> str:
+    """The development token of ``user``: the one kept in the data dir while
+    the tokens file still holds its hash, else a new one (only its hash goes
+    to the tokens file; the token itself stays in ``dev-token``, mode 0600)."""
+    kept = data_dir / "dev-token"
+    if kept.exists():
+        token = kept.read_text().strip()
+        if any(r.sha256 == hash_token(token) for r in read_records(tokens_file)):
+            return token
+    _, token = create_token(tokens_file, user, "local launcher development token")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    kept.write_text(token + "\n")
+    kept.chmod(0o600)
+    return token
+
+
 async def run(args: argparse.Namespace) -> int:
     names = list(DEFAULT_PORTS)
     if args.ephemeral_ports:
@@ -171,6 +191,17 @@ async def run(args: argparse.Namespace) -> int:
     extra_env = {}
     if args.offline_token_delay:
         extra_env["SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY"] = str(args.offline_token_delay)
+    token = ""
+    if not args.no_auth:
+        # Token auth, as deployed: a development token for the dev user,
+        # besides any tokens the environment configures.
+        tokens_file = Path(
+            os.environ.get("SWITCHBOARD_GATEWAY_TOKENS_FILE")
+            or args.data_dir.resolve() / "gateway-tokens.json"
+        )
+        user = os.environ.get("SWITCHBOARD_GATEWAY_DEV_USER") or "local"
+        token = dev_token(args.data_dir.resolve(), tokens_file, user)
+        extra_env["SWITCHBOARD_GATEWAY_TOKENS_FILE"] = str(tokens_file)
     children = plan(ports, args.data_dir.resolve(), extra_env)
     color = sys.stdout.isatty()
     stop = asyncio.Event()
@@ -196,14 +227,17 @@ async def run(args: argparse.Namespace) -> int:
     data = f"SQLite files in {args.data_dir.resolve()}"
     if external:
         data += f" (except {', '.join(external)}: SWITCHBOARD_<SERVICE>_DATABASE_URL)"
+    page = f"{url}/?token={token}" if token else f"{url}/"
+    auth = f"Authorization: Bearer {token}" if token else "none (--no-auth)"
     print(
-        f"\nSwitchboard is up.\n  Web page:  {url}/\n  HTTP API:  {url}/api/agent  (OpenAPI: {url}/docs)\n"
+        f"\nSwitchboard is up.\n  Web page:  {page}\n  HTTP API:  {url}/api/agent  (OpenAPI: {url}/docs)\n"
+        f"  Auth:      {auth}\n"
         f"  gRPC:      engine :{ports['engine']}  router :{ports['router']}  threads :{ports['threads']}"
         f"  memory :{ports['memory']}\n  Data:      {data}\nPress Ctrl-C to stop.\n",
         flush=True,
     )
     if args.ready_file:
-        args.ready_file.write_text(json.dumps({"url": url, "ports": ports}))
+        args.ready_file.write_text(json.dumps({"url": url, "ports": ports, "dev_token": token}))
     waits = [asyncio.create_task(c.process.wait()) for c in children if c.process is not None]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *waits], return_when=asyncio.FIRST_COMPLETED)
@@ -224,6 +258,11 @@ def main() -> None:
     parser.add_argument("--port-offset", type=int, default=0, help="add N to every default port")
     parser.add_argument("--ephemeral-ports", action="store_true", help="pick free ports (tests)")
     parser.add_argument("--ready-file", type=Path, help="write the URL and ports here as JSON once healthy")
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no development token: without SWITCHBOARD_GATEWAY_TOKENS every request is the dev user",
+    )
     parser.add_argument(
         "--offline-token-delay", type=float, default=0.0, help="seconds between offline tokens (demo)"
     )

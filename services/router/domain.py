@@ -343,6 +343,15 @@ class RouterDomain:
 
     # The model router
 
+    def list_models(self, requested_size: int, token: str) -> tuple[tuple[ModelOption, ...], str]:
+        """The configured models in configuration order, one page."""
+        size = page_size(requested_size)
+        start = decode_token(token).get("offset", 0)
+        if not isinstance(start, int) or start < 0:
+            raise InvalidArgument("page_token is not a token this service issued", field="page_token")
+        end = start + size
+        return self._models[start:end], encode_token({"offset": end}) if end < len(self._models) else ""
+
     def route_model(self, text: str, requested_model: str, default_model: str, offline: bool) -> ModelRoute:
         _check_text(text, "text", required=False)
         return route_model(self._models, text, requested_model, default_model, offline=offline)

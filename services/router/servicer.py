@@ -189,6 +189,14 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
             feedback=[feedback_to_proto(f) for f in rows], next_page_token=token
         )
 
+    async def ListModels(
+        self, request: router_service_pb2.ListModelsRequest, context: Context
+    ) -> router_service_pb2.ListModelsResponse:
+        models, token = self._domain.list_models(request.page_size, request.page_token)
+        return router_service_pb2.ListModelsResponse(
+            models=[model_to_proto(m) for m in models], next_page_token=token
+        )
+
     async def RouteModel(
         self, request: router_service_pb2.RouteModelRequest, context: Context
     ) -> router_service_pb2.RouteModelResponse:

@@ -23,7 +23,7 @@ MAX_TITLE_CHARS = 200
 MAX_AUTO_TITLE_CHARS = 60
 MAX_ENTRIES_PER_APPEND = 100
 AGENT_MUTABLE_FIELDS = ("display_name", "persona", "provider_id", "model", "injection_strategy")
-CONVERSATION_MUTABLE_FIELDS = ("title", "pinned")
+CONVERSATION_MUTABLE_FIELDS = ("title", "pinned", "allowed_sources")
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,13 @@ class ThreadsDomain:
         return rows[:size], next_token
 
     async def update_conversation(
-        self, user_id: str, conversation_id: str, title: str, pinned: bool, paths: Sequence[str]
+        self,
+        user_id: str,
+        conversation_id: str,
+        title: str,
+        pinned: bool,
+        paths: Sequence[str],
+        allowed_sources: dict[str, Any] | None = None,
     ) -> Thread:
         fields = _masked(paths, CONVERSATION_MUTABLE_FIELDS)
         values: dict[str, Any] = {"update_time": utcnow()}
@@ -219,6 +225,9 @@ class ThreadsDomain:
             values.update(title=title, title_auto=False)
         if "pinned" in fields:
             values["pinned"] = pinned
+        if "allowed_sources" in fields:
+            # Stored whole, as CreateConversation stores it (seed 002 P2-T08).
+            values["sources_json"] = json.dumps(allowed_sources or {}, sort_keys=True)
         return await self._updated(user_id, conversation_id, values)
 
     async def set_auto_title(

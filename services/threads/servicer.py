@@ -226,7 +226,16 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     ) -> threads_service_pb2.UpdateConversationResponse:
         c = request.conversation
         thread = await self._domain.update_conversation(
-            caller_user(context), c.id, c.title, c.pinned, list(request.update_mask.paths)
+            caller_user(context),
+            c.id,
+            c.title,
+            c.pinned,
+            list(request.update_mask.paths),
+            json_format.MessageToDict(
+                c.allowed_sources,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
+            ),
         )
         return threads_service_pb2.UpdateConversationResponse(conversation=conversation_to_proto(thread))
 

@@ -417,7 +417,8 @@ async def launched(
     ready, log = folder / "ready.json", folder / "launcher.log"
     with log.open("wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.launcher", "--ephemeral-ports"]
+            # --no-auth: the same gateway work as the runs recorded before tokens existed.
+            [sys.executable, "-m", "services.launcher", "--ephemeral-ports", "--no-auth"]
             + ["--ready-file", str(ready), "--data-dir", str(folder / "data")],
             cwd=ROOT,
             env={**os.environ, **extra_env},

@@ -205,3 +205,28 @@ async def test_another_users_conversation_is_not_found_in_every_rpc(stub: Stub) 
         **as_user("alice"),
     )
     assert list(entries.entries) == [] and not entries.partial_view
+
+
+async def test_update_conversation_replaces_the_allowed_sources(stub: Any) -> None:
+    created = await stub.CreateConversation(
+        pb.CreateConversationRequest(
+            allowed_sources=threads_pb2.AllowedSources(workspace=True, connectors=["mail"])
+        ),
+        **as_user("alice"),
+    )
+    conversation = threads_pb2.Conversation(
+        id=created.conversation.id,
+        allowed_sources=threads_pb2.AllowedSources(workspace=False, mcp_servers=["calc"]),
+    )
+    updated = await stub.UpdateConversation(
+        pb.UpdateConversationRequest(
+            conversation=conversation, update_mask=FieldMask(paths=["allowed_sources"])
+        ),
+        **as_user("alice"),
+    )
+    sources = updated.conversation.allowed_sources
+    assert (sources.workspace, list(sources.connectors), list(sources.mcp_servers)) == (False, [], ["calc"])
+    got = await stub.GetConversation(
+        pb.GetConversationRequest(conversation_id=created.conversation.id), **as_user("alice")
+    )
+    assert list(got.conversation.allowed_sources.mcp_servers) == ["calc"]

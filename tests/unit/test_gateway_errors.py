@@ -20,7 +20,7 @@ def rpc_error(status: grpc.Status) -> grpc.aio.AioRpcError:
         (grpc.StatusCode.INVALID_ARGUMENT, 400),
         (grpc.StatusCode.UNAUTHENTICATED, 401),
         (grpc.StatusCode.NOT_FOUND, 404),
-        (grpc.StatusCode.FAILED_PRECONDITION, 412),
+        (grpc.StatusCode.FAILED_PRECONDITION, 409),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, 429),
         (grpc.StatusCode.UNAVAILABLE, 503),
         (grpc.StatusCode.DEADLINE_EXCEEDED, 504),

@@ -87,6 +87,11 @@ class RouterServiceStub:
                 request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteModelRequest.SerializeToString,
                 response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteModelResponse.FromString,
                 _registered_method=True)
+        self.ListModels = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/ListModels',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsResponse.FromString,
+                _registered_method=True)
 
 
 class RouterServiceServicer:
@@ -165,6 +170,15 @@ class RouterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListModels(self, request, context):
+        """The configured models in configuration order, for a model selector;
+        "auto" is not one of them (RouteModel resolves it). The list is the
+        service's configuration, the same for every caller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RouterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +231,11 @@ def add_RouterServiceServicer_to_server(servicer, server):
                     servicer.RouteModel,
                     request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteModelRequest.FromString,
                     response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteModelResponse.SerializeToString,
+            ),
+            'ListModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModels,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -492,6 +511,33 @@ class RouterService:
             '/switchboard.router.v1.RouterService/RouteModel',
             switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteModelRequest.SerializeToString,
             switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/ListModels',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,11 @@ class RouterServiceStub:
     """The caller's feedback, newest first."""
     RouteModel: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.RouteModelRequest, _router_service_pb2.RouteModelResponse]
     """Resolves the requested model ("auto" or a configured id) to a model."""
+    ListModels: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListModelsRequest, _router_service_pb2.ListModelsResponse]
+    """The configured models in configuration order, for a model selector;
+    "auto" is not one of them (RouteModel resolves it). The list is the
+    service's configuration, the same for every caller.
+    """
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
@@ -87,6 +92,11 @@ class RouterServiceAsyncStub(RouterServiceStub):
     """The caller's feedback, newest first."""
     RouteModel: _aio.UnaryUnaryMultiCallable[_router_service_pb2.RouteModelRequest, _router_service_pb2.RouteModelResponse]  # type: ignore[assignment]
     """Resolves the requested model ("auto" or a configured id) to a model."""
+    ListModels: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListModelsRequest, _router_service_pb2.ListModelsResponse]  # type: ignore[assignment]
+    """The configured models in configuration order, for a model selector;
+    "auto" is not one of them (RouteModel resolves it). The list is the
+    service's configuration, the same for every caller.
+    """
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     """Skill catalog, Skill Router and model router. Every call acts for the user
@@ -174,5 +184,16 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.RouteModelResponse, _abc.Awaitable[_router_service_pb2.RouteModelResponse]]:
         """Resolves the requested model ("auto" or a configured id) to a model."""
+
+    @_abc_1.abstractmethod
+    def ListModels(
+        self,
+        request: _router_service_pb2.ListModelsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.ListModelsResponse, _abc.Awaitable[_router_service_pb2.ListModelsResponse]]:
+        """The configured models in configuration order, for a model selector;
+        "auto" is not one of them (RouteModel resolves it). The list is the
+        service's configuration, the same for every caller.
+        """
 
 def add_RouterServiceServicer_to_server(servicer: RouterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

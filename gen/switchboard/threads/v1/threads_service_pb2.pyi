@@ -603,7 +603,9 @@ class UpdateConversationRequest(_message.Message):
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def conversation(self) -> _threads_pb2.Conversation:
-        """conversation.id names the conversation; title and pinned are updatable."""
+        """conversation.id names the conversation; title, pinned and
+        allowed_sources are updatable.
+        """
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask: ...

@@ -203,7 +203,7 @@ class ThreadsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateConversation(self, request, context):
-        """Renames (title_auto becomes false) and pins/unpins.
+        """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -51,7 +51,7 @@ class ThreadsServiceStub:
     GetConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetConversationRequest, _threads_service_pb2.GetConversationResponse]
     ListConversations: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]
     UpdateConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]
-    """Renames (title_auto becomes false) and pins/unpins."""
+    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources."""
     SetAutoTitle: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]
     """The automatic title, set after the first exchange; never overwrites a
     manual title.
@@ -108,7 +108,7 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     GetConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetConversationRequest, _threads_service_pb2.GetConversationResponse]  # type: ignore[assignment]
     ListConversations: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]  # type: ignore[assignment]
     UpdateConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]  # type: ignore[assignment]
-    """Renames (title_auto becomes false) and pins/unpins."""
+    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources."""
     SetAutoTitle: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]  # type: ignore[assignment]
     """The automatic title, set after the first exchange; never overwrites a
     manual title.
@@ -216,7 +216,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.UpdateConversationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.UpdateConversationResponse, _abc.Awaitable[_threads_service_pb2.UpdateConversationResponse]]:
-        """Renames (title_auto becomes false) and pins/unpins."""
+        """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources."""
 
     @_abc_1.abstractmethod
     def SetAutoTitle(

@@ -1,0 +1,178 @@
+"""What a client offers around a message: models (Auto + configured, from the
+router), skills and the caller's enablement, the sources a conversation can
+allow, and suggested actions for a page (no model call)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from gateway import deps
+from gateway.deps import User, rpc
+from gateway.events import message_dict, short_enum
+from gateway.schemas import EnablementBody
+from gateway.suggestions import suggest
+from switchboard.router.v1 import router_pb2, router_service_pb2
+from switchboard.threads.v1 import threads_service_pb2
+
+router = APIRouter(prefix="/api/agent")
+
+AUTO_USE = {
+    None: router_service_pb2.AUTO_USE_OVERRIDE_UNSPECIFIED,
+    "inherit": router_service_pb2.AUTO_USE_OVERRIDE_INHERIT,
+    "on": router_service_pb2.AUTO_USE_OVERRIDE_ON,
+    "off": router_service_pb2.AUTO_USE_OVERRIDE_OFF,
+}
+
+
+def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
+    data = message_dict(model)
+    data["profile"] = short_enum(data.get("profile", ""), "MODEL_PROFILE_")
+    data["label"] = model.id
+    return data
+
+
+@router.get("/models", tags=["catalog"])
+async def list_models(request: Request, user: User) -> dict[str, Any]:
+    """`auto` first, then the router's configured models in order, each
+    with web_only (gets no workspace context: warn before sending and
+    untick workspace sources) and expensive (Auto avoids it unless the
+    request is classified strong)."""
+    models: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        response = await rpc(
+            request,
+            deps.router_stub(request).ListModels,
+            router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
+            user,
+        )
+        models += [model_json(m) for m in response.models]
+        token = response.next_page_token
+        if not token:
+            break
+    auto = {
+        "id": "auto",
+        "label": "Auto",
+        "provider": "",
+        "model": "",
+        "profile": "",
+        "web_only": False,
+        "expensive": False,
+    }
+    return {"models": [auto, *models]}
+
+
+def skill_json(skill: router_pb2.Skill) -> dict[str, Any]:
+    data = message_dict(skill)
+    data.pop("body", None)  # instructions stay server-side; GET lists what a menu needs
+    return data
+
+
+@router.get("/skills", tags=["catalog"])
+async def list_skills(
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """The skill catalog by name, with the caller's enabled and effective_auto_use."""
+    response = await rpc(
+        request,
+        deps.router_stub(request).ListSkills,
+        router_service_pb2.ListSkillsRequest(page_size=page_size, page_token=page_token),
+        user,
+    )
+    return {"skills": [skill_json(s) for s in response.skills], "next_page_token": response.next_page_token}
+
+
+@router.put("/skills/{skill_id}/enablement", tags=["catalog"])
+async def set_skill_enablement(
+    skill_id: str, body: EnablementBody, request: Request, user: User
+) -> dict[str, Any]:
+    """The caller's enablement of a skill and their "Use automatically"
+    override (`auto_use: "off"` after "this skill was not relevant")."""
+    response = await rpc(
+        request,
+        deps.router_stub(request).SetSkillEnablement,
+        router_service_pb2.SetSkillEnablementRequest(
+            skill_id=skill_id, enabled=body.enabled, auto_use=AUTO_USE[body.auto_use]
+        ),
+        user,
+    )
+    return skill_json(response.skill)
+
+
+class SourceOption(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # MCP entries carry command, args...
+
+    name: str = Field(min_length=1, max_length=100)
+    title: str = ""
+
+
+_SOURCES = TypeAdapter(list[SourceOption])
+
+
+@cache
+def configured_sources(connectors_json: str, mcp_servers_json: str) -> tuple[list[SourceOption], ...]:
+    """Parsed once per value; a bad setting fails at start-up (create_app)."""
+    return _SOURCES.validate_json(connectors_json), _SOURCES.validate_json(mcp_servers_json)
+
+
+@router.get("/sources", tags=["catalog"])
+async def list_sources(
+    request: Request,
+    user: User,
+    conversation_id: Annotated[str, Query(max_length=128, description="mark what it allows")] = "",
+) -> dict[str, Any]:
+    """What the All-sources popover offers: the workspace (always), the
+    connectors and the MCP servers configured for the gateway
+    (SWITCHBOARD_GATEWAY_CONNECTORS_JSON / _MCP_SERVERS_JSON). With
+    conversation_id, each carries `checked`: whether that conversation allows it."""
+    settings = deps.settings(request)
+    connectors, servers = configured_sources(settings.connectors_json, settings.mcp_servers_json)
+    allowed: dict[str, Any] | None = None
+    if conversation_id:
+        response = await rpc(
+            request,
+            deps.threads(request).GetConversation,
+            threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
+            user,
+        )
+        allowed = message_dict(response.conversation.allowed_sources)
+
+    def entry(kind: str, option: SourceOption, key: str) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": kind, "name": option.name, "title": option.title or option.name}
+        if allowed is not None:
+            data["checked"] = option.name in allowed.get(key, [])
+        return data
+
+    workspace: dict[str, Any] = {"kind": "workspace", "name": "workspace", "title": "Workspace"}
+    if allowed is not None:
+        workspace["checked"] = bool(allowed.get("workspace", False))
+    return {
+        "workspace": workspace,
+        "connectors": [entry("connector", c, "connectors") for c in connectors],
+        "mcp_servers": [entry("mcp", s, "mcp_servers") for s in servers],
+    }
+
+
+@router.get("/suggested-actions", tags=["catalog"])
+async def suggested_actions(
+    user: User,
+    page_type: Annotated[str, Query(max_length=50)] = "page",
+    selection: Annotated[str, Query(max_length=4000)] = "",
+) -> dict[str, Any]:
+    """2 to 4 prompt starters for the current page, computed without any
+    model call. A click prefills the composer; it never starts a run."""
+    return {"actions": [s.__dict__ for s in suggest(page_type, selection)], "starts_run": False}
+
+
+def check_sources_settings(connectors_json: str, mcp_servers_json: str) -> None:
+    try:
+        configured_sources(connectors_json, mcp_servers_json)
+    except ValueError as error:
+        raise ValueError(f"SWITCHBOARD_GATEWAY_CONNECTORS_JSON / _MCP_SERVERS_JSON: {error}") from error

@@ -1,0 +1,65 @@
+"""What every route needs: the caller, the service stubs, deadlines, and a
+unary call with the caller's identity in its metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, Request
+
+from gateway.auth import current_user
+from gateway.settings import GatewaySettings
+from services.shared.clients import call
+from services.shared.identity import user_metadata
+from switchboard.engine.v1 import engine_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
+from switchboard.router.v1 import router_service_pb2_grpc
+from switchboard.threads.v1 import threads_service_pb2_grpc
+
+User = Annotated[str, Depends(current_user)]
+Response = TypeVar("Response")
+
+
+def settings(request: Request) -> GatewaySettings:
+    return request.app.state.settings  # type: ignore[no-any-return]
+
+
+def engine(request: Request) -> engine_service_pb2_grpc.EngineServiceStub:
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
+def threads(request: Request) -> threads_service_pb2_grpc.ThreadsServiceStub:
+    return request.app.state.threads  # type: ignore[no-any-return]
+
+
+def memory(request: Request) -> memory_service_pb2_grpc.MemoryServiceStub:
+    return request.app.state.memory  # type: ignore[no-any-return]
+
+
+def pages(request: Request) -> pages_service_pb2_grpc.PagesServiceStub:
+    return request.app.state.pages  # type: ignore[no-any-return]
+
+
+def router_stub(request: Request) -> router_service_pb2_grpc.RouterServiceStub:
+    return request.app.state.router  # type: ignore[no-any-return]
+
+
+async def rpc(
+    request: Request,
+    method: Callable[..., Awaitable[Response]],
+    message: object,
+    user: str,
+    *,
+    idempotent: bool = True,
+) -> Response:
+    """A unary call as ``user`` with the gateway's deadline; retried on
+    UNAVAILABLE only when ``idempotent`` (reads, and writes carrying a key
+    or setting a value)."""
+    return await call(
+        method,
+        message,
+        timeout=settings(request).call_timeout,
+        metadata=user_metadata(user),
+        idempotent=idempotent,
+    )

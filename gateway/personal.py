@@ -1,0 +1,345 @@
+"""Personal settings, instruction pages, pages (read) and proposals: the
+routes of seed 002 P2-T04, P2-T05 and P2-T07, backed by the memory service
+(MemoryService and PagesService), which checks every ownership itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from gateway import deps
+from gateway.deps import User, rpc
+from gateway.errors import ApiError
+from gateway.events import message_dict, short_enum
+from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
+from switchboard.router.v1 import router_service_pb2
+
+router = APIRouter(prefix="/api/agent")
+
+CHAT_MODES = {"sidebar": memory_pb2.CHAT_MODE_SIDEBAR, "floating": memory_pb2.CHAT_MODE_FLOATING}
+PROPOSAL_STATES = {
+    "": pages_pb2.PROPOSAL_STATE_UNSPECIFIED,
+    "pending": pages_pb2.PROPOSAL_STATE_PENDING,
+    "accepted": pages_pb2.PROPOSAL_STATE_ACCEPTED,
+    "refused": pages_pb2.PROPOSAL_STATE_REFUSED,
+}
+# Shown by the page next to the instruction page switch (seed 002 P2-T05).
+SHARED_PAGE_NOTICE = (
+    "Anyone who can edit this page changes how your agent behaves. "
+    "To share it as an example, duplicate the page."
+)
+
+
+def settings_json(settings: memory_pb2.PersonalSettings) -> dict[str, Any]:
+    data = message_dict(settings)
+    mode = short_enum(data.get("chat_mode", ""), "CHAT_MODE_")
+    data["chat_mode"] = mode if mode in CHAT_MODES else "sidebar"
+    data["avatar"] = json.loads(data.pop("avatar_json") or "{}")
+    data["default_model"] = data.get("default_model") or "auto"
+    data["instruction_page_notice"] = SHARED_PAGE_NOTICE
+    return data
+
+
+@router.get("/personal-settings", tags=["personal"])
+async def get_personal_settings(request: Request, user: User) -> dict[str, Any]:
+    """The caller's settings; defaults when they never saved any."""
+    response = await rpc(
+        request,
+        deps.memory(request).GetPersonalSettings,
+        memory_service_pb2.GetPersonalSettingsRequest(),
+        user,
+    )
+    return settings_json(response.settings)
+
+
+async def _check_model(request: Request, user: str, model: str) -> None:
+    """A default model must be Auto or a configured model."""
+    if model in ("", "auto"):
+        return
+    token = ""
+    while True:
+        response = await rpc(
+            request,
+            deps.router_stub(request).ListModels,
+            router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
+            user,
+        )
+        if any(m.id == model for m in response.models):
+            return
+        token = response.next_page_token
+        if not token:
+            raise ApiError(400, "INVALID_ARGUMENT", f"default_model: {model!r} is not a configured model")
+
+
+@router.put("/personal-settings", tags=["personal"])
+async def update_personal_settings(
+    body: PersonalSettingsBody, request: Request, user: User
+) -> dict[str, Any]:
+    """Writes the fields present (display_name, avatar, chat_mode,
+    default_model); the others keep their value."""
+    fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
+    if not fields:
+        raise ApiError(400, "INVALID_ARGUMENT", "nothing to update: give at least one field")
+    values = memory_pb2.PersonalSettings()
+    paths = []
+    if body.display_name is not None:
+        values.display_name = body.display_name
+        paths.append("display_name")
+    if body.avatar is not None:
+        values.avatar_json = json.dumps(body.avatar, separators=(",", ":"))
+        paths.append("avatar_json")
+    if body.chat_mode is not None:
+        values.chat_mode = CHAT_MODES[body.chat_mode]
+        paths.append("chat_mode")
+    if body.default_model is not None:
+        model = body.default_model.strip()
+        await _check_model(request, user, model)
+        values.default_model = "" if model == "auto" else model
+        paths.append("default_model")
+    message = memory_service_pb2.UpdatePersonalSettingsRequest(settings=values)
+    message.update_mask.paths.extend(paths)
+    response = await rpc(request, deps.memory(request).UpdatePersonalSettings, message, user)
+    return settings_json(response.settings)
+
+
+def _instruction_state(response: Any) -> dict[str, Any]:
+    return {
+        "instruction_page_ids": list(response.instruction_page_ids),
+        "active_instruction_page_id": response.active_instruction_page_id,
+    }
+
+
+@router.post("/personal-settings/instructions-page", status_code=201, tags=["personal"])
+async def add_instructions_page(body: InstructionPageBody, request: Request, user: User) -> dict[str, Any]:
+    """Creates the caller's private instruction page from a template ("My
+    Switchboard AI" by default) and makes it active, or adds an existing page
+    the caller can read (page_id). Idempotent on request_id for a new page."""
+    pages = deps.pages(request)
+    if body.page_id:
+        added = await rpc(
+            request,
+            pages.AddInstructionPage,
+            pages_service_pb2.AddInstructionPageRequest(page_id=body.page_id, make_active=body.make_active),
+            user,
+        )
+        page = await rpc(request, pages.GetPage, pages_service_pb2.GetPageRequest(page_id=body.page_id), user)
+        return {"page": message_dict(page.page), **_instruction_state(added)}
+    created = await rpc(
+        request,
+        pages.CreateInstructionPage,
+        pages_service_pb2.CreateInstructionPageRequest(
+            request_id=body.request_id, template_id=body.template_id, title=body.title
+        ),
+        user,
+        idempotent=bool(body.request_id),
+    )
+    return {
+        "page": message_dict(created.page),
+        **_instruction_state(created),
+        "notice": SHARED_PAGE_NOTICE,
+    }
+
+
+@router.get("/personal-settings/instruction-pages", tags=["personal"])
+async def list_instruction_pages(
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """The caller's instruction pages, each readable or not, and the active one."""
+    response = await rpc(
+        request,
+        deps.pages(request).ListInstructionPages,
+        pages_service_pb2.ListInstructionPagesRequest(page_size=page_size, page_token=page_token),
+        user,
+    )
+    pages = []
+    for page in response.pages:
+        data = message_dict(page)
+        data["state"] = short_enum(data.get("state", ""), "INSTRUCTION_PAGE_STATE_")
+        data["version"] = int(data.get("version", 0))
+        pages.append(data)
+    return {
+        "pages": pages,
+        "active_instruction_page_id": response.active_instruction_page_id,
+        "next_page_token": response.next_page_token,
+        "notice": SHARED_PAGE_NOTICE,
+    }
+
+
+@router.put("/personal-settings/instructions-page/active", tags=["personal"])
+async def set_active_instructions_page(body: ActivePageBody, request: Request, user: User) -> dict[str, Any]:
+    """Switches the active instruction page to one of the caller's pages."""
+    response = await rpc(
+        request,
+        deps.pages(request).SetActiveInstructionPage,
+        pages_service_pb2.SetActiveInstructionPageRequest(page_id=body.page_id),
+        user,
+    )
+    return _instruction_state(response)
+
+
+@router.delete("/personal-settings/instruction-pages/{page_id}", tags=["personal"])
+async def remove_instructions_page(page_id: str, request: Request, user: User) -> dict[str, Any]:
+    """Removes a page from the caller's instruction pages (the page itself stays)."""
+    response = await rpc(
+        request,
+        deps.pages(request).RemoveInstructionPage,
+        pages_service_pb2.RemoveInstructionPageRequest(page_id=page_id),
+        user,
+    )
+    return _instruction_state(response)
+
+
+@router.get("/instruction-templates", tags=["personal"])
+async def list_instruction_templates(request: Request, user: User) -> dict[str, Any]:
+    response = await rpc(
+        request,
+        deps.pages(request).ListInstructionTemplates,
+        pages_service_pb2.ListInstructionTemplatesRequest(page_size=500),
+        user,
+    )
+    return {"templates": [message_dict(t) for t in response.templates]}
+
+
+def page_json(page: pages_pb2.Page | pages_pb2.PageVersion) -> dict[str, Any]:
+    data = message_dict(page)
+    for key in ("version", "restored_from_version"):
+        if key in data:
+            data[key] = int(data[key])
+    return data
+
+
+@router.get("/pages/{page_id}", tags=["pages"])
+async def get_page(page_id: str, request: Request, user: User) -> dict[str, Any]:
+    """A page the caller can read (another user's private page is 404)."""
+    response = await rpc(
+        request, deps.pages(request).GetPage, pages_service_pb2.GetPageRequest(page_id=page_id), user
+    )
+    return page_json(response.page)
+
+
+@router.get("/pages/{page_id}/versions", tags=["pages"])
+async def list_page_versions(
+    page_id: str,
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """The page's versions, newest first."""
+    response = await rpc(
+        request,
+        deps.pages(request).ListPageVersions,
+        pages_service_pb2.ListPageVersionsRequest(
+            page_id=page_id, page_size=page_size, page_token=page_token
+        ),
+        user,
+    )
+    return {
+        "versions": [page_json(v) for v in response.versions],
+        "next_page_token": response.next_page_token,
+    }
+
+
+def diff_json(diff: pages_pb2.TextDiff) -> dict[str, Any]:
+    data = message_dict(diff)
+    for key in ("added_lines", "removed_lines"):
+        data[key] = int(data.get(key, 0))
+    for hunk in data.get("hunks", []):
+        for key in ("old_start", "old_lines", "new_start", "new_lines"):
+            hunk[key] = int(hunk.get(key, 0))
+        for line in hunk.get("lines", []):
+            line["kind"] = short_enum(line.get("kind", ""), "DIFF_LINE_KIND_")
+    return data
+
+
+def proposal_json(proposal: pages_pb2.Proposal) -> dict[str, Any]:
+    data = message_dict(proposal)
+    data["state"] = short_enum(data.get("state", ""), "PROPOSAL_STATE_")
+    data["base_version"] = int(data.get("base_version", 0))
+    data["accepted_version"] = int(data.get("accepted_version", 0))
+    data["diff"] = diff_json(proposal.diff)
+    return data
+
+
+@router.get("/proposals", tags=["proposals"])
+async def list_proposals(
+    request: Request,
+    user: User,
+    state: Annotated[str, Query(pattern="^(|pending|accepted|refused)$")] = "",
+    page_id: Annotated[str, Query(max_length=128)] = "",
+    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """Proposals the caller can see (their pages', or made for them), newest first."""
+    response = await rpc(
+        request,
+        deps.pages(request).ListProposals,
+        pages_service_pb2.ListProposalsRequest(
+            page_id=page_id, state=PROPOSAL_STATES[state], page_size=page_size, page_token=page_token
+        ),
+        user,
+    )
+    return {
+        "proposals": [proposal_json(p) for p in response.proposals],
+        "next_page_token": response.next_page_token,
+    }
+
+
+@router.get("/proposals/{proposal_id}", tags=["proposals"])
+async def get_proposal(proposal_id: str, request: Request, user: User) -> dict[str, Any]:
+    """The proposal with its diff; while pending on a page that has moved
+    since, also what changed (base_to_current) and what accepting now would
+    change (current_to_proposed)."""
+    response = await rpc(
+        request,
+        deps.pages(request).GetProposal,
+        pages_service_pb2.GetProposalRequest(proposal_id=proposal_id),
+        user,
+    )
+    data = proposal_json(response.proposal)
+    if response.current_version:
+        data["current_version"] = int(response.current_version)
+        data["base_to_current"] = diff_json(response.base_to_current)
+        data["current_to_proposed"] = diff_json(response.current_to_proposed)
+    return data
+
+
+@router.post("/proposals/{proposal_id}/accept", tags=["proposals"])
+async def accept_proposal(
+    proposal_id: str, request: Request, user: User, body: DecisionBody | None = None
+) -> dict[str, Any]:
+    """Writes the proposed text as a new page version (the ordinary edit
+    path). 409 when the proposal is decided already or the page changed."""
+    response = await rpc(
+        request,
+        deps.pages(request).AcceptProposal,
+        pages_service_pb2.AcceptProposalRequest(
+            proposal_id=proposal_id, decision_reason=body.reason if body else ""
+        ),
+        user,
+        idempotent=False,
+    )
+    return {"proposal": proposal_json(response.proposal), "page": page_json(response.page)}
+
+
+@router.post("/proposals/{proposal_id}/refuse", tags=["proposals"])
+async def refuse_proposal(
+    proposal_id: str, request: Request, user: User, body: DecisionBody | None = None
+) -> dict[str, Any]:
+    """Nothing is written to the page. 409 when decided already."""
+    response = await rpc(
+        request,
+        deps.pages(request).RefuseProposal,
+        pages_service_pb2.RefuseProposalRequest(
+            proposal_id=proposal_id, decision_reason=body.reason if body else ""
+        ),
+        user,
+        idempotent=False,
+    )
+    return {"proposal": proposal_json(response.proposal)}

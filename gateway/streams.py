@@ -1,0 +1,174 @@
+"""A run's events relayed to one SSE client.
+
+A pump task reads the engine's gRPC stream into this client's queue; the
+response writes the queue to the socket. So the engine's stream never waits
+on a client: a client that stops reading fills its own queue (at most
+``sse_client_queue`` events) and is dropped — its engine stream released, its
+connection closed once the writer notices — without slowing anyone else. A
+write stuck on a full socket for ``sse_send_timeout`` closes the connection.
+
+A stream broken by UNAVAILABLE/UNKNOWN/INTERNAL is reopened with WatchRun
+after the last event sent: the engine replica holding it went away (crash,
+rollout), and another replica serves the rest of the run from the database,
+including the "interrupted" settlement once the dead replica's lease expires.
+
+When the client goes away before the run's terminal event, the run goes on
+(``disconnect_policy=continue``, the default) or is cancelled (``cancel``).
+A client dropped for falling behind is not a disconnect: its run goes on, and
+it can resume with Last-Event-ID."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from fastapi import Request, Response
+from prometheus_client import Counter, Gauge
+from sse_starlette import EventSourceResponse
+
+from gateway.events import to_sse
+from services.shared.identity import user_metadata
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+
+log = logging.getLogger(__name__)
+
+SSE_CLIENTS = Gauge("switchboard_sse_clients", "Run event streams open to clients.")
+SSE_DROPPED = Counter(
+    "switchboard_sse_clients_dropped_total", "SSE clients dropped for not reading their events."
+)
+_RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
+
+
+def is_terminal(event: engine_pb2.RunEvent) -> bool:
+    return event.WhichOneof("kind") in ("final", "error")
+
+
+async def stream_run(stream: Any, request: Request, user: str) -> EventSourceResponse | Response:
+    """Waits for the first event so a refused run is an HTTP error (400, 404,
+    413...) rather than a 200 stream; then relays the rest as SSE. A stream
+    with nothing left to send (a finished run) is 204."""
+    try:
+        first = await stream.read()
+    except grpc.aio.AioRpcError:
+        stream.cancel()
+        raise
+    if first is grpc.aio.EOF:
+        return Response(status_code=204)
+    relay = Relay(request, user, stream, first.event)
+    settings = request.app.state.settings
+    return EventSourceResponse(
+        relay.events(),
+        ping=settings.sse_ping_seconds,
+        send_timeout=settings.sse_send_timeout,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+class Relay:
+    def __init__(self, request: Request, user: str, stream: Any, first: engine_pb2.RunEvent) -> None:
+        self._app = request.app
+        self._settings = request.app.state.settings
+        self._user = user
+        self._stream = stream
+        self._first = first
+        self.run_id = first.run_id
+        # (sse event, terminal) items, then None when nothing more will come.
+        self._queue: asyncio.Queue[tuple[dict[str, str], bool] | None] = asyncio.Queue()
+        self.dropped = False
+
+    def _offer(self, item: dict[str, str], terminal: bool) -> bool:
+        """Queues an event; False (and the client dropped) when the client
+        has ``sse_client_queue`` events it has not taken."""
+        if self._queue.qsize() >= self._settings.sse_client_queue:
+            self.dropped = True
+            SSE_DROPPED.inc()
+            log.warning("dropping an SSE client of run %s: it stopped reading", self.run_id)
+            return False
+        self._queue.put_nowait((item, terminal))
+        return True
+
+    async def _pump(self) -> None:
+        current, last = self._stream, self._first
+        resume_deadline: float | None = None
+        try:
+            if not self._offer(to_sse(last), is_terminal(last)):
+                return
+            # Read to EOF, even after the terminal event: the engine's stream
+            # then ends on its own rather than being cancelled mid-yield.
+            while True:
+                try:
+                    # read(), not iteration: grpc.aio forbids mixing the two on one call.
+                    response = await current.read()
+                except grpc.aio.AioRpcError as error:
+                    if is_terminal(last):
+                        return  # the client has the whole run
+                    now = asyncio.get_running_loop().time()
+                    resume_deadline = resume_deadline or now + self._settings.stream_resume_seconds
+                    if error.code() not in _RESUMABLE or now >= resume_deadline:
+                        self._offer(_interrupted(self.run_id, error), True)
+                        return
+                    current.cancel()
+                    await asyncio.sleep(min(1.0, self._settings.stream_resume_seconds / 10))
+                    current = self._app.state.engine.WatchRun(
+                        engine_service_pb2.WatchRunRequest(run_id=self.run_id, after_sequence=last.sequence),
+                        timeout=self._settings.run_stream_timeout,
+                        metadata=user_metadata(self._user),
+                    )
+                    continue
+                if response is grpc.aio.EOF:
+                    return
+                resume_deadline = None
+                last = response.event
+                if not self._offer(to_sse(last), is_terminal(last)):
+                    return
+        finally:
+            current.cancel()
+            self._queue.put_nowait(None)
+
+    async def events(self) -> AsyncIterator[dict[str, str]]:
+        pump = asyncio.create_task(self._pump())
+        finished = False
+        SSE_CLIENTS.inc()
+        try:
+            while (item := await self._queue.get()) is not None:
+                event, terminal = item
+                yield event
+                finished = finished or terminal
+        finally:
+            SSE_CLIENTS.dec()
+            pump.cancel()
+            if not finished and not self.dropped and self._settings.disconnect_policy == "cancel":
+                self._cancel_run_later()
+
+    def _cancel_run_later(self) -> None:
+        """CancelRun in a task of its own: this generator is being torn down
+        (its awaits would be cancelled with it)."""
+        tasks: set[asyncio.Task[None]] = self._app.state.background
+
+        async def cancel() -> None:
+            try:
+                await self._app.state.engine.CancelRun(
+                    engine_service_pb2.CancelRunRequest(run_id=self.run_id),
+                    timeout=self._settings.call_timeout,
+                    metadata=user_metadata(self._user),
+                )
+            except grpc.aio.AioRpcError as error:
+                log.warning("cancelling run %s after its client left: %s", self.run_id, error.code().name)
+
+        task = asyncio.create_task(cancel())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+def _interrupted(run_id: str, error: grpc.aio.AioRpcError) -> dict[str, str]:
+    """The stream broke for good: tell the client in-band. Not a persisted
+    event, so never a resume point (no id); GET /runs/{id} has the outcome."""
+    failed = engine_pb2.RunEvent(
+        run_id=run_id, error=engine_pb2.RunError(code=error.code().name, message="stream interrupted")
+    )
+    event = to_sse(failed)
+    event.pop("id")
+    return event

@@ -1,0 +1,354 @@
+"""The gateway's whole HTTP API against the real processes (launcher, four
+services), on SQLite and PostgreSQL: every route as its owner uses it, then
+the cross-user matrix — bob calls every route with alice's ids and gets 404
+exactly as for an id that does not exist, and no list shows him alice's
+objects."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from services.shared.identity import user_metadata
+from switchboard.memory.v1 import pages_service_pb2, pages_service_pb2_grpc
+from tests.e2e.conftest import Launched
+from tests.e2e.sse import SseEvent, read_events
+
+MISSING = "00000000-0000-4000-8000-000000000000"
+
+
+@dataclass
+class World:
+    """Alice's objects, made once per system."""
+
+    conversation: str
+    run: str
+    skill: str
+    page: str
+    proposals: list[str]
+
+
+def client_for(launched: Launched, user: str) -> httpx.Client:
+    return httpx.Client(base_url=launched.url, headers=launched.headers(user), timeout=30)
+
+
+@pytest.fixture(scope="module")
+def alice(launched: Launched) -> Iterator[httpx.Client]:
+    with client_for(launched, "alice") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def bob(launched: Launched) -> Iterator[httpx.Client]:
+    with client_for(launched, "bob") as client:
+        yield client
+
+
+def stream(client: httpx.Client, path: str, body: dict[str, Any]) -> list[SseEvent]:
+    with client.stream("POST", path, json=body) as response:
+        assert response.status_code == 200, response.read()
+        return list(read_events(response))
+
+
+def propose(launched: Launched, page_id: str, body: str) -> str:
+    """A proposal for alice's page, as the engine makes one after "remember that"."""
+    with grpc.insecure_channel(f"127.0.0.1:{launched.ports['memory']}") as channel:
+        response = pages_service_pb2_grpc.PagesServiceStub(channel).CreateProposal(
+            pages_service_pb2.CreateProposalRequest(
+                request_id=str(uuid.uuid4()), page_id=page_id, proposed_body=body, reason="remember"
+            ),
+            metadata=user_metadata("alice"),
+            timeout=10,
+        )
+    return str(response.proposal.id)
+
+
+@pytest.fixture(scope="module")
+def world(launched: Launched, alice: httpx.Client) -> World:
+    created = alice.post("/api/agent/conversations", json={"title": "Alice's supplier thread"})
+    conversation = created.json()["id"]
+    events = stream(
+        alice,
+        f"/api/agent/conversations/{conversation}/messages",
+        {"message": "Draft a reply to this email from the supplier"},
+    )
+    final = events[-1].data
+    skill = next(e.data["skill_id"] for e in events if e.event == "skill_used")
+    page = alice.post("/api/agent/personal-settings/instructions-page", json={}).json()["page"]
+    proposals = [
+        propose(launched, page["id"], page["body"].rstrip("\n") + f"\n- remember {n}\n") for n in (1, 2)
+    ]
+    return World(conversation, final["run_id"], skill, page["id"], proposals)
+
+
+def test_personal_settings_are_per_user(alice: httpx.Client, bob: httpx.Client) -> None:
+    defaults = bob.get("/api/agent/personal-settings").json()
+    assert (defaults["display_name"], defaults["chat_mode"], defaults["default_model"]) == (
+        "",
+        "sidebar",
+        "auto",
+    )
+    changed = alice.put(
+        "/api/agent/personal-settings",
+        json={
+            "display_name": "Ally",
+            "avatar": {"hat": "beret"},
+            "chat_mode": "floating",
+            "default_model": "offline-strong",
+        },
+    )
+    assert changed.status_code == 200, changed.text
+    again = alice.get("/api/agent/personal-settings").json()
+    assert (again["display_name"], again["avatar"], again["chat_mode"], again["default_model"]) == (
+        "Ally",
+        {"hat": "beret"},
+        "floating",
+        "offline-strong",
+    )
+    assert "duplicate the page" in again["instruction_page_notice"]
+    unknown = alice.put("/api/agent/personal-settings", json={"default_model": "gpt-9"})
+    assert unknown.status_code == 400 and "gpt-9" in unknown.json()["error"]["message"]
+    assert bob.get("/api/agent/personal-settings").json() == defaults  # never leaks
+
+
+def test_instruction_pages_proposals_and_their_diffs(alice: httpx.Client, world: World) -> None:
+    pages = alice.get("/api/agent/personal-settings/instruction-pages").json()
+    assert pages["active_instruction_page_id"] == world.page
+    assert [(p["page_id"], p["state"], p["active"]) for p in pages["pages"]] == [
+        (world.page, "readable", True)
+    ]
+    templates = alice.get("/api/agent/instruction-templates").json()["templates"]
+    assert templates and all(t["id"] and t["title"] for t in templates)
+    second = alice.post(
+        "/api/agent/personal-settings/instructions-page",
+        json={"template_id": templates[-1]["id"], "title": "Terse me"},
+    ).json()
+    assert second["active_instruction_page_id"] == second["page"]["id"]  # a new page becomes active
+    switched = alice.put(
+        "/api/agent/personal-settings/instructions-page/active", json={"page_id": world.page}
+    )
+    assert switched.json()["active_instruction_page_id"] == world.page
+    assert alice.get(f"/api/agent/pages/{world.page}").json()["version"] == 1
+
+    refused_id, accepted_id = world.proposals
+    proposal = alice.get(f"/api/agent/proposals/{refused_id}").json()
+    assert proposal["state"] == "pending" and proposal["diff"]["added_lines"] == 1
+    assert any(line["kind"] == "added" for hunk in proposal["diff"]["hunks"] for line in hunk["lines"])
+    listed = alice.get("/api/agent/proposals", params={"state": "pending"}).json()["proposals"]
+    assert {p["id"] for p in listed} >= set(world.proposals)
+
+    refused = alice.post(f"/api/agent/proposals/{refused_id}/refuse", json={"reason": "no"}).json()
+    assert refused["proposal"]["state"] == "refused"
+    assert alice.get(f"/api/agent/pages/{world.page}").json()["version"] == 1  # nothing written
+    accepted = alice.post(f"/api/agent/proposals/{accepted_id}/accept").json()
+    assert accepted["proposal"]["state"] == "accepted" and accepted["page"]["version"] == 2
+    assert "- remember 2" in alice.get(f"/api/agent/pages/{world.page}").json()["body"]
+    versions = alice.get(f"/api/agent/pages/{world.page}/versions").json()["versions"]
+    assert [(v["version"], v["proposal_id"]) for v in versions] == [(2, accepted_id), (1, "")]
+    # Deciding twice is a conflict with the proposal's state: 409, one error shape.
+    twice = alice.post(f"/api/agent/proposals/{accepted_id}/refuse")
+    assert twice.status_code == 409
+    assert twice.json()["error"]["code"] == "FAILED_PRECONDITION"
+
+
+def test_models_skills_feedback_and_turning_auto_use_off(
+    alice: httpx.Client, bob: httpx.Client, world: World
+) -> None:
+    models = alice.get("/api/agent/models").json()["models"]
+    assert models[0]["id"] == "auto" and models[0]["label"] == "Auto"
+    assert {m["id"] for m in models[1:]} == {"offline-fast", "offline-balanced", "offline-strong"}
+    assert all({"web_only", "expensive", "profile"} <= m.keys() for m in models)
+
+    wrong = alice.post(f"/api/agent/runs/{world.run}/feedback", json={"skill_id": MISSING})
+    assert wrong.status_code == 400
+    feedback = alice.post(f"/api/agent/runs/{world.run}/feedback", json={"skill_id": world.skill})
+    assert feedback.status_code == 201, feedback.text
+    data = feedback.json()
+    assert data["feedback"]["request_text"] == "Draft a reply to this email from the supplier"
+    assert data["offer_disable_auto_use"] is True
+    action = data["disable_auto_use"]
+    assert action["path"] == f"/api/agent/skills/{world.skill}/enablement"
+    off = alice.request(action["method"], action["path"], json=action["body"])
+    assert off.status_code == 200 and off.json()["effective_auto_use"] is False
+
+    def auto_use(client: httpx.Client) -> bool:
+        skills = client.get("/api/agent/skills").json()["skills"]
+        return bool(next(s for s in skills if s["id"] == world.skill)["effective_auto_use"])
+
+    assert auto_use(alice) is False and auto_use(bob) is True  # alice's choice only
+    again = alice.post(f"/api/agent/runs/{world.run}/feedback", json={"skill_id": world.skill}).json()
+    assert again["offer_disable_auto_use"] is False and again["feedback"]["id"] == data["feedback"]["id"]
+    alice.put(f"/api/agent/skills/{world.skill}/enablement", json={"auto_use": "inherit"})
+
+
+def test_runs_of_a_conversation_and_cancel(alice: httpx.Client, world: World) -> None:
+    runs = alice.get(f"/api/agent/conversations/{world.conversation}/runs").json()["runs"]
+    assert [r["id"] for r in runs] == [world.run] and runs[0]["status"] == "done"
+    ended = alice.post(f"/api/agent/runs/{world.run}/cancel")
+    assert ended.status_code == 200 and ended.json()["status"] == "done"  # an ended run is unchanged
+    gone = alice.get(f"/api/agent/runs/{world.run}/events", headers={"Last-Event-ID": "999"})
+    assert gone.status_code == 204
+
+
+def test_sources_and_suggested_actions(alice: httpx.Client, world: World) -> None:
+    sources = alice.get("/api/agent/sources", params={"conversation_id": world.conversation}).json()
+    assert sources["workspace"] == {
+        "kind": "workspace",
+        "name": "workspace",
+        "title": "Workspace",
+        "checked": True,
+    }
+    assert sources["connectors"] == [] and sources["mcp_servers"] == []
+    actions = alice.get(
+        "/api/agent/suggested-actions", params={"page_type": "meeting_notes", "selection": "Ship on Friday"}
+    ).json()
+    assert 2 <= len(actions["actions"]) <= 4 and actions["starts_run"] is False
+
+
+def test_a_conversations_sources_are_replaced(alice: httpx.Client, world: World) -> None:
+    body = {"workspace": False, "connectors": ["mail"], "mcp_servers": []}
+    response = alice.put(f"/api/agent/conversations/{world.conversation}/sources", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["allowed_sources"] == body
+
+
+def test_agents_asks_and_thread_views(alice: httpx.Client) -> None:
+    created = alice.post(
+        "/api/agent/agents", json={"id": "qa-e2e", "display_name": "QA", "persona": "Tester"}
+    )
+    assert created.status_code == 201, created.text
+    assert alice.get("/api/agent/agents/qa-e2e").json()["display_name"] == "QA"
+    assert "qa-e2e" in {a["id"] for a in alice.get("/api/agent/agents").json()["agents"]}
+    events = stream(
+        alice, "/api/agent/agents/qa-e2e/asks", {"message": "Is the release ready?", "requester": "architect"}
+    )
+    assert events[0].event == "run_started" and events[-1].event == "final"
+    whole = alice.get("/api/agent/agents/qa-e2e/entries").json()
+    assert whole["partial_view"] is False and len(whole["entries"]) >= 2
+    pair = alice.get("/api/agent/agents/qa-e2e/entries", params={"requester": "architect"}).json()
+    assert pair["partial_view"] is True and {e["requester"] for e in pair["entries"]} <= {
+        "architect",
+        "qa-e2e",
+    }
+    correlation = whole["entries"][0]["correlation_id"]
+    one = alice.get("/api/agent/agents/qa-e2e/entries", params={"correlation_id": correlation}).json()
+    assert one["entries"] and all(e["correlation_id"] == correlation for e in one["entries"])
+
+
+def test_the_launchers_development_token_is_accepted(launched: Launched) -> None:
+    ready = json.loads((launched.log.parent / "ready.json").read_text())
+    token = ready["dev_token"]
+    assert token and token in launched.log.read_text()  # printed once, at start-up
+    response = httpx.get(
+        f"{launched.url}/api/agent/personal-settings", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 200 and response.json()["user_id"] == "local"
+
+
+def test_openapi_documents_every_route(launched: Launched) -> None:
+    paths = httpx.get(f"{launched.url}/openapi.json").json()["paths"]
+    expected = {
+        "/api/agent/personal-settings": {"get", "put"},
+        "/api/agent/personal-settings/instructions-page": {"post"},
+        "/api/agent/conversations/{conversation_id}": {"get", "patch"},
+        "/api/agent/conversations/{conversation_id}/sources": {"put"},
+        "/api/agent/conversations/{conversation_id}/runs": {"get"},
+        "/api/agent/runs/{run_id}": {"get"},
+        "/api/agent/runs/{run_id}/cancel": {"post"},
+        "/api/agent/runs/{run_id}/feedback": {"post"},
+        "/api/agent/proposals/{proposal_id}/accept": {"post"},
+        "/api/agent/models": {"get"},
+        "/api/agent/sources": {"get"},
+        "/api/agent/suggested-actions": {"get"},
+        "/api/agent/agents/{agent_id}/asks": {"post"},
+        "/api/agent/agents/{agent_id}/entries": {"get"},
+    }
+    for path, methods in expected.items():
+        assert methods <= set(paths[path]), path
+
+
+# The matrix: (method, path template, body[, status]). {c} conversation,
+# {r} run, {s} skill, {p} page, {q} proposal. Status 404 unless given.
+MATRIX: list[tuple[Any, ...]] = [
+    ("GET", "/api/agent/conversations/{c}", None),
+    ("PATCH", "/api/agent/conversations/{c}", {"title": "mine now"}),
+    ("POST", "/api/agent/conversations/{c}/archive", None),
+    ("GET", "/api/agent/conversations/{c}/entries", None),
+    ("GET", "/api/agent/conversations/{c}/runs", None),
+    ("POST", "/api/agent/conversations/{c}/messages", {"message": "hello"}),
+    ("GET", "/api/agent/sources?conversation_id={c}", None),
+    ("GET", "/api/agent/runs/{r}", None),
+    ("GET", "/api/agent/runs/{r}/events", None),
+    ("POST", "/api/agent/runs/{r}/cancel", None),
+    ("POST", "/api/agent/runs/{r}/feedback", {"skill_id": "{s}"}),
+    ("GET", "/api/agent/pages/{p}", None),
+    ("GET", "/api/agent/pages/{p}/versions", None),
+    ("POST", "/api/agent/personal-settings/instructions-page", {"page_id": "{p}"}),
+    # Names a page of bob's own list: any page outside it is 409 "add it
+    # first", alice's exactly like a missing one.
+    ("PUT", "/api/agent/personal-settings/instructions-page/active", {"page_id": "{p}"}, 409),
+    ("DELETE", "/api/agent/personal-settings/instruction-pages/{p}", None),
+    ("GET", "/api/agent/proposals/{q}", None),
+    ("POST", "/api/agent/proposals/{q}/accept", None),
+    ("POST", "/api/agent/proposals/{q}/refuse", None),
+]
+
+
+def fill(template: Any, ids: dict[str, str]) -> Any:
+    if isinstance(template, str):
+        return template.format(**ids)
+    if isinstance(template, dict):
+        return {k: fill(v, ids) for k, v in template.items()}
+    return template
+
+
+@pytest.mark.parametrize("row", MATRIX, ids=[f"{row[0]} {row[1]}" for row in MATRIX])
+def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
+    bob: httpx.Client, world: World, row: tuple[Any, ...]
+) -> None:
+    method, path, body, status = (*row, 404)[:4]
+    alices = {
+        "c": world.conversation,
+        "r": world.run,
+        "s": world.skill,
+        "p": world.page,
+        "q": world.proposals[0],
+    }
+    missing = {key: MISSING for key in alices} | {"s": world.skill}
+    theirs = bob.request(method, fill(path, alices), json=fill(body, alices))
+    nobody = bob.request(method, fill(path, missing), json=fill(body, missing))
+    assert theirs.status_code == nobody.status_code == status, (theirs.text, nobody.text)
+    shape = theirs.json()["error"]
+    assert (
+        shape["code"]
+        == nobody.json()["error"]["code"]
+        == ("NOT_FOUND" if status == 404 else "FAILED_PRECONDITION")
+    )
+    assert shape["reason"] == nobody.json()["error"]["reason"]
+    # The message names the id asked for, nothing of alice's object.
+    assert shape["message"].replace(world.conversation, "ID").replace(world.run, "ID").replace(
+        world.page, "ID"
+    ).replace(world.proposals[0], "ID") == nobody.json()["error"]["message"].replace(MISSING, "ID")
+
+
+def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Client, world: World) -> None:
+    conversations = bob.get("/api/agent/conversations", params={"include_archived": True}).json()
+    assert world.conversation not in {c["id"] for c in conversations["conversations"]}
+    found = bob.get("/api/agent/conversations", params={"q": "supplier"}).json()["conversations"]
+    assert found == []
+    assert bob.get("/api/agent/proposals").json()["proposals"] == []
+    pages = bob.get("/api/agent/personal-settings/instruction-pages").json()
+    assert pages["pages"] == [] and pages["active_instruction_page_id"] == ""
+    # Alice's state is untouched by bob's attempts.
+    assert (
+        alice.get(f"/api/agent/conversations/{world.conversation}").json()["title"]
+        == "Alice's supplier thread"
+    )
+    assert alice.get(f"/api/agent/proposals/{world.proposals[1]}").status_code == 200

@@ -1,0 +1,219 @@
+"""The SSE relay against a fake engine: a client that stops reading is
+dropped without slowing another client of the same runs, the disconnect
+policy decides whether a run is cancelled, and bad bodies never reach a
+service."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from gateway.app import create_app
+from gateway.settings import GatewaySettings
+from gateway.streams import SSE_DROPPED
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+
+EVENTS = 60
+
+
+class FakeCall:
+    """A server stream of a run's events: one every ``gap`` seconds, the
+    last one terminal; records whether the gateway cancelled it."""
+
+    def __init__(self, run_id: str, after: int, gap: float) -> None:
+        self.run_id, self.next, self.gap = run_id, after + 1, gap
+        self.cancelled = asyncio.Event()
+
+    async def read(self) -> Any:
+        if self.next > EVENTS:
+            return grpc.aio.EOF
+        await asyncio.sleep(self.gap)
+        sequence, self.next = self.next, self.next + 1
+        event = engine_pb2.RunEvent(run_id=self.run_id, sequence=sequence)
+        if sequence == EVENTS:
+            event.final.text = "done"
+        else:
+            event.delta.text = f"t{sequence} "
+        return engine_service_pb2.WatchRunResponse(event=event)
+
+    def cancel(self) -> bool:
+        self.cancelled.set()
+        return True
+
+
+class FakeEngine:
+    def __init__(self, gap: float = 0.005) -> None:
+        self.gap = gap
+        self.calls: list[FakeCall] = []
+        self.cancelled_runs: list[str] = []
+
+    def WatchRun(self, request: engine_service_pb2.WatchRunRequest, **_: Any) -> FakeCall:  # noqa: N802
+        call = FakeCall(request.run_id, request.after_sequence, self.gap)
+        self.calls.append(call)
+        return call
+
+    async def CancelRun(self, request: engine_service_pb2.CancelRunRequest, **_: Any) -> Any:  # noqa: N802
+        self.cancelled_runs.append(request.run_id)
+        return engine_service_pb2.CancelRunResponse()
+
+
+class NoService:
+    """Any RPC on it fails the test: a bad body must be refused first."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} was called for a request that should have been refused")
+
+
+def app_with(engine: Any, **settings: Any) -> FastAPI:
+    app = create_app(GatewaySettings(sse_ping_seconds=60, **settings))
+    app.state.engine = engine
+    for name in ("threads", "memory", "pages", "router"):
+        setattr(app.state, name, NoService())
+    return app
+
+
+async def asgi_get(app: FastAPI, path: str, send: Any, receive: Any) -> None:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"test")],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+    try:
+        await app(scope, receive, send)
+    except Exception:  # the stuck client's send timing out ends its response
+        pass
+
+
+async def never_disconnects() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def test_a_client_that_stops_reading_is_dropped_without_slowing_another() -> None:
+    engine = FakeEngine()
+    app = app_with(engine, sse_client_queue=5, sse_send_timeout=0.5)
+    dropped_before = SSE_DROPPED._value.get()
+    first_chunk = asyncio.Event()
+
+    async def stuck_send(message: dict[str, Any]) -> None:
+        # Takes the response start and one chunk, then blocks like a full socket.
+        if message["type"] == "http.response.body" and message.get("body"):
+            if first_chunk.is_set():
+                await asyncio.Event().wait()
+            first_chunk.set()
+
+    stuck = asyncio.create_task(asgi_get(app, "/api/agent/runs/r1/events", stuck_send, never_disconnects))
+    await first_chunk.wait()
+    started = time.monotonic()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get("/api/agent/runs/r1/events")
+    elapsed = time.monotonic() - started
+    ids = [int(line[3:]) for line in response.text.splitlines() if line.startswith("id:")]
+    assert response.status_code == 200 and ids == list(range(1, EVENTS + 1))
+    # The reader got every event at the engine's pace (60 x 5 ms), not the stuck one's.
+    assert elapsed < EVENTS * engine.gap + 1.0
+    stuck_call, reader_call = engine.calls
+    # The stuck client was dropped once 5 events waited: its engine stream
+    # released long before the run ended, and its connection closed.
+    await asyncio.wait_for(stuck_call.cancelled.wait(), 1)
+    assert stuck_call.next < EVENTS / 2
+    await asyncio.wait_for(stuck, 2)
+    assert SSE_DROPPED._value.get() == dropped_before + 1
+    assert engine.cancelled_runs == []  # dropped is not a disconnect: the run goes on
+
+
+async def leave_after_first_event(app: FastAPI) -> None:
+    got_one = asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            got_one.set()
+
+    async def receive() -> dict[str, Any]:
+        await got_one.wait()
+        return {"type": "http.disconnect"}
+
+    await asyncio.wait_for(asgi_get(app, "/api/agent/runs/r2/events", send, receive), 5)
+
+
+@pytest.mark.parametrize(("policy", "cancelled"), [("continue", []), ("cancel", ["r2"])])
+async def test_the_disconnect_policy_decides_whether_the_run_is_cancelled(
+    policy: str, cancelled: list[str]
+) -> None:
+    engine = FakeEngine(gap=0.02)
+    app = app_with(engine, disconnect_policy=policy)
+    await leave_after_first_event(app)
+    await asyncio.wait_for(engine.calls[0].cancelled.wait(), 1)  # the engine stream is released
+    for _ in range(50):
+        if app.state.background == set():
+            break
+        await asyncio.sleep(0.01)
+    assert engine.cancelled_runs == cancelled
+
+
+async def test_a_run_that_ended_is_not_cancelled_when_its_client_leaves() -> None:
+    engine = FakeEngine(gap=0)
+    app = app_with(engine, disconnect_policy="cancel")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get("/api/agent/runs/r3/events", headers={"Last-Event-ID": "58"})
+    assert [line for line in response.text.splitlines() if line.startswith("id:")] == ["id: 59", "id: 60"]
+    await asyncio.sleep(0.05)
+    assert engine.cancelled_runs == []
+
+
+@pytest.fixture
+async def no_services() -> AsyncIterator[httpx.AsyncClient]:
+    app = app_with(NoService())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        yield client
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/api/agent/conversations/c/messages", {"message": ""}, 400),
+        ("POST", "/api/agent/conversations/c/messages", {"message": " "}, 400),
+        ("POST", "/api/agent/conversations/c/messages", {"message": "x" * 32_001}, 413),
+        ("POST", "/api/agent/conversations/c/messages", {"message": "hi", "busy_policy": "shove"}, 400),
+        ("POST", "/api/agent/conversations/c/messages", {"message": "hi", "extra": 1}, 400),
+        ("PUT", "/api/agent/conversations/c/sources", {"workspace": "maybe"}, 400),
+        ("PUT", "/api/agent/personal-settings", {}, 400),
+        ("PUT", "/api/agent/personal-settings", {"chat_mode": "fullscreen"}, 400),
+        ("PUT", "/api/agent/personal-settings", {"avatar": "not an object"}, 400),
+        ("POST", "/api/agent/personal-settings/instructions-page", {"page_id": "p", "template_id": "t"}, 400),
+        ("PUT", "/api/agent/personal-settings/instructions-page/active", {"page_id": ""}, 400),
+        ("POST", "/api/agent/proposals/p/accept", {"reason": "x" * 1001}, 400),
+        ("POST", "/api/agent/runs/r/feedback", {}, 400),
+        ("PUT", "/api/agent/skills/s/enablement", {"auto_use": "sometimes"}, 400),
+        ("POST", "/api/agent/agents", {"id": "Not A Slug"}, 400),
+        ("POST", "/api/agent/agents/qa/asks", {"message": "hi", "requester": ""}, 400),
+        ("GET", "/api/agent/agents/qa/entries?requester=a&correlation_id=b", None, 400),
+        ("GET", "/api/agent/conversations?page_size=-1", None, 400),
+        ("GET", "/api/agent/proposals?state=maybe", None, 400),
+    ],
+)
+async def test_bad_requests_are_refused_before_any_rpc(
+    no_services: httpx.AsyncClient, method: str, path: str, body: Any, status: int
+) -> None:
+    response = await no_services.request(method, path, json=body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] in ("INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE") and error["message"]

@@ -1,0 +1,31 @@
+"""Suggested actions: 2 to 4 deterministic prompt starters from the page context."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.suggestions import MAX_EXCERPT, PAGE_TYPES, suggest
+
+
+@pytest.mark.parametrize("page_type", [*PAGE_TYPES, "unknown", ""])
+@pytest.mark.parametrize("selection", ["", "The Q3 budget is late.", "word " * 100])
+def test_two_to_four_distinct_starters_and_always_the_same(page_type: str, selection: str) -> None:
+    actions = suggest(page_type, selection)
+    assert 2 <= len(actions) <= 4
+    assert len({a.id for a in actions}) == len(actions)
+    assert all(a.label and a.prompt for a in actions)
+    assert suggest(page_type, selection) == actions
+
+
+def test_a_selection_comes_first_quoted_and_cut() -> None:
+    actions = suggest("meeting_notes", "  Ship   the beta\non Friday ")
+    assert [a.id for a in actions][:2] == ["summarise-selection", "shorten-selection"]
+    assert actions[0].prompt.endswith("> Ship the beta on Friday")
+    long = suggest("page", "x" * 500)[0].prompt.split("> ", 1)[1]
+    assert len(long) == MAX_EXCERPT and long.endswith("…")
+
+
+def test_the_page_type_chooses_the_starters() -> None:
+    assert [a.id for a in suggest("meeting_notes")][0] == "extract-actions"
+    assert [a.id for a in suggest("email")][0] == "draft-reply"
+    assert suggest("no-such-type") == suggest("page")
