@@ -74,8 +74,8 @@ class SessionStore(Protocol):
 
 
 class InMemorySessionStore:
-    """Sessions in this process only: for tests, and until the engine backs
-    the store with the threads service."""
+    """Sessions in this process only, for tests and for a provider built
+    without a store (the engine passes services.engine.sessions.ThreadsSessionStore)."""
 
     def __init__(self) -> None:
         self._sessions: dict[tuple[str, str], str] = {}

@@ -206,6 +206,9 @@ class _Recorder:
         self.run_id = run_id
         self._feed = feed
         self._repo = repo
+        # Rows of agent_actions, kept here so that a run that fails, is
+        # cancelled or runs out of budget still records what it did.
+        self.actions: list[AgentAction] = []
         self._sequence = 0
         self._pending: list[engine_pb2.RunEvent] = []
         self._writer: asyncio.Task[None] | None = None
@@ -572,7 +575,7 @@ class RunService:
     ) -> None:
         """Writes the run's end, its last events and its journal (actions,
         skill runs), then publishes the events."""
-        journal = [*outcome.pop("actions", []), *outcome.pop("skill_runs", [])]
+        journal = [*recorder.actions, *outcome.pop("skill_runs", [])]
         unwritten = [*await recorder.drain(), recorder.make(**terminal)]
         feed, _ = self._feeds.pop(run.id)
         self._cancelling.discard(run.id)
@@ -681,9 +684,8 @@ class RunService:
         )
         layers = instructions.assemble(instruction_page, recalled, list(skills.skills), working)
         messages = instructions.to_messages(layers, text)
-        actions: list[AgentAction] = []
         answer, tokens_in, tokens_out, proposals = await self._model_and_tools(
-            provider, chosen, messages, specs, tool_context, rec, thread, budget, actions
+            provider, chosen, messages, specs, tool_context, rec, thread, budget
         )
         sources += tool_context.sources_json()
         await asyncio.gather(
@@ -710,7 +712,6 @@ class RunService:
             "skills_json": json.dumps(
                 [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in used]
             ),
-            "actions": actions,
             "skill_runs": [
                 SkillRun(
                     id=str(uuid.uuid4()),
@@ -784,10 +785,9 @@ class RunService:
         rec: _Recorder,
         thread: str,
         budget: RunBudget,
-        actions: list[AgentAction],
     ) -> tuple[str, int, int, list[InstructionProposal]]:
         """The tool loop: call the model; while it calls tools, run them (each
-        a named step, an action event and a row of ``actions``) and give it
+        a named step, an action event and a row of agent_actions) and give it
         their results; every model call and tool call is a step of the
         budget. Returns the answer as the client saw it, the tokens, and the
         proposals tools made."""
@@ -822,7 +822,7 @@ class RunService:
                             span.set_status(trace.StatusCode.ERROR)
                 outcome = "error" if result.is_error else "ok"
                 rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=outcome))
-                actions.append(
+                rec.actions.append(
                     AgentAction(
                         id=str(uuid.uuid4()),
                         run_id=context.run_id,

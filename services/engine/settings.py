@@ -38,7 +38,7 @@ class EngineSettings(ServiceSettings):
     lease_seconds: float = 15.0
     instance_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     # LLM endpoints besides the offline model: a JSON list of
-    # {name, kind: openai|anthropic, base_url, api_key_env, timeout,
+    # {name, kind: openai|anthropic|cli, base_url, api_key_env, timeout,
     # max_output_tokens}; the router's models name them as their provider.
     # Checked at start-up.
     providers_json: str = "[]"

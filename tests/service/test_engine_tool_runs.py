@@ -110,6 +110,11 @@ async def test_tool_calls_count_against_the_step_budget(sb: System) -> None:
     events, record = await run(sb, "check my mail for invoice", allowed, engine_pb2.Budget(max_steps=1))
     assert events[-1].error.code == "BUDGET_EXCEEDED" and "step budget" in events[-1].error.message
     assert record.status == engine_pb2.RUN_STATUS_BUDGET_EXCEEDED
+    # Two steps: the model's call and the tool's; the answer would be the third.
+    events, record = await run(sb, "check my mail for invoice", allowed, engine_pb2.Budget(max_steps=2))
+    assert record.status == engine_pb2.RUN_STATUS_BUDGET_EXCEEDED
+    actions, _ = await journal(sb, record.id)
+    assert [a.tool for a in actions] == ["query_connector"]  # what it did is kept
 
 
 async def journal(sb: System, run_id: str) -> tuple[list[Any], list[Any]]:
