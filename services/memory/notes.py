@@ -198,6 +198,9 @@ class NotesDomain:
         vector = await self._vector(fields)
         duplicate = await self.find_duplicate(owner, project, fields, vector)
         if duplicate is not None:
+            # A concurrent retry of this very request may be what we found.
+            if (retried := await self._retried(owner, request_id)) is not None:
+                return retried
             return await self._on_duplicate(owner, duplicate[0], duplicate[1], fields, policy)
         now = utcnow()
         note = Note(
@@ -221,8 +224,17 @@ class NotesDomain:
         try:
             return Saved(await self._repo.insert_note(note), merged=False)
         except ContentConflict as conflict:  # saved meanwhile, here or on another replica
+            if (retried := await self._retried(owner, request_id)) is not None:
+                return retried
             why = "identical text (ignoring case, accents, punctuation and spacing)"
             return await self._on_duplicate(owner, conflict.existing, why, fields, policy)
+
+    async def _retried(self, owner: str, request_id: str) -> Saved | None:
+        """The note an earlier call with this request_id saved, if any."""
+        if not request_id:
+            return None
+        earlier = await self._repo.note_by_request(owner, request_id)
+        return Saved(earlier, merged=False) if earlier is not None else None
 
     async def _on_duplicate(
         self, owner: str, existing: Note, why: str, fields: NoteFields, policy: int

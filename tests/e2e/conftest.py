@@ -73,6 +73,8 @@ def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         # The canned mailbox, so runs can call a tool (conversations still opt in).
         "SWITCHBOARD_ENGINE_CONNECTORS": "testmail",
+        # A test module may add settings of its own (e.g. the web page's).
+        **getattr(request.module, "LAUNCH_ENV", {}),
     }
     # Each gRPC service serves Prometheus metrics on a port of its own.
     metrics_ports = {service: free_port() for service in SERVICES}
