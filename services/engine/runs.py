@@ -87,6 +87,8 @@ class AskSpec:
     requester: str
     target: str
     correlation_id: str = ""
+    # The run that asked, when an agent asks through the ask_agent tool.
+    parent_run_id: str = ""
 
 
 class BusyPolicy(StrEnum):
@@ -334,6 +336,7 @@ class RunService:
             id=str(uuid.uuid4()),
             user_id=request.user,
             agent_id=request.ask.target if request.ask else None,
+            parent_run_id=(request.ask.parent_run_id or None) if request.ask else None,
             conversation_id=thread_id,
             surface=SURFACES.get(request.surface, "chat"),
             request_id=request.request_id or None,

@@ -84,12 +84,15 @@ class EngineToolBackend:
         )
         return InstructionProposal(proposal.id, page_id, title, addition, proposal.diff.unified)
 
-    async def ask_agent(self, user: str, request_id: str, agent: str, message: str) -> AgentReply:
-        """A nested AskAgent run on the target's thread; its answer."""
+    async def ask_agent(
+        self, user: str, request_id: str, agent: str, message: str, parent_run_id: str = ""
+    ) -> AgentReply:
+        """A nested AskAgent run on the target's thread (its parent_run_id the
+        asking run); its answer."""
         if agent == self._requester:
             raise InvalidArgument("an agent cannot ask itself", field="agent")
         target = await self._collab.get_agent(user, agent)
-        ask = AskSpec(self._requester, agent)
+        ask = AskSpec(self._requester, agent, parent_run_id=parent_run_id)
         events = [e async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
         last = events[-1]
         if last.WhichOneof("kind") != "final":

@@ -115,7 +115,9 @@ class ToolBackend(Protocol):
         self, user: str, request_id: str, addition: str, reason: str
     ) -> InstructionProposal: ...
 
-    async def ask_agent(self, user: str, request_id: str, agent: str, message: str) -> AgentReply: ...
+    async def ask_agent(
+        self, user: str, request_id: str, agent: str, message: str, parent_run_id: str = ""
+    ) -> AgentReply: ...
 
 
 # The run's side
@@ -533,7 +535,11 @@ class ToolRegistry:
 
     async def _ask_agent(self, args: AskAgentArgs, context: ToolContext, call_id: str) -> tuple[str, None]:
         reply = await self._backend.ask_agent(
-            context.user, f"{context.run_id}:{call_id}", args.agent, args.message
+            context.user,
+            f"{context.run_id}:{call_id}",
+            args.agent,
+            args.message,
+            parent_run_id=context.run_id,
         )
         context.record("agent", reply.agent_id, reply.agent_name)
         return f"{reply.agent_name} answered:\n{reply.text}", None

@@ -79,7 +79,9 @@ class FakeToolBackend:
         self.proposals.append(proposal)
         return proposal
 
-    async def ask_agent(self, user: str, request_id: str, agent: str, message: str) -> AgentReply:
+    async def ask_agent(
+        self, user: str, request_id: str, agent: str, message: str, parent_run_id: str = ""
+    ) -> AgentReply:
         self._check("ask_agent", user)
         name = self.agents.get(agent)
         if name is None:

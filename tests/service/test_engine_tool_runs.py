@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlmodel import select
 
+from services.engine.models import AgentRun
 from services.engine.repository import RunsRepository
-from services.shared.db import create_engine
+from services.shared.db import create_engine, session_factory
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -103,6 +105,14 @@ async def test_the_agent_asks_another_agent(sb: System) -> None:
     assert "tools.agents" in steps(events)
     assert "login flow" in events[-1].final.text
     assert "agent" in {s.kind for s in record.sources}
+    # The nested ask is a run of qa whose parent is the asking run.
+    engine = create_engine(sb.database_urls["engine"])
+    try:
+        async with session_factory(engine)() as session:
+            nested = (await session.exec(select(AgentRun).where(AgentRun.agent_id == "qa"))).one()
+    finally:
+        await engine.dispose()
+    assert nested.parent_run_id == record.id and nested.surface == "agent"
 
 
 async def test_tool_calls_count_against_the_step_budget(sb: System) -> None:
