@@ -326,10 +326,13 @@ class RunService:
             thread_id, needs_title = conversation.id, not conversation.title
             allowed = AllowedSources.from_proto(conversation.allowed_sources)
             request = dataclasses.replace(request, allowed=allowed)
-        if request.request_id:
+        if request.request_id and request.busy_policy != BusyPolicy.QUEUE:
+            # A retry must not be refused or cancel its own first attempt. With
+            # QUEUE (the default) nothing happens before the insert, whose
+            # unique key already turns a retry into its first run.
             existing = await self._repo.run_by_request(request.user, request.request_id)
             if existing is not None:
-                return existing.id  # a retry: never a second run, whatever is busy
+                return existing.id
         await self._apply_busy_policy(thread_id, request.busy_policy)
 
         run = AgentRun(
