@@ -13,7 +13,8 @@ encoding.
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from services.shared.text import fold
 
 # Where the remembered line goes in the page (the template's section).
 REMEMBER_SECTION = "## What the agent should remember"
@@ -29,16 +30,11 @@ _REQUEST = re.compile(
 )
 
 
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).replace("\u2019", "'")
-
-
 def remembered_fact(message: str) -> str | None:
     """What the user asks to remember, in their own words, or None when the
     message is not such a request. "Retiens que je suis PM" -> "je suis PM"."""
     stripped = message.strip()
-    folded = _fold(stripped)
+    folded = fold(stripped).replace("\u2019", "'")  # typographic apostrophes too
     match = _REQUEST.match(folded)
     if match is None or match.end() == 0:
         return None

@@ -22,6 +22,8 @@ message can ask to change the agent's instructions)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import logging
 import re
@@ -255,6 +257,13 @@ class AskAgentArgs(_Args):
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The arguments' JSON Schema (a fresh copy: callers adjust it per run)."""
+    return copy.deepcopy(_built_schema(model))
+
+
+@functools.cache
+def _built_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # Built once per tool: every run asks for the tool list.
     schema = model.model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():

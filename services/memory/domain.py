@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import numpy.typing as npt
 from services.memory.models import Note, PersonalSettings
 from services.memory.repository import MemoryRepository
 from services.shared.errors import InvalidArgument, TooLarge
+from services.shared.text import fold
 
 DEFAULT_PROJECT_ID = "default"
 # NoteKind and ChatMode values of memory.proto other than UNSPECIFIED
@@ -64,9 +64,7 @@ def tokenize(text: str) -> list[str]:
     """Lowercase terms without accents ("Décision" -> "decision"), split on
     anything that is not a letter or a digit; terms shorter than 2 characters
     are dropped."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    bare = "".join(char for char in decomposed if not unicodedata.combining(char))
-    return [token for token in _WORD.findall(bare.casefold()) if len(token) >= 2]
+    return [token for token in _WORD.findall(fold(text)) if len(token) >= 2]
 
 
 def recall_weights(query: str, persona: str) -> dict[str, float]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -42,6 +41,7 @@ from services.memory.repository import ContentConflict, MemoryRepository, NoteFi
 from services.shared.embeddings import EmbedderName, embed
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.text import fold
 from services.shared.time import utcnow
 
 # Cosine at or above which two notes say the same thing. MiniLM puts close
@@ -66,9 +66,7 @@ def content_hash(title: str, body: str) -> str:
     that differ only in case, accents, punctuation or spacing collide."""
     parts = []
     for text in (title, body):
-        decomposed = unicodedata.normalize("NFKD", text.casefold())
-        bare = "".join(c for c in decomposed if not unicodedata.combining(c))
-        parts.append(" ".join(_WORD.findall(bare)))
+        parts.append(" ".join(_WORD.findall(fold(text))))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

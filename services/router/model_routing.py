@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -36,6 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from services.shared.errors import FailedPrecondition, InvalidArgument
+from services.shared.text import fold
 
 Profile = Literal["fast", "balanced", "strong"]
 AUTO = "auto"
@@ -143,11 +143,6 @@ class ModelRoute:
     notices: tuple[str, ...] = ()
 
 
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
 def _multi_step_marker(text: str) -> str:
     """The first multi-step marker found, described; "" when there is none."""
     numbered = len(_NUMBERED_LINE.findall(text))
@@ -156,7 +151,7 @@ def _multi_step_marker(text: str) -> str:
     bullets = len(_BULLET_LINE.findall(text))
     if bullets >= MIN_BULLET_LINES:
         return f"a bulleted list ({bullets} items)"
-    folded = _fold(text)
+    folded = fold(text)
     sequencing = sorted(set(_WORD.findall(folded)) & _SEQUENCE_WORDS)
     if sequencing:
         return f"sequencing word {sequencing[0]!r}"

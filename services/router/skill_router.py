@@ -33,7 +33,6 @@ services.router fit-thresholds`` (services/router/fit.py).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -43,6 +42,7 @@ import numpy as np
 
 from services.shared.embeddings import Embedder, Vectors, embed
 from services.shared.search import RRF_K, VectorIndex, rrf_fuse, rrf_max
+from services.shared.text import fold
 
 # Candidates of each ranking and of the fused list (seed 002 P2-T11: top 8).
 MAX_CANDIDATES = 8
@@ -125,12 +125,6 @@ class Decision:
 
 
 # Lexical scoring: pure functions.
-
-
-def fold(text: str) -> str:
-    """Lower case without accents: "Réunion" -> "reunion"."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def _stem(word: str) -> str:

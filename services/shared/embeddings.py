@@ -27,7 +27,6 @@ import io
 import json
 import os
 import re
-import unicodedata
 import warnings
 from collections.abc import Sequence
 from enum import StrEnum
@@ -36,6 +35,8 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from services.shared.text import fold
 
 Vectors = npt.NDArray[np.float32]
 
@@ -75,11 +76,6 @@ def _normalise(rows: Vectors) -> Vectors:
 _WORD = re.compile(r"[^\W_]+")
 
 
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
 class HashingEmbedder:
     """Words weigh 1, their character trigrams 0.5 (shared across inflections:
     "réunion" / "réunions" / "reunion"), hashed into ``dimension`` buckets with
@@ -93,7 +89,7 @@ class HashingEmbedder:
 
     def _features(self, text: str) -> dict[int, float]:
         vector: dict[int, float] = {}
-        for word in _WORD.findall(_fold(text)):
+        for word in _WORD.findall(fold(text)):
             grams = [(word, 1.0)]
             padded = f"<{word}>"
             grams += [(padded[i : i + 3], 0.5) for i in range(len(padded) - 2)] if len(word) > 2 else []
