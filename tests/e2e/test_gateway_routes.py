@@ -279,6 +279,11 @@ def test_openapi_documents_every_route(launched: Launched) -> None:
 MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/conversations/{c}", None),
     ("PATCH", "/api/agent/conversations/{c}", {"title": "mine now"}),
+    (
+        "PUT",
+        "/api/agent/conversations/{c}/sources",
+        {"workspace": False, "connectors": [], "mcp_servers": []},
+    ),
     ("POST", "/api/agent/conversations/{c}/archive", None),
     ("GET", "/api/agent/conversations/{c}/entries", None),
     ("GET", "/api/agent/conversations/{c}/runs", None),
@@ -299,6 +304,32 @@ MATRIX: list[tuple[Any, ...]] = [
     ("POST", "/api/agent/proposals/{q}/accept", None),
     ("POST", "/api/agent/proposals/{q}/refuse", None),
 ]
+
+
+# Routes that name an object shared by design, not per user.
+SHARED_ROUTES = {
+    ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared (seed 000)",
+    ("POST", "/api/agent/agents/{agent_id}/asks"): "asks land on the agent's one shared thread (seed 000)",
+    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread, shared (seed 000)",
+    ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
+}
+_PATH_IDS = {"{c}": "{conversation_id}", "{r}": "{run_id}", "{p}": "{page_id}", "{q}": "{proposal_id}"}
+
+
+def test_every_route_naming_an_object_is_in_the_matrix(launched: Launched) -> None:
+    """A new route with an id in its path fails here until the matrix covers it."""
+    paths = httpx.get(f"{launched.url}/openapi.json").json()["paths"]
+    named = {
+        (method.upper(), path) for path, operations in paths.items() if "{" in path for method in operations
+    }
+    covered = set()
+    for method, template, *_ in MATRIX:
+        path = template.split("?")[0]
+        for short, long in _PATH_IDS.items():
+            path = path.replace(short, long)
+        covered.add((method, path))
+    assert not covered & set(SHARED_ROUTES)
+    assert sorted(named - covered - set(SHARED_ROUTES)) == []
 
 
 def fill(template: Any, ids: dict[str, str]) -> Any:
@@ -344,6 +375,7 @@ def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Cl
     found = bob.get("/api/agent/conversations", params={"q": "supplier"}).json()["conversations"]
     assert found == []
     assert bob.get("/api/agent/proposals").json()["proposals"] == []
+    assert bob.get("/api/agent/proposals", params={"page_id": world.page}).json()["proposals"] == []
     pages = bob.get("/api/agent/personal-settings/instruction-pages").json()
     assert pages["pages"] == [] and pages["active_instruction_page_id"] == ""
     # Alice's state is untouched by bob's attempts.
