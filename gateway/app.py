@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import agents, api, catalog, errors, personal
+from gateway import agents, api, catalog, errors, metrics, personal
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
 from gateway.settings import GatewaySettings
@@ -50,6 +51,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.memory = memory_service_pb2_grpc.MemoryServiceStub(channels["memory"])
         app.state.pages = pages_service_pb2_grpc.PagesServiceStub(channels["memory"])
         app.state.router = router_service_pb2_grpc.RouterServiceStub(channels["router"])
+        if settings.metrics_enabled:
+            metrics.watch_event_loop(asyncio.get_running_loop())
         try:
             yield
         finally:

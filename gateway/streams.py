@@ -5,7 +5,8 @@ response writes the queue to the socket. So the engine's stream never waits
 on a client: a client that stops reading fills its own queue (at most
 ``sse_client_queue`` events) and is dropped — its engine stream released, its
 connection closed once the writer notices — without slowing anyone else. A
-write stuck on a full socket for ``sse_send_timeout`` closes the connection.
+write stuck on a full socket for ``sse_send_timeout`` closes the connection —
+the response's last write included (``_Response``).
 
 A stream broken by UNAVAILABLE/UNKNOWN/INTERNAL is reopened with WatchRun
 after the last event sent: the engine replica holding it went away (crash,
@@ -24,10 +25,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import grpc
 from fastapi import Request, Response
 from prometheus_client import Counter, Gauge
 from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
+from starlette.types import Message, Receive, Scope, Send
 
 from gateway.events import to_sse
 from services.shared.identity import user_metadata
@@ -59,12 +63,36 @@ async def stream_run(stream: Any, request: Request, user: str) -> EventSourceRes
         return Response(status_code=204)
     relay = Relay(request, user, stream, first.event)
     settings = request.app.state.settings
-    return EventSourceResponse(
+    return _Response(
         relay.events(),
         ping=settings.sse_ping_seconds,
         send_timeout=settings.sse_send_timeout,
         headers={"Cache-Control": "no-store"},
     )
+
+
+class _Response(EventSourceResponse):
+    """sse_starlette bounds each event's write by ``send_timeout`` but not the
+    response's last (empty) one: a client that stopped reading would hold its
+    connection and the response's tasks for as long as it stays connected.
+    Here that write is bounded too, and a timed-out write ends the response:
+    the server then closes the connection it could not complete."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def bounded(message: Message) -> None:
+            last = message["type"] == "http.response.body" and not message.get("more_body", False)
+            if not last or self.send_timeout is None:
+                await send(message)
+                return
+            with anyio.move_on_after(self.send_timeout) as waited:
+                await send(message)
+            if waited.cancel_called:
+                raise SendTimeoutError()
+
+        try:
+            await super().__call__(scope, receive, bounded)
+        except SendTimeoutError:
+            log.info("closing an SSE connection whose client stopped reading")
 
 
 class Relay:

@@ -1,7 +1,19 @@
 #!/usr/bin/env bash
-# The run benchmark: distributed (launcher, gateway, gRPC services) against the
-# in-process floor. Writes docs/benchmarks.json (or --out DIR) and prints a table.
-#   scripts/bench.sh [--smoke] [--runs N] [--out DIR] [--profile DIR]
+# The benchmark suite (docs/benchmarks.md). Not part of the default test run;
+# tests/e2e/test_bench_smoke.py runs the --smoke variants.
+#
+# Everything, one command: the run matrix, threads, router and memory, one
+# after the other; writes docs/benchmarks.json (every key) and the results
+# section of docs/benchmarks.md, and prints the tables. Run it on an idle machine.
+#   scripts/bench.sh all [--smoke] [--out DIR] [--steps runs,threads,router,memory] [--backends sqlite,postgres]
+# The tables of a benchmarks.json (--write-docs: into docs/benchmarks.md too).
+#   scripts/bench.sh report [--json FILE] [--write-docs]
+# The run benchmark: the distributed path (launcher, gateway, gRPC services) on
+# SQLite and PostgreSQL, tracing off and on, at concurrency 1, 8 and 32, against
+# the in-process floor; and the SSE fan-out (1,000 idle clients). Writes its
+# keys of docs/benchmarks.json (or --out DIR) and prints its tables.
+#   scripts/bench.sh [--smoke] [--runs N] [--concurrency 1,8,32] [--backends sqlite,postgres]
+#                    [--tracing off,on] [--sse-clients 1000] [--paths distributed,floor] [--out DIR] [--profile DIR]
 # The threads benchmark: appends/s and pages of 50 from a 1,000,000-entry
 # thread, on SQLite and PostgreSQL. Merges a "threads" key into benchmarks.json.
 #   scripts/bench.sh threads [--smoke] [--backends sqlite,postgres] [--entries N] [--out DIR] [--profile DIR]
@@ -13,16 +25,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
-if [[ "${1:-}" == "threads" ]]; then
-  shift
-  exec .venv/bin/python -m tests.bench.bench_threads "$@"
-fi
-if [[ "${1:-}" == "router" ]]; then
-  shift
-  exec .venv/bin/python -m tests.bench.bench_router "$@"
-fi
-if [[ "${1:-}" == "memory" ]]; then
-  shift
-  exec .venv/bin/python -m tests.bench.bench_memory "$@"
-fi
+case "${1:-}" in
+  all) shift; exec .venv/bin/python -m tests.bench.bench_all "$@" ;;
+  report) exec .venv/bin/python -m tests.bench.bench_all "$@" ;;
+  threads) shift; exec .venv/bin/python -m tests.bench.bench_threads "$@" ;;
+  router) shift; exec .venv/bin/python -m tests.bench.bench_router "$@" ;;
+  memory) shift; exec .venv/bin/python -m tests.bench.bench_memory "$@" ;;
+esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

@@ -3,6 +3,7 @@ the real embedder (MiniLM) and with the hashing embedder, on SQLite.
 
     .venv/bin/python -m tests.bench.bench_memory                  # 10,000 notes, 200 queries per embedder
     .venv/bin/python -m tests.bench.bench_memory --notes 1000 --queries 50 --out /tmp/bench
+    .venv/bin/python -m tests.bench.bench_memory --smoke      # 1,000 notes, 20 queries, hashing only
 
 Notes are written straight into the service's database after its migrations
 ran (embeddings computed in batches, as the service would), then recall runs
@@ -162,7 +163,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--embedders", default="minilm,hashing")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--smoke", action="store_true", help="1,000 notes, 20 queries, the hashing embedder only"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.notes, args.queries, args.embedders = 1000, 20, EmbedderName.HASHING.value
     results = [asyncio.run(bench_one(name, args.notes, args.queries)) for name in args.embedders.split(",")]
     print(f"{'embedder':<9} {'notes':>7} {'p50 ms':>8} {'p99 ms':>8} {'target':>7} {'first ms':>9}")
     for r in results:

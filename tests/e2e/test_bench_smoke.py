@@ -1,5 +1,7 @@
-"""The benchmark command works end to end: `--smoke` starts the real system,
-measures both paths at both concurrency levels and writes its JSON."""
+"""The benchmark commands work end to end: `--smoke` starts the real system
+(on each backend, tracing off and on), measures the distributed path and the
+floor at every concurrency level and the SSE fan-out, and writes its JSON;
+the report renders every benchmark's keys as markdown."""
 
 from __future__ import annotations
 
@@ -11,15 +13,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ("distributed_c1", "distributed_c8", "floor_c1", "floor_c8")
-RATIOS = ("first_event_p50_c1", "full_run_p50_c1", "first_event_p50_c8", "full_run_p50_c8")
+LEVELS = (1, 8, 32)
+SERVICES = ("gateway", "engine", "threads", "memory", "router")
+
+
+def _backends() -> list[str]:
+    """SQLite, and PostgreSQL when reachable (or required, as in CI)."""
+    from tests.databases import REQUIRE_POSTGRES
+
+    return ["sqlite", "postgres"] if REQUIRE_POSTGRES or _postgres_reachable() else ["sqlite"]
+
+
+def _variant(backend: str, tracing: str) -> str:
+    return ("_postgres" if backend == "postgres" else "") + ("_tracing" if tracing == "on" else "")
 
 
 @pytest.mark.timeout(600)
 def test_bench_smoke_writes_every_number(tmp_path: Path) -> None:
+    """Every scenario with a few runs (~60 s on an idle 2-core machine: the
+    systems start at once, and PostgreSQL is measured with tracing off
+    only, so three systems rather than four)."""
+    backends = _backends()
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.bench.bench_runs", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "tests.bench.bench_runs", "--smoke", "--backends", ",".join(backends)]
+        + ["--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -31,22 +49,95 @@ def test_bench_smoke_writes_every_number(tmp_path: Path) -> None:
     assert report["command"] and report["date"] and report["commit"]
     machine = report["machine"]
     assert machine["cpu"] and machine["python"] and machine["cores"] > 0
-    assert report["settings"]["smoke"] is True
-    for name in SCENARIOS:
+    settings = report["settings"]
+    assert settings["smoke"] is True and settings["concurrency"] == list(LEVELS)
+    configs = [tuple(c) for c in settings["configs"]]
+    assert ("sqlite", "off") in configs and ("sqlite", "on") in configs
+    assert set(backends) == {backend for backend, _ in configs}
+
+    expected = [f"distributed{_variant(b, t)}_c{c}" for b, t in configs for c in LEVELS]
+    expected += [f"floor{_variant(b, 'off')}_c{c}" for b in backends for c in LEVELS]
+    assert sorted(report["scenarios"]) == sorted(expected)
+    for name in expected:
         scenario = report["scenarios"][name]
         assert scenario["concurrency"] == int(name.rsplit("_c", 1)[1])
-        assert scenario["runs"] == report["settings"]["runs"] > 0
+        assert scenario["runs"] == max(settings["runs"], scenario["concurrency"]) > 0
         assert scenario["runs_per_s"] > 0
         for metric in ("first_event", "full_run"):
             assert 0 < scenario[metric]["p50_ms"] <= scenario[metric]["p99_ms"]
         assert scenario["first_event"]["p50_ms"] <= scenario["full_run"]["p50_ms"]
         assert scenario["cpu_ms_per_run"]["total"] > 0
-    for name in RATIOS:
-        assert report["ratios"][name] > 0
-    assert {t["key"] for t in report["targets"]} >= {"first_event_p50_ms", "runs_per_s_c8"}
-    assert all(t["measured"] is not None and t["met"] is not None for t in report["targets"])
-    # The markdown table went to stdout.
-    assert "| distributed | 8 |" in done.stdout and "| floor | 1 |" in done.stdout
+    for backend in backends:
+        for level in LEVELS:
+            for metric in ("first_event", "full_run"):
+                assert report["ratios"][f"{metric}_p50{_variant(backend, 'off')}_c{level}"] > 0
+
+    # Tracing on: every process exported spans to the local receiver, and
+    # what tracing adds is computed.
+    for backend, tracing in configs:
+        if tracing == "on":
+            traced = report["tracing"][backend]
+            assert traced["spans_received"] > 0 and traced["spans_per_run"] > 0
+            assert {f"switchboard-{s}" for s in SERVICES} <= set(traced["by_service"])
+            for level in LEVELS:
+                added = report["tracing_overhead"][f"{backend}_c{level}"]
+                assert isinstance(added["full_run_p50_added_ms"], float)
+
+    # The SSE fan-out: every idle client connected and stayed, runs went on
+    # beside them, and the gateway let go of their streams after.
+    sse = report["sse"]
+    assert sse["clients"] == sse["connected"] == settings["sse"]["clients"] > 0
+    assert sse["failed"] == 0 and sse["ended_early"] == 0
+    assert sse["with"]["runs"] >= settings["runs"] and sse["without"]["runs"] >= settings["runs"]
+    assert isinstance(sse["full_run_p99_rise_pct"], float)
+    gateway = sse["gateway"]
+    assert gateway["connected"]["sse_clients"] >= gateway["before"]["sse_clients"] + sse["clients"]
+    assert gateway["connected"]["asyncio_tasks"] > gateway["before"]["asyncio_tasks"] + sse["clients"]
+    assert gateway["after"]["sse_clients"] == gateway["before"]["sse_clients"]
+    assert gateway["after"]["rss_mb"] > 0
+
+    keys = {t["key"] for t in report["targets"]}
+    assert {"first_event_p50_ms", "runs_per_s_c8", "tracing_adds_p50_ms", "sse_full_run_p99_rise_pct"} <= keys
+    # Every target has its number, but what tracing adds on PostgreSQL when
+    # the smoke run left PostgreSQL with tracing on out.
+    unmeasured = set() if ("postgres", "on") in configs else {"postgres_tracing_adds_p50_ms"}
+    for target in report["targets"]:
+        if target["key"] not in unmeasured:
+            assert target["measured"] is not None and target["met"] is not None, target
+    # The markdown tables went to stdout.
+    for row in (
+        "| distributed | sqlite | off | 8 |",
+        "| floor | sqlite | off | 1 |",
+        "| distributed | sqlite | on | 32 |",
+    ):
+        assert row in done.stdout
+    assert "Tracing on adds" in done.stdout and "SSE fan-out" in done.stdout
+
+    # The report renders it, with the other benchmarks' keys kept beside it.
+    from tests.bench.bench_all import render
+
+    text = render({**report, "memory": {"results": [], "commit": "x"}})
+    assert "### Run path" in text and "### Memory recall" in text and report["commit"] in text
+
+
+def test_report_renders_the_committed_results() -> None:
+    """`scripts/bench.sh report`: the tables of docs/benchmarks.json (older
+    runs without PostgreSQL, tracing or SSE too), and the section of
+    docs/benchmarks.md that `--write-docs` replaces is there."""
+    from tests.bench.bench_all import BEGIN, END, render
+
+    report = json.loads((ROOT / "docs" / "benchmarks.json").read_text())
+    text = render(report)
+    for key, title in (
+        ("scenarios", "### Run path"),
+        ("threads", "### Threads"),
+        ("router", "### Skill Router"),
+    ):
+        if key in report:
+            assert title in text
+    assert "| Target | Limit | Measured | Met |" in text
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert doc.count(BEGIN) == 1 and doc.count(END) == 1 and doc.index(BEGIN) < doc.index(END)
 
 
 def _postgres_reachable() -> bool:
