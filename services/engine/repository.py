@@ -13,48 +13,77 @@ from sqlmodel import col, select
 
 from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
 from services.shared.db import is_unique_violation, session_factory
+from services.shared.db_retry import db_retry, insert_skipping_existing, retry_transient
 from services.shared.time import utcnow
 
 
 class RunsRepository:
     """The writes of every run (insert, events, finish) are Core statements on
     a connection, lighter than an ORM session on the hottest path (about 1 ms
-    of CPU per run, docs/benchmarks.md). Reads and rare writes use sessions."""
+    of CPU per run, docs/benchmarks.md). Reads and rare writes use sessions.
+
+    Every method is retried when the database connection drops
+    (services.shared.db_retry), and each is safe to run twice: a retry after
+    a commit whose reply was lost finds its rows and adds none."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._sessions = session_factory(engine)
 
+    @db_retry
     async def insert_run(self, run: AgentRun, first_event: bytes) -> AgentRun | None:
         """Writes the run row with its first event in one transaction. None when
         the user already has a run with this request_id (the caller replays it)."""
         try:
             async with self._engine.begin() as connection:
+                if connection.dialect.name == "postgresql" and run.conversation_id:
+                    # The runs of a thread are inserted one at a time and stamped
+                    # in that order, so the start order is the commit order: a
+                    # run that finds no run ahead of it (runs_ahead) cannot have
+                    # an earlier one commit after it looked (two runs on one
+                    # thread at once). SQLite has a single writer per file.
+                    lock = func.pg_advisory_xact_lock(func.hashtext(run.conversation_id))
+                    await connection.execute(select(lock))
+                    run.started_at = (await connection.execute(select(func.clock_timestamp()))).scalar_one()
                 await connection.execute(insert(AgentRun), [run.model_dump()])
                 await connection.execute(
                     insert(RunEventRow), [{"run_id": run.id, "sequence": 1, "payload": first_event}]
                 )
             return run
         except IntegrityError as exc:
-            if run.request_id and is_unique_violation(exc):
+            if not is_unique_violation(exc):
+                raise
+            if (stored := await self.get_run(run.id)) is not None:
+                run.started_at = stored.started_at  # the stamp that committed (runs_ahead)
+                return run  # an earlier attempt committed, its reply was lost: this is our run
+            if run.request_id:
                 return None
             raise
 
+    @db_retry
     async def run_by_request(self, user_id: str, request_id: str) -> AgentRun | None:
         async with self._sessions() as session:
             query = select(AgentRun).where(AgentRun.user_id == user_id, AgentRun.request_id == request_id)
             return (await session.exec(query)).first()
 
+    @db_retry
     async def get_run(self, run_id: str) -> AgentRun | None:
         async with self._sessions() as session:
             return await session.get(AgentRun, run_id)
 
     async def append_events(self, run_id: str, events: Sequence[tuple[int, bytes]]) -> None:
-        async with self._engine.begin() as connection:
-            await connection.execute(
-                insert(RunEventRow),
-                [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
-            )
+        rows = [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events]
+
+        async def write(attempt: int) -> None:
+            async with self._engine.begin() as connection:
+                # A retry skips the events an attempt whose reply was lost wrote.
+                await connection.execute(self._insert(RunEventRow, attempt), rows)
+
+        await retry_transient(write, "RunsRepository.append_events")
+
+    def _insert(self, table: Any, attempt: int) -> Any:
+        """A plain INSERT, or for a retry one that skips rows already there."""
+        return insert(table) if attempt == 1 else insert_skipping_existing(table, self._engine.dialect.name)
 
     async def finish_run(
         self,
@@ -65,20 +94,26 @@ class RunsRepository:
     ) -> None:
         """Settles the run and writes its last events, its actions and its
         skill runs in one transaction."""
-        async with self._engine.begin() as connection:
-            await connection.execute(
-                update(AgentRun).where(col(AgentRun.id) == run_id).values(finished_at=utcnow(), **values)
-            )
-            for table in (AgentAction, SkillRun):
-                rows = [row.model_dump() for row in journal if isinstance(row, table)]
-                if rows:
-                    await connection.execute(insert(table), rows)
-            if events:
-                await connection.execute(
-                    insert(RunEventRow),
-                    [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
-                )
 
+        async def write(attempt: int) -> None:
+            async with self._engine.begin() as connection:
+                await connection.execute(
+                    update(AgentRun).where(col(AgentRun.id) == run_id).values(finished_at=utcnow(), **values)
+                )
+                # Fixed keys (ids, sequences): a retry skips what a lost-reply attempt wrote.
+                for table in (AgentAction, SkillRun):
+                    rows = [row.model_dump() for row in journal if isinstance(row, table)]
+                    if rows:
+                        await connection.execute(self._insert(table, attempt), rows)
+                if events:
+                    await connection.execute(
+                        self._insert(RunEventRow, attempt),
+                        [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
+                    )
+
+        await retry_transient(write, "RunsRepository.finish_run")
+
+    @db_retry
     async def journal(self, run_id: str) -> tuple[Sequence[AgentAction], Sequence[SkillRun]]:
         """A run's actions and skill runs, in order."""
         async with self._sessions() as session:
@@ -88,6 +123,7 @@ class RunsRepository:
             skills = await session.exec(select(SkillRun).where(SkillRun.run_id == run_id))
             return actions.all(), skills.all()
 
+    @db_retry
     async def events_after(self, run_id: str, after: int) -> Sequence[RunEventRow]:
         async with self._sessions() as session:
             query = (
@@ -97,11 +133,13 @@ class RunsRepository:
             )
             return (await session.exec(query)).all()
 
+    @db_retry
     async def last_sequence(self, run_id: str) -> int:
         async with self._sessions() as session:
             query = select(func.max(RunEventRow.sequence)).where(RunEventRow.run_id == run_id)
             return int((await session.exec(query)).one() or 0)
 
+    @db_retry
     async def list_runs(
         self, user_id: str, conversation_id: str, before: tuple[datetime, str] | None, limit: int
     ) -> Sequence[AgentRun]:
@@ -122,14 +160,16 @@ class RunsRepository:
             query = query.order_by(col(AgentRun.started_at).desc(), col(AgentRun.id).desc()).limit(limit)
             return (await session.exec(query)).all()
 
-    async def active_run_ids(self, conversation_id: str) -> Sequence[str]:
-        """Runs still `running` on a conversation or agent thread."""
+    @db_retry
+    async def active_runs(self, conversation_id: str) -> Sequence[tuple[str, str]]:
+        """Runs still `running` on a conversation or agent thread: (id, user)."""
         async with self._sessions() as session:
-            query = select(AgentRun.id).where(
+            query = select(AgentRun.id, AgentRun.user_id).where(
                 AgentRun.conversation_id == conversation_id, AgentRun.status == "running"
             )
-            return (await session.exec(query)).all()
+            return [(row[0], row[1]) for row in (await session.exec(query)).all()]
 
+    @db_retry
     async def runs_ahead(self, run: AgentRun) -> int:
         """Running runs of the same conversation that arrived before ``run``
         (by start time, then id): the queue in front of it."""
@@ -144,6 +184,7 @@ class RunsRepository:
             )
             return int((await session.exec(query)).one())
 
+    @db_retry
     async def request_cancel(self, run_id: str) -> None:
         async with self._engine.begin() as connection:
             await connection.execute(
@@ -152,6 +193,7 @@ class RunsRepository:
                 .values(cancel_requested=True)
             )
 
+    @db_retry
     async def cancel_requested(self, instance_id: str) -> Sequence[str]:
         """Ids of this instance's running runs that someone asked to cancel."""
         async with self._sessions() as session:
@@ -164,6 +206,7 @@ class RunsRepository:
 
     # Instance leases
 
+    @db_retry
     async def heartbeat(self, instance_id: str) -> None:
         async with self._sessions() as session:
             row = await session.get(EngineInstance, instance_id)
@@ -173,11 +216,13 @@ class RunsRepository:
                 row.heartbeat_at = utcnow()
             await session.commit()
 
+    @db_retry
     async def release(self, instance_id: str) -> None:
         async with self._sessions() as session:
             await session.exec(delete(EngineInstance).where(col(EngineInstance.id) == instance_id))
             await session.commit()
 
+    @db_retry
     async def orphaned_runs(
         self, lease_seconds: float, also_instance: str | None = None
     ) -> Sequence[AgentRun]:
@@ -192,6 +237,7 @@ class RunsRepository:
             query = select(AgentRun).where(AgentRun.status == "running", orphaned)
             return (await session.exec(query)).all()
 
+    @db_retry
     async def settle_if_running(self, run_id: str, error: str, event: bytes, sequence: int) -> bool:
         """Marks a run failed unless it finished meanwhile; writes its terminal event."""
         async with self._sessions() as session:

@@ -26,6 +26,9 @@ class ServiceSettings(BaseSettings):
     database_url: str = ""
     # Run the migrations at start-up (the default); off when a migration job runs them.
     migrate_on_start: bool = True
+    # How long a database operation is retried when its connection drops (a
+    # PostgreSQL restart or failover), seconds; 0 = never (services/shared/db_retry.py).
+    database_retry_seconds: float = Field(default=20.0, ge=0)
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
     # Prometheus /metrics on this port (0: not served).

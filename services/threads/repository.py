@@ -16,6 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
 from services.shared.db import is_unique_violation
+from services.shared.db_retry import db_retry, retry_transient
 from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
 from services.threads.rotation import RotationPolicy
@@ -60,11 +61,17 @@ class ImportedThread:
 
 
 class ThreadsRepository:
+    """Reads and idempotent writes are retried when the database connection
+    drops (services.shared.db_retry): appends and conversation creations only
+    when they carry a request_id, whose unique key turns a retry after a lost
+    commit reply into a no-op. Imports and provider-session writes are not."""
+
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
     # Agents
 
+    @db_retry
     async def insert_agent(self, agent: Agent) -> bool:
         """False when an agent with this id exists already."""
         async with self._sessions() as session:
@@ -77,15 +84,18 @@ class ThreadsRepository:
                 raise
             return True
 
+    @db_retry
     async def get_agent(self, agent_id: str) -> Agent | None:
         async with self._sessions() as session:
             return await session.get(Agent, agent_id)
 
+    @db_retry
     async def list_agents(self, after_id: str, limit: int) -> Sequence[Agent]:
         async with self._sessions() as session:
             query = select(Agent).where(col(Agent.id) > after_id).order_by(col(Agent.id)).limit(limit)
             return (await session.exec(query)).all()
 
+    @db_retry
     async def update_agent(self, agent_id: str, values: dict[str, Any]) -> Agent | None:
         async with self._sessions() as session:
             result = await session.exec(
@@ -100,10 +110,12 @@ class ThreadsRepository:
 
     # Agent threads
 
+    @db_retry
     async def live_agent_thread(self, agent_id: str) -> Thread | None:
         async with self._sessions() as session:
             return (await session.exec(_live_agent_thread(agent_id))).one_or_none()
 
+    @db_retry
     async def insert_agent_thread(self, thread: Thread) -> bool:
         """False when the agent has a live thread already (the partial unique
         index uq_threads_live_agent refused this one). The thread starts with
@@ -125,6 +137,13 @@ class ThreadsRepository:
     async def insert_conversation(self, thread: Thread) -> Thread:
         """Inserts, or returns the conversation created earlier with the same
         (user, request_id): a retried create writes once."""
+        if not thread.request_id:
+            return await self._insert_conversation(thread)
+        return await retry_transient(
+            lambda _attempt: self._insert_conversation(thread), "ThreadsRepository.insert_conversation"
+        )
+
+    async def _insert_conversation(self, thread: Thread) -> Thread:
         async with self._sessions() as session:
             session.add(thread)
             try:
@@ -139,10 +158,12 @@ class ThreadsRepository:
             )
             return (await session.exec(query)).one()
 
+    @db_retry
     async def get_thread(self, thread_id: str) -> Thread | None:
         async with self._sessions() as session:
             return await session.get(Thread, thread_id)
 
+    @db_retry
     async def list_conversations(
         self,
         user_id: str,
@@ -170,6 +191,7 @@ class ThreadsRepository:
             ).limit(limit)
             return (await session.exec(query)).all()
 
+    @db_retry
     async def update_conversation(
         self, user_id: str, conversation_id: str, values: dict[str, Any], only_if_auto: bool = False
     ) -> Thread | None:
@@ -219,6 +241,21 @@ class ThreadsRepository:
         it and opens the next. The thread row locked by the first UPDATE
         serializes appends to the thread, so two appends racing at the
         threshold close one segment, never two."""
+        if not request_id:
+            return await self._append(thread_id, user_id, request_id, entries, rotation)
+        return await retry_transient(
+            lambda _attempt: self._append(thread_id, user_id, request_id, entries, rotation),
+            "ThreadsRepository.append",
+        )
+
+    async def _append(
+        self,
+        thread_id: str,
+        user_id: str,
+        request_id: str,
+        entries: Sequence[NewEntry],
+        rotation: RotationPolicy | None,
+    ) -> AppendResult | None:
         now = utcnow()
         async with self._sessions() as session:
             try:
@@ -264,6 +301,7 @@ class ThreadsRepository:
         # back with the sequence reservation; return what the first one wrote.
         return AppendResult(await self._entries_of_request(thread_id, request_id), [])
 
+    @db_retry
     async def _entries_of_request(self, thread_id: str, request_id: str) -> list[Entry]:
         async with self._sessions() as session:
             query = (
@@ -273,6 +311,7 @@ class ThreadsRepository:
             )
             return list((await session.exec(query)).all())
 
+    @db_retry
     async def list_entries(
         self, thread_id: str, view: EntryFilter, position: int | None, ascending: bool, limit: int
     ) -> Sequence[Entry]:
@@ -298,6 +337,7 @@ class ThreadsRepository:
 
     # Segments (rotation)
 
+    @db_retry
     async def list_segments(self, thread_id: str, after: int, limit: int) -> Sequence[Segment]:
         async with self._sessions() as session:
             query = (
@@ -308,10 +348,12 @@ class ThreadsRepository:
             )
             return (await session.exec(query)).all()
 
+    @db_retry
     async def get_segment(self, thread_id: str, number: int) -> Segment | None:
         async with self._sessions() as session:
             return await session.get(Segment, (thread_id, number))
 
+    @db_retry
     async def set_segment_handoff(self, thread_id: str, number: int, summary: str) -> Segment | None:
         """Stores the handoff of a closed segment (replacing an earlier one);
         None when there is no such closed segment."""
@@ -332,6 +374,7 @@ class ThreadsRepository:
 
     # Export and import
 
+    @db_retry
     async def entries_between(self, thread_id: str, first: int, last: int) -> Sequence[Entry]:
         """Entries first..last (sequence numbers, inclusive), in order."""
         async with self._sessions() as session:
@@ -347,6 +390,7 @@ class ThreadsRepository:
     async def all_segments(self, thread_id: str) -> Sequence[Segment]:
         return await self.list_segments(thread_id, 0, 2**31 - 1)
 
+    @db_retry
     async def all_provider_sessions(self, thread_id: str) -> Sequence[ProviderSession]:
         async with self._sessions() as session:
             query = (
@@ -414,6 +458,7 @@ class ThreadsRepository:
 
     # Provider sessions
 
+    @db_retry
     async def live_provider_session(self, thread_id: str, provider_id: str) -> ProviderSession | None:
         async with self._sessions() as session:
             query = select(ProviderSession).where(
@@ -463,6 +508,7 @@ class ThreadsRepository:
             await session.commit()
             return released
 
+    @db_retry
     async def list_provider_sessions(
         self, thread_id: str, include_released: bool, after: tuple[str, str] | None, limit: int
     ) -> Sequence[ProviderSession]:
