@@ -90,7 +90,8 @@ async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
 
 async def http_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHENTICATED"}.get(
+    # 400: a body FastAPI could not parse at all (not UTF-8, nested too deep).
+    code = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 401: "UNAUTHENTICATED"}.get(
         exc.status_code, "HTTP_ERROR"
     )
     return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)

@@ -8,13 +8,13 @@ from datetime import timedelta
 import grpc
 
 from services.memory.context import ContextDomain
-from services.memory.domain import MemoryDomain, SettingsValues, aware, instruction_page_ids_of, tags_of
+from services.memory.domain import MemoryDomain, SettingsValues, instruction_page_ids_of, tags_of
 from services.memory.live_state import LiveStateDomain
 from services.memory.models import LiveState, Note, PersonalSettings, ProjectContextRow
 from services.memory.notes import NewNote, NoteFields, NotesDomain
 from services.memory.repository import NoteFilter
 from services.shared.identity import caller_user
-from services.shared.time import to_timestamp
+from services.shared.time import from_duration, from_timestamp, to_timestamp
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 
 pb = memory_service_pb2
@@ -192,8 +192,10 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     async def SetLiveState(
         self, request: pb.SetLiveStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetLiveStateResponse:
-        ttl = request.ttl.ToTimedelta() if request.HasField("ttl") else None
-        expire = aware(request.expire_time.ToDatetime()) if request.HasField("expire_time") else None
+        ttl = from_duration(request.ttl, "ttl") if request.HasField("ttl") else None
+        expire = None
+        if request.HasField("expire_time"):
+            expire = from_timestamp(request.expire_time, "expire_time")
         if ttl is not None and ttl == timedelta(0):
             ttl = None
         row = await self._live.set(

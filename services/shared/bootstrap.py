@@ -1,5 +1,6 @@
-"""Server bootstrap shared by every service: a grpc.aio server with tracing and
-error mapping, grpc.health.v1 health, reflection; graceful shutdown on
+"""Server bootstrap shared by every service: a grpc.aio server with tracing,
+metrics, error mapping, malformed-request refusal and deadline propagation,
+grpc.health.v1 health, reflection; graceful shutdown on
 SIGTERM (health NOT_SERVING, drain, then close databases and channels); and the
 ``serve`` / ``migrate`` command line of each ``python -m services.<name>``."""
 
@@ -19,12 +20,21 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from services.shared import db_retry
 from services.shared.db import create_engine
+from services.shared.deadlines import DeadlineInterceptor
 from services.shared.errors import ErrorMappingInterceptor
 from services.shared.metrics import MetricsInterceptor, serve_metrics
 from services.shared.migrations import upgrade_to_head
+from services.shared.request_guard import RequestGuardInterceptor
 from services.shared.settings import ServiceSettings
-from services.shared.telemetry import server_interceptors, setup_logging, setup_telemetry, shutdown_telemetry
+from services.shared.telemetry import (
+    StreamClosingInterceptor,
+    server_interceptors,
+    setup_logging,
+    setup_telemetry,
+    shutdown_telemetry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +42,9 @@ Closer = Callable[[], Awaitable[None]]
 # Given the grace period, finishes in-flight work (runs) within it.
 Drainer = Callable[[float | None], Awaitable[None]]
 S = TypeVar("S", bound=ServiceSettings)
+# Largest request message a service accepts (gRPC's default, stated here):
+# beyond it gRPC answers RESOURCE_EXHAUSTED before any handler runs.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -61,9 +74,18 @@ async def start_service(
     """Builds and starts the server; ``register`` adds the servicers and returns
     their full service names (for health and reflection)."""
     server = grpc.aio.server(
-        # Tracing outermost: its span covers the whole call, closed in the call's own task.
-        interceptors=[*server_interceptors(), MetricsInterceptor(), ErrorMappingInterceptor()],
-        options=[("grpc.so_reuseport", 0)],
+        # Tracing outermost (but for the stream closer, which makes sure of it):
+        # its span covers the whole call, closed in the call's own task.
+        # The request guard inside metrics, so a refused request is counted INVALID_ARGUMENT.
+        interceptors=[
+            StreamClosingInterceptor(),
+            *server_interceptors(),
+            MetricsInterceptor(),
+            ErrorMappingInterceptor(),
+            RequestGuardInterceptor(),
+            DeadlineInterceptor(),
+        ],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
     )
     names = list(register(server))
     health_servicer = health.aio.HealthServicer()
@@ -82,6 +104,7 @@ async def start_service(
 async def open_database(settings: ServiceSettings, migrations_dir: Path) -> AsyncEngine:
     """The service's engine, migrated to the newest revision unless a separate
     migration job owns that (``migrate_on_start=false``)."""
+    db_retry.configure(settings.database_retry_seconds)
     engine = create_engine(settings.effective_database_url)
     if settings.migrate_on_start:
         await upgrade_to_head(engine, migrations_dir, settings.service_name)

@@ -1,6 +1,7 @@
 """Channels to other services: one per downstream service, opened at start-up,
 traced, every call with a deadline, idempotent calls retried with tenacity
-when (and only when) the service is UNAVAILABLE."""
+when (and only when) the service is UNAVAILABLE. Inside a handler, a call's
+deadline is never later than the incoming call's (services.shared.deadlines)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TypeVar
 import grpc
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from services.shared.deadlines import bounded
 from services.shared.telemetry import client_interceptors
 
 Response = TypeVar("Response")
@@ -46,9 +48,10 @@ async def call(
     attempts: int = 3,
 ) -> Response:
     """Calls a unary method. Retries UNAVAILABLE with jittered backoff only if
-    ``idempotent``; any other error is raised at once."""
+    ``idempotent``; any other error is raised at once. Each attempt's deadline
+    is ``timeout``, cut to what is left of the call being served, if any."""
     if not idempotent:
-        return await method(request, timeout=timeout, metadata=metadata)
+        return await method(request, timeout=bounded(timeout), metadata=metadata)
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(_is_unavailable),
         stop=stop_after_attempt(attempts),
@@ -56,5 +59,5 @@ async def call(
         reraise=True,
     ):
         with attempt:
-            return await method(request, timeout=timeout, metadata=metadata)
+            return await method(request, timeout=bounded(timeout), metadata=metadata)
     raise AssertionError("unreachable: tenacity reraises the last error")

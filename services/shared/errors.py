@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
 import grpc
@@ -15,6 +16,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from services.shared.db_retry import is_transient
 from switchboard.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,11 @@ def _internal_status() -> grpc.Status:
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
     if isinstance(exc, DomainError):
         await context.abort_with_status(to_status(exc))
+    if is_transient(exc):
+        # The database connection dropped and its retries ran out: UNAVAILABLE,
+        # which callers retry for idempotent calls (services.shared.clients).
+        log.warning("database unavailable in %s: %s: %s", method, type(exc).__name__, exc)
+        await context.abort_with_status(to_status(DependencyUnavailable("database unavailable; retry later")))
     log.exception("unexpected error in %s", method)
     await context.abort_with_status(_internal_status())
 
@@ -116,8 +123,10 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 try:
-                    async for response in inner_gen(request, context):
-                        yield response
+                    # aclosing: an abandoned stream's handler is closed in this task, not by the GC.
+                    async with aclosing(inner_gen(request, context)) as responses:
+                        async for response in responses:
+                            yield response
                 except grpc.aio.AbortError:
                     raise
                 except Exception as exc:  # noqa: BLE001

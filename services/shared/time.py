@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
+
+from services.shared.errors import InvalidArgument
 
 
 def utcnow() -> datetime:
@@ -17,3 +20,20 @@ def to_timestamp(value: datetime | None) -> Timestamp | None:
     stamp = Timestamp()
     stamp.FromDatetime(value if value.tzinfo else value.replace(tzinfo=UTC))
     return stamp
+
+
+def from_timestamp(stamp: Timestamp, field: str) -> datetime:
+    """A request's Timestamp, timezone-aware; INVALID_ARGUMENT when it is not
+    a time (nanos outside [0, 1e9), seconds outside years 1-9999)."""
+    try:
+        return stamp.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument(f"{field} is not a valid time: {exc}", field=field) from exc
+
+
+def from_duration(duration: Duration, field: str) -> timedelta:
+    """A request's Duration; INVALID_ARGUMENT when Python cannot hold it."""
+    try:
+        return duration.ToTimedelta()
+    except (ValueError, OverflowError) as exc:
+        raise InvalidArgument(f"{field} is not a valid duration: {exc}", field=field) from exc

@@ -1,0 +1,107 @@
+"""Deadline propagation: a call never outlives the call it serves.
+
+``DeadlineInterceptor`` (installed by the bootstrap on every server) records
+the incoming call's deadline in a context variable, in the call's own task;
+``services.shared.clients.call`` gives each outgoing call ``bounded(timeout)``:
+its own timeout, cut to what is left of the incoming deadline. So when the
+gateway's 5 s run out, every call made on its behalf, however deep, has run
+out too, and each service stops its part of the work (gRPC cancels a handler
+whose deadline has passed) instead of finishing it for nobody.
+
+Work that deliberately outlives its request (a run, which goes on after its
+client leaves) calls ``detach()`` first: a task copies its creator's context,
+deadline included."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from contextvars import ContextVar
+from typing import Any
+
+import grpc
+
+# Absolute time.monotonic() at which the call being served expires; None: no deadline.
+_DEADLINE: ContextVar[float | None] = ContextVar("switchboard_deadline", default=None)
+
+
+def remaining() -> float | None:
+    """Seconds left before the incoming call's deadline (negative once past),
+    or None when this task serves no call with a deadline."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def bounded(timeout: float) -> float:
+    """The timeout of an outgoing call: ``timeout``, or less when the call
+    being served expires sooner (0 once it has expired: gRPC then fails the
+    call at once with DEADLINE_EXCEEDED, without sending it)."""
+    left = remaining()
+    return timeout if left is None else max(0.0, min(timeout, left))
+
+
+def detach() -> None:
+    """Forgets the incoming deadline in this task's context: for work that
+    outlives the call that started it (a run executes in a task of its own)."""
+    _DEADLINE.set(None)
+
+
+def enter(context: grpc.aio.ServicerContext) -> None:
+    """Records the deadline of the call ``context`` serves (none without one)."""
+    left = context.time_remaining()
+    _DEADLINE.set(None if left is None else time.monotonic() + left)
+
+
+class DeadlineInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Calls ``enter(context)`` in the handler's task before the handler runs."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                _wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                _wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                _wrap(handler.stream_unary), handler.request_deserializer, handler.response_serializer
+            )
+        if handler.stream_stream:
+            return grpc.stream_stream_rpc_method_handler(
+                _wrap(handler.stream_stream), handler.request_deserializer, handler.response_serializer
+            )
+        return handler
+
+
+def _wrap(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """The behavior, entering the deadline first; of the same kind (async
+    generator or coroutine function), which is how grpc.aio tells how to run it."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            enter(context)
+            # aclosing: an abandoned stream is closed in this task, not by the GC in another.
+            async with aclosing(behavior(request, context)) as responses:
+                async for response in responses:
+                    yield response
+
+        return stream
+    if not inspect.iscoroutinefunction(behavior):
+        return behavior  # a synchronous handler runs in a thread: nothing to propagate to
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        enter(context)
+        return await behavior(request, context)
+
+    return unary

@@ -1,0 +1,549 @@
+"""Property-based fuzzing (hypothesis) of the real processes' inputs.
+
+* HTTP: every JSON route of the gateway (POST/PATCH/PUT) gets bodies of wrong
+  types, unknown fields, valid shapes holding hostile text (NUL, lone
+  surrogates, bidi marks, text at and past each length limit), deep nesting,
+  invalid UTF-8, bytes that are no JSON, bodies past ``max_body_bytes``, under
+  assorted content types: the answer is always a 2xx or one of 400, 404, 409,
+  413, 429, in the gateway's error shape, never a 5xx.
+* gRPC: every method of every service (and health, reflection) gets raw
+  bytes through a generic call: random bytes, truncated valid messages, a
+  ``string`` field that is not UTF-8, valid messages with random field values,
+  and one message past the server's receive limit: the status is never
+  INTERNAL, UNKNOWN or DATA_LOSS; malformed bytes are INVALID_ARGUMENT with an
+  ErrorInfo, oversize ones RESOURCE_EXHAUSTED.
+* Afterwards every process is alive, health is SERVING and a run works.
+
+Reproducible: each property runs a fixed number of examples, derandomized
+(the same inputs on every run) and without an example database. The number
+of cases of each kind is printed at the end (and checked against a floor).
+
+On SQLite only by default, for time (the malformed-input handling is the
+same code on both); SWITCHBOARD_FUZZ_BACKENDS=sqlite,postgres runs both."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+import time
+import typing
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from google.protobuf import descriptor as pb_descriptor
+from google.protobuf import message_factory
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from gateway import schemas
+from services.shared.bootstrap import MAX_REQUEST_BYTES
+from services.shared.identity import user_metadata
+from switchboard.engine.v1 import engine_service_pb2
+from switchboard.memory.v1 import handoff_service_pb2, memory_service_pb2, pages_service_pb2
+from switchboard.router.v1 import router_service_pb2
+from switchboard.threads.v1 import threads_service_pb2
+from tests.e2e.conftest import SERVICES, Launched
+from tests.e2e.sse import read_events
+
+pytestmark = pytest.mark.parametrize(
+    "launched",
+    os.environ.get("SWITCHBOARD_FUZZ_BACKENDS", "sqlite").split(","),
+    indirect=True,
+    scope="module",
+)
+CASES: Counter[str] = Counter()
+MISSING = "00000000-0000-4000-8000-000000000000"
+FUZZ = settings(
+    max_examples=30,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+GRPC_FUZZ = settings(FUZZ, max_examples=12)
+
+# ---------------------------------------------------------------- HTTP bodies
+
+MAX_BODY_BYTES = 256 * 1024  # the gateway's default max_body_bytes
+HTTP_OK = {200, 201, 204}
+HTTP_REFUSED = {400, 404, 409, 413, 429}
+
+
+def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
+    """Every JSON route (method, path, body model), on objects that do not
+    exist where a valid body would otherwise start a run."""
+    return [
+        ("POST", "/api/agent/conversations", schemas.CreateConversationBody),
+        ("PATCH", "/api/agent/conversations/{conversation}", schemas.UpdateConversationBody),
+        ("PUT", "/api/agent/conversations/{conversation}/sources", schemas.AllowedSourcesBody),
+        ("POST", f"/api/agent/conversations/{MISSING}/archive", None),
+        ("POST", f"/api/agent/conversations/{MISSING}/messages", schemas.MessageBody),
+        ("POST", f"/api/agent/runs/{MISSING}/cancel", None),
+        ("POST", f"/api/agent/runs/{MISSING}/feedback", schemas.FeedbackBody),
+        ("PUT", "/api/agent/personal-settings", schemas.PersonalSettingsBody),
+        ("POST", "/api/agent/personal-settings/instructions-page", schemas.InstructionPageBody),
+        ("PUT", "/api/agent/personal-settings/instructions-page/active", schemas.ActivePageBody),
+        ("POST", f"/api/agent/proposals/{MISSING}/accept", schemas.DecisionBody),
+        ("POST", f"/api/agent/proposals/{MISSING}/refuse", schemas.DecisionBody),
+        ("PUT", "/api/agent/skills/{skill}/enablement", schemas.EnablementBody),
+        ("POST", "/api/agent/agents", schemas.CreateAgentBody),
+        ("POST", f"/api/agent/agents/{MISSING}/asks", schemas.AskBody),
+    ]
+
+
+ROUTES = _routes()
+
+# Text a client may send: NUL and other controls, lone surrogates (JSON's
+# "\ud800"), bidi overrides, non-characters, astral planes.
+hostile_char = st.one_of(
+    st.characters(codec="utf-8"),
+    st.sampled_from(["\x00", "\x1b", "\u202e", "\ufeff", "\uffff", "\U0010ffff", "\U0001f600", "\u0301"]),
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+)
+hostile_text = st.one_of(
+    st.text(hostile_char, max_size=40),
+    # At and just past the usual limits (64, 100, 128, 200, 1000 characters).
+    st.builds(
+        lambda c, n: c * n,
+        st.sampled_from(["a", "é", "\x00", "\U0001f600"]),
+        st.sampled_from([64, 65, 100, 101, 128, 129, 200, 201, 1000, 1001, 20_001, 32_001]),
+    ),
+)
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    hostile_text,
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _value_for(annotation: Any) -> st.SearchStrategy[Any]:
+    """A value of about the right type for a body field: right type with
+    hostile content, or a wrong type now and then."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or (origin is not None and type(None) in args):
+        return st.one_of(*(_value_for(a) for a in args))
+    if annotation is type(None):
+        return st.none()
+    if origin is typing.Literal:
+        return st.sampled_from(args) | hostile_text
+    if annotation is str:
+        return hostile_text
+    if annotation is bool:
+        return st.booleans() | json_scalars
+    if origin is list:
+        return st.lists(hostile_text, max_size=120) | json_values
+    if origin is dict:
+        return st.dictionaries(st.text(max_size=10), json_values, max_size=5) | _deep_object()
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _shaped(annotation)
+    return json_values
+
+
+def _deep_object() -> st.SearchStrategy[Any]:
+    """An object nested ``depth`` levels: {"a": {"a": ... 1}}."""
+
+    def nest(depth: int) -> Any:
+        value: Any = 1
+        for _ in range(depth):
+            value = {"a": value}
+        return value
+
+    return st.sampled_from([50, 200, 400, 900]).map(nest)
+
+
+def _shaped(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
+    """The model's fields, each present or not, plus now and then an unknown one."""
+    hints = typing.get_type_hints(model)
+    fields = {name: _value_for(hints[name]) for name in model.model_fields}
+    return st.fixed_dictionaries(
+        {}, optional={**fields, "unknown_field": json_values, "__proto__": json_values}
+    )
+
+
+def _deep_array(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def body_strategy(model: type[BaseModel] | None) -> st.SearchStrategy[tuple[str, bytes]]:
+    """(kind, raw body): every kind of body a client could send."""
+    shaped = _shaped(model) if model is not None else st.dictionaries(st.text(max_size=8), json_values)
+    dumps: Callable[[Any], bytes] = lambda value: json.dumps(value).encode()  # noqa: E731 - \ud800 stays escaped
+    return st.one_of(
+        json_values.map(lambda v: ("wrong_type", dumps(v))),
+        shaped.map(lambda v: ("shaped", dumps(v))),
+        shaped.map(lambda v: ("shaped", dumps(v))),
+        st.sampled_from([2, 100, 1000, 5000, 100_000]).map(lambda d: ("deep_nesting", _deep_array(d))),
+        # Valid JSON but for one string that is not UTF-8.
+        st.binary(min_size=1, max_size=16)
+        .filter(lambda b: not _is_utf8(b))
+        .map(lambda b: ("invalid_utf8", b'{"title": "' + b + b'", "message": "' + b + b'"}')),
+        st.binary(max_size=64).map(lambda b: ("not_json", b)),
+        st.text(string.printable, max_size=40).map(lambda t: ("not_json", t.encode())),
+        st.sampled_from([MAX_BODY_BYTES + 1, 2 * MAX_BODY_BYTES]).map(
+            lambda n: ("oversize", dumps({"title": "x" * n}))
+        ),
+    )
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+CONTENT_TYPES = st.sampled_from(
+    ["application/json", "application/json", "application/json; charset=utf-8", "text/plain", "", None]
+)
+
+
+@pytest.fixture(scope="module")
+def alice(launched: Launched) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def targets(alice: httpx.Client) -> dict[str, str]:
+    """Real ids for the routes that change an object (rename, sources, enablement)."""
+    conversation = alice.post("/api/agent/conversations", json={"title": "fuzzed"}).json()["id"]
+    skill = alice.get("/api/agent/skills").json()["skills"][0]["id"]
+    return {"conversation": conversation, "skill": skill}
+
+
+@pytest.mark.parametrize(("method", "path", "model"), ROUTES, ids=[f"{m} {p}" for m, p, _ in ROUTES])
+def test_http_bodies_are_refused_never_500(
+    alice: httpx.Client,
+    targets: dict[str, str],
+    method: str,
+    path: str,
+    model: type[BaseModel] | None,
+) -> None:
+    url = path.format(**targets)
+
+    @FUZZ
+    @given(case=body_strategy(model), content_type=CONTENT_TYPES)
+    def check(case: tuple[str, bytes], content_type: str | None) -> None:
+        kind, body = case
+        headers = {"Content-Type": content_type} if content_type is not None else {}
+        response = alice.request(method, url, content=body, headers=headers)
+        CASES[f"http {kind}"] += 1
+        status = response.status_code
+        assert status in HTTP_OK | HTTP_REFUSED, (status, response.text[:500])
+        if status == 200 and response.headers.get("content-type", "").startswith("text/event-stream"):
+            return
+        if status in HTTP_REFUSED:
+            error = response.json()["error"]
+            assert error["code"] and error["message"], error
+            if kind == "oversize":
+                assert status == 413, response.text[:300]
+
+    check()
+
+
+# ---------------------------------------------------------------- gRPC requests
+
+SERVICE_MODULES = {
+    "engine": [engine_service_pb2],
+    "threads": [threads_service_pb2],
+    "memory": [memory_service_pb2, pages_service_pb2, handoff_service_pb2],
+    "router": [router_service_pb2],
+}
+REFUSED_CODES = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS}
+
+
+def _methods() -> list[tuple[str, pb_descriptor.MethodDescriptor]]:
+    methods: list[tuple[str, pb_descriptor.MethodDescriptor]] = []
+    for process, modules in SERVICE_MODULES.items():
+        for module in modules:
+            for service in module.DESCRIPTOR.services_by_name.values():
+                methods.extend((process, method) for method in service.methods)
+    # Health's Check and Watch; its List is not implemented by grpcio-health-checking's servicer.
+    health = health_pb2.DESCRIPTOR.services_by_name["Health"]
+    methods.extend(("threads", health.methods_by_name[name]) for name in ("Check", "Watch"))
+    return methods
+
+
+METHODS = _methods()
+
+
+def _path(method: pb_descriptor.MethodDescriptor) -> str:
+    return f"/{method.containing_service.full_name}/{method.name}"
+
+
+def message_strategy(descriptor: pb_descriptor.Descriptor, depth: int = 0) -> st.SearchStrategy[bytes]:
+    """A valid serialized message with random field values."""
+    cls = message_factory.GetMessageClass(descriptor)
+
+    def field_values(field: pb_descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
+        t = pb_descriptor.FieldDescriptor
+        if field.message_type is not None:
+            if depth >= 2:
+                return st.just(b"")
+            return message_strategy(field.message_type, depth + 1)
+        if field.type == t.TYPE_STRING:
+            return st.one_of(
+                st.text(st.characters(codec="utf-8"), max_size=30),
+                st.sampled_from(["", MISSING, "default", "alice", "auto", "offline", " ", "\x00"]),
+            )
+        if field.type == t.TYPE_BYTES:
+            return st.binary(max_size=20)
+        if field.type == t.TYPE_BOOL:
+            return st.booleans()
+        if field.type == t.TYPE_ENUM:
+            return st.integers(-3, 12)  # proto3 enums are open: unknown values too
+        if field.type in (t.TYPE_DOUBLE, t.TYPE_FLOAT):
+            return st.floats(allow_nan=True, allow_infinity=True, width=32)
+        if field.type in (t.TYPE_UINT32, t.TYPE_FIXED32):
+            return st.integers(0, 2**32 - 1)
+        if field.type in (t.TYPE_UINT64, t.TYPE_FIXED64):
+            return st.integers(0, 2**64 - 1)
+        if field.type in (t.TYPE_INT64, t.TYPE_SINT64, t.TYPE_SFIXED64):
+            return st.integers(-(2**63), 2**63 - 1)
+        return st.integers(-(2**31), 2**31 - 1)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> bytes:
+        message = cls()
+        for field in descriptor.fields:
+            if not draw(st.booleans()):
+                continue
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                continue  # maps: left empty
+            values = field_values(field)
+            repeated = field.is_repeated
+            drawn = draw(st.lists(values, max_size=3)) if repeated else [draw(values)]
+            for value in drawn:
+                if field.message_type is not None:
+                    sub = message_factory.GetMessageClass(field.message_type).FromString(value)
+                    if repeated:
+                        getattr(message, field.name).add().CopyFrom(sub)
+                    else:
+                        getattr(message, field.name).CopyFrom(sub)
+                elif repeated:
+                    getattr(message, field.name).append(value)
+                else:
+                    setattr(message, field.name, value)
+        return bytes(message.SerializeToString())
+
+    return build()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _string_paths(descriptor: pb_descriptor.Descriptor, depth: int = 0) -> list[list[int]]:
+    """Field-number paths to every string field, two messages deep."""
+    paths: list[list[int]] = []
+    for field in descriptor.fields:
+        if field.type == pb_descriptor.FieldDescriptor.TYPE_STRING:
+            paths.append([field.number])
+        elif field.message_type is not None and depth < 2:
+            if not field.message_type.GetOptions().map_entry:
+                paths.extend([field.number, *p] for p in _string_paths(field.message_type, depth + 1))
+    return paths
+
+
+def bad_string_strategy(descriptor: pb_descriptor.Descriptor, nul: bool) -> st.SearchStrategy[bytes]:
+    """A valid message, then one string field (maybe nested) holding bytes
+    that are not UTF-8, or (``nul``) valid UTF-8 text with a U+0000 in it."""
+    paths = _string_paths(descriptor)
+    if nul:
+        bad = st.tuples(st.text(max_size=5), st.text(max_size=5)).map(
+            lambda parts: f"{parts[0]}\x00{parts[1]}".encode()
+        )
+    else:
+        bad = st.binary(min_size=1, max_size=12).filter(lambda b: not _is_utf8(b))
+
+    def encode(path: list[int], payload: bytes) -> bytes:
+        for number in reversed(path):
+            payload = _length_delimited(number, payload)
+        return payload
+
+    return st.builds(
+        lambda prefix, path, payload: prefix + encode(path, payload),
+        message_strategy(descriptor),
+        st.sampled_from(paths),
+        bad,
+    )
+
+
+def grpc_strategy(descriptor: pb_descriptor.Descriptor) -> st.SearchStrategy[tuple[str, bytes]]:
+    kinds = [
+        st.binary(min_size=1, max_size=64).map(lambda b: ("random_bytes", b)),
+        st.builds(
+            lambda raw, cut: ("truncated", raw[: int(len(raw) * cut)]),
+            message_strategy(descriptor).filter(len),
+            st.floats(0, 0.999),
+        ),
+        message_strategy(descriptor).map(lambda b: ("random_valid", b)),
+    ]
+    if _string_paths(descriptor):
+        kinds.append(bad_string_strategy(descriptor, nul=False).map(lambda b: ("invalid_utf8", b)))
+        kinds.append(bad_string_strategy(descriptor, nul=True).map(lambda b: ("nul_text", b)))
+    return st.one_of(*kinds)
+
+
+@pytest.fixture(scope="module")
+def channels(launched: Launched) -> Iterator[dict[str, grpc.Channel]]:
+    opened = {
+        service: grpc.insecure_channel(
+            f"127.0.0.1:{launched.ports[service]}", options=[("grpc.max_send_message_length", -1)]
+        )
+        for service in SERVICES
+    }
+    yield opened
+    for channel in opened.values():
+        channel.close()
+
+
+def _invoke(
+    channel: grpc.Channel, method: pb_descriptor.MethodDescriptor, raw: bytes, user: str | None
+) -> grpc.StatusCode:
+    """Sends ``raw`` as the request; the status (OK once a stream's first
+    message has come: it is then cancelled)."""
+    metadata = user_metadata(user) if user else ()
+    try:
+        if method.server_streaming:
+            responses = channel.unary_stream(_path(method))(raw, timeout=10, metadata=metadata)
+            try:
+                next(responses, None)
+            finally:
+                responses.cancel()
+        else:
+            channel.unary_unary(_path(method))(raw, timeout=10, metadata=metadata)
+    except grpc.RpcError as error:
+        assert isinstance(error, grpc.Call)
+        code = error.code()
+        if code == grpc.StatusCode.CANCELLED and method.server_streaming:
+            return grpc.StatusCode.OK  # our own cancel, after the first message
+        assert code not in REFUSED_CODES, (code, error.details())
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            _assert_error_info(error)
+        return code
+    return grpc.StatusCode.OK
+
+
+def _assert_error_info(error: grpc.Call) -> None:
+    status = rpc_status.from_call(error)
+    assert status is not None, error.details()
+    infos = [d for d in status.details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)]
+    assert infos, status
+
+
+@pytest.mark.parametrize(
+    ("process", "method"), METHODS, ids=[f"{p}:{m.containing_service.name}.{m.name}" for p, m in METHODS]
+)
+def test_grpc_requests_are_refused_never_internal(
+    channels: dict[str, grpc.Channel], process: str, method: pb_descriptor.MethodDescriptor
+) -> None:
+    channel = channels[process]
+
+    @GRPC_FUZZ
+    @given(case=grpc_strategy(method.input_type), user=st.sampled_from(["alice", "fuzzer", None]))
+    def check(case: tuple[str, bytes], user: str | None) -> None:
+        kind, raw = case
+        code = _invoke(channel, method, raw, user)
+        CASES[f"grpc {kind}"] += 1
+        if kind in ("invalid_utf8", "nul_text"):
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, code
+
+    check()
+    # One request past the receive limit, which gRPC itself refuses.
+    oversize = _length_delimited(1, b"x" * MAX_REQUEST_BYTES)
+    assert _invoke(channel, method, oversize, "alice") == grpc.StatusCode.RESOURCE_EXHAUSTED
+    CASES["grpc oversize"] += 1
+
+
+def test_reflection_refuses_malformed_requests(channels: dict[str, grpc.Channel]) -> None:
+    """A client-streaming method (reflection) checks each request it reads."""
+    call = channels["memory"].stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+    for raw in (b"\xff\xff\xff", _length_delimited(3, b"\xff\xfe"), _length_delimited(7, b"\xc3")):
+        with pytest.raises(grpc.RpcError) as refused:
+            list(call(iter([raw]), timeout=10))
+        error = refused.value
+        assert isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        CASES["grpc reflection_malformed"] += 1
+
+
+# ---------------------------------------------------------------- afterwards
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.extend(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def test_every_process_survived_and_serves(
+    launched: Launched,
+    alice: httpx.Client,
+    channels: dict[str, grpc.Channel],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert launched.process.poll() is None, launched.log.read_text()[-3000:]
+    children = _children(launched.process.pid)
+    assert len(children) == 5 and all(Path(f"/proc/{pid}").exists() for pid in children)
+    for service in SERVICES:
+        reply = health_pb2_grpc.HealthStub(channels[service]).Check(
+            health_pb2.HealthCheckRequest(), timeout=5
+        )
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING, service
+    assert alice.get("/healthz").json() == {"status": "ok"}
+
+    # A normal run, start to finish.
+    conversation = alice.post("/api/agent/conversations", json={"title": "after the fuzz"}).json()["id"]
+    started = time.monotonic()
+    with alice.stream(
+        "POST",
+        f"/api/agent/conversations/{conversation}/messages",
+        json={"message": "Summarise our plan", "request_id": str(uuid.uuid4())},
+    ) as response:
+        assert response.status_code == 200, response.read()
+        events = list(read_events(response))
+    assert events[-1].event == "final", events[-1]
+    assert time.monotonic() - started < 30
+
+    http = {k: v for k, v in CASES.items() if k.startswith("http ")}
+    grpc_cases = {k: v for k, v in CASES.items() if k.startswith("grpc ")}
+    with capsys.disabled():
+        print(
+            f"\nfuzz cases ({launched.backend}): HTTP {sum(http.values())} {dict(sorted(http.items()))}; "
+            f"gRPC {sum(grpc_cases.values())} {dict(sorted(grpc_cases.items()))}"
+        )
+    # Floors, so that a strategy that silently stops producing is noticed.
+    assert sum(http.values()) >= len(ROUTES) * 25
+    assert sum(grpc_cases.values()) >= len(METHODS) * 11
+    assert CASES["grpc oversize"] == len(METHODS)
+    CASES.clear()
