@@ -25,7 +25,8 @@ MAX_FACT_CHARS = 500
 _REQUEST = re.compile(
     r"^(?:(?:hi|hello|bonjour|salut)[ ,!]+)?(?:please[ ,]+|stp[ ,]+|s'il te plait[ ,]+)?"
     r"(?:remember|keep in mind|don't forget|do not forget|note that"
-    r"|retiens|souviens[- ]toi|rappelle[- ]toi|n'oublie pas|garde en (?:tete|memoire)|note bien)\b"
+    r"|retiens|souviens[- ]toi|rappelle[- ]toi|n'oublie pas|garde en (?:tete|memoire)|note bien"
+    r"|notez?(?=\s+qu))\b"
     r"(?:\s*(?:that|que|de)(?=\W|$)|\s*(?:qu'|d'))?\s*[:,]?\s*",
 )
 

@@ -9,11 +9,19 @@ Each request takes the next step of the script (then "ok" once it is empty):
 * ``"status:429"`` / ``"status:500"`` / ``"status:400"``: that HTTP error, with
   the API's own error body;
 * ``"cut:N"``: N words, then the connection drops mid-stream;
+* ``"slow:SECONDS"`` (OpenAI): the answer with SECONDS between two words, a
+  slow model to act on mid-stream;
 * ``"overloaded"`` / ``"overloaded:N"`` (Anthropic): a 200 stream whose
   ``error`` event (``overloaded_error``) comes after N words (default 0);
 * ``"tool:NAME:{json}"``: a tool call of NAME with those arguments, streamed
   in fragments, instead of text;
+* ``"tools:[{"name": NAME, "arguments": {...}}, ...]"``: several tool calls
+  in one answer (arguments an object or a JSON string);
 * ``"think"``: the model's reasoning (``THOUGHT``) streamed first, then the answer.
+
+A step may also be a function of the request's JSON body returning one of
+the above: a scripted model that reacts to what it was sent (the prompt
+injection tests' "compromised" model obeys what it read).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,14 +50,30 @@ class CutConnection(Exception):
     """Raised inside a streaming body: uvicorn drops the connection."""
 
 
+Step = str | Callable[[dict[str, Any]], str]
+
+
 @dataclass
 class Script:
-    steps: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def next(self, body: dict[str, Any]) -> str:
         self.requests.append(body)
-        return self.steps.pop(0) if self.steps else "ok"
+        step = self.steps.pop(0) if self.steps else "ok"
+        return step(body) if callable(step) else step
+
+
+def _tool_calls(step: str) -> list[tuple[str, str]]:
+    """The (name, arguments JSON) of a "tool:" or "tools:" step."""
+    if step.startswith("tools:"):
+        calls = json.loads(step[len("tools:") :])
+        return [
+            (c["name"], c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"]))
+            for c in calls
+        ]
+    _, name, arguments = step.split(":", 2)
+    return [(name, arguments)]
 
 
 def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
@@ -79,18 +103,19 @@ async def _openai_body(step: str, model: str) -> AsyncIterator[bytes]:
     yield chunk({"role": "assistant", "content": ""})
     if step == "think":  # vLLM / DeepSeek style
         yield chunk({"reasoning_content": THOUGHT})
-    if step.startswith("tool:"):
-        _, name, arguments = step.split(":", 2)
-        yield chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": name, "arguments": ""}}]})  # fmt: skip
-        for i in range(0, len(arguments), 5):
-            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[i : i + 5]}}]})
+    if step.startswith(("tool:", "tools:")):
+        for n, (name, arguments) in enumerate(_tool_calls(step)):
+            yield chunk({"tool_calls": [{"index": n, "id": f"call_{n + 1}", "type": "function",
+                                         "function": {"name": name, "arguments": ""}}]})  # fmt: skip
+            for i in range(0, len(arguments), 5):
+                yield chunk({"tool_calls": [{"index": n, "function": {"arguments": arguments[i : i + 5]}}]})
         yield chunk({}, finish="tool_calls")
     else:
         cut = int(step.split(":")[1]) if step.startswith("cut:") else None
+        pause = float(step.split(":")[1]) if step.startswith("slow:") else 0.0
         for word in _words(cut):
             yield chunk({"content": word})
-            await asyncio.sleep(0)
+            await asyncio.sleep(pause)
         if cut is not None:
             raise CutConnection
         yield chunk({}, finish="stop")
@@ -130,15 +155,20 @@ async def _anthropic_body(step: str, model: str) -> AsyncIterator[bytes]:
         yield _sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta")
         yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
         index = 1
-    if step.startswith("tool:"):
-        _, name, arguments = step.split(":", 2)
-        block = {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}
-        yield _sse(
-            {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
-        )
-        for i in range(0, len(arguments), 5):
-            delta = {"type": "input_json_delta", "partial_json": arguments[i : i + 5]}
-            yield _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+    if step.startswith(("tool:", "tools:")):
+        for n, (name, arguments) in enumerate(_tool_calls(step)):
+            if n:  # each call is a block of its own
+                yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+                index += 1
+            block = {"type": "tool_use", "id": f"toolu_{n + 1}", "name": name, "input": {}}
+            yield _sse(
+                {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
+            )
+            for i in range(0, len(arguments), 5):
+                delta = {"type": "input_json_delta", "partial_json": arguments[i : i + 5]}
+                yield _sse(
+                    {"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"
+                )
         stop_reason = "tool_use"
     else:
         overloaded = step.startswith("overloaded")

@@ -52,8 +52,9 @@ async def hub() -> AsyncIterator[McpHub]:
     await hub.close()
 
 
-def context(*servers: str) -> ToolContext:
-    return ToolContext("alice", "run-1", AllowedSources(True, mcp_servers=frozenset(servers)))
+def context(*servers: str, request: str = "") -> ToolContext:
+    allowed = AllowedSources(True, mcp_servers=frozenset(servers))
+    return ToolContext("alice", "run-1", allowed, request=request)
 
 
 def call(name: str, **arguments: object) -> ToolCallChunk:
@@ -250,7 +251,7 @@ async def test_tools_over_the_memory_service_keep_its_acl_and_write_notes(memory
     own = await create_page(memory, "alice", "Roadmap", "The beta launches on May 12.")
     other = await create_page(memory, "bob", "Bob's plan", "Bob's roadmap: secret.")
     registry = ToolRegistry(MemoryBackend(memory), [TestMailConnector()])
-    ctx = context()
+    ctx = context(request="Search the roadmap, then save a decision: Beta date, beta on May 12")
 
     search = await registry.execute(call("search_workspace", query="roadmap"), ctx)
     assert own in search.content and other not in search.content and "secret" not in search.content

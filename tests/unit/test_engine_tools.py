@@ -43,9 +43,10 @@ def context(
     mcp: tuple[str, ...] = (),
     web_only: bool = False,
     allow_instruction_update: bool = False,
+    request: str = "",
 ) -> ToolContext:
     allowed = AllowedSources(workspace, frozenset(connectors), frozenset(mcp))
-    return ToolContext(ALICE, "run-1", allowed, web_only, allow_instruction_update)
+    return ToolContext(ALICE, "run-1", allowed, web_only, allow_instruction_update, request=request)
 
 
 def call(name: str, **arguments: object) -> ToolCallChunk:
@@ -231,7 +232,7 @@ async def test_a_checked_connector_is_queried_and_declared(registry: ToolRegistr
 async def test_save_note_writes_with_an_idempotent_request_id_and_reads_nothing(
     registry: ToolRegistry, backend: FakeToolBackend
 ) -> None:
-    ctx = context()
+    ctx = context(request="Save a decision: we use PostgreSQL for the db")
     note = call("save_note", kind="decision", title="Use PostgreSQL", body="We use PostgreSQL.", tags=["db"])
     result = await registry.execute(note, ctx)
     assert not result.is_error and result.family == "memory"
@@ -244,7 +245,7 @@ async def test_save_note_writes_with_an_idempotent_request_id_and_reads_nothing(
 
 
 async def test_propose_instruction_update_returns_the_proposal_for_the_run(registry: ToolRegistry) -> None:
-    ctx = context(allow_instruction_update=True)
+    ctx = context(request="Add to my instructions: I am a PM")
     result = await registry.execute(call("propose_instruction_update", addition="I am a PM"), ctx)
     assert not result.is_error and result.family == "instructions"
     assert result.proposal is not None and result.proposal.summary == "I am a PM"
@@ -255,12 +256,14 @@ async def test_propose_instruction_update_returns_the_proposal_for_the_run(regis
 
 
 async def test_ask_agent_returns_the_answer_and_declares_the_agent(registry: ToolRegistry) -> None:
-    ctx = context()
+    ctx = context(request="ask qa: Is the build green?")
     result = await registry.execute(call("ask_agent", agent="qa", message="Is the build green?"), ctx)
     assert not result.is_error and result.family == "agents"
     assert "QA received: Is the build green?" in result.content
     assert ctx.sources_json() == [{"kind": "agent", "id": "qa", "title": "QA"}]
-    missing = await registry.execute(call("ask_agent", agent="nobody", message="hi"), ctx)
+    missing = await registry.execute(
+        call("ask_agent", agent="nobody", message="hi"), context(request="ask nobody: hi")
+    )
     assert missing.is_error and "agent 'nobody' not found" in missing.content
 
 
