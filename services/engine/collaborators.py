@@ -5,7 +5,7 @@ transport). Failures of other services become the engine's own errors."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
@@ -67,7 +67,12 @@ class GrpcTransport:
     idempotent on their request ids). Memory serves three services on one port."""
 
     def __init__(
-        self, threads_address: str, memory_address: str, router_address: str, timeout: float
+        self,
+        threads_address: str,
+        memory_address: str,
+        router_address: str,
+        timeout: float,
+        timeouts: Mapping[str, float] | None = None,
     ) -> None:
         self._channels = [open_channel(a) for a in (threads_address, memory_address, router_address)]
         threads, memory, router = self._channels
@@ -79,13 +84,15 @@ class GrpcTransport:
             "router": router_service_pb2_grpc.RouterServiceStub(router),
         }
         self._timeout = timeout
+        # Per service, where one should cost a run less than the default.
+        self._timeouts = dict(timeouts or {})
 
     async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
         try:
             return await call(
                 getattr(self._stubs[service], method),
                 request,
-                timeout=self._timeout,
+                timeout=self._timeouts.get(service, self._timeout),
                 metadata=user_metadata(user),
             )
         except grpc.aio.AioRpcError as error:

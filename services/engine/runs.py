@@ -11,12 +11,12 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from opentelemetry import trace
@@ -50,13 +50,21 @@ from services.engine.tools import (
     mentioned_pages,
     reads_workspace,
 )
-from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared import deadlines
+from services.shared.errors import (
+    DependencyUnavailable,
+    DomainError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    TooLarge,
+)
 from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
 from services.shared.pagination import decode_token, encode_token
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
-from switchboard.memory.v1 import pages_pb2, pages_service_pb2
-from switchboard.router.v1 import router_pb2
+from switchboard.memory.v1 import memory_pb2, pages_pb2, pages_service_pb2
+from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2
 
 log = logging.getLogger(__name__)
@@ -136,6 +144,8 @@ class RunLimits:
     cancel_poll_seconds: float = 0.5
     # How often a queued run checks whether its turn has come.
     queue_poll_seconds: float = 0.1
+    # The model that answers when the router cannot be reached ("provider/model").
+    fallback_model: str = "offline/switchboard-offline-balanced"
 
 
 @dataclass(frozen=True)
@@ -262,6 +272,49 @@ class _Recorder:
         return unwritten
 
 
+_T = TypeVar("_T")
+
+
+async def _ready(value: _T) -> _T:
+    return value
+
+
+class _Optional:
+    """Calls to a service a run can do without: a failure gives the
+    fallback value, and the run's one notice about that service."""
+
+    NOTICES = {
+        "memory": (
+            "MEMORY_UNAVAILABLE",
+            "memory is unavailable, so this answer uses no recalled notes, personal settings, "
+            "instruction page or mentioned pages",
+        ),
+        "router": (
+            "ROUTER_UNAVAILABLE",
+            "routing is unavailable, so no skill was applied automatically and the engine's "
+            "fallback model answers",
+        ),
+    }
+
+    def __init__(self, rec: _Recorder) -> None:
+        self._rec = rec
+        self._failed: set[str] = set()
+
+    async def __call__(self, service: str, call: Awaitable[_T], fallback: _T) -> _T:
+        try:
+            return await call
+        except DependencyUnavailable as exc:
+            self.failed(service, exc)
+            return fallback
+
+    def failed(self, service: str, exc: DependencyUnavailable) -> None:
+        log.warning("run %s goes on without %s: %s", self._rec.run_id, service, exc.message)
+        if service not in self._failed:
+            self._failed.add(service)
+            code, message = self.NOTICES[service]
+            self._rec.emit(notice=engine_pb2.Notice(code=code, message=f"{message} ({exc.message})"))
+
+
 class RunService:
     def __init__(
         self,
@@ -284,6 +337,9 @@ class RunService:
         self._cancelling: set[str] = set()
         self._working: set[str] = set()
         self._settling: set[asyncio.Future[None]] = set()
+        # Runs whose end could not be recorded (the database stayed away past
+        # the retries): the lease loop settles them once it is back.
+        self._unrecorded: set[str] = set()
         self._asks = AgentAsks(self, collaborators)
         self._tools: ToolRegistry | None = None
 
@@ -291,6 +347,11 @@ class RunService:
         """The tools runs may use (built after the service: the ask_agent tool
         runs asks through it)."""
         self._tools = tools
+
+    @property
+    def _fallback_model(self) -> router_pb2.ModelOption:
+        provider, _, model = self._limits.fallback_model.partition("/")
+        return router_pb2.ModelOption(id=f"fallback-{model}", provider=provider, model=model)
 
     @property
     def offline(self) -> bool:
@@ -333,7 +394,7 @@ class RunService:
             existing = await self._repo.run_by_request(request.user, request.request_id)
             if existing is not None:
                 return existing.id
-        await self._apply_busy_policy(thread_id, request.busy_policy)
+        await self._apply_busy_policy(request.user, thread_id, request.busy_policy)
 
         run = AgentRun(
             id=str(uuid.uuid4()),
@@ -350,20 +411,25 @@ class RunService:
         # `running` with no task to finish it.
         return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
 
-    async def _apply_busy_policy(self, thread_id: str, policy: BusyPolicy) -> None:
+    async def _apply_busy_policy(self, user: str, thread_id: str, policy: BusyPolicy) -> None:
         """REJECT refuses while a run is active on the thread; INTERRUPT cancels
-        the active runs (the new run then queues behind their settlement);
-        QUEUE does nothing here: the run waits for its turn once started."""
+        the caller's own active runs (another user's run on a shared agent
+        thread is never cancelled: the new run queues behind it); QUEUE does
+        nothing here: the run waits for its turn once started."""
         if policy == BusyPolicy.QUEUE:
             return
-        active = await self._repo.active_run_ids(thread_id)
+        active = await self._repo.active_runs(thread_id)
         if active and policy == BusyPolicy.REJECT:
+            # Another user's run id is not theirs to know.
+            own = [run_id for run_id, owner in active if owner == user]
             raise FailedPrecondition(
-                "a run is already active on this conversation; retry later or queue", active_run_id=active[0]
+                "a run is already active on this conversation; retry later or queue",
+                **({"active_run_id": own[0]} if own else {}),
             )
-        for run_id in active:
-            await self._repo.request_cancel(run_id)
-            self._cancel_local(run_id)
+        for run_id, owner in active:
+            if owner == user:
+                await self._repo.request_cancel(run_id)
+                self._cancel_local(run_id)
 
     async def _wait_turn(self, run: AgentRun, rec: _Recorder) -> None:
         """Two runs never write to one thread at once: wait while runs that
@@ -510,6 +576,8 @@ class RunService:
     async def _execute(
         self, run: AgentRun, request: RunRequest, recorder: _Recorder, needs_title: bool
     ) -> None:
+        # The run outlives the StartRun call that spawned it: not that call's deadline.
+        deadlines.detach()
         outcome: dict[str, Any] = {}
         began = time.monotonic()
         with tracer.start_as_current_span("invoke_agent personal") as span:
@@ -600,8 +668,9 @@ class RunService:
                     )
         except Exception:
             # Never show clients events that are not stored: end their
-            # streams; the run is settled when this instance's lease ends.
+            # streams; the lease loop settles the run failed when it can.
             log.exception("could not record the end of run %s", run.id)
+            self._unrecorded.add(run.id)
             await feed.close()
             return
         for event in unwritten:
@@ -637,13 +706,25 @@ class RunService:
                 run_id=run.id,
             )
 
+        # Memory and the router are optional: without them a run goes on
+        # without recall or automatic skills and says so once per service.
+        # Threads is not: a run whose messages cannot be recorded fails here,
+        # before any model call.
+        optional = _Optional(rec)
         async with rec.step("context", "Reading context"):
             # Recall, settings, the instruction page and recording the user's
-            # message are independent.
+            # message are independent. The settings only matter for the
+            # user's default model: not read when the request names one.
             recalled, settings, page, _ = await asyncio.gather(
-                self._collab.recall(user, text, ""),
-                self._collab.personal_settings(user),
-                self._collab.active_instructions(user),
+                optional("memory", self._collab.recall(user, text, ""), ()),
+                optional("memory", self._collab.personal_settings(user), memory_pb2.PersonalSettings())
+                if not request.requested_model
+                else _ready(memory_pb2.PersonalSettings()),
+                optional(
+                    "memory",
+                    self._collab.active_instructions(user),
+                    pages_service_pb2.GetActiveInstructionsResponse(),
+                ),
                 self._collab.append_entries(
                     user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
                 ),
@@ -659,9 +740,17 @@ class RunService:
         offline = self.offline
         async with rec.step("routing", "Choosing skills and model"):
             skills, model = await asyncio.gather(
-                self._collab.route_skills(user, text, request.forced_skills, offline),
-                self._collab.route_model(
-                    user, text, request.requested_model, settings.default_model, offline
+                optional(
+                    "router",
+                    self._collab.route_skills(user, text, request.forced_skills, offline),
+                    router_service_pb2.RouteSkillsResponse(),
+                ),
+                optional(
+                    "router",
+                    self._collab.route_model(
+                        user, text, request.requested_model, settings.default_model, offline
+                    ),
+                    router_service_pb2.RouteModelResponse(model=self._fallback_model),
                 ),
             )
             # Said before the first model call: a web-only model gets no
@@ -680,13 +769,15 @@ class RunService:
 
         chosen = model.model
         provider = self.provider(chosen.provider)
-        tool_context = ToolContext(user, run.id, request.allowed or AllowedSources(), web_only=model.web_only)
+        tool_context = ToolContext(
+            user, run.id, request.allowed or AllowedSources(), web_only=model.web_only, request=text
+        )
         if model.web_only:
             # A web-only model gets no workspace context: no recalled notes.
             recalled, sources = [], [s for s in sources if s["kind"] != "memory"]
         specs = await self._tool_specs(tool_context, text, rec)
         working = await self._mentioned_pages(
-            user, text, page.page_id if instruction_page else "", tool_context
+            user, text, page.page_id if instruction_page else "", tool_context, optional
         )
         layers = instructions.assemble(instruction_page, recalled, list(skills.skills), working)
         messages = instructions.to_messages(layers, text)
@@ -742,7 +833,7 @@ class RunService:
         }
 
     async def _mentioned_pages(
-        self, user: str, text: str, instruction_page_id: str, context: ToolContext
+        self, user: str, text: str, instruction_page_id: str, context: ToolContext, optional: _Optional
     ) -> str:
         """The working-context layer: the pages the user mentions with
         ``@page:<id>``, read with their rights when the conversation allows
@@ -759,6 +850,9 @@ class RunService:
                 page = await self._collab.get_page(user, page_id)
             except NotFound:
                 continue  # another user's page is exactly like a missing one: nothing is read
+            except DependencyUnavailable as exc:
+                optional.failed("memory", exc)
+                break
             layer, _ = instructions.instruction_page_layer(page.title, page.body, budget)
             parts.append(
                 layer.replace("# Instructions from the user's page", "# Page mentioned by the user", 1)
@@ -828,6 +922,8 @@ class RunService:
                             span.set_status(trace.StatusCode.ERROR)
                 outcome = "error" if result.is_error else "ok"
                 rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=outcome))
+                if result.notice:  # a write the user did not ask for (tools.WriteRefused)
+                    rec.emit(notice=engine_pb2.Notice(code="WRITE_REFUSED", message=result.notice))
                 rec.actions.append(
                     AgentAction(
                         id=str(uuid.uuid4()),
@@ -1021,6 +1117,18 @@ class RunService:
                 settled += 1
                 RUNS.labels("failed").inc()
                 log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
+        for run_id in list(self._unrecorded):
+            sequence = await self._repo.last_sequence(run_id) + 1
+            message = "the database was unavailable when the run ended; its end could not be recorded"
+            code = common_pb2.ErrorReason.Name(common_pb2.ERROR_REASON_DEPENDENCY_UNAVAILABLE)
+            event = engine_pb2.RunEvent(
+                run_id=run_id, sequence=sequence, error=engine_pb2.RunError(code=code, message=message)
+            )
+            event.create_time.GetCurrentTime()
+            if await self._repo.settle_if_running(run_id, message, event.SerializeToString(), sequence):
+                settled += 1
+                log.warning("settled run %s failed: its end could not be recorded", run_id)
+            self._unrecorded.discard(run_id)
         return settled
 
     async def maintain(self) -> None:

@@ -48,6 +48,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         instruction_page_budget_chars=settings.instruction_page_budget_chars,
         default_budget=RunBudget(settings.max_run_tokens, settings.max_run_steps, settings.max_run_seconds),
         cancel_poll_seconds=settings.cancel_poll_seconds,
+        fallback_model=settings.fallback_model,
     )
 
 
@@ -89,7 +90,11 @@ async def open_run_service(
 
 async def build_server(settings: EngineSettings) -> RunningService:
     transport = GrpcTransport(
-        settings.threads_address, settings.memory_address, settings.router_address, settings.call_timeout
+        settings.threads_address,
+        settings.memory_address,
+        settings.router_address,
+        settings.call_timeout,
+        timeouts={"router": settings.router_timeout},
     )
     runs, closers, drain = await open_run_service(settings, Collaborators(transport))
     add = engine_service_pb2_grpc.add_EngineServiceServicer_to_server

@@ -25,6 +25,11 @@ class EngineSettings(ServiceSettings):
     router_address: str = "127.0.0.1:50052"
     # Deadline of each call to another service, in seconds.
     call_timeout: float = 5.0
+    # Deadline of the routing calls: a slow router costs a run at most this,
+    # then the run goes on without automatic skills, with the fallback model.
+    router_timeout: float = Field(default=1.0, gt=0)
+    # The model that answers when the router cannot be reached: "provider/model".
+    fallback_model: str = "offline/switchboard-offline-balanced"
     max_message_chars: int = 32_000
     # Token deltas are coalesced: the first is sent at once, later ones at most
     # every delta_flush_seconds or when delta_flush_chars have accumulated.
@@ -80,6 +85,10 @@ class EngineSettings(ServiceSettings):
         # A broken configuration fails at start-up, not at the first run.
         parse_provider_configs(self.providers_json)
         parse_mcp_servers(self.mcp_servers_json)
+        provider, slash, model = self.fallback_model.partition("/")
+        known = {"offline", *(c.name for c in self.provider_configs)}
+        if not slash or not model or provider not in known:
+            raise ValueError(f"fallback_model must be 'provider/model' with a provider of {sorted(known)}")
         unknown = set(self.connector_names) - set(CONNECTORS)
         if unknown:
             raise ValueError(f"unknown connectors {sorted(unknown)}; known: {sorted(CONNECTORS)}")

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
+from services.shared.errors import error_info
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -60,11 +61,12 @@ def ask(
     text: str,
     policy: Any = engine_service_pb2.BUSY_POLICY_UNSPECIFIED,
     request_id: str = "",
+    user: str = USER,
 ) -> grpc.aio.UnaryStreamCall:
     request = engine_service_pb2.AskAgentRequest(
         request_id=request_id, requester=requester, target_agent_id=target, message=text, busy_policy=policy
     )
-    return sb.engine.AskAgent(request, metadata=as_user(USER)["metadata"], timeout=60)
+    return sb.engine.AskAgent(request, metadata=as_user(user)["metadata"], timeout=60)
 
 
 async def thread_entries(sb: System, agent: str) -> list[threads_pb2.Entry]:
@@ -149,6 +151,20 @@ async def test_concurrent_asks_queue_on_one_thread_with_one_session(sb: System) 
 async def test_a_busy_thread_rejects_or_interrupts_on_request(sb: System) -> None:
     slow = ask(sb, "main", "qa", "Write a long answer about everything we know")
     first = await slow.read()  # the run exists and is running
+    # Another user shares the agent's thread but not its runs: a refusal does
+    # not name the active run, and INTERRUPT queues behind it, cancelling nothing.
+    refused = await expect_error(
+        collect(ask(sb, "architect", "qa", "Mine?", engine_service_pb2.BUSY_POLICY_REJECT, user="mallory")),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "ERROR_REASON_FAILED_PRECONDITION",
+    )
+    assert first.event.run_id not in str(error_info(refused))
+    foreign = ask(sb, "architect", "qa", "Me first", engine_service_pb2.BUSY_POLICY_INTERRUPT, user="mallory")
+    queued = await foreign.read()
+    running = await sb.engine.GetRun(
+        engine_service_pb2.GetRunRequest(run_id=first.event.run_id), **as_user(USER)
+    )
+    assert running.run.status == engine_pb2.RUN_STATUS_RUNNING
     await expect_error(
         collect(ask(sb, "architect", "qa", "Quick one", engine_service_pb2.BUSY_POLICY_REJECT)),
         grpc.StatusCode.FAILED_PRECONDITION,
@@ -166,6 +182,12 @@ async def test_a_busy_thread_rejects_or_interrupts_on_request(sb: System) -> Non
         engine_service_pb2.GetRunRequest(run_id=first.event.run_id), **as_user(USER)
     )
     assert cancelled.run.status == engine_pb2.RUN_STATUS_CANCELLED
+    # Mallory's run waited its turn and finished; hers was never cancelled.
+    assert queued.event.WhichOneof("kind") == "run_started"
+    last = queued
+    while (response := await foreign.read()) is not grpc.aio.EOF:
+        last = response
+    assert last.event.WhichOneof("kind") == "final"
 
 
 async def test_bad_asks_are_refused_and_retries_do_not_ask_twice(sb: System) -> None:
