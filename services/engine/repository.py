@@ -14,6 +14,7 @@ from sqlmodel import col, select
 from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
 from services.shared.db import is_unique_violation, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing, retry_transient
+from services.shared.errors import FailedPrecondition
 from services.shared.time import utcnow
 
 
@@ -31,9 +32,14 @@ class RunsRepository:
         self._sessions = session_factory(engine)
 
     @db_retry
-    async def insert_run(self, run: AgentRun, first_event: bytes) -> AgentRun | None:
+    async def insert_run(
+        self, run: AgentRun, first_event: bytes, reject_busy: bool = False
+    ) -> AgentRun | None:
         """Writes the run row with its first event in one transaction. None when
-        the user already has a run with this request_id (the caller replays it)."""
+        the user already has a run with this request_id (the caller replays it).
+        ``reject_busy``: FailedPrecondition instead when a run is active on the
+        thread — checked in the same transaction (under the thread's lock on
+        PostgreSQL), so concurrent requests cannot all find the thread idle."""
         try:
             async with self._engine.begin() as connection:
                 if connection.dialect.name == "postgresql" and run.conversation_id:
@@ -45,6 +51,19 @@ class RunsRepository:
                     lock = func.pg_advisory_xact_lock(func.hashtext(run.conversation_id))
                     await connection.execute(select(lock))
                     run.started_at = (await connection.execute(select(func.clock_timestamp()))).scalar_one()
+                if reject_busy and run.conversation_id:
+                    active = await connection.execute(
+                        select(AgentRun.id, AgentRun.user_id).where(
+                            AgentRun.conversation_id == run.conversation_id, AgentRun.status == "running"
+                        )
+                    )
+                    if rows := active.all():
+                        # Another user's run id (a shared agent thread) is not theirs to know.
+                        own = [row[0] for row in rows if row[1] == run.user_id]
+                        raise FailedPrecondition(
+                            "a run is already active on this conversation; retry later or queue",
+                            **({"active_run_id": own[0]} if own else {}),
+                        )
                 await connection.execute(insert(AgentRun), [run.model_dump()])
                 await connection.execute(
                     insert(RunEventRow), [{"run_id": run.id, "sequence": 1, "payload": first_event}]

@@ -412,21 +412,13 @@ class RunService:
         return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
 
     async def _apply_busy_policy(self, user: str, thread_id: str, policy: BusyPolicy) -> None:
-        """REJECT refuses while a run is active on the thread; INTERRUPT cancels
-        the caller's own active runs (another user's run on a shared agent
-        thread is never cancelled: the new run queues behind it); QUEUE does
-        nothing here: the run waits for its turn once started."""
-        if policy == BusyPolicy.QUEUE:
+        """INTERRUPT cancels the caller's own active runs (another user's run
+        on a shared agent thread is never cancelled: the new run queues behind
+        it). REJECT is decided by the insert (``reject_busy``), atomically;
+        QUEUE does nothing here: the run waits for its turn once started."""
+        if policy != BusyPolicy.INTERRUPT:
             return
-        active = await self._repo.active_runs(thread_id)
-        if active and policy == BusyPolicy.REJECT:
-            # Another user's run id is not theirs to know.
-            own = [run_id for run_id, owner in active if owner == user]
-            raise FailedPrecondition(
-                "a run is already active on this conversation; retry later or queue",
-                **({"active_run_id": own[0]} if own else {}),
-            )
-        for run_id, owner in active:
+        for run_id, owner in await self._repo.active_runs(thread_id):
             if owner == user:
                 await self._repo.request_cancel(run_id)
                 self._cancel_local(run_id)
@@ -448,7 +440,8 @@ class RunService:
                 conversation_id=run.conversation_id or "", requested_model=request.requested_model
             )
         )
-        if await self._repo.insert_run(run, started.SerializeToString()) is None:
+        reject_busy = request.busy_policy == BusyPolicy.REJECT
+        if await self._repo.insert_run(run, started.SerializeToString(), reject_busy) is None:
             # A retry with the same request_id (maybe concurrent) created it first.
             existing = await self._repo.run_by_request(request.user, request.request_id)
             assert existing is not None

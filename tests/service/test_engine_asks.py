@@ -190,6 +190,24 @@ async def test_a_busy_thread_rejects_or_interrupts_on_request(sb: System) -> Non
     assert last.event.WhichOneof("kind") == "final"
 
 
+async def test_concurrent_rejecting_asks_on_an_idle_thread_start_one_run(sb: System) -> None:
+    """REJECT is decided inside the run's insert: requests that arrive
+    together cannot all find the thread idle and then queue behind each other."""
+
+    async def first_event(index: int) -> str:
+        call = ask(sb, "main", "qa", f"Write a long answer {index}", engine_service_pb2.BUSY_POLICY_REJECT)
+        try:
+            response = await call.read()
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
+            return "refused"
+        call.cancel()  # the run goes on; this client does not follow it
+        return str(response.event.WhichOneof("kind"))
+
+    outcomes = await asyncio.gather(*(first_event(i) for i in range(20)))
+    assert sorted(outcomes) == ["refused"] * 19 + ["run_started"]
+
+
 async def test_bad_asks_are_refused_and_retries_do_not_ask_twice(sb: System) -> None:
     await expect_error(
         collect(ask(sb, "main", "nobody", "Hello?")), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"
