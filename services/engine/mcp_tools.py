@@ -24,11 +24,15 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+if TYPE_CHECKING:
+    # The SDK is imported where a server is started (a second of start-up
+    # otherwise, for engines that configure no MCP server).
+    from mcp import Client, StdioServerParameters
+    from mcp.types import CallToolResult
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +181,8 @@ class _Connection:
                 raise
 
     async def _start(self) -> Client:
+        from mcp import StdioServerParameters
+
         await self._close_holder()
         name = self.config.name
         self._stop, self._error, self._tools = asyncio.Event(), None, None
@@ -206,6 +212,8 @@ class _Connection:
         return self._client
 
     async def _hold(self, params: StdioServerParameters, ready: asyncio.Event) -> None:
+        from mcp import Client, stdio_client
+
         try:
             assert self._stderr is not None
             transport = stdio_client(params, errlog=self._stderr)
@@ -267,6 +275,9 @@ class _Connection:
         return self._tools
 
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> McpCallResult:
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
         client = await self.client()
         try:
             async with asyncio.timeout(self.config.call_timeout):

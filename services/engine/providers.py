@@ -183,20 +183,24 @@ def build_providers(
     """The offline provider plus one client per configured endpoint. CLI
     providers keep native sessions in ``sessions`` (by default in this
     process's memory)."""
-    from services.engine.anthropic_provider import AnthropicProvider
+    # Each SDK is imported only when a provider of its kind is configured
+    # (together they cost about 2 s of start-up).
     from services.engine.cli_provider import CliProvider, InMemorySessionStore
     from services.engine.offline_provider import OfflineProvider
-    from services.engine.openai_provider import OpenAIProvider
 
     built: dict[str, LLMProvider] = {"offline": OfflineProvider(offline_token_delay)}
     store = sessions if sessions is not None else InMemorySessionStore()
     for config in configs:
         key = environment.get(config.api_key_env, "") if config.api_key_env else ""
         if config.kind == "openai":
+            from services.engine.openai_provider import OpenAIProvider
+
             built[config.name] = OpenAIProvider(config, key)
         elif config.kind == "cli":
             built[config.name] = CliProvider(config, environment, store)
         else:
+            from services.engine.anthropic_provider import AnthropicProvider
+
             built[config.name] = AnthropicProvider(config, key)
     return built
 
