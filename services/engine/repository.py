@@ -32,10 +32,10 @@ class RunsRepository:
         self._sessions = session_factory(engine)
 
     @db_retry
-    async def insert_run(self, run: AgentRun, first_event: bytes, reject_busy: bool = False) -> int | None:
-        """Writes the run row with its first event in one transaction and
-        returns the number of runs ahead of it on its thread (``runs_ahead``,
-        read in the same transaction: one round trip fewer per run). None when
+    async def insert_run(
+        self, run: AgentRun, first_event: bytes, reject_busy: bool = False
+    ) -> AgentRun | None:
+        """Writes the run row with its first event in one transaction. None when
         the user already has a run with this request_id (the caller replays it).
         ``reject_busy``: FailedPrecondition instead when a run is active on the
         thread — checked in the same transaction (under the thread's lock on
@@ -68,17 +68,13 @@ class RunsRepository:
                 await connection.execute(
                     insert(RunEventRow), [{"run_id": run.id, "sequence": 1, "payload": first_event}]
                 )
-                # Under the thread's lock (PostgreSQL) or the single writer
-                # (SQLite): every run ahead has committed, and none can come later.
-                ahead = (await connection.execute(self._ahead(run))).scalar_one()
-            return int(ahead)
+            return run
         except IntegrityError as exc:
             if not is_unique_violation(exc):
                 raise
             if (stored := await self.get_run(run.id)) is not None:
                 run.started_at = stored.started_at  # the stamp that committed (runs_ahead)
-                # An earlier attempt committed, its reply was lost: this is our run.
-                return await self.runs_ahead(run)
+                return run  # an earlier attempt committed, its reply was lost: this is our run
             if run.request_id:
                 return None
             raise
@@ -197,18 +193,15 @@ class RunsRepository:
         """Running runs of the same conversation that arrived before ``run``
         (by start time, then id): the queue in front of it."""
         async with self._sessions() as session:
-            return int((await session.exec(self._ahead(run))).one())
-
-    @staticmethod
-    def _ahead(run: AgentRun) -> Any:
-        return select(func.count()).where(
-            AgentRun.conversation_id == run.conversation_id,
-            AgentRun.status == "running",
-            or_(
-                col(AgentRun.started_at) < run.started_at,
-                (col(AgentRun.started_at) == run.started_at) & (col(AgentRun.id) < run.id),
-            ),
-        )
+            query = select(func.count()).where(
+                AgentRun.conversation_id == run.conversation_id,
+                AgentRun.status == "running",
+                or_(
+                    col(AgentRun.started_at) < run.started_at,
+                    (col(AgentRun.started_at) == run.started_at) & (col(AgentRun.id) < run.id),
+                ),
+            )
+            return int((await session.exec(query)).one())
 
     @db_retry
     async def request_cancel(self, run_id: str) -> None:

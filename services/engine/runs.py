@@ -423,12 +423,10 @@ class RunService:
                 await self._repo.request_cancel(run_id)
                 self._cancel_local(run_id)
 
-    async def _wait_turn(self, run: AgentRun, rec: _Recorder, ahead: int) -> None:
+    async def _wait_turn(self, run: AgentRun, rec: _Recorder) -> None:
         """Two runs never write to one thread at once: wait while runs that
-        arrived earlier are active on it (any replica; the database decides).
-        ``ahead``: how many there were when the run was inserted (none can
-        arrive earlier since)."""
-        if not ahead:
+        arrived earlier are active on it (any replica; the database decides)."""
+        if not await self._repo.runs_ahead(run):
             return
         async with rec.step("queued", "Waiting for the previous request on this thread"):
             while await self._repo.runs_ahead(run):
@@ -443,15 +441,14 @@ class RunService:
             )
         )
         reject_busy = request.busy_policy == BusyPolicy.REJECT
-        ahead = await self._repo.insert_run(run, started.SerializeToString(), reject_busy)
-        if ahead is None:
+        if await self._repo.insert_run(run, started.SerializeToString(), reject_busy) is None:
             # A retry with the same request_id (maybe concurrent) created it first.
             existing = await self._repo.run_by_request(request.user, request.request_id)
             assert existing is not None
             return existing.id
         await feed.publish(started)
         self._feeds[run.id] = (feed, request.user)
-        task = asyncio.create_task(self._execute(run, request, recorder, needs_title, ahead))
+        task = asyncio.create_task(self._execute(run, request, recorder, needs_title))
         self._tasks[run.id] = task
         task.add_done_callback(lambda _: self._tasks.pop(run.id, None))
         return run.id
@@ -570,7 +567,7 @@ class RunService:
     # Execution
 
     async def _execute(
-        self, run: AgentRun, request: RunRequest, recorder: _Recorder, needs_title: bool, ahead: int
+        self, run: AgentRun, request: RunRequest, recorder: _Recorder, needs_title: bool
     ) -> None:
         # The run outlives the StartRun call that spawned it: not that call's deadline.
         deadlines.detach()
@@ -586,7 +583,7 @@ class RunService:
             self._working.add(run.id)
             try:
                 try:
-                    await self._wait_turn(run, recorder, ahead)  # not counted in the time budget
+                    await self._wait_turn(run, recorder)  # not counted in the time budget
                     async with asyncio.timeout(budget.max_seconds or None) as deadline:
                         if request.ask is not None:
                             outcome = await self._asks.work(run, request, request.ask, recorder, budget)

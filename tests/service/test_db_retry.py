@@ -251,7 +251,7 @@ async def test_run_writes_whose_commit_replies_are_lost_are_written_once(
         run = AgentRun(id=str(uuid.uuid4()), user_id="alice", request_id="req-1", conversation_id="c")
         lost.count = 1
         # Not None: the row is this run's own (an earlier attempt wrote it), not a duplicate request.
-        assert await repo.insert_run(run, event(1)[1]) == 0  # ours, with no run ahead
+        assert await repo.insert_run(run, event(1)[1]) is run
         other = AgentRun(id=str(uuid.uuid4()), user_id="alice", request_id="req-1", conversation_id="c")
         assert await repo.insert_run(other, b"") is None  # a real duplicate request is still one
 
