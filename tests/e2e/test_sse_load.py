@@ -28,8 +28,12 @@ What is asserted, and why these bounds:
   return to their baseline (within 2 and 3: the test's own keep-alive
   connections come and go), and its SSE streams exactly. The non-reader
   holds at most a handful of tasks (one response stuck in a write), not one
-  per request it sent, and the gateway closes its connection once that write
-  has been stuck for ``sse_send_timeout`` (2 s here).
+  per request it sent. Whether the gateway then closes its connection
+  depends on where the buffers fill: inside a response, a write stuck for
+  ``sse_send_timeout`` (2 s here) ends it and the connection closes (the
+  last write included: tests/unit/test_gateway_streams.py); between two
+  responses, uvicorn stops reading the next request and the connection
+  holds no task at all. The summary line reports which happened.
 * Resident memory: CPython and glibc keep freed memory for reuse (there is
   no way, nor need, to make the gateway collect and trim on demand). One
   client costs the gateway ~85 KB while connected (7 tasks, a gRPC stream,
@@ -139,7 +143,7 @@ async def _round(
 
 @pytest.mark.timeout(300)
 async def test_idle_clients_and_a_non_reader_leave_nothing_behind(tmp_path: Path) -> None:
-    # The non-reader's stuck write is given up after SEND_TIMEOUT, well within a round.
+    # A stuck write of the non-reader is given up after SEND_TIMEOUT, well within a round.
     env = {
         **embedder_env("hashing"),
         **mcp_wait.engine_env(),
@@ -208,9 +212,6 @@ async def test_idle_clients_and_a_non_reader_leave_nothing_behind(tmp_path: Path
             held_by_non_reader,
         )
         assert held_by_non_reader["open_fds"] <= baseline["open_fds"] + FDS_TOLERANCE + 1
-        # And the gateway closed its connection: a write stuck for the send
-        # timeout ends the response, the last write included.
-        assert second["non_reader_closed_by_server"] is True
 
         # Back to the baseline once everyone left.
         assert after_leaving["sse_clients"] == baseline["sse_clients"] == HELD_RUNS

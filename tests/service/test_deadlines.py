@@ -93,6 +93,11 @@ async def chain() -> AsyncIterator[tuple[Seen, grpc.aio.Channel, list[bool]]]:
             await service.stop(None)
 
 
+# gRPC's core reads a cached clock, so a server may see a few ms more time
+# remaining than the caller gave (seen in CI: 1.009 s of a 1 s deadline).
+CLOCK_SLACK = 0.05
+
+
 @pytest.mark.parametrize("shielded", [False, True], ids=["cancelled-middle", "shielded-middle"])
 async def test_the_downstream_work_stops_within_a_second_of_the_callers_deadline(
     chain: tuple[Seen, grpc.aio.Channel, list[bool]], shielded: bool
@@ -107,7 +112,7 @@ async def test_the_downstream_work_stops_within_a_second_of_the_callers_deadline
     expired = started + 1.0
 
     # The outgoing call carried the incoming deadline, not its own 30 s.
-    assert seen.middle_remaining is not None and 0 < seen.middle_remaining <= 1.0
+    assert seen.middle_remaining is not None and 0 < seen.middle_remaining <= 1.0 + CLOCK_SLACK
     assert seen.downstream_remaining is not None
     assert seen.downstream_remaining <= seen.middle_remaining + 0.01
 
@@ -137,7 +142,7 @@ async def test_without_an_incoming_deadline_a_call_keeps_its_own_timeout(
     assert await channel.unary_unary(f"/{SERVICE}/Relay")(b"") == b"no deadline to wait for"
     assert seen.middle_remaining is None
     assert seen.downstream_remaining is not None
-    assert DOWNSTREAM_TIMEOUT - 2 < seen.downstream_remaining <= DOWNSTREAM_TIMEOUT
+    assert DOWNSTREAM_TIMEOUT - 2 < seen.downstream_remaining <= DOWNSTREAM_TIMEOUT + CLOCK_SLACK
 
 
 class _Context:

@@ -217,3 +217,33 @@ async def test_bad_requests_are_refused_before_any_rpc(
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert error["code"] in ("INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE") and error["message"]
+
+
+async def test_a_stuck_last_write_ends_the_response_after_the_send_timeout() -> None:
+    """sse_starlette bounds each event's write but not the response's last
+    (empty) one; a client that stopped reading would keep the response, its
+    tasks and its connection forever. ``_Response`` bounds that write too."""
+    from gateway.streams import _Response
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        yield {"event": "final", "data": "{}"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            await asyncio.sleep(3600)  # the client's socket is full and stays full
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(3600)  # the client never disconnects either
+        return {"type": "http.disconnect"}
+
+    response = _Response(events(), ping=0, send_timeout=0.2)
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "query_string": b""}
+    started = time.monotonic()
+    await asyncio.wait_for(response(scope, receive, send), 5)
+    assert 0.2 <= time.monotonic() - started < 2.0
+    # The event went out, then the last write was tried and given up.
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body", "http.response.body"]
+    assert sent[-1].get("more_body", False) is False
