@@ -23,6 +23,8 @@ from typing import Any
 
 import grpc
 
+from services.shared.handlers import rewrap
+
 # Absolute time.monotonic() at which the call being served expires; None: no deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("switchboard_deadline", default=None)
 
@@ -65,23 +67,7 @@ class DeadlineInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                _wrap(handler.stream_unary), handler.request_deserializer, handler.response_serializer
-            )
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(
-                _wrap(handler.stream_stream), handler.request_deserializer, handler.response_serializer
-            )
-        return handler
+        return rewrap(handler, lambda _kind, behavior: _wrap(behavior))
 
 
 def _wrap(behavior: Callable[..., Any]) -> Callable[..., Any]:

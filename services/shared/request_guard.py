@@ -33,6 +33,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from services.shared.errors import InvalidArgument, to_status
+from services.shared.handlers import rewrap
 
 log = logging.getLogger(__name__)
 
@@ -106,24 +107,12 @@ class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if not (inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)):
             return handler  # a synchronous handler (none here) keeps gRPC's own handling
         deserializer = _guarded(handler.request_deserializer)
-        serializer = handler.response_serializer
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _unary_request(handler.unary_unary, method), deserializer, serializer
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _unary_request(handler.unary_stream, method), deserializer, serializer
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                _stream_request(handler.stream_unary, method), deserializer, serializer
-            )
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(
-                _stream_request(handler.stream_stream, method), deserializer, serializer
-            )
-        return handler
+
+        def guarded(kind: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+            one_request = kind.startswith("unary_")
+            return (_unary_request if one_request else _stream_request)(behavior, method)
+
+        return rewrap(handler, guarded, deserializer)
 
 
 def _unary_request(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
