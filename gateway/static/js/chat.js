@@ -1,0 +1,409 @@
+// The chat: conversations (pin, rename, search), a composer with the
+// All-sources popover, the model selector and a Stop button, runs streamed
+// as SSE (steps, answer as Markdown, model, skill, sources read, router
+// decision, how the run ended and why), and instruction proposals.
+
+import { API, $, el, followRun, guard, json } from "./core.js";
+import { t } from "./i18n.js";
+import { streamMarkdown } from "./markdown.js";
+
+export const state = { conversationId: null, models: [], sources: null, allowed: null, webConfirmed: false, running: null };
+
+// ---- Conversations (pinned first, search by title, rename, pin) ----
+
+export async function loadConversations() {
+  const q = $("search").value.trim();
+  const { conversations } = await json("/conversations" + (q ? `?q=${encodeURIComponent(q)}` : ""));
+  $("conversations").replaceChildren(...conversations.map(conversationItem));
+  return conversations;
+}
+
+function conversationItem(c) {
+  const title = c.title || t("New conversation");
+  const open = el("button", { type: "button", className: "open", textContent: title });
+  open.onclick = guard(() => openConversation(c.id));
+  const pinLabel = c.pinned ? t("Unpin") : t("Pin");
+  const pin = el("button", {
+    type: "button", className: "small pin", textContent: pinLabel,
+    "aria-pressed": String(c.pinned), "aria-label": `${pinLabel} ${title}`,
+  });
+  pin.onclick = guard(async () => {
+    await json(`/conversations/${c.id}`, { method: "PATCH", body: JSON.stringify({ pinned: !c.pinned }) });
+    await loadConversations();
+  });
+  const rename = el("button", { type: "button", className: "small rename", textContent: t("Rename"), "aria-label": t("Rename {title}", { title }) });
+  const item = el("li", { dataset: { id: c.id }, className: [c.pinned ? "pinned" : "", c.id === state.conversationId ? "active" : ""].join(" ").trim() }, open, pin, rename);
+  rename.onclick = () => {
+    const input = el("input", { value: c.title, className: "rename-input", "aria-label": t("New title"), maxLength: 200 });
+    item.replaceChildren(input);
+    input.focus();
+    input.select();
+    input.onkeydown = guard(async (event) => {
+      if (event.key === "Escape") await loadConversations();
+      if (event.key !== "Enter" || !input.value.trim()) return;
+      event.preventDefault();
+      await json(`/conversations/${c.id}`, { method: "PATCH", body: JSON.stringify({ title: input.value.trim() }) });
+      await loadConversations();
+    });
+  };
+  return item;
+}
+
+export async function openConversation(id) {
+  state.conversationId = id;
+  // A reload reopens this conversation (and its run, if one is going).
+  sessionStorage.setItem("conversation", id);
+  const [conversation, { entries }, { runs }] = await Promise.all([
+    json(`/conversations/${id}`),
+    json(`/conversations/${id}/entries`),
+    json(`/conversations/${id}/runs?page_size=100`),
+  ]);
+  state.allowed = conversation.allowed_sources;
+  renderSourceChecks();
+  const byId = new Map(runs.map((r) => [r.id, r]));
+  const answered = new Set(entries.filter((e) => e.role !== "user").map((e) => e.run_id));
+  const items = [];
+  for (const entry of entries) {
+    if (entry.role === "user") {
+      items.push(el("div", { className: "msg" }, el("div", { className: "user", textContent: entry.content })));
+      // A run that ended without an answer (stopped early, failed) still says how it ended.
+      const run = byId.get(entry.run_id);
+      if (run && !answered.has(run.id) && run.status !== "running") {
+        const block = runBlock("");
+        showRunRecord(block, run);
+        items.push(block.item);
+      }
+      continue;
+    }
+    const block = runBlock("");
+    block.text.set(entry.content);
+    const run = byId.get(entry.run_id);
+    if (run) showRunRecord(block, run);
+    items.push(block.item);
+  }
+  $("log").replaceChildren(...items);
+  await loadConversations();
+  // Reloading mid-run: the newest run is still going, so attach to its stream.
+  const running = runs.find((r) => r.status === "running");
+  if (running) {
+    const block = runBlock("");
+    block.item.dataset.resumed = "true";
+    $("log").append(block.item);
+    // Not awaited: the page is usable (and the run stoppable) while it streams.
+    stream(block, () => fetch(`${API}/runs/${running.id}/events`, { headers: { "Last-Event-ID": "0" } }));
+  }
+}
+
+export async function newConversation() {
+  const conversation = await json("/conversations", {
+    method: "POST", body: JSON.stringify({ allowed_sources: state.allowed || { workspace: true } }),
+  });
+  state.conversationId = conversation.id;
+  sessionStorage.setItem("conversation", conversation.id);
+  state.allowed = conversation.allowed_sources;
+  $("log").replaceChildren();
+  await loadConversations();
+}
+
+// ---- Composer: sources popover, model selector, suggested actions ----
+
+function sourceCheckbox(kind, option) {
+  const box = el("input", { type: "checkbox", dataset: { kind, name: option.name } });
+  box.onchange = guard(saveSources);
+  return el("label", {}, box, " " + (option.title || option.name));
+}
+
+export async function loadSources() {
+  state.sources = await json("/sources");
+  const { connectors, mcp_servers: mcp } = state.sources;
+  $("source-connectors").replaceChildren(...(connectors.length ? [el("strong", { textContent: t("Connectors") })] : []), ...connectors.map((c) => sourceCheckbox("connector", c)));
+  $("source-mcp").replaceChildren(...(mcp.length ? [el("strong", { textContent: t("MCP servers") })] : []), ...mcp.map((m) => sourceCheckbox("mcp", m)));
+  $("source-workspace").onchange = guard(saveSources);
+}
+
+function selectedModel() {
+  return state.models.find((m) => m.id === $("model").value) || { id: "auto", web_only: false };
+}
+
+export function renderSourceChecks() {
+  const allowed = state.allowed || { workspace: true, connectors: [], mcp_servers: [] };
+  const webOnly = selectedModel().web_only;
+  for (const box of document.querySelectorAll("#sources-popover input[type=checkbox]")) {
+    const { kind, name } = box.dataset;
+    const ticked = kind === "workspace" ? allowed.workspace !== false
+      : kind === "connector" ? (allowed.connectors || []).includes(name) : (allowed.mcp_servers || []).includes(name);
+    // A web-only model reads neither the workspace nor connectors: shown unticked for its runs.
+    box.checked = ticked && !(webOnly && kind !== "mcp");
+    box.disabled = webOnly && kind !== "mcp";
+  }
+  const warning = $("web-warning");
+  warning.hidden = !webOnly;
+  warning.textContent = webOnly ? t("{model} is web-only: your workspace and connectors will not be read for its runs.", { model: selectedModel().label }) : "";
+}
+
+async function saveSources() {
+  const pick = (kind) => [...document.querySelectorAll(`#sources-popover input[data-kind=${kind}]:checked`)].map((b) => b.dataset.name);
+  const allowed = { workspace: $("source-workspace").checked, connectors: pick("connector"), mcp_servers: pick("mcp") };
+  if (!state.conversationId) await newConversation();
+  const conversation = await json(`/conversations/${state.conversationId}/sources`, { method: "PUT", body: JSON.stringify(allowed) });
+  state.allowed = conversation.allowed_sources;
+}
+
+export function modelLabel(m) {
+  return m.label + (m.web_only ? ` (${t("web only")})` : "") + (m.expensive ? ` (${t("expensive")})` : "");
+}
+
+export async function loadModels(settings) {
+  const { models } = await json("/models");
+  state.models = models;
+  $("model").replaceChildren(...models.map((m) => el("option", { value: m.id, textContent: modelLabel(m) })));
+  $("model").value = settings.default_model || "auto";
+}
+
+export async function loadChips() {
+  const { actions } = await json("/suggested-actions?page_type=chat");
+  $("chips").replaceChildren(...actions.map((action) => {
+    const chip = el("button", { type: "button", className: "chip", textContent: action.label });
+    // Prefills only: a suggestion never starts a run.
+    chip.onclick = () => { $("message").value = action.prompt; $("message").focus(); };
+    return chip;
+  }));
+}
+
+// ---- A run: streamed events, then its record ----
+
+function runBlock(text) {
+  const item = el("div", { className: "msg run" });
+  if (text) item.append(el("div", { className: "user", textContent: text }));
+  const parts = {
+    steps: el("ul", { className: "steps", "aria-label": t("Steps") }),
+    notices: el("div", { className: "notices" }),
+    answer: el("div", { className: "answer" }),
+    status: el("p", { className: "run-status", hidden: true }),
+    meta: el("div", { className: "meta" }),
+    skill: el("div", { className: "skill" }),
+    extra: el("div", { className: "extra" }),
+  };
+  item.append(parts.steps, parts.notices, parts.answer, parts.status, parts.meta, parts.skill, parts.extra);
+  return { item, ...parts, text: streamMarkdown(parts.answer), runId: null };
+}
+
+// How a run ended, when not plainly done: each its own look, with its cause.
+const ENDINGS = {
+  cancelled: { icon: "■", label: "Cancelled" },
+  budget_exceeded: { icon: "⚠", label: "Budget exceeded" },
+  failed: { icon: "✗", label: "Failed" },
+  waiting_approval: { icon: "‖", label: "Waiting for your approval" },
+};
+const ERROR_STATUS = { CANCELLED: "cancelled", BUDGET_EXCEEDED: "budget_exceeded" };
+
+function showEnding(block, status, cause) {
+  block.item.dataset.status = status;
+  const ending = ENDINGS[status];
+  if (!ending) {
+    block.status.hidden = true;
+    return;
+  }
+  if (status === "waiting_approval" && !cause) cause = t("A proposed change to your instructions waits for your decision.");
+  block.status.className = `run-status status-${status}`;
+  block.status.replaceChildren(
+    el("span", { className: "icon", "aria-hidden": "true", textContent: ending.icon + " " }),
+    el("strong", { textContent: t(ending.label) }),
+    cause ? el("span", { className: "cause", textContent: ` — ${cause}` }) : null,
+  );
+  block.status.hidden = false;
+}
+
+function setRunning(block) {
+  state.running = block;
+  $("stop").hidden = !block;
+  $("stop").disabled = !block;
+  $("send").disabled = Boolean(block);
+}
+
+export async function stopRun() {
+  const block = state.running;
+  if (!block || !block.runId) return;
+  $("stop").disabled = true;
+  try {
+    await json(`/runs/${block.runId}/cancel`, { method: "POST", body: "{}" });
+  } catch (error) {
+    $("stop").disabled = false;
+    throw error;
+  }
+}
+
+async function stream(block, request) {
+  setRunning(block);
+  try {
+    await followRun(request, (event, data) => onRunEvent(block, event, data), {
+      onError: (message) => showEnding(block, "failed", message),
+    });
+  } catch (error) {
+    showEnding(block, "failed", error.message);
+  } finally {
+    setRunning(null);
+  }
+}
+
+function onRunEvent(block, event, data) {
+  block.runId = data.run_id;
+  block.item.dataset.runId = data.run_id;
+  if (event === "step") {
+    let li = block.steps.querySelector(`[data-key="${data.key}"]`);
+    if (!li) { li = el("li", { dataset: { key: data.key } }); block.steps.append(li); }
+    li.textContent = data.label;
+    li.className = data.status;
+  } else if (event === "skill_used") {
+    block.steps.append(el("li", { className: "completed", textContent: t("Skill: {name} ({invocation})", data) }));
+  } else if (event === "delta") {
+    block.text.append(data.text);
+  } else if (event === "notice") {
+    block.notices.append(el("p", { className: "notice", textContent: data.message, dataset: { code: data.code } }));
+  } else if (event === "proposal") {
+    block.extra.append(proposalView(data));
+  } else if (event === "final") {
+    block.text.set(data.text);
+    // A run waiting for approval (a proposal) has used no model.
+    block.meta.textContent = data.model ? t("Model: {model}", data) : "";
+    showEnding(block, data.status);
+    json(`/runs/${data.run_id}`).then((run) => showRunRecord(block, run), () => {});
+  } else if (event === "error") {
+    showEnding(block, ERROR_STATUS[data.code] || "failed", data.message);
+    json(`/runs/${data.run_id}`).then((run) => showRunRecord(block, run), () => {});
+  }
+}
+
+function showRunRecord(block, run) {
+  block.item.dataset.runId = run.id;
+  block.runId = run.id;
+  if (run.model) block.meta.textContent = t("Model: {model}", run);
+  block.skill.textContent = run.skills.length ? t("Skill: {names}", { names: run.skills.map((s) => s.name).join(", ") }) : "";
+  if (run.status !== "running") showEnding(block, run.status, run.error);
+  const panel = el("section", { className: "sources", "aria-label": t("Sources") }, el("strong", { textContent: t("Sources") }));
+  // Only what the run actually read (the record's sources), plus the skills applied.
+  const read = [...run.sources.map((s) => `${s.kind}: ${s.title || s.id}`), ...run.skills.map((s) => `skill: ${s.name}`)];
+  panel.append(read.length ? el("ul", {}, ...read.map((text) => el("li", { textContent: text }))) : el("p", { textContent: t("Nothing was read.") }));
+  if (run.skills.some((s) => s.invocation === "auto")) panel.append(whyThisSkill(run));
+  block.extra.querySelector(".sources")?.remove();
+  block.extra.prepend(panel);
+}
+
+function whyThisSkill(run) {
+  const decision = run.router_decision || {};
+  const rows = (decision.candidates || []).map((c) => el("li", { textContent: t("{name}: fused {fused}, lexical {lexical}, embedding {embedding}", { name: c.name, fused: c.fused_score ?? 0, lexical: c.lexical_score ?? 0, embedding: c.embedding_score ?? 0 }) }));
+  const details = el("details", { className: "why" }, el("summary", { textContent: t("Why this skill?") }),
+    el("p", { className: "branch", textContent: t("Decision: {branch} (high {high}, low {low})", { branch: decision.branch || "none", high: decision.high_threshold ?? "-", low: decision.low_threshold ?? "-" }) }),
+    el("ul", {}, ...rows));
+  for (const skill of run.skills.filter((s) => s.invocation === "auto")) {
+    const button = el("button", { type: "button", className: "not-relevant", textContent: t("This skill was not relevant ({name})", skill) });
+    const status = el("p", { role: "status" });
+    button.onclick = guard(async () => {
+      button.disabled = true;
+      const answer = await json(`/runs/${run.id}/feedback`, { method: "POST", body: JSON.stringify({ skill_id: skill.skill_id }) });
+      status.textContent = t("Noted: {name} was not relevant here.", skill);
+      if (answer.offer_disable_auto_use) {
+        const off = el("button", { type: "button", className: "disable-auto", textContent: t("Stop using {name} automatically", skill) });
+        off.onclick = guard(async () => {
+          const { body } = answer.disable_auto_use;
+          await json(`/skills/${skill.skill_id}/enablement`, { method: "PUT", body: JSON.stringify(body) });
+          status.textContent = t("{name} is no longer used automatically.", skill);
+          off.remove();
+        }, status);
+        status.after(off);
+      }
+    }, () => status);
+    details.append(button, status);
+  }
+  return details;
+}
+
+export function proposalView(event) {
+  const box = el("section", { className: "proposal", "aria-label": t("Instruction proposal"), dataset: { proposalId: event.proposal_id } },
+    el("strong", { textContent: t('Proposed change to "{title}"', { title: event.page_title }) }),
+    el("p", { textContent: event.summary }));
+  const diff = el("div", { className: "diff" });
+  const status = el("p", { className: "decision", role: "status" });
+  const accept = el("button", { type: "button", className: "accept", textContent: t("Accept") });
+  const refuse = el("button", { type: "button", className: "refuse", textContent: t("Refuse") });
+  const decide = async (verb) => {
+    accept.disabled = refuse.disabled = true;
+    try {
+      const answer = await json(`/proposals/${event.proposal_id}/${verb}`, { method: "POST", body: "{}" });
+      status.textContent = verb === "accept"
+        ? t('Accepted: "{title}" is now version {version}.', answer.page)
+        : t("Refused: nothing was written.");
+      box.dataset.state = answer.proposal.state;
+    } catch (error) {
+      status.textContent = error.message;
+      accept.disabled = refuse.disabled = false;
+    }
+  };
+  accept.onclick = () => decide("accept");
+  refuse.onclick = () => decide("refuse");
+  box.append(diff, accept, refuse, status);
+  // The structured diff (hunks of added/removed/context lines) reads better than the raw one.
+  json(`/proposals/${event.proposal_id}`).then((proposal) => {
+    const lines = proposal.diff.hunks.flatMap((h) => h.lines);
+    const mark = { added: "+ ", removed: "- ", context: "  " };
+    diff.replaceChildren(...lines.map((line) => el("div", { className: line.kind, textContent: mark[line.kind] + line.text })));
+    if (proposal.state !== "pending") {
+      accept.disabled = refuse.disabled = true;
+      box.dataset.state = proposal.state;
+    }
+  }, () => { diff.textContent = event.unified_diff || ""; });
+  return box;
+}
+
+async function send(text) {
+  const block = runBlock(text);
+  $("log").append(block.item);
+  const model = $("model").value;
+  const body = JSON.stringify({ message: text, model, request_id: crypto.randomUUID() });
+  await stream(block, () => fetch(`${API}/conversations/${state.conversationId}/messages`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body,
+  }));
+  await loadConversations();
+}
+
+export async function submit() {
+  const text = $("message").value.trim();
+  if (!text || state.running) return;
+  // A web-only model: say so before sending, and send only once confirmed.
+  if (selectedModel().web_only && !state.webConfirmed) {
+    $("web-confirm-text").textContent = t("{model} will not read your workspace, pages or connectors. Send anyway?", { model: selectedModel().label });
+    $("web-confirm").hidden = false;
+    $("web-confirm-send").focus();
+    return;
+  }
+  state.webConfirmed = false;
+  $("web-confirm").hidden = true;
+  $("message").value = "";
+  $("send").disabled = true;
+  try {
+    if (!state.conversationId) await newConversation();
+    await send(text);
+  } finally {
+    $("send").disabled = false;
+  }
+}
+
+export function toggleSources() {
+  const popover = $("sources-popover");
+  popover.hidden = !popover.hidden;
+  $("sources-button").setAttribute("aria-expanded", String(!popover.hidden));
+}
+
+export function wireChat(opened) {
+  let searchTimer = null;
+  $("search").oninput = () => { clearTimeout(searchTimer); searchTimer = setTimeout(guard(loadConversations), 150); };
+  $("new").onclick = guard(newConversation);
+  $("sources-button").onclick = toggleSources;
+  $("sources-popover").onkeydown = (event) => { if (event.key === "Escape") { toggleSources(); $("sources-button").focus(); } };
+  $("model").onchange = () => { state.webConfirmed = false; $("web-confirm").hidden = true; renderSourceChecks(); };
+  $("web-confirm-send").onclick = guard(() => { state.webConfirmed = true; return submit(); });
+  $("web-confirm-cancel").onclick = () => { $("web-confirm").hidden = true; $("message").focus(); };
+  $("composer").onsubmit = guard(async (event) => { event.preventDefault(); await opened(); await submit(); });
+  $("message").onkeydown = (event) => { if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit(); };
+  $("stop").onclick = guard(stopRun);
+}

@@ -1,0 +1,130 @@
+// What every view shares: DOM helpers, the JSON API client (errors thrown
+// with the gateway's message), and run streams read as SSE with resumption.
+
+import { t } from "./i18n.js";
+
+// The API base comes from the page (a module script runs once <body> is parsed).
+export const API = document.body.dataset.api;
+export const $ = (id) => document.getElementById(id);
+
+export function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key in node) node[key] = value;
+    else node.setAttribute(key, value);
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+export async function json(path, options = {}) {
+  let response;
+  try {
+    response = await fetch(API + path, { headers: { "Content-Type": "application/json" }, ...options });
+  } catch {
+    throw new Error(t("The server cannot be reached. Check your connection and try again."));
+  }
+  const text = response.status === 204 ? "" : await response.text();
+  let body = {};
+  try {
+    body = text ? JSON.parse(text) : {};
+  } catch {
+    body = {};
+  }
+  if (!response.ok) throw new Error(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+  return body;
+}
+
+// Every action's failure is shown: in the view's own status line when there
+// is one, else in the page-wide alert.
+export function showError(error, target = $("alert")) {
+  target.textContent = error.message || String(error);
+  target.hidden = false;
+}
+
+export function guard(action, target) {
+  return async (...args) => {
+    try {
+      return await action(...args);
+    } catch (error) {
+      showError(error, typeof target === "function" ? target() : target || $("alert"));
+      return undefined;
+    }
+  };
+}
+
+export function parseSse(buffer, onEvent) {
+  // Splits the buffer into complete SSE events; returns the unparsed rest.
+  const blocks = buffer.split(/\r?\n\r?\n/);
+  const rest = blocks.pop();
+  for (const block of blocks) {
+    let event = "message";
+    let data = "";
+    let id = null;
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith("event:")) event = line.slice(6).trim();
+      else if (line.startsWith("data:")) data += line.slice(5).trim();
+      else if (line.startsWith("id:")) id = line.slice(3).trim();
+    }
+    if (data) onEvent(event, JSON.parse(data), id);
+  }
+  return rest;
+}
+
+const TERMINAL = new Set(["final", "error"]);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Reads a run's stream to its end. A connection dropped before the terminal
+// event is reopened on /runs/{id}/events with the last id seen as
+// Last-Event-ID, so no event is lost or shown twice.
+export async function followRun(request, onEvent, { onError, attempts = 5 } = {}) {
+  let runId = null;
+  let lastId = "0";
+  let ended = false;
+  let next = request;
+  for (let attempt = 0; attempt <= attempts && !ended; attempt++) {
+    let response;
+    try {
+      response = await next();
+    } catch {
+      if (!runId) throw new Error(t("The server cannot be reached. Check your connection and try again."));
+      await sleep(300 * (attempt + 1));
+      continue;
+    }
+    if (response.status === 204) return;
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      onError(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+      return;
+    }
+    try {
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer = parseSse(buffer + value, (event, data, id) => {
+          if (id !== null) lastId = id;
+          if (data.run_id) runId = data.run_id;
+          if (TERMINAL.has(event)) ended = true;
+          onEvent(event, data);
+        });
+      }
+    } catch {
+      // The connection dropped mid-stream: resume below.
+    }
+    if (ended || !runId) return;
+    const resumeFrom = lastId;
+    next = () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": resumeFrom } });
+    if (attempt > 0) await sleep(300 * attempt);
+  }
+}
+
+export function download(name, text, type = "application/json") {
+  const link = el("a", { href: URL.createObjectURL(new Blob([text], { type })), download: name });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}

@@ -1,0 +1,3 @@
+// French translations of the interface, keyed by the English text.
+export const FR = {
+};

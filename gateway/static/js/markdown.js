@@ -1,0 +1,51 @@
+// A model's answer as Markdown: parsed by marked, its HTML sanitised by
+// DOMPurify (both vendored from npm), code blocks given a copy button.
+
+import { marked } from "../vendor/marked.esm.js";
+import DOMPurify from "../vendor/purify.es.mjs";
+import { el } from "./core.js";
+import { t } from "./i18n.js";
+
+export function renderMarkdown(target, text) {
+  target.dataset.raw = text;
+  target.innerHTML = DOMPurify.sanitize(marked.parse(text, { async: false, gfm: true }));
+  for (const link of target.querySelectorAll("a[href]")) {
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+  }
+  for (const pre of target.querySelectorAll("pre")) {
+    const copy = el("button", { type: "button", className: "copy", textContent: t("Copy"), "aria-label": t("Copy code") });
+    copy.onclick = async () => {
+      try {
+        await navigator.clipboard.writeText(pre.textContent);
+        copy.textContent = t("Copied");
+      } catch {
+        copy.textContent = t("Copy failed");
+      }
+    };
+    const box = el("div", { className: "code" });
+    pre.replaceWith(box);
+    box.append(copy, pre);
+  }
+}
+
+// Streaming: the answer grows by deltas; it is re-rendered at most once a frame.
+export function streamMarkdown(target) {
+  let text = "";
+  let pending = false;
+  return {
+    append(delta) {
+      text += delta;
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => {
+        pending = false;
+        renderMarkdown(target, text);
+      });
+    },
+    set(value) {
+      text = value;
+      renderMarkdown(target, text);
+    },
+  };
+}

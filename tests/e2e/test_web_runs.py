@@ -1,0 +1,209 @@
+"""How a run reads in the browser, against the real processes: the Stop
+button cancels a streaming run; cancelled, budget exceeded, failed and
+waiting for approval each look distinct and give their cause (after a
+reload too); a model's Markdown is rendered, its HTML sanitised, and code
+blocks have a copy button.
+
+The Markdown and the failure come over the real wire from a scripted
+OpenAI-compatible model (a local server the engine calls as a provider);
+the budget is the engine's step budget, set low so a tool-using run
+exceeds it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.e2e import web
+from tests.e2e.conftest import Launched
+from tests.e2e.web import RUN_TIMEOUT, send, shot
+from tests.fakes.llm_server import serve
+
+MARKDOWN = (
+    "Here is **the plan**:\n\n"
+    "- first step\n"
+    "- second step\n\n"
+    "```python\n"
+    'print("bonjour")\n'
+    "```\n\n"
+    '<img src="x" onerror="window.__xss = 1"><script>window.__xss = 2</script>'
+    '<a href="javascript:window.__xss = 3">link</a>\n'
+)
+
+
+def _scripted_app(_: object) -> Starlette:
+    """An OpenAI-compatible chat-completions endpoint: Markdown for any
+    request, a 400 when the user's message asks to fail."""
+
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        last = next((m for m in reversed(body["messages"]) if m["role"] == "user"), {})
+        if "fail" in str(last.get("content", "")):
+            error = {"message": "the scripted model refuses this request", "type": "invalid_request_error"}
+            return JSONResponse({"error": error}, status_code=400)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+                choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else []
+                data = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+                return f"data: {json.dumps({**data, 'choices': choices, 'usage': usage})}\n\n".encode()
+
+            yield chunk({"role": "assistant", "content": ""})
+            for line in MARKDOWN.splitlines(keepends=True):
+                yield chunk({"content": line})
+            yield chunk({}, finish="stop")
+            yield chunk({}, usage={"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30})
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+_server = serve(_scripted_app)
+SCRIPTED = _server.__enter__()  # for the module's life: the launcher's settings name its port
+MODELS = [
+    {
+        "id": "offline-balanced",
+        "provider": "offline",
+        "model": "switchboard-offline-balanced",
+        "profile": "balanced",
+    },
+    {"id": "scripted", "provider": "scripted", "model": "scripted-markdown", "profile": "strong"},
+]
+LAUNCH_ENV = {
+    "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
+    "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(
+        [{"name": "scripted", "kind": "openai", "base_url": f"{SCRIPTED.url}/v1"}]
+    ),
+    "SWITCHBOARD_ENGINE_PROVIDER_ATTEMPTS": "1",
+    # A tool-using run takes three steps (model, tool, model): over this budget.
+    "SWITCHBOARD_ENGINE_MAX_RUN_STEPS": "2",
+    "SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}]),
+    "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.05",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scripted_model() -> Iterator[None]:
+    yield
+    _server.__exit__(None, None, None)
+
+
+# The shared browser fixtures (tests/e2e/web.py).
+browser = web.browser
+page = web.page
+
+
+def test_stop_cancels_the_streaming_run_and_it_shows_as_cancelled(page: Page, launched: Launched) -> None:
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    page.fill("#message", "Write a long weekly status report for my team with every detail you know")
+    page.click("#send")
+    run = page.locator("#log .run").last
+    expect(run.locator(".answer")).to_contain_text("You asked", timeout=RUN_TIMEOUT)  # streaming now
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_visible()
+    expect(page.locator("#send")).to_be_disabled()
+    with page.expect_response(lambda r: r.url.endswith("/cancel") and r.request.method == "POST") as cancel:
+        stop.click()
+    assert cancel.value.status == 200
+    status = run.locator(".run-status")
+    expect(status).to_have_class(re.compile("status-cancelled"), timeout=RUN_TIMEOUT)
+    expect(status).to_contain_text("Cancelled")
+    expect(status).to_contain_text("cancelled by the user")
+    expect(stop).to_be_hidden()
+    expect(page.locator("#send")).to_be_enabled()
+    # Stopped mid-answer: the answer stops short of the model's signature line.
+    expect(run.locator(".answer")).not_to_contain_text("This answer comes from")
+    shot(page, launched, "run-cancelled")
+
+    # The record says so too: after a reload the run still reads as cancelled.
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#log .run .run-status.status-cancelled")).to_contain_text("cancelled by the user")
+
+
+def test_endings_look_distinct_with_their_cause(page: Page, launched: Launched) -> None:
+    page.click("#sources-button")
+    page.get_by_label("Test mail").check()
+    page.click("#sources-button")
+
+    over = send(page, "check my mail for invoice")
+    expect(over.locator(".run-status")).to_have_class(re.compile("status-budget_exceeded"))
+    expect(over.locator(".run-status")).to_contain_text("Budget exceeded")
+    expect(over.locator(".run-status")).to_contain_text("step budget of 2 exceeded")
+
+    page.select_option("#model", "scripted")
+    failed = send(page, "please fail now")
+    expect(failed.locator(".run-status")).to_have_class(re.compile("status-failed"))
+    expect(failed.locator(".run-status")).to_contain_text("Failed")
+    expect(failed.locator(".run-status")).to_contain_text("refuses this request")
+
+    page.select_option("#model", "offline-balanced")
+    page.click("#personalise")
+    page.fill("#page-title", "Signature")
+    page.click("#create-page")
+    expect(page.locator("#instruction-page option:checked")).to_have_text("Signature")
+    page.click("#close-personal")
+    waiting = send(page, "Remember that signature: Zoé")
+    expect(waiting.locator(".run-status")).to_have_class(re.compile("status-waiting_approval"))
+    expect(waiting.locator(".run-status")).to_contain_text("Waiting for your approval")
+    expect(waiting.locator(".proposal")).to_be_visible()
+
+    done = send(page, "hello")
+    expect(done.locator(".run-status")).to_be_hidden()
+
+    # Four looks: no two endings share a background colour.
+    colours = {
+        block.evaluate("node => getComputedStyle(node).backgroundColor")
+        for block in (
+            over.locator(".run-status"),
+            failed.locator(".run-status"),
+            waiting.locator(".run-status"),
+        )
+    }
+    assert len(colours) == 3
+    shot(page, launched, "run-endings")
+
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    endings = page.locator("#log .run .run-status:visible")
+    expect(endings).to_have_count(3)
+    expect(endings.nth(0)).to_contain_text("step budget of 2 exceeded")
+    expect(endings.nth(1)).to_contain_text("refuses this request")
+    expect(endings.nth(2)).to_contain_text("Waiting for your approval")
+
+
+def test_answers_render_as_sanitised_markdown_with_a_copy_button(page: Page, launched: Launched) -> None:
+    page.select_option("#model", "scripted")
+    run = send(page, "Show me the plan")
+    answer = run.locator(".answer")
+    expect(answer.locator("strong")).to_have_text("the plan")
+    expect(answer.locator("li")).to_have_text(["first step", "second step"])
+    expect(answer.locator("pre code")).to_have_text('print("bonjour")')
+    # The model's HTML is sanitised: no script ran, no handler or javascript: link survived.
+    expect(answer.locator("script")).to_have_count(0)
+    assert answer.locator("img").get_attribute("onerror") is None
+    assert (answer.locator("a").get_attribute("href") or "").startswith("javascript") is False
+    assert page.evaluate("window.__xss") is None
+
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    answer.get_by_role("button", name="Copy code").click()
+    expect(answer.get_by_role("button", name="Copy code")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == 'print("bonjour")\n'
+    shot(page, launched, "markdown-answer")
+
+    # From the stored history after a reload, rendered the same way.
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#log .run .answer pre code")).to_have_text('print("bonjour")')
+    expect(page.locator("#log .run .answer strong")).to_have_text("the plan")
