@@ -13,6 +13,8 @@ class AllowedSourcesBody(BaseModel):
     workspace: bool = True
     connectors: list[str] = Field(default_factory=list, max_length=100)
     mcp_servers: list[str] = Field(default_factory=list, max_length=100)
+    # Durable memory recall for this conversation's runs.
+    memory: bool = True
 
 
 class CreateConversationBody(BaseModel):

@@ -85,6 +85,8 @@ def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
 class AnthropicProvider:
     def __init__(self, config: ProviderConfig, api_key: str) -> None:
         self.name = config.name
+        self.kind = "anthropic"
+        self.max_output_tokens = config.max_output_tokens
         self._config = config
         self._client = anthropic.AsyncAnthropic(
             base_url=config.base_url, api_key=api_key or "unused", max_retries=0, timeout=config.timeout

@@ -182,6 +182,8 @@ class CliProvider:
         self, config: ProviderConfig, environment: Mapping[str, str], sessions: SessionStore
     ) -> None:
         self.name = config.name
+        self.kind = "cli"
+        self.max_output_tokens = config.max_output_tokens
         self._config = config
         self._sessions = sessions
         # Only the named variables: the engine's own secrets stay out of an

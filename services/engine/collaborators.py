@@ -190,6 +190,27 @@ class Collaborators:
         response = await self._call("threads", "ListEntries", request, user)
         return list(reversed(response.entries))
 
+    async def entries_after(
+        self, user: str, thread_id: str, after_sequence: int, page_size: int = 200
+    ) -> list[threads_pb2.Entry]:
+        """The thread's entries with a sequence above ``after_sequence``, oldest
+        first, read newest first page by page (a long conversation's earlier
+        turns are already in its summary: they are never read again)."""
+        entries: list[threads_pb2.Entry] = []
+        token = ""
+        while True:
+            request = threads_service_pb2.ListEntriesRequest(
+                thread_id=thread_id, page_size=page_size, page_token=token, descending=True
+            )
+            response = await self._call("threads", "ListEntries", request, user)
+            for entry in response.entries:
+                if entry.sequence <= after_sequence:
+                    return list(reversed(entries))
+                entries.append(entry)
+            token = response.next_page_token
+            if not token:
+                return list(reversed(entries))
+
     async def live_provider_sessions(self, user: str, thread_id: str) -> list[threads_pb2.ProviderSession]:
         request = threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread_id, page_size=50)
         return list((await self._call("threads", "ListProviderSessions", request, user)).sessions)
@@ -292,11 +313,28 @@ class Collaborators:
         except NotFound:
             return ""
 
+    async def live_state(self, user: str, project_id: str, limit: int) -> list[memory_pb2.LiveStateEntry]:
+        """Who is doing what on the project now (unexpired entries)."""
+        request = memory_service_pb2.ListLiveStateRequest(project_id=project_id, page_size=limit)
+        return list((await self._call("memory", "ListLiveState", request, user)).entries)
+
     async def record_handoff(
-        self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry]
+        self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry], private: bool = False
     ) -> None:
-        request = handoff_service_pb2.RecordHandoffEntriesRequest(thread_id=thread_id, entries=entries)
+        """Records entries for the thread's summary; ``private``: the thread is
+        the caller's own (a conversation), no other user may read its summary."""
+        request = handoff_service_pb2.RecordHandoffEntriesRequest(
+            thread_id=thread_id, entries=entries, private=private
+        )
         await self._call("handoff", "RecordHandoffEntries", request, user)
+
+    async def fold_into_summary(
+        self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry]
+    ) -> handoff_pb2.HandoffSummary:
+        """Folds a conversation's oldest turns into its persisted summary now."""
+        if entries:
+            await self.record_handoff(user, thread_id, entries, private=True)
+        return await self.handoff_summary(user, thread_id, checkpoint=True)
 
     async def handoff_summary(
         self, user: str, thread_id: str, checkpoint: bool

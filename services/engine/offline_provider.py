@@ -45,6 +45,8 @@ class OfflineProvider:
     the instruction page changes the next answer (seed 002 T-04)."""
 
     name = "offline"
+    kind = "offline"
+    max_output_tokens = 1024
 
     def __init__(self, token_delay: float = 0.0) -> None:
         self._token_delay = token_delay

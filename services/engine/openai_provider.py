@@ -52,6 +52,8 @@ def _message(message: ChatMessage) -> dict[str, Any]:
 class OpenAIProvider:
     def __init__(self, config: ProviderConfig, api_key: str) -> None:
         self.name = config.name
+        self.kind = "openai"
+        self.max_output_tokens = config.max_output_tokens
         self._config = config
         # Local servers (Ollama...) accept any key; the SDK insists on one.
         self._client = openai.AsyncOpenAI(

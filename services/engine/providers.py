@@ -87,6 +87,10 @@ class ProviderError(DependencyUnavailable):
 
 class LLMProvider(Protocol):
     name: str
+    # "offline", "openai", "anthropic" or "cli": how its tokens are counted.
+    kind: str
+    # The longest answer it is asked for: reserved in the context window.
+    max_output_tokens: int
 
     def stream(
         self,

@@ -22,8 +22,9 @@ from google.protobuf import json_format
 from opentelemetry import trace
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from services.engine import history as conversation
 from services.engine import instructions
-from services.engine.asks import AgentAsks
+from services.engine.asks import PROJECT_ID, AgentAsks
 from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
@@ -41,6 +42,7 @@ from services.engine.providers import (
 )
 from services.engine.remember import remembered_fact, with_fact
 from services.engine.repository import RunsRepository
+from services.engine.tokens import Counter, TokenCounters, prompt_tokens
 from services.engine.tools import (
     FAMILY_LABELS,
     AllowedSources,
@@ -63,7 +65,7 @@ from services.shared.metrics import LLM_TOKENS, RUN_SECONDS, RUNS
 from services.shared.pagination import decode_token, encode_token
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
-from switchboard.memory.v1 import memory_pb2, pages_pb2, pages_service_pb2
+from switchboard.memory.v1 import handoff_pb2, memory_pb2, pages_pb2, pages_service_pb2
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -146,6 +148,13 @@ class RunLimits:
     queue_poll_seconds: float = 0.1
     # The model that answers when the router cannot be reached ("provider/model").
     fallback_model: str = "offline/switchboard-offline-balanced"
+    # A model's input tokens when its entry sets no context_window.
+    default_context_window: int = 128_000
+    # Working-context budgets of a chat run (characters): the project context,
+    # and the live state (at most live_state_entries entries).
+    project_context_budget_chars: int = 6000
+    live_state_budget_chars: int = 2000
+    live_state_entries: int = 20
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,19 @@ class Generation:
     tokens_in: int
     tokens_out: int
     tool_calls: tuple[ToolCallChunk, ...] = ()
+
+
+@dataclass
+class ToolLoop:
+    """What the tool loop produced: the answer as the client saw it, the
+    tokens, the proposals tools made, and the turn's messages after the
+    prompt (tool calls, their results, the last answer) to record."""
+
+    answer: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    proposals: list[InstructionProposal] = dataclasses.field(default_factory=list)
+    transcript: list[ChatMessage] = dataclasses.field(default_factory=list)
 
 
 class _DeltaStream:
@@ -221,6 +243,10 @@ class _Recorder:
         # Rows of agent_actions, kept here so that a run that fails, is
         # cancelled or runs out of budget still records what it did.
         self.actions: list[AgentAction] = []
+        # What the run has reached so far (sources, skills, routing decision,
+        # model, layers): kept by a run that fails, is cancelled or runs out
+        # of budget.
+        self.reached: dict[str, Any] = {}
         self._sequence = 0
         self._pending: list[engine_pb2.RunEvent] = []
         self._writer: asyncio.Task[None] | None = None
@@ -342,6 +368,7 @@ class RunService:
         self._unrecorded: set[str] = set()
         self._asks = AgentAsks(self, collaborators)
         self._tools: ToolRegistry | None = None
+        self.counters = TokenCounters()
 
     def attach_tools(self, tools: ToolRegistry) -> None:
         """The tools runs may use (built after the service: the ask_agent tool
@@ -594,6 +621,7 @@ class RunService:
                 status, error = outcome.pop("status", "done"), None
                 terminal = {"final": outcome.pop("final")}
             except asyncio.CancelledError:
+                outcome = dict(recorder.reached)
                 if run.id in self._cancelling:
                     status, error = "cancelled", "cancelled by the user"
                     terminal = {"error": engine_pb2.RunError(code="CANCELLED", message=error)}
@@ -605,6 +633,7 @@ class RunService:
             except (BudgetExceeded, TimeoutError) as exc:
                 if isinstance(exc, TimeoutError) and not deadline.expired():
                     raise
+                outcome = dict(recorder.reached)
                 message = (
                     str(exc)
                     if isinstance(exc, BudgetExceeded)
@@ -613,10 +642,12 @@ class RunService:
                 status, error = "budget_exceeded", message
                 terminal = {"error": engine_pb2.RunError(code="BUDGET_EXCEEDED", message=message)}
             except DomainError as exc:
+                outcome = dict(recorder.reached)
                 status, error = "failed", exc.message
                 code = common_pb2.ErrorReason.Name(exc.reason)
                 terminal = {"error": engine_pb2.RunError(code=code, message=exc.message)}
             except Exception as exc:  # noqa: BLE001 - a run always ends, with its cause
+                outcome = dict(recorder.reached)
                 log.exception("run %s failed", run.id)
                 status, error = "failed", f"internal error: {type(exc).__name__}"
                 terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
@@ -704,28 +735,53 @@ class RunService:
         # Threads is not: a run whose messages cannot be recorded fails here,
         # before any model call.
         optional = _Optional(rec)
+        allowed = request.allowed or AllowedSources()
+        limits = self._limits
         async with rec.step("context", "Reading context"):
-            # Recall, settings, the instruction page and recording the user's
-            # message are independent. The settings only matter for the
-            # user's default model: not read when the request names one.
-            recalled, settings, page, _ = await asyncio.gather(
-                optional("memory", self._collab.recall(user, text, ""), ()),
-                optional("memory", self._collab.personal_settings(user), memory_pb2.PersonalSettings())
-                if not request.requested_model
-                else _ready(memory_pb2.PersonalSettings()),
-                optional(
-                    "memory",
-                    self._collab.active_instructions(user),
-                    pages_service_pb2.GetActiveInstructionsResponse(),
+            # Recall, settings, the instruction page, the working context,
+            # the conversation's summary and recording the user's message are
+            # independent. The settings only matter for the user's default
+            # model: not read when the request names one.
+            (recalled, settings, page), (project, live, summary, _) = await asyncio.gather(
+                asyncio.gather(
+                    optional("memory", self._collab.recall(user, text, ""), ())
+                    if allowed.memory
+                    else _ready(()),
+                    optional("memory", self._collab.personal_settings(user), memory_pb2.PersonalSettings())
+                    if not request.requested_model
+                    else _ready(memory_pb2.PersonalSettings()),
+                    optional(
+                        "memory",
+                        self._collab.active_instructions(user),
+                        pages_service_pb2.GetActiveInstructionsResponse(),
+                    ),
                 ),
-                self._collab.append_entries(
-                    user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
+                asyncio.gather(
+                    optional("memory", self._collab.project_context(user, PROJECT_ID), ""),
+                    optional(
+                        "memory", self._collab.live_state(user, PROJECT_ID, limits.live_state_entries), []
+                    ),
+                    optional(
+                        "memory",
+                        self._collab.handoff_summary(user, thread, checkpoint=False),
+                        handoff_pb2.HandoffSummary(),
+                    ),
+                    self._collab.append_entries(
+                        user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
+                    ),
                 ),
             )
+            # The turns after the summary; this run's own message comes last, apart.
+            earlier = [
+                e
+                for e in await self._collab.entries_after(user, thread, summary.last_folded_sequence)
+                if e.run_id != run.id
+            ]
         sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
         instruction_page = self._instruction_layer(page, rec)
         if instruction_page:
             sources.append({"kind": "page", "id": page.page_id, "title": page.title})
+        rec.reached["sources_json"] = json.dumps(sources)
         fact = remembered_fact(text)  # the user's own words only, never content read
         if fact is not None:
             return await self._propose_to_remember(run, user, fact, page, rec, entry)
@@ -762,47 +818,13 @@ class RunService:
 
         chosen = model.model
         provider = self.provider(chosen.provider)
-        tool_context = ToolContext(
-            user, run.id, request.allowed or AllowedSources(), web_only=model.web_only, request=text
-        )
-        if model.web_only:
-            # A web-only model gets no workspace context: no recalled notes.
-            recalled, sources = [], [s for s in sources if s["kind"] != "memory"]
-        specs = await self._tool_specs(tool_context, text, rec)
-        working = await self._mentioned_pages(
-            user, text, page.page_id if instruction_page else "", tool_context, optional
-        )
-        layers = instructions.assemble(instruction_page, recalled, list(skills.skills), working)
-        messages = instructions.to_messages(layers, text)
-        answer, tokens_in, tokens_out, proposals = await self._model_and_tools(
-            provider, chosen, messages, specs, tool_context, rec, thread, budget
-        )
-        sources += tool_context.sources_json()
-        await asyncio.gather(
-            self._collab.append_entries(
-                user, thread, f"{run.id}:assistant", [entry(threads_pb2.ROLE_ASSISTANT, answer, "engine")]
-            ),
-            self._title_after_first_exchange(user, thread, text, needs_title),
-        )
-        usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
-        # A proposal made through a tool waits for the user, like "remember that".
-        status = engine_pb2.RUN_STATUS_WAITING_APPROVAL if proposals else engine_pb2.RUN_STATUS_DONE
-        return {
-            "status": "waiting_approval" if proposals else "done",
-            "final": engine_pb2.Final(
-                text=answer,
-                provider=chosen.provider,
-                model=chosen.model,
-                usage=common_pb2.Usage(**usage),
-                status=status,
-            ),
-            "provider": chosen.provider,
-            "model": chosen.model,
-            **usage,
-            "skills_json": json.dumps(
+        rec.reached.update(
+            provider=chosen.provider,
+            model=chosen.model,
+            skills_json=json.dumps(
                 [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in used]
             ),
-            "skill_runs": [
+            skill_runs=[
                 SkillRun(
                     id=str(uuid.uuid4()),
                     run_id=run.id,
@@ -813,17 +835,160 @@ class RunService:
                 )
                 for u in used
             ],
-            "sources_json": json.dumps(sources),
-            "router_decision_json": json_format.MessageToJson(
+            router_decision_json=json_format.MessageToJson(
                 skills.decision, preserving_proto_field_name=True, indent=None
             ),
-            "layers_json": json.dumps(
-                [
-                    {"key": layer.key, "present": layer.present, "size_chars": len(layer.text)}
-                    for layer in layers
-                ]
+        )
+        tool_context = ToolContext(user, run.id, allowed, web_only=model.web_only, request=text)
+        memory_note = "" if allowed.memory else "memory is off for this conversation"
+        context_layers = [
+            instructions.bounded(
+                "project_context",
+                "# Project context (rules every agent applies)",
+                project,
+                limits.project_context_budget_chars,
             ),
+            instructions.bounded(
+                "live_state",
+                "# Live state (who is doing what now)",
+                instructions.live_state_text(live),
+                limits.live_state_budget_chars,
+                items=len(live),
+            ),
+        ]
+        if model.web_only:
+            # A web-only model gets no workspace context: no recalled notes,
+            # no project context, no live state.
+            recalled, sources = [], [s for s in sources if s["kind"] != "memory"]
+            memory_note = memory_note or "not sent: web-only model"
+            context_layers = [
+                instructions.Layer(layer.key, "", layer.items, "not sent: web-only model")
+                for layer in context_layers
+            ]
+        specs = await self._tool_specs(tool_context, text, rec)
+        working = await self._mentioned_pages(
+            user, text, page.page_id if instruction_page else "", tool_context, optional
+        )
+        layers = instructions.assemble(
+            instruction_page, recalled, list(skills.skills), working, context_layers, memory_note
+        )
+        counter = self.counters.counter(provider.kind, chosen.model)
+        rec.reached["layers_json"] = json.dumps([layer.record(counter) for layer in layers])
+        earlier_turns = await self._fit_history(
+            user, thread, layers, text, specs, chosen, provider, counter, summary, earlier, rec, optional
+        )
+        messages = instructions.to_messages(
+            layers, text, earlier_turns.messages, earlier_turns.summary_text()
+        )
+        rec.reached["layers_json"] = json.dumps(
+            [*(layer.record(counter) for layer in layers), *earlier_turns.layers()]
+        )
+        loop = await self._model_and_tools(
+            provider, chosen, messages, specs, tool_context, rec, thread, budget, counter
+        )
+        sources += tool_context.sources_json()
+        rec.reached["sources_json"] = json.dumps(sources)
+        await asyncio.gather(
+            self._record_turn(user, thread, run.id, loop.transcript, entry),
+            self._title_after_first_exchange(user, thread, text, needs_title),
+        )
+        usage = {"tokens_in": loop.tokens_in, "tokens_out": loop.tokens_out}
+        # A proposal made through a tool waits for the user, like "remember that".
+        waiting = bool(loop.proposals)
+        status = engine_pb2.RUN_STATUS_WAITING_APPROVAL if waiting else engine_pb2.RUN_STATUS_DONE
+        return {
+            **rec.reached,
+            "status": "waiting_approval" if waiting else "done",
+            "final": engine_pb2.Final(
+                text=loop.answer,
+                provider=chosen.provider,
+                model=chosen.model,
+                usage=common_pb2.Usage(**usage),
+                status=status,
+            ),
+            **usage,
         }
+
+    async def _fit_history(
+        self,
+        user: str,
+        thread: str,
+        layers: Sequence[instructions.Layer],
+        text: str,
+        specs: Sequence[ToolSpec],
+        model: router_pb2.ModelOption,
+        provider: LLMProvider,
+        counter: Counter,
+        summary: handoff_pb2.HandoffSummary,
+        earlier: Sequence[threads_pb2.Entry],
+        rec: _Recorder,
+        optional: _Optional,
+    ) -> conversation.History:
+        """The conversation's earlier turns that fit the model's context window
+        beside the rest of the prompt and the answer's reserve; older turns
+        are folded into the persisted summary first."""
+        window = model.context_window or self._limits.default_context_window
+        reserve = min(provider.max_output_tokens, window // 4)
+        fixed = prompt_tokens(
+            counter,
+            [ChatMessage("system", instructions.system_text(layers)), ChatMessage("user", text)],
+            specs,
+        )
+        budget = window - reserve - fixed
+        turns = conversation.turns(earlier, counter)
+
+        def summary_tokens(text: str) -> int:
+            return counter(conversation.SUMMARY_HEADING + "\n" + text) if text else 0
+
+        summary_reserve = min(
+            max(summary_tokens(summary.text), counter("x" * 4 + " ") * conversation.SUMMARY_MAX_CHARS // 5),
+            max(budget // 2, 0),
+        )
+        folded, kept = conversation.split(turns, budget, summary_tokens(summary.text), summary_reserve)
+        note = ""
+        if folded:
+            try:
+                summary = await self._collab.fold_into_summary(
+                    user, thread, conversation.handoff_entries(folded)
+                )
+            except DependencyUnavailable as exc:
+                optional.failed("memory", exc)
+                note = f"{len(folded)} older turns left out: memory could not fold them into the summary"
+            else:
+                if summary.fallback_reason:
+                    message = f"the conversation summary was written by the rules: {summary.fallback_reason}"
+                    rec.emit(notice=engine_pb2.Notice(code="SUMMARY_MODEL_FAILED", message=message))
+        return conversation.History(
+            summary=summary.text,
+            summary_tokens=summary_tokens(summary.text),
+            folded_now=len(folded) if not note else 0,
+            turns=tuple(kept),
+            note=note,
+        )
+
+    async def _record_turn(
+        self,
+        user: str,
+        thread: str,
+        run_id: str,
+        transcript: Sequence[ChatMessage],
+        entry: Any,
+    ) -> None:
+        """Records what the model did after the user's message: its tool calls
+        with their results, then its answer (a later run replays them)."""
+        entries = []
+        for message in transcript:
+            if message.role == "tool":
+                row = entry(threads_pb2.ROLE_TOOL, message.content, "tool")
+                row.tool_call_id = message.tool_call_id
+            else:
+                row = entry(threads_pb2.ROLE_ASSISTANT, message.content, "engine")
+                row.tool_calls.extend(
+                    threads_pb2.ToolCall(id=c.call_id, name=c.name, arguments=c.arguments)
+                    for c in message.tool_calls
+                )
+            entries.append(row)
+        await self._collab.append_entries(user, thread, f"{run_id}:assistant", entries)
 
     async def _mentioned_pages(
         self, user: str, text: str, instruction_page_id: str, context: ToolContext, optional: _Optional
@@ -878,26 +1043,32 @@ class RunService:
         rec: _Recorder,
         thread: str,
         budget: RunBudget,
-    ) -> tuple[str, int, int, list[InstructionProposal]]:
+        counter: Counter | None = None,
+    ) -> ToolLoop:
         """The tool loop: call the model; while it calls tools, run them (each
         a named step, an action event and a row of agent_actions) and give it
         their results; every model call and tool call is a step of the
-        budget. Returns the answer as the client saw it, the tokens, and the
-        proposals tools made."""
+        budget."""
         texts: list[str] = []
-        tokens_in = tokens_out = steps = 0
-        proposals: list[InstructionProposal] = []
+        loop = ToolLoop()
+        steps = 0
+        prompt_length = len(messages)
         while True:
             steps += 1
             if budget.max_steps and steps > budget.max_steps:
                 raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
             async with rec.step("generate", f"Writing with {model.model}"):
-                generated = await self.generate(provider, model, messages, rec, thread, budget, specs)
+                first = counter if steps == 1 else None  # the prompt's own count corrects the estimate
+                generated = await self.generate(
+                    provider, model, messages, rec, thread, budget, specs, counter=first
+                )
             texts.append(generated.text)
-            tokens_in += generated.tokens_in
-            tokens_out += generated.tokens_out
+            loop.tokens_in += generated.tokens_in
+            loop.tokens_out += generated.tokens_out
             if not generated.tool_calls:
-                return "".join(texts), tokens_in, tokens_out, proposals
+                loop.answer = "".join(texts)
+                loop.transcript = [*messages[prompt_length:], ChatMessage("assistant", generated.text)]
+                return loop
             messages.append(ChatMessage("assistant", generated.text, tool_calls=generated.tool_calls))
             for call in generated.tool_calls:
                 steps += 1
@@ -929,7 +1100,7 @@ class RunService:
                 )
                 messages.append(result.message())
                 if result.proposal is not None:
-                    proposals.append(result.proposal)
+                    loop.proposals.append(result.proposal)
                     rec.emit(
                         proposal=engine_pb2.ProposalMade(
                             proposal_id=result.proposal.proposal_id,
@@ -1025,10 +1196,12 @@ class RunService:
         budget: RunBudget,
         tools: Sequence[ToolSpec] = (),
         session_key: str = "",
+        counter: Counter | None = None,
     ) -> Generation:
         """One model call: streams its text as coalesced deltas (the first
         piece at once, then at most one event per flush interval or size) and
-        collects the tool calls it makes."""
+        collects the tool calls it makes. With ``counter``, the provider's
+        count of the prompt corrects that counter's estimate."""
         with tracer.start_as_current_span(f"chat {model.model}") as span:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.provider.name", model.provider)
@@ -1074,6 +1247,9 @@ class RunService:
                                     raise BudgetExceeded(f"token budget of {budget.max_tokens} exceeded")
                     finally:
                         stream.flush()  # what did arrive is shown, even before a failure
+            if counter is not None:
+                estimated = prompt_tokens(counter, messages, tools)
+                self.counters.observe(counter, model.model, estimated, tokens_in)
             span.set_attribute("gen_ai.response.model", model.model)
             span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
             span.set_attribute("gen_ai.usage.output_tokens", tokens_out)

@@ -146,10 +146,17 @@ class AllowedSources:
     workspace: bool = True
     connectors: frozenset[str] = frozenset()
     mcp_servers: frozenset[str] = frozenset()
+    # Durable memory recall (on unless the conversation switched it off).
+    memory: bool = True
 
     @classmethod
     def from_proto(cls, message: threads_pb2.AllowedSources) -> AllowedSources:
-        return cls(message.workspace, frozenset(message.connectors), frozenset(message.mcp_servers))
+        return cls(
+            message.workspace,
+            frozenset(message.connectors),
+            frozenset(message.mcp_servers),
+            message.memory if message.HasField("memory") else True,
+        )
 
 
 @dataclass(frozen=True)

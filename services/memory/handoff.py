@@ -21,7 +21,10 @@ whatever the summariser returns.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -30,6 +33,9 @@ from typing import Any, Protocol
 from services.memory.handoff_models import HandoffPendingEntry, HandoffSummaryRow
 from services.memory.handoff_repository import HandoffRepository
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
+from services.shared.text import fold
+
+log = logging.getLogger(__name__)
 
 # Seed 000: HANDOFF_SUMMARY_MAX_CHARS=4096 (the threads service stores
 # segment handoffs under the same bound).
@@ -116,7 +122,10 @@ class SummaryState:
 
 class Summariser(Protocol):
     """Folds new entries (in sequence order) into a summary state. An LLM
-    summariser may rewrite items freely; the rendering bounds the result."""
+    summariser may rewrite items freely; the rendering bounds the result.
+    ``name`` is recorded with each checkpoint it folds."""
+
+    name: str
 
     async def fold(self, state: SummaryState, entries: Sequence[HandoffEntry]) -> SummaryState: ...
 
@@ -142,15 +151,31 @@ class RuleSummariser:
     * DECISION and BLOCKER append (newest kept); UNBLOCKED lifts the blockers
       with its correlation id;
     * NOTE changes nothing.
+
+    Whatever the kind, lines of an entry that start with a marker (see
+    :func:`marked_lines`: "Decision:", "Blocker:", "Objective:", "Unblocked:",
+    and the French "Décision :", "Blocage :", "Objectif :", "Débloqué :")
+    also set the objective, add a decision or a blocker, or lift the
+    entry's correlated blockers: agents are asked to mark them in their
+    answers, so the summary's sections fill from real use.
     """
+
+    name = "rules"
 
     async def fold(self, state: SummaryState, entries: Sequence[HandoffEntry]) -> SummaryState:
         for entry in entries:
             state = self.fold_one(state, entry)
         return state
 
+    @classmethod
+    def fold_one(cls, state: SummaryState, entry: HandoffEntry) -> SummaryState:
+        state = cls._fold_kind(state, entry)
+        for kind, text in marked_lines(entry.text):
+            state = cls._fold_kind(state, replace(entry, kind=kind, text=text))
+        return state
+
     @staticmethod
-    def fold_one(state: SummaryState, entry: HandoffEntry) -> SummaryState:
+    def _fold_kind(state: SummaryState, entry: HandoffEntry) -> SummaryState:
         item = Item(
             sequence=entry.sequence,
             text=clip(entry.text),
@@ -177,6 +202,40 @@ class RuleSummariser:
         if entry.kind == UNBLOCKED:
             return replace(state, blockers=tuple(b for b in state.blockers if b.correlation_id != corr))
         return state
+
+
+# Markers: "Decision: …" at the start of a line of an entry. Matched on the
+# accent-folded, lower-cased line, so "Décision :" and "DECISION -" count.
+_MARKERS = {
+    "objective": OBJECTIVE,
+    "objectif": OBJECTIVE,
+    "goal": OBJECTIVE,
+    "decision": DECISION,
+    "decided": DECISION,
+    "blocker": BLOCKER,
+    "blocked": BLOCKER,
+    "blocage": BLOCKER,
+    "bloque": BLOCKER,
+    "unblocked": UNBLOCKED,
+    "debloque": UNBLOCKED,
+}
+_MARKER_LINE = re.compile(
+    r"^\s*(?:[-*]\s*)?(?:\*\*)?([A-Za-z\u00c0-\u017f]+)(?:\*\*)?\s*[:\-\u2013]\s*(?:\*\*)?\s*(\S.*)$"
+)
+
+
+def marked_lines(text: str) -> list[tuple[int, str]]:
+    """(kind, text) of each line of ``text`` that opens with a marker word
+    followed by ":" or "-", in English or French, optionally bulleted or bold."""
+    marked = []
+    for line in text.splitlines():
+        match = _MARKER_LINE.match(line)
+        if match is None:
+            continue
+        kind = _MARKERS.get(fold(match.group(1)))
+        if kind is not None:
+            marked.append((kind, match.group(2).strip().strip("*").strip()))
+    return marked
 
 
 # Rendering
@@ -319,6 +378,8 @@ class Summary:
     pending_entries: int
     last_checkpoint_reason: int
     checkpoint_time: datetime | None
+    summariser: str = ""
+    fallback_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -387,19 +448,51 @@ def _entry(row: HandoffPendingEntry) -> HandoffEntry:
 
 
 class HandoffDomain:
+    """``summariser`` folds every checkpoint (the rules), unless a ``model``
+    summariser is configured: that one folds first, within ``model_timeout``
+    seconds, and on any failure the rules fold instead and the checkpoint
+    records why."""
+
     def __init__(
         self,
         repository: HandoffRepository,
         summariser: Summariser,
         checkpoint_every: int,
         max_chars: int = HANDOFF_SUMMARY_MAX_CHARS,
+        model: Summariser | None = None,
+        model_timeout: float = 30.0,
     ) -> None:
         self._repo = repository
         self._summariser = summariser
+        self._model = model
+        self._model_timeout = model_timeout
         self._every = checkpoint_every
         self._max_chars = max_chars
 
-    async def record(self, thread_id: str, entries: Sequence[HandoffEntry]) -> Recorded:
+    async def _fold(
+        self, state: SummaryState, pending: Sequence[HandoffEntry]
+    ) -> tuple[SummaryState, str, str]:
+        """(the folded state, who folded it, why the model did not)."""
+        reason = ""
+        if self._model is not None:
+            try:
+                async with asyncio.timeout(self._model_timeout):
+                    return await self._model.fold(state, pending), self._model.name, ""
+            except Exception as exc:  # noqa: BLE001 - any model failure falls back to the rules
+                reason = f"{self._model.name} failed ({type(exc).__name__}: {exc}); the rules folded instead"
+                log.warning("handoff summary: %s", reason)
+        return await self._summariser.fold(state, pending), self._summariser.name, reason[:500]
+
+    async def _row(self, thread_id: str, caller: str) -> HandoffSummaryRow:
+        row = await self._repo.get(thread_id)
+        # A private summary (a conversation's) is another user's: exactly like a missing one.
+        if row is None or (row.owner_user_id is not None and row.owner_user_id != caller):
+            raise NotFound(f"no handoff entries recorded for thread {thread_id!r}", thread_id=thread_id)
+        return row
+
+    async def record(
+        self, thread_id: str, entries: Sequence[HandoffEntry], caller: str = "", private: bool = False
+    ) -> Recorded:
         thread_id = check_thread_id(thread_id)
         cleaned = check_entries(entries)
         rows = [
@@ -414,12 +507,15 @@ class HandoffDomain:
             )
             for entry in cleaned
         ]
-        recorded, pending = await self._repo.record(thread_id, rows)
+        counts = await self._repo.record(thread_id, rows, caller if private else None)
+        if counts is None:
+            raise NotFound(f"no handoff entries recorded for thread {thread_id!r}", thread_id=thread_id)
+        recorded, pending = counts
         if pending >= self._every:
-            return Recorded(recorded, True, await self.checkpoint(thread_id, CHECKPOINT_ENTRIES))
-        return Recorded(recorded, False, await self.summary(thread_id))
+            return Recorded(recorded, True, await self.checkpoint(thread_id, CHECKPOINT_ENTRIES, caller))
+        return Recorded(recorded, False, await self.summary(thread_id, caller))
 
-    async def checkpoint(self, thread_id: str, reason: int) -> Summary:
+    async def checkpoint(self, thread_id: str, reason: int, caller: str = "") -> Summary:
         """Folds every pending entry. Optimistic: the fold (maybe an LLM call)
         runs outside any transaction, and the result is stored only if no other
         checkpoint of the thread landed meanwhile; otherwise that one is kept
@@ -428,25 +524,22 @@ class HandoffDomain:
         if reason not in (CHECKPOINT_ENTRIES, CHECKPOINT_ROTATION, CHECKPOINT_REQUEST):
             raise InvalidArgument("reason must be ROTATION or REQUEST", field="reason")
         for _ in range(5):
-            row = await self._repo.get(thread_id)
-            if row is None:
-                raise NotFound(f"no handoff entries recorded for thread {thread_id!r}", thread_id=thread_id)
+            row = await self._row(thread_id, caller)
             pending = [_entry(e) for e in await self._repo.pending(thread_id, row.last_folded_sequence)]
             state = SummaryState.from_json(row.state_json)
+            summariser, fallback = row.summariser, row.fallback_reason
             if pending:
-                state = await self._summariser.fold(state, pending)
+                state, summariser, fallback = await self._fold(state, pending)
             last = pending[-1].sequence if pending else row.last_folded_sequence
             if await self._repo.store_checkpoint(
-                thread_id, row.last_folded_sequence, last, state.to_json(), reason
+                thread_id, row.last_folded_sequence, last, state.to_json(), reason, summariser, fallback
             ):
-                return await self.summary(thread_id)
-        return await self.summary(thread_id)
+                return await self.summary(thread_id, caller)
+        return await self.summary(thread_id, caller)
 
-    async def summary(self, thread_id: str) -> Summary:
+    async def summary(self, thread_id: str, caller: str = "") -> Summary:
         thread_id = check_thread_id(thread_id)
-        row = await self._repo.get(thread_id)
-        if row is None:
-            raise NotFound(f"no handoff entries recorded for thread {thread_id!r}", thread_id=thread_id)
+        row = await self._row(thread_id, caller)
         return self._summary(row, await self._repo.pending_count(thread_id, row.last_folded_sequence))
 
     def _summary(self, row: HandoffSummaryRow, pending: int) -> Summary:
@@ -457,4 +550,6 @@ class HandoffDomain:
             pending_entries=pending,
             last_checkpoint_reason=row.last_checkpoint_reason,
             checkpoint_time=row.checkpoint_time,
+            summariser=row.summariser,
+            fallback_reason=row.fallback_reason,
         )

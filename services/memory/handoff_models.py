@@ -24,6 +24,13 @@ class HandoffSummaryRow(SQLModel, table=True):
     last_checkpoint_reason: int = 0
     checkpoint_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     update_time: datetime = Field(default_factory=utcnow)
+    # A conversation's summary belongs to its user (None: an agent thread's,
+    # shared by the project's agents); another user finds nothing.
+    owner_user_id: str | None = Field(default=None, max_length=128)
+    # Who folded the last checkpoint ("rules" or "model:<provider>/<model>"),
+    # and why the model did not when it was configured.
+    summariser: str = ""
+    fallback_reason: str = ""
 
 
 class HandoffPendingEntry(SQLModel, table=True):

@@ -28,18 +28,32 @@ class HandoffRepository:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
-    async def record(self, thread_id: str, entries: Sequence[HandoffPendingEntry]) -> tuple[int, int]:
+    async def record(
+        self, thread_id: str, entries: Sequence[HandoffPendingEntry], owner: str | None = None
+    ) -> tuple[int, int] | None:
         """Stores the entries not seen before (neither pending nor folded) in
-        one transaction, creating the thread's summary row on first use.
-        Returns (entries stored now, entries pending after)."""
+        one transaction, creating the thread's summary row on first use (owned
+        by ``owner`` when given). Returns (entries stored now, entries pending
+        after), or None when the row belongs to another user than ``owner``."""
         async with self._sessions() as session:
             await session.exec(
                 _insert(session, HandoffSummaryRow)
-                .values(thread_id=thread_id, state_json="{}", last_folded_sequence=0, update_time=utcnow())
+                .values(
+                    thread_id=thread_id,
+                    state_json="{}",
+                    last_folded_sequence=0,
+                    update_time=utcnow(),
+                    owner_user_id=owner,
+                    summariser="",
+                    fallback_reason="",
+                )
                 .on_conflict_do_nothing(index_elements=["thread_id"])
             )
             row = await session.get(HandoffSummaryRow, thread_id)
             assert row is not None
+            if row.owner_user_id is not None and row.owner_user_id != owner:
+                await session.rollback()
+                return None
             folded = row.last_folded_sequence
             fresh = [entry for entry in entries if entry.sequence > folded]
             stored = 0
@@ -74,7 +88,14 @@ class HandoffRepository:
             return int((await session.exec(query)).one())
 
     async def store_checkpoint(
-        self, thread_id: str, folded_before: int, folded_now: int, state_json: str, reason: int
+        self,
+        thread_id: str,
+        folded_before: int,
+        folded_now: int,
+        state_json: str,
+        reason: int,
+        summariser: str = "",
+        fallback_reason: str = "",
     ) -> bool:
         """Stores the folded state if the thread is still at ``folded_before``
         (False otherwise: another checkpoint won), and deletes the entries it
@@ -93,6 +114,8 @@ class HandoffRepository:
                     last_checkpoint_reason=reason,
                     checkpoint_time=now,
                     update_time=now,
+                    summariser=summariser,
+                    fallback_reason=fallback_reason,
                 )
             )
             if int(getattr(moved, "rowcount", 0) or 0) != 1:

@@ -24,6 +24,8 @@ def summary_to_proto(summary: Summary) -> handoff_pb2.HandoffSummary:
         pending_entries=summary.pending_entries,
         last_checkpoint_reason=summary.last_checkpoint_reason,  # type: ignore[arg-type]
         checkpoint_time=to_timestamp(summary.checkpoint_time),
+        summariser=summary.summariser,
+        fallback_reason=summary.fallback_reason,
     )
 
 
@@ -34,12 +36,12 @@ class HandoffServicer(handoff_service_pb2_grpc.HandoffServiceServicer):
     async def RecordHandoffEntries(
         self, request: pb.RecordHandoffEntriesRequest, context: grpc.aio.ServicerContext
     ) -> pb.RecordHandoffEntriesResponse:
-        caller_user(context)
+        caller = caller_user(context)
         entries = [
             HandoffEntry(e.sequence, e.author_agent_id, e.requester, e.correlation_id, e.kind, e.text)
             for e in request.entries
         ]
-        recorded = await self._domain.record(request.thread_id, entries)
+        recorded = await self._domain.record(request.thread_id, entries, caller, request.private)
         return pb.RecordHandoffEntriesResponse(
             recorded=recorded.recorded,
             checkpointed=recorded.checkpointed,
@@ -49,13 +51,13 @@ class HandoffServicer(handoff_service_pb2_grpc.HandoffServiceServicer):
     async def CheckpointHandoff(
         self, request: pb.CheckpointHandoffRequest, context: grpc.aio.ServicerContext
     ) -> pb.CheckpointHandoffResponse:
-        caller_user(context)
-        summary = await self._domain.checkpoint(request.thread_id, request.reason or CHECKPOINT_REQUEST)
+        summary = await self._domain.checkpoint(
+            request.thread_id, request.reason or CHECKPOINT_REQUEST, caller_user(context)
+        )
         return pb.CheckpointHandoffResponse(summary=summary_to_proto(summary))
 
     async def GetHandoffSummary(
         self, request: pb.GetHandoffSummaryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetHandoffSummaryResponse:
-        caller_user(context)
-        summary = await self._domain.summary(request.thread_id)
+        summary = await self._domain.summary(request.thread_id, caller_user(context))
         return pb.GetHandoffSummaryResponse(summary=summary_to_proto(summary))

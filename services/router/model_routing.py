@@ -43,6 +43,13 @@ AUTO = "auto"
 OFFLINE_PROVIDER = "offline"
 WEB_ONLY_NOTICE = "web-only model: the workspace context (pages, memory, connectors) is not sent to it"
 
+DEFAULT_CONTEXT_WINDOW = 128_000
+# Below this a model cannot hold the instruction layers and an answer.
+MIN_CONTEXT_WINDOW = 2048
+# The offline models' window (in words): small enough that a long offline
+# conversation shows the folding into a summary.
+OFFLINE_CONTEXT_WINDOW = 8192
+
 SHORT_FACTUAL_MAX_CHARS = 200
 LONG_REQUEST_MIN_CHARS = 600
 MIN_NUMBERED_LINES = 2
@@ -94,13 +101,23 @@ class ModelOption(BaseModel):
     web_only: bool = False
     # Auto avoids it unless the request is classified strong (§7.2).
     expensive: bool = False
+    # Input tokens the model takes: the engine fits a conversation's history
+    # into it. The default suits today's hosted models; a local model
+    # (Ollama's default context is 2,048 or 4,096) needs its own figure.
+    context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, ge=MIN_CONTEXT_WINDOW, le=10_000_000)
 
 
 _MODELS = TypeAdapter(list[ModelOption])
 
 DEFAULT_MODELS_JSON = json.dumps(
     [
-        {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
+        {
+            "id": f"offline-{p}",
+            "provider": "offline",
+            "model": f"switchboard-offline-{p}",
+            "profile": p,
+            "context_window": OFFLINE_CONTEXT_WINDOW,
+        }
         for p in ("fast", "balanced", "strong")
     ]
 )

@@ -87,6 +87,7 @@ def model_to_proto(option: ModelOption) -> router_pb2.ModelOption:
         profile=_PROFILES[option.profile],
         web_only=option.web_only,
         expensive=option.expensive,
+        context_window=option.context_window,
     )
 
 

@@ -80,6 +80,10 @@ class Entry(SQLModel, table=True):
     source: str = ""
     run_id: str = ""
     content: str = ""
+    # An assistant turn's tool calls ([{id, name, arguments}]), and a tool
+    # result's call id: a later run replays them in the provider's format.
+    tool_calls_json: str = "[]"
+    tool_call_id: str = ""
     # Idempotency: a retried AppendEntries with the same request_id writes nothing.
     request_id: str | None = Field(default=None, max_length=128)
     request_index: int = 0

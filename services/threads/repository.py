@@ -31,6 +31,8 @@ class NewEntry:
     source: str
     run_id: str
     content: str
+    tool_calls_json: str = "[]"
+    tool_call_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,8 @@ def entry_to_proto(entry: Entry) -> threads_pb2.Entry:
         run_id=entry.run_id,
         content=entry.content,
         create_time=to_timestamp(entry.create_time),
+        tool_calls=[threads_pb2.ToolCall(**call) for call in json.loads(entry.tool_calls_json or "[]")],
+        tool_call_id=entry.tool_call_id,
     )
 
 
@@ -267,6 +269,10 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
                 source=e.source,
                 run_id=e.run_id,
                 content=e.content,
+                tool_calls_json=json.dumps(
+                    [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in e.tool_calls]
+                ),
+                tool_call_id=e.tool_call_id,
             )
             for e in request.entries
         ]

@@ -6,6 +6,7 @@ official SDKs and a real socket, not by mocking a client object.
 Each request takes the next step of the script (then "ok" once it is empty):
 
 * ``"ok"``: the answer ``ANSWER``, one word per chunk, then usage;
+* ``"say:TEXT"``: the answer TEXT instead (a conversation whose turns differ);
 * ``"status:429"`` / ``"status:500"`` / ``"status:400"``: that HTTP error, with
   the API's own error body;
 * ``"cut:N"``: N words, then the connection drops mid-stream;
@@ -81,10 +82,14 @@ def _sse(data: dict[str, Any], event: str | None = None) -> bytes:
     return f"{head}data: {json.dumps(data)}\n\n".encode()
 
 
-def _words(count: int | None = None) -> list[str]:
-    words = ANSWER.split(" ")
+def _words(count: int | None = None, answer: str = ANSWER) -> list[str]:
+    words = answer.split(" ")
     words = words if count is None else words[:count]
     return [word if i == 0 else " " + word for i, word in enumerate(words)]
+
+
+def _answer(step: str) -> str:
+    return step[len("say:") :] if step.startswith("say:") else ANSWER
 
 
 def _status(step: str) -> int | None:
@@ -113,7 +118,7 @@ async def _openai_body(step: str, model: str) -> AsyncIterator[bytes]:
     else:
         cut = int(step.split(":")[1]) if step.startswith("cut:") else None
         pause = float(step.split(":")[1]) if step.startswith("slow:") else 0.0
-        for word in _words(cut):
+        for word in _words(cut, _answer(step)):
             yield chunk({"content": word})
             await asyncio.sleep(pause)
         if cut is not None:
@@ -172,12 +177,13 @@ async def _anthropic_body(step: str, model: str) -> AsyncIterator[bytes]:
         stop_reason = "tool_use"
     else:
         overloaded = step.startswith("overloaded")
-        limit = int(step.split(":")[1]) if ":" in step else (0 if overloaded else None)
+        limit = int(step.split(":")[1]) if ":" in step and not step.startswith("say:") else None
+        limit = 0 if overloaded and limit is None else limit
         block = {"type": "text", "text": ""}
         yield _sse(
             {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
         )
-        for word in _words(limit):
+        for word in _words(limit, _answer(step)):
             delta = {"type": "text_delta", "text": word}
             yield _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
             await asyncio.sleep(0)

@@ -20,7 +20,7 @@ from services.shared.bootstrap import RunningService
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
 from switchboard.engine.v1 import engine_service_pb2_grpc
-from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
+from switchboard.memory.v1 import handoff_service_pb2_grpc, memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 from tests.conftest import DatabaseFactory
@@ -33,6 +33,7 @@ class System:
     threads: threads_service_pb2_grpc.ThreadsServiceStub
     memory: memory_service_pb2_grpc.MemoryServiceStub
     pages: pages_service_pb2_grpc.PagesServiceStub
+    handoff: handoff_service_pb2_grpc.HandoffServiceStub
     router: router_service_pb2_grpc.RouterServiceStub
     database_urls: dict[str, str]
     services: dict[str, RunningService]
@@ -76,6 +77,7 @@ async def system(
             threads=threads_service_pb2_grpc.ThreadsServiceStub(threads_channel),
             memory=memory_service_pb2_grpc.MemoryServiceStub(memory_channel),
             pages=pages_service_pb2_grpc.PagesServiceStub(memory_channel),
+            handoff=handoff_service_pb2_grpc.HandoffServiceStub(memory_channel),
             router=router_service_pb2_grpc.RouterServiceStub(router_channel),
             database_urls=urls,
             services={"threads": threads, "memory": memory, "router": router, "engine": engine},

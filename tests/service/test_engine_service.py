@@ -98,8 +98,16 @@ async def test_a_run_streams_named_steps_and_is_recorded(sb: System) -> None:
         "instruction_page",
         "memory",
         "skills",
+        "project_context",
+        "live_state",
         "working_context",
+        "conversation_summary",
+        "history",
     ]
+    # The first message of a conversation: no earlier turn, no summary.
+    history = {layer.key: layer for layer in run.layers}["history"]
+    assert (history.present, history.item_count, history.size_tokens) == (False, 0, 0)
+    assert all(layer.size_tokens > 0 for layer in run.layers if layer.present)
     assert '"branch"' in run.router_decision_json
 
     entries = await sb.threads.ListEntries(

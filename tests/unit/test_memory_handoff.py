@@ -163,3 +163,46 @@ async def test_the_bound_holds_whatever_the_summariser_returns() -> None:
     rendered = render(state)
     assert len(rendered.text) <= HANDOFF_SUMMARY_MAX_CHARS
     assert header_positions(rendered.text) == sorted(header_positions(rendered.text))
+
+
+# Marked lines: agents mark decisions, blockers and objectives in their
+# words; the rules fill the sections from them, in English and French.
+
+
+async def test_marked_lines_fill_the_objective_decisions_and_blockers() -> None:
+    state = await fold(
+        entry(1, REQUEST, "Objective: ship the invoice export by Friday", "main", "c1"),
+        entry(
+            2,
+            ANSWER,
+            "Done.\nDecision: CSV with a semicolon separator\n- Blocker: the tax table is missing",
+            "main",
+            "c1",
+        ),
+    )
+    assert state.objective is not None and state.objective.text == "ship the invoice export by Friday"
+    assert [d.text for d in state.decisions] == ["CSV with a semicolon separator"]
+    assert [b.text for b in state.blockers] == ["the tax table is missing"]
+    text = render(state).text
+    for header, line in [
+        ("## Current objective", "ship the invoice export by Friday"),
+        ("## Recent decisions", "CSV with a semicolon separator"),
+        ("## Blockers", "the tax table is missing"),
+    ]:
+        assert line in text.split(header)[1].split("##")[0]
+
+
+async def test_french_markers_count_the_same() -> None:
+    state = await fold(
+        entry(1, REQUEST, "Objectif : livrer l'export vendredi", "main", "c1"),
+        entry(2, ANSWER, "**Décision :** séparateur point-virgule\nBloqué : la table manque", "", "c1"),
+        entry(3, ANSWER, "Débloqué : la table est arrivée", "", "c1"),
+    )
+    assert state.objective is not None and state.objective.text == "livrer l'export vendredi"
+    assert [d.text for d in state.decisions] == ["séparateur point-virgule"]
+    assert state.blockers == ()  # lifted by the correlated "Débloqué"
+
+
+async def test_words_that_only_look_like_markers_change_nothing() -> None:
+    state = await fold(entry(1, NOTE, "Decisions are hard.\nThe blocker list: none\nbut: no", "", "c1"))
+    assert state == SummaryState()

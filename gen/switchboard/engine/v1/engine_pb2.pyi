@@ -166,26 +166,51 @@ Global___SourceRef: _TypeAlias = SourceRef  # noqa: Y015
 
 @_typing.final
 class InstructionLayer(_message.Message):
-    """One instruction layer as assembled for the run, logged with presence and size."""
+    """One part of what the run's model received, in the order it was sent
+    (product_system, instruction_page, memory, skills, working_context,
+    project_context, live_state, conversation_summary, history), logged with
+    presence and size. Nothing is left out of a prompt without a layer saying so.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     KEY_FIELD_NUMBER: _builtins.int
     PRESENT_FIELD_NUMBER: _builtins.int
     SIZE_CHARS_FIELD_NUMBER: _builtins.int
+    SIZE_TOKENS_FIELD_NUMBER: _builtins.int
+    ITEM_COUNT_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    """Which part this is."""
     present: _builtins.bool
+    """Whether the part reached the model."""
     size_chars: _builtins.int
+    """Its size in characters, as sent."""
+    size_tokens: _builtins.int
+    """Its size in tokens: the model's tokenizer where one ships in a package,
+    else the engine's documented estimate.
+    """
+    item_count: _builtins.int
+    """How many items it holds: turns for `history`, notes for `memory`,
+    folded turns for `conversation_summary`.
+    """
+    note: _builtins.str
+    """Why a part is absent or cut: "memory is off for this conversation",
+    "6 older turns folded into the summary", "cut to its budget".
+    """
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
         present: _builtins.bool = ...,
         size_chars: _builtins.int = ...,
+        size_tokens: _builtins.int = ...,
+        item_count: _builtins.int = ...,
+        note: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "present", b"present", "size_chars", b"size_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["item_count", b"item_count", "key", b"key", "note", b"note", "present", b"present", "size_chars", b"size_chars", "size_tokens", b"size_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,21 +25,21 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#switchboard/memory/v1/handoff.proto\x12\x15switchboard.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x01\n\x0cHandoffEntry\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x17\n\x0f\x61uthor_agent_id\x18\x02 \x01(\t\x12\x11\n\trequester\x18\x03 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\t\x12\x35\n\x04kind\x18\x05 \x01(\x0e\x32\'.switchboard.memory.v1.HandoffEntryKind\x12\x0c\n\x04text\x18\x06 \x01(\t\"E\n\x0eHandoffSection\x12\r\n\x05title\x18\x01 \x01(\t\x12\r\n\x05lines\x18\x02 \x03(\t\x12\x15\n\rtrimmed_lines\x18\x03 \x01(\x05\"\xa6\x02\n\x0eHandoffSummary\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x37\n\x08sections\x18\x02 \x03(\x0b\x32%.switchboard.memory.v1.HandoffSection\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x1c\n\x14last_folded_sequence\x18\x04 \x01(\x03\x12\x17\n\x0fpending_entries\x18\x05 \x01(\x03\x12N\n\x16last_checkpoint_reason\x18\x06 \x01(\x0e\x32..switchboard.memory.v1.HandoffCheckpointReason\x12\x33\n\x0f\x63heckpoint_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\x97\x02\n\x10HandoffEntryKind\x12\"\n\x1eHANDOFF_ENTRY_KIND_UNSPECIFIED\x10\x00\x12 \n\x1cHANDOFF_ENTRY_KIND_OBJECTIVE\x10\x01\x12\x1e\n\x1aHANDOFF_ENTRY_KIND_REQUEST\x10\x02\x12\x1d\n\x19HANDOFF_ENTRY_KIND_ANSWER\x10\x03\x12\x1f\n\x1bHANDOFF_ENTRY_KIND_DECISION\x10\x04\x12\x1e\n\x1aHANDOFF_ENTRY_KIND_BLOCKER\x10\x05\x12 \n\x1cHANDOFF_ENTRY_KIND_UNBLOCKED\x10\x06\x12\x1b\n\x17HANDOFF_ENTRY_KIND_NOTE\x10\x07*\xba\x01\n\x17HandoffCheckpointReason\x12)\n%HANDOFF_CHECKPOINT_REASON_UNSPECIFIED\x10\x00\x12%\n!HANDOFF_CHECKPOINT_REASON_ENTRIES\x10\x01\x12&\n\"HANDOFF_CHECKPOINT_REASON_ROTATION\x10\x02\x12%\n!HANDOFF_CHECKPOINT_REASON_REQUEST\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#switchboard/memory/v1/handoff.proto\x12\x15switchboard.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x01\n\x0cHandoffEntry\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x17\n\x0f\x61uthor_agent_id\x18\x02 \x01(\t\x12\x11\n\trequester\x18\x03 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\t\x12\x35\n\x04kind\x18\x05 \x01(\x0e\x32\'.switchboard.memory.v1.HandoffEntryKind\x12\x0c\n\x04text\x18\x06 \x01(\t\"E\n\x0eHandoffSection\x12\r\n\x05title\x18\x01 \x01(\t\x12\r\n\x05lines\x18\x02 \x03(\t\x12\x15\n\rtrimmed_lines\x18\x03 \x01(\x05\"\xd3\x02\n\x0eHandoffSummary\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x37\n\x08sections\x18\x02 \x03(\x0b\x32%.switchboard.memory.v1.HandoffSection\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x1c\n\x14last_folded_sequence\x18\x04 \x01(\x03\x12\x17\n\x0fpending_entries\x18\x05 \x01(\x03\x12N\n\x16last_checkpoint_reason\x18\x06 \x01(\x0e\x32..switchboard.memory.v1.HandoffCheckpointReason\x12\x33\n\x0f\x63heckpoint_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nsummariser\x18\x08 \x01(\t\x12\x17\n\x0f\x66\x61llback_reason\x18\t \x01(\t*\x97\x02\n\x10HandoffEntryKind\x12\"\n\x1eHANDOFF_ENTRY_KIND_UNSPECIFIED\x10\x00\x12 \n\x1cHANDOFF_ENTRY_KIND_OBJECTIVE\x10\x01\x12\x1e\n\x1aHANDOFF_ENTRY_KIND_REQUEST\x10\x02\x12\x1d\n\x19HANDOFF_ENTRY_KIND_ANSWER\x10\x03\x12\x1f\n\x1bHANDOFF_ENTRY_KIND_DECISION\x10\x04\x12\x1e\n\x1aHANDOFF_ENTRY_KIND_BLOCKER\x10\x05\x12 \n\x1cHANDOFF_ENTRY_KIND_UNBLOCKED\x10\x06\x12\x1b\n\x17HANDOFF_ENTRY_KIND_NOTE\x10\x07*\xba\x01\n\x17HandoffCheckpointReason\x12)\n%HANDOFF_CHECKPOINT_REASON_UNSPECIFIED\x10\x00\x12%\n!HANDOFF_CHECKPOINT_REASON_ENTRIES\x10\x01\x12&\n\"HANDOFF_CHECKPOINT_REASON_ROTATION\x10\x02\x12%\n!HANDOFF_CHECKPOINT_REASON_REQUEST\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.memory.v1.handoff_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HANDOFFENTRYKIND']._serialized_start=636
-  _globals['_HANDOFFENTRYKIND']._serialized_end=915
-  _globals['_HANDOFFCHECKPOINTREASON']._serialized_start=918
-  _globals['_HANDOFFCHECKPOINTREASON']._serialized_end=1104
+  _globals['_HANDOFFENTRYKIND']._serialized_start=681
+  _globals['_HANDOFFENTRYKIND']._serialized_end=960
+  _globals['_HANDOFFCHECKPOINTREASON']._serialized_start=963
+  _globals['_HANDOFFCHECKPOINTREASON']._serialized_end=1149
   _globals['_HANDOFFENTRY']._serialized_start=96
   _globals['_HANDOFFENTRY']._serialized_end=265
   _globals['_HANDOFFSECTION']._serialized_start=267
   _globals['_HANDOFFSECTION']._serialized_end=336
   _globals['_HANDOFFSUMMARY']._serialized_start=339
-  _globals['_HANDOFFSUMMARY']._serialized_end=633
+  _globals['_HANDOFFSUMMARY']._serialized_end=678
 # @@protoc_insertion_point(module_scope)

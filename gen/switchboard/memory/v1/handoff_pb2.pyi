@@ -167,6 +167,8 @@ class HandoffSummary(_message.Message):
     PENDING_ENTRIES_FIELD_NUMBER: _builtins.int
     LAST_CHECKPOINT_REASON_FIELD_NUMBER: _builtins.int
     CHECKPOINT_TIME_FIELD_NUMBER: _builtins.int
+    SUMMARISER_FIELD_NUMBER: _builtins.int
+    FALLBACK_REASON_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     text: _builtins.str
     last_folded_sequence: _builtins.int
@@ -174,6 +176,14 @@ class HandoffSummary(_message.Message):
     pending_entries: _builtins.int
     """Entries recorded but not folded yet."""
     last_checkpoint_reason: Global___HandoffCheckpointReason.ValueType
+    summariser: _builtins.str
+    """Who folded the last checkpoint: "rules" (the deterministic summariser)
+    or "model:<provider>/<model>" (the configured summary model).
+    """
+    fallback_reason: _builtins.str
+    """Set when the summary model was configured but failed on the last
+    checkpoint and the rules folded instead: what went wrong.
+    """
     @_builtins.property
     def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___HandoffSection]: ...
     @_builtins.property
@@ -188,10 +198,12 @@ class HandoffSummary(_message.Message):
         pending_entries: _builtins.int = ...,
         last_checkpoint_reason: Global___HandoffCheckpointReason.ValueType = ...,
         checkpoint_time: _timestamp_pb2.Timestamp | None = ...,
+        summariser: _builtins.str = ...,
+        fallback_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint_time", b"checkpoint_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_time", b"checkpoint_time", "last_checkpoint_reason", b"last_checkpoint_reason", "last_folded_sequence", b"last_folded_sequence", "pending_entries", b"pending_entries", "sections", b"sections", "text", b"text", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_time", b"checkpoint_time", "fallback_reason", b"fallback_reason", "last_checkpoint_reason", b"last_checkpoint_reason", "last_folded_sequence", b"last_folded_sequence", "pending_entries", b"pending_entries", "sections", b"sections", "summariser", b"summariser", "text", b"text", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

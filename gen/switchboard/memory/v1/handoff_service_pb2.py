@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from switchboard.memory.v1 import handoff_pb2 as switchboard_dot_memory_dot_v1_dot_handoff__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+switchboard/memory/v1/handoff_service.proto\x12\x15switchboard.memory.v1\x1a#switchboard/memory/v1/handoff.proto\"f\n\x1bRecordHandoffEntriesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x34\n\x07\x65ntries\x18\x02 \x03(\x0b\x32#.switchboard.memory.v1.HandoffEntry\"~\n\x1cRecordHandoffEntriesResponse\x12\x10\n\x08recorded\x18\x01 \x01(\x05\x12\x14\n\x0c\x63heckpointed\x18\x02 \x01(\x08\x12\x36\n\x07summary\x18\x03 \x01(\x0b\x32%.switchboard.memory.v1.HandoffSummary\"m\n\x18\x43heckpointHandoffRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12>\n\x06reason\x18\x02 \x01(\x0e\x32..switchboard.memory.v1.HandoffCheckpointReason\"S\n\x19\x43heckpointHandoffResponse\x12\x36\n\x07summary\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.HandoffSummary\"-\n\x18GetHandoffSummaryRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"S\n\x19GetHandoffSummaryResponse\x12\x36\n\x07summary\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.HandoffSummary2\x81\x03\n\x0eHandoffService\x12\x7f\n\x14RecordHandoffEntries\x12\x32.switchboard.memory.v1.RecordHandoffEntriesRequest\x1a\x33.switchboard.memory.v1.RecordHandoffEntriesResponse\x12v\n\x11\x43heckpointHandoff\x12/.switchboard.memory.v1.CheckpointHandoffRequest\x1a\x30.switchboard.memory.v1.CheckpointHandoffResponse\x12v\n\x11GetHandoffSummary\x12/.switchboard.memory.v1.GetHandoffSummaryRequest\x1a\x30.switchboard.memory.v1.GetHandoffSummaryResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+switchboard/memory/v1/handoff_service.proto\x12\x15switchboard.memory.v1\x1a#switchboard/memory/v1/handoff.proto\"w\n\x1bRecordHandoffEntriesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x34\n\x07\x65ntries\x18\x02 \x03(\x0b\x32#.switchboard.memory.v1.HandoffEntry\x12\x0f\n\x07private\x18\x03 \x01(\x08\"~\n\x1cRecordHandoffEntriesResponse\x12\x10\n\x08recorded\x18\x01 \x01(\x05\x12\x14\n\x0c\x63heckpointed\x18\x02 \x01(\x08\x12\x36\n\x07summary\x18\x03 \x01(\x0b\x32%.switchboard.memory.v1.HandoffSummary\"m\n\x18\x43heckpointHandoffRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12>\n\x06reason\x18\x02 \x01(\x0e\x32..switchboard.memory.v1.HandoffCheckpointReason\"S\n\x19\x43heckpointHandoffResponse\x12\x36\n\x07summary\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.HandoffSummary\"-\n\x18GetHandoffSummaryRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"S\n\x19GetHandoffSummaryResponse\x12\x36\n\x07summary\x18\x01 \x01(\x0b\x32%.switchboard.memory.v1.HandoffSummary2\x81\x03\n\x0eHandoffService\x12\x7f\n\x14RecordHandoffEntries\x12\x32.switchboard.memory.v1.RecordHandoffEntriesRequest\x1a\x33.switchboard.memory.v1.RecordHandoffEntriesResponse\x12v\n\x11\x43heckpointHandoff\x12/.switchboard.memory.v1.CheckpointHandoffRequest\x1a\x30.switchboard.memory.v1.CheckpointHandoffResponse\x12v\n\x11GetHandoffSummary\x12/.switchboard.memory.v1.GetHandoffSummaryRequest\x1a\x30.switchboard.memory.v1.GetHandoffSummaryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.memory.v1.hando
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RECORDHANDOFFENTRIESREQUEST']._serialized_start=107
-  _globals['_RECORDHANDOFFENTRIESREQUEST']._serialized_end=209
-  _globals['_RECORDHANDOFFENTRIESRESPONSE']._serialized_start=211
-  _globals['_RECORDHANDOFFENTRIESRESPONSE']._serialized_end=337
-  _globals['_CHECKPOINTHANDOFFREQUEST']._serialized_start=339
-  _globals['_CHECKPOINTHANDOFFREQUEST']._serialized_end=448
-  _globals['_CHECKPOINTHANDOFFRESPONSE']._serialized_start=450
-  _globals['_CHECKPOINTHANDOFFRESPONSE']._serialized_end=533
-  _globals['_GETHANDOFFSUMMARYREQUEST']._serialized_start=535
-  _globals['_GETHANDOFFSUMMARYREQUEST']._serialized_end=580
-  _globals['_GETHANDOFFSUMMARYRESPONSE']._serialized_start=582
-  _globals['_GETHANDOFFSUMMARYRESPONSE']._serialized_end=665
-  _globals['_HANDOFFSERVICE']._serialized_start=668
-  _globals['_HANDOFFSERVICE']._serialized_end=1053
+  _globals['_RECORDHANDOFFENTRIESREQUEST']._serialized_end=226
+  _globals['_RECORDHANDOFFENTRIESRESPONSE']._serialized_start=228
+  _globals['_RECORDHANDOFFENTRIESRESPONSE']._serialized_end=354
+  _globals['_CHECKPOINTHANDOFFREQUEST']._serialized_start=356
+  _globals['_CHECKPOINTHANDOFFREQUEST']._serialized_end=465
+  _globals['_CHECKPOINTHANDOFFRESPONSE']._serialized_start=467
+  _globals['_CHECKPOINTHANDOFFRESPONSE']._serialized_end=550
+  _globals['_GETHANDOFFSUMMARYREQUEST']._serialized_start=552
+  _globals['_GETHANDOFFSUMMARYREQUEST']._serialized_end=597
+  _globals['_GETHANDOFFSUMMARYRESPONSE']._serialized_start=599
+  _globals['_GETHANDOFFSUMMARYRESPONSE']._serialized_end=682
+  _globals['_HANDOFFSERVICE']._serialized_start=685
+  _globals['_HANDOFFSERVICE']._serialized_end=1070
 # @@protoc_insertion_point(module_scope)

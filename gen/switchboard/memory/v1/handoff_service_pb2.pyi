@@ -25,7 +25,12 @@ class RecordHandoffEntriesRequest(_message.Message):
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
+    PRIVATE_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    private: _builtins.bool
+    """The thread is the caller's own (a conversation): its summary becomes
+    private to the caller, and another user reading it finds nothing.
+    """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[_handoff_pb2.HandoffEntry]: ...
     def __init__(
@@ -33,10 +38,11 @@ class RecordHandoffEntriesRequest(_message.Message):
         *,
         thread_id: _builtins.str = ...,
         entries: _abc.Iterable[_handoff_pb2.HandoffEntry] | None = ...,
+        private: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "private", b"private", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -266,6 +266,7 @@ class ModelOption(_message.Message):
     PROFILE_FIELD_NUMBER: _builtins.int
     WEB_ONLY_FIELD_NUMBER: _builtins.int
     EXPENSIVE_FIELD_NUMBER: _builtins.int
+    CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     provider: _builtins.str
     model: _builtins.str
@@ -274,6 +275,10 @@ class ModelOption(_message.Message):
     """The model receives no workspace context (seed 002 P2-T10)."""
     expensive: _builtins.bool
     """Auto avoids it unless the request is classified strong (seed 002 §7.2)."""
+    context_window: _builtins.int
+    """The most input tokens the model takes: the engine fits a conversation's
+    history into it (older turns folded into a summary).
+    """
     def __init__(
         self,
         *,
@@ -283,10 +288,11 @@ class ModelOption(_message.Message):
         profile: Global___ModelProfile.ValueType = ...,
         web_only: _builtins.bool = ...,
         expensive: _builtins.bool = ...,
+        context_window: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expensive", b"expensive", "id", b"id", "model", b"model", "profile", b"profile", "provider", b"provider", "web_only", b"web_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "expensive", b"expensive", "id", b"id", "model", b"model", "profile", b"profile", "provider", b"provider", "web_only", b"web_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -168,23 +168,36 @@ class AllowedSources(_message.Message):
     WORKSPACE_FIELD_NUMBER: _builtins.int
     CONNECTORS_FIELD_NUMBER: _builtins.int
     MCP_SERVERS_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
     workspace: _builtins.bool
+    """Workspace pages the user can read."""
+    memory: _builtins.bool
+    """Durable memory recall; unset means on. Off: runs recall no notes, and
+    the run record says so.
+    """
     @_builtins.property
-    def connectors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def connectors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Connectors (by name) the runs may call."""
+
     @_builtins.property
-    def mcp_servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def mcp_servers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """MCP servers (by name) the runs may call."""
+
     def __init__(
         self,
         *,
         workspace: _builtins.bool = ...,
         connectors: _abc.Iterable[_builtins.str] | None = ...,
         mcp_servers: _abc.Iterable[_builtins.str] | None = ...,
+        memory: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_memory", b"_memory", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["connectors", b"connectors", "mcp_servers", b"mcp_servers", "workspace", b"workspace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_memory", b"_memory", "connectors", b"connectors", "mcp_servers", b"mcp_servers", "memory", b"memory", "workspace", b"workspace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__memory: _TypeAlias = _typing.Literal["memory"]  # noqa: Y015
+    _WhichOneofArgType__memory: _TypeAlias = _typing.Literal["_memory", b"_memory"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__memory) -> _WhichOneofReturnType__memory | None: ...
 
 Global___AllowedSources: _TypeAlias = AllowedSources  # noqa: Y015
 
@@ -335,6 +348,8 @@ class Entry(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
+    TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     thread_id: _builtins.str
     sequence: _builtins.int
@@ -347,8 +362,16 @@ class Entry(_message.Message):
     """Where the entry came from: "user", "engine", "agent:<id>"..."""
     run_id: _builtins.str
     content: _builtins.str
+    tool_call_id: _builtins.str
+    """A ROLE_TOOL entry: the id of the call whose result `content` holds."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
+        """An assistant entry that called tools: the calls, in order (its content
+        is the text the model wrote before them, often empty).
+        """
+
     def __init__(
         self,
         *,
@@ -363,14 +386,48 @@ class Entry(_message.Message):
         run_id: _builtins.str = ...,
         content: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
+        tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
+        tool_call_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "correlation_id", b"correlation_id", "create_time", b"create_time", "id", b"id", "requester", b"requester", "role", b"role", "run_id", b"run_id", "sequence", b"sequence", "source", b"source", "target", b"target", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "correlation_id", b"correlation_id", "create_time", b"create_time", "id", b"id", "requester", b"requester", "role", b"role", "run_id", b"run_id", "sequence", b"sequence", "source", b"source", "target", b"target", "thread_id", b"thread_id", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Entry: _TypeAlias = Entry  # noqa: Y015
+
+@_typing.final
+class ToolCall(_message.Message):
+    """One tool call a model made, kept so that a later run replays the turn to
+    the model in the provider's own format.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The provider's id of the call."""
+    name: _builtins.str
+    """The tool's name."""
+    arguments: _builtins.str
+    """The arguments as the JSON text the model wrote."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        arguments: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "id", b"id", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolCall: _TypeAlias = ToolCall  # noqa: Y015
 
 @_typing.final
 class Segment(_message.Message):

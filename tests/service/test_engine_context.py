@@ -1,0 +1,297 @@
+"""What a chat run's model receives, proven on the wire: a recording
+OpenAI-compatible server and a recording Anthropic server (tests/fakes/
+llm_server.py) keep every request the engine's providers sent, and these
+tests assert its messages, in order, its tools and its parameters.
+
+The order (docs/architecture.md, "What a run's model receives"): the
+instruction layers as the system prompt (with the conversation's summary
+last when older turns were folded), the conversation's earlier turns oldest
+first (tool calls and results in the provider's own format), then the
+current message."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from services.engine.instructions import PRODUCT_SYSTEM
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
+from tests.conftest import DatabaseFactory
+from tests.fakes.llm_server import FakeServer, anthropic_app, openai_app, serve
+from tests.service.harness import as_user
+from tests.service.system import System, collect, system
+
+KINDS = ["openai", "anthropic"]
+SMALL_WINDOW = 2048
+ALICE = as_user("alice")
+
+
+@pytest.fixture(params=KINDS)
+def fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, FakeServer]]:
+    kind = str(request.param)
+    with serve(openai_app if kind == "openai" else anthropic_app) as server:
+        yield kind, server
+
+
+@pytest.fixture
+async def remote(make_database: DatabaseFactory, fake: tuple[str, FakeServer]) -> AsyncIterator[Any]:
+    kind, server = fake
+    base = f"{server.url}/v1" if kind == "openai" else server.url
+    providers = [{"name": "remote", "kind": kind, "base_url": base, "max_output_tokens": 300}]
+    models = [
+        {"id": "remote-model", "provider": "remote", "model": "model-x", "profile": "balanced"},
+        {
+            "id": "small-model",
+            "provider": "remote",
+            "model": "model-small",
+            "profile": "fast",
+            "context_window": SMALL_WINDOW,
+        },
+    ]
+    async with system(
+        make_database,
+        providers_json=json.dumps(providers),
+        router_settings={"models_json": json.dumps(models), "arbitration_enabled": False},
+    ) as sb:
+        yield kind, sb, server
+
+
+async def conversation(sb: System, **allowed: Any) -> str:
+    request = threads_service_pb2.CreateConversationRequest()
+    if allowed:
+        request.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**allowed))
+    return str((await sb.threads.CreateConversation(request, **ALICE)).conversation.id)
+
+
+async def send(
+    sb: System, conversation_id: str, text: str, model: str = "remote-model"
+) -> list[engine_pb2.RunEvent]:
+    request = engine_service_pb2.StartRunRequest(
+        conversation_id=conversation_id, message=text, requested_model=model, surface=engine_pb2.SURFACE_CHAT
+    )
+    events = await collect(sb.engine.StartRun(request, metadata=ALICE["metadata"], timeout=60))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    return events
+
+
+async def run_record(sb: System, events: list[engine_pb2.RunEvent]) -> engine_pb2.Run:
+    request = engine_service_pb2.GetRunRequest(run_id=events[0].run_id)
+    return (await sb.engine.GetRun(request, **ALICE)).run
+
+
+def layers(run: engine_pb2.Run) -> dict[str, engine_pb2.InstructionLayer]:
+    return {layer.key: layer for layer in run.layers}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block["text"] for block in content if block["type"] == "text")
+
+
+def received(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (role, text) of every message a text-only request carried, the
+    system prompt first, whatever the wire format."""
+    if kind == "anthropic":
+        return [("system", body["system"])] + [(m["role"], _text(m["content"])) for m in body["messages"]]
+    return [(m["role"], _text(m["content"])) for m in body["messages"]]
+
+
+def system_prompt(kind: str, body: dict[str, Any]) -> str:
+    return received(kind, body)[0][1]
+
+
+async def test_each_turn_gets_every_earlier_turn_in_order_at_turns_1_2_and_30(remote: Any) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    seen: dict[int, dict[str, Any]] = {}
+    for turn in range(1, 31):
+        server.script.steps = [f"say:Answer number {turn}."]
+        await send(sb, chat, f"Question number {turn}?")
+        seen[turn] = server.script.requests[-1]
+
+    def expected(turn: int) -> list[tuple[str, str]]:
+        earlier = [
+            pair
+            for n in range(1, turn)
+            for pair in (("user", f"Question number {n}?"), ("assistant", f"Answer number {n}."))
+        ]
+        return [("system", PRODUCT_SYSTEM), *earlier, ("user", f"Question number {turn}?")]
+
+    for turn in (1, 2, 30):
+        assert received(kind, seen[turn]) == expected(turn), turn
+        body = seen[turn]
+        assert body["model"] == "model-x" and body["stream"] is True and body["max_tokens"] == 300
+        # A new conversation allows the workspace: its tools and the write tools.
+        names = sorted((tool.get("function") or tool)["name"] for tool in body["tools"])
+        assert names == ["ask_agent", "read_page", "save_note", "search_workspace"]
+
+
+async def test_the_record_logs_history_turns_and_tokens(remote: Any) -> None:
+    _, sb, server = remote
+    chat = await conversation(sb)
+    await send(sb, chat, "First question?")
+    events = await send(sb, chat, "Second question?")
+    record = layers(await run_record(sb, events))
+    history = record["history"]
+    assert history.present and history.item_count == 1 and history.size_tokens > 0
+    assert not record["conversation_summary"].present and record["conversation_summary"].item_count == 0
+
+
+async def test_a_french_conversation_reaches_the_model_word_for_word(remote: Any) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    server.script.steps = ["say:La facture Dupont est prête, envoyée à « compta@exemple.fr »."]
+    await send(sb, chat, "Prépare la facture du client Dupont, s'il te plaît : échéance mardi.")
+    await send(sb, chat, "Et à qui l'as-tu envoyée ?")
+    assert received(kind, server.script.requests[-1])[1:] == [
+        ("user", "Prépare la facture du client Dupont, s'il te plaît : échéance mardi."),
+        ("assistant", "La facture Dupont est prête, envoyée à « compta@exemple.fr »."),
+        ("user", "Et à qui l'as-tu envoyée ?"),
+    ]
+
+
+async def test_tool_turns_are_replayed_in_each_providers_format(remote: Any) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    note = json.dumps({"kind": "fact", "title": "Deploy window", "body": "the deploy window is Tuesday"})
+    server.script.steps = [f"tool:save_note:{note}", "say:Saved."]
+    await send(sb, chat, "Save a note: the deploy window is Tuesday")
+    tool_result = server.script.requests[1]  # the model's second call, with the result
+    await send(sb, chat, "What did you save?")
+    body = server.script.requests[-1]
+    messages = body["messages"]
+    if kind == "openai":
+        result = tool_result["messages"][-1]
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+        assert messages[2]["tool_calls"] == [
+            {"id": "call_1", "type": "function", "function": {"name": "save_note", "arguments": note}}
+        ]
+        assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": result["content"]}
+        assert messages[4]["content"] == "Saved." and messages[5]["content"] == "What did you save?"
+    else:
+        result = tool_result["messages"][-1]["content"][0]
+        assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+        assert messages[1]["content"] == [
+            {"type": "tool_use", "id": "toolu_1", "name": "save_note", "input": json.loads(note)}
+        ]
+        assert messages[2]["content"] == [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": result["content"]}
+        ]
+        assert _text(messages[3]["content"]) == "Saved." and messages[4]["content"] == "What did you save?"
+    assert 'status="ok"' in result["content"]  # the real result of the tool, as first sent
+
+
+async def test_over_budget_the_oldest_turns_fold_into_a_private_persisted_summary(remote: Any) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    filler = " ".join(["context"] * 120)  # about 200 tokens a message on either counter
+    texts = [f"Objective: ship the invoice export by Friday. {filler}"] + [
+        f"Step {n}: {filler}" for n in range(2, 13)
+    ]
+    for n, text in enumerate(texts, start=1):
+        server.script.steps = [f"say:Done with step {n}."]
+        events = await send(sb, chat, text, model="small-model")
+    body = server.script.requests[-1]
+    got = received(kind, body)
+    system = got[0][1]
+    # The summary closes the system prompt; its sections keep the objective.
+    assert "# Earlier in this conversation" in system and "ship the invoice export by Friday" in system
+    assert "## Current objective" in system
+    # Then the most recent turns, contiguous and complete, then the message.
+    assert got[-1] == ("user", texts[-1])
+    kept = got[1:-1]
+    assert len(kept) % 2 == 0 and kept, got
+    first_kept = int(kept[0][1].split(":")[0].removeprefix("Step "))
+    assert kept == [
+        pair
+        for n in range(first_kept, len(texts))
+        for pair in (("user", texts[n - 1]), ("assistant", f"Done with step {n}."))
+    ]
+    assert first_kept > 2  # the oldest turns were folded, not sent
+    record = layers(await run_record(sb, events))
+    assert record["history"].item_count == len(kept) // 2
+    assert record["conversation_summary"].present
+    # Folding is incremental and persisted: the summary covers what is not sent.
+    stub = sb.handoff
+    summary = await stub.GetHandoffSummary(
+        handoff_service_pb2.GetHandoffSummaryRequest(thread_id=chat), **ALICE
+    )
+    assert summary.summary.summariser == "rules" and summary.summary.last_folded_sequence >= 2
+    # A conversation's summary is its user's alone.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.GetHandoffSummary(
+            handoff_service_pb2.GetHandoffSummaryRequest(thread_id=chat), **as_user("bob")
+        )
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_french_objective_survives_the_fold(remote: Any) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    filler = " ".join(["contexte"] * 120)
+    texts = [f"Objectif : livrer l'export des factures vendredi. {filler}"] + [
+        f"Étape {n} : {filler}" for n in range(2, 13)
+    ]
+    for text in texts:
+        await send(sb, chat, text, model="small-model")
+    system = system_prompt(kind, server.script.requests[-1])
+    assert "livrer l'export des factures vendredi" in system.split("# Earlier in this conversation")[1]
+
+
+async def test_a_conversation_longer_than_any_budget_still_runs(remote: Any) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    huge = " ".join(["word"] * 1500)  # one message alone nearly fills the small window
+    for _ in range(3):
+        events = await send(sb, chat, huge, model="small-model")
+    assert events[-1].final.text
+    got = received(kind, server.script.requests[-1])
+    assert got[-1] == ("user", huge) and all(role != "assistant" for role, _ in got)
+    record = layers(await run_record(sb, events))
+    assert record["history"].item_count == 0 and record["conversation_summary"].present
+
+
+async def test_memory_switched_off_sends_no_recall_and_says_so(remote: Any) -> None:
+    kind, sb, server = remote
+    note = memory_pb2.Note(
+        kind=memory_pb2.NOTE_KIND_FACT, title="Deploy window", body="The deploy window is Tuesday at noon"
+    )
+    await sb.memory.CreateNote(memory_service_pb2.CreateNoteRequest(note=note), **ALICE)
+    remembering = await conversation(sb)
+    await send(sb, remembering, "When is the deploy window?")
+    assert "The deploy window is Tuesday at noon" in system_prompt(kind, server.script.requests[-1])
+    forgetting = await conversation(sb, memory=False)
+    events = await send(sb, forgetting, "When is the deploy window?")
+    assert "Tuesday" not in system_prompt(kind, server.script.requests[-1])
+    memory = layers(await run_record(sb, events))["memory"]
+    assert not memory.present and memory.note == "memory is off for this conversation"
+
+
+async def test_chat_runs_get_the_project_context_and_live_state(remote: Any) -> None:
+    kind, sb, server = remote
+    await sb.memory.UpdateProjectContext(
+        memory_service_pb2.UpdateProjectContextRequest(
+            context=memory_pb2.ProjectContext(project_id="default", body="Toujours répondre en français.")
+        ),
+        **ALICE,
+    )
+    await sb.memory.SetLiveState(
+        memory_service_pb2.SetLiveStateRequest(
+            project_id="default", agent_id="qa", activity="testing invoices"
+        ),
+        **ALICE,
+    )
+    events = await send(sb, await conversation(sb), "What is QA doing?")
+    system = system_prompt(kind, server.script.requests[-1])
+    assert "# Project context" in system and "Toujours répondre en français." in system
+    assert "# Live state" in system and "- qa: testing invoices" in system
+    assert system.index("# Project context") < system.index("# Live state")
+    record = layers(await run_record(sb, events))
+    assert record["project_context"].present and record["live_state"].item_count == 1
