@@ -48,13 +48,32 @@ def native_session_id(provider: str, thread_id: str) -> str:
     return f"{provider}:{thread_id}"
 
 
+# What an asked agent is told besides its persona: it works in a team, and
+# marks what the handoff summary must keep (the summariser reads the marks).
+AGENT_SYSTEM = (
+    "You are one agent of a team working on a shared project; other agents ask you questions "
+    "on your thread. Answer the question you are asked, concisely.\n"
+    "When your answer settles something, put it on a line of its own that starts with "
+    '"Decision:"; something that blocks the work with "Blocker:"; a blocker that is lifted with '
+    '"Unblocked:"; and a change of what the work is for with "Objective:". These lines are '
+    "kept in the handoff summary that your successor (or another model) starts from."
+)
+
+
 def transcript_lines(entries: list[threads_pb2.Entry]) -> list[str]:
+    """The thread's entries as the model reads them, each saying who spoke:
+    a question is "main asked qa", its answer "qa answered main"."""
     lines = []
     for entry in entries:
         content = " ".join(entry.content.split())
         if len(content) > MAX_TAIL_ENTRY_CHARS:
             content = content[:MAX_TAIL_ENTRY_CHARS] + " …"
-        lines.append(f"- [thread] {entry.requester} → {entry.target}: {content}")
+        if entry.role == threads_pb2.ROLE_ASSISTANT:
+            who = f"{entry.target} answered {entry.requester}"
+        else:
+            who = f"{entry.requester} asked {entry.target}"
+        tag = f", correlation {entry.correlation_id}" if entry.correlation_id else ""
+        lines.append(f"- [thread #{entry.sequence}{tag}] {who}: {content}")
     return lines
 
 
@@ -69,7 +88,10 @@ def working_context(
     if summary:
         parts.append(f"# Handoff summary\n{summary}")
     if tail:
-        parts.append("# Recent entries of your thread (oldest first)\n" + "\n".join(transcript_lines(tail)))
+        parts.append(
+            "# Recent entries of your thread since its last rotation (oldest first)\n"
+            + "\n".join(transcript_lines(tail))
+        )
     return "\n\n".join(parts)
 
 
@@ -97,7 +119,7 @@ class AgentAsks:
 
         async with rec.step("context", f"Reading {ask.target}'s thread and memory"):
             agent = await self._collab.get_agent(user, ask.target)
-            tail, recalled, project = await asyncio.gather(
+            (tail, open_from), recalled, project = await asyncio.gather(
                 self._collab.transcript_tail(user, thread, TRANSCRIPT_TAIL),
                 self._collab.recall(user, text, agent.persona),
                 self._collab.project_context(user, PROJECT_ID),
@@ -111,16 +133,19 @@ class AgentAsks:
             route = await self._collab.route_model(user, text, agent.model or "auto", "", offline)
             chosen = route.model
             provider = self._runs.provider(chosen.provider)
-            summary = await self._switch_session(user, thread, chosen.provider, rec)
+            summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
 
-        layers = instructions.assemble("", recalled, [], working_context(agent, project, summary, tail))
+        layers = instructions.assemble(
+            "", recalled, [], working_context(agent, project, summary, tail), product_system=AGENT_SYSTEM
+        )
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
+        counter = self._runs.counters.counter(provider.kind, chosen.model)
         if budget.max_steps and budget.max_steps < 1:
             raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
         async with rec.step("generate", f"{ask.target} answers with {chosen.model}"):
             # The thread is the session key: a CLI provider resumes its native session.
             generated = await self._runs.generate(
-                provider, chosen, messages, rec, thread, budget, session_key=thread
+                provider, chosen, messages, rec, thread, budget, session_key=thread, counter=counter
             )
         answer, tokens_in, tokens_out = generated.text, generated.tokens_in, generated.tokens_out
         answered = await self._collab.append_entries(
@@ -162,24 +187,25 @@ class AgentAsks:
             "model": chosen.model,
             **usage,
             "sources_json": json.dumps(sources),
-            "layers_json": json.dumps(
-                [
-                    {"key": layer.key, "present": layer.present, "size_chars": len(layer.text)}
-                    for layer in layers
-                ]
-            ),
+            "layers_json": json.dumps([layer.record(counter) for layer in layers]),
             "router_decision_json": json_format.MessageToJson(
                 route, preserving_proto_field_name=True, indent=None
             ),
         }
 
-    async def _switch_session(self, user: str, thread: str, provider: str, rec: _Recorder) -> str:
+    async def _switch_session(
+        self, user: str, thread: str, provider: str, rec: _Recorder, open_from: int
+    ) -> str:
         """Makes ``provider`` the thread's one live session, releasing any
-        other provider's; returns the handoff summary the new context carries
-        (checkpointed first on a swap, so nothing recorded is left out)."""
+        other provider's; returns the handoff summary the new context carries.
+        It is checkpointed first on a swap, and when entries of a closed
+        segment are not folded yet (the tail no longer shows them): nothing
+        recorded is left out of what the model gets."""
         live = await self._collab.live_provider_sessions(user, thread)
         others = [s.provider_id for s in live if s.provider_id != provider]
         summary = await self._collab.handoff_summary(user, thread, checkpoint=bool(others))
+        if not others and summary.pending_entries and summary.last_folded_sequence + 1 < open_from:
+            summary = await self._collab.handoff_summary(user, thread, checkpoint=True)
         for old in others:
             await self._collab.release_provider_session(user, thread, old)
             rec.emit(

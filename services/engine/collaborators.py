@@ -5,6 +5,7 @@ transport). Failures of other services become the engine's own errors."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -182,13 +183,34 @@ class Collaborators:
             threads_pb2.AgentThread, (await self._call("threads", "EnsureAgentThread", request, user)).thread
         )
 
-    async def transcript_tail(self, user: str, thread_id: str, limit: int) -> list[threads_pb2.Entry]:
-        """The newest ``limit`` entries of a thread, oldest first."""
+    async def transcript_tail(
+        self, user: str, thread_id: str, limit: int
+    ) -> tuple[list[threads_pb2.Entry], int]:
+        """The newest ``limit`` entries of the thread's open segment, oldest
+        first, and the segment's first sequence: a closed segment reaches a
+        model only as its handoff summary."""
         request = threads_service_pb2.ListEntriesRequest(
             thread_id=thread_id, page_size=limit, descending=True
         )
-        response = await self._call("threads", "ListEntries", request, user)
-        return list(reversed(response.entries))
+        response, first = await asyncio.gather(
+            self._call("threads", "ListEntries", request, user), self.open_segment_start(user, thread_id)
+        )
+        return [e for e in reversed(response.entries) if e.sequence >= first], first
+
+    async def open_segment_start(self, user: str, thread_id: str) -> int:
+        """The first sequence of the agent thread's open segment (1 before any rotation)."""
+        first, token = 1, ""
+        while True:
+            request = threads_service_pb2.ListSegmentsRequest(
+                thread_id=thread_id, page_size=100, page_token=token
+            )
+            response = await self._call("threads", "ListSegments", request, user)
+            for segment in response.segments:
+                if segment.state == threads_pb2.SEGMENT_STATE_OPEN:
+                    first = segment.first_sequence
+            token = response.next_page_token
+            if not token:
+                return first
 
     async def entries_after(
         self, user: str, thread_id: str, after_sequence: int, page_size: int = 200

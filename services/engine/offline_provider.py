@@ -24,13 +24,16 @@ from services.engine.providers import (
 _SIGNATURE = re.compile(r"^\s*[-*]?\s*(?:signature|sign as|signe)\s*:\s*(\S.*?)\s*$", re.I | re.M)
 
 
+_THREAD_LINE = re.compile(r"^- \[thread[^\]]*\] (.*)$", re.M)
+
+
 def _thread_fact(system: str, request: str) -> str:
-    """The most recent line of the agent's thread (the "- [thread] " lines the
+    """The most recent line of the agent's thread (the "- [thread …] " lines the
     engine puts in an ask's context) that shares a word of four letters or
     more with the request: how the offline model "answers from facts in its
     context" in the inter-agent tests (seed 000, test 6)."""
     wanted = {w.strip("?.!,:;").lower() for w in request.split() if len(w.strip("?.!,:;")) >= 4}
-    lines = [line[len("- [thread] ") :] for line in system.splitlines() if line.startswith("- [thread] ")]
+    lines = [match.group(1) for match in _THREAD_LINE.finditer(system)]
     for line in reversed(lines):
         if wanted & {w.strip("?.!,:;").lower() for w in line.split()}:
             return line

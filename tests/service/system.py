@@ -41,7 +41,11 @@ class System:
 
 @asynccontextmanager
 async def system(
-    make_database: DatabaseFactory, router_settings: dict[str, Any] | None = None, **engine_settings: Any
+    make_database: DatabaseFactory,
+    router_settings: dict[str, Any] | None = None,
+    threads_settings: dict[str, Any] | None = None,
+    memory_settings: dict[str, Any] | None = None,
+    **engine_settings: Any,
 ) -> AsyncIterator[System]:
     """Hashing embedders: fast, deterministic, and no model to load per test."""
     async with AsyncExitStack() as stack:
@@ -50,10 +54,18 @@ async def system(
             for name in ("threads", "memory", "router", "engine")
         }
         threads, threads_channel = await stack.enter_async_context(
-            running(build_threads, ThreadsSettings(port=0, database_url=urls["threads"]))
+            running(
+                build_threads,
+                ThreadsSettings(port=0, database_url=urls["threads"], **(threads_settings or {})),
+            )
         )
         memory, memory_channel = await stack.enter_async_context(
-            running(build_memory, MemorySettings(port=0, database_url=urls["memory"], embedder="hashing"))
+            running(
+                build_memory,
+                MemorySettings(
+                    port=0, database_url=urls["memory"], **{"embedder": "hashing", **(memory_settings or {})}
+                ),
+            )
         )
         router, router_channel = await stack.enter_async_context(
             running(

@@ -15,7 +15,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from services.shared.errors import error_info
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
-from switchboard.memory.v1 import memory_pb2, memory_service_pb2
+from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.fakes.llm_server import FakeServer, openai_app, serve
@@ -32,7 +32,14 @@ def remote() -> Iterator[FakeServer]:
 
 
 @pytest.fixture
-async def sb(make_database: DatabaseFactory, remote: FakeServer) -> AsyncIterator[System]:
+def threads_settings() -> dict[str, Any]:
+    return {}
+
+
+@pytest.fixture
+async def sb(
+    make_database: DatabaseFactory, remote: FakeServer, threads_settings: dict[str, Any]
+) -> AsyncIterator[System]:
     providers = [{"name": "remote", "kind": "openai", "base_url": f"{remote.url}/v1"}]
     models = [
         {"id": "offline-fast", "provider": "offline", "model": "switchboard-offline-fast", "profile": "fast"},
@@ -42,6 +49,7 @@ async def sb(make_database: DatabaseFactory, remote: FakeServer) -> AsyncIterato
         make_database,
         providers_json=json.dumps(providers),
         router_settings={"models_json": json.dumps(models)},
+        threads_settings=threads_settings,
         offline_token_delay=0.02,
     ) as running_system:
         for agent in ("main", "architect", "qa"):
@@ -221,3 +229,79 @@ async def test_bad_asks_are_refused_and_retries_do_not_ask_twice(sb: System) -> 
     again = await collect(ask(sb, "main", "qa", "Hello once", request_id="same"))
     assert once[0].run_id == again[0].run_id
     assert len(await thread_entries(sb, "qa")) == 2
+
+
+async def use_remote_model(sb: System, agent: str) -> None:
+    update = threads_service_pb2.UpdateAgentRequest(
+        agent=threads_pb2.Agent(id=agent, model="remote-model"), update_mask=FieldMask(paths=["model"])
+    )
+    await sb.threads.UpdateAgent(update, **as_user(USER))
+
+
+async def agent_thread_id(sb: System, agent: str) -> str:
+    thread = await sb.threads.EnsureAgentThread(
+        threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent), **as_user(USER)
+    )
+    return str(thread.thread.id)
+
+
+async def test_the_asked_model_reads_who_asked_and_who_answered(sb: System, remote: FakeServer) -> None:
+    await use_remote_model(sb, "qa")
+    remote.script.steps = ["say:We ship on Tuesday.", "say:I told main we ship on Tuesday."]
+    await collect(ask(sb, "main", "qa", "When do we ship?"))
+    await collect(ask(sb, "architect", "qa", "What did you tell main?"))
+    system_prompt = remote.script.requests[-1]["messages"][0]["content"]
+    assert system_prompt.startswith("You are one agent of a team")
+    tail = system_prompt.split("# Recent entries of your thread since its last rotation (oldest first)\n")[1]
+    lines = tail.split("\n")[:2]
+    assert lines[0].startswith("- [thread #1, correlation ")
+    assert lines[0].endswith("] main asked qa: When do we ship?")
+    assert lines[1].startswith("- [thread #2, correlation ")
+    assert lines[1].endswith("] qa answered main: We ship on Tuesday.")
+    assert remote.script.requests[-1]["messages"][-1] == {
+        "role": "user",
+        "content": "architect asks: What did you tell main?",
+    }
+
+
+async def test_marked_answers_fill_the_handoff_sections_through_asks(sb: System, remote: FakeServer) -> None:
+    """The three sections no entry kind used to fill: the question marks an
+    objective, the answers mark a decision and a blocker, in both languages."""
+    await use_remote_model(sb, "qa")
+    remote.script.steps = [
+        "say:Done.\nDecision: ship on Tuesday\nBlocker: the signing key is missing",
+        "say:D'accord.\nDécision : geler les traductions lundi",
+    ]
+    await collect(ask(sb, "main", "qa", "Objective: release 2.0 this week. When do we ship?"))
+    await collect(ask(sb, "architect", "qa", "Objectif : sortir la 2.0 en français aussi"))
+    thread = await agent_thread_id(sb, "qa")
+    summary = (
+        await sb.handoff.CheckpointHandoff(
+            handoff_service_pb2.CheckpointHandoffRequest(thread_id=thread), **as_user(USER)
+        )
+    ).summary
+    sections = {section.title: list(section.lines) for section in summary.sections}
+    assert "sortir la 2.0 en français aussi" in sections["Current objective"][0]
+    assert [line.split(" (qa")[0] for line in sections["Recent decisions"]] == [
+        "- ship on Tuesday",
+        "- geler les traductions lundi",
+    ]
+    assert (
+        sections["Blockers"][0].startswith("- [") and "the signing key is missing" in sections["Blockers"][0]
+    )
+    assert summary.summariser == "rules"
+
+
+@pytest.mark.parametrize("threads_settings", [{"rotate_after_entries": 2}])
+async def test_after_a_rotation_the_model_gets_the_summary_never_the_closed_segment(
+    sb: System, remote: FakeServer
+) -> None:
+    await use_remote_model(sb, "qa")
+    remote.script.steps = ["say:Decision: the release token is ZX-42-QA", "say:Noted."]
+    await collect(ask(sb, "main", "qa", "Keep the release token ZX-42-QA"))  # 2 entries: rotation
+    await collect(ask(sb, "architect", "qa", "Which release token?"))
+    system_prompt = remote.script.requests[-1]["messages"][0]["content"]
+    assert "# Recent entries" not in system_prompt  # the open segment was empty when asked
+    summary = system_prompt.split("# Handoff summary\n")[1]
+    assert "the release token is ZX-42-QA" in summary.split("## Recent decisions")[1]
+    assert "main asked qa" not in system_prompt
