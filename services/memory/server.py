@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import grpc
 from services.memory.context import ContextDomain
 from services.memory.domain import MemoryDomain
 from services.memory.handoff import HandoffDomain, RuleSummariser
+from services.memory.handoff_model import ModelSummariser
 from services.memory.handoff_repository import HandoffRepository
 from services.memory.handoff_servicer import HandoffServicer
 from services.memory.live_state import LiveStateDomain
@@ -24,6 +26,7 @@ from services.memory.repository import MemoryRepository
 from services.memory.servicer import MemoryServicer
 from services.memory.settings import MemorySettings
 from services.shared.bootstrap import Closer, RunningService, open_database, start_service
+from services.shared.completion import ModelCompleter
 from services.shared.db import session_factory
 from services.shared.embeddings import load_embedder
 from switchboard.memory.v1 import (
@@ -77,9 +80,14 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
             settings.max_pending_proposals,
         )
     )
+    summary_model = settings.summary_model
     handoff = HandoffServicer(
         HandoffDomain(
-            HandoffRepository(session_factory(engine)), RuleSummariser(), settings.handoff_checkpoint_every
+            HandoffRepository(session_factory(engine)),
+            RuleSummariser(),
+            settings.handoff_checkpoint_every,
+            model=ModelSummariser(ModelCompleter(summary_model, os.environ)) if summary_model else None,
+            model_timeout=settings.summary_model_timeout,
         )
     )
     return Servicers(servicer, pages, handoff), [engine.dispose]

@@ -5,6 +5,7 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from services.shared.completion import CompletionModel, parse_completion_model
 from services.shared.embeddings import EmbedderName
 from services.shared.settings import ServiceSettings
 
@@ -42,9 +43,20 @@ class MemorySettings(ServiceSettings):
     # Handoff summaries fold the recorded entries every this many new entries
     # (and on rotation, and on request).
     handoff_checkpoint_every: int = Field(default=20, gt=0)
+    # The summary model (services/shared/completion.py: a JSON object
+    # {kind, base_url, model, api_key_env, timeout}); empty: the rules fold
+    # every summary. On an error or past ``summary_model_timeout`` seconds the
+    # rules fold instead, and the summary records why.
+    summary_model_json: str = ""
+    summary_model_timeout: float = Field(default=30.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _check(self) -> Self:
         if self.live_default_ttl > self.live_max_ttl:
             raise ValueError("live_default_ttl must not exceed live_max_ttl")
+        parse_completion_model(self.summary_model_json, "summary_model_json")
         return self
+
+    @property
+    def summary_model(self) -> CompletionModel | None:
+        return parse_completion_model(self.summary_model_json, "summary_model_json")

@@ -20,6 +20,10 @@ Each request takes the next step of the script (then "ok" once it is empty):
   in one answer (arguments an object or a JSON string);
 * ``"think"``: the model's reasoning (``THOUGHT``) streamed first, then the answer.
 
+A request that does not ask to stream (a one-shot completion: summaries,
+arbitration) gets the whole answer as one JSON body; ``"slow:SECONDS"``
+then delays it.
+
 A step may also be a function of the request's JSON body returning one of
 the above: a scripted model that reacts to what it was sent (the prompt
 injection tests' "compromised" model obeys what it read).
@@ -136,9 +140,23 @@ def openai_app(script: Script) -> Starlette:
         if (status := _status(step)) is not None:
             error = {"message": f"scripted {status}", "type": "server_error", "code": None}
             return JSONResponse({"error": error}, status_code=status)
+        if not body.get("stream"):
+            text = await _whole_answer(step)
+            usage = {"prompt_tokens": INPUT_TOKENS, "completion_tokens": len(text.split()), "total_tokens": 0}
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            return JSONResponse(
+                {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [choice], "usage": usage}
+            )  # fmt: skip
         return StreamingResponse(_openai_body(step, body["model"]), media_type="text/event-stream")
 
     return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+async def _whole_answer(step: str) -> str:
+    if step.startswith("slow:"):
+        await asyncio.sleep(float(step.split(":")[1]))
+    return _answer(step)
 
 
 # Anthropic messages
@@ -210,6 +228,14 @@ def anthropic_app(script: Script) -> Starlette:
             if status == 400:
                 kind = "invalid_request_error"
             return JSONResponse({"type": "error", "error": {"type": kind, "message": "scripted"}}, status)
+        if not body.get("stream"):
+            text = await _whole_answer(step)
+            return JSONResponse(
+                {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                 "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                 "stop_sequence": None,
+                 "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": len(text.split())}}
+            )  # fmt: skip
         return StreamingResponse(_anthropic_body(step, body["model"]), media_type="text/event-stream")
 
     return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"])])

@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 from services.engine.instructions import PRODUCT_SYSTEM
+from services.memory.handoff_model import SYSTEM as SUMMARY_SYSTEM
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -295,3 +296,99 @@ async def test_chat_runs_get_the_project_context_and_live_state(remote: Any) -> 
     assert system.index("# Project context") < system.index("# Live state")
     record = layers(await run_record(sb, events))
     assert record["project_context"].present and record["live_state"].item_count == 1
+
+
+# The summary model: memory folds with a configured model, and falls back to
+# the rules on any failure; the run says so once.
+
+
+@pytest.fixture
+async def summarised(make_database: DatabaseFactory, fake: tuple[str, FakeServer]) -> AsyncIterator[Any]:
+    kind, server = fake
+    app = openai_app if kind == "openai" else anthropic_app
+    with serve(app) as summary_server:
+        base = f"{server.url}/v1" if kind == "openai" else server.url
+        summary_base = f"{summary_server.url}/v1" if kind == "openai" else summary_server.url
+        providers = [{"name": "remote", "kind": kind, "base_url": base, "max_output_tokens": 300}]
+        models = [
+            {
+                "id": "small-model",
+                "provider": "remote",
+                "model": "model-small",
+                "profile": "balanced",
+                "context_window": SMALL_WINDOW,
+            }
+        ]
+        summary_model = {"kind": kind, "base_url": summary_base, "model": "summary-x", "timeout": 5}
+        async with system(
+            make_database,
+            providers_json=json.dumps(providers),
+            router_settings={"models_json": json.dumps(models), "arbitration_enabled": False},
+            memory_settings={"summary_model_json": json.dumps(summary_model), "summary_model_timeout": 1.0},
+        ) as sb:
+            yield kind, sb, server, summary_server
+
+
+MODEL_SUMMARY = {
+    "objective": "Livrer l'export des factures vendredi",
+    "requests": [],
+    "decisions": ["Séparateur point-virgule"],
+    "blockers": [{"text": "La table des taxes manque", "correlation_id": ""}],
+    "last_answer": None,
+}
+
+
+async def fill_until_folded(
+    sb: System, chat: str, server: FakeServer, summary_server: FakeServer
+) -> list[Any]:
+    filler = " ".join(["contexte"] * 120)
+    for n in range(1, 13):
+        events = await send(sb, chat, f"Étape {n} : {filler}", model="small-model")
+        if summary_server.script.requests:
+            return events
+    raise AssertionError("nothing was ever folded")
+
+
+async def test_the_summary_model_gets_the_folded_turns_and_its_sections_reach_the_chat(
+    summarised: Any,
+) -> None:
+    kind, sb, server, summary_server = summarised
+    summary_server.script.steps = [f"say:{json.dumps(MODEL_SUMMARY, ensure_ascii=False)}"] * 20
+    chat = await conversation(sb)
+    await fill_until_folded(sb, chat, server, summary_server)
+    call = summary_server.script.requests[0]
+    got = received(kind, call)
+    assert got[0] == ("system", SUMMARY_SYSTEM) and [role for role, _ in got[1:]] == ["user"]
+    assert call["model"] == "summary-x" and call.get("stream") in (None, False)
+    question = json.loads(got[1][1])
+    new = question["new_entries"]
+    assert [e["kind"] for e in new[:2]] == ["request", "answer"] and new[0]["text"].startswith("Étape 1 : ")
+    assert new[0]["sequence"] == 1 and question["summary"]["objective"] is None
+    # The next chat request carries the model's sections, rendered and bounded.
+    await send(sb, chat, "Où en est-on ?", model="small-model")
+    system_text = system_prompt(kind, server.script.requests[-1])
+    summary = system_text.split("# Earlier in this conversation")[1]
+    assert "## Current objective\nLivrer l'export des factures vendredi" in summary
+    assert "- Séparateur point-virgule" in summary and "La table des taxes manque" in summary
+    stored = await sb.handoff.GetHandoffSummary(
+        handoff_service_pb2.GetHandoffSummaryRequest(thread_id=chat), **ALICE
+    )
+    assert stored.summary.summariser == "model:" + kind + "/summary-x" and not stored.summary.fallback_reason
+
+
+@pytest.mark.parametrize("failure", ["say:Sure! Here is your summary.", "status:500", "slow:3"])
+async def test_a_failing_summary_model_falls_back_to_the_rules_with_one_notice(
+    summarised: Any, failure: str
+) -> None:
+    kind, sb, server, summary_server = summarised
+    summary_server.script.steps = [failure] * 20
+    chat = await conversation(sb)
+    events = await fill_until_folded(sb, chat, server, summary_server)
+    notices = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
+    assert [n.code for n in notices] == ["SUMMARY_MODEL_FAILED"]
+    assert "the rules" in notices[0].message and events[-1].WhichOneof("kind") == "final"
+    stored = await sb.handoff.GetHandoffSummary(
+        handoff_service_pb2.GetHandoffSummaryRequest(thread_id=chat), **ALICE
+    )
+    assert stored.summary.summariser == "rules" and stored.summary.fallback_reason
+    assert "## Current objective" in stored.summary.text  # the five sections, from the rules
