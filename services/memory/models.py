@@ -30,6 +30,7 @@ class Note(SQLModel, table=True):
         UniqueConstraint("owner_user_id", "project_id", "source", name="uq_notes_owner_project_source"),
         Index("ix_notes_owner_project_update", "owner_user_id", "project_id", "update_time"),
         Index("ix_notes_owner_create", "owner_user_id", "create_time", "id"),
+        Index("ix_notes_embedder", "embedder", "embedding_dimension", "id"),
     )
 
     id: str = Field(primary_key=True, max_length=36)
@@ -46,10 +47,12 @@ class Note(SQLModel, table=True):
     request_id: str | None = Field(default=None, max_length=128)
     # sha256 of the normalised title and body (see notes.content_hash).
     content_hash: str = Field(default="", max_length=64)
-    # float32 row of ``embedder``'s vector of the note; recomputed when the
-    # configured embedder differs.
+    # float32 row of ``embedder``'s vector of the note, ``embedding_dimension``
+    # long; recomputed (services/memory/reembed.py) when the configured
+    # embedder differs, and never compared with another embedder's.
     embedding: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     embedder: str = Field(default="", max_length=32)
+    embedding_dimension: int = 0
     # The memory file an imported note came from; None for saved notes.
     source: str | None = Field(default=None, max_length=256)
     # sha256 of the imported file's content: an unchanged file is skipped.
