@@ -25,7 +25,7 @@ from services.memory.handoff import (
     SummaryState,
     clip,
 )
-from services.shared.completion import Completer
+from services.shared.completion import ModelCompleter
 
 KIND_NAMES = {
     1: "objective",
@@ -140,10 +140,13 @@ def question(state: SummaryState, entries: Sequence[HandoffEntry]) -> str:
 
 
 class ModelSummariser:
-    def __init__(self, completer: Completer) -> None:
+    def __init__(self, completer: ModelCompleter) -> None:
         self._completer = completer
         self.name = completer.name
 
     async def fold(self, state: SummaryState, entries: Sequence[HandoffEntry]) -> SummaryState:
         raw = await self._completer.complete(SYSTEM, question(state, entries))
         return parse_sections(raw, max(e.sequence for e in entries))
+
+    async def close(self) -> None:
+        await self._completer.close()

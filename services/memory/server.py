@@ -81,16 +81,20 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         )
     )
     summary_model = settings.summary_model
+    summariser = ModelSummariser(ModelCompleter(summary_model, os.environ)) if summary_model else None
     handoff = HandoffServicer(
         HandoffDomain(
             HandoffRepository(session_factory(engine)),
             RuleSummariser(),
             settings.handoff_checkpoint_every,
-            model=ModelSummariser(ModelCompleter(summary_model, os.environ)) if summary_model else None,
+            model=summariser,
             model_timeout=settings.summary_model_timeout,
         )
     )
-    return Servicers(servicer, pages, handoff), [engine.dispose]
+    closers: list[Closer] = [engine.dispose]
+    if summariser is not None:
+        closers.append(summariser.close)
+    return Servicers(servicer, pages, handoff), closers
 
 
 async def open_servicer(settings: MemorySettings) -> tuple[MemoryServicer, list[Closer]]:

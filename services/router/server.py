@@ -3,14 +3,17 @@ the server."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from services.router.arbiter import ModelArbiter
 from services.router.domain import RouterDomain
 from services.router.repository import RouterRepository
 from services.router.servicer import RouterServicer
 from services.router.settings import RouterSettings
 from services.router.skill_router import Arbiter, SkillIndex, Thresholds
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.completion import ModelCompleter
 from services.shared.db import session_factory
 from services.shared.embeddings import load_embedder
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
@@ -19,23 +22,32 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = router_service_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 
 
+def configured_arbiter(settings: RouterSettings) -> ModelArbiter | None:
+    model = settings.arbiter_model
+    return ModelArbiter(ModelCompleter(model, os.environ), settings.arbiter_timeout) if model else None
+
+
 async def open_servicer(
     settings: RouterSettings, arbiter: Arbiter | None = None
 ) -> tuple[RouterServicer, list[Closer]]:
     """The servicer, with the catalog indexed (embedded) before the first call.
-    ``arbiter`` decides the grey zone; none exists until the engine's LLM
-    providers do, so the grey zone is then decided at the midpoint."""
+    ``arbiter`` decides the grey zone (by default the configured arbiter
+    model; without one, the midpoint decides)."""
     engine = await open_database(settings, MIGRATIONS)
+    model_arbiter = configured_arbiter(settings)
     domain = RouterDomain(
         RouterRepository(session_factory(engine)),
         SkillIndex(load_embedder(settings.embedder)),
         Thresholds(settings.high_threshold, settings.low_threshold, settings.max_auto_skills),
         settings.models,
-        arbiter=arbiter,
+        arbiter=arbiter or model_arbiter,
         arbitration_enabled=settings.arbitration_enabled,
     )
     await domain.current_index()
-    return RouterServicer(domain), [engine.dispose]
+    closers: list[Closer] = [engine.dispose]
+    if model_arbiter is not None:
+        closers.append(model_arbiter.close)
+    return RouterServicer(domain), closers
 
 
 async def build_server(settings: RouterSettings, arbiter: Arbiter | None = None) -> RunningService:

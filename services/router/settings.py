@@ -8,6 +8,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from services.router.model_routing import DEFAULT_MODELS_JSON, ModelOption, parse_models
+from services.shared.completion import CompletionModel, parse_completion_model
 from services.shared.embeddings import EmbedderName
 from services.shared.settings import ServiceSettings
 
@@ -36,6 +37,13 @@ class RouterSettings(ServiceSettings):
     # LLM arbitration in the grey zone (seed 002 P2-T12); off = the router is
     # fully deterministic. Offline requests never arbitrate.
     arbitration_enabled: bool = True
+    # The grey-zone arbiter's model (services/shared/completion.py: a JSON
+    # object {kind, base_url, model, api_key_env}); empty: the grey zone is
+    # decided at the midpoint. It must answer within ``arbiter_timeout``
+    # seconds, kept below the engine's router_timeout (1 s by default), else
+    # the deterministic branch decides.
+    arbiter_model_json: str = ""
+    arbiter_timeout: float = Field(default=0.8, gt=0, le=30)
     # The contract chooses 0 to 2 automatic skills.
     max_auto_skills: int = Field(default=2, ge=0, le=2)
     # JSON list of {id, provider, model, profile: fast|balanced|strong,
@@ -51,7 +59,12 @@ class RouterSettings(ServiceSettings):
                 f"low_threshold ({self.low_threshold}) must be below high_threshold ({self.high_threshold})"
             )
         self._models = parse_models(self.models_json)
+        parse_completion_model(self.arbiter_model_json, "arbiter_model_json")
         return self
+
+    @property
+    def arbiter_model(self) -> CompletionModel | None:
+        return parse_completion_model(self.arbiter_model_json, "arbiter_model_json")
 
     @property
     def models(self) -> tuple[ModelOption, ...]:

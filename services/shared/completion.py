@@ -50,38 +50,45 @@ class Completer(Protocol):
 
 
 class ModelCompleter:
-    """A :class:`Completer` over the official SDK of the model's kind."""
+    """A :class:`Completer` over the official SDK of the model's kind. The
+    SDK is imported and its client built here, at start-up: the first
+    question must not pay for them within its deadline."""
 
     def __init__(self, config: CompletionModel, environment: Mapping[str, str]) -> None:
         self.name = config.name
         self._config = config
-        self._key = environment.get(config.api_key_env, "") if config.api_key_env else ""
-
-    async def complete(self, system: str, user: str) -> str:
-        config = self._config
-        # Imported on first use: a service without a model never loads an SDK.
+        key = (environment.get(config.api_key_env, "") if config.api_key_env else "") or "unused"
         if config.kind == "openai":
             import openai
 
-            async with openai.AsyncOpenAI(
-                base_url=config.base_url, api_key=self._key or "unused", max_retries=0, timeout=config.timeout
-            ) as client:
-                response = await client.chat.completions.create(
-                    model=config.model,
-                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                    max_tokens=config.max_output_tokens,
-                    temperature=0,
-                )
-            return response.choices[0].message.content or "" if response.choices else ""
-        import anthropic
-
-        async with anthropic.AsyncAnthropic(
-            base_url=config.base_url, api_key=self._key or "unused", max_retries=0, timeout=config.timeout
-        ) as anthropic_client:
-            message = await anthropic_client.messages.create(
-                model=config.model,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-                max_tokens=config.max_output_tokens,
+            self._openai = openai.AsyncOpenAI(
+                base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout
             )
+        else:
+            import anthropic
+
+            self._anthropic = anthropic.AsyncAnthropic(
+                base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout
+            )
+
+    async def complete(self, system: str, user: str) -> str:
+        config = self._config
+        if config.kind == "openai":
+            response = await self._openai.chat.completions.create(
+                model=config.model,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                max_tokens=config.max_output_tokens,
+                temperature=0,
+            )
+            return response.choices[0].message.content or "" if response.choices else ""
+        message = await self._anthropic.messages.create(
+            model=config.model,
+            system=system,
+            messages=[{"role": "user", "content": user}],
+            max_tokens=config.max_output_tokens,
+        )
         return "".join(block.text for block in message.content if block.type == "text")
+
+    async def close(self) -> None:
+        client = self._openai if self._config.kind == "openai" else self._anthropic
+        await client.close()
