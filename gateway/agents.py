@@ -1,13 +1,16 @@
 """Agents (the project's registry, shared by its users), inter-agent asks
-(a run of the target agent, streamed as SSE like a message) and the views of
-an agent's thread (whole, one requester's exchanges, one correlation)."""
+(a run of the target agent, streamed as SSE like a message), the views of
+an agent's thread (whole, one requester's exchanges, one correlation), its
+rotation segments with their handoff summaries, and its export and import."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Annotated, Any
 
+import grpc
 from fastapi import APIRouter, Query, Request, Response
+from google.protobuf.field_mask_pb2 import FieldMask
 from sse_starlette import EventSourceResponse
 
 from gateway import deps
@@ -15,7 +18,7 @@ from gateway.api import BUSY_POLICIES, SSE_RESPONSES, check_message, entry_json
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
-from gateway.schemas import AskBody, CreateAgentBody
+from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
@@ -23,6 +26,8 @@ from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = APIRouter(prefix="/api/agent")
 View = threads_service_pb2.ListEntriesRequest
+# A registered agent that nobody has asked yet has no thread: an empty view.
+EMPTY_VIEW = {"thread_id": "", "partial_view": False, "next_page_token": "", "previous_page_token": ""}
 
 
 def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
@@ -67,6 +72,26 @@ async def get_agent(agent_id: str, request: Request, user: User) -> dict[str, An
     return agent_json(response.agent)
 
 
+@router.patch("/agents/{agent_id}", tags=["agents"])
+async def update_agent(agent_id: str, body: UpdateAgentBody, request: Request, user: User) -> dict[str, Any]:
+    """Renames the agent or changes its persona, provider or model; only the
+    fields present are written. A model of another provider is a provider
+    swap: the next run releases the old provider's session and starts from
+    the thread's handoff summary."""
+    fields = {key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None}
+    if not fields:
+        raise ApiError(400, "INVALID_ARGUMENT", "give at least one field to change")
+    response = await rpc(
+        request,
+        deps.threads(request).UpdateAgent,
+        threads_service_pb2.UpdateAgentRequest(
+            agent=threads_pb2.Agent(id=agent_id, **fields), update_mask=FieldMask(paths=sorted(fields))
+        ),
+        user,
+    )
+    return agent_json(response.agent)
+
+
 @router.post("/agents/{agent_id}/asks", responses=SSE_RESPONSES, response_model=None, tags=["agents"])
 async def ask_agent(
     agent_id: str, body: AskBody, request: Request, user: User
@@ -107,21 +132,21 @@ async def agent_entries(
     (`correlation_id`). `partial_view` says the thread holds more."""
     if requester and correlation_id:
         raise ApiError(400, "INVALID_ARGUMENT", "give requester or correlation_id, not both")
-    threads = deps.threads(request)
     message = View(descending=descending, page_size=page_size, page_token=page_token)
     if requester:
         message.for_pair.CopyFrom(View.ForPair(requester=requester, target=agent_id))
-    elif correlation_id:
-        # The correlation view names a thread: the agent's live one.
-        head = await rpc(
-            request, threads.ListEntries, View(for_agent=View.ForAgent(agent_id=agent_id), page_size=1), user
-        )
-        message.for_correlation.CopyFrom(
-            View.ForCorrelation(thread_id=head.thread_id, correlation_id=correlation_id)
-        )
     else:
-        message.for_agent.CopyFrom(View.ForAgent(agent_id=agent_id))
-    response = await rpc(request, threads.ListEntries, message, user)
+        # The correlation view names a thread: the agent's live one.
+        thread_id = await _live_thread_id(request, user, agent_id)
+        if not thread_id:
+            return {**EMPTY_VIEW, "entries": []}
+        if correlation_id:
+            message.for_correlation.CopyFrom(
+                View.ForCorrelation(thread_id=thread_id, correlation_id=correlation_id)
+            )
+        else:
+            message.for_agent.CopyFrom(View.ForAgent(agent_id=agent_id))
+    response = await rpc(request, deps.threads(request).ListEntries, message, user)
     return {
         "entries": [entry_json(e) for e in response.entries],
         "thread_id": response.thread_id,
@@ -129,3 +154,90 @@ async def agent_entries(
         "next_page_token": response.next_page_token,
         "previous_page_token": response.previous_page_token,
     }
+
+
+async def _live_thread_id(request: Request, user: str, agent_id: str) -> str:
+    """The agent's live thread ("" before its first ask: none is created
+    here); 404 for an unknown agent."""
+    threads = deps.threads(request)
+    try:
+        head: threads_service_pb2.ListEntriesResponse = await rpc(
+            request, threads.ListEntries, View(for_agent=View.ForAgent(agent_id=agent_id), page_size=1), user
+        )
+    except grpc.aio.AioRpcError as error:
+        if error.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        # Unknown agent: its own 404; a registered one simply has no thread yet.
+        await rpc(request, threads.GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user)
+        return ""
+    return head.thread_id
+
+
+def segment_json(segment: threads_pb2.Segment) -> dict[str, Any]:
+    data = message_dict(segment)
+    for key in ("first_sequence", "last_sequence", "entry_count", "char_count"):
+        data[key] = int(data.get(key, 0))
+    data["state"] = short_enum(data.get("state", ""), "SEGMENT_STATE_")
+    data["handoff_state"] = short_enum(data.get("handoff_state", ""), "HANDOFF_STATE_")
+    return data
+
+
+@router.get("/agents/{agent_id}/segments", tags=["agents"])
+async def agent_segments(
+    agent_id: str,
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """The segments of the agent's live thread, oldest first: each rotation
+    closed one, and its handoff summary is what a model receives in its
+    place. None before the thread's first entry."""
+    thread_id = await _live_thread_id(request, user, agent_id)
+    if not thread_id:
+        return {"segments": [], "thread_id": "", "next_page_token": ""}
+    response = await rpc(
+        request,
+        deps.threads(request).ListSegments,
+        threads_service_pb2.ListSegmentsRequest(
+            thread_id=thread_id, page_size=page_size, page_token=page_token
+        ),
+        user,
+    )
+    return {
+        "segments": [segment_json(s) for s in response.segments],
+        "thread_id": thread_id,
+        "next_page_token": response.next_page_token,
+    }
+
+
+@router.get("/agents/{agent_id}/export", tags=["agents"])
+async def export_agent_thread(agent_id: str, request: Request, user: User) -> dict[str, Any]:
+    """The agent's thread as files in seed 000's layout (agents/<id>/log.jsonl,
+    log.N.jsonl per closed segment, handoff.md, providers.json); the page
+    saves them as one JSON download, which POST /agents/import takes back."""
+    response = await rpc(
+        request,
+        deps.threads(request).ExportAgentThread,
+        threads_service_pb2.ExportAgentThreadRequest(agent_id=agent_id),
+        user,
+    )
+    return {"agent_id": agent_id, "files": [{"path": f.path, "content": f.content} for f in response.files]}
+
+
+@router.post("/agents/import", status_code=201, tags=["agents"])
+async def import_agent_thread(body: ImportThreadBody, request: Request, user: User) -> dict[str, Any]:
+    """Imports one agent's exported thread (registering the agent if
+    missing). 409 when that agent already has a thread with entries."""
+    response = await rpc(
+        request,
+        deps.threads(request).ImportAgentThread,
+        threads_service_pb2.ImportAgentThreadRequest(
+            files=[threads_pb2.ThreadFile(path=f.path, content=f.content) for f in body.files]
+        ),
+        user,
+        idempotent=False,
+    )
+    thread = message_dict(response.thread)
+    thread["last_sequence"] = int(thread.get("last_sequence", 0))
+    return {"thread": thread}

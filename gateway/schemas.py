@@ -134,3 +134,60 @@ class AskBody(BaseModel):
     correlation_id: str = Field(default="", max_length=128)
     request_id: str = Field(default="", max_length=128)
     busy_policy: Literal["queue", "reject", "interrupt"] = "queue"
+
+
+class UpdateAgentBody(BaseModel):
+    """Only the fields present are changed. A model of another provider is a
+    provider swap: the agent's next run starts from its handoff summary."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    display_name: str | None = Field(default=None, max_length=200)
+    persona: str | None = Field(default=None, max_length=20_000)
+    provider_id: str | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, max_length=100)
+
+
+class ThreadFileBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, max_length=300)
+    content: str = Field(max_length=5_000_000)
+
+
+class ImportThreadBody(BaseModel):
+    """An exported agent thread: its files in seed 000's layout
+    (agents/<id>/log.jsonl, log.N.jsonl, handoff.md, providers.json)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[ThreadFileBody] = Field(min_length=1, max_length=1000)
+
+
+class ProjectContextBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    body: str = Field(max_length=200_000)
+
+
+class ProjectFileBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Relative to the project folder: ".ideai/CONTEXT.md", ".ideai/memory/x.md".
+    path: str = Field(min_length=1, max_length=300)
+    content: str = Field(max_length=1_000_000)
+
+
+class ImportProjectBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[ProjectFileBody] = Field(min_length=1, max_length=500)
+
+
+class LiveStateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    activity: str = Field(min_length=1, max_length=200)
+    detail: str = Field(default="", max_length=2000)
+    # Lifetime in seconds; omitted: the memory service's default.
+    ttl_seconds: float | None = Field(default=None, gt=0, le=86_400)

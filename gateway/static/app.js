@@ -7,17 +7,29 @@ import { $, guard, json } from "./js/core.js";
 import { translatePage } from "./js/i18n.js";
 import * as chat from "./js/chat.js";
 import { applySettings, wirePersonal } from "./js/personal.js";
+import { enterAgents, leaveAgents, wireAgents } from "./js/agents.js";
+import { loadProjectContext, stopLiveState, watchLiveState, wireProject } from "./js/project.js";
 
-const VIEWS = { chat: null };
+// Each view: what entering it loads, and what leaving it stops.
+const VIEWS = {
+  chat: {},
+  agents: {
+    enter: () => { watchLiveState(); return Promise.all([enterAgents(), loadProjectContext()]); },
+    leave: () => { leaveAgents(); stopLiveState(); },
+  },
+};
+let current = null;
 
 function showView(name) {
   const view = name in VIEWS ? name : "chat";
+  if (current && current !== view) VIEWS[current].leave?.();
+  current = view;
   for (const section of document.querySelectorAll("[data-view]")) section.hidden = section.dataset.view !== view;
   for (const link of document.querySelectorAll("#nav a")) {
     if (link.hash === `#${view}`) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  const enter = VIEWS[view];
+  const { enter } = VIEWS[view];
   return enter ? guard(enter)() : undefined;
 }
 
@@ -47,3 +59,5 @@ const opened = (async () => {
 
 chat.wireChat(() => opened);
 wirePersonal();
+wireAgents();
+wireProject();

@@ -100,6 +100,11 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("PUT", "/api/agent/skills/{skill}/enablement", schemas.EnablementBody),
         ("POST", "/api/agent/agents", schemas.CreateAgentBody),
         ("POST", f"/api/agent/agents/{MISSING}/asks", schemas.AskBody),
+        ("PATCH", f"/api/agent/agents/{MISSING}", schemas.UpdateAgentBody),
+        ("POST", "/api/agent/agents/import", schemas.ImportThreadBody),
+        ("PUT", "/api/agent/project-context", schemas.ProjectContextBody),
+        ("POST", "/api/agent/project-context/import", schemas.ImportProjectBody),
+        ("PUT", "/api/agent/live-state/fuzz", schemas.LiveStateBody),
     ]
 
 

@@ -216,7 +216,7 @@ def test_a_conversations_sources_are_replaced(alice: httpx.Client, world: World)
     body = {"workspace": False, "connectors": ["mail"], "mcp_servers": []}
     response = alice.put(f"/api/agent/conversations/{world.conversation}/sources", json=body)
     assert response.status_code == 200, response.text
-    assert response.json()["allowed_sources"] == body
+    assert response.json()["allowed_sources"] == {**body, "memory": True}  # recall on unless turned off
 
 
 def test_agents_asks_and_thread_views(alice: httpx.Client) -> None:
@@ -240,6 +240,83 @@ def test_agents_asks_and_thread_views(alice: httpx.Client) -> None:
     correlation = whole["entries"][0]["correlation_id"]
     one = alice.get("/api/agent/agents/qa-e2e/entries", params={"correlation_id": correlation}).json()
     assert one["entries"] and all(e["correlation_id"] == correlation for e in one["entries"])
+
+
+def test_an_agent_is_renamed_its_model_changed_and_its_thread_exported_and_imported(
+    alice: httpx.Client,
+) -> None:
+    alice.post("/api/agent/agents", json={"id": "ops-e2e", "display_name": "Ops"})
+    assert alice.get("/api/agent/agents/ops-e2e/segments").json()["segments"] == []  # no thread yet
+    renamed = alice.patch("/api/agent/agents/ops-e2e", json={"display_name": "Operations", "model": "auto"})
+    assert renamed.status_code == 200, renamed.text
+    assert renamed.json()["display_name"] == "Operations" and renamed.json()["model"] == "auto"
+    assert alice.patch("/api/agent/agents/ops-e2e", json={}).status_code == 400
+    assert alice.patch("/api/agent/agents/nobody-e2e", json={"model": "auto"}).status_code == 404
+    stream(alice, "/api/agent/agents/ops-e2e/asks", {"message": "Is the pager quiet?", "requester": "qa"})
+
+    segments = alice.get("/api/agent/agents/ops-e2e/segments").json()
+    assert [s["state"] for s in segments["segments"]] == ["open"]
+    assert segments["segments"][0]["entry_count"] == 2
+    exported = alice.get("/api/agent/agents/ops-e2e/export").json()
+    paths = {f["path"] for f in exported["files"]}
+    assert "agents/ops-e2e/log.jsonl" in paths
+    # Into another install: the same files under a new agent and thread id.
+    thread_id = segments["thread_id"]
+    files = [
+        {
+            "path": f["path"].replace("ops-e2e", "ops-copy-e2e"),
+            "content": f["content"].replace("ops-e2e", "ops-copy-e2e").replace(thread_id, str(uuid.uuid4())),
+        }
+        for f in exported["files"]
+    ]
+    imported = alice.post("/api/agent/agents/import", json={"files": files})
+    assert imported.status_code == 201, imported.text
+    assert imported.json()["thread"]["agent_id"] == "ops-copy-e2e"
+    copy = alice.get("/api/agent/agents/ops-copy-e2e/entries").json()["entries"]
+    assert [e["content"] for e in copy][0] == "Is the pager quiet?"
+    # Again: the agent has a thread with entries now, nothing is written.
+    assert alice.post("/api/agent/agents/import", json={"files": files}).status_code == 409
+    assert (
+        alice.post("/api/agent/agents/import", json={"files": [{"path": "x", "content": ""}]}).status_code
+        == 400
+    )
+
+
+def test_project_context_import_and_live_state_watched_as_sse(alice: httpx.Client, bob: httpx.Client) -> None:
+    put = alice.put("/api/agent/project-context", json={"body": "# Rules\n- tests before merge\n"})
+    assert put.status_code == 200 and put.json()["body"].startswith("# Rules")
+    assert alice.get("/api/agent/project-context").json()["body"].strip() == "# Rules\n- tests before merge"
+    items = alice.post(
+        "/api/agent/project-context/import",
+        json={
+            "files": [
+                {"path": ".ideai/CONTEXT.md", "content": "# Imported rules\n"},
+                {"path": ".ideai/memory/release.md", "content": "# Release\nShip on Tuesdays.\n"},
+                {"path": "src/main.py", "content": "print()"},
+            ]
+        },
+    ).json()["items"]
+    assert [i["outcome"] for i in items][2] == "skipped"
+    assert alice.get("/api/agent/project-context").json()["body"].strip() == "# Imported rules"
+    assert alice.get("/api/agent/project-context", params={"project_id": "bad id!"}).status_code == 400
+
+    with alice.stream("GET", "/api/agent/live-state/events") as response:
+        assert response.status_code == 200
+        events = read_events(response)
+        first = next(events)
+        assert first.event == "snapshot"
+        set_ = alice.put("/api/agent/live-state/qa", json={"activity": "testing", "ttl_seconds": 1})
+        assert set_.status_code == 200 and set_.json()["expire_time"]
+        changed = next(events)
+        assert changed.event == "set" and changed.data["entries"][0]["activity"] == "testing"
+        expired = next(events)
+        assert expired.event == "removed" and expired.data["removal"] == "expired"
+    alice.put("/api/agent/live-state/main", json={"activity": "reviewing", "detail": "PR 12"})
+    assert [e["agent_id"] for e in alice.get("/api/agent/live-state").json()["entries"]] == ["main"]
+    assert bob.get("/api/agent/live-state").json()["entries"] == []  # each user's own project
+    assert alice.delete("/api/agent/live-state/main").status_code == 204
+    assert alice.get("/api/agent/live-state").json()["entries"] == []
+    assert alice.put("/api/agent/live-state/qa", json={"activity": ""}).status_code == 400
 
 
 def test_the_launchers_development_token_is_accepted(launched: Launched) -> None:
@@ -269,6 +346,15 @@ def test_openapi_documents_every_route(launched: Launched) -> None:
         "/api/agent/suggested-actions": {"get"},
         "/api/agent/agents/{agent_id}/asks": {"post"},
         "/api/agent/agents/{agent_id}/entries": {"get"},
+        "/api/agent/agents/{agent_id}": {"get", "patch"},
+        "/api/agent/agents/{agent_id}/segments": {"get"},
+        "/api/agent/agents/{agent_id}/export": {"get"},
+        "/api/agent/agents/import": {"post"},
+        "/api/agent/project-context": {"get", "put"},
+        "/api/agent/project-context/import": {"post"},
+        "/api/agent/live-state": {"get"},
+        "/api/agent/live-state/events": {"get"},
+        "/api/agent/live-state/{agent_id}": {"put", "delete"},
     }
     for path, methods in expected.items():
         assert methods <= set(paths[path]), path
@@ -311,6 +397,11 @@ SHARED_ROUTES = {
     ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared (seed 000)",
     ("POST", "/api/agent/agents/{agent_id}/asks"): "asks land on the agent's one shared thread (seed 000)",
     ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread, shared (seed 000)",
+    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry is the project's, shared (seed 000)",
+    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread, shared (seed 000)",
+    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread, shared (seed 000)",
+    ("PUT", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
+    ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
 }
 _PATH_IDS = {"{c}": "{conversation_id}", "{r}": "{run_id}", "{p}": "{page_id}", "{q}": "{proposal_id}"}

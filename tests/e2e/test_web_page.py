@@ -32,11 +32,12 @@ MODELS = [
     }
 ]
 # Read by tests/e2e/conftest.py: a web-only model, the test mailbox offered in
-# the All-sources popover, and answers slow enough (~1 s) to reload mid-run.
+# the All-sources popover, and answers slow enough (~2 s) to reload mid-run
+# even on a loaded machine.
 LAUNCH_ENV = {
     "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
     "SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}]),
-    "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.05",
+    "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.1",
 }
 
 

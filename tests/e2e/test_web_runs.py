@@ -13,64 +13,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
-from tests.e2e.web import RUN_TIMEOUT, send, shot
-from tests.fakes.llm_server import serve
-
-MARKDOWN = (
-    "Here is **the plan**:\n\n"
-    "- first step\n"
-    "- second step\n\n"
-    "```python\n"
-    'print("bonjour")\n'
-    "```\n\n"
-    '<img src="x" onerror="window.__xss = 1"><script>window.__xss = 2</script>'
-    '<a href="javascript:window.__xss = 3">link</a>\n'
+from tests.e2e.web import (
+    RUN_TIMEOUT,
+    SCRIPTED_MODEL,
+    scripted_provider_env,
+    send,
+    shot,
+    start_scripted_model,
 )
 
-
-def _scripted_app(_: object) -> Starlette:
-    """An OpenAI-compatible chat-completions endpoint: Markdown for any
-    request, a 400 when the user's message asks to fail."""
-
-    async def completions(request: Request) -> Response:
-        body = await request.json()
-        last = next((m for m in reversed(body["messages"]) if m["role"] == "user"), {})
-        if "fail" in str(last.get("content", "")):
-            error = {"message": "the scripted model refuses this request", "type": "invalid_request_error"}
-            return JSONResponse({"error": error}, status_code=400)
-
-        async def chunks() -> AsyncIterator[bytes]:
-            def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
-                choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else []
-                data = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
-                return f"data: {json.dumps({**data, 'choices': choices, 'usage': usage})}\n\n".encode()
-
-            yield chunk({"role": "assistant", "content": ""})
-            for line in MARKDOWN.splitlines(keepends=True):
-                yield chunk({"content": line})
-            yield chunk({}, finish="stop")
-            yield chunk({}, usage={"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30})
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(chunks(), media_type="text/event-stream")
-
-    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-
-
-_server = serve(_scripted_app)
-SCRIPTED = _server.__enter__()  # for the module's life: the launcher's settings name its port
+SCRIPTED, stop_scripted = start_scripted_model()
 MODELS = [
     {
         "id": "offline-balanced",
@@ -78,14 +35,11 @@ MODELS = [
         "model": "switchboard-offline-balanced",
         "profile": "balanced",
     },
-    {"id": "scripted", "provider": "scripted", "model": "scripted-markdown", "profile": "strong"},
+    SCRIPTED_MODEL,
 ]
 LAUNCH_ENV = {
     "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
-    "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(
-        [{"name": "scripted", "kind": "openai", "base_url": f"{SCRIPTED.url}/v1"}]
-    ),
-    "SWITCHBOARD_ENGINE_PROVIDER_ATTEMPTS": "1",
+    **scripted_provider_env(SCRIPTED),
     # A tool-using run takes three steps (model, tool, model): over this budget.
     "SWITCHBOARD_ENGINE_MAX_RUN_STEPS": "2",
     "SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}]),
@@ -93,12 +47,7 @@ LAUNCH_ENV = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def scripted_model() -> Iterator[None]:
-    yield
-    _server.__exit__(None, None, None)
-
-
+scripted_model = web.stop_at_module_end(stop_scripted)
 # The shared browser fixtures (tests/e2e/web.py).
 browser = web.browser
 page = web.page

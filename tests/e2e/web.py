@@ -4,16 +4,23 @@ axe-core check, screenshots into test-artifacts/, and sending a message."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from tests.e2e.conftest import TOKENS, Launched
+from tests.fakes.llm_server import FakeServer, Script, serve
 
 CHROMIUM = (
     os.environ.get("SWITCHBOARD_TEST_CHROMIUM")
@@ -24,6 +31,81 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 RUN_TIMEOUT = 20_000
+
+
+MARKDOWN = (
+    "Here is **the plan**:\n\n"
+    "- first step\n"
+    "- second step\n\n"
+    "```python\n"
+    'print("bonjour")\n'
+    "```\n\n"
+    '<img src="x" onerror="window.__xss = 1"><script>window.__xss = 2</script>'
+    '<a href="javascript:window.__xss = 3">link</a>\n'
+)
+
+
+def scripted_openai_app(script: Script) -> Starlette:
+    """An OpenAI-compatible chat-completions endpoint (the engine calls it
+    as a provider, over the real wire): Markdown for any request, a 400 when
+    the user's message asks to fail. Each request body is kept in
+    ``script.requests``."""
+
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        script.requests.append(body)
+        last = next((m for m in reversed(body["messages"]) if m["role"] == "user"), {})
+        if "fail" in str(last.get("content", "")):
+            error = {"message": "the scripted model refuses this request", "type": "invalid_request_error"}
+            return JSONResponse({"error": error}, status_code=400)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+                choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else []
+                data = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+                return f"data: {json.dumps({**data, 'choices': choices, 'usage': usage})}\n\n".encode()
+
+            yield chunk({"role": "assistant", "content": ""})
+            for line in MARKDOWN.splitlines(keepends=True):
+                yield chunk({"content": line})
+            yield chunk({}, finish="stop")
+            yield chunk({}, usage={"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30})
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+SCRIPTED_MODEL = {"id": "scripted", "provider": "scripted", "model": "scripted-markdown", "profile": "strong"}
+
+
+def start_scripted_model() -> tuple[FakeServer, Callable[[], None]]:
+    """Starts the scripted model for a test module's life: its port goes in
+    the module's LAUNCH_ENV, read before any fixture runs. Returns the
+    server and its stop."""
+    manager = serve(scripted_openai_app)
+    return manager.__enter__(), lambda: manager.__exit__(None, None, None)
+
+
+def stop_at_module_end(stop: Callable[[], None]) -> Any:
+    """An autouse module fixture that calls ``stop`` after the module's tests."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def stopper() -> Iterator[None]:
+        yield
+        stop()
+
+    return stopper
+
+
+def scripted_provider_env(server: FakeServer) -> dict[str, str]:
+    """The engine's settings naming the scripted model's server as a provider."""
+    provider = {"name": "scripted", "kind": "openai", "base_url": f"{server.url}/v1"}
+    return {
+        "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps([provider]),
+        "SWITCHBOARD_ENGINE_PROVIDER_ATTEMPTS": "1",
+    }
 
 
 @contextmanager

@@ -53,7 +53,7 @@ export async function openConversation(id) {
   state.conversationId = id;
   // A reload reopens this conversation (and its run, if one is going).
   sessionStorage.setItem("conversation", id);
-  const [conversation, { entries }, { runs }] = await Promise.all([
+  const [conversation, history, { runs }] = await Promise.all([
     json(`/conversations/${id}`),
     json(`/conversations/${id}/entries`),
     json(`/conversations/${id}/runs?page_size=100`),
@@ -61,6 +61,9 @@ export async function openConversation(id) {
   state.allowed = conversation.allowed_sources;
   renderSourceChecks();
   const byId = new Map(runs.map((r) => [r.id, r]));
+  // A run's tool calls and their results are entries too; the log shows
+  // what the person said and each run's answer.
+  const entries = history.entries.filter((e) => e.role === "user" || (e.role === "assistant" && !(e.tool_calls || []).length));
   const answered = new Set(entries.filter((e) => e.role !== "user").map((e) => e.run_id));
   const items = [];
   for (const entry of entries) {

@@ -32,7 +32,11 @@ export async function json(path, options = {}) {
   } catch {
     body = {};
   }
-  if (!response.ok) throw new Error(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+  if (!response.ok) {
+    const error = new Error(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+    error.status = response.status;
+    throw error;
+  }
   return body;
 }
 

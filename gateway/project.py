@@ -1,0 +1,186 @@
+"""The project every agent shares (seed 001): its context (the CONTEXT.md
+every run receives), the import of a project folder's `.ideai` files, and
+the live state (who is doing what, now, until it expires), readable as a
+list or watched as Server-Sent Events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import grpc
+from fastapi import APIRouter, Path, Query, Request, Response
+from google.protobuf.duration_pb2 import Duration
+from sse_starlette import EventSourceResponse
+
+from gateway import deps
+from gateway.deps import User, rpc
+from gateway.events import message_dict, short_enum
+from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
+from services.shared.identity import user_metadata
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2
+
+router = APIRouter(prefix="/api/agent")
+
+# The one project this deployment's agents work on (the engine reads the same).
+DEFAULT_PROJECT = "default"
+ProjectId = Annotated[str, Query(max_length=128, pattern=r"^[A-Za-z0-9._-]*$")]
+AgentId = Annotated[str, Path(max_length=128)]
+
+
+def _project(project_id: str) -> str:
+    return project_id or DEFAULT_PROJECT
+
+
+@router.get("/project-context", tags=["project"])
+async def get_project_context(request: Request, user: User, project_id: ProjectId = "") -> dict[str, Any]:
+    """The project context every agent's run receives ("" until written)."""
+    response = await rpc(
+        request,
+        deps.memory(request).GetProjectContext,
+        memory_service_pb2.GetProjectContextRequest(project_id=_project(project_id)),
+        user,
+    )
+    return message_dict(response.context)
+
+
+@router.put("/project-context", tags=["project"])
+async def set_project_context(
+    body: ProjectContextBody, request: Request, user: User, project_id: ProjectId = ""
+) -> dict[str, Any]:
+    """Replaces the project context; the next run of every agent reads it."""
+    response = await rpc(
+        request,
+        deps.memory(request).UpdateProjectContext,
+        memory_service_pb2.UpdateProjectContextRequest(
+            context=memory_pb2.ProjectContext(project_id=_project(project_id), body=body.body)
+        ),
+        user,
+    )
+    return message_dict(response.context)
+
+
+@router.post("/project-context/import", tags=["project"])
+async def import_project_files(
+    body: ImportProjectBody, request: Request, user: User, project_id: ProjectId = ""
+) -> dict[str, Any]:
+    """Imports a project folder's `.ideai/CONTEXT.md` (the context) and
+    `.ideai/memory/*.md` (durable notes); other files are skipped, each
+    with its reason."""
+    response = await rpc(
+        request,
+        deps.memory(request).ImportProjectFiles,
+        memory_service_pb2.ImportProjectFilesRequest(
+            project_id=_project(project_id),
+            files=[memory_pb2.ProjectFile(path=f.path, content=f.content) for f in body.files],
+        ),
+        user,
+    )
+    items = [message_dict(i) for i in response.items]
+    for item in items:
+        item["outcome"] = short_enum(item.get("outcome", ""), "IMPORT_OUTCOME_")
+    return {"items": items}
+
+
+@router.get("/live-state", tags=["project"])
+async def list_live_state(
+    request: Request,
+    user: User,
+    project_id: ProjectId = "",
+    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """Who is doing what now: the unexpired entries, each with its expiry."""
+    response = await rpc(
+        request,
+        deps.memory(request).ListLiveState,
+        memory_service_pb2.ListLiveStateRequest(
+            project_id=_project(project_id), page_size=page_size, page_token=page_token
+        ),
+        user,
+    )
+    return {
+        "entries": [message_dict(e) for e in response.entries],
+        "next_page_token": response.next_page_token,
+    }
+
+
+@router.put("/live-state/{agent_id}", tags=["project"])
+async def set_live_state(
+    agent_id: AgentId, body: LiveStateBody, request: Request, user: User, project_id: ProjectId = ""
+) -> dict[str, Any]:
+    """Says what an agent is doing, until `ttl_seconds` (or the service's default) has passed."""
+    ttl = None
+    if body.ttl_seconds is not None:
+        ttl = Duration()
+        ttl.FromMilliseconds(round(body.ttl_seconds * 1000))
+    response = await rpc(
+        request,
+        deps.memory(request).SetLiveState,
+        memory_service_pb2.SetLiveStateRequest(
+            project_id=_project(project_id),
+            agent_id=agent_id,
+            activity=body.activity,
+            detail=body.detail,
+            ttl=ttl,
+        ),
+        user,
+    )
+    return message_dict(response.entry)
+
+
+@router.delete("/live-state/{agent_id}", status_code=204, tags=["project"])
+async def delete_live_state(
+    agent_id: AgentId, request: Request, user: User, project_id: ProjectId = ""
+) -> Response:
+    await rpc(
+        request,
+        deps.memory(request).DeleteLiveState,
+        memory_service_pb2.DeleteLiveStateRequest(project_id=_project(project_id), agent_id=agent_id),
+        user,
+    )
+    return Response(status_code=204)
+
+
+@router.get(
+    "/live-state/events",
+    responses={200: {"content": {"text/event-stream": {}}, "description": "snapshot, then set / removed"}},
+    response_model=None,
+    tags=["project"],
+)
+async def watch_live_state(request: Request, user: User, project_id: ProjectId = "") -> EventSourceResponse:
+    """The live state as SSE: a `snapshot` of every unexpired entry, then a
+    `set` or `removed` event (with `removal`: deleted or expired) at each
+    change. A reconnecting client gets a fresh snapshot."""
+    settings = deps.settings(request)
+    stream = deps.memory(request).WatchLiveState(
+        memory_service_pb2.WatchLiveStateRequest(project_id=_project(project_id)),
+        timeout=settings.run_stream_timeout,
+        metadata=user_metadata(user),
+    )
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        try:
+            async for response in stream:
+                data = {
+                    "entries": [message_dict(e) for e in response.entries],
+                    "removal": short_enum(
+                        memory_pb2.LiveStateRemoval.Name(response.removal), "LIVE_STATE_REMOVAL_"
+                    ),
+                }
+                kind = short_enum(memory_pb2.LiveStateEventType.Name(response.type), "LIVE_STATE_EVENT_TYPE_")
+                yield {"event": kind, "data": json.dumps(data, separators=(",", ":"))}
+        except grpc.aio.AioRpcError as error:
+            # The stream ended (deadline, memory restarting): say so; the
+            # browser's EventSource reconnects and gets a new snapshot.
+            yield {"event": "error", "data": json.dumps({"code": error.code().name})}
+        finally:
+            stream.cancel()
+
+    return EventSourceResponse(
+        events(),
+        ping=settings.sse_ping_seconds,
+        send_timeout=settings.sse_send_timeout,
+        headers={"Cache-Control": "no-store"},
+    )

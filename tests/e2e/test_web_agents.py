@@ -1,0 +1,242 @@
+"""The Agents view in the browser, against the real processes (seed 000,
+seed 001): registering, renaming and changing an agent's model (a provider
+swap, which starts from the handoff summary: proven by what the scripted
+model received over the real wire); the agent's thread, live while asks
+stream, filtered by pair and by correlation (each labelled a partial view),
+with a rotation seam carrying the handoff summary; the thread exported as a
+download and imported back; the live state updating over SSE until it
+expires; the project context edited and imported from a project folder."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.e2e import web
+from tests.e2e.conftest import Launched
+from tests.e2e.web import (
+    RUN_TIMEOUT,
+    SCRIPTED_MODEL,
+    scripted_provider_env,
+    shot,
+    start_scripted_model,
+)
+
+FIXTURE_PROJECT = Path(__file__).resolve().parents[1] / "fixtures" / "memory" / "project"
+SCRIPTED, stop_scripted = start_scripted_model()
+MODELS = [
+    {"id": "offline-fast", "provider": "offline", "model": "switchboard-offline-fast", "profile": "fast"},
+    SCRIPTED_MODEL,
+]
+LAUNCH_ENV = {
+    "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
+    **scripted_provider_env(SCRIPTED),
+    # Two asks (four entries) close a segment: the viewer shows the seam.
+    "SWITCHBOARD_THREADS_ROTATE_AFTER_ENTRIES": "4",
+    # Answers slow enough (several seconds) to watch one stream from outside.
+    "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.15",
+}
+
+
+scripted_model = web.stop_at_module_end(stop_scripted)
+browser = web.browser
+page = web.page
+
+
+def open_agents(page: Page) -> None:
+    page.get_by_role("link", name="Agents").click()
+    expect(page.locator("#view-agents")).to_be_visible()
+    expect(page.locator("#view-chat")).to_be_hidden()
+
+
+def register(page: Page, agent_id: str, name: str, model: str) -> None:
+    page.fill("#new-agent-id", agent_id)
+    page.fill("#new-agent-name", name)
+    page.select_option("#new-agent-model", model)
+    page.get_by_role("button", name="Register").click()
+    expect(page.locator("#registry-status")).to_have_text(f"Agent {agent_id} registered.")
+    expect(page.locator("#agent-title")).to_have_text(name)
+
+
+def ask(page: Page, requester: str, message: str) -> None:
+    before = page.locator("#thread .entry:not(.live)").count()
+    page.fill("#ask-requester", requester)
+    page.fill("#ask-message", message)
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.locator("#thread .entry.live").first).to_be_visible()
+    expect(page.locator("#ask-send")).to_be_enabled(timeout=RUN_TIMEOUT)
+    expect(page.locator("#thread .entry:not(.live)")).to_have_count(before + 2)
+
+
+def test_registry_thread_viewer_rotation_filters_and_provider_swap(page: Page, launched: Launched) -> None:
+    tag = uuid.uuid4().hex[:6]
+    qa = f"qa-{tag}"
+    open_agents(page)
+    register(page, qa, "QA", "offline-fast")
+    expect(page.locator(f'#agent-list li[data-id="{qa}"]')).to_contain_text("QA")
+    expect(page.locator("#thread .empty")).to_be_visible()
+
+    page.fill("#agent-name", "Quality")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#agent-status")).to_have_text("Saved.")
+    expect(page.locator(f'#agent-list li[data-id="{qa}"]')).to_contain_text("Quality")
+
+    # Two requesters on the one shared thread; the second rotates it.
+    ask(page, "architect", "Is the release ready?")
+    expect(page.locator("#thread .entry").first).to_contain_text(f"architect asks {qa}")
+    ask(page, "main", "Which tests are still red?")
+    entries = page.locator("#thread .entry")
+    expect(entries).to_have_count(4)
+    expect(page.locator("#view-label")).to_contain_text("Full thread")
+
+    # The rotation seam, with the handoff summary the next model receives.
+    seam = page.locator("#thread .seam")
+    expect(seam).to_have_count(1, timeout=RUN_TIMEOUT)
+    expect(seam).to_contain_text("Rotation: segment 1 closed (4 entries)")
+    expect(seam.locator(".handoff:not(.pending)")).to_contain_text(
+        "Is the release ready?", timeout=RUN_TIMEOUT
+    )
+    shot(page, launched, "agents-thread-seam")
+
+    # A third requester asks from outside the page: the viewer shows the
+    # question while its run still streams, without a reload.
+    outside = threading.Thread(
+        target=lambda: httpx.post(
+            f"{launched.url}/api/agent/agents/{qa}/asks",
+            json={"message": "Please summarise the open bugs for the release notes", "requester": "ops"},
+            headers=launched.headers(),
+            timeout=60,
+        ).read()
+    )
+    outside.start()
+    expect(page.locator('#thread .entry[data-requester="ops"]').first).to_contain_text(f"ops asks {qa}")
+    assert outside.is_alive(), "the run ended before the viewer showed its question"
+    outside.join()
+    expect(page.locator('#thread .entry[data-requester="ops"]')).to_have_count(2)
+    # The seam now stands before the first entry of segment 2.
+    expect(page.locator("#thread > *").nth(4)).to_have_class(re.compile("seam"))
+
+    # Filters are partial views, and say so.
+    page.get_by_label("One requester (pair)").check()
+    page.fill("#filter-requester", "architect")
+    page.press("#filter-requester", "Enter")
+    expect(page.locator("#view-label")).to_contain_text(f"Partial view: only architect's exchanges with {qa}")
+    expect(page.locator("#thread .entry")).to_have_count(2)
+    expect(page.locator("#thread .seam")).to_have_count(0)
+    shot(page, launched, "agents-pair-view")
+    page.locator("#thread .correlation").first.click()
+    expect(page.locator("#view-label")).to_contain_text("Partial view: only correlation")
+    expect(page.get_by_label("One correlation")).to_be_checked()
+    expect(page.locator("#thread .entry")).to_have_count(2)
+    page.get_by_label("Full thread").check()
+    expect(page.locator("#thread .entry")).to_have_count(6)
+
+    # Provider swap: the page says it starts from the handoff summary, and it does.
+    page.select_option("#agent-model", "scripted")
+    expect(page.locator("#swap-warning")).to_contain_text("Provider swap: from offline to scripted")
+    expect(page.locator("#swap-warning")).to_contain_text("starts from the handoff summary")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#agent-status")).to_contain_text("Provider swapped")
+    SCRIPTED.script.requests.clear()
+    ask(page, "architect", "Any blocker left?")
+    expect(page.locator('#ask-notices .notice[data-code="PROVIDER_SWITCHED"]')).to_contain_text(
+        "switched from offline to scripted"
+    )
+    expect(page.locator("#thread .entry.assistant").last.locator("strong")).to_have_text("the plan")
+    system = SCRIPTED.script.requests[-1]["messages"][0]["content"]
+    handoff = system[system.index("# Handoff summary") :]
+    assert "## Last correlated answer" in handoff and "Please summarise the open bugs" in handoff
+    shot(page, launched, "agents-provider-swap")
+
+    page.reload()  # the registry keeps the new model
+    web.ready(page)
+    expect(page.locator("#agent-model")).to_have_value("scripted")
+
+
+def test_a_thread_is_exported_as_a_download_and_imported(
+    page: Page, launched: Launched, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    source, copy = f"arch-{tag}", f"arch-copy-{tag}"
+    open_agents(page)
+    register(page, source, "Architect", "offline-fast")
+    ask(page, "main", "Which database do we use?")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export thread").click()
+    assert download.value.suggested_filename == f"{source}-thread.json"
+    bundle = json.loads(Path(download.value.path()).read_text())
+    paths = {f["path"] for f in bundle["files"]}
+    assert f"agents/{source}/log.jsonl" in paths
+    log = next(f["content"] for f in bundle["files"] if f["path"] == f"agents/{source}/log.jsonl")
+    assert "Which database do we use?" in log
+    expect(page.locator("#agent-status")).to_contain_text("Exported")
+
+    # As if from another installation: the same thread under another agent id.
+    thread_id = json.loads(log.splitlines()[0])["thread_id"]
+    moved = {
+        "files": [
+            {
+                "path": f["path"].replace(source, copy),
+                "content": f["content"].replace(source, copy).replace(thread_id, str(uuid.uuid4())),
+            }
+            for f in bundle["files"]
+        ]
+    }
+    exported = tmp_path / "export.json"
+    exported.write_text(json.dumps(moved))
+    page.set_input_files("#import-thread", str(exported))
+    expect(page.locator("#registry-status")).to_contain_text(f"Imported the thread of {copy} (2 entries)")
+    expect(page.locator(f'#agent-list li[data-id="{copy}"]')).to_be_visible()
+    expect(page.locator("#thread .entry").first).to_contain_text("Which database do we use?")
+    # The same file again: that agent has a thread now; the page says why nothing happened.
+    page.set_input_files("#import-thread", str(exported))
+    expect(page.locator("#registry-status")).to_contain_text("already has a live thread")
+
+
+def test_live_state_updates_over_sse_and_expires_and_the_project_context_is_edited_and_imported(
+    page: Page, launched: Launched, tmp_path: Path
+) -> None:
+    open_agents(page)
+    expect(page.locator("#live-state .empty")).to_be_visible()
+    # An agent CLI says what it is doing: the page shows it live, with its expiry.
+    set_state = httpx.put(
+        f"{launched.url}/api/agent/live-state/reviewer",
+        json={"activity": "reviewing the migration", "detail": "PR 42", "ttl_seconds": 4},
+        headers=launched.headers(),
+    )
+    assert set_state.status_code == 200, set_state.text
+    row = page.locator('#live-state li[data-agent="reviewer"]')
+    expect(row).to_contain_text("reviewing the migration")
+    expect(row).to_contain_text("PR 42")
+    expect(row.locator(".expiry")).to_contain_text(re.compile(r"expires in [0-4] s"))
+    shot(page, launched, "agents-live-state")
+    expect(row).to_have_count(0, timeout=10_000)
+    expect(page.locator("#live-status")).to_have_text("reviewer's state expired.")
+
+    page.fill("#project-context", "# Rules\n- Every change ships with its test.\n")
+    page.get_by_role("button", name="Save context").click()
+    expect(page.locator("#context-status")).to_contain_text("every agent's next run reads this context")
+    page.reload()
+    web.ready(page)
+    expect(page.locator("#project-context")).to_have_value(re.compile("Every change ships with its test"))
+
+    # A project folder as the IDE keeps it (with a note that has no kind), plus a file that is not read.
+    folder = tmp_path / "project"
+    shutil.copytree(FIXTURE_PROJECT, folder)
+    (folder / "README.md").write_text("not read")
+    page.set_input_files("#import-folder", str(folder))
+    result = page.locator("#import-result li")
+    expect(result).to_have_count(5)
+    expect(result.filter(has_text=".ideai/memory/retry-policy.md")).to_contain_text("created")
+    expect(result.filter(has_text=".ideai/memory/no-kind.md")).to_contain_text("skipped (")
+    expect(page.locator("#project-context")).to_have_value(
+        re.compile("Services talk only through the gRPC contracts")
+    )
+    shot(page, launched, "agents-project-context")
