@@ -167,9 +167,11 @@ class Collaborators:
             Sequence[threads_pb2.Entry], (await self._call("threads", "AppendEntries", request, user)).entries
         )
 
-    async def set_auto_title(self, user: str, conversation_id: str, request_text: str) -> None:
+    async def set_auto_title(
+        self, user: str, conversation_id: str, request_text: str, title: str = ""
+    ) -> None:
         request = threads_service_pb2.SetAutoTitleRequest(
-            conversation_id=conversation_id, request_text=request_text
+            conversation_id=conversation_id, request_text=request_text, title=title
         )
         await self._call("threads", "SetAutoTitle", request, user)
 

@@ -118,3 +118,25 @@ def to_messages(
     """The prompt: the layers (and the conversation's summary) as the system
     message, the earlier turns, then the current message."""
     return [ChatMessage("system", system_text(layers, summary)), *history, ChatMessage("user", user_message)]
+
+
+TITLE_SYSTEM = (
+    "Write a short title for the conversation below: at most six words, in the language of the "
+    "user's message, no quotes, no final period. Answer with the title only."
+)
+# The most of the first answer a title model reads.
+TITLE_ANSWER_CHARS = 1500
+
+
+def title_messages(request: str, answer: str) -> list[ChatMessage]:
+    exchange = f"User: {request.strip()}\n\nAssistant: {answer.strip()[:TITLE_ANSWER_CHARS]}"
+    return [ChatMessage("system", TITLE_SYSTEM), ChatMessage("user", exchange)]
+
+
+def clean_title(text: str) -> str:
+    """The model's title on one line, without the quotes or the "Title:"
+    models like to add; threads bounds its length."""
+    line = " ".join(text.split())
+    if line.lower().startswith(("title:", "titre :", "titre:")):
+        line = line.split(":", 1)[1].strip()
+    return line.strip("\"'«»“”*# ").rstrip(".").strip()

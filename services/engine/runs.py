@@ -155,6 +155,11 @@ class RunLimits:
     project_context_budget_chars: int = 6000
     live_state_budget_chars: int = 2000
     live_state_entries: int = 20
+    # The model that titles a conversation after its first exchange
+    # ("provider/model"); empty: the run's own model. Offline runs keep the
+    # cut of the request.
+    title_model: str = ""
+    title_timeout_seconds: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -363,6 +368,8 @@ class RunService:
         self._cancelling: set[str] = set()
         self._working: set[str] = set()
         self._settling: set[asyncio.Future[None]] = set()
+        # Work that outlives a run's final (model-written titles).
+        self._background: set[asyncio.Task[None]] = set()
         # Runs whose end could not be recorded (the database stayed away past
         # the retries): the lease loop settles them once it is back.
         self._unrecorded: set[str] = set()
@@ -701,17 +708,64 @@ class RunService:
             await feed.publish(event, last=event is unwritten[-1])
 
     async def _title_after_first_exchange(
-        self, user: str, conversation_id: str, text: str, needed: bool
+        self,
+        user: str,
+        conversation_id: str,
+        text: str,
+        needed: bool,
+        answered: tuple[LLMProvider, router_pb2.ModelOption, str] | None = None,
     ) -> None:
         """Titles an untitled conversation after its first complete exchange
-        (threads never overwrites a manual title). Best effort: a run does not
-        fail for want of a title."""
+        (threads never overwrites a manual title): at once with the cut of
+        the request, then, when a real model answered, with a short title a
+        model writes, in the background so the run's final never waits for
+        it. Best effort: a run does not fail for want of a title."""
         if not needed:
             return
         try:
             await self._collab.set_auto_title(user, conversation_id, text)
         except DomainError as exc:
             log.warning("could not title conversation %s: %s", conversation_id, exc.message)
+            return
+        if answered is None or answered[0].kind == "offline":
+            return
+        titler = self._titler(*answered[:2])
+        task = asyncio.create_task(self._model_title(titler, user, conversation_id, text, answered[2]))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _titler(
+        self, provider: LLMProvider, model: router_pb2.ModelOption
+    ) -> tuple[LLMProvider, router_pb2.ModelOption]:
+        """The configured title model, else the run's own."""
+        name, _, title_model = self._limits.title_model.partition("/")
+        if title_model and name in self._providers:
+            return self._providers[name], router_pb2.ModelOption(provider=name, model=title_model)
+        return provider, model
+
+    async def _model_title(
+        self,
+        titler: tuple[LLMProvider, router_pb2.ModelOption],
+        user: str,
+        conversation_id: str,
+        request: str,
+        answer: str,
+    ) -> None:
+        provider, model = titler
+        messages = instructions.title_messages(request, answer)
+        try:
+            async with asyncio.timeout(self._limits.title_timeout_seconds):
+                parts = [
+                    chunk.text
+                    async for chunk in provider.stream(model.model, messages)
+                    if isinstance(chunk, TextChunk)
+                ]
+            title = instructions.clean_title("".join(parts))
+            if title:
+                await self._collab.set_auto_title(user, conversation_id, request, title=title)
+        except (DomainError, TimeoutError) as exc:
+            # The cut of the request stays the title; nothing else depends on it.
+            log.warning("the title model did not title conversation %s: %s", conversation_id, exc)
 
     async def _work(
         self, run: AgentRun, request: RunRequest, rec: _Recorder, needs_title: bool, budget: RunBudget
@@ -890,7 +944,9 @@ class RunService:
         rec.reached["sources_json"] = json.dumps(sources)
         await asyncio.gather(
             self._record_turn(user, thread, run.id, loop.transcript, entry),
-            self._title_after_first_exchange(user, thread, text, needs_title),
+            self._title_after_first_exchange(
+                user, thread, text, needs_title, (provider, chosen, loop.answer)
+            ),
         )
         usage = {"tokens_in": loop.tokens_in, "tokens_out": loop.tokens_out}
         # A proposal made through a tool waits for the user, like "remember that".
@@ -1320,6 +1376,9 @@ class RunService:
             await asyncio.gather(*pending, return_exceptions=True)
         # Settlements run shielded from those cancellations: let them land.
         await asyncio.gather(*self._settling, return_exceptions=True)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         await self._repo.release(self._instance_id)
 
 

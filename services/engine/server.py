@@ -49,6 +49,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         default_budget=RunBudget(settings.max_run_tokens, settings.max_run_steps, settings.max_run_seconds),
         cancel_poll_seconds=settings.cancel_poll_seconds,
         fallback_model=settings.fallback_model,
+        title_model=settings.title_model,
     )
 
 

@@ -30,6 +30,10 @@ class EngineSettings(ServiceSettings):
     router_timeout: float = Field(default=1.0, gt=0)
     # The model that answers when the router cannot be reached: "provider/model".
     fallback_model: str = "offline/switchboard-offline-balanced"
+    # The model that titles a conversation after its first exchange
+    # ("provider/model" of a configured provider); empty: the run's own
+    # model. Offline runs keep the cut of the request.
+    title_model: str = ""
     max_message_chars: int = 32_000
     # Token deltas are coalesced: the first is sent at once, later ones at most
     # every delta_flush_seconds or when delta_flush_chars have accumulated.
@@ -89,6 +93,11 @@ class EngineSettings(ServiceSettings):
         known = {"offline", *(c.name for c in self.provider_configs)}
         if not slash or not model or provider not in known:
             raise ValueError(f"fallback_model must be 'provider/model' with a provider of {sorted(known)}")
+        title_provider, slash, title_model = self.title_model.partition("/")
+        if self.title_model and (not slash or not title_model or title_provider not in known - {"offline"}):
+            raise ValueError(
+                f"title_model must be 'provider/model' with a provider of {sorted(known - {'offline'})}"
+            )
         unknown = set(self.connector_names) - set(CONNECTORS)
         if unknown:
             raise ValueError(f"unknown connectors {sorted(unknown)}; known: {sorted(CONNECTORS)}")

@@ -11,6 +11,7 @@ current message."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import grpc
 import pytest
 
-from services.engine.instructions import PRODUCT_SYSTEM
+from services.engine.instructions import PRODUCT_SYSTEM, TITLE_SYSTEM
 from services.memory.handoff_model import SYSTEM as SUMMARY_SYSTEM
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
@@ -392,3 +393,66 @@ async def test_a_failing_summary_model_falls_back_to_the_rules_with_one_notice(
     )
     assert stored.summary.summariser == "rules" and stored.summary.fallback_reason
     assert "## Current objective" in stored.summary.text  # the five sections, from the rules
+
+
+# Automatic titles: the request's cut at once, then a model's title.
+
+
+async def wait_for_title(sb: System, chat: str, wanted: str) -> threads_pb2.Conversation:
+    for _ in range(100):
+        got = await sb.threads.GetConversation(
+            threads_service_pb2.GetConversationRequest(conversation_id=chat), **ALICE
+        )
+        if got.conversation.title == wanted:
+            return got.conversation
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"title is {got.conversation.title!r}, not {wanted!r}")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "answer", "title"),
+    [
+        ("Prépare la facture du client Dupont pour mardi", "Voici la facture.", "Facture Dupont de mardi"),
+        ("Draft the Q3 launch email to the sales team", "Here is the draft.", "Q3 launch email"),
+    ],
+)
+async def test_a_model_titles_the_conversation_after_its_first_exchange(
+    remote: Any, request_text: str, answer: str, title: str
+) -> None:
+    kind, sb, server = remote
+    chat = await conversation(sb)
+    server.script.steps = [f"say:{answer}", f'say:"{title}."']
+    events = await send(sb, chat, request_text)
+    assert events[-1].final.text == answer  # the final did not wait for the title
+    titled = await wait_for_title(sb, chat, title)
+    assert titled.title_auto
+    call = server.script.requests[1]
+    assert received(kind, call) == [
+        ("system", TITLE_SYSTEM),
+        ("user", f"User: {request_text}\n\nAssistant: {answer}"),
+    ]
+    assert call["model"] == "model-x" and "tools" not in call
+    await send(sb, chat, "And a second message")
+    assert len(server.script.requests) == 3  # titled once, after the first exchange only
+
+
+async def test_a_manual_title_is_never_replaced_and_a_failing_title_model_keeps_the_cut(remote: Any) -> None:
+    _, sb, server = remote
+    named = (
+        await sb.threads.CreateConversation(
+            threads_service_pb2.CreateConversationRequest(title="Mine"), **ALICE
+        )
+    ).conversation.id
+    await send(sb, named, "Prépare la facture")
+    assert len(server.script.requests) == 1  # no title call at all
+    chat = await conversation(sb)
+    server.script.steps = ["say:Voici.", "status:400"]
+    events = await send(sb, chat, "Prépare la facture du client Dupont")
+    assert events[-1].WhichOneof("kind") == "final"
+    for _ in range(100):  # the run's call, then the title model's (refused)
+        if len(server.script.requests) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert TITLE_SYSTEM in json.dumps(server.script.requests[2], ensure_ascii=False)
+    await asyncio.sleep(0.2)  # the refusal has been handled: the cut of the request stays
+    await wait_for_title(sb, chat, "Prépare la facture du client Dupont")
