@@ -3,6 +3,7 @@ launcher, driven over HTTP and SSE, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -10,9 +11,37 @@ import uuid
 import httpx
 import pytest
 
+from services.engine.instructions import TITLE_SYSTEM
+from tests.e2e import web
 from tests.e2e.conftest import Launched
 from tests.e2e.otlp import ReceivedSpan
 from tests.e2e.sse import SseEvent, read_events
+from tests.fakes.llm_server import openai_app, serve
+
+# A recording OpenAI-compatible server beside the offline models: Auto never
+# picks it (an offline model of each profile comes first); a message names it.
+_recording = serve(openai_app)
+RECORDING = _recording.__enter__()
+LAUNCH_ENV = {
+    "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(
+        [{"name": "recording", "kind": "openai", "base_url": f"{RECORDING.url}/v1"}]
+    ),
+    "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(
+        [
+            *(
+                {
+                    "id": f"offline-{p}",
+                    "provider": "offline",
+                    "model": f"switchboard-offline-{p}",
+                    "profile": p,
+                }
+                for p in ("fast", "balanced", "strong")
+            ),
+            {"id": "recorded", "provider": "recording", "model": "model-x", "profile": "strong"},
+        ]
+    ),
+}
+recording_server = web.stop_at_module_end(lambda: _recording.__exit__(None, None, None))
 
 
 @pytest.fixture
@@ -27,10 +56,9 @@ def new_conversation(client: httpx.Client, **body: object) -> str:
     return str(response.json()["id"])
 
 
-def post_message(client: httpx.Client, conversation_id: str, message: str) -> list[SseEvent]:
-    with client.stream(
-        "POST", f"/api/agent/conversations/{conversation_id}/messages", json={"message": message}
-    ) as r:
+def post_message(client: httpx.Client, conversation_id: str, message: str, model: str = "") -> list[SseEvent]:
+    body = {"message": message, **({"model": model} if model else {})}
+    with client.stream("POST", f"/api/agent/conversations/{conversation_id}/messages", json=body) as r:
         assert r.status_code == 200, r.read()
         assert r.headers["content-type"].startswith("text/event-stream")
         return list(read_events(r))
@@ -325,3 +353,31 @@ def test_pin_rename_and_find_a_conversation(client: httpx.Client) -> None:
     for body in ({}, {"title": ""}, {"pinned": "maybe"}, {"colour": "red"}):
         response = client.patch(f"/api/agent/conversations/{other}", json=body)
         assert response.status_code == 400, (body, response.text)
+
+
+def test_a_real_model_gets_the_previous_turn_of_the_conversation(client: httpx.Client) -> None:
+    """Two messages over HTTP to a conversation whose model is served by a
+    real-wire provider: the second request holds the first turn, in order."""
+    chat = new_conversation(client)
+    answers = ["say:Le déploiement est mardi à midi.", "say:Mardi."]
+
+    def answer(body: dict[str, object]) -> str:
+        # The title model's request (after the first exchange) may come at any time.
+        return "say:Déploiement" if body["messages"][0]["content"] == TITLE_SYSTEM else answers.pop(0)  # type: ignore[index]
+
+    RECORDING.script.steps = [answer] * 3
+    first = post_message(client, chat, "Quand est le déploiement ?", model="recorded")
+    assert first[-1].event == "final"
+    second = post_message(client, chat, "Tu peux répéter le jour ?", model="recorded")
+    assert second[-1].event == "final" and second[-1].data["text"] == "Mardi."
+    requests = [r for r in RECORDING.script.requests if r["messages"][0]["content"] != TITLE_SYSTEM]
+    turns = [(m["role"], m["content"]) for m in requests[-1]["messages"][1:]]
+    assert turns == [
+        ("user", "Quand est le déploiement ?"),
+        ("assistant", "Le déploiement est mardi à midi."),
+        ("user", "Tu peux répéter le jour ?"),
+    ]
+    run_id = second[0].data["run_id"]
+    record = client.get(f"/api/agent/runs/{run_id}").json()
+    history = next(layer for layer in record["layers"] if layer["key"] == "history")
+    assert history["present"] and history["item_count"] == 1 and int(history["size_tokens"]) > 0
