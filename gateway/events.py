@@ -58,8 +58,11 @@ def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     usage = data.pop("usage", {})
     data["tokens_in"] = int(usage.get("tokens_in", 0))
     data["tokens_out"] = int(usage.get("tokens_out", 0))
+    # Decided on its proposal: "accepted" or "refused"; "" otherwise.
+    data["approval"] = short_enum(data.get("approval", ""), "APPROVAL_DECISION_").replace("unspecified", "")
     for layer in data.get("layers", []):
         layer["size_chars"] = int(layer.get("size_chars", 0))
+        layer["size_tokens"] = int(layer.get("size_tokens", 0))
     data["router_decision"] = json.loads(data.pop("router_decision_json") or "{}")
     data["trigger_payload"] = json.loads(data.pop("trigger_payload_json") or "{}")
     return data

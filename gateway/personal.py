@@ -5,8 +5,10 @@ routes of seed 002 P2-T04, P2-T05 and P2-T07, backed by the memory service
 from __future__ import annotations
 
 import json
+import logging
 from typing import Annotated, Any
 
+import grpc
 from fastapi import APIRouter, Query, Request
 
 from gateway import deps
@@ -14,9 +16,11 @@ from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
 from switchboard.router.v1 import router_service_pb2
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/agent")
 
 CHAT_MODES = {"sidebar": memory_pb2.CHAT_MODE_SIDEBAR, "floating": memory_pb2.CHAT_MODE_FLOATING}
@@ -325,6 +329,7 @@ async def accept_proposal(
         user,
         idempotent=False,
     )
+    await settle_waiting_run(request, user, response.proposal, engine_pb2.APPROVAL_DECISION_ACCEPTED)
     return {"proposal": proposal_json(response.proposal), "page": page_json(response.page)}
 
 
@@ -342,4 +347,24 @@ async def refuse_proposal(
         user,
         idempotent=False,
     )
+    await settle_waiting_run(request, user, response.proposal, engine_pb2.APPROVAL_DECISION_REFUSED)
     return {"proposal": proposal_json(response.proposal)}
+
+
+async def settle_waiting_run(
+    request: Request, user: str, proposal: pages_pb2.Proposal, decision: engine_pb2.ApprovalDecision.ValueType
+) -> None:
+    """The run that made the proposal waited for this decision: it is done
+    now, with the decision. The decision itself is made whatever happens
+    here; a failure leaves the run waiting_approval, and is logged."""
+    if not proposal.run_id:
+        return
+    try:
+        await rpc(
+            request,
+            deps.engine(request).RecordApprovalDecision,
+            engine_service_pb2.RecordApprovalDecisionRequest(run_id=proposal.run_id, decision=decision),
+            user,
+        )
+    except grpc.aio.AioRpcError as exc:
+        log.warning("run %s keeps waiting: %s %s", proposal.run_id, exc.code().name, exc.details())

@@ -298,7 +298,7 @@ class Collaborators:
         return cast(pages_pb2.Page, (await self._call("pages", "CreateInstructionPage", request, user)).page)
 
     async def create_proposal(
-        self, user: str, request_id: str, page_id: str, body: str, reason: str
+        self, user: str, request_id: str, page_id: str, body: str, reason: str, run_id: str = ""
     ) -> pages_pb2.Proposal:
         request = pages_service_pb2.CreateProposalRequest(
             request_id=request_id,
@@ -306,6 +306,7 @@ class Collaborators:
             proposed_body=body,
             reason=reason,
             proposer_agent_id="personal",
+            run_id=run_id,
         )
         return cast(pages_pb2.Proposal, (await self._call("pages", "CreateProposal", request, user)).proposal)
 

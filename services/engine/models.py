@@ -40,6 +40,8 @@ class AgentRun(SQLModel, table=True):
     sources_json: str = "[]"
     router_decision_json: str = "{}"
     layers_json: str = "[]"
+    # A run that waited for approval: "accepted" or "refused" once decided.
+    approval: str = ""
     error: str | None = None
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None

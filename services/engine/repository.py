@@ -204,6 +204,18 @@ class RunsRepository:
             return int((await session.exec(query)).one())
 
     @db_retry
+    async def record_approval(self, run_id: str, decision: str) -> bool:
+        """Settles a waiting_approval run done with the decision; False when
+        the run was not waiting (decided already, or never waited)."""
+        async with self._engine.begin() as connection:
+            result = await connection.execute(
+                update(AgentRun)
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "waiting_approval")
+                .values(status="done", approval=decision)
+            )
+            return bool(result.rowcount)
+
+    @db_retry
     async def request_cancel(self, run_id: str) -> None:
         async with self._engine.begin() as connection:
             await connection.execute(

@@ -87,6 +87,11 @@ STATUSES = {
     "budget_exceeded": engine_pb2.RUN_STATUS_BUDGET_EXCEEDED,
 }
 INTERRUPTED = "interrupted"
+APPROVAL_DECISIONS = {"accepted", "refused"}
+APPROVALS = {
+    "accepted": engine_pb2.APPROVAL_DECISION_ACCEPTED,
+    "refused": engine_pb2.APPROVAL_DECISION_REFUSED,
+}
 
 
 @dataclass(frozen=True)
@@ -579,6 +584,20 @@ class RunService:
             return run
         await self._repo.request_cancel(run_id)
         self._cancel_local(run_id)
+        return run
+
+    async def record_approval(self, user: str, run_id: str, decision: str) -> AgentRun:
+        """The user decided on the proposal the run waited on: the run is done,
+        with the decision. Repeating the same decision changes nothing."""
+        if decision not in APPROVAL_DECISIONS:
+            raise InvalidArgument("decision must be ACCEPTED or REFUSED", field="decision")
+        run = await self.get(user, run_id)
+        if run.status == "waiting_approval" and await self._repo.record_approval(run_id, decision):
+            return await self.get(user, run_id)
+        run = await self.get(user, run_id)
+        if run.approval != decision:
+            what = f"was {run.approval}" if run.approval else f"is {run.status}, not waiting for approval"
+            raise FailedPrecondition(f"run {run_id!r} {what}", run_id=run_id)
         return run
 
     def _cancel_local(self, run_id: str) -> None:
@@ -1195,6 +1214,7 @@ class RunService:
                 page_id,
                 with_fact(body, fact),
                 f"The user asked me to remember: {fact}",
+                run_id=run.id,
             )
         rec.emit(
             proposal=engine_pb2.ProposalMade(
@@ -1400,6 +1420,7 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         error=run.error or "",
         request_id=run.request_id or "",
         requested_model=run.requested_model,
+        approval=APPROVALS.get(run.approval, engine_pb2.APPROVAL_DECISION_UNSPECIFIED),
     )
     proto.usage.tokens_in = run.tokens_in
     proto.usage.tokens_out = run.tokens_out

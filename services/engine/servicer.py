@@ -8,7 +8,7 @@ from typing import TypeAlias
 import grpc
 
 from services.engine.budget import RunBudget
-from services.engine.runs import AskSpec, BusyPolicy, RunRequest, RunService, run_to_proto
+from services.engine.runs import APPROVALS, AskSpec, BusyPolicy, RunRequest, RunService, run_to_proto
 from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_user
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
@@ -77,6 +77,13 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     ) -> engine_service_pb2.CancelRunResponse:
         run = await self._runs.cancel(caller_user(context), request.run_id)
         return engine_service_pb2.CancelRunResponse(run=run_to_proto(run))
+
+    async def RecordApprovalDecision(
+        self, request: engine_service_pb2.RecordApprovalDecisionRequest, context: Context
+    ) -> engine_service_pb2.RecordApprovalDecisionResponse:
+        decision = {v: k for k, v in APPROVALS.items()}.get(request.decision, "")
+        run = await self._runs.record_approval(caller_user(context), request.run_id, decision)
+        return engine_service_pb2.RecordApprovalDecisionResponse(run=run_to_proto(run))
 
     async def ListRuns(
         self, request: engine_service_pb2.ListRunsRequest, context: Context

@@ -70,7 +70,7 @@ class EngineToolBackend:
         return SavedNote(saved.note.id, saved.note.title, outcome)
 
     async def propose_instruction_update(
-        self, user: str, request_id: str, addition: str, reason: str
+        self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
     ) -> InstructionProposal:
         page = await self._collab.active_instructions(user)
         if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
@@ -80,7 +80,7 @@ class EngineToolBackend:
             created = await self._collab.create_instruction_page(user, f"{request_id}:page")
             page_id, title, body = created.id, created.title, created.body
         proposal = await self._collab.create_proposal(
-            user, request_id, page_id, with_fact(body, addition), reason
+            user, request_id, page_id, with_fact(body, addition), reason, run_id=run_id
         )
         return InstructionProposal(proposal.id, page_id, title, addition, proposal.diff.unified)
 

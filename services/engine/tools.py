@@ -127,7 +127,7 @@ class ToolBackend(Protocol):
     ) -> SavedNote: ...
 
     async def propose_instruction_update(
-        self, user: str, request_id: str, addition: str, reason: str
+        self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
     ) -> InstructionProposal: ...
 
     async def ask_agent(
@@ -600,7 +600,7 @@ class ToolRegistry:
             what="remember anything or change the instructions",
         )
         proposal = await self._backend.propose_instruction_update(
-            context.user, f"{context.run_id}:{call_id}", args.addition, args.reason
+            context.user, f"{context.run_id}:{call_id}", args.addition, args.reason, run_id=context.run_id
         )
         # The proposal's diff shows the page's text: the page was read.
         context.record("page", proposal.page_id, proposal.page_title)

@@ -86,6 +86,8 @@ class Proposal(SQLModel, table=True):
     page_owner_user_id: str = Field(max_length=128)
     proposer_user_id: str = Field(max_length=128)
     proposer_agent_id: str = Field(default="", max_length=128)
+    # The run that made it: the gateway settles that run with the decision.
+    run_id: str = Field(default="", max_length=64)
     base_version: int
     proposed_body: str = Field(default="", sa_column=Column(Text, nullable=False))
     reason: str = ""

@@ -41,6 +41,7 @@ from switchboard.common.v1 import common_pb2
 
 MAX_TITLE_CHARS = 200
 MAX_ID_CHARS = 128
+MAX_RUN_ID_CHARS = 64
 MAX_ACL_ENTRIES = 100
 MAX_REASON_CHARS = 1000
 # Same bound as MemoryDomain's instruction_page_ids.
@@ -566,7 +567,14 @@ class PagesDomain:
     # Proposals
 
     async def create_proposal(
-        self, user_id: str, request_id: str, page_id: str, proposed_body: str, reason: str, agent_id: str
+        self,
+        user_id: str,
+        request_id: str,
+        page_id: str,
+        proposed_body: str,
+        reason: str,
+        agent_id: str,
+        run_id: str = "",
     ) -> ProposalView:
         proposed_body = self._check_body(proposed_body, "proposed_body")
         reason = reason.strip()
@@ -576,6 +584,8 @@ class PagesDomain:
             raise InvalidArgument(
                 f"proposer_agent_id is longer than {MAX_ID_CHARS} characters", field="proposer_agent_id"
             )
+        if len(run_id) > MAX_RUN_ID_CHARS:
+            raise InvalidArgument(f"run_id is longer than {MAX_RUN_ID_CHARS} characters", field="run_id")
         page, _ = await self._access(user_id, page_id)
         if proposed_body == page.body:
             raise InvalidArgument(
@@ -595,6 +605,7 @@ class PagesDomain:
                 page_owner_user_id=page.owner_user_id,
                 proposer_user_id=user_id,
                 proposer_agent_id=agent_id.strip(),
+                run_id=run_id.strip(),
                 base_version=page.version,
                 proposed_body=proposed_body,
                 reason=reason,

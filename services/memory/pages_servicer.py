@@ -70,6 +70,7 @@ def proposal_to_proto(proposal: Proposal, diff: TextDiff | None = None) -> pages
         page_id=proposal.page_id,
         proposer_user_id=proposal.proposer_user_id,
         proposer_agent_id=proposal.proposer_agent_id,
+        run_id=proposal.run_id,
         base_version=proposal.base_version,
         proposed_body=proposal.proposed_body,
         reason=proposal.reason,
@@ -275,6 +276,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
             request.proposed_body,
             request.reason,
             request.proposer_agent_id,
+            request.run_id,
         )
         return pb.CreateProposalResponse(proposal=view_to_proto(view))
 

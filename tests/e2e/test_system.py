@@ -381,3 +381,24 @@ def test_a_real_model_gets_the_previous_turn_of_the_conversation(client: httpx.C
     record = client.get(f"/api/agent/runs/{run_id}").json()
     history = next(layer for layer in record["layers"] if layer["key"] == "history")
     assert history["present"] and history["item_count"] == 1 and int(history["size_tokens"]) > 0
+
+
+@pytest.mark.parametrize(
+    ("message", "decision"),
+    [
+        ("Remember that I sign as Alice", ("accept", "accepted")),
+        ("Souviens-toi que je signe « Alice »", ("refuse", "refused")),
+    ],
+)
+def test_deciding_a_proposal_settles_the_run_that_waited_for_it(
+    client: httpx.Client, message: str, decision: tuple[str, str]
+) -> None:
+    events = post_message(client, new_conversation(client), message)
+    proposal = next(e.data for e in events if e.event == "proposal")
+    run_id = events[0].data["run_id"]
+    assert client.get(f"/api/agent/runs/{run_id}").json()["status"] == "waiting_approval"
+    verb, decided = decision
+    response = client.post(f"/api/agent/proposals/{proposal['proposal_id']}/{verb}", json={})
+    assert response.status_code == 200, response.text
+    run = client.get(f"/api/agent/runs/{run_id}").json()
+    assert (run["status"], run["approval"]) == ("done", decided)

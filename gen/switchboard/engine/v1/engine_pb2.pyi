@@ -85,6 +85,30 @@ SKILL_INVOCATION_MANUAL: SkillInvocation.ValueType  # 1
 SKILL_INVOCATION_AUTO: SkillInvocation.ValueType  # 2
 Global___SkillInvocation: _TypeAlias = SkillInvocation  # noqa: Y015
 
+class _ApprovalDecision:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalDecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalDecision.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_DECISION_UNSPECIFIED: _ApprovalDecision.ValueType  # 0
+    """Not decided yet, or the run made no proposal."""
+    APPROVAL_DECISION_ACCEPTED: _ApprovalDecision.ValueType  # 1
+    """The proposal was accepted: the page has a new version."""
+    APPROVAL_DECISION_REFUSED: _ApprovalDecision.ValueType  # 2
+    """The proposal was refused: nothing was written."""
+
+class ApprovalDecision(_ApprovalDecision, metaclass=_ApprovalDecisionEnumTypeWrapper):
+    """The user's decision on the proposal a run waited on."""
+
+APPROVAL_DECISION_UNSPECIFIED: ApprovalDecision.ValueType  # 0
+"""Not decided yet, or the run made no proposal."""
+APPROVAL_DECISION_ACCEPTED: ApprovalDecision.ValueType  # 1
+"""The proposal was accepted: the page has a new version."""
+APPROVAL_DECISION_REFUSED: ApprovalDecision.ValueType  # 2
+"""The proposal was refused: nothing was written."""
+Global___ApprovalDecision: _TypeAlias = ApprovalDecision  # noqa: Y015
+
 class _StepStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -244,6 +268,7 @@ class Run(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
     LAYERS_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent_id: _builtins.str
     user_id: _builtins.str
@@ -263,6 +288,10 @@ class Run(_message.Message):
     error: _builtins.str
     request_id: _builtins.str
     requested_model: _builtins.str
+    approval: Global___ApprovalDecision.ValueType
+    """A run that ended waiting for approval: what the user decided on its
+    proposal (the run is then `done`).
+    """
     @_builtins.property
     def usage(self) -> _common_pb2.Usage: ...
     @_builtins.property
@@ -300,10 +329,11 @@ class Run(_message.Message):
         request_id: _builtins.str = ...,
         requested_model: _builtins.str = ...,
         layers: _abc.Iterable[Global___InstructionLayer] | None = ...,
+        approval: Global___ApprovalDecision.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision_json", b"router_decision_json", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload_json", b"trigger_payload_json", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision_json", b"router_decision_json", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload_json", b"trigger_payload_json", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

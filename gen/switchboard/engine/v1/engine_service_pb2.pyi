@@ -221,6 +221,50 @@ class CancelRunRequest(_message.Message):
 Global___CancelRunRequest: _TypeAlias = CancelRunRequest  # noqa: Y015
 
 @_typing.final
+class RecordApprovalDecisionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run that made the proposal."""
+    decision: _engine_pb2.ApprovalDecision.ValueType
+    """ACCEPTED or REFUSED."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        decision: _engine_pb2.ApprovalDecision.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordApprovalDecisionRequest: _TypeAlias = RecordApprovalDecisionRequest  # noqa: Y015
+
+@_typing.final
+class RecordApprovalDecisionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def run(self) -> _engine_pb2.Run: ...
+    def __init__(
+        self,
+        *,
+        run: _engine_pb2.Run | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordApprovalDecisionResponse: _TypeAlias = RecordApprovalDecisionResponse  # noqa: Y015
+
+@_typing.final
 class CancelRunResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -56,6 +56,11 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunResponse.FromString,
                 _registered_method=True)
+        self.RecordApprovalDecision = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/RecordApprovalDecision',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.RecordApprovalDecisionRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.RecordApprovalDecisionResponse.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/switchboard.engine.v1.EngineService/ListRuns',
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListRunsRequest.SerializeToString,
@@ -105,6 +110,15 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordApprovalDecision(self, request, context):
+        """Records the user's decision on the proposal a `waiting_approval` run
+        made: the run becomes `done` with its decision. Idempotent; a run in
+        another status is FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListRuns(self, request, context):
         """The caller's runs of one conversation, newest first.
         """
@@ -144,6 +158,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'RecordApprovalDecision': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordApprovalDecision,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.RecordApprovalDecisionRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.RecordApprovalDecisionResponse.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -266,6 +285,33 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/CancelRun',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordApprovalDecision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/RecordApprovalDecision',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.RecordApprovalDecisionRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.RecordApprovalDecisionResponse.FromString,
             options,
             channel_credentials,
             insecure,

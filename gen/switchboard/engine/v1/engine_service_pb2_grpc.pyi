@@ -50,6 +50,11 @@ class EngineServiceStub:
     """Stops a running run promptly; it ends `cancelled`, wherever it executes.
     A run that has already ended is returned unchanged.
     """
+    RecordApprovalDecision: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.RecordApprovalDecisionRequest, _engine_service_pb2.RecordApprovalDecisionResponse]
+    """Records the user's decision on the proposal a `waiting_approval` run
+    made: the run becomes `done` with its decision. Idempotent; a run in
+    another status is FAILED_PRECONDITION.
+    """
     ListRuns: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]
     """The caller's runs of one conversation, newest first."""
     AskAgent: _grpc.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]
@@ -80,6 +85,11 @@ class EngineServiceAsyncStub(EngineServiceStub):
     CancelRun: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.CancelRunRequest, _engine_service_pb2.CancelRunResponse]  # type: ignore[assignment]
     """Stops a running run promptly; it ends `cancelled`, wherever it executes.
     A run that has already ended is returned unchanged.
+    """
+    RecordApprovalDecision: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.RecordApprovalDecisionRequest, _engine_service_pb2.RecordApprovalDecisionResponse]  # type: ignore[assignment]
+    """Records the user's decision on the proposal a `waiting_approval` run
+    made: the run becomes `done` with its decision. Idempotent; a run in
+    another status is FAILED_PRECONDITION.
     """
     ListRuns: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]  # type: ignore[assignment]
     """The caller's runs of one conversation, newest first."""
@@ -132,6 +142,17 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_engine_service_pb2.CancelRunResponse, _abc.Awaitable[_engine_service_pb2.CancelRunResponse]]:
         """Stops a running run promptly; it ends `cancelled`, wherever it executes.
         A run that has already ended is returned unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def RecordApprovalDecision(
+        self,
+        request: _engine_service_pb2.RecordApprovalDecisionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.RecordApprovalDecisionResponse, _abc.Awaitable[_engine_service_pb2.RecordApprovalDecisionResponse]]:
+        """Records the user's decision on the proposal a `waiting_approval` run
+        made: the run becomes `done` with its decision. Idempotent; a run in
+        another status is FAILED_PRECONDITION.
         """
 
     @_abc_1.abstractmethod

@@ -311,6 +311,7 @@ class Proposal(_message.Message):
     DECISION_REASON_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     DECIDE_TIME_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     page_id: _builtins.str
     proposer_user_id: _builtins.str
@@ -324,6 +325,8 @@ class Proposal(_message.Message):
     accepted_version: _builtins.int
     """Accepted: the page version the accept wrote."""
     decision_reason: _builtins.str
+    run_id: _builtins.str
+    """The run that made it, if any: it waits for this decision."""
     @_builtins.property
     def diff(self) -> Global___TextDiff:
         """Base version -> proposed body."""
@@ -348,10 +351,11 @@ class Proposal(_message.Message):
         decision_reason: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         decide_time: _timestamp_pb2.Timestamp | None = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_time", b"decide_time", "diff", b"diff"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_version", b"accepted_version", "base_version", b"base_version", "create_time", b"create_time", "decide_time", b"decide_time", "decision_reason", b"decision_reason", "diff", b"diff", "id", b"id", "page_id", b"page_id", "proposed_body", b"proposed_body", "proposer_agent_id", b"proposer_agent_id", "proposer_user_id", b"proposer_user_id", "reason", b"reason", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_version", b"accepted_version", "base_version", b"base_version", "create_time", b"create_time", "decide_time", b"decide_time", "decision_reason", b"decision_reason", "diff", b"diff", "id", b"id", "page_id", b"page_id", "proposed_body", b"proposed_body", "proposer_agent_id", b"proposer_agent_id", "proposer_user_id", b"proposer_user_id", "reason", b"reason", "run_id", b"run_id", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

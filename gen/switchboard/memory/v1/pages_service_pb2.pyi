@@ -752,11 +752,14 @@ class CreateProposalRequest(_message.Message):
     PROPOSED_BODY_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PROPOSER_AGENT_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     page_id: _builtins.str
     proposed_body: _builtins.str
     reason: _builtins.str
     proposer_agent_id: _builtins.str
+    run_id: _builtins.str
+    """The run making the proposal (it ends waiting for the decision)."""
     def __init__(
         self,
         *,
@@ -765,10 +768,11 @@ class CreateProposalRequest(_message.Message):
         proposed_body: _builtins.str = ...,
         reason: _builtins.str = ...,
         proposer_agent_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_id", b"page_id", "proposed_body", b"proposed_body", "proposer_agent_id", b"proposer_agent_id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_id", b"page_id", "proposed_body", b"proposed_body", "proposer_agent_id", b"proposer_agent_id", "reason", b"reason", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
