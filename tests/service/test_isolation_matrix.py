@@ -34,7 +34,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
 
 from services.shared.errors import error_info
-from switchboard.engine.v1 import engine_service_pb2
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import (
     handoff_service_pb2,
     memory_pb2,
@@ -218,6 +218,14 @@ MATRIX: dict[str, list[Case]] = {
     "EngineService.GetRun": [Case(_run, lambda w, x: E.GetRunRequest(run_id=x))],
     "EngineService.WatchRun": [Case(_run, lambda w, x: E.WatchRunRequest(run_id=x))],
     "EngineService.CancelRun": [Case(_run, lambda w, x: E.CancelRunRequest(run_id=x))],
+    "EngineService.RecordApprovalDecision": [
+        Case(
+            _run,
+            lambda w, x: E.RecordApprovalDecisionRequest(
+                run_id=x, decision=engine_pb2.APPROVAL_DECISION_ACCEPTED
+            ),
+        )
+    ],
     "EngineService.ListRuns": [Case(_conversation, lambda w, x: E.ListRunsRequest(conversation_id=x), None)],
     # The target agent is shared (seed 000); the run and its request_id are the caller's.
     "EngineService.AskAgent": [
