@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import json_format
 
 from services.engine import instructions
-from services.engine.budget import BudgetExceeded, RunBudget
+from services.engine.budget import RunBudget
+from services.engine.tools import AllowedSources, ToolContext
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import handoff_pb2
@@ -140,14 +141,34 @@ class AgentAsks:
         )
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
         counter = self._runs.counters.counter(provider.kind, chosen.model)
-        if budget.max_steps and budget.max_steps < 1:
-            raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
-        async with rec.step("generate", f"{ask.target} answers with {chosen.model}"):
-            # The thread is the session key: a CLI provider resumes its native session.
-            generated = await self._runs.generate(
-                provider, chosen, messages, rec, thread, budget, session_key=thread, counter=counter
-            )
-        answer, tokens_in, tokens_out = generated.text, generated.tokens_in, generated.tokens_out
+        # The asked agent works with the same tools as a chat, under the same
+        # write guard (the question is the request), and asks others within
+        # its chain: never back up the chain, never deeper than the limit.
+        tools = ToolContext(
+            user,
+            run.id,
+            AllowedSources(),
+            request=text,
+            agent=ask.target,
+            ask_chain=(*ask.waiting, ask.target),
+            correlation_id=correlation,
+        )
+        specs = await self._runs.tool_specs(tools, text, rec)
+        # The thread is the session key: a CLI provider resumes its native session.
+        loop = await self._runs.model_and_tools(
+            provider,
+            chosen,
+            messages,
+            specs,
+            tools,
+            rec,
+            thread,
+            budget,
+            counter,
+            session_key=thread,
+            label=f"{ask.target} answers with {chosen.model}",
+        )
+        answer, tokens_in, tokens_out = loop.answer, loop.tokens_in, loop.tokens_out
         answered = await self._collab.append_entries(
             user,
             thread,
@@ -175,6 +196,7 @@ class AgentAsks:
         usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
         sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
         sources.append({"kind": "thread", "id": thread, "title": f"{ask.target}'s thread"})
+        sources += tools.sources_json()
         return {
             "final": engine_pb2.Final(
                 text=answer,

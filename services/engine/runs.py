@@ -104,6 +104,13 @@ class AskSpec:
     correlation_id: str = ""
     # The run that asked, when an agent asks through the ask_agent tool.
     parent_run_id: str = ""
+    # Who is already waiting in this chain of asks, the requester last (the
+    # requester alone for a first ask): a target among them would be a cycle.
+    chain: tuple[str, ...] = ()
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        return self.chain or (self.requester,)
 
 
 class BusyPolicy(StrEnum):
@@ -938,7 +945,7 @@ class RunService:
                 instructions.Layer(layer.key, "", layer.items, "not sent: web-only model")
                 for layer in context_layers
             ]
-        specs = await self._tool_specs(tool_context, text, rec)
+        specs = await self.tool_specs(tool_context, text, rec)
         working = await self._mentioned_pages(
             user, text, page.page_id if instruction_page else "", tool_context, optional
         )
@@ -956,7 +963,7 @@ class RunService:
         rec.reached["layers_json"] = json.dumps(
             [*(layer.record(counter) for layer in layers), *earlier_turns.layers()]
         )
-        loop = await self._model_and_tools(
+        loop = await self.model_and_tools(
             provider, chosen, messages, specs, tool_context, rec, thread, budget, counter
         )
         sources += tool_context.sources_json()
@@ -1093,7 +1100,7 @@ class RunService:
             context.record("page", page.id, page.title)
         return "\n\n".join(parts)
 
-    async def _tool_specs(self, context: ToolContext, text: str, rec: _Recorder) -> list[ToolSpec]:
+    async def tool_specs(self, context: ToolContext, text: str, rec: _Recorder) -> list[ToolSpec]:
         """The tools this run may use, and what the user must know before the
         first model call: sources a web-only model will not read, @mentions
         of sources the conversation does not allow, MCP servers that failed."""
@@ -1108,7 +1115,7 @@ class RunService:
             rec.emit(notice=engine_pb2.Notice(code=code, message=message))
         return specs
 
-    async def _model_and_tools(
+    async def model_and_tools(
         self,
         provider: LLMProvider,
         model: router_pb2.ModelOption,
@@ -1119,6 +1126,8 @@ class RunService:
         thread: str,
         budget: RunBudget,
         counter: Counter | None = None,
+        session_key: str = "",
+        label: str = "",
     ) -> ToolLoop:
         """The tool loop: call the model; while it calls tools, run them (each
         a named step, an action event and a row of agent_actions) and give it

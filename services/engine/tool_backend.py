@@ -28,6 +28,8 @@ NOTE_KINDS = {
     "preference": memory_pb2.NOTE_KIND_PREFERENCE,
     "fact": memory_pb2.NOTE_KIND_FACT,
 }
+# Nested asks under one first ask: A asks B asks C asks D, then no further.
+MAX_ASK_DEPTH = 3
 _WORD = re.compile(r"[^\W_]{3,}")
 
 
@@ -85,14 +87,40 @@ class EngineToolBackend:
         return InstructionProposal(proposal.id, page_id, title, addition, proposal.diff.unified)
 
     async def ask_agent(
-        self, user: str, request_id: str, agent: str, message: str, parent_run_id: str = ""
+        self,
+        user: str,
+        request_id: str,
+        agent: str,
+        message: str,
+        parent_run_id: str = "",
+        requester: str = "",
+        chain: tuple[str, ...] = (),
+        correlation_id: str = "",
     ) -> AgentReply:
         """A nested AskAgent run on the target's thread (its parent_run_id the
-        asking run); its answer."""
-        if agent == self._requester:
+        asking run, the same correlation as the ask it serves); its answer.
+        An agent already waiting in the chain is a cycle, and a chain stops
+        at MAX_ASK_DEPTH nested asks: both refused before anything is asked."""
+        requester = requester or self._requester
+        if agent == requester:
             raise InvalidArgument("an agent cannot ask itself", field="agent")
+        if agent in chain:
+            path = " → ".join((*chain, agent))
+            raise InvalidArgument(
+                f"{agent} is already waiting for an answer in this chain of asks ({path}): "
+                "asking it again would be a cycle",
+                field="agent",
+            )
+        if len(chain) > MAX_ASK_DEPTH:
+            raise InvalidArgument(
+                f"this chain of asks is {len(chain) - 1} deep already, the limit is {MAX_ASK_DEPTH}: "
+                "answer with what you know",
+                field="agent",
+            )
         target = await self._collab.get_agent(user, agent)
-        ask = AskSpec(self._requester, agent, parent_run_id=parent_run_id)
+        ask = AskSpec(
+            requester, agent, correlation_id=correlation_id, parent_run_id=parent_run_id, chain=chain
+        )
         events = [e async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
         last = events[-1]
         if last.WhichOneof("kind") != "final":

@@ -131,7 +131,15 @@ class ToolBackend(Protocol):
     ) -> InstructionProposal: ...
 
     async def ask_agent(
-        self, user: str, request_id: str, agent: str, message: str, parent_run_id: str = ""
+        self,
+        user: str,
+        request_id: str,
+        agent: str,
+        message: str,
+        parent_run_id: str = "",
+        requester: str = "personal",
+        chain: tuple[str, ...] = (),
+        correlation_id: str = "",
     ) -> AgentReply: ...
 
 
@@ -187,6 +195,12 @@ class ToolContext:
     # write, and the only words a write may hold (services.engine.write_guard).
     # Empty: every write is refused.
     request: str = ""
+    # Who the run speaks as ("personal" in a chat; the asked agent in an
+    # AskAgent run), the agents waiting on it in its chain of asks (itself
+    # last), and the correlation id nested asks carry on.
+    agent: str = "personal"
+    ask_chain: tuple[str, ...] = ()
+    correlation_id: str = ""
 
     def __post_init__(self) -> None:
         self.allow_instruction_update = self.allow_instruction_update or asks_instruction_update(self.request)
@@ -624,6 +638,9 @@ class ToolRegistry:
             args.agent,
             args.message,
             parent_run_id=context.run_id,
+            requester=context.agent,
+            chain=context.ask_chain or (context.agent,),
+            correlation_id=context.correlation_id,
         )
         context.record("agent", reply.agent_id, reply.agent_name)
         return f"{reply.agent_name} answered:\n{reply.text}", None

@@ -70,7 +70,7 @@ class FakeToolBackend:
         return SavedNote(note_id, title, "created")
 
     async def propose_instruction_update(
-        self, user: str, request_id: str, addition: str, reason: str
+        self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
     ) -> InstructionProposal:
         self._check("propose_instruction_update", user)
         proposal = InstructionProposal(
@@ -80,7 +80,15 @@ class FakeToolBackend:
         return proposal
 
     async def ask_agent(
-        self, user: str, request_id: str, agent: str, message: str, parent_run_id: str = ""
+        self,
+        user: str,
+        request_id: str,
+        agent: str,
+        message: str,
+        parent_run_id: str = "",
+        requester: str = "personal",
+        chain: tuple[str, ...] = (),
+        correlation_id: str = "",
     ) -> AgentReply:
         self._check("ask_agent", user)
         name = self.agents.get(agent)

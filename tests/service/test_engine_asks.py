@@ -305,3 +305,42 @@ async def test_after_a_rotation_the_model_gets_the_summary_never_the_closed_segm
     summary = system_prompt.split("# Handoff summary\n")[1]
     assert "the release token is ZX-42-QA" in summary.split("## Recent decisions")[1]
     assert "main asked qa" not in system_prompt
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    return sorted(tool["function"]["name"] for tool in body.get("tools", []))
+
+
+async def test_an_asked_agent_uses_tools_and_asks_another_agent_on_the_same_correlation(
+    sb: System, remote: FakeServer
+) -> None:
+    await use_remote_model(sb, "qa")
+    question = json.dumps({"agent": "architect", "message": "is the API frozen?"})
+    remote.script.steps = [f"tool:ask_agent:{question}", "say:Architect answered; the API is frozen."]
+    events = await collect(
+        ask(sb, "main", "qa", "Ask architect: is the API frozen?", request_id="ask-frozen")
+    )
+    assert events[-1].final.text == "Architect answered; the API is frozen."
+    first, second = remote.script.requests
+    assert tool_names(first) == ["ask_agent", "read_page", "save_note", "search_workspace"]
+    result = second["messages"][-1]
+    assert result["role"] == "tool" and "Architect answered:" in result["content"]
+    assert "is the API frozen?" in result["content"]  # the offline architect echoes the question
+    # The nested ask is on architect's thread, asked by qa, on main's correlation.
+    (asked, answered) = await thread_entries(sb, "architect")
+    qa_entries = await thread_entries(sb, "qa")
+    assert (asked.requester, asked.target, asked.content) == ("qa", "architect", "is the API frozen?")
+    assert asked.correlation_id == answered.correlation_id == qa_entries[0].correlation_id
+    nested = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=asked.run_id), **as_user(USER))
+    assert nested.run.parent_run_id == events[0].run_id
+
+
+async def test_asking_back_up_the_chain_is_refused_as_a_cycle(sb: System, remote: FakeServer) -> None:
+    await use_remote_model(sb, "qa")
+    back = json.dumps({"agent": "main", "message": "what is the plan?"})
+    remote.script.steps = [f"tool:ask_agent:{back}", "say:I will not ask main back."]
+    events = await collect(ask(sb, "main", "qa", "Ask main: what is the plan?"))
+    assert events[-1].WhichOneof("kind") == "final"
+    refused = remote.script.requests[1]["messages"][-1]["content"]
+    assert 'status="error"' in refused and "main → qa → main" in refused and "cycle" in refused
+    assert await thread_entries(sb, "main") == []  # nothing was asked

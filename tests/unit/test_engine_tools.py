@@ -337,3 +337,15 @@ def test_mcp_configuration_and_names() -> None:
         parse_mcp_servers('[{"name": "bad__name", "command": "x"}]')
     assert split_mcp_tool_name("mcp__files__read_file") == ("files", "read_file")
     assert split_mcp_tool_name("mcp__files") is None and split_mcp_tool_name("read_page") is None
+
+
+async def test_a_chain_of_asks_stops_at_its_depth_before_anything_is_asked() -> None:
+    from services.engine.tool_backend import MAX_ASK_DEPTH, EngineToolBackend
+    from services.shared.errors import InvalidArgument
+
+    backend = EngineToolBackend(None, None)  # type: ignore[arg-type]  # refused before any call
+    chain = tuple(f"agent{i}" for i in range(MAX_ASK_DEPTH + 1))
+    with pytest.raises(InvalidArgument, match=f"the limit is {MAX_ASK_DEPTH}"):
+        await backend.ask_agent("alice", "r", "another", "why?", requester=chain[-1], chain=chain)
+    with pytest.raises(InvalidArgument, match="cycle"):
+        await backend.ask_agent("alice", "r", "agent0", "why?", requester="agent1", chain=chain[:2])
