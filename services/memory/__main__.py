@@ -1,4 +1,4 @@
-"""python -m services.memory [serve|migrate|import-project ...]"""
+"""python -m services.memory [serve|migrate|import-project ...|reembed]"""
 
 import sys
 
@@ -11,4 +11,8 @@ if __name__ == "__main__":
         from services.memory.project_import import main as import_main
 
         sys.exit(import_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["reembed"]:
+        from services.memory.reembed import main as reembed_main
+
+        sys.exit(reembed_main(sys.argv[2:]))
     main(MemorySettings, build_server, MIGRATIONS)

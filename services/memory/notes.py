@@ -36,18 +36,20 @@ from services.memory.domain import (
     tags_of,
 )
 from services.memory.models import Note
-from services.memory.recall import Mode, NoteIndexes, Recalled, from_bytes, note_text, to_bytes
+from services.memory.recall import Mode, NoteIndexes, Recalled, note_text
 from services.memory.repository import ContentConflict, MemoryRepository, NoteFilter
-from services.shared.embeddings import EmbedderName, embed
+from services.shared.embeddings import EmbedderName, embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import decode_token, encode_token, page_size
 from services.shared.text import fold
 from services.shared.time import utcnow
 
-# Cosine at or above which two notes say the same thing. MiniLM puts close
-# paraphrases above 0.9 and distinct facts of one topic below 0.85; the
-# hashing embedder measures spelling, so only near-verbatim copies reach 0.9.
-DUPLICATE_COSINE = {EmbedderName.MINILM.value: 0.92, EmbedderName.HASHING.value: 0.9}
+# Cosine at or above which two notes say the same thing. USE puts a note and
+# its translation at 0.80 to 0.90, but also two facts that differ by one
+# name ("reports go out on Friday" / "on Monday": 0.93), so only near-copies
+# count: refusing a real note costs more than keeping a redundant one. The
+# hashing embedder measures spelling: only near-verbatim copies reach 0.9.
+DUPLICATE_COSINE = {EmbedderName.USE_MULTILINGUAL.value: 0.95, EmbedderName.HASHING.value: 0.9}
 NOTE_PATHS = frozenset({"kind", "title", "body", "tags"})
 MAX_NOTE_ID_CHARS = 36
 
@@ -214,6 +216,7 @@ class NotesDomain:
             content_hash=content_hash(fields.title, fields.body),
             embedding=vector,
             embedder=self._indexes.embedder.name,
+            embedding_dimension=self._indexes.embedder.dimension,
             source=new.source,
             source_hash=new.source_hash,
             create_time=now,
@@ -254,6 +257,7 @@ class NotesDomain:
         note.tags_json = json.dumps(list(fields.tags), ensure_ascii=False)
         note.content_hash = content_hash(fields.title, fields.body)
         note.embedding, note.embedder = vector, self._indexes.embedder.name
+        note.embedding_dimension = self._indexes.embedder.dimension
         note.update_time = utcnow()
         try:
             return await self._repo.save_note(note)

@@ -5,12 +5,20 @@ Each (owner, project) gets an in-memory index (the notes, their BM25 inverted
 index, their embedding matrix) for speed, but the database stays the source of
 truth: before each use the project's notes revision (one primary-key read) is
 compared with the index's, and the index is rebuilt when another writer, on
-this replica or another, changed the notes."""
+this replica or another, changed the notes.
+
+Vectors of another embedder (or dimension) than the configured one are never
+compared with the query's. A project with only a few such notes gets them
+embedded when its index is built; a project with more (the configured
+embedder changed) is searched on its lexical half alone until the
+re-embedding (services/memory/reembed.py) reaches it
+(``ProjectIndex.lexical_only``, logged)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,13 +36,21 @@ from services.memory.domain import (
 )
 from services.memory.models import Note
 from services.memory.repository import NOTES, MemoryRepository
-from services.shared.embeddings import Embedder, EmbedderName, Vectors, embed
+from services.shared.embeddings import Embedder, EmbedderName, Vectors, embed, from_bytes, to_bytes
 from services.shared.search import VectorIndex, rrf_fuse, rrf_max
+
+_log = logging.getLogger(__name__)
 
 # Below this cosine a note is not an embedding candidate, so a query about
 # nothing in the project recalls nothing. Measured on the labelled set of
-# tests/fixtures/memory/recall_set.json (docs/memory.md, "Recall").
-MIN_COSINE = {EmbedderName.MINILM.value: 0.25, EmbedderName.HASHING.value: 0.15}
+# tests/fixtures/memory/recall_set.json (docs/memory.md, "Recall"): with USE,
+# unrelated queries (a recipe, a football score, "bonjour", emoji, Chinese)
+# reach at most 0.135 against its notes; 10% of the relevant pairs are
+# below 0.2.
+MIN_COSINE = {EmbedderName.USE_MULTILINGUAL.value: 0.15, EmbedderName.HASHING.value: 0.15}
+# A project with at most this many notes without a current vector gets them
+# embedded on the spot (about 10 ms each); more wait for the re-embedding.
+INLINE_EMBED_LIMIT = 32
 # Each ranking contributes its best CANDIDATE_FACTOR * limit notes (at least
 # MIN_CANDIDATES) to the fusion.
 CANDIDATE_FACTOR = 4
@@ -60,17 +76,9 @@ class Recalled:
 
 
 def note_text(title: str, body: str, tags: Sequence[str]) -> str:
-    """What a note's embedding is computed from. Tags count: on the labelled
-    set they lift MiniLM's recall@5 from 0.58 to 0.71."""
+    """What a note's embedding is computed from, tags included (on the
+    labelled set they lifted MiniLM's recall@5 from 0.58 to 0.71)."""
     return "\n".join([title, body, " ".join(tags)]).strip()
-
-
-def to_bytes(vector: Vectors) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
-
-
-def from_bytes(data: bytes) -> Vectors:
-    return np.frombuffer(data, dtype=np.float32)
 
 
 @dataclass
@@ -81,6 +89,14 @@ class ProjectIndex:
     lexical: LexicalIndex
     vectors: VectorIndex[int]
     by_hash: dict[str, Note] = field(default_factory=dict)
+    # Some notes have no vector of the configured embedder yet: the
+    # embedding half is skipped rather than compare vectors of two embedders.
+    lexical_only: bool = False
+
+
+def is_current(note: Note, embedder: str, dimension: int) -> bool:
+    """Whether the note's stored vector is ``embedder``'s at ``dimension``."""
+    return bool(note.embedding) and note.embedder == embedder and note.embedding_dimension == dimension
 
 
 class NoteIndexes:
@@ -88,10 +104,15 @@ class NoteIndexes:
     database's revision before every use."""
 
     def __init__(
-        self, repository: MemoryRepository, embedder: Embedder, min_cosine: float | None = None
+        self,
+        repository: MemoryRepository,
+        embedder: Embedder,
+        min_cosine: float | None = None,
+        inline_embed_limit: int = INLINE_EMBED_LIMIT,
     ) -> None:
         self._repo = repository
         self.embedder = embedder
+        self.inline_embed_limit = inline_embed_limit
         self.min_cosine = MIN_COSINE.get(embedder.name, 0.0) if min_cosine is None else min_cosine
         self._indexes: OrderedDict[tuple[str, str], ProjectIndex] = OrderedDict()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -100,14 +121,16 @@ class NoteIndexes:
         key = (owner, project)
         revision = await self._repo.revision(owner, project, NOTES)
         cached = self._indexes.get(key)
-        if cached is not None and cached.revision == revision:
+        # A lexical-only index is rebuilt at each use: the re-embedding bumps
+        # no revision, and its vectors must be used as soon as they are there.
+        if cached is not None and cached.revision == revision and not cached.lexical_only:
             self._indexes.move_to_end(key)
             return cached
         # One rebuild per project at a time; the others wait and reuse it.
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             cached = self._indexes.get(key)
-            if cached is not None and cached.revision == revision:
+            if cached is not None and cached.revision == revision and not cached.lexical_only:
                 return cached
             index = await self._build(owner, project)
             self._indexes[key] = index
@@ -121,26 +144,37 @@ class NoteIndexes:
         # makes the index look stale next time (a spare rebuild), never fresh.
         revision = await self._repo.revision(owner, project, NOTES)
         notes = list(await self._repo.project_notes(owner, project))
-        name = self.embedder.name
-        missing = [n for n in notes if n.embedder != name or not n.embedding]
-        if missing:
+        name, dimension = self.embedder.name, self.embedder.dimension
+        missing = [n for n in notes if not is_current(n, name, dimension)]
+        if missing and len(missing) <= self.inline_embed_limit:
             vectors = await embed(self.embedder, [note_text(n.title, n.body, tags_of(n)) for n in missing])
-            fresh = {n.id: to_bytes(vector) for n, vector in zip(missing, vectors, strict=True)}
-            for n in missing:
-                n.embedding, n.embedder = fresh[n.id], name
-            await self._repo.store_embeddings(fresh, name)
+            for n, vector in zip(missing, vectors, strict=True):
+                n.embedding, n.embedder, n.embedding_dimension = to_bytes(vector), name, dimension
+                await self._repo.store_embedding(n, n.embedding, name, dimension)
+            missing = []
+        if missing:
+            _log.warning(
+                "recall of project %r is lexical only: %d of %d notes have no %s vector yet "
+                "(python -m services.memory reembed)",
+                project,
+                len(missing),
+                len(notes),
+                name,
+            )
+        current = notes if not missing else []
         matrix = (
-            np.stack([from_bytes(n.embedding or b"") for n in notes])
-            if notes
-            else np.zeros((0, self.embedder.dimension), dtype=np.float32)
+            np.stack([from_bytes(n.embedding or b"") for n in current])
+            if current
+            else np.zeros((0, dimension), dtype=np.float32)
         )
         return ProjectIndex(
             revision=revision,
             embedder=name,
             notes=notes,
             lexical=LexicalIndex([note_terms(n.title, n.body, tags_of(n)) for n in notes]),
-            vectors=VectorIndex(list(range(len(notes))), matrix),
+            vectors=VectorIndex(list(range(len(current))), matrix),
             by_hash={n.content_hash: n for n in notes},
+            lexical_only=bool(missing),
         )
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - one NoteIndexes per server; personas repeat
@@ -178,6 +212,8 @@ class NoteIndexes:
         if not index.notes:
             return []
         depth = max(CANDIDATE_FACTOR * limit, MIN_CANDIDATES)
+        if index.lexical_only:  # no vector to compare with: the lexical half alone
+            mode = Mode.LEXICAL
         rankings: list[list[int]] = []
         lexical: list[int] = []
         semantic: list[int] = []

@@ -190,14 +190,49 @@ class MemoryRepository:
             )
             return (await session.exec(query)).all()
 
-    async def store_embeddings(self, rows: Mapping[str, bytes], embedder: str) -> None:
-        """Caches computed embeddings on their notes. Not a content change: no revision bump."""
+    async def store_embedding(self, note: Note, vector: bytes, embedder: str, dimension: int) -> bool:
+        """Caches a computed embedding on its note, unless the note changed
+        since it was read (its update_time moved): the vector would be of the
+        old text. Not a content change: no revision bump."""
         async with self._sessions() as session:
-            for note_id, vector in rows.items():
-                await session.exec(
-                    update(Note).where(col(Note.id) == note_id).values(embedding=vector, embedder=embedder)
-                )
+            result = await session.exec(
+                update(Note)
+                .where(col(Note.id) == note.id, col(Note.update_time) == note.update_time)
+                .values(embedding=vector, embedder=embedder, embedding_dimension=dimension)
+            )
             await session.commit()
+            return bool(result.rowcount)
+
+    @staticmethod
+    def _stale(embedder: str, dimension: int) -> Any:
+        return (
+            (col(Note.embedder) != embedder)
+            | (col(Note.embedding_dimension) != dimension)
+            | col(Note.embedding).is_(None)
+        )
+
+    async def stale_notes(self, embedder: str, dimension: int, after: str, limit: int) -> Sequence[Note]:
+        """Notes, of every owner, whose vector is not ``embedder``'s at
+        ``dimension``, by id after ``after``."""
+        async with self._sessions() as session:
+            query = (
+                select(Note)
+                .where(self._stale(embedder, dimension), col(Note.id) > after)
+                .order_by(col(Note.id))
+                .limit(limit)
+            )
+            return (await session.exec(query)).all()
+
+    async def embedding_progress(self, embedder: str, dimension: int) -> tuple[int, int]:
+        """(notes with a vector of ``embedder`` at ``dimension``, all notes)."""
+        async with self._sessions() as session:
+            total = (await session.exec(select(func.count()).select_from(Note))).one()
+            stale = (
+                await session.exec(
+                    select(func.count()).select_from(Note).where(self._stale(embedder, dimension))
+                )
+            ).one()
+            return int(total) - int(stale), int(total)
 
     # Project context
 

@@ -22,6 +22,7 @@ from services.memory.pages import PagesDomain
 from services.memory.pages_repository import PagesRepository
 from services.memory.pages_servicer import PagesServicer
 from services.memory.recall import NoteIndexes
+from services.memory.reembed import reembed
 from services.memory.repository import MemoryRepository
 from services.memory.servicer import MemoryServicer
 from services.memory.settings import MemorySettings
@@ -29,6 +30,7 @@ from services.shared.bootstrap import Closer, RunningService, open_database, sta
 from services.shared.completion import ModelCompleter
 from services.shared.db import session_factory
 from services.shared.embeddings import load_embedder
+from services.shared.rebuild import Background
 from switchboard.memory.v1 import (
     handoff_service_pb2,
     handoff_service_pb2_grpc,
@@ -54,10 +56,16 @@ class Servicers:
 
 
 async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Closer]]:
+    # The model loads once per process, off the event loop, before the
+    # database: a missing or corrupt model file stops the start-up here.
+    embedder = await asyncio.to_thread(load_embedder, settings.embedder.value, settings.embedder_model_dir)
     engine = await open_database(settings, MIGRATIONS)
     repository = MemoryRepository(session_factory(engine))
-    # The model loads once per process (~3 s for MiniLM), off the event loop.
-    embedder = await asyncio.to_thread(load_embedder, settings.embedder.value)
+    closers: list[Closer] = [engine.dispose]
+    if settings.reembed_at_startup:
+        background = Background(f"memory reembed ({embedder.name})")
+        background.start(lambda progress: reembed(repository, embedder, progress))
+        closers.append(background.close)
     notes = NotesDomain(
         repository,
         NoteIndexes(repository, embedder, settings.recall_min_cosine),
@@ -82,6 +90,8 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
     )
     summary_model = settings.summary_model
     summariser = ModelSummariser(ModelCompleter(summary_model, os.environ)) if summary_model else None
+    if summariser is not None:
+        closers.append(summariser.close)
     handoff = HandoffServicer(
         HandoffDomain(
             HandoffRepository(session_factory(engine)),
@@ -91,9 +101,6 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
             model_timeout=settings.summary_model_timeout,
         )
     )
-    closers: list[Closer] = [engine.dispose]
-    if summariser is not None:
-        closers.append(summariser.close)
     return Servicers(servicer, pages, handoff), closers
 
 

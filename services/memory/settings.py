@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Self
 
 from pydantic import Field, model_validator
@@ -19,9 +20,16 @@ class MemorySettings(ServiceSettings):
     max_note_chars: int = 8000
     # Longest project context accepted, in characters.
     max_context_chars: int = 32_000
-    # The shared embedder (services.shared.embeddings): "minilm" (a real
-    # sentence model, the default) or "hashing" (deterministic, for tests).
-    embedder: EmbedderName = EmbedderName.MINILM
+    # The shared embedder (services.shared.embeddings): "use-multilingual-v3"
+    # (a real multilingual sentence model, the default) or "hashing"
+    # (deterministic, for tests).
+    embedder: EmbedderName = EmbedderName.USE_MULTILINGUAL
+    # Another folder of the model's files than the wheel's (tests, air-gapped
+    # mirrors); a missing or corrupt file stops the service at start-up.
+    embedder_model_dir: Path | None = None
+    # At start-up, give notes of another embedder a vector of this one in the
+    # background (`python -m services.memory reembed` does it by hand).
+    reembed_at_startup: bool = True
     # Cosine at or above which a new note is a near-duplicate of an existing
     # one of the same owner and project. None: the embedder's default
     # (notes.DUPLICATE_COSINE).

@@ -1,4 +1,4 @@
-"""python -m services.router [serve|migrate|fit-thresholds ...|export-feedback ...]"""
+"""python -m services.router [serve|migrate|fit-thresholds ...|export-feedback ...|reindex]"""
 
 import sys
 
@@ -11,6 +11,10 @@ if __name__ == "__main__":
         from services.router.fit import main as fit_main
 
         fit_main(sys.argv[2:])
+    elif sys.argv[1:2] == ["reindex"]:
+        from services.router.reindex import main as reindex_main
+
+        sys.exit(reindex_main(sys.argv[2:]))
     elif sys.argv[1:2] == ["export-feedback"]:
         from services.router.feedback_export import main as export_main
 

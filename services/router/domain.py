@@ -23,10 +23,14 @@ from services.router.skill_router import (
     IndexedSkill,
     SkillIndex,
     Thresholds,
+    embedding_text,
     route,
+    text_hash,
 )
+from services.shared.embeddings import embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.rebuild import BATCH, Background, Progress
 
 MAX_TEXT_CHARS = 32_000
 MAX_FORCED_SKILLS = 16
@@ -36,6 +40,9 @@ MAX_BODY_CHARS = 20_000
 MAX_ID_CHARS = 128
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 UPDATABLE = frozenset({"name", "description", "body", "auto_use"})
+# A catalog rebuild embeds at most this many descriptions on the spot (an
+# edit, a new skill); more (the embedder changed) wait for the reindex.
+INLINE_EMBED_LIMIT = 32
 
 AutoUseChange = Literal["keep", "inherit", "on", "off"]
 
@@ -109,8 +116,15 @@ class RouterDomain:
         models: Sequence[ModelOption],
         arbiter: Arbiter | None = None,
         arbitration_enabled: bool = True,
+        embed_limit: int = INLINE_EMBED_LIMIT,
+        reindex_in_background: bool = True,
     ) -> None:
         self._repo = repository
+        self._embed_limit = embed_limit
+        # When more skills lack a vector than a rebuild embeds on the spot.
+        self._reindex = (
+            Background(f"router reindex ({index.embedder.name})") if reindex_in_background else None
+        )
         self._index = index
         self._thresholds = thresholds
         self._models = tuple(models)
@@ -122,18 +136,67 @@ class RouterDomain:
     def thresholds(self) -> Thresholds:
         return self._thresholds
 
+    @property
+    def missing_vectors(self) -> int:
+        """Skills the index has no vector for yet (lexical-only routing)."""
+        return self._index.missing_vectors
+
     async def current_index(self, revision: int | None = None) -> SkillIndex:
         """The index at the database's catalog ``revision`` (read here when not
         given): a rebuild, embedding only changed descriptions, when another
-        replica, or this one, changed the catalog."""
+        replica, or this one, changed the catalog. Vectors stored by any
+        replica are reused; the ones embedded here are stored."""
         if revision is None:
             revision = await self._repo.revision()
         if revision != self._index.revision:
             async with self._rebuilding:
                 revision, skills = await self._repo.all_skills()
                 if revision != self._index.revision:
-                    await self._index.rebuild([_indexed(s) for s in skills], revision)
+                    embedder = self._index.embedder
+                    stored = await self._repo.skill_vectors(embedder.name, embedder.dimension)
+                    fresh = await self._index.rebuild(
+                        [_indexed(s) for s in skills],
+                        revision,
+                        {i: (digest, from_bytes(v)) for i, (digest, v) in stored.items()},
+                        self._embed_limit,
+                    )
+                    if fresh:
+                        rows = {i: (digest, to_bytes(v)) for i, (digest, v) in fresh.items()}
+                        await self._repo.store_skill_vectors(rows, embedder.name, embedder.dimension)
+        if self._index.missing_vectors and self._reindex is not None:
+            self._reindex.start(self.reindex)
         return self._index
+
+    async def close(self) -> None:
+        """Stops a background reindex (what it stored stays)."""
+        if self._reindex is not None:
+            await self._reindex.close()
+
+    async def reindex(self, progress: Progress, batch: int = BATCH) -> int:
+        """Stores a vector of the configured embedder for every skill that has
+        none (of its current text), a batch per transaction, then rebuilds the
+        index with them. Returns how many it embedded."""
+        embedder = self._index.embedder
+        _, skills = await self._repo.all_skills()
+        stored = await self._repo.skill_vectors(embedder.name, embedder.dimension)
+        texts = {s.id: embedding_text(s.name, s.description) for s in skills}
+        missing = [i for i, text in texts.items() if stored.get(i, ("", b""))[0] != text_hash(text)]
+        done, total = len(texts) - len(missing), len(texts)
+        progress(done, total)
+        for start in range(0, len(missing), batch):
+            ids = missing[start : start + batch]
+            rows = await embed(embedder, [texts[i] for i in ids])
+            await self._repo.store_skill_vectors(
+                {i: (text_hash(texts[i]), to_bytes(row)) for i, row in zip(ids, rows, strict=True)},
+                embedder.name,
+                embedder.dimension,
+            )
+            done += len(ids)
+            progress(done, total)
+        async with self._rebuilding:
+            self._index.revision = None  # the next use loads what was stored
+        await self.current_index()
+        return len(missing)
 
     # The catalog
 
@@ -269,6 +332,16 @@ class RouterDomain:
             if (skill := index.skills.get(skill_id)) is not None
         )
         decision = replace(decision, embedder=index.embedder.name, excluded_count=excluded)
+        if index.missing_vectors:
+            decision = replace(
+                decision,
+                embedder="",
+                explanation=(
+                    f"lexical only: the skill index is being rebuilt for {index.embedder.name} "
+                    f"({index.missing_vectors} of {len(index)} skills without a vector yet); "
+                    + decision.explanation
+                ),
+            )
         return SkillRoute(
             tuple(
                 ChosenSkill(c.skill_id, c.name, forced=False, body=index.skills[c.skill_id].body)

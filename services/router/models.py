@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, LargeBinary, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from services.shared.time import utcnow
@@ -66,6 +66,26 @@ class SkillFeedback(SQLModel, table=True):
     request_text: str = Field(sa_column=Column(Text, nullable=False))
     run_id: str = Field(default="", max_length=64)
     create_time: datetime = Field(default_factory=utcnow)
+
+
+class SkillVector(SQLModel, table=True):
+    """A skill's embedding under one embedder: what the router's index loads
+    at start-up instead of embedding the catalog again. Only rows of the
+    configured embedder and dimension, of the skill's current text, are used,
+    so two embedders' vectors are never compared."""
+
+    __tablename__ = "skill_vectors"
+
+    skill_id: str = Field(
+        sa_column=Column(String(36), ForeignKey("skills.id", ondelete="CASCADE"), primary_key=True)
+    )
+    embedder: str = Field(primary_key=True, max_length=32)
+    dimension: int
+    # sha256 of the embedded text (skill_router.embedding_text): an edited
+    # description makes the row stale.
+    text_hash: str = Field(max_length=64)
+    vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    update_time: datetime = Field(default_factory=utcnow)
 
 
 class CatalogRevision(SQLModel, table=True):

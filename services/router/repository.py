@@ -3,7 +3,7 @@ write bumps the catalog revision in its own transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, delete, or_, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.router.models import CatalogRevision, Skill, SkillEnablement, SkillFeedback
+from services.router.models import CatalogRevision, Skill, SkillEnablement, SkillFeedback, SkillVector
 from services.shared.db import is_unique_violation
 from services.shared.time import utcnow
 
@@ -120,6 +120,7 @@ class RouterRepository:
         async with self._sessions() as session:
             # Enablements go first: SQLite enforces no foreign keys by default.
             await session.exec(delete(SkillEnablement).where(col(SkillEnablement.skill_id) == skill_id))
+            await session.exec(delete(SkillVector).where(col(SkillVector.skill_id) == skill_id))
             result = await session.exec(delete(Skill).where(col(Skill.id) == skill_id))
             if not result.rowcount:
                 await session.rollback()
@@ -127,6 +128,38 @@ class RouterRepository:
             await _bump(session)
             await session.commit()
             return True
+
+    # Stored skill vectors
+
+    async def skill_vectors(self, embedder: str, dimension: int) -> dict[str, tuple[str, bytes]]:
+        """skill id -> (text hash, vector) of ``embedder`` at ``dimension``."""
+        async with self._sessions() as session:
+            query = select(SkillVector).where(
+                col(SkillVector.embedder) == embedder, col(SkillVector.dimension) == dimension
+            )
+            return {row.skill_id: (row.text_hash, row.vector) for row in (await session.exec(query)).all()}
+
+    async def store_skill_vectors(
+        self, rows: Mapping[str, tuple[str, bytes]], embedder: str, dimension: int
+    ) -> None:
+        """Upserts skill id -> (text hash, vector) of ``embedder``, in one
+        transaction. Not a catalog change: no revision bump. A skill deleted
+        meanwhile loses its row with it (the foreign key)."""
+        async with self._sessions() as session:
+            existing = set((await session.exec(select(Skill.id).where(col(Skill.id).in_(list(rows))))).all())
+            for skill_id, (text_hash, vector) in rows.items():
+                if skill_id in existing:
+                    await session.merge(
+                        SkillVector(
+                            skill_id=skill_id,
+                            embedder=embedder,
+                            dimension=dimension,
+                            text_hash=text_hash,
+                            vector=vector,
+                            update_time=utcnow(),
+                        )
+                    )
+            await session.commit()
 
     # Per-user enablement
 

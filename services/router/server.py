@@ -3,6 +3,7 @@ the server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -27,26 +28,38 @@ def configured_arbiter(settings: RouterSettings) -> ModelArbiter | None:
     return ModelArbiter(ModelCompleter(model, os.environ), settings.arbiter_timeout) if model else None
 
 
-async def open_servicer(
+async def open_domain(
     settings: RouterSettings, arbiter: Arbiter | None = None
-) -> tuple[RouterServicer, list[Closer]]:
-    """The servicer, with the catalog indexed (embedded) before the first call.
-    ``arbiter`` decides the grey zone (by default the configured arbiter
-    model; without one, the midpoint decides)."""
+) -> tuple[RouterDomain, list[Closer]]:
+    """The domain, with the catalog indexed before the first call: from the
+    stored vectors of the configured embedder, embedding the few missing on
+    the spot, or lexical only until the (background) reindex when many are."""
+    # Before the database: a missing or corrupt model file stops the start-up here.
+    embedder = await asyncio.to_thread(load_embedder, settings.embedder.value, settings.embedder_model_dir)
     engine = await open_database(settings, MIGRATIONS)
     model_arbiter = configured_arbiter(settings)
     domain = RouterDomain(
         RouterRepository(session_factory(engine)),
-        SkillIndex(load_embedder(settings.embedder)),
+        SkillIndex(embedder),
         Thresholds(settings.high_threshold, settings.low_threshold, settings.max_auto_skills),
         settings.models,
         arbiter=arbiter or model_arbiter,
         arbitration_enabled=settings.arbitration_enabled,
+        reindex_in_background=settings.reindex_in_background,
     )
-    await domain.current_index()
-    closers: list[Closer] = [engine.dispose]
+    closers: list[Closer] = [engine.dispose, domain.close]
     if model_arbiter is not None:
         closers.append(model_arbiter.close)
+    await domain.current_index()
+    return domain, closers
+
+
+async def open_servicer(
+    settings: RouterSettings, arbiter: Arbiter | None = None
+) -> tuple[RouterServicer, list[Closer]]:
+    """The servicer. ``arbiter`` decides the grey zone (by default the
+    configured arbiter model; without one, the midpoint decides)."""
+    domain, closers = await open_domain(settings, arbiter)
     return RouterServicer(domain), closers
 
 

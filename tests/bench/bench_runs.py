@@ -61,7 +61,7 @@ MESSAGE = "What is the capital of France, in one short sentence?"
 PATHS = ("distributed", "floor")
 BACKENDS = ("sqlite", "postgres")
 TRACING = ("off", "on")
-EMBEDDERS = ("minilm", "hashing")
+EMBEDDERS = ("use-multilingual-v3", "hashing")
 SERVICES = ("threads", "memory", "router", "engine")
 ADMIN_URL = os.environ.get("SWITCHBOARD_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 READY_TIMEOUT = 120.0
@@ -1245,8 +1245,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--embedder",
         choices=EMBEDDERS,
-        default="minilm",
-        help="of router and memory, both paths (default minilm)",
+        default="use-multilingual-v3",
+        help="of router and memory, both paths (default use-multilingual-v3)",
     )
     parser.add_argument(
         "--sse-clients",

@@ -22,9 +22,9 @@ Stub = router_service_pb2_grpc.RouterServiceStub
 PRESET_NAMES = {s["name"] for s in PRESETS}
 BUILTIN_NAMES = {s["name"] for s in BUILTINS}
 ALICE, BOB = as_user("alice"), as_user("bob")
-GREY_TEXT = (
-    "Prepare action items for the project"  # grey with hashing: best meeting-notes, below the midpoint
-)
+SHIPPED = RouterSettings()
+HIGH, LOW = SHIPPED.high_threshold, SHIPPED.low_threshold
+GREY_TEXT = "Write down the action items"  # grey with hashing: best meeting-notes, below the midpoint
 
 
 def settings(db_url: str, **overrides: object) -> RouterSettings:
@@ -96,7 +96,7 @@ async def test_forced_skills_short_circuit_the_router_and_are_never_dropped(stub
     assert all(s.body and s.skill_id for s in response.skills)
     decision = response.decision
     assert decision.branch == router_pb2.ROUTE_BRANCH_FORCED and list(decision.candidates) == []
-    assert "forced" in decision.explanation and decision.high_threshold == 0.45
+    assert "forced" in decision.explanation and decision.high_threshold == HIGH
     # Forced skills need no text.
     assert (await route(stub, "", forced_skills=["summarize"])).skills[0].name == "summarize"
 
@@ -116,12 +116,12 @@ async def test_clear_match_is_high_with_a_complete_decision_record(stub: Stub) -
     assert [(s.name, s.forced) for s in response.skills] == [("meeting-notes-to-actions", False)]
     assert "action item" in response.skills[0].body
     d = response.decision
-    assert d.branch == router_pb2.ROUTE_BRANCH_HIGH and (d.high_threshold, d.low_threshold) == (0.45, 0.23)
+    assert d.branch == router_pb2.ROUTE_BRANCH_HIGH and (d.high_threshold, d.low_threshold) == (HIGH, LOW)
     assert d.embedder == "hashing" and d.max_auto_skills == 2 and not d.arbitration_allowed
     assert d.excluded_count == len(BUILTINS) and ">= high" in d.explanation
     top = d.candidates[0]
     assert top.name == "meeting-notes-to-actions" and top.skill_id == response.skills[0].skill_id
-    assert top.lexical_score > 0 and top.embedding_score > 0 and top.fused_score >= 0.45
+    assert top.lexical_score > 0 and top.embedding_score > 0 and top.fused_score >= HIGH
     assert top.lexical_rank == 1 and top.embedding_rank == 1
     assert 1 < len(d.candidates) <= 8 and not {c.name for c in d.candidates} & BUILTIN_NAMES
     fused = [c.fused_score for c in d.candidates]
@@ -131,7 +131,7 @@ async def test_clear_match_is_high_with_a_complete_decision_record(stub: Stub) -
 async def test_unrelated_request_routes_to_none_and_builtins_are_never_chosen(stub: Stub) -> None:
     response = await route(stub, "What is the capital of Australia?")
     assert list(response.skills) == [] and response.decision.branch == router_pb2.ROUTE_BRANCH_NONE
-    assert all(c.fused_score < 0.23 for c in response.decision.candidates)
+    assert all(c.fused_score < LOW for c in response.decision.candidates)
     for text in ["Translate this text into another language", "Summarize this document into key points"]:
         response = await route(stub, text)
         assert not {s.name for s in response.skills} & BUILTIN_NAMES

