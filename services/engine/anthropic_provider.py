@@ -99,6 +99,7 @@ class AnthropicProvider:
         tools: Sequence[ToolSpec] = (),
         *,
         session_key: str = "",
+        context_strategy: str = "",
     ) -> AsyncIterator[Chunk]:
         request: dict[str, Any] = {
             "model": model,

@@ -33,8 +33,15 @@ from switchboard.threads.v1 import threads_pb2
 if TYPE_CHECKING:
     from services.engine.collaborators import Collaborators
     from services.engine.models import AgentRun
+    from services.engine.providers import LLMProvider
     from services.engine.runs import AskSpec, RunRequest, RunService, _Recorder
 
+INJECTION_STRATEGIES = {
+    threads_pb2.INJECTION_STRATEGY_CONVENTION_FILE: "convention_file",
+    threads_pb2.INJECTION_STRATEGY_FLAG: "flag",
+    threads_pb2.INJECTION_STRATEGY_STDIN: "stdin",
+    threads_pb2.INJECTION_STRATEGY_ENV: "env",
+}
 # The project whose context and memory agents share (one per workspace for now).
 PROJECT_ID = "default"
 # Entries of the target's thread put in the context (newest last).
@@ -154,6 +161,7 @@ class AgentAsks:
             correlation_id=correlation,
         )
         specs = await self._runs.tool_specs(tools, text, rec)
+        strategy = self._injection_strategy(agent, provider, rec)
         # The thread is the session key: a CLI provider resumes its native session.
         loop = await self._runs.model_and_tools(
             provider,
@@ -167,6 +175,7 @@ class AgentAsks:
             counter,
             session_key=thread,
             label=f"{ask.target} answers with {chosen.model}",
+            context_strategy=strategy,
         )
         answer, tokens_in, tokens_out = loop.answer, loop.tokens_in, loop.tokens_out
         answered = await self._collab.append_entries(
@@ -214,6 +223,29 @@ class AgentAsks:
                 route, preserving_proto_field_name=True, indent=None
             ),
         }
+
+    @staticmethod
+    def _injection_strategy(agent: threads_pb2.Agent, provider: LLMProvider, rec: _Recorder) -> str:
+        """The agent's own way for a CLI to receive its context, when it has
+        one the CLI can use; API providers get the context as the system
+        message whatever the strategy. A strategy the CLI is not configured
+        for (no context_flag, no context_env) falls back to the provider's,
+        with a notice."""
+        strategy = INJECTION_STRATEGIES.get(agent.injection_strategy, "")
+        problem = getattr(provider, "strategy_problem", None)
+        if not strategy or problem is None:
+            return ""
+        why = problem(strategy)
+        if why:
+            rec.emit(
+                notice=engine_pb2.Notice(
+                    code="INJECTION_STRATEGY_UNAVAILABLE",
+                    message=f"{agent.id}'s injection strategy {strategy} cannot be used ({why}); "
+                    "the provider's own strategy delivers the same context",
+                )
+            )
+            return ""
+        return strategy
 
     async def _switch_session(
         self, user: str, thread: str, provider: str, rec: _Recorder, open_from: int

@@ -198,11 +198,17 @@ class CliProvider:
         tools: Sequence[ToolSpec] = (),
         *,
         session_key: str = "",
+        context_strategy: str = "",
     ) -> AsyncIterator[Chunk]:
         context, prompt = compose_context(messages)
+        config = self._config
+        if context_strategy and context_strategy != config.context_strategy:
+            config = config.model_copy(update={"context_strategy": context_strategy})
         resume = await self._sessions.get(session_key, self.name) if session_key else None
         outcome = _Outcome()
-        async with contextlib.aclosing(self._execute(model, context, prompt, resume, outcome)) as chunks:
+        async with contextlib.aclosing(
+            self._execute(config, model, context, prompt, resume, outcome)
+        ) as chunks:
             async for chunk in chunks:
                 yield chunk
         if resume and outcome.exit_status and not outcome.text:
@@ -211,7 +217,9 @@ class CliProvider:
             # so a fresh session continues it.
             log.warning("%s: resuming session %s failed; starting a fresh one", self.name, resume)
             outcome = _Outcome()
-            async with contextlib.aclosing(self._execute(model, context, prompt, None, outcome)) as chunks:
+            async with contextlib.aclosing(
+                self._execute(config, model, context, prompt, None, outcome)
+            ) as chunks:
                 async for chunk in chunks:
                     yield chunk
         if outcome.exit_status:
@@ -226,10 +234,18 @@ class CliProvider:
             tokens_out=outcome.tokens_out if outcome.tokens_out is not None else count_tokens(text),
         )
 
+    def strategy_problem(self, strategy: str) -> str:
+        """Why this CLI cannot take its context by ``strategy`` ("" when it can)."""
+        try:
+            check_cli_config(self._config.model_copy(update={"context_strategy": strategy}))
+        except ValueError as exc:
+            return str(exc)
+        return ""
+
+    @staticmethod
     def _argv(
-        self, model: str, prompt: str, context_file: str, run_dir: str, resume: str | None
+        config: ProviderConfig, model: str, prompt: str, context_file: str, run_dir: str, resume: str | None
     ) -> list[str]:
-        config = self._config
         values = {"model": model, "prompt": prompt, "context_file": context_file, "run_dir": run_dir}
         argv = [_expand(arg, values) for arg in config.command]
         extra: list[str] = []
@@ -243,12 +259,17 @@ class CliProvider:
         return argv[:at] + extra + argv[at:]
 
     async def _execute(
-        self, model: str, context: str, prompt: str, resume: str | None, outcome: _Outcome
+        self,
+        config: ProviderConfig,
+        model: str,
+        context: str,
+        prompt: str,
+        resume: str | None,
+        outcome: _Outcome,
     ) -> AsyncGenerator[TextChunk, None]:
         """Runs the CLI once, yielding its text; a non-zero exit is left in
         ``outcome.exit_status`` (with ``outcome.failure``) for the caller to
         decide; a timeout, a crash or a failure to start raise."""
-        config = self._config
         base = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="switchboard-cli-"))
         process: asyncio.subprocess.Process | None = None
         try:
@@ -262,7 +283,7 @@ class CliProvider:
             environment = dict(self._environment)
             if config.context_strategy == "env":
                 environment[config.context_env] = context
-            argv = self._argv(model, prompt, context_file, str(run_dir), resume)
+            argv = self._argv(config, model, prompt, context_file, str(run_dir), resume)
             stdin = config.context_strategy == "stdin"
             try:
                 process = await asyncio.create_subprocess_exec(

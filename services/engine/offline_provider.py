@@ -83,6 +83,7 @@ class OfflineProvider:
         tools: Sequence[ToolSpec] = (),
         *,
         session_key: str = "",
+        context_strategy: str = "",
     ) -> AsyncIterator[Chunk]:
         call = tool_call(messages, tools)
         if call is not None:

@@ -67,6 +67,7 @@ class OpenAIProvider:
         tools: Sequence[ToolSpec] = (),
         *,
         session_key: str = "",
+        context_strategy: str = "",
     ) -> AsyncIterator[Chunk]:
         request: dict[str, Any] = {
             "model": model,

@@ -99,10 +99,13 @@ class LLMProvider(Protocol):
         tools: Sequence[ToolSpec] = (),
         *,
         session_key: str = "",
+        context_strategy: str = "",
     ) -> AsyncIterator[Chunk]:
         """``session_key`` names the conversation whose native session a
         provider with sessions of its own (the CLI provider) resumes — the
-        agent thread; stateless providers ignore it."""
+        agent thread; stateless providers ignore it. ``context_strategy``
+        (an agent's own) replaces a CLI provider's way of handing it the
+        context; API providers always get it as the system message."""
         ...
 
 

@@ -1128,6 +1128,7 @@ class RunService:
         counter: Counter | None = None,
         session_key: str = "",
         label: str = "",
+        context_strategy: str = "",
     ) -> ToolLoop:
         """The tool loop: call the model; while it calls tools, run them (each
         a named step, an action event and a row of agent_actions) and give it
@@ -1141,10 +1142,19 @@ class RunService:
             steps += 1
             if budget.max_steps and steps > budget.max_steps:
                 raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
-            async with rec.step("generate", f"Writing with {model.model}"):
+            async with rec.step("generate", label or f"Writing with {model.model}"):
                 first = counter if steps == 1 else None  # the prompt's own count corrects the estimate
                 generated = await self.generate(
-                    provider, model, messages, rec, thread, budget, specs, counter=first
+                    provider,
+                    model,
+                    messages,
+                    rec,
+                    thread,
+                    budget,
+                    specs,
+                    session_key=session_key,
+                    counter=first,
+                    context_strategy=context_strategy,
                 )
             texts.append(generated.text)
             loop.tokens_in += generated.tokens_in
@@ -1282,6 +1292,7 @@ class RunService:
         tools: Sequence[ToolSpec] = (),
         session_key: str = "",
         counter: Counter | None = None,
+        context_strategy: str = "",
     ) -> Generation:
         """One model call: streams its text as coalesced deltas (the first
         piece at once, then at most one event per flush interval or size) and
@@ -1316,7 +1327,13 @@ class RunService:
                 with attempt:
                     calls = []  # a retried attempt starts over (no text was shown)
                     try:
-                        chunks = provider.stream(model.model, messages, tools, session_key=session_key)
+                        chunks = provider.stream(
+                            model.model,
+                            messages,
+                            tools,
+                            session_key=session_key,
+                            context_strategy=context_strategy,
+                        )
                         async for chunk in chunks:
                             if isinstance(chunk, UsageChunk):
                                 tokens_in, tokens_out = chunk.tokens_in, chunk.tokens_out

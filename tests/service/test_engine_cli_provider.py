@@ -135,6 +135,20 @@ async def test_each_strategy_delivers_the_same_composed_context(tmp_path: Path, 
         assert cwd not in path.parents and not (cwd / path.name).exists()
 
 
+async def test_an_agents_own_strategy_replaces_the_providers(tmp_path: Path) -> None:
+    """The provider hands its context as a convention file; an agent whose
+    injection strategy is stdin gets it on stdin instead (the fake CLI here
+    reads stdin), byte for byte; a strategy the CLI is not configured for
+    is reported, never half-used."""
+    provider = make(tmp_path, "convention_file", "--context-from", "stdin")
+    received = [c async for c in provider.stream("model-x", MESSAGES, context_strategy="stdin")]
+    assert text_of(received) == expected_answer(SYSTEM)
+    (seen,) = reports(tmp_path)
+    assert seen["context"].encode() == SYSTEM.encode()
+    assert "context_env" in provider.strategy_problem("env")  # type: ignore[attr-defined]
+    assert provider.strategy_problem("stdin") == ""  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("strategy", ["stdin", "flag"])
 async def test_a_large_context_arrives_whole(tmp_path: Path, strategy: str) -> None:
     # Far beyond a pipe's buffer: the CLI reads while the provider writes.
@@ -399,3 +413,36 @@ async def test_an_agent_on_a_cli_resumes_its_native_session_from_the_threads_ser
     assert session.provider_id == "agent" and session.native_session_id
     assert not first[-1].final.text.startswith("resumed")
     assert second[-1].final.text.startswith(f"resumed {session.native_session_id}.")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "notice"),
+    [(threads_pb2.INJECTION_STRATEGY_STDIN, False), (threads_pb2.INJECTION_STRATEGY_ENV, True)],
+)
+async def test_an_agents_injection_strategy_is_honoured_or_said_unavailable(
+    make_database: DatabaseFactory, tmp_path: Path, strategy: int, notice: bool
+) -> None:
+    """The provider writes a convention file; the fake CLI reads stdin. An
+    agent whose strategy is stdin gets its whole context there; one whose
+    strategy the CLI has no settings for (env without context_env) gets a
+    notice and the provider's own strategy."""
+    providers = [config(tmp_path, "convention_file", "--context-from", "stdin")]
+    models = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
+    async with system(
+        make_database,
+        providers_json=json.dumps(providers),
+        router_settings={"models_json": json.dumps(models)},
+    ) as sb:
+        user = as_user("alice")
+        agent = threads_pb2.Agent(id="qa", model="agent-model", injection_strategy=strategy)  # type: ignore[arg-type]
+        await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=agent), **user)
+        request = engine_service_pb2.AskAgentRequest(
+            requester="main", target_agent_id="qa", message="status?"
+        )
+        events = await collect(sb.engine.AskAgent(request, metadata=user["metadata"], timeout=60))
+    notices = [e.notice.code for e in events if e.WhichOneof("kind") == "notice"]
+    assert notices == (["INJECTION_STRATEGY_UNAVAILABLE"] if notice else [])
+    (seen,) = reports(tmp_path)
+    # Honoured: the context arrived on stdin; refused: stdin stayed empty.
+    assert (len(seen["context"]) > 100) is (not notice)
+    assert "# You are the agent" in seen["context"] or notice
