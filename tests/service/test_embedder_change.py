@@ -2,12 +2,19 @@
 their embedder and dimension, a search never compares two embedders' vectors
 (it is lexical only, and says so, until the rebuild), the rebuild runs in
 batches with progress and resumes where it stopped, and the service does it
-by itself at start-up. On SQLite and PostgreSQL, through the real stubs."""
+by itself at start-up; a broken model file stops the service at start-up.
+On SQLite and PostgreSQL, through the real stubs."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -21,7 +28,7 @@ from services.router.server import build_server as build_router
 from services.router.server import open_domain
 from services.router.settings import RouterSettings
 from services.shared.db import create_engine, session_factory
-from services.shared.embeddings import EmbedderName, load_embedder
+from services.shared.embeddings import EmbedderName, ModelFileError, load_embedder, use_model_dir
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as mpb
 from switchboard.router.v1 import router_pb2, router_service_pb2_grpc
@@ -230,3 +237,40 @@ async def test_memory_reembeds_by_itself_at_start_up(db_url: str) -> None:
                 break
             await asyncio.sleep(0.05)
     assert found[0] == "Astreinte:1"
+
+
+def _broken_model(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the model files with the weights truncated, and that file."""
+    folder = tmp_path / "model"
+    shutil.copytree(use_model_dir(), folder)
+    weights = folder / "weights.npz"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    return folder, weights
+
+
+async def test_a_corrupt_model_file_stops_router_and_memory_at_start_up_naming_it(
+    db_url: str, tmp_path: Path
+) -> None:
+    folder, weights = _broken_model(tmp_path)
+    with pytest.raises(ModelFileError, match=re.escape(str(weights))):
+        await build_router(router_settings(db_url, MODEL, embedder_model_dir=folder))
+    (folder / "sp.model").unlink()
+    with pytest.raises(ModelFileError, match=re.escape(f"{folder / 'sp.model'} is missing")):
+        await build_memory(memory_settings(db_url, MODEL, embedder_model_dir=folder))
+
+
+@pytest.mark.parametrize("service", ["router", "memory"])
+def test_the_process_exits_at_start_up_with_the_files_path(service: str, tmp_path: Path) -> None:
+    folder, weights = _broken_model(tmp_path)
+    prefix = f"SWITCHBOARD_{service.upper()}_"
+    env = {
+        **os.environ,
+        prefix + "PORT": "0",
+        prefix + "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}",
+        prefix + "EMBEDDER_MODEL_DIR": str(folder),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", f"services.{service}"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert str(weights) in done.stderr + done.stdout, done.stderr[-2000:]
