@@ -963,8 +963,9 @@ class RunService:
         rec.reached["layers_json"] = json.dumps(
             [*(layer.record(counter) for layer in layers), *earlier_turns.layers()]
         )
+        # A CLI provider resumes the conversation's native session.
         loop = await self.model_and_tools(
-            provider, chosen, messages, specs, tool_context, rec, thread, budget, counter
+            provider, chosen, messages, specs, tool_context, rec, thread, budget, counter, session_key=thread
         )
         sources += tool_context.sources_json()
         rec.reached["sources_json"] = json.dumps(sources)

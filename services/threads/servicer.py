@@ -303,21 +303,29 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
         self, request: threads_service_pb2.BindProviderSessionRequest, context: Context
     ) -> threads_service_pb2.BindProviderSessionResponse:
         row, created = await self._sessions.bind(
-            request.agent_thread_id, request.provider_id, request.native_session_id, request.replace
+            request.agent_thread_id,
+            request.provider_id,
+            request.native_session_id,
+            request.replace,
+            caller_user(context),
         )
         return threads_service_pb2.BindProviderSessionResponse(session=session_to_proto(row), created=created)
 
     async def GetProviderSession(
         self, request: threads_service_pb2.GetProviderSessionRequest, context: Context
     ) -> threads_service_pb2.GetProviderSessionResponse:
-        row = await self._sessions.get(request.agent_thread_id, request.provider_id)
+        row = await self._sessions.get(request.agent_thread_id, request.provider_id, caller_user(context))
         return threads_service_pb2.GetProviderSessionResponse(session=session_to_proto(row))
 
     async def ListProviderSessions(
         self, request: threads_service_pb2.ListProviderSessionsRequest, context: Context
     ) -> threads_service_pb2.ListProviderSessionsResponse:
         rows, token = await self._sessions.list(
-            request.agent_thread_id, request.include_released, request.page_size, request.page_token
+            request.agent_thread_id,
+            request.include_released,
+            request.page_size,
+            request.page_token,
+            caller_user(context),
         )
         return threads_service_pb2.ListProviderSessionsResponse(
             sessions=[session_to_proto(r) for r in rows], next_page_token=token
@@ -326,7 +334,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ReleaseProviderSession(
         self, request: threads_service_pb2.ReleaseProviderSessionRequest, context: Context
     ) -> threads_service_pb2.ReleaseProviderSessionResponse:
-        row = await self._sessions.release(request.agent_thread_id, request.provider_id)
+        row = await self._sessions.release(request.agent_thread_id, request.provider_id, caller_user(context))
         return threads_service_pb2.ReleaseProviderSessionResponse(session=session_to_proto(row))
 
     async def ListSegments(

@@ -16,6 +16,8 @@ from services.shared.time import utcnow
 from services.threads.models import ProviderSession, Thread
 from services.threads.repository import ThreadsRepository
 
+# Callers acting for several users (the engine, as "service:engine").
+SERVICE_PREFIX = "service:"
 MAX_PROVIDER_ID_CHARS = 64
 MAX_NATIVE_ID_CHARS = 256
 
@@ -24,9 +26,13 @@ class ProviderSessions:
     def __init__(self, repository: ThreadsRepository) -> None:
         self._repo = repository
 
-    async def _agent_thread(self, thread_id: str) -> Thread:
+    async def _agent_thread(self, thread_id: str, caller: str) -> Thread:
+        """An agent thread, or a conversation of the caller's (a chat on a CLI
+        provider keeps a native session too); the engine acts for its runs'
+        users as a service. Anything else looks missing."""
         thread = await self._repo.get_thread(thread_id) if thread_id else None
-        if thread is None or thread.kind != "agent":
+        mine = thread is not None and (thread.user_id == caller or caller.startswith(SERVICE_PREFIX))
+        if thread is None or not (thread.kind == "agent" or (thread.kind == "conversation" and mine)):
             raise NotFound(f"agent thread {thread_id!r} not found", agent_thread_id=thread_id)
         return thread
 
@@ -40,7 +46,7 @@ class ProviderSessions:
             )
 
     async def bind(
-        self, thread_id: str, provider_id: str, native_session_id: str, replace: bool
+        self, thread_id: str, provider_id: str, native_session_id: str, replace: bool, caller: str = ""
     ) -> tuple[ProviderSession, bool]:
         """The live session of the key and whether this call bound it. Binding
         the native id that is bound already is a no-op (a retry); another
@@ -51,7 +57,7 @@ class ProviderSessions:
                 f"native_session_id must have 1 to {MAX_NATIVE_ID_CHARS} characters",
                 field="native_session_id",
             )
-        await self._agent_thread(thread_id)
+        await self._agent_thread(thread_id, caller)
         for _ in range(3):
             live = await self._repo.live_provider_session(thread_id, provider_id)
             if live is not None and live.native_session_id == native_session_id:
@@ -79,9 +85,9 @@ class ProviderSessions:
             provider_id=provider_id,
         )
 
-    async def get(self, thread_id: str, provider_id: str) -> ProviderSession:
+    async def get(self, thread_id: str, provider_id: str, caller: str = "") -> ProviderSession:
         self._check_provider(provider_id)
-        await self._agent_thread(thread_id)
+        await self._agent_thread(thread_id, caller)
         live = await self._repo.live_provider_session(thread_id, provider_id)
         if live is None:
             raise NotFound(
@@ -91,9 +97,9 @@ class ProviderSessions:
             )
         return live
 
-    async def release(self, thread_id: str, provider_id: str) -> ProviderSession:
+    async def release(self, thread_id: str, provider_id: str, caller: str = "") -> ProviderSession:
         self._check_provider(provider_id)
-        await self._agent_thread(thread_id)
+        await self._agent_thread(thread_id, caller)
         released = await self._repo.release_provider_session(thread_id, provider_id)
         if released is None:
             raise NotFound(
@@ -104,9 +110,9 @@ class ProviderSessions:
         return released
 
     async def list(
-        self, thread_id: str, include_released: bool, requested_size: int, token: str
+        self, thread_id: str, include_released: bool, requested_size: int, token: str, caller: str = ""
     ) -> tuple[Sequence[ProviderSession], str]:
-        await self._agent_thread(thread_id)
+        await self._agent_thread(thread_id, caller)
         size = page_size(requested_size)
         cursor = decode_token(token)
         after = None

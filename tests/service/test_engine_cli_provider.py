@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from services.engine.cli_provider import InMemorySessionStore, compose_context
@@ -446,3 +447,39 @@ async def test_an_agents_injection_strategy_is_honoured_or_said_unavailable(
     # Honoured: the context arrived on stdin; refused: stdin stayed empty.
     assert (len(seen["context"]) > 100) is (not notice)
     assert "# You are the agent" in seen["context"] or notice
+
+
+async def test_a_chat_on_a_cli_resumes_the_conversations_native_session(
+    make_database: DatabaseFactory, tmp_path: Path
+) -> None:
+    providers = [config(tmp_path, "stdin")]
+    models = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
+    async with system(
+        make_database,
+        providers_json=json.dumps(providers),
+        router_settings={"models_json": json.dumps(models)},
+    ) as sb:
+        alice, bob = as_user("alice"), as_user("bob")
+        chat = await sb.threads.CreateConversation(threads_service_pb2.CreateConversationRequest(), **alice)
+
+        async def send(text: str) -> list[engine_pb2.RunEvent]:
+            request = engine_service_pb2.StartRunRequest(
+                conversation_id=chat.conversation.id, message=text, requested_model="agent-model"
+            )
+            return await collect(sb.engine.StartRun(request, metadata=alice["metadata"], timeout=60))
+
+        first, second = await send("Bonjour, on commence ?"), await send("Et ensuite ?")
+        sessions = await sb.threads.ListProviderSessions(
+            threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=chat.conversation.id), **alice
+        )
+        # Another user cannot see the conversation's sessions: it looks missing.
+        with pytest.raises(grpc.aio.AioRpcError) as hidden:
+            await sb.threads.ListProviderSessions(
+                threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=chat.conversation.id), **bob
+            )
+    assert hidden.value.code() == grpc.StatusCode.NOT_FOUND
+    (session,) = sessions.sessions
+    assert not first[-1].final.text.startswith("resumed")
+    assert second[-1].final.text.startswith(f"resumed {session.native_session_id}.")
+    # The resumed CLI still got the composed context, earlier turn included.
+    assert "Bonjour, on commence ?" in reports(tmp_path)[-1]["context"]
