@@ -124,7 +124,14 @@ async def test_bad_session_requests(stub: Stub) -> None:
         (bind(qa, "", "s"), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT"),
         (bind(qa, "claude", ""), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT"),
         (bind("no-such-thread", "claude", "s"), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"),
-        # A conversation is not an agent thread.
-        (bind(conversation.id, "claude", "s"), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND"),
     ]:
         await expect_error(stub.BindProviderSession(request, **as_user("u")), code, reason)
+    # A conversation keeps its CLI session too, for its user only: to another
+    # user it is missing.
+    await expect_error(
+        stub.BindProviderSession(bind(conversation.id, "claude", "s"), **as_user("someone-else")),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
+    bound = await stub.BindProviderSession(bind(conversation.id, "claude", "s"), **as_user("u"))
+    assert bound.session.native_session_id == "s"
