@@ -22,6 +22,8 @@
 #   scripts/bench.sh router [--smoke] [--json FILE]
 # The memory benchmark: recall latency over 10,000 notes (MiniLM and hashing).
 #   scripts/bench.sh memory [--smoke] [--out DIR]
+# Assembling a chat run's conversation context (50 turns: reads, tokens, split, fold).
+#   scripts/bench.sh context [--turns 50] [--iterations 200] [--smoke]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -31,5 +33,6 @@ case "${1:-}" in
   threads) shift; exec .venv/bin/python -m tests.bench.bench_threads "$@" ;;
   router) shift; exec .venv/bin/python -m tests.bench.bench_router "$@" ;;
   memory) shift; exec .venv/bin/python -m tests.bench.bench_memory "$@" ;;
+  context) shift; exec .venv/bin/python -m tests.bench.bench_context "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

@@ -206,3 +206,19 @@ def test_threads_bench_smoke_writes_every_number(tmp_path: Path) -> None:
         assert all(t["measured"] is not None and t["met"] is not None for t in result["targets"])
         assert f"### {backend}" in done.stdout
     assert "| first page (ascending, no token) |" in done.stdout
+
+
+def test_context_bench_smoke_measures_every_counter_and_the_fold() -> None:
+    """`scripts/bench.sh context --smoke`: a conversation's turns read over
+    real sockets, counted by each counter, split, and the fold timed once."""
+    from tests.bench import bench_context
+
+    results = bench_context.main(["--smoke", "--turns", "20"])
+    for counter in ("words (offline)", "o200k_base (OpenAI)", "estimate (others)"):
+        row = results[counter]
+        assert row["history_tokens"] > 20 * 2 * 60 // 2 and row["kept_turns"] == 20
+        assert 0 < row["turns_and_split"]["p50_ms"] <= row["total"]["p50_ms"]
+    # Each counter sees the same text differently: the exact vocabulary is not the estimate.
+    assert results["o200k_base (OpenAI)"]["history_tokens"] != results["estimate (others)"]["history_tokens"]
+    fold = results["fold"]
+    assert fold["folded_turns"] > 0 and fold["kept_turns"] > 0 and fold["summary_chars"] > 0
