@@ -456,3 +456,23 @@ async def test_a_manual_title_is_never_replaced_and_a_failing_title_model_keeps_
     assert TITLE_SYSTEM in json.dumps(server.script.requests[2], ensure_ascii=False)
     await asyncio.sleep(0.2)  # the refusal has been handled: the cut of the request stays
     await wait_for_title(sb, chat, "Prépare la facture du client Dupont")
+
+
+async def test_a_failed_run_keeps_the_skills_routing_and_layers_it_reached(remote: Any) -> None:
+    _, sb, server = remote
+    server.script.steps = ["status:400"]  # refused by the provider: not retried
+    events = await send_raw(sb, await conversation(sb), "Write the weekly status report")
+    assert events[-1].WhichOneof("kind") == "error"
+    run = await run_record(sb, events)
+    assert run.status == engine_pb2.RUN_STATUS_FAILED
+    assert (run.provider, run.model) == ("remote", "model-x")
+    assert [layer.key for layer in run.layers][:2] == ["product_system", "instruction_page"]
+    assert json.loads(run.router_decision_json)["branch"]
+    assert {layer.key for layer in run.layers} >= {"history", "conversation_summary"}
+
+
+async def send_raw(sb: System, conversation_id: str, text: str) -> list[engine_pb2.RunEvent]:
+    request = engine_service_pb2.StartRunRequest(
+        conversation_id=conversation_id, message=text, requested_model="remote-model"
+    )
+    return await collect(sb.engine.StartRun(request, metadata=ALICE["metadata"], timeout=60))

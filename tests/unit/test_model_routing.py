@@ -7,7 +7,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from services.router.model_routing import ModelOption, classify, parse_models, route_model
+from services.router.model_routing import (
+    DEFAULT_CONTEXT_WINDOW,
+    ModelOption,
+    classify,
+    parse_models,
+    route_model,
+)
 from services.router.settings import RouterSettings
 from services.shared.errors import FailedPrecondition, InvalidArgument
 
@@ -195,3 +201,13 @@ def test_auto_refuses_an_empty_request() -> None:
         route_model(DEFAULT, "   ", "auto")
     # A manual choice needs no text to classify.
     assert route_model(DEFAULT, "", "offline-fast").model.id == "offline-fast"
+
+
+def test_a_bad_context_window_is_refused_at_start_up_naming_the_field() -> None:
+    base = {"id": "m", "provider": "p", "model": "x", "profile": "fast"}
+    for bad in ({"context_window": "lots"}, {"context_window": 100}, {"context_windw": 8192}):
+        with pytest.raises(ValueError) as refused:
+            parse_models(json.dumps([{**base, **bad}]))
+        assert next(iter(bad)) in str(refused.value)
+    (model,) = parse_models(json.dumps([base]))
+    assert model.context_window == DEFAULT_CONTEXT_WINDOW
