@@ -882,6 +882,9 @@ class RunService:
                     router_service_pb2.RouteModelResponse(model=self._fallback_model),
                 ),
             )
+            if skills.decision.arbiter_error:
+                message = f"{skills.decision.arbiter_error}; the skills were chosen without it"
+                rec.emit(notice=engine_pb2.Notice(code="ARBITER_FAILED", message=message))
             # Said before the first model call: a web-only model gets no
             # workspace context, an expensive one was chosen deliberately.
             for message in model.notices:

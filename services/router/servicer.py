@@ -71,6 +71,7 @@ def decision_to_proto(decision: Decision) -> router_pb2.SkillDecision:
         branch=_BRANCHES[decision.branch],
         arbiter=decision.arbiter,
         arbiter_answer=decision.arbiter_answer,
+        arbiter_error=decision.arbiter_error,
         embedder=decision.embedder,
         max_auto_skills=decision.max_auto_skills,
         arbitration_allowed=decision.arbitration_allowed,

@@ -125,6 +125,7 @@ class Decision:
     candidates: tuple[Candidate, ...] = ()
     arbiter: str = ""
     arbiter_answer: str = ""
+    arbiter_error: str = ""
     embedder: str = ""
     max_auto_skills: int = 0
     arbitration_allowed: bool = False
@@ -392,13 +393,15 @@ async def route(
     zone when allowed and an arbiter exists; the record of it."""
     chosen, branch, explanation = decide(candidates, thresholds)
     arbiter_name = DETERMINISTIC_ARBITER if branch is Branch.GREY_DETERMINISTIC else ""
+    error = ""
     answer = explanation if branch is Branch.GREY_DETERMINISTIC else ""
     if branch is Branch.GREY_DETERMINISTIC and arbitration_allowed and arbiter is not None:
         grey = [c for c in candidates if thresholds.low <= c.fused_score][:MAX_ARBITRATED]
         try:
             raw = await arbiter.arbitrate(text, [(c.name, descriptions[c.skill_id]) for c in grey])
         except Exception as exc:  # noqa: BLE001 - an arbiter failure falls back, recorded
-            answer = truncate(f"arbiter {arbiter.name} failed ({type(exc).__name__}: {exc}); {explanation}")
+            error = truncate(f"arbiter {arbiter.name} failed ({type(exc).__name__}: {exc})")
+            answer = truncate(f"{error}; {explanation}")
             explanation = f"arbiter failed, decided at the midpoint: {explanation}"
         else:
             picked = parse_arbiter_answer(raw, {c.name for c in grey})
@@ -415,6 +418,7 @@ async def route(
         tuple(candidates),
         arbiter=arbiter_name,
         arbiter_answer=answer,
+        arbiter_error=error,
         max_auto_skills=thresholds.max_auto_skills,
         arbitration_allowed=arbitration_allowed,
         explanation=explanation,

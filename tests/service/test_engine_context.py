@@ -476,3 +476,27 @@ async def send_raw(sb: System, conversation_id: str, text: str) -> list[engine_p
         conversation_id=conversation_id, message=text, requested_model="remote-model"
     )
     return await collect(sb.engine.StartRun(request, metadata=ALICE["metadata"], timeout=60))
+
+
+async def test_a_failing_arbiter_gives_the_run_one_notice_and_never_fails_it(
+    make_database: DatabaseFactory, fake: tuple[str, FakeServer]
+) -> None:
+    kind, server = fake
+    app = openai_app if kind == "openai" else anthropic_app
+    with serve(app) as arbiter:
+        base = f"{server.url}/v1" if kind == "openai" else server.url
+        arbiter_base = f"{arbiter.url}/v1" if kind == "openai" else arbiter.url
+        providers = [{"name": "remote", "kind": kind, "base_url": base}]
+        models = [{"id": "remote-model", "provider": "remote", "model": "model-x", "profile": "balanced"}]
+        router = {
+            "models_json": json.dumps(models),
+            "arbiter_model_json": json.dumps({"kind": kind, "base_url": arbiter_base, "model": "arb"}),
+            "high_threshold": 0.99,
+            "low_threshold": 0.0001,
+        }
+        arbiter.script.steps = ["status:500"]
+        async with system(make_database, providers_json=json.dumps(providers), router_settings=router) as sb:
+            events = await send(sb, await conversation(sb), "Rédige les actions de la réunion de ce matin")
+    notices = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
+    assert [n.code for n in notices] == ["ARBITER_FAILED"] and "model:" + kind + "/arb" in notices[0].message
+    assert len(arbiter.script.requests) == 1 and events[-1].final.text

@@ -103,6 +103,7 @@ async def test_a_failing_or_slow_arbiter_falls_back_to_the_deterministic_branch(
     decision = response.decision
     assert decision.branch == router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC
     assert decision.arbiter_answer.startswith(f"arbiter model:{kind}/arbiter-x failed")
+    assert decision.arbiter_error.startswith(f"arbiter model:{kind}/arbiter-x failed")
     assert "decided at the midpoint" in decision.explanation
 
 

@@ -179,6 +179,7 @@ class SkillDecision(_message.Message):
     ARBITRATION_ALLOWED_FIELD_NUMBER: _builtins.int
     EXPLANATION_FIELD_NUMBER: _builtins.int
     EXCLUDED_COUNT_FIELD_NUMBER: _builtins.int
+    ARBITER_ERROR_FIELD_NUMBER: _builtins.int
     high_threshold: _builtins.float
     low_threshold: _builtins.float
     branch: Global___RouteBranch.ValueType
@@ -198,6 +199,11 @@ class SkillDecision(_message.Message):
     """Catalog skills that could not be candidates for the caller (disabled,
     auto_use off, built in, or without a description).
     """
+    arbiter_error: _builtins.str
+    """Set when the arbiter model failed (an error, a timeout) and the grey
+    zone was decided deterministically: what went wrong. The engine says it
+    in one notice.
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]: ...
     def __init__(
@@ -214,10 +220,11 @@ class SkillDecision(_message.Message):
         arbitration_allowed: _builtins.bool = ...,
         explanation: _builtins.str = ...,
         excluded_count: _builtins.int = ...,
+        arbiter_error: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arbiter", b"arbiter", "arbiter_answer", b"arbiter_answer", "arbitration_allowed", b"arbitration_allowed", "branch", b"branch", "candidates", b"candidates", "embedder", b"embedder", "excluded_count", b"excluded_count", "explanation", b"explanation", "high_threshold", b"high_threshold", "low_threshold", b"low_threshold", "max_auto_skills", b"max_auto_skills"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arbiter", b"arbiter", "arbiter_answer", b"arbiter_answer", "arbiter_error", b"arbiter_error", "arbitration_allowed", b"arbitration_allowed", "branch", b"branch", "candidates", b"candidates", "embedder", b"embedder", "excluded_count", b"excluded_count", "explanation", b"explanation", "high_threshold", b"high_threshold", "low_threshold", b"low_threshold", "max_auto_skills", b"max_auto_skills"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
