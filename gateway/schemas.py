@@ -191,3 +191,44 @@ class LiveStateBody(BaseModel):
     detail: str = Field(default="", max_length=2000)
     # Lifetime in seconds; omitted: the memory service's default.
     ttl_seconds: float | None = Field(default=None, gt=0, le=86_400)
+
+
+class UpdatePageBody(BaseModel):
+    """An edit: each save writes a new version. `expected_version` (from the
+    version the editor started from) makes a concurrent edit a 409."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    body: str | None = Field(default=None, max_length=200_000)
+    expected_version: int = Field(default=0, ge=0)
+
+
+class RestoreBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expected_version: int = Field(default=0, ge=0)
+
+
+NoteKindName = Literal["decision", "feature_summary", "preference", "fact"]
+
+
+class NoteBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: NoteKindName = "fact"
+    title: str = Field(min_length=1, max_length=200)
+    body: str = Field(default="", max_length=20_000)
+    tags: list[str] = Field(default_factory=list, max_length=20)
+    request_id: str = Field(default="", max_length=128)
+
+
+class UpdateNoteBody(BaseModel):
+    """Only the fields present are written."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: NoteKindName | None = None
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    body: str | None = Field(default=None, max_length=20_000)
+    tags: list[str] | None = Field(default=None, max_length=20)

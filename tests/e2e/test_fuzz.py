@@ -105,6 +105,10 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("PUT", "/api/agent/project-context", schemas.ProjectContextBody),
         ("POST", "/api/agent/project-context/import", schemas.ImportProjectBody),
         ("PUT", "/api/agent/live-state/fuzz", schemas.LiveStateBody),
+        ("PATCH", f"/api/agent/pages/{MISSING}", schemas.UpdatePageBody),
+        ("POST", f"/api/agent/pages/{MISSING}/versions/1/restore", schemas.RestoreBody),
+        ("POST", "/api/agent/notes", schemas.NoteBody),
+        ("PATCH", f"/api/agent/notes/{MISSING}", schemas.UpdateNoteBody),
     ]
 
 

@@ -33,6 +33,7 @@ class World:
     skill: str
     page: str
     proposals: list[str]
+    note: str
 
 
 def client_for(launched: Launched, user: str) -> httpx.Client:
@@ -85,7 +86,10 @@ def world(launched: Launched, alice: httpx.Client) -> World:
     proposals = [
         propose(launched, page["id"], page["body"].rstrip("\n") + f"\n- remember {n}\n") for n in (1, 2)
     ]
-    return World(conversation, final["run_id"], skill, page["id"], proposals)
+    note = alice.post(
+        "/api/agent/notes", json={"kind": "decision", "title": "Supplier", "body": "Alice pays the supplier."}
+    )
+    return World(conversation, final["run_id"], skill, page["id"], proposals, note.json()["note"]["id"])
 
 
 def test_personal_settings_are_per_user(alice: httpx.Client, bob: httpx.Client) -> None:
@@ -319,6 +323,54 @@ def test_project_context_import_and_live_state_watched_as_sse(alice: httpx.Clien
     assert alice.put("/api/agent/live-state/qa", json={"activity": ""}).status_code == 400
 
 
+def test_an_instruction_page_is_edited_into_versions_and_restored(alice: httpx.Client) -> None:
+    response = alice.post("/api/agent/personal-settings/instructions-page", json={"title": "Tone"})
+    created = response.json()["page"]
+    created["version"] = int(created["version"])  # int64: a string in this route's proto JSON
+    assert created["id"] in {p["id"] for p in alice.get("/api/agent/pages").json()["pages"]}
+    edited = alice.patch(
+        f"/api/agent/pages/{created['id']}",
+        json={"body": "- Be brief.\n", "expected_version": created["version"]},
+    )
+    assert edited.status_code == 200, edited.text
+    assert edited.json()["version"] == created["version"] + 1 and edited.json()["body"] == "- Be brief.\n"
+    # An edit from the old version: someone saved in between, nothing is written.
+    stale = alice.patch(
+        f"/api/agent/pages/{created['id']}",
+        json={"body": "- Be long.\n", "expected_version": created["version"]},
+    )
+    assert stale.status_code == 409, stale.text
+    assert alice.patch(f"/api/agent/pages/{created['id']}", json={}).status_code == 400
+    restored = alice.post(f"/api/agent/pages/{created['id']}/versions/{created['version']}/restore", json={})
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["body"] == created["body"] and restored.json()["version"] == created["version"] + 2
+    versions = alice.get(f"/api/agent/pages/{created['id']}/versions").json()["versions"]
+    assert [v["version"] for v in versions][:3] == [created["version"] + n for n in (2, 1, 0)]
+    assert versions[0]["restored_from_version"] == created["version"]
+    assert alice.post(f"/api/agent/pages/{created['id']}/versions/0/restore").status_code == 400
+
+
+def test_notes_are_written_searched_edited_and_deleted(alice: httpx.Client) -> None:
+    saved = alice.post(
+        "/api/agent/notes",
+        json={"kind": "decision", "title": "Deploy day", "body": "We deploy on Tuesdays.", "tags": ["ops"]},
+    )
+    assert saved.status_code == 201, saved.text
+    note = saved.json()["note"]
+    assert saved.json()["outcome"] == "created" and note["kind"] == "decision"
+    assert note["id"] in {n["id"] for n in alice.get("/api/agent/notes").json()["notes"]}
+    found = alice.get("/api/agent/notes", params={"q": "when do we deploy"}).json()["notes"]
+    assert found and found[0]["id"] == note["id"] and found[0]["score"] > 0
+    edited = alice.patch(f"/api/agent/notes/{note['id']}", json={"body": "We deploy on Wednesdays."})
+    assert edited.status_code == 200 and alice.get(f"/api/agent/notes/{note['id']}").json()[
+        "body"
+    ].startswith("We deploy on Wednesdays")
+    assert alice.patch(f"/api/agent/notes/{note['id']}", json={}).status_code == 400
+    assert alice.post("/api/agent/notes", json={"kind": "gossip", "title": "x"}).status_code == 400
+    assert alice.delete(f"/api/agent/notes/{note['id']}").status_code == 204
+    assert alice.get(f"/api/agent/notes/{note['id']}").status_code == 404
+
+
 def test_the_launchers_development_token_is_accepted(launched: Launched) -> None:
     ready = json.loads((launched.log.parent / "ready.json").read_text())
     token = ready["dev_token"]
@@ -389,6 +441,11 @@ MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/proposals/{q}", None),
     ("POST", "/api/agent/proposals/{q}/accept", None),
     ("POST", "/api/agent/proposals/{q}/refuse", None),
+    ("PATCH", "/api/agent/pages/{p}", {"body": "mine now"}),
+    ("POST", "/api/agent/pages/{p}/versions/{v}/restore", None),
+    ("GET", "/api/agent/notes/{n}", None),
+    ("PATCH", "/api/agent/notes/{n}", {"title": "mine now"}),
+    ("DELETE", "/api/agent/notes/{n}", None),
 ]
 
 
@@ -404,7 +461,14 @@ SHARED_ROUTES = {
     ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
 }
-_PATH_IDS = {"{c}": "{conversation_id}", "{r}": "{run_id}", "{p}": "{page_id}", "{q}": "{proposal_id}"}
+_PATH_IDS = {
+    "{c}": "{conversation_id}",
+    "{r}": "{run_id}",
+    "{p}": "{page_id}",
+    "{q}": "{proposal_id}",
+    "{n}": "{note_id}",
+    "{v}": "{version}",
+}
 
 
 def test_every_route_naming_an_object_is_in_the_matrix(launched: Launched) -> None:
@@ -442,8 +506,10 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
         "s": world.skill,
         "p": world.page,
         "q": world.proposals[0],
+        "n": world.note,
+        "v": "1",
     }
-    missing = {key: MISSING for key in alices} | {"s": world.skill}
+    missing = {key: MISSING for key in alices} | {"s": world.skill, "v": "1"}
     theirs = bob.request(method, fill(path, alices), json=fill(body, alices))
     nobody = bob.request(method, fill(path, missing), json=fill(body, missing))
     assert theirs.status_code == nobody.status_code == status, (theirs.text, nobody.text)
@@ -457,7 +523,9 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
     # The message names the id asked for, nothing of alice's object.
     assert shape["message"].replace(world.conversation, "ID").replace(world.run, "ID").replace(
         world.page, "ID"
-    ).replace(world.proposals[0], "ID") == nobody.json()["error"]["message"].replace(MISSING, "ID")
+    ).replace(world.proposals[0], "ID").replace(world.note, "ID") == nobody.json()["error"][
+        "message"
+    ].replace(MISSING, "ID")
 
 
 def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Client, world: World) -> None:
@@ -467,6 +535,11 @@ def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Cl
     assert found == []
     assert bob.get("/api/agent/proposals").json()["proposals"] == []
     assert bob.get("/api/agent/proposals", params={"page_id": world.page}).json()["proposals"] == []
+    assert world.note not in {n["id"] for n in bob.get("/api/agent/notes").json()["notes"]}
+    assert world.note not in {
+        n["id"] for n in bob.get("/api/agent/notes", params={"q": "supplier"}).json()["notes"]
+    }
+    assert world.page not in {p["id"] for p in bob.get("/api/agent/pages").json()["pages"]}
     pages = bob.get("/api/agent/personal-settings/instruction-pages").json()
     assert pages["pages"] == [] and pages["active_instruction_page_id"] == ""
     # Alice's state is untouched by bob's attempts.

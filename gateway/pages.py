@@ -1,0 +1,79 @@
+"""Editing pages (seed 002 instruction pages): the pages a user can read,
+an edit that writes a new version, and the restore of an older version as a
+new one. Reading a page and its versions is in gateway.personal."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+from google.protobuf.field_mask_pb2 import FieldMask
+
+from gateway import deps
+from gateway.deps import User, rpc
+from gateway.errors import ApiError
+from gateway.personal import page_json
+from gateway.schemas import RestoreBody, UpdatePageBody
+from switchboard.memory.v1 import pages_pb2, pages_service_pb2
+
+router = APIRouter(prefix="/api/agent")
+
+
+@router.get("/pages", tags=["pages"])
+async def list_pages(
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    """The pages the caller can read: theirs and those shared with them
+    (what "add an existing page" to the instruction list offers)."""
+    response = await rpc(
+        request,
+        deps.pages(request).ListPages,
+        pages_service_pb2.ListPagesRequest(page_size=page_size, page_token=page_token),
+        user,
+    )
+    return {"pages": [page_json(p) for p in response.pages], "next_page_token": response.next_page_token}
+
+
+@router.patch("/pages/{page_id}", tags=["pages"])
+async def update_page(page_id: str, body: UpdatePageBody, request: Request, user: User) -> dict[str, Any]:
+    """Edits the page's title and/or body: a new version. 409 when
+    `expected_version` is given and the page has moved on since."""
+    fields = {key: value for key in ("title", "body") if (value := getattr(body, key)) is not None}
+    if not fields:
+        raise ApiError(400, "INVALID_ARGUMENT", "give a title or a body")
+    response = await rpc(
+        request,
+        deps.pages(request).UpdatePage,
+        pages_service_pb2.UpdatePageRequest(
+            page=pages_pb2.Page(id=page_id, **fields),
+            update_mask=FieldMask(paths=sorted(fields)),
+            expected_version=body.expected_version,
+        ),
+        user,
+        idempotent=False,
+    )
+    return page_json(response.page)
+
+
+@router.post("/pages/{page_id}/versions/{version}/restore", tags=["pages"])
+async def restore_page_version(
+    page_id: str,
+    version: Annotated[int, Path(ge=1, le=2**53)],
+    request: Request,
+    user: User,
+    body: RestoreBody | None = None,
+) -> dict[str, Any]:
+    """Writes that version's text as a new version (nothing is lost)."""
+    response = await rpc(
+        request,
+        deps.pages(request).RestorePageVersion,
+        pages_service_pb2.RestorePageVersionRequest(
+            page_id=page_id, version=version, expected_version=body.expected_version if body else 0
+        ),
+        user,
+        idempotent=False,
+    )
+    return page_json(response.page)
