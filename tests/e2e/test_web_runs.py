@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import re
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
 from tests.e2e.web import (
     RUN_TIMEOUT,
     SCRIPTED_MODEL,
+    create_instruction_page,
     scripted_provider_env,
     send,
     shot,
@@ -98,11 +99,7 @@ def test_endings_look_distinct_with_their_cause(page: Page, launched: Launched) 
     expect(failed.locator(".run-status")).to_contain_text("refuses this request")
 
     page.select_option("#model", "offline-balanced")
-    page.click("#personalise")
-    page.fill("#page-title", "Signature")
-    page.click("#create-page")
-    expect(page.locator("#instruction-page option:checked")).to_have_text("Signature")
-    page.click("#close-personal")
+    create_instruction_page(page, "Signature")
     waiting = send(page, "Remember that signature: Zoé")
     expect(waiting.locator(".run-status")).to_have_class(re.compile("status-waiting_approval"))
     expect(waiting.locator(".run-status")).to_contain_text("Waiting for your approval")
@@ -156,3 +153,32 @@ def test_answers_render_as_sanitised_markdown_with_a_copy_button(page: Page, lau
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
     expect(page.locator("#log .run .answer pre code")).to_have_text('print("bonjour")')
     expect(page.locator("#log .run .answer strong")).to_have_text("the plan")
+
+
+def test_a_dropped_stream_resumes_with_last_event_id_and_loses_nothing(
+    page: Page, launched: Launched
+) -> None:
+    """The connection of a run's stream ends after three pieces of the
+    answer (the real stream, cut short on its way to the page): the page
+    reattaches with Last-Event-ID and shows the whole answer, once."""
+
+    def cut_short(route: Route) -> None:
+        response = route.fetch()
+        events = re.split(r"\r?\n\r?\n", response.text())
+        deltas = [n for n, event in enumerate(events) if "event: delta" in event]
+        route.fulfill(response=response, body="\r\n\r\n".join(events[: deltas[2] + 1]) + "\r\n\r\n")
+
+    reattached: list[str] = []
+    page.on(
+        "request",
+        lambda r: (
+            reattached.append(r.headers.get("last-event-id", "")) if r.url.endswith("/events") else None
+        ),
+    )
+    page.route("**/messages", cut_short)
+    run = send(page, "Write a long weekly status report for my team with every detail you know")
+    expect(run.locator(".meta")).to_have_text(re.compile("^Model: "), timeout=RUN_TIMEOUT)
+    assert len(reattached) == 1 and int(reattached[0]) > 3, reattached  # after the last event seen
+    answer = run.locator(".answer").inner_text()
+    assert answer.count("You asked") == 1 and "This answer comes from" in answer, answer
+    expect(run.locator(".run-status")).to_be_hidden()

@@ -178,6 +178,31 @@ def shot(page: Page, launched: Launched, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"web-{name}-{launched.backend}.png"), full_page=True)
 
 
+def assert_accessible(page: Page, what: str) -> None:
+    """axe-core (from npm) finds no serious or critical violation in what
+    the page shows now; hidden views are not checked by axe."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: run npm install (scripts/test.sh does)")
+    if not page.evaluate("typeof window.axe === 'object'"):
+        page.add_script_tag(path=str(AXE))
+    violations = page.evaluate(
+        """async () => (await axe.run(document, { resultTypes: ["violations"] })).violations
+            .filter((v) => v.impact === "serious" || v.impact === "critical")
+            .map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+                           nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ")) }))"""
+    )
+    assert violations == [], f"{what}: {violations}"
+
+
+def create_instruction_page(page: Page, title: str) -> None:
+    """Through personalisation: a new instruction page, made active."""
+    page.click("#personalise")
+    page.fill("#page-title", title)
+    page.click("#create-page")
+    expect(page.locator("#instruction-page option:checked")).to_have_text(title)
+    page.click("#close-personal")
+
+
 def send(page: Page, text: str) -> Locator:
     """Sends a message and returns the run's block once the run has ended."""
     before = page.locator("#log .run").count()

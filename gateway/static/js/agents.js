@@ -8,7 +8,15 @@ import { API, $, el, download, followRun, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown, streamMarkdown } from "./markdown.js";
 
-const view = { agents: [], models: [], current: null, filter: { kind: "all", value: "" }, timer: null, shown: "", live: null };
+const view = {
+  agents: [],
+  models: [],
+  current: null,
+  filter: { kind: "all", value: "" },
+  timer: null,
+  shown: "",
+  live: null,
+};
 const POLL_MS = 1500;
 
 export async function enterAgents() {
@@ -28,7 +36,9 @@ export function leaveAgents() {
 }
 
 function modelOptions() {
-  return view.models.map((m) => el("option", { value: m.id, textContent: m.id === "auto" ? t("Auto") : `${m.label} (${m.provider || "router"})` }));
+  return view.models.map((m) =>
+    el("option", { value: m.id, textContent: m.id === "auto" ? t("Auto") : `${m.label} (${m.provider || "router"})` }),
+  );
 }
 
 function providerOf(modelId) {
@@ -37,19 +47,35 @@ function providerOf(modelId) {
 }
 
 function renderRegistry() {
-  $("agent-list").replaceChildren(...view.agents.map((agent) => {
-    const open = el("button", { type: "button", className: "open-agent", textContent: agent.display_name || agent.id, "aria-label": t("Open {name}", { name: agent.display_name || agent.id }) });
-    open.onclick = guard(() => openAgent(agent.id));
-    return el("li", { dataset: { id: agent.id }, className: agent.id === view.current ? "active" : "" },
-      open, el("span", { className: "meta", textContent: ` ${agent.id} · ${agent.model || t("Auto")}` }));
-  }));
+  $("agent-list").replaceChildren(
+    ...view.agents.map((agent) => {
+      const open = el("button", {
+        type: "button",
+        className: "open-agent",
+        textContent: agent.display_name || agent.id,
+        "aria-label": t("Open {name}", { name: agent.display_name || agent.id }),
+      });
+      open.onclick = guard(() => openAgent(agent.id));
+      return el(
+        "li",
+        { dataset: { id: agent.id }, className: agent.id === view.current ? "active" : "" },
+        open,
+        el("span", { className: "meta", textContent: ` ${agent.id} · ${agent.model || t("Auto")}` }),
+      );
+    }),
+  );
 }
 
 async function register(event) {
   event.preventDefault();
   const agent = await json("/agents", {
     method: "POST",
-    body: JSON.stringify({ id: $("new-agent-id").value.trim(), display_name: $("new-agent-name").value.trim(), persona: $("new-agent-persona").value, model: $("new-agent-model").value }),
+    body: JSON.stringify({
+      id: $("new-agent-id").value.trim(),
+      display_name: $("new-agent-name").value.trim(),
+      persona: $("new-agent-persona").value,
+      model: $("new-agent-model").value,
+    }),
   });
   $("register-form").reset();
   $("registry-status").textContent = t("Agent {id} registered.", agent);
@@ -81,14 +107,22 @@ function showSwapWarning() {
   const swap = providerOf(saved) !== providerOf(next);
   $("swap-warning").hidden = saved === next;
   $("swap-warning").textContent = swap
-    ? t("Provider swap: from {old} to {new}. The agent's next run starts from the handoff summary and the recent entries of its thread, not from the old provider's session.", { old: providerOf(saved) || t("Auto"), new: providerOf(next) || t("Auto") })
+    ? t(
+        "Provider swap: from {old} to {new}. The agent's next run starts from the handoff summary and the recent entries of its thread, not from the old provider's session.",
+        { old: providerOf(saved) || t("Auto"), new: providerOf(next) || t("Auto") },
+      )
     : t("The model changes; the provider stays the same.");
 }
 
 async function saveAgent(event) {
   event.preventDefault();
   const agent = await json(`/agents/${encodeURIComponent(view.current)}`, {
-    method: "PATCH", body: JSON.stringify({ display_name: $("agent-name").value.trim(), model: $("agent-model").value, provider_id: providerOf($("agent-model").value) }),
+    method: "PATCH",
+    body: JSON.stringify({
+      display_name: $("agent-name").value.trim(),
+      model: $("agent-model").value,
+      provider_id: providerOf($("agent-model").value),
+    }),
   });
   const swapped = providerOf($("agent-model").dataset.saved) !== providerOf(agent.model);
   $("agent-model").dataset.saved = agent.model;
@@ -111,7 +145,8 @@ function setFilter(kind, value) {
   view.shown = "";
   if (kind !== "all" && !value) {
     $("view-label").className = "view-label partial";
-    $("view-label").textContent = kind === "pair" ? t("Type a requester, then press Enter.") : t("Type a correlation id, then press Enter.");
+    $("view-label").textContent =
+      kind === "pair" ? t("Type a requester, then press Enter.") : t("Type a correlation id, then press Enter.");
     return undefined;
   }
   return refreshThread();
@@ -121,10 +156,24 @@ async function refreshThread() {
   if (!view.current || (view.filter.kind !== "all" && !view.filter.value)) return;
   const id = encodeURIComponent(view.current);
   const { kind, value } = view.filter;
-  const query = kind === "pair" ? `&requester=${encodeURIComponent(value)}` : kind === "correlation" ? `&correlation_id=${encodeURIComponent(value)}` : "";
-  const [page, { segments }] = await Promise.all([json(`/agents/${id}/entries?page_size=500${query}`), json(`/agents/${id}/segments`)]);
+  const query =
+    kind === "pair"
+      ? `&requester=${encodeURIComponent(value)}`
+      : kind === "correlation"
+        ? `&correlation_id=${encodeURIComponent(value)}`
+        : "";
+  const [page, { segments }] = await Promise.all([
+    json(`/agents/${id}/entries?page_size=500${query}`),
+    json(`/agents/${id}/segments`),
+  ]);
   // Redrawn only when something changed: polling must not disturb reading.
-  const signature = JSON.stringify([kind, value, page.entries.map((e) => e.sequence), segments.map((s) => [s.number, s.handoff_state]), view.live?.runId]);
+  const signature = JSON.stringify([
+    kind,
+    value,
+    page.entries.map((e) => e.sequence),
+    segments.map((s) => [s.number, s.handoff_state]),
+    view.live?.runId,
+  ]);
   if (signature === view.shown) return;
   view.shown = signature;
   renderFilterLabel(page.partial_view);
@@ -135,18 +184,28 @@ function renderFilterLabel(partial) {
   const { kind, value } = view.filter;
   const label = $("view-label");
   label.className = kind === "all" ? "view-label" : "view-label partial";
-  label.textContent = kind === "all"
-    ? t("Full thread: every requester's exchanges with {agent}, in order.", { agent: view.current })
-    : kind === "pair"
-      ? t("Partial view: only {requester}'s exchanges with {agent}. The full thread holds more.", { requester: value, agent: view.current })
-      : t("Partial view: only correlation {id} (one request and its answers). The full thread holds more.", { id: value });
+  label.textContent =
+    kind === "all"
+      ? t("Full thread: every requester's exchanges with {agent}, in order.", { agent: view.current })
+      : kind === "pair"
+        ? t("Partial view: only {requester}'s exchanges with {agent}. The full thread holds more.", {
+            requester: value,
+            agent: view.current,
+          })
+        : t("Partial view: only correlation {id} (one request and its answers). The full thread holds more.", {
+            id: value,
+          });
   label.dataset.partial = String(kind !== "all" || partial);
 }
 
 function renderEntries(entries, segments) {
   const byNumber = new Map(segments.map((s) => [s.number, s]));
   // A seam stands before the first entry of each segment after the first.
-  const seamBefore = new Map(segments.filter((s) => s.number > 1 && s.entry_count > 0).map((s) => [s.first_sequence, byNumber.get(s.number - 1)]));
+  const seamBefore = new Map(
+    segments
+      .filter((s) => s.number > 1 && s.entry_count > 0)
+      .map((s) => [s.first_sequence, byNumber.get(s.number - 1)]),
+  );
   const items = [];
   for (const entry of entries) {
     if (seamBefore.has(entry.sequence)) items.push(seam(seamBefore.get(entry.sequence)));
@@ -164,7 +223,8 @@ function renderEntries(entries, segments) {
     if (!has("assistant")) items.push(live.answer);
     items.push(live.status);
   }
-  if (!items.length) items.push(el("p", { className: "empty", textContent: t("No entries yet: ask this agent something below.") }));
+  if (!items.length)
+    items.push(el("p", { className: "empty", textContent: t("No entries yet: ask this agent something below.") }));
   $("thread").replaceChildren(...items);
 }
 
@@ -174,24 +234,60 @@ function seam(segment) {
   if (!segment) return null;
   const summary = segment.handoff_summary
     ? el("div", { className: "handoff" })
-    : el("p", { className: "handoff pending", textContent: t("The handoff summary is not ready yet ({state}).", { state: segment.handoff_state }) });
+    : el("p", {
+        className: "handoff pending",
+        textContent: t("The handoff summary is not ready yet ({state}).", { state: segment.handoff_state }),
+      });
   if (segment.handoff_summary) renderMarkdown(summary, segment.handoff_summary);
-  return el("section", { className: "seam", role: "separator", "aria-label": t("Rotation after segment {n}", { n: segment.number }), dataset: { segment: String(segment.number) } },
-    el("strong", { textContent: t("Rotation: segment {n} closed ({count} entries). A model now receives this handoff summary in its place:", { n: segment.number, count: segment.entry_count }) }),
-    summary);
+  return el(
+    "section",
+    {
+      className: "seam",
+      role: "separator",
+      "aria-label": t("Rotation after segment {n}", { n: segment.number }),
+      dataset: { segment: String(segment.number) },
+    },
+    el("strong", {
+      textContent: t(
+        "Rotation: segment {n} closed ({count} entries). A model now receives this handoff summary in its place:",
+        { n: segment.number, count: segment.entry_count },
+      ),
+    }),
+    summary,
+  );
 }
 
 function entryView(entry) {
   const asks = entry.role === "user";
-  const head = el("div", { className: "entry-head" },
-    el("span", { className: "who", textContent: asks ? t("{requester} asks {target}", entry) : t("{target} answers {requester}", entry) }),
-    el("span", { className: "meta", textContent: ` #${entry.sequence} · ${new Date(entry.create_time).toLocaleString()} · ` }));
-  const correlation = el("button", { type: "button", className: "link correlation", textContent: entry.correlation_id.slice(0, 8), title: entry.correlation_id, "aria-label": t("Show only correlation {id}", { id: entry.correlation_id }) });
+  const head = el(
+    "div",
+    { className: "entry-head" },
+    el("span", {
+      className: "who",
+      textContent: asks ? t("{requester} asks {target}", entry) : t("{target} answers {requester}", entry),
+    }),
+    el("span", {
+      className: "meta",
+      textContent: ` #${entry.sequence} · ${new Date(entry.create_time).toLocaleString()} · `,
+    }),
+  );
+  const correlation = el("button", {
+    type: "button",
+    className: "link correlation",
+    textContent: entry.correlation_id.slice(0, 8),
+    title: entry.correlation_id,
+    "aria-label": t("Show only correlation {id}", { id: entry.correlation_id }),
+  });
   correlation.onclick = guard(() => setFilter("correlation", entry.correlation_id));
   head.append(correlation);
   const body = el("div", { className: "entry-body" });
   renderMarkdown(body, entry.content);
-  return el("article", { className: `entry ${entry.role}`, dataset: { sequence: String(entry.sequence), requester: entry.requester } }, head, body);
+  return el(
+    "article",
+    { className: `entry ${entry.role}`, dataset: { sequence: String(entry.sequence), requester: entry.requester } },
+    head,
+    body,
+  );
 }
 
 async function ask(event) {
@@ -205,8 +301,18 @@ async function ask(event) {
   const answer = el("div", { className: "entry-body" });
   const live = {
     runId: null,
-    question: el("article", { className: "entry user live" }, head(t("{requester} asks {target}", { requester, target: view.current })), el("div", { className: "entry-body", textContent: message })),
-    answer: el("article", { className: "entry assistant live", "aria-live": "polite" }, head(t("{target} is answering {requester}…", { target: view.current, requester })), answer),
+    question: el(
+      "article",
+      { className: "entry user live" },
+      head(t("{requester} asks {target}", { requester, target: view.current })),
+      el("div", { className: "entry-body", textContent: message }),
+    ),
+    answer: el(
+      "article",
+      { className: "entry assistant live", "aria-live": "polite" },
+      head(t("{target} is answering {requester}…", { target: view.current, requester })),
+      answer,
+    ),
     status: el("p", { className: "notice", hidden: true }),
   };
   view.live = live;
@@ -219,15 +325,24 @@ async function ask(event) {
     live.status.textContent = message;
   };
   try {
-    await followRun(() => fetch(`${API}/agents/${encodeURIComponent(view.current)}/asks`, {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ message, requester, request_id: crypto.randomUUID() }),
-    }), (event, data) => {
-      live.runId = data.run_id;
-      if (event === "delta") text.append(data.text);
-      else if (event === "notice") $("ask-notices").append(el("p", { className: "notice", dataset: { code: data.code }, textContent: data.message }));
-      else if (event === "error") fail(data.message);
-    }, { onError: fail });
+    await followRun(
+      () =>
+        fetch(`${API}/agents/${encodeURIComponent(view.current)}/asks`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ message, requester, request_id: crypto.randomUUID() }),
+        }),
+      (event, data) => {
+        live.runId = data.run_id;
+        if (event === "delta") text.append(data.text);
+        else if (event === "notice")
+          $("ask-notices").append(
+            el("p", { className: "notice", dataset: { code: data.code }, textContent: data.message }),
+          );
+        else if (event === "error") fail(data.message);
+      },
+      { onError: fail },
+    );
   } catch (error) {
     fail(error.message);
   } finally {
@@ -254,9 +369,15 @@ async function importThread() {
   } catch {
     throw new Error(t("This file is not a thread export (JSON)."));
   }
-  const { thread } = await json("/agents/import", { method: "POST", body: JSON.stringify({ files: bundle.files || [] }) });
+  const { thread } = await json("/agents/import", {
+    method: "POST",
+    body: JSON.stringify({ files: bundle.files || [] }),
+  });
   $("import-thread").value = "";
-  $("registry-status").textContent = t("Imported the thread of {agent} ({count} entries).", { agent: thread.agent_id, count: thread.last_sequence });
+  $("registry-status").textContent = t("Imported the thread of {agent} ({count} entries).", {
+    agent: thread.agent_id,
+    count: thread.last_sequence,
+  });
   view.agents = (await json("/agents?page_size=500")).agents;
   renderRegistry();
   await openAgent(thread.agent_id);
@@ -272,11 +393,23 @@ export function wireAgents() {
   $("export-thread").onclick = guard(exportThread, agentStatus);
   $("import-thread").onchange = guard(importThread, registryStatus);
   for (const radio of document.querySelectorAll("input[name=thread-filter]")) {
-    radio.onchange = guard(() => setFilter(radio.value, radio.value === "pair" ? $("filter-requester").value.trim() : $("filter-correlation").value.trim()), agentStatus);
+    radio.onchange = guard(
+      () =>
+        setFilter(
+          radio.value,
+          radio.value === "pair" ? $("filter-requester").value.trim() : $("filter-correlation").value.trim(),
+        ),
+      agentStatus,
+    );
   }
-  for (const [input, filter] of [["filter-requester", "pair"], ["filter-correlation", "correlation"]]) {
+  for (const [input, filter] of [
+    ["filter-requester", "pair"],
+    ["filter-correlation", "correlation"],
+  ]) {
     const apply = guard(() => setFilter(filter, $(input).value.trim()), agentStatus);
     $(input).onchange = apply;
-    $(input).onkeydown = (event) => { if (event.key === "Enter") apply(); };
+    $(input).onkeydown = (event) => {
+      if (event.key === "Enter") apply();
+    };
   }
 }

@@ -6,8 +6,17 @@
 import { API, $, el, followRun, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
+import { helpToggle } from "./help.js";
+import { takeForced } from "./composer.js";
 
-export const state = { conversationId: null, models: [], sources: null, allowed: null, webConfirmed: false, running: null };
+export const state = {
+  conversationId: null,
+  models: [],
+  sources: null,
+  allowed: null,
+  webConfirmed: false,
+  running: null,
+};
 
 // ---- Conversations (pinned first, search by title, rename, pin) ----
 
@@ -24,17 +33,39 @@ function conversationItem(c) {
   open.onclick = guard(() => openConversation(c.id));
   const pinLabel = c.pinned ? t("Unpin") : t("Pin");
   const pin = el("button", {
-    type: "button", className: "small pin", textContent: pinLabel,
-    "aria-pressed": String(c.pinned), "aria-label": `${pinLabel} ${title}`,
+    type: "button",
+    className: "small pin",
+    textContent: pinLabel,
+    "aria-pressed": String(c.pinned),
+    "aria-label": `${pinLabel} ${title}`,
   });
   pin.onclick = guard(async () => {
     await json(`/conversations/${c.id}`, { method: "PATCH", body: JSON.stringify({ pinned: !c.pinned }) });
     await loadConversations();
   });
-  const rename = el("button", { type: "button", className: "small rename", textContent: t("Rename"), "aria-label": t("Rename {title}", { title }) });
-  const item = el("li", { dataset: { id: c.id }, className: [c.pinned ? "pinned" : "", c.id === state.conversationId ? "active" : ""].join(" ").trim() }, open, pin, rename);
+  const rename = el("button", {
+    type: "button",
+    className: "small rename",
+    textContent: t("Rename"),
+    "aria-label": t("Rename {title}", { title }),
+  });
+  const item = el(
+    "li",
+    {
+      dataset: { id: c.id },
+      className: [c.pinned ? "pinned" : "", c.id === state.conversationId ? "active" : ""].join(" ").trim(),
+    },
+    open,
+    pin,
+    rename,
+  );
   rename.onclick = () => {
-    const input = el("input", { value: c.title, className: "rename-input", "aria-label": t("New title"), maxLength: 200 });
+    const input = el("input", {
+      value: c.title,
+      className: "rename-input",
+      "aria-label": t("New title"),
+      maxLength: 200,
+    });
     item.replaceChildren(input);
     input.focus();
     input.select();
@@ -63,7 +94,9 @@ export async function openConversation(id) {
   const byId = new Map(runs.map((r) => [r.id, r]));
   // A run's tool calls and their results are entries too; the log shows
   // what the person said and each run's answer.
-  const entries = history.entries.filter((e) => e.role === "user" || (e.role === "assistant" && !(e.tool_calls || []).length));
+  const entries = history.entries.filter(
+    (e) => e.role === "user" || (e.role === "assistant" && !(e.tool_calls || []).length),
+  );
   const answered = new Set(entries.filter((e) => e.role !== "user").map((e) => e.run_id));
   const items = [];
   for (const entry of entries) {
@@ -74,6 +107,7 @@ export async function openConversation(id) {
       if (run && !answered.has(run.id) && run.status !== "running") {
         const block = runBlock("");
         showRunRecord(block, run);
+        if (run.status === "waiting_approval" || run.approval) replayProposals(block, run.id);
         items.push(block.item);
       }
       continue;
@@ -82,6 +116,7 @@ export async function openConversation(id) {
     block.text.set(entry.content);
     const run = byId.get(entry.run_id);
     if (run) showRunRecord(block, run);
+    if (run && (run.status === "waiting_approval" || run.approval)) replayProposals(block, run.id);
     items.push(block.item);
   }
   $("log").replaceChildren(...items);
@@ -99,7 +134,8 @@ export async function openConversation(id) {
 
 export async function newConversation() {
   const conversation = await json("/conversations", {
-    method: "POST", body: JSON.stringify({ allowed_sources: state.allowed || { workspace: true } }),
+    method: "POST",
+    body: JSON.stringify({ allowed_sources: state.allowed || { workspace: true } }),
   });
   state.conversationId = conversation.id;
   sessionStorage.setItem("conversation", conversation.id);
@@ -119,8 +155,14 @@ function sourceCheckbox(kind, option) {
 export async function loadSources() {
   state.sources = await json("/sources");
   const { connectors, mcp_servers: mcp } = state.sources;
-  $("source-connectors").replaceChildren(...(connectors.length ? [el("strong", { textContent: t("Connectors") })] : []), ...connectors.map((c) => sourceCheckbox("connector", c)));
-  $("source-mcp").replaceChildren(...(mcp.length ? [el("strong", { textContent: t("MCP servers") })] : []), ...mcp.map((m) => sourceCheckbox("mcp", m)));
+  $("source-connectors").replaceChildren(
+    ...(connectors.length ? [el("strong", { textContent: t("Connectors") })] : []),
+    ...connectors.map((c) => sourceCheckbox("connector", c)),
+  );
+  $("source-mcp").replaceChildren(
+    ...(mcp.length ? [el("strong", { textContent: t("MCP servers") })] : []),
+    ...mcp.map((m) => sourceCheckbox("mcp", m)),
+  );
   $("source-workspace").onchange = guard(saveSources);
 }
 
@@ -133,22 +175,34 @@ export function renderSourceChecks() {
   const webOnly = selectedModel().web_only;
   for (const box of document.querySelectorAll("#sources-popover input[type=checkbox]")) {
     const { kind, name } = box.dataset;
-    const ticked = kind === "workspace" ? allowed.workspace !== false
-      : kind === "connector" ? (allowed.connectors || []).includes(name) : (allowed.mcp_servers || []).includes(name);
+    const ticked =
+      kind === "workspace"
+        ? allowed.workspace !== false
+        : kind === "connector"
+          ? (allowed.connectors || []).includes(name)
+          : (allowed.mcp_servers || []).includes(name);
     // A web-only model reads neither the workspace nor connectors: shown unticked for its runs.
     box.checked = ticked && !(webOnly && kind !== "mcp");
     box.disabled = webOnly && kind !== "mcp";
   }
   const warning = $("web-warning");
   warning.hidden = !webOnly;
-  warning.textContent = webOnly ? t("{model} is web-only: your workspace and connectors will not be read for its runs.", { model: selectedModel().label }) : "";
+  warning.textContent = webOnly
+    ? t("{model} is web-only: your workspace and connectors will not be read for its runs.", {
+        model: selectedModel().label,
+      })
+    : "";
 }
 
 async function saveSources() {
-  const pick = (kind) => [...document.querySelectorAll(`#sources-popover input[data-kind=${kind}]:checked`)].map((b) => b.dataset.name);
+  const pick = (kind) =>
+    [...document.querySelectorAll(`#sources-popover input[data-kind=${kind}]:checked`)].map((b) => b.dataset.name);
   const allowed = { workspace: $("source-workspace").checked, connectors: pick("connector"), mcp_servers: pick("mcp") };
   if (!state.conversationId) await newConversation();
-  const conversation = await json(`/conversations/${state.conversationId}/sources`, { method: "PUT", body: JSON.stringify(allowed) });
+  const conversation = await json(`/conversations/${state.conversationId}/sources`, {
+    method: "PUT",
+    body: JSON.stringify(allowed),
+  });
   state.allowed = conversation.allowed_sources;
 }
 
@@ -165,12 +219,17 @@ export async function loadModels(settings) {
 
 export async function loadChips() {
   const { actions } = await json("/suggested-actions?page_type=chat");
-  $("chips").replaceChildren(...actions.map((action) => {
-    const chip = el("button", { type: "button", className: "chip", textContent: action.label });
-    // Prefills only: a suggestion never starts a run.
-    chip.onclick = () => { $("message").value = action.prompt; $("message").focus(); };
-    return chip;
-  }));
+  $("chips").replaceChildren(
+    ...actions.map((action) => {
+      const chip = el("button", { type: "button", className: "chip", textContent: action.label });
+      // Prefills only: a suggestion never starts a run.
+      chip.onclick = () => {
+        $("message").value = action.prompt;
+        $("message").focus();
+      };
+      return chip;
+    }),
+  );
 }
 
 // ---- A run: streamed events, then its record ----
@@ -207,7 +266,8 @@ function showEnding(block, status, cause) {
     block.status.hidden = true;
     return;
   }
-  if (status === "waiting_approval" && !cause) cause = t("A proposed change to your instructions waits for your decision.");
+  if (status === "waiting_approval" && !cause)
+    cause = t("A proposed change to your instructions waits for your decision.");
   block.status.className = `run-status status-${status}`;
   block.status.replaceChildren(
     el("span", { className: "icon", "aria-hidden": "true", textContent: ending.icon + " " }),
@@ -254,7 +314,10 @@ function onRunEvent(block, event, data) {
   block.item.dataset.runId = data.run_id;
   if (event === "step") {
     let li = block.steps.querySelector(`[data-key="${data.key}"]`);
-    if (!li) { li = el("li", { dataset: { key: data.key } }); block.steps.append(li); }
+    if (!li) {
+      li = el("li", { dataset: { key: data.key } });
+      block.steps.append(li);
+    }
     li.textContent = data.label;
     li.className = data.status;
   } else if (event === "skill_used") {
@@ -270,23 +333,65 @@ function onRunEvent(block, event, data) {
     // A run waiting for approval (a proposal) has used no model.
     block.meta.textContent = data.model ? t("Model: {model}", data) : "";
     showEnding(block, data.status);
-    json(`/runs/${data.run_id}`).then((run) => showRunRecord(block, run), () => {});
+    json(`/runs/${data.run_id}`).then(
+      (run) => showRunRecord(block, run),
+      () => {},
+    );
   } else if (event === "error") {
     showEnding(block, ERROR_STATUS[data.code] || "failed", data.message);
-    json(`/runs/${data.run_id}`).then((run) => showRunRecord(block, run), () => {});
+    json(`/runs/${data.run_id}`).then(
+      (run) => showRunRecord(block, run),
+      () => {},
+    );
   }
+}
+
+// A run waiting for approval shows its proposals again (from its stored
+// events), still to accept or refuse, in the conversation that made them.
+function replayProposals(block, runId) {
+  followRun(
+    () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": "0" } }),
+    (event, data) => {
+      if (event === "proposal" && !block.extra.querySelector(`[data-proposal-id="${data.proposal_id}"]`))
+        block.extra.append(proposalView(data));
+    },
+    { onError: (message) => block.notices.append(el("p", { className: "error", textContent: message })) },
+  ).catch((error) => block.notices.append(el("p", { className: "error", textContent: error.message })));
 }
 
 function showRunRecord(block, run) {
   block.item.dataset.runId = run.id;
   block.runId = run.id;
   if (run.model) block.meta.textContent = t("Model: {model}", run);
-  block.skill.textContent = run.skills.length ? t("Skill: {names}", { names: run.skills.map((s) => s.name).join(", ") }) : "";
+  block.skill.textContent = run.skills.length
+    ? t("Skill: {names}", { names: run.skills.map((s) => s.name).join(", ") })
+    : "";
   if (run.status !== "running") showEnding(block, run.status, run.error);
-  const panel = el("section", { className: "sources", "aria-label": t("Sources") }, el("strong", { textContent: t("Sources") }));
+  const panel = el(
+    "section",
+    { className: "sources", "aria-label": t("Sources") },
+    el("strong", { textContent: t("Sources") }),
+  );
   // Only what the run actually read (the record's sources), plus the skills applied.
-  const read = [...run.sources.map((s) => `${s.kind}: ${s.title || s.id}`), ...run.skills.map((s) => `skill: ${s.name}`)];
-  panel.append(read.length ? el("ul", {}, ...read.map((text) => el("li", { textContent: text }))) : el("p", { textContent: t("Nothing was read.") }));
+  // A recalled note links to it in the Memory view.
+  const read = [
+    ...run.sources.map((s) =>
+      s.kind === "memory"
+        ? el(
+            "li",
+            {},
+            `${t("memory")}: `,
+            el("a", {
+              href: `#memory/${encodeURIComponent(s.id)}`,
+              className: "recalled-note",
+              textContent: s.title || s.id,
+            }),
+          )
+        : el("li", { textContent: `${t(s.kind)}: ${s.title || s.id}` }),
+    ),
+    ...run.skills.map((s) => el("li", { textContent: `${t("skill")}: ${s.name}` })),
+  ];
+  panel.append(read.length ? el("ul", {}, ...read) : el("p", { textContent: t("Nothing was read.") }));
   if (run.skills.some((s) => s.invocation === "auto")) panel.append(whyThisSkill(run));
   block.extra.querySelector(".sources")?.remove();
   block.extra.prepend(panel);
@@ -294,37 +399,75 @@ function showRunRecord(block, run) {
 
 function whyThisSkill(run) {
   const decision = run.router_decision || {};
-  const rows = (decision.candidates || []).map((c) => el("li", { textContent: t("{name}: fused {fused}, lexical {lexical}, embedding {embedding}", { name: c.name, fused: c.fused_score ?? 0, lexical: c.lexical_score ?? 0, embedding: c.embedding_score ?? 0 }) }));
-  const details = el("details", { className: "why" }, el("summary", { textContent: t("Why this skill?") }),
-    el("p", { className: "branch", textContent: t("Decision: {branch} (high {high}, low {low})", { branch: decision.branch || "none", high: decision.high_threshold ?? "-", low: decision.low_threshold ?? "-" }) }),
-    el("ul", {}, ...rows));
+  const rows = (decision.candidates || []).map((c) =>
+    el("li", {
+      textContent: t("{name}: fused {fused}, lexical {lexical}, embedding {embedding}", {
+        name: c.name,
+        fused: c.fused_score ?? 0,
+        lexical: c.lexical_score ?? 0,
+        embedding: c.embedding_score ?? 0,
+      }),
+    }),
+  );
+  const details = el(
+    "details",
+    { className: "why" },
+    el("summary", { textContent: t("Why this skill?") }),
+    helpToggle("skills"),
+    el("p", {
+      className: "branch",
+      textContent: t("Decision: {branch} (high {high}, low {low})", {
+        branch: decision.branch || "none",
+        high: decision.high_threshold ?? "-",
+        low: decision.low_threshold ?? "-",
+      }),
+    }),
+    el("ul", {}, ...rows),
+  );
   for (const skill of run.skills.filter((s) => s.invocation === "auto")) {
-    const button = el("button", { type: "button", className: "not-relevant", textContent: t("This skill was not relevant ({name})", skill) });
+    const button = el("button", {
+      type: "button",
+      className: "not-relevant",
+      textContent: t("This skill was not relevant ({name})", skill),
+    });
     const status = el("p", { role: "status" });
-    button.onclick = guard(async () => {
-      button.disabled = true;
-      const answer = await json(`/runs/${run.id}/feedback`, { method: "POST", body: JSON.stringify({ skill_id: skill.skill_id }) });
-      status.textContent = t("Noted: {name} was not relevant here.", skill);
-      if (answer.offer_disable_auto_use) {
-        const off = el("button", { type: "button", className: "disable-auto", textContent: t("Stop using {name} automatically", skill) });
-        off.onclick = guard(async () => {
-          const { body } = answer.disable_auto_use;
-          await json(`/skills/${skill.skill_id}/enablement`, { method: "PUT", body: JSON.stringify(body) });
-          status.textContent = t("{name} is no longer used automatically.", skill);
-          off.remove();
-        }, status);
-        status.after(off);
-      }
-    }, () => status);
+    button.onclick = guard(
+      async () => {
+        button.disabled = true;
+        const answer = await json(`/runs/${run.id}/feedback`, {
+          method: "POST",
+          body: JSON.stringify({ skill_id: skill.skill_id }),
+        });
+        status.textContent = t("Noted: {name} was not relevant here.", skill);
+        if (answer.offer_disable_auto_use) {
+          const off = el("button", {
+            type: "button",
+            className: "disable-auto",
+            textContent: t("Stop using {name} automatically", skill),
+          });
+          off.onclick = guard(async () => {
+            const { body } = answer.disable_auto_use;
+            await json(`/skills/${skill.skill_id}/enablement`, { method: "PUT", body: JSON.stringify(body) });
+            status.textContent = t("{name} is no longer used automatically.", skill);
+            off.remove();
+          }, status);
+          status.after(off);
+        }
+      },
+      () => status,
+    );
     details.append(button, status);
   }
   return details;
 }
 
 export function proposalView(event) {
-  const box = el("section", { className: "proposal", "aria-label": t("Instruction proposal"), dataset: { proposalId: event.proposal_id } },
+  const box = el(
+    "section",
+    { className: "proposal", "aria-label": t("Instruction proposal"), dataset: { proposalId: event.proposal_id } },
     el("strong", { textContent: t('Proposed change to "{title}"', { title: event.page_title }) }),
-    el("p", { textContent: event.summary }));
+    el("p", { textContent: event.summary }),
+  );
   const diff = el("div", { className: "diff" });
   const status = el("p", { className: "decision", role: "status" });
   const accept = el("button", { type: "button", className: "accept", textContent: t("Accept") });
@@ -333,9 +476,10 @@ export function proposalView(event) {
     accept.disabled = refuse.disabled = true;
     try {
       const answer = await json(`/proposals/${event.proposal_id}/${verb}`, { method: "POST", body: "{}" });
-      status.textContent = verb === "accept"
-        ? t('Accepted: "{title}" is now version {version}.', answer.page)
-        : t("Refused: nothing was written.");
+      status.textContent =
+        verb === "accept"
+          ? t('Accepted: "{title}" is now version {version}.', answer.page)
+          : t("Refused: nothing was written.");
       box.dataset.state = answer.proposal.state;
     } catch (error) {
       status.textContent = error.message;
@@ -346,15 +490,26 @@ export function proposalView(event) {
   refuse.onclick = () => decide("refuse");
   box.append(diff, accept, refuse, status);
   // The structured diff (hunks of added/removed/context lines) reads better than the raw one.
-  json(`/proposals/${event.proposal_id}`).then((proposal) => {
-    const lines = proposal.diff.hunks.flatMap((h) => h.lines);
-    const mark = { added: "+ ", removed: "- ", context: "  " };
-    diff.replaceChildren(...lines.map((line) => el("div", { className: line.kind, textContent: mark[line.kind] + line.text })));
-    if (proposal.state !== "pending") {
-      accept.disabled = refuse.disabled = true;
-      box.dataset.state = proposal.state;
-    }
-  }, () => { diff.textContent = event.unified_diff || ""; });
+  json(`/proposals/${event.proposal_id}`).then(
+    (proposal) => {
+      const lines = proposal.diff.hunks.flatMap((h) => h.lines);
+      const mark = { added: "+ ", removed: "- ", context: "  " };
+      diff.replaceChildren(
+        ...lines.map((line) => el("div", { className: line.kind, textContent: mark[line.kind] + line.text })),
+      );
+      if (proposal.state !== "pending") {
+        accept.disabled = refuse.disabled = true;
+        box.dataset.state = proposal.state;
+        status.textContent =
+          proposal.state === "accepted"
+            ? t("This proposal was accepted.")
+            : t("This proposal was refused: nothing was written.");
+      }
+    },
+    () => {
+      diff.textContent = event.unified_diff || "";
+    },
+  );
   return box;
 }
 
@@ -362,10 +517,14 @@ async function send(text) {
   const block = runBlock(text);
   $("log").append(block.item);
   const model = $("model").value;
-  const body = JSON.stringify({ message: text, model, request_id: crypto.randomUUID() });
-  await stream(block, () => fetch(`${API}/conversations/${state.conversationId}/messages`, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body,
-  }));
+  const body = JSON.stringify({ message: text, model, forced_skills: takeForced(), request_id: crypto.randomUUID() });
+  await stream(block, () =>
+    fetch(`${API}/conversations/${state.conversationId}/messages`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body,
+    }),
+  );
   await loadConversations();
 }
 
@@ -374,7 +533,9 @@ export async function submit() {
   if (!text || state.running) return;
   // A web-only model: say so before sending, and send only once confirmed.
   if (selectedModel().web_only && !state.webConfirmed) {
-    $("web-confirm-text").textContent = t("{model} will not read your workspace, pages or connectors. Send anyway?", { model: selectedModel().label });
+    $("web-confirm-text").textContent = t("{model} will not read your workspace, pages or connectors. Send anyway?", {
+      model: selectedModel().label,
+    });
     $("web-confirm").hidden = false;
     $("web-confirm-send").focus();
     return;
@@ -399,14 +560,38 @@ export function toggleSources() {
 
 export function wireChat(opened) {
   let searchTimer = null;
-  $("search").oninput = () => { clearTimeout(searchTimer); searchTimer = setTimeout(guard(loadConversations), 150); };
+  $("search").oninput = () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(guard(loadConversations), 150);
+  };
   $("new").onclick = guard(newConversation);
   $("sources-button").onclick = toggleSources;
-  $("sources-popover").onkeydown = (event) => { if (event.key === "Escape") { toggleSources(); $("sources-button").focus(); } };
-  $("model").onchange = () => { state.webConfirmed = false; $("web-confirm").hidden = true; renderSourceChecks(); };
-  $("web-confirm-send").onclick = guard(() => { state.webConfirmed = true; return submit(); });
-  $("web-confirm-cancel").onclick = () => { $("web-confirm").hidden = true; $("message").focus(); };
-  $("composer").onsubmit = guard(async (event) => { event.preventDefault(); await opened(); await submit(); });
-  $("message").onkeydown = (event) => { if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit(); };
+  $("sources-popover").onkeydown = (event) => {
+    if (event.key === "Escape") {
+      toggleSources();
+      $("sources-button").focus();
+    }
+  };
+  $("model").onchange = () => {
+    state.webConfirmed = false;
+    $("web-confirm").hidden = true;
+    renderSourceChecks();
+  };
+  $("web-confirm-send").onclick = guard(() => {
+    state.webConfirmed = true;
+    return submit();
+  });
+  $("web-confirm-cancel").onclick = () => {
+    $("web-confirm").hidden = true;
+    $("message").focus();
+  };
+  $("composer").onsubmit = guard(async (event) => {
+    event.preventDefault();
+    await opened();
+    await submit();
+  });
+  $("message").onkeydown = (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit();
+  };
   $("stop").onclick = guard(stopRun);
 }

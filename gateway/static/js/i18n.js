@@ -28,10 +28,14 @@ export function t(text, vars = {}) {
 export function translatePage(root = document) {
   document.documentElement.lang = language();
   for (const node of root.querySelectorAll("[data-i18n]")) {
-    node.dataset.i18n ||= node.textContent.trim();
+    node.dataset.i18n ||= node.textContent.trim().replace(/\s+/g, " ");
     node.textContent = t(node.dataset.i18n);
   }
-  for (const [attr, key] of [["placeholder", "i18nPlaceholder"], ["aria-label", "i18nLabel"], ["title", "i18nTitle"]]) {
+  for (const [attr, key] of [
+    ["placeholder", "i18nPlaceholder"],
+    ["aria-label", "i18nLabel"],
+    ["title", "i18nTitle"],
+  ]) {
     const dataAttr = "data-" + key.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase());
     for (const node of root.querySelectorAll(`[${dataAttr}]`)) {
       node.dataset[key] ||= node.getAttribute(attr) || "";

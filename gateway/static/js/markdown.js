@@ -14,7 +14,12 @@ export function renderMarkdown(target, text) {
     link.rel = "noopener noreferrer";
   }
   for (const pre of target.querySelectorAll("pre")) {
-    const copy = el("button", { type: "button", className: "copy", textContent: t("Copy"), "aria-label": t("Copy code") });
+    const copy = el("button", {
+      type: "button",
+      className: "copy",
+      textContent: t("Copy"),
+      "aria-label": t("Copy code"),
+    });
     copy.onclick = async () => {
       try {
         await navigator.clipboard.writeText(pre.textContent);

@@ -2,7 +2,7 @@
 // active instruction page.
 
 import { $, el, guard, json } from "./core.js";
-import { language, setLanguage, t, translatePage } from "./i18n.js";
+import { setLanguage, t } from "./i18n.js";
 import { modelLabel, state } from "./chat.js";
 
 export function applySettings(settings) {
@@ -13,12 +13,16 @@ export function applySettings(settings) {
 
 export async function openPersonal() {
   const [settings, pages, { templates }] = await Promise.all([
-    json("/personal-settings"), json("/personal-settings/instruction-pages"), json("/instruction-templates"),
+    json("/personal-settings"),
+    json("/personal-settings/instruction-pages"),
+    json("/instruction-templates"),
   ]);
   $("display-name").value = settings.display_name;
   $("avatar").value = (settings.avatar && settings.avatar.emoji) || "";
   $("chat-mode").value = settings.chat_mode;
-  $("default-model").replaceChildren(...state.models.map((m) => el("option", { value: m.id, textContent: modelLabel(m) })));
+  $("default-model").replaceChildren(
+    ...state.models.map((m) => el("option", { value: m.id, textContent: modelLabel(m) })),
+  );
   $("default-model").value = settings.default_model || "auto";
   $("language").value = localStorage.getItem("switchboard.language") || "";
   renderPages(pages);
@@ -28,8 +32,17 @@ export async function openPersonal() {
 }
 
 export function renderPages(pages) {
-  const options = pages.pages.map((p) => el("option", { value: p.page_id, disabled: p.state !== "readable", textContent: p.title + (p.state !== "readable" ? ` (${t("no longer readable")})` : "") }));
-  $("instruction-page").replaceChildren(el("option", { value: "", textContent: t("None"), disabled: true }), ...options);
+  const options = pages.pages.map((p) =>
+    el("option", {
+      value: p.page_id,
+      disabled: p.state !== "readable",
+      textContent: p.title + (p.state !== "readable" ? ` (${t("no longer readable")})` : ""),
+    }),
+  );
+  $("instruction-page").replaceChildren(
+    el("option", { value: "", textContent: t("None"), disabled: true }),
+    ...options,
+  );
   $("instruction-page").value = pages.active_instruction_page_id || "";
   $("page-notice").textContent = pages.notice;
 }
@@ -38,20 +51,26 @@ async function savePersonal() {
   const avatar = $("avatar").value ? { emoji: $("avatar").value } : {};
   const settings = await json("/personal-settings", {
     method: "PUT",
-    body: JSON.stringify({ display_name: $("display-name").value, avatar, chat_mode: $("chat-mode").value, default_model: $("default-model").value }),
+    body: JSON.stringify({
+      display_name: $("display-name").value,
+      avatar,
+      chat_mode: $("chat-mode").value,
+      default_model: $("default-model").value,
+    }),
   });
   const changedLanguage = $("language").value !== (localStorage.getItem("switchboard.language") || "");
   setLanguage($("language").value);
   applySettings(settings);
-  if (changedLanguage) {
-    translatePage();
-    document.dispatchEvent(new CustomEvent("languagechange-switchboard", { detail: language() }));
-  }
-  $("personal-status").textContent = t("Saved.");
+  // Every view is drawn anew in the chosen language.
+  if (changedLanguage) location.reload();
+  else $("personal-status").textContent = t("Saved.");
 }
 
 async function switchPage() {
-  await json("/personal-settings/instructions-page/active", { method: "PUT", body: JSON.stringify({ page_id: $("instruction-page").value }) });
+  await json("/personal-settings/instructions-page/active", {
+    method: "PUT",
+    body: JSON.stringify({ page_id: $("instruction-page").value }),
+  });
   renderPages(await json("/personal-settings/instruction-pages"));
   $("personal-status").textContent = t("Active instruction page switched.");
   document.dispatchEvent(new CustomEvent("instructions-changed"));
@@ -59,7 +78,12 @@ async function switchPage() {
 
 async function createPage() {
   await json("/personal-settings/instructions-page", {
-    method: "POST", body: JSON.stringify({ template_id: $("template").value, title: $("page-title").value.trim(), request_id: crypto.randomUUID() }),
+    method: "POST",
+    body: JSON.stringify({
+      template_id: $("template").value,
+      title: $("page-title").value.trim(),
+      request_id: crypto.randomUUID(),
+    }),
   });
   $("page-title").value = "";
   renderPages(await json("/personal-settings/instruction-pages"));

@@ -24,12 +24,18 @@ export function watchLiveState() {
   live.source.addEventListener("removed", (event) => {
     const data = JSON.parse(event.data);
     for (const entry of data.entries) live.entries.delete(entry.agent_id);
-    $("live-status").textContent = data.entries.map((e) => data.removal === "expired"
-      ? t("{agent}'s state expired.", { agent: e.agent_id })
-      : t("{agent}'s state was cleared.", { agent: e.agent_id })).join(" ");
+    $("live-status").textContent = data.entries
+      .map((e) =>
+        data.removal === "expired"
+          ? t("{agent}'s state expired.", { agent: e.agent_id })
+          : t("{agent}'s state was cleared.", { agent: e.agent_id }),
+      )
+      .join(" ");
     renderLive();
   });
-  live.source.onerror = () => { $("live-status").textContent = t("Live state: reconnecting…"); };
+  live.source.onerror = () => {
+    $("live-status").textContent = t("Live state: reconnecting…");
+  };
   live.ticker = setInterval(renderLive, 1000);
 }
 
@@ -41,17 +47,32 @@ export function stopLiveState() {
 
 function remaining(expire) {
   const seconds = Math.max(0, Math.round((new Date(expire) - Date.now()) / 1000));
-  if (seconds >= 3600) return t("expires in {h} h {m} min", { h: Math.floor(seconds / 3600), m: Math.floor((seconds % 3600) / 60) });
+  if (seconds >= 3600)
+    return t("expires in {h} h {m} min", { h: Math.floor(seconds / 3600), m: Math.floor((seconds % 3600) / 60) });
   if (seconds >= 60) return t("expires in {m} min {s} s", { m: Math.floor(seconds / 60), s: seconds % 60 });
   return t("expires in {s} s", { s: seconds });
 }
 
 function renderLive() {
   const rows = [...live.entries.values()].sort((a, b) => a.agent_id.localeCompare(b.agent_id));
-  $("live-state").replaceChildren(...(rows.length ? rows.map((e) => el("li", { dataset: { agent: e.agent_id } },
-    el("strong", { textContent: e.agent_id }), ` ${e.activity}`,
-    e.detail ? el("span", { className: "meta", textContent: ` — ${e.detail}` }) : null,
-    el("span", { className: "expiry", title: new Date(e.expire_time).toLocaleString(), textContent: ` · ${remaining(e.expire_time)}` }))) : [el("li", { className: "empty", textContent: t("Nobody is working on anything right now.") })]));
+  $("live-state").replaceChildren(
+    ...(rows.length
+      ? rows.map((e) =>
+          el(
+            "li",
+            { dataset: { agent: e.agent_id } },
+            el("strong", { textContent: e.agent_id }),
+            ` ${e.activity}`,
+            e.detail ? el("span", { className: "meta", textContent: ` — ${e.detail}` }) : null,
+            el("span", {
+              className: "expiry",
+              title: new Date(e.expire_time).toLocaleString(),
+              textContent: ` · ${remaining(e.expire_time)}`,
+            }),
+          ),
+        )
+      : [el("li", { className: "empty", textContent: t("Nobody is working on anything right now.") })]),
+  );
 }
 
 export async function loadProjectContext() {
@@ -62,13 +83,20 @@ export async function loadProjectContext() {
     if (error.status !== 404) throw error; // 404: none written yet
   }
   $("project-context").value = context.body;
-  $("context-status").textContent = context.update_time ? t("Last saved {time}.", { time: new Date(context.update_time).toLocaleString() }) : t("No project context yet.");
+  $("context-status").textContent = context.update_time
+    ? t("Last saved {time}.", { time: new Date(context.update_time).toLocaleString() })
+    : t("No project context yet.");
 }
 
 async function saveProjectContext(event) {
   event.preventDefault();
-  const context = await json("/project-context", { method: "PUT", body: JSON.stringify({ body: $("project-context").value }) });
-  $("context-status").textContent = t("Saved: every agent's next run reads this context ({time}).", { time: new Date(context.update_time).toLocaleString() });
+  const context = await json("/project-context", {
+    method: "PUT",
+    body: JSON.stringify({ body: $("project-context").value }),
+  });
+  $("context-status").textContent = t("Saved: every agent's next run reads this context ({time}).", {
+    time: new Date(context.update_time).toLocaleString(),
+  });
 }
 
 async function importFolder() {
@@ -80,7 +108,11 @@ async function importFolder() {
   const files = await Promise.all(wanted.map(async ({ file, path }) => ({ path, content: await file.text() })));
   const { items } = await json("/project-context/import", { method: "POST", body: JSON.stringify({ files }) });
   $("import-folder").value = "";
-  $("import-result").replaceChildren(...items.map((item) => el("li", { textContent: `${item.path}: ${t(item.outcome)}${item.reason ? ` (${item.reason})` : ""}` })));
+  $("import-result").replaceChildren(
+    ...items.map((item) =>
+      el("li", { textContent: `${item.path}: ${t(item.outcome)}${item.reason ? ` (${item.reason})` : ""}` }),
+    ),
+  );
   await loadProjectContext();
 }
 

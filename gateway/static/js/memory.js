@@ -1,0 +1,141 @@
+// Memory (seed 001): the user's durable notes, listed or searched with the
+// recall runs use, written, edited and deleted. A run's Sources panel links
+// each note it recalled here.
+
+import { $, el, guard, json } from "./core.js";
+import { t } from "./i18n.js";
+import { renderMarkdown } from "./markdown.js";
+
+const KINDS = ["decision", "feature_summary", "preference", "fact"];
+const KIND_LABELS = {
+  decision: "Decision",
+  feature_summary: "Feature summary",
+  preference: "Preference",
+  fact: "Fact",
+};
+
+export async function enterMemory(noteId) {
+  for (const select of [$("note-kind")]) {
+    select.replaceChildren(...KINDS.map((k) => el("option", { value: k, textContent: t(KIND_LABELS[k]) })));
+  }
+  await loadNotes();
+  if (noteId) {
+    const item = $("notes").querySelector(`[data-id="${CSS.escape(noteId)}"]`);
+    if (item) {
+      item.classList.add("highlight");
+      item.scrollIntoView({ block: "center" });
+      item.querySelector("button")?.focus();
+    } else {
+      $("memory-status").textContent = t("That note no longer exists.");
+    }
+  }
+}
+
+async function loadNotes() {
+  const q = $("note-search").value.trim();
+  const { notes } = await json("/notes" + (q ? `?q=${encodeURIComponent(q)}` : "?page_size=200"));
+  $("notes-label").textContent = q
+    ? t("{count} notes a run asking this would recall, best first.", { count: notes.length })
+    : t("{count} notes, newest first.", { count: notes.length });
+  $("notes").replaceChildren(
+    ...(notes.length
+      ? notes.map(noteView)
+      : [el("li", { className: "empty", textContent: q ? t("No note matches.") : t("No notes yet.") })]),
+  );
+}
+
+function noteView(note) {
+  const body = el("div", { className: "note-body" });
+  renderMarkdown(body, note.body);
+  const edit = el("button", {
+    type: "button",
+    className: "small edit-note",
+    textContent: t("Edit"),
+    "aria-label": t("Edit {title}", note),
+  });
+  const remove = el("button", {
+    type: "button",
+    className: "small delete-note",
+    textContent: t("Delete"),
+    "aria-label": t("Delete {title}", note),
+  });
+  const item = el(
+    "li",
+    { className: "note", dataset: { id: note.id } },
+    el(
+      "div",
+      { className: "note-head" },
+      el("span", { className: "badge", textContent: t(KIND_LABELS[note.kind] || note.kind) }),
+      " ",
+      el("strong", { className: "note-title", textContent: note.title }),
+      el("span", {
+        className: "meta",
+        textContent: ` · ${new Date(note.update_time || note.create_time).toLocaleString()}${note.tags.length ? " · " + note.tags.join(", ") : ""}${note.score !== undefined ? " · " + t("score {score}", { score: note.score.toFixed(2) }) : ""}`,
+      }),
+    ),
+    body,
+    edit,
+    remove,
+  );
+  edit.onclick = () => editNote(item, note);
+  remove.onclick = guard(
+    async () => {
+      if (!confirm(t('Delete the note "{title}"? Runs will no longer recall it.', note))) return;
+      await json(`/notes/${encodeURIComponent(note.id)}`, { method: "DELETE" });
+      $("memory-status").textContent = t('Deleted "{title}".', note);
+      await loadNotes();
+    },
+    () => $("memory-status"),
+  );
+  return item;
+}
+
+function editNote(item, note) {
+  const title = el("input", { value: note.title, maxLength: 200, "aria-label": t("Title") });
+  const body = el("textarea", { value: note.body, rows: 4, "aria-label": t("Text") });
+  const save = el("button", { type: "submit", textContent: t("Save note") });
+  const cancel = el("button", { type: "button", textContent: t("Cancel") });
+  const form = el("form", { className: "note-edit" }, title, body, save, cancel);
+  form.onsubmit = guard(
+    async (event) => {
+      event.preventDefault();
+      await json(`/notes/${encodeURIComponent(note.id)}`, {
+        method: "PATCH",
+        body: JSON.stringify({ title: title.value.trim(), body: body.value }),
+      });
+      $("memory-status").textContent = t('Saved "{title}".', { title: title.value.trim() });
+      await loadNotes();
+    },
+    () => $("memory-status"),
+  );
+  cancel.onclick = guard(loadNotes, () => $("memory-status"));
+  item.replaceChildren(form);
+  title.focus();
+}
+
+async function addNote(event) {
+  event.preventDefault();
+  const { note, outcome } = await json("/notes", {
+    method: "POST",
+    body: JSON.stringify({
+      kind: $("note-kind").value,
+      title: $("note-title").value.trim(),
+      body: $("note-body").value,
+      request_id: crypto.randomUUID(),
+    }),
+  });
+  $("note-form").reset();
+  $("memory-status").textContent =
+    outcome === "merged" ? t('Merged into the existing note "{title}".', note) : t('Saved "{title}".', note);
+  await loadNotes();
+}
+
+export function wireMemory() {
+  const status = () => $("memory-status");
+  let timer = null;
+  $("note-search").oninput = () => {
+    clearTimeout(timer);
+    timer = setTimeout(guard(loadNotes, status), 250);
+  };
+  $("note-form").onsubmit = guard(addNote, status);
+}
