@@ -64,8 +64,10 @@ async def remote(make_database: DatabaseFactory, fake: tuple[str, FakeServer]) -
         yield kind, sb, server
 
 
-async def conversation(sb: System, **allowed: Any) -> str:
-    request = threads_service_pb2.CreateConversationRequest()
+async def conversation(sb: System, title: str = "Context test", **allowed: Any) -> str:
+    """A conversation named by the user: no title model call comes between
+    the requests these tests read (the title tests name none)."""
+    request = threads_service_pb2.CreateConversationRequest(title=title)
     if allowed:
         request.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**allowed))
     return str((await sb.threads.CreateConversation(request, **ALICE)).conversation.id)
@@ -420,7 +422,7 @@ async def test_a_model_titles_the_conversation_after_its_first_exchange(
     remote: Any, request_text: str, answer: str, title: str
 ) -> None:
     kind, sb, server = remote
-    chat = await conversation(sb)
+    chat = await conversation(sb, title="")
     server.script.steps = [f"say:{answer}", f'say:"{title}."']
     events = await send(sb, chat, request_text)
     assert events[-1].final.text == answer  # the final did not wait for the title
@@ -445,7 +447,7 @@ async def test_a_manual_title_is_never_replaced_and_a_failing_title_model_keeps_
     ).conversation.id
     await send(sb, named, "Prépare la facture")
     assert len(server.script.requests) == 1  # no title call at all
-    chat = await conversation(sb)
+    chat = await conversation(sb, title="")
     server.script.steps = ["say:Voici.", "status:400"]
     events = await send(sb, chat, "Prépare la facture du client Dupont")
     assert events[-1].WhichOneof("kind") == "final"
