@@ -148,8 +148,9 @@ async def run(
     sb: System, text: str = "When is the deploy window?", model: str = "remote-model"
 ) -> list[engine_pb2.RunEvent]:
     user = as_user("alice")
+    # Named: no title model call comes after the run's own requests.
     conversation = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **user
+        threads_service_pb2.CreateConversationRequest(title="Provider test"), **user
     )
     request = engine_service_pb2.StartRunRequest(
         request_id=f"r-{text}", conversation_id=conversation.conversation.id, message=text,
