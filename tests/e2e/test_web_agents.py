@@ -103,6 +103,7 @@ def test_registry_thread_viewer_rotation_filters_and_provider_swap(page: Page, l
     expect(seam.locator(".handoff:not(.pending)")).to_contain_text(
         "Is the release ready?", timeout=RUN_TIMEOUT
     )
+    seam.scroll_into_view_if_needed()
     shot(page, launched, "agents-thread-seam")
 
     # A third requester asks from outside the page: the viewer shows the

@@ -107,3 +107,44 @@ def test_a_pending_proposal_shows_again_after_a_reload_and_can_be_decided(
     decided = page.locator("#log .run .proposal")
     expect(decided.locator(".decision")).to_have_text("This proposal was accepted.")
     expect(decided.locator(".accept")).to_be_disabled()
+
+
+def tab_until(page: Page, selector: str, limit: int = 60) -> None:
+    """Presses Tab until the element is focused (keyboard only)."""
+    for _ in range(limit):
+        if page.evaluate("(s) => document.activeElement === document.querySelector(s)", selector):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
+def test_the_page_works_from_the_keyboard_alone(page: Page) -> None:
+    page.evaluate("document.activeElement.blur()")  # back to the top of the page
+    tab_until(page, "#message")
+    page.keyboard.type("/week")
+    expect(page.get_by_role("listbox", name="Skills")).to_be_visible()
+    page.keyboard.press("Enter")
+    page.keyboard.type("Plan my week")
+    page.keyboard.press("Control+Enter")
+    run = page.locator("#log .run").last
+    expect(run.locator(".steps")).to_contain_text(
+        "Skill: weekly-status-report (manual)", timeout=web.RUN_TIMEOUT
+    )
+    expect(page.locator("#send")).to_be_enabled(timeout=web.RUN_TIMEOUT)
+
+    # The views, from the navigation, by keyboard.
+    page.evaluate("document.activeElement.blur()")  # back to the top of the page
+    tab_until(page, "#nav a[href='#memory']")
+    page.keyboard.press("Enter")
+    expect(page.locator("#view-memory")).to_be_visible()
+    tab_until(page, "#note-title")
+    page.keyboard.type("Keyboard note")
+    page.keyboard.press("Tab")
+    page.keyboard.type("Written without a mouse.")
+    page.keyboard.press("Tab")  # to "Save note"
+    page.keyboard.press("Enter")
+    expect(page.locator("#memory-status")).to_have_text('Saved "Keyboard note".')
+    page.evaluate("document.activeElement.blur()")
+    tab_until(page, "#nav a[href='#help']")
+    page.keyboard.press("Enter")
+    expect(page.locator("#view-help")).to_be_visible()

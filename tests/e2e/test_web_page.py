@@ -237,6 +237,26 @@ def test_suggested_actions_prefill_the_composer_and_never_start_a_run(page: Page
     assert posted == []
 
 
+def test_suggested_actions_follow_the_selection_in_the_conversation(page: Page) -> None:
+    send(page, "hello there")
+    chips = page.locator("#chips button")
+    expect(chips.first).to_have_text("Summarise the conversation")
+    page.evaluate(
+        """() => {
+            const range = document.createRange();
+            range.selectNodeContents(document.querySelector("#log .run .answer"));
+            getSelection().removeAllRanges();
+            getSelection().addRange(range);
+        }"""
+    )
+    expect(chips.first).to_have_text("Summarise the selection")
+    chips.first.click()
+    expect(page.locator("#message")).to_have_value(
+        re.compile(r"^Summarise the selected text\.\n\n> You asked: hello there")
+    )
+    expect(page.locator("#log .run")).to_have_count(1)  # prefilled, not sent
+
+
 def test_reloading_mid_run_resumes_the_stream(page: Page, launched: Launched) -> None:
     page.fill("#message", "Write the weekly status report for my team")
     page.click("#send")

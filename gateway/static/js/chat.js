@@ -217,8 +217,11 @@ export async function loadModels(settings) {
   $("model").value = settings.default_model || "auto";
 }
 
-export async function loadChips() {
-  const { actions } = await json("/suggested-actions?page_type=chat");
+// The chat's suggestions; with text selected in the conversation, actions
+// on that selection come first.
+export async function loadChips(selection = "") {
+  const query = new URLSearchParams({ page_type: "chat", selection: selection.slice(0, 2000) });
+  const { actions } = await json(`/suggested-actions?${query}`);
   $("chips").replaceChildren(
     ...actions.map((action) => {
       const chip = el("button", { type: "button", className: "chip", textContent: action.label });
@@ -594,4 +597,19 @@ export function wireChat(opened) {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit();
   };
   $("stop").onclick = guard(stopRun);
+  // Selecting text in the conversation brings actions on it; a click
+  // elsewhere in the conversation takes them away (a click on a chip does not).
+  let selected = "";
+  let selectionTimer = null;
+  document.addEventListener("selectionchange", () => {
+    clearTimeout(selectionTimer);
+    selectionTimer = setTimeout(() => {
+      const selection = document.getSelection();
+      const inLog = selection.rangeCount > 0 && $("log").contains(selection.getRangeAt(0).commonAncestorContainer);
+      const text = inLog ? selection.toString().trim() : "";
+      if (text ? text === selected : !(selected && inLog)) return;
+      selected = text;
+      guard(() => loadChips(text))();
+    }, 250);
+  });
 }
