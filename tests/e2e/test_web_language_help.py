@@ -62,6 +62,14 @@ def test_a_french_browser_gets_the_french_interface(browser: Browser, launched: 
         run = send(page, "Bonjour, qui es-tu ?")
         expect(run.locator(".meta")).to_have_text(re.compile(r"^Modèle : switchboard-offline-\w+$"))
         expect(run.locator(".sources strong")).to_have_text("Sources")
+        # The engine's step labels, shown in French.
+        expect(run.locator(".steps li")).to_have_text(
+            [
+                "Lecture du contexte",
+                "Choix des compétences et du modèle",
+                re.compile("^Rédaction avec switchboard-"),
+            ]
+        )
         visit_every_view(page, launched, "fr")
         expect(page.locator("#help-sources-title")).to_have_text("Toutes les sources")
         expect(page.locator("#help-threads")).to_contain_text("vues partielles du même fil")

@@ -312,6 +312,22 @@ async function stream(block, request) {
   }
 }
 
+// The engine names its steps in English; the page shows them in the
+// interface's language (the known labels; an unknown one as it came).
+const STEP_PATTERNS = [
+  [/^Writing with (.+)$/, "Writing with {model}", ["model"]],
+  [/^Reading (.+)'s thread and memory$/, "Reading {agent}'s thread and memory", ["agent"]],
+  [/^(.+) answers with (.+)$/, "{agent} answers with {model}", ["agent", "model"]],
+];
+
+export function stepLabel(label) {
+  for (const [pattern, template, names] of STEP_PATTERNS) {
+    const match = pattern.exec(label);
+    if (match) return t(template, Object.fromEntries(names.map((name, i) => [name, match[i + 1]])));
+  }
+  return t(label);
+}
+
 function onRunEvent(block, event, data) {
   block.runId = data.run_id;
   block.item.dataset.runId = data.run_id;
@@ -321,7 +337,7 @@ function onRunEvent(block, event, data) {
       li = el("li", { dataset: { key: data.key } });
       block.steps.append(li);
     }
-    li.textContent = data.label;
+    li.textContent = stepLabel(data.label);
     li.className = data.status;
   } else if (event === "skill_used") {
     block.steps.append(el("li", { className: "completed", textContent: t("Skill: {name} ({invocation})", data) }));
