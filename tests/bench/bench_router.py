@@ -164,23 +164,31 @@ def resident_mb(pid: int) -> dict[str, float]:
 
 
 @asynccontextmanager
-async def router_process(
-    folder: Path, embedder: str, facts: dict[str, Any]
+async def service_process(
+    service: str, folder: Path, settings: dict[str, str], facts: dict[str, Any], code: Path = ROOT
 ) -> AsyncIterator[grpc.aio.Channel]:
-    port = free_port()
+    """``python -m services.<service>`` of the checkout ``code`` in a process
+    of its own, with ``SWITCHBOARD_<SERVICE>_<name>`` settings, once SERVING;
+    records its cold start and, after the block, its resident memory."""
+    port, prefix = free_port(), f"SWITCHBOARD_{service.upper()}_"
     env = {
         **os.environ,
-        "SWITCHBOARD_ROUTER_PORT": str(port),
-        "SWITCHBOARD_ROUTER_DATABASE_URL": f"sqlite+aiosqlite:///{folder / 'router.db'}",
-        "SWITCHBOARD_ROUTER_EMBEDDER": embedder,
+        **{prefix + name: value for name, value in settings.items()},
+        prefix + "PORT": str(port),
         "SWITCHBOARD_DATA_DIR": str(folder),
     }
+    if code != ROOT:  # the checkout's services, this one's generated contracts
+        env["PYTHONPATH"] = f"{code}:{ROOT / 'gen'}"
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    log = folder / "router.log"
+    log = folder / f"{service}.log"
     spawned = time.perf_counter()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.router"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", f"services.{service}"],
+            cwd=code,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
@@ -188,7 +196,7 @@ async def router_process(
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the router did not come up:\n{log.read_text()[-4000:]}")
+                raise RuntimeError(f"the {service} did not come up:\n{log.read_text()[-4000:]}")
             try:
                 reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
@@ -207,6 +215,11 @@ async def router_process(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def router_process(folder: Path, embedder: str, facts: dict[str, Any]) -> Any:
+    database = f"sqlite+aiosqlite:///{folder / 'router.db'}"
+    return service_process("router", folder, {"DATABASE_URL": database, "EMBEDDER": embedder}, facts)
 
 
 async def over_rpc(

@@ -20,11 +20,7 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -32,29 +28,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as mpb
 from switchboard.router.v1 import router_service_pb2 as rpb
 from switchboard.router.v1 import router_service_pb2_grpc
+from tests.bench.bench_router import ROOT, service_process
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 WARM_UP = 20
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def resident_mb(pid: int) -> dict[str, float]:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    fields = dict(line.split(":", 1) for line in lines if ":" in line)
-    return {key: round(int(fields[key].split()[0]) / 1024, 1) for key in ("VmRSS", "VmHWM")}
 
 
 async def calls(service: str, channel: grpc.aio.Channel) -> tuple[list[str], Callable[[str], Awaitable[Any]]]:
@@ -85,41 +68,9 @@ async def calls(service: str, channel: grpc.aio.Channel) -> tuple[list[str], Cal
 
 
 async def bench(service: str, embedder: str, code: Path, count: int) -> dict[str, Any]:
-    port, folder = free_port(), Path(tempfile.mkdtemp(prefix="sbbench_start_"))
-    prefix = f"SWITCHBOARD_{service.upper()}_"
-    env = {
-        **os.environ,
-        prefix + "PORT": str(port),
-        prefix + "DATABASE_URL": f"sqlite+aiosqlite:///{folder / 'db.sqlite'}",
-        prefix + "EMBEDDER": embedder,
-        "SWITCHBOARD_DATA_DIR": str(folder),
-        # The checkout's services, this one's generated contracts.
-        "PYTHONPATH": f"{code}:{ROOT / 'gen'}",
-    }
-    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    started = time.perf_counter()
-    with (folder / "log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", f"services.{service}"],
-            cwd=code,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        health = health_pb2_grpc.HealthStub(channel)
-        while True:
-            if process.poll() is not None:
-                raise SystemExit((folder / "log").read_text()[-3000:])
-            try:
-                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    break
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.02)
-        cold_start = time.perf_counter() - started
+    folder, facts = Path(tempfile.mkdtemp(prefix="sbbench_start_")), {}
+    settings = {"DATABASE_URL": f"sqlite+aiosqlite:///{folder / 'db.sqlite'}", "EMBEDDER": embedder}
+    async with service_process(service, folder, settings, facts, code) as channel:
         texts, call = await calls(service, channel)
         for i in range(WARM_UP):
             await call(texts[i % len(texts)])
@@ -128,21 +79,17 @@ async def bench(service: str, embedder: str, code: Path, count: int) -> dict[str
             started = time.perf_counter()
             await call(texts[i % len(texts)])
             latencies.append((time.perf_counter() - started) * 1000)
-        latencies.sort()
-        return {
-            "code": str(code),
-            "service": service,
-            "embedder": embedder,
-            "cold_start_s": round(cold_start, 2),
-            "p50_ms": round(statistics.median(latencies), 2),
-            "p90_ms": round(latencies[int(0.9 * len(latencies))], 2),
-            **resident_mb(process.pid),
-            "load_average": round(os.getloadavg()[0], 2),
-        }
-    finally:
-        await channel.close()
-        process.send_signal(signal.SIGTERM)
-        process.wait(15)
+    latencies.sort()
+    return {
+        "code": str(code),
+        "service": service,
+        "embedder": embedder,
+        "cold_start_s": facts["cold_start_s"],
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p90_ms": round(latencies[int(0.9 * len(latencies))], 2),
+        **facts["resident_mb"],
+        "load_average": round(os.getloadavg()[0], 2),
+    }
 
 
 def main() -> None:
