@@ -1026,10 +1026,10 @@ class RunService:
         def summary_tokens(text: str) -> int:
             return counter(conversation.SUMMARY_HEADING + "\n" + text) if text else 0
 
-        summary_reserve = min(
-            max(summary_tokens(summary.text), counter("x" * 4 + " ") * conversation.SUMMARY_MAX_CHARS // 5),
-            max(budget // 2, 0),
-        )
+        # Room for a full summary (its bound, in ordinary words at this
+        # counter's rate), never more than half of what the history may use.
+        full_summary = counter("word " * (conversation.SUMMARY_MAX_CHARS // 5))
+        summary_reserve = min(max(summary_tokens(summary.text), full_summary), max(budget // 2, 0))
         folded, kept = conversation.split(turns, budget, summary_tokens(summary.text), summary_reserve)
         note = ""
         if folded:
