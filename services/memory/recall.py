@@ -116,6 +116,8 @@ class NoteIndexes:
         self.min_cosine = MIN_COSINE.get(embedder.name, 0.0) if min_cosine is None else min_cosine
         self._indexes: OrderedDict[tuple[str, str], ProjectIndex] = OrderedDict()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        # Projects already reported lexical only: once each, not at every recall.
+        self._reported: set[tuple[str, str]] = set()
 
     async def get(self, owner: str, project: str) -> ProjectIndex:
         key = (owner, project)
@@ -152,7 +154,8 @@ class NoteIndexes:
                 n.embedding, n.embedder, n.embedding_dimension = to_bytes(vector), name, dimension
                 await self._repo.store_embedding(n, n.embedding, name, dimension)
             missing = []
-        if missing:
+        if missing and (owner, project) not in self._reported:
+            self._reported.add((owner, project))
             _log.warning(
                 "recall of project %r is lexical only: %d of %d notes have no %s vector yet "
                 "(python -m services.memory reembed)",
