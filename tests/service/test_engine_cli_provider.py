@@ -350,16 +350,23 @@ def test_other_kinds_still_need_a_base_url() -> None:
 # A whole run through the engine
 
 
+CLI_MODELS = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
+
+
+def cli_system(make_database: DatabaseFactory, providers: list[dict[str, Any]]) -> Any:
+    """The four services with the fake CLI as the only model, "agent-model"."""
+    return system(
+        make_database,
+        providers_json=json.dumps(providers),
+        router_settings={"models_json": json.dumps(CLI_MODELS)},
+    )
+
+
 async def test_a_run_through_a_configured_cli_provider(
     make_database: DatabaseFactory, tmp_path: Path
 ) -> None:
     providers = [config(tmp_path, "flag")]
-    models = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
-    async with system(
-        make_database,
-        providers_json=json.dumps(providers),
-        router_settings={"models_json": json.dumps(models)},
-    ) as sb:
+    async with cli_system(make_database, providers) as sb:
         user = as_user("alice")
         conversation = await sb.threads.CreateConversation(
             threads_service_pb2.CreateConversationRequest(), **user
@@ -386,12 +393,7 @@ async def test_an_agent_on_a_cli_resumes_its_native_session_from_the_threads_ser
     and the engine stores its id as the thread's provider session; the next
     ask (from another requester) resumes it."""
     providers = [config(tmp_path, "stdin")]
-    models = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
-    async with system(
-        make_database,
-        providers_json=json.dumps(providers),
-        router_settings={"models_json": json.dumps(models)},
-    ) as sb:
+    async with cli_system(make_database, providers) as sb:
         user = as_user("alice")
         agent = threads_pb2.Agent(id="qa", model="agent-model")
         await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=agent), **user)
@@ -428,12 +430,7 @@ async def test_an_agents_injection_strategy_is_honoured_or_said_unavailable(
     strategy the CLI has no settings for (env without context_env) gets a
     notice and the provider's own strategy."""
     providers = [config(tmp_path, "convention_file", "--context-from", "stdin")]
-    models = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
-    async with system(
-        make_database,
-        providers_json=json.dumps(providers),
-        router_settings={"models_json": json.dumps(models)},
-    ) as sb:
+    async with cli_system(make_database, providers) as sb:
         user = as_user("alice")
         agent = threads_pb2.Agent(id="qa", model="agent-model", injection_strategy=strategy)  # type: ignore[arg-type]
         await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=agent), **user)
@@ -453,12 +450,7 @@ async def test_a_chat_on_a_cli_resumes_the_conversations_native_session(
     make_database: DatabaseFactory, tmp_path: Path
 ) -> None:
     providers = [config(tmp_path, "stdin")]
-    models = [{"id": "agent-model", "provider": "agent", "model": "agent-x", "profile": "balanced"}]
-    async with system(
-        make_database,
-        providers_json=json.dumps(providers),
-        router_settings={"models_json": json.dumps(models)},
-    ) as sb:
+    async with cli_system(make_database, providers) as sb:
         alice, bob = as_user("alice"), as_user("bob")
         chat = await sb.threads.CreateConversation(threads_service_pb2.CreateConversationRequest(), **alice)
 
