@@ -156,6 +156,21 @@ def test_registry_thread_viewer_rotation_filters_and_provider_swap(page: Page, l
     assert "## Last correlated answer" in handoff and "Please summarise the open bugs" in handoff
     shot(page, launched, "agents-provider-swap")
 
+    # An ask is stopped from the viewer: its run ends cancelled, and says so.
+    page.select_option("#agent-model", "offline-fast")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#agent-status")).to_contain_text("Provider swapped")
+    page.fill("#ask-requester", "architect")
+    page.fill("#ask-message", "Please list every risk of the release in great detail for the whole team")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.locator("#thread .entry.assistant.live .entry-body")).not_to_be_empty(timeout=RUN_TIMEOUT)
+    page.locator("#ask-form").get_by_role("button", name="Stop").click()
+    expect(page.locator("#ask-notices .status-cancelled")).to_contain_text("cancelled by the user")
+    expect(page.locator("#ask-stop")).to_be_hidden()
+    page.select_option("#agent-model", "scripted")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#agent-status")).to_contain_text("Provider swapped")
+
     page.reload()  # the registry keeps the new model
     web.ready(page)
     expect(page.locator("#agent-model")).to_have_value("scripted")

@@ -44,6 +44,22 @@ def test_an_instruction_page_is_edited_versioned_restored_removed_and_added_back
     expect(page.locator("#versions li")).to_have_count(2)
     shot(page, launched, "instructions-editor")
 
+    # Suggestions follow the page type (a page), then the text selected in it.
+    chips = page.locator("#page-chips button")
+    expect(chips.first).to_have_text("Summarise this page")
+    page.locator("#editor-body").evaluate(
+        "box => { box.focus(); box.setSelectionRange(0, 30); box.dispatchEvent(new Event('select')); }"
+    )
+    expect(chips.first).to_have_text("Summarise the selection")
+    chips.first.click()
+    expect(page.locator("#view-chat")).to_be_visible()
+    expect(page.locator("#message")).to_have_value(
+        re.compile(r"^Summarise the selected text\.\n\n> .+@page:\S+ $", re.S)
+    )
+    expect(page.locator("#message")).to_be_focused()
+    expect(page.locator("#log .run")).to_have_count(0)  # prefilled, not sent
+    page.fill("#message", "")
+
     # The next run follows the edited page.
     page.get_by_role("link", name="Chat").click()
     expect(send(page, "hello").locator(".answer")).to_contain_text(f"— Edited {tag}")

@@ -297,6 +297,7 @@ async function ask(event) {
   const requester = $("ask-requester").value.trim() || "user";
   $("ask-message").value = "";
   $("ask-send").disabled = true;
+  $("ask-stop").hidden = false;
   const head = (text) => el("div", { className: "entry-head" }, el("span", { className: "who", textContent: text }));
   const answer = el("div", { className: "entry-body" });
   const live = {
@@ -339,6 +340,15 @@ async function ask(event) {
           $("ask-notices").append(
             el("p", { className: "notice", dataset: { code: data.code }, textContent: data.message }),
           );
+        else if (event === "error" && data.code === "CANCELLED")
+          $("ask-notices").append(
+            el(
+              "p",
+              { className: "run-status status-cancelled" },
+              el("strong", { textContent: t("Cancelled") }),
+              ` — ${data.message}`,
+            ),
+          );
         else if (event === "error") fail(data.message);
       },
       { onError: fail },
@@ -347,6 +357,7 @@ async function ask(event) {
     fail(error.message);
   } finally {
     $("ask-send").disabled = false;
+    $("ask-stop").hidden = true;
   }
   if (live.status.className === "error") return;
   view.live = null;
@@ -383,6 +394,12 @@ async function importThread() {
   await openAgent(thread.agent_id);
 }
 
+// Stops the ask streaming from this page (the run ends cancelled).
+async function stopAsk() {
+  if (!view.live?.runId) return;
+  await json(`/runs/${view.live.runId}/cancel`, { method: "POST", body: "{}" });
+}
+
 export function wireAgents() {
   const registryStatus = () => $("registry-status");
   const agentStatus = () => $("agent-status");
@@ -390,6 +407,7 @@ export function wireAgents() {
   $("agent-form").onsubmit = guard(saveAgent, agentStatus);
   $("agent-model").onchange = showSwapWarning;
   $("ask-form").onsubmit = guard(ask, agentStatus);
+  $("ask-stop").onclick = guard(stopAsk, agentStatus);
   $("export-thread").onclick = guard(exportThread, agentStatus);
   $("import-thread").onchange = guard(importThread, registryStatus);
   for (const radio of document.querySelectorAll("input[name=thread-filter]")) {

@@ -20,10 +20,14 @@ export const state = {
 
 // ---- Conversations (pinned first, search by title, rename, pin) ----
 
+let listing = 0;
+
 export async function loadConversations() {
   const q = $("search").value.trim();
+  const asked = ++listing;
   const { conversations } = await json("/conversations" + (q ? `?q=${encodeURIComponent(q)}` : ""));
-  $("conversations").replaceChildren(...conversations.map(conversationItem));
+  // Answers may come back out of order: only the newest request's is drawn.
+  if (asked === listing) $("conversations").replaceChildren(...conversations.map(conversationItem));
   return conversations;
 }
 
@@ -217,23 +221,29 @@ export async function loadModels(settings) {
   $("model").value = settings.default_model || "auto";
 }
 
-// The chat's suggestions; with text selected in the conversation, actions
-// on that selection come first.
-export async function loadChips(selection = "") {
-  const query = new URLSearchParams({ page_type: "chat", selection: selection.slice(0, 2000) });
+// Suggested actions for a page type; with text selected, actions on that
+// selection come first. A chip only prefills the chat's message (with
+// `mention` appended, so the run reads the page); it never starts a run.
+export async function suggestions(target, pageType, selection = "", mention = "") {
+  const query = new URLSearchParams({ page_type: pageType, selection: selection.slice(0, 2000) });
   const { actions } = await json(`/suggested-actions?${query}`);
-  $("chips").replaceChildren(
+  target.replaceChildren(
     ...actions.map((action) => {
       const chip = el("button", { type: "button", className: "chip", textContent: action.label });
-      // Prefills only: a suggestion never starts a run.
       chip.onclick = () => {
-        $("message").value = action.prompt;
-        $("message").focus();
+        $("message").value = mention ? `${action.prompt}\n\n${mention} ` : action.prompt;
+        if (!location.hash || location.hash === "#chat") return $("message").focus();
+        // Focused once the chat is shown: a hidden field cannot take the focus.
+        window.addEventListener("hashchange", () => $("message").focus(), { once: true });
+        location.hash = "#chat";
+        return undefined;
       };
       return chip;
     }),
   );
 }
+
+export const loadChips = (selection = "") => suggestions($("chips"), "chat", selection);
 
 // ---- A run: streamed events, then its record ----
 

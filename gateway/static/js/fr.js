@@ -226,6 +226,8 @@ export const FR = {
   Text: "Texte",
   "Save as a new version": "Enregistrer une nouvelle version",
   Versions: "Versions",
+  "Ask your agent about this page": "Demander à votre agent à propos de cette page",
+  "Suggested actions for this page": "Actions suggérées pour cette page",
   "Instructions: {title}": "Instructions : {title}",
   "Instructions: none": "Instructions : aucune",
   "The instruction page your agent follows. Open it to edit or switch.":

@@ -5,6 +5,7 @@
 
 import { $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
+import { suggestions } from "./chat.js";
 
 const view = { list: null, selected: null, page: null };
 
@@ -108,6 +109,14 @@ async function selectPage(id) {
   $("editor-version").textContent = t("Version {version}", page);
   renderList();
   renderVersions(versions);
+  await pageSuggestions();
+}
+
+// Suggestions for this page (a "page"), on the text selected in the editor if any.
+function pageSuggestions() {
+  const box = $("editor-body");
+  const selection = box.value.slice(box.selectionStart, box.selectionEnd);
+  return suggestions($("page-chips"), "page", selection, `@page:${view.page.id}`);
 }
 
 function renderVersions(versions) {
@@ -189,6 +198,15 @@ export function wireInstructions() {
   const status = () => $("instructions-status");
   $("editor-form").onsubmit = guard(savePage, status);
   $("add-existing-button").onclick = guard(addExisting, status);
+  let selected = "";
+  const follow = guard(() => {
+    const box = $("editor-body");
+    const text = box.value.slice(box.selectionStart, box.selectionEnd);
+    if (text === selected) return undefined;
+    selected = text;
+    return pageSuggestions();
+  }, status);
+  for (const type of ["select", "keyup", "mouseup"]) $("editor-body").addEventListener(type, follow);
   document.addEventListener("instructions-changed", () => {
     loadReminder().catch(() => {});
   });
