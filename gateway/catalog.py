@@ -165,10 +165,12 @@ async def suggested_actions(
     user: User,
     page_type: Annotated[str, Query(max_length=50)] = "page",
     selection: Annotated[str, Query(max_length=4000)] = "",
+    language: Annotated[str, Query(pattern="^(en|fr)$")] = "en",
 ) -> dict[str, Any]:
     """2 to 4 prompt starters for the current page, computed without any
-    model call. A click prefills the composer; it never starts a run."""
-    return {"actions": [s.__dict__ for s in suggest(page_type, selection)], "starts_run": False}
+    model call, in English or French. A click prefills the composer; it
+    never starts a run."""
+    return {"actions": [s.__dict__ for s in suggest(page_type, selection, language)], "starts_run": False}
 
 
 def check_sources_settings(connectors_json: str, mcp_servers_json: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.suggestions import MAX_EXCERPT, PAGE_TYPES, suggest
+from gateway.suggestions import _BY_TYPE, _FR, MAX_EXCERPT, PAGE_TYPES, suggest
 
 
 @pytest.mark.parametrize("page_type", [*PAGE_TYPES, "unknown", ""])
@@ -29,3 +29,15 @@ def test_the_page_type_chooses_the_starters() -> None:
     assert [a.id for a in suggest("meeting_notes")][0] == "extract-actions"
     assert [a.id for a in suggest("email")][0] == "draft-reply"
     assert suggest("no-such-type") == suggest("page")
+
+
+@pytest.mark.parametrize("page_type", PAGE_TYPES)
+def test_every_starter_is_in_french_too(page_type: str) -> None:
+    for key, label, prompt in _BY_TYPE[page_type]:
+        assert label in _FR and prompt in _FR, key
+    english = suggest(page_type, "Livrer la bêta vendredi")
+    french = suggest(page_type, "Livrer la bêta vendredi", "fr")
+    assert [a.id for a in french] == [a.id for a in english]
+    assert all(f.label != e.label and f.prompt != e.prompt for f, e in zip(french, english, strict=True))
+    assert french[0].label == "Résumer la sélection"
+    assert french[0].prompt == "Résume le texte sélectionné.\n\n> Livrer la bêta vendredi"

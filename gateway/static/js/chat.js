@@ -4,7 +4,7 @@
 // decision, how the run ended and why), and instruction proposals.
 
 import { API, $, el, followRun, guard, json } from "./core.js";
-import { t } from "./i18n.js";
+import { language, t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
 import { helpToggle } from "./help.js";
 import { takeForced } from "./composer.js";
@@ -225,7 +225,7 @@ export async function loadModels(settings) {
 // selection come first. A chip only prefills the chat's message (with
 // `mention` appended, so the run reads the page); it never starts a run.
 export async function suggestions(target, pageType, selection = "", mention = "") {
-  const query = new URLSearchParams({ page_type: pageType, selection: selection.slice(0, 2000) });
+  const query = new URLSearchParams({ page_type: pageType, selection: selection.slice(0, 2000), language: language() });
   const { actions } = await json(`/suggested-actions?${query}`);
   target.replaceChildren(
     ...actions.map((action) => {
