@@ -180,6 +180,10 @@ def test_the_wheel_the_image_installs_carries_contracts_migrations_and_the_web_p
         "services/threads/migrations/env.py",
         "services/memory/migrations/versions/0001_initial.py",
         "gateway/static/index.html",
+        # The page's modules and its vendored Markdown renderer and sanitiser.
+        "gateway/static/js/core.js",
+        "gateway/static/vendor/marked.esm.js",
+        "gateway/static/vendor/purify.es.mjs",
         "services/healthcheck.py",
     ]:
         assert needed in names, needed
