@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from services.engine.providers import ChatMessage
 from switchboard.memory.v1 import memory_pb2
@@ -33,7 +34,7 @@ class Layer:
     def present(self) -> bool:
         return bool(self.text)
 
-    def record(self, count: Callable[[str], int]) -> dict[str, object]:
+    def record(self, count: Callable[[str], int]) -> dict[str, Any]:
         """The layer as logged in the run's ``layers``."""
         return {
             "key": self.key,

@@ -87,7 +87,6 @@ STATUSES = {
     "budget_exceeded": engine_pb2.RUN_STATUS_BUDGET_EXCEEDED,
 }
 INTERRUPTED = "interrupted"
-APPROVAL_DECISIONS = {"accepted", "refused"}
 APPROVALS = {
     "accepted": engine_pb2.APPROVAL_DECISION_ACCEPTED,
     "refused": engine_pb2.APPROVAL_DECISION_REFUSED,
@@ -596,12 +595,15 @@ class RunService:
     async def record_approval(self, user: str, run_id: str, decision: str) -> AgentRun:
         """The user decided on the proposal the run waited on: the run is done,
         with the decision. Repeating the same decision changes nothing."""
-        if decision not in APPROVAL_DECISIONS:
+        if decision not in APPROVALS:
             raise InvalidArgument("decision must be ACCEPTED or REFUSED", field="decision")
         run = await self.get(user, run_id)
-        if run.status == "waiting_approval" and await self._repo.record_approval(run_id, decision):
-            return await self.get(user, run_id)
-        run = await self.get(user, run_id)
+        if run.status == "waiting_approval":
+            settled = await self._repo.record_approval(run_id, decision)
+            # Settled now, or by a concurrent decision: read what was recorded.
+            run = await self.get(user, run_id)
+            if settled:
+                return run
         if run.approval != decision:
             what = f"was {run.approval}" if run.approval else f"is {run.status}, not waiting for approval"
             raise FailedPrecondition(f"run {run_id!r} {what}", run_id=run_id)
@@ -956,16 +958,20 @@ class RunService:
             instruction_page, recalled, list(skills.skills), working, context_layers, memory_note
         )
         counter = self.counters.counter(provider.kind, chosen.model)
-        rec.reached["layers_json"] = json.dumps([layer.record(counter) for layer in layers])
+        records = [layer.record(counter) for layer in layers]
+        rec.reached["layers_json"] = json.dumps(records)
+        # The system message and the current message, counted once: their
+        # layers' tokens, the message and the tools' schemas.
+        fixed = sum(r["size_tokens"] for r in records) + prompt_tokens(
+            counter, [ChatMessage("system", ""), ChatMessage("user", text)], specs
+        )
         earlier_turns = await self._fit_history(
-            user, thread, layers, text, specs, chosen, provider, counter, summary, earlier, rec, optional
+            user, thread, fixed, chosen, provider, counter, summary, earlier, rec, optional
         )
         messages = instructions.to_messages(
             layers, text, earlier_turns.messages, earlier_turns.summary_text()
         )
-        rec.reached["layers_json"] = json.dumps(
-            [*(layer.record(counter) for layer in layers), *earlier_turns.layers()]
-        )
+        rec.reached["layers_json"] = json.dumps([*records, *earlier_turns.layers()])
         # A CLI provider resumes the conversation's native session.
         loop = await self.model_and_tools(
             provider, chosen, messages, specs, tool_context, rec, thread, budget, counter, session_key=thread
@@ -999,9 +1005,7 @@ class RunService:
         self,
         user: str,
         thread: str,
-        layers: Sequence[instructions.Layer],
-        text: str,
-        specs: Sequence[ToolSpec],
+        fixed: int,
         model: router_pb2.ModelOption,
         provider: LLMProvider,
         counter: Counter,
@@ -1011,15 +1015,10 @@ class RunService:
         optional: _Optional,
     ) -> conversation.History:
         """The conversation's earlier turns that fit the model's context window
-        beside the rest of the prompt and the answer's reserve; older turns
-        are folded into the persisted summary first."""
+        beside the rest of the prompt (``fixed`` tokens) and the answer's
+        reserve; older turns are folded into the persisted summary first."""
         window = model.context_window or self._limits.default_context_window
         reserve = min(provider.max_output_tokens, window // 4)
-        fixed = prompt_tokens(
-            counter,
-            [ChatMessage("system", instructions.system_text(layers)), ChatMessage("user", text)],
-            specs,
-        )
         budget = window - reserve - fixed
         turns = conversation.turns(earlier, counter)
 
@@ -1029,8 +1028,9 @@ class RunService:
         # Room for a full summary (its bound, in ordinary words at this
         # counter's rate), never more than half of what the history may use.
         full_summary = counter("word " * (conversation.SUMMARY_MAX_CHARS // 5))
-        summary_reserve = min(max(summary_tokens(summary.text), full_summary), max(budget // 2, 0))
-        folded, kept = conversation.split(turns, budget, summary_tokens(summary.text), summary_reserve)
+        current = summary_tokens(summary.text)
+        summary_reserve = min(max(current, full_summary), max(budget // 2, 0))
+        folded, kept = conversation.split(turns, budget, current, summary_reserve)
         note = ""
         if folded:
             try:
@@ -1046,7 +1046,7 @@ class RunService:
                     rec.emit(notice=engine_pb2.Notice(code="SUMMARY_MODEL_FAILED", message=message))
         return conversation.History(
             summary=summary.text,
-            summary_tokens=summary_tokens(summary.text),
+            summary_tokens=summary_tokens(summary.text) if folded else current,
             folded_now=len(folded) if not note else 0,
             turns=tuple(kept),
             note=note,
@@ -1353,7 +1353,7 @@ class RunService:
                                     raise BudgetExceeded(f"token budget of {budget.max_tokens} exceeded")
                     finally:
                         stream.flush()  # what did arrive is shown, even before a failure
-            if counter is not None:
+            if counter is not None and self.counters.corrects(counter):
                 estimated = prompt_tokens(counter, messages, tools)
                 self.counters.observe(counter, model.model, estimated, tokens_in)
             span.set_attribute("gen_ai.response.model", model.model)

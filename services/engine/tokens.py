@@ -102,9 +102,15 @@ class TokenCounters:
                 return encoding
         return _Estimate(lambda: self._corrections.get(model, 1.0))
 
+    @staticmethod
+    def corrects(counter: Counter) -> bool:
+        """Whether reported usage corrects this counter (an estimate; an exact
+        vocabulary needs no correction, so its prompt is never re-counted)."""
+        return counter.name == "estimate"
+
     def observe(self, counter: Counter, model: str, estimated: int, reported: int) -> None:
         """The provider's count of a prompt the counter estimated at ``estimated``."""
-        if counter.name != "estimate" or estimated <= 0 or reported <= 0:
+        if not self.corrects(counter) or estimated <= 0 or reported <= 0:
             return
         with self._lock:
             current = self._corrections.get(model, 1.0)
