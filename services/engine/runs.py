@@ -135,6 +135,8 @@ class RunRequest:
     ask: AskSpec | None = None
     # What the conversation allows its runs to read (set by start()).
     allowed: AllowedSources | None = None
+    # The client application's own instructions (OpenAI-compatible requests).
+    client_instructions: str = ""
 
 
 @dataclass(frozen=True)
@@ -955,7 +957,13 @@ class RunService:
             user, text, page.page_id if instruction_page else "", tool_context, optional
         )
         layers = instructions.assemble(
-            instruction_page, recalled, list(skills.skills), working, context_layers, memory_note
+            instruction_page,
+            recalled,
+            list(skills.skills),
+            working,
+            context_layers,
+            memory_note,
+            client=instructions.client_layer(request.client_instructions, limits.max_message_chars),
         )
         counter = self.counters.counter(provider.kind, chosen.model)
         records = [layer.record(counter) for layer in layers]
