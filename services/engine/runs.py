@@ -401,6 +401,10 @@ class RunService:
         return router_pb2.ModelOption(id=f"fallback-{model}", provider=provider, model=model)
 
     @property
+    def limits(self) -> RunLimits:
+        return self._limits
+
+    @property
     def offline(self) -> bool:
         """No real provider configured: Auto picks the deterministic test
         models and the Skill Router never asks an LLM to arbitrate."""
@@ -508,6 +512,7 @@ class RunService:
         message: str,
         budget: RunBudget | None = None,
         busy_policy: BusyPolicy = BusyPolicy.QUEUE,
+        client_instructions: str = "",
     ) -> AsyncIterator[engine_pb2.RunEvent]:
         """Starts an AskAgent run and follows it to its terminal event."""
         run_id = await self.start(
@@ -522,6 +527,7 @@ class RunService:
                 budget=budget or RunBudget(),
                 busy_policy=busy_policy,
                 ask=ask,
+                client_instructions=client_instructions,
             )
         )
         async for event in self.follow(user, run_id, 0):

@@ -112,6 +112,7 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
             request.message,
             _budget(request.budget),
             _busy_policy(request.busy_policy),
+            request.client_instructions,
         )
         async for event in events:
             yield engine_service_pb2.AskAgentResponse(event=event)
