@@ -123,6 +123,8 @@ def _translate(exc: Exception) -> OpenAIError | None:
     if isinstance(exc, RequestValidationError):
         problems = exc.errors()
         first = problems[0] if problems else {}
+        if first.get("type") == "json_invalid":  # its location is a character offset
+            return OpenAIError(400, "invalid_json", f"the body is not JSON: {first.get('msg', '')}")
         param = _param(first.get("loc", ()))
         message = f"{param or 'body'}: {first.get('msg', 'invalid request')}"
         return OpenAIError(400, "invalid_request", message, param or None)
@@ -472,7 +474,8 @@ def _run_error(data: dict[str, Any]) -> OpenAIError:
     # A gRPC status keeps the HTTP API's mapping; anything else (a provider's
     # error) is the upstream model's failure.
     status = RUN_ERROR_STATUS.get(code) or (HTTP_STATUS.get(known, 500) if known is not None else 502)
-    return OpenAIError(status, code.lower(), str(data.get("message", "")) or "the run failed")
+    name = code.removeprefix("ERROR_REASON_").lower()
+    return OpenAIError(status, name, str(data.get("message", "")) or "the run failed")
 
 
 async def _events(relay: Relay) -> AsyncIterator[tuple[str, dict[str, Any]]]:

@@ -383,3 +383,26 @@ def test_any_conversation_header_is_refused_or_served_never_500(launched: Launch
         return
     assert response.status_code in (400, 404), response.text
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_run_that_fails_after_it_started_is_an_upstream_error(
+    client: openai.OpenAI, http: httpx.Client
+) -> None:
+    """The model's provider refuses the request: not the client's mistake,
+    a 502 (not retried) naming the failed run; streamed, an error event the
+    SDK raises."""
+    scripted("status:400")
+    with pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(model="recorded", messages=[{"role": "user", "content": "Résume"}])
+    assert failed.value.status_code == 502 and failed.value.response.headers["x-should-retry"] == "false"
+    assert isinstance(failed.value.body, dict) and failed.value.body["code"] == "dependency_unavailable"
+    assert failed.value.body["type"] == "server_error"
+    assert run_record(http, failed.value.response.headers[RUN])["status"] == "failed"
+
+    scripted("status:400")
+    stream = client.chat.completions.create(
+        model="recorded", messages=[{"role": "user", "content": "Summarise"}], stream=True
+    )
+    with pytest.raises(openai.APIError, match="recording"):
+        for _ in stream:
+            pass

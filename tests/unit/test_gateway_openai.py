@@ -4,8 +4,11 @@ answers) and when a client's history agrees with the stored one."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.openai_compat import (
@@ -16,6 +19,7 @@ from gateway.openai_compat import (
     stored_turns,
 )
 from switchboard.threads.v1 import threads_pb2
+from tests.unit.test_gateway_streams import NoService, app_with
 
 USER, ASSISTANT, TOOL = threads_pb2.ROLE_USER, threads_pb2.ROLE_ASSISTANT, threads_pb2.ROLE_TOOL
 
@@ -134,3 +138,38 @@ def test_a_clients_history_matches_when_it_is_the_stored_conversations_latest_tu
     client: list[tuple[str, str]], matches: bool
 ) -> None:
     assert history_matches(client, stored_turns(STORED)) is matches
+
+
+@pytest.fixture
+async def no_services() -> AsyncIterator[httpx.AsyncClient]:
+    app = app_with(NoService())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        yield client
+
+
+def dumps(messages: list[dict[str, Any]], **extra: Any) -> bytes:
+    return json.dumps({"model": "auto", "messages": messages, **extra}).encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "param"),
+    [
+        (b'{"model": "auto", "messages": [', 400, None),  # not JSON
+        (b"[]", 400, None),
+        (dumps([{**HI, "content": "x" * 32_001}]), 413, "messages"),
+        (dumps([HI], stream={"on": True}), 400, "stream"),
+        (dumps([HI], model=""), 400, "model"),
+        (dumps([HI] * 1001), 400, "messages"),
+    ],
+)  # fmt: skip
+async def test_bad_bodies_are_refused_before_any_rpc(
+    no_services: httpx.AsyncClient, raw: bytes, status: int, param: str | None
+) -> None:
+    response = await no_services.post(
+        "/v1/chat/completions", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"] and error["code"]
+    assert error["param"] == param
+    assert response.headers["x-should-retry"] == "false"
