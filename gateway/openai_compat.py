@@ -28,6 +28,7 @@ relay, resumed on another engine replica the same way."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -51,6 +52,8 @@ from gateway.streams import Relay, first_event, sse_response
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
+
+log = logging.getLogger(__name__)
 
 CONVERSATION_HEADER = "X-Switchboard-Conversation"
 RUN_HEADER = "X-Switchboard-Run"
@@ -164,7 +167,10 @@ class OpenAIRoute(APIRoute):
             except Exception as exc:
                 error = _translate(exc)
                 if error is None:
-                    raise
+                    log.exception("unexpected error on %s %s", request.method, request.url.path)
+                    error = OpenAIError(500, "internal", "internal error")
+                elif error.status >= 500:
+                    log.warning("%s %s: %s %s", request.method, request.url.path, error.code, error.message)
                 return error_response(error)
 
         return route

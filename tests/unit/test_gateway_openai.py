@@ -173,3 +173,19 @@ async def test_bad_bodies_are_refused_before_any_rpc(
     assert error["type"] == "invalid_request_error" and error["message"] and error["code"]
     assert error["param"] == param
     assert response.headers["x-should-retry"] == "false"
+
+
+async def test_an_unexpected_failure_is_a_500_in_openais_shape_without_its_cause() -> None:
+    class BrokenRouter:
+        async def ListModels(self, *_: Any, **__: Any) -> Any:  # noqa: N802
+            raise RuntimeError("secret detail")
+
+    app = app_with(NoService())
+    app.state.router = BrokenRouter()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        response = await client.post("/v1/chat/completions", json={"model": "some-model", "messages": [HI]})
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"message": "internal error", "type": "server_error", "param": None, "code": "internal"}
+    }
+    assert response.headers["x-should-retry"] == "false"
