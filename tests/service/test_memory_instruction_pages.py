@@ -119,7 +119,8 @@ async def test_templates_pick_several_and_switch(stubs: Stubs) -> None:
     french_page = await stubs.pages.CreateInstructionPage(
         pb.CreateInstructionPageRequest(template_id="mon-ia-switchboard"), **as_user("bob")
     )
-    assert french_page.page.title == "Mon IA Switchboard" and "Quiconque peut modifier" in french_page.page.body
+    assert french_page.page.title == "Mon IA Switchboard"
+    assert "Quiconque peut modifier" in french_page.page.body
     first = (
         await stubs.pages.CreateInstructionPage(pb.CreateInstructionPageRequest(), **as_user("alice"))
     ).page
