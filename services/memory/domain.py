@@ -21,6 +21,7 @@ import numpy.typing as npt
 from services.memory.models import Note, PersonalSettings
 from services.memory.repository import MemoryRepository
 from services.shared.errors import InvalidArgument, TooLarge
+from services.shared.masks import masked_fields
 from services.shared.text import fold
 
 DEFAULT_PROJECT_ID = "default"
@@ -185,15 +186,8 @@ class MemoryDomain:
         self, user_id: str, values: SettingsValues, paths: Sequence[str]
     ) -> PersonalSettings:
         """Writes the fields named by ``paths`` (a FieldMask) and only those."""
-        if not paths:
-            raise InvalidArgument("update_mask must name at least one field", field="update_mask")
-        unknown = sorted(set(paths) - SETTINGS_PATHS)
-        if unknown:
-            raise InvalidArgument(
-                f"update_mask has unknown or read-only paths {unknown}; allowed: {sorted(SETTINGS_PATHS)}",
-                field="update_mask",
-            )
-        return await self._repo.upsert_settings(user_id, settings_changes(values, set(paths)))
+        fields = masked_fields(paths, SETTINGS_PATHS)
+        return await self._repo.upsert_settings(user_id, settings_changes(values, set(fields)))
 
 
 def settings_changes(values: SettingsValues, paths: set[str]) -> dict[str, object]:

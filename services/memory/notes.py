@@ -40,7 +40,8 @@ from services.memory.recall import Mode, NoteIndexes, Recalled, note_text
 from services.memory.repository import ContentConflict, MemoryRepository, NoteFilter
 from services.shared.embeddings import EmbedderName, embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.masks import masked_fields
+from services.shared.pagination import Cursor, as_instant, as_text, page_of, page_request, same
 from services.shared.text import fold
 from services.shared.time import utcnow
 
@@ -284,36 +285,21 @@ class NotesDomain:
     async def list_notes(self, owner: str, where: NoteFilter, size: int, token: str) -> NotePage:
         if where.kind and where.kind not in NOTE_KINDS:
             raise InvalidArgument(f"kind {where.kind} is not a known kind", field="kind")
-        limit = page_size(size)
         view = [where.project_id, where.kind, where.tag]
-        cursor = decode_token(token)
-        after: tuple[datetime, str] | None = None
-        if cursor:
-            try:
-                if cursor["v"] != view:
-                    raise ValueError("token of another listing")
-                after = (datetime.fromisoformat(cursor["t"]), str(cursor["i"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InvalidArgument(
-                    "page_token is not a token this service issued for this listing", field="page_token"
-                ) from exc
-        rows = list(await self._repo.list_notes(where, after, limit + 1))
-        more, notes = len(rows) > limit, rows[:limit]
-        next_token = ""
-        if more:
-            last = notes[-1]
-            next_token = encode_token({"v": view, "t": aware(last.create_time).isoformat(), "i": last.id})
+
+        def read(cursor: Cursor) -> tuple[datetime, str]:
+            same(cursor["v"], view)
+            return as_instant(cursor["t"]), as_text(cursor["i"])
+
+        limit, after = page_request(size, token, read)
+        rows = await self._repo.list_notes(where, after, limit + 1)
+        notes, next_token = page_of(
+            rows, limit, lambda last: {"v": view, "t": aware(last.create_time).isoformat(), "i": last.id}
+        )
         return NotePage(notes, next_token)
 
     async def update_note(self, owner: str, note_id: str, values: NoteFields, paths: Sequence[str]) -> Note:
-        if not paths:
-            raise InvalidArgument("update_mask must name at least one field", field="update_mask")
-        unknown = sorted(set(paths) - NOTE_PATHS)
-        if unknown:
-            raise InvalidArgument(
-                f"update_mask has unknown or read-only paths {unknown}; allowed: {sorted(NOTE_PATHS)}",
-                field="update_mask",
-            )
+        paths = masked_fields(paths, NOTE_PATHS)
         note = await self.get_note(owner, note_id)
         current = NoteFields(note.kind, note.title, note.body, tags_of(note))
         wanted = NoteFields(

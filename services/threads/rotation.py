@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.pagination import as_count, page_of, page_request
 from services.threads.models import Entry, Segment, Thread
 
 if TYPE_CHECKING:
@@ -132,14 +132,9 @@ class Rotation:
         self, thread_id: str, requested_size: int, token: str
     ) -> tuple[Sequence[Segment], str]:
         await self._agent_thread(thread_id)
-        size = page_size(requested_size)
-        cursor = decode_token(token)
-        after = cursor.get("after", 0)
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-        rows = await self._repo.list_segments(thread_id, after, size + 1)
-        next_token = encode_token({"after": rows[size - 1].number}) if len(rows) > size else ""
-        return rows[:size], next_token
+        size, after = page_request(requested_size, token, lambda cursor: as_count(cursor["after"]))
+        rows = await self._repo.list_segments(thread_id, after or 0, size + 1)
+        return page_of(rows, size, lambda last: {"after": last.number})
 
     async def set_handoff(self, thread_id: str, number: int, summary: str) -> Segment:
         check_handoff(summary)
