@@ -1,5 +1,5 @@
-"""Live state: who is doing what in a project, now (seed 001, "Live State
-Versus Durable Memory"). Entries expire; nothing here is ever recalled as
+"""Live state: who is doing what in a project, now, as opposed to durable
+memory. Entries expire; nothing here is ever recalled as
 memory (its own table, never read by recall).
 
 A watch sends a snapshot, then changes. It works across replicas on one
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import IntEnum
 
-from services.memory.domain import aware, project_of
-from services.memory.models import LiveState
-from services.memory.repository import LIVE, MemoryRepository
+from services.memory.context.models import LiveState
+from services.memory.context.repository import ContextRepository
+from services.memory.projects import project_of
+from services.memory.revisions import LIVE
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import Cursor, as_text, page_of, page_request, same
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
 
 MAX_AGENT_ID_CHARS = 128
 MAX_ACTIVITY_CHARS = 200
@@ -96,7 +97,7 @@ class Wakeups:
 
 class LiveStateDomain:
     def __init__(
-        self, repository: MemoryRepository, default_ttl: float, max_ttl: float, poll_interval: float
+        self, repository: ContextRepository, default_ttl: float, max_ttl: float, poll_interval: float
     ) -> None:
         self._repo = repository
         self._default_ttl = timedelta(seconds=default_ttl)

@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.memory.handoff import (
+from services.memory.handoff.domain import (
     MAX_BLOCKERS,
     MAX_DECISIONS,
     MAX_OPEN_REQUESTS,

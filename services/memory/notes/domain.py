@@ -1,6 +1,6 @@
 """Durable notes: save (with duplicate refusal or merge), get, list, update,
-delete, and recall. Saving is for stable, high-value knowledge (seed 001,
-"Agent Ability To Write Durable Memory"): a note needs a kind, a title and a
+delete, and recall. Saving is for stable, high-value knowledge that an agent
+chose to write down: a note needs a kind, a title and a
 body within bounds, and must not repeat a note the project already has.
 
 Two notes are duplicates when
@@ -24,26 +24,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import IntEnum
 
-from services.memory.domain import (
+from services.memory.notes.lexical import (
     MAX_RECALL_LIMIT,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_TITLE_CHARS,
     NOTE_KINDS,
-    aware,
-    project_of,
     recall_limit,
     tags_of,
 )
-from services.memory.models import Note
-from services.memory.recall import Mode, NoteIndexes, Recalled, note_text
-from services.memory.repository import ContentConflict, MemoryRepository, NoteFilter
+from services.memory.notes.models import Note
+from services.memory.notes.recall import Mode, NoteIndexes, Recalled, note_text
+from services.memory.notes.repository import ContentConflict, NoteFilter, NotesRepository
+from services.memory.projects import project_of
 from services.shared.embeddings import EmbedderName, embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import Cursor, as_instant, as_text, page_of, page_request, same
 from services.shared.text import fold
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
 
 # Cosine at or above which two notes say the same thing. USE puts a note and
 # its translation at 0.80 to 0.90, but also two facts that differ by one
@@ -152,7 +151,7 @@ def _note_id(note_id: str) -> str:
 class NotesDomain:
     def __init__(
         self,
-        repository: MemoryRepository,
+        repository: NotesRepository,
         indexes: NoteIndexes,
         max_note_chars: int,
         duplicate_cosine: float | None = None,
@@ -275,6 +274,10 @@ class NotesDomain:
         """Replaces what an imported note says (fields already cleaned)."""
         note.source_hash = source_hash
         return await self._write(owner, note, fields, await self._vector(fields))
+
+    async def from_source(self, owner: str, project: str, source: str) -> Note | None:
+        """The note an imported memory file became, if any."""
+        return await self._repo.note_by_source(owner, project, source)
 
     async def get_note(self, owner: str, note_id: str) -> Note:
         note = await self._repo.get_note(owner, _note_id(note_id))

@@ -1,8 +1,8 @@
-"""Rules of the memory service shared by its parts: tokenising and BM25 (the
-lexical half of recall), ranking, limits, and personal settings. No gRPC here.
+"""The limits of a note, and the lexical half of recall: tokenising, BM25
+and ranking. Pure: no SQL, no gRPC.
 
 The scoring lives in small pure pieces (:func:`tokenize`, :func:`recall_weights`,
-:class:`LexicalIndex`, :func:`rank`); services.memory.recall fuses the lexical
+:class:`LexicalIndex`, :func:`rank`); services.memory.notes.recall fuses the lexical
 ranking with the embedding one."""
 
 from __future__ import annotations
@@ -12,23 +12,17 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import numpy as np
 import numpy.typing as npt
 
-from services.memory.models import Note, PersonalSettings
-from services.memory.repository import MemoryRepository
-from services.shared.errors import InvalidArgument, TooLarge
-from services.shared.masks import masked_fields
+from services.memory.notes.models import Note
+from services.shared.errors import InvalidArgument
 from services.shared.text import fold
 
-DEFAULT_PROJECT_ID = "default"
-# NoteKind and ChatMode values of memory.proto other than UNSPECIFIED
+# NoteKind values of memory.proto other than UNSPECIFIED
 # (tests/unit/test_memory_domain.py keeps them in step with the contract).
 NOTE_KINDS = frozenset({1, 2, 3, 4})
-CHAT_MODES = frozenset({1, 2})
 MAX_TITLE_CHARS = 200
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
@@ -40,20 +34,6 @@ PERSONA_WEIGHT = 0.5
 # Okapi BM25 parameters (the usual ones).
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-MAX_DISPLAY_NAME_CHARS = 100
-MAX_AVATAR_JSON_CHARS = 16_384
-MAX_INSTRUCTION_PAGES = 100
-SETTINGS_PATHS = frozenset(
-    {
-        "display_name",
-        "avatar_json",
-        "instruction_page_ids",
-        "active_instruction_page_id",
-        "chat_mode",
-        "default_model",
-    }
-)
 
 
 # Recall: pure functions
@@ -149,107 +129,3 @@ def recall_limit(requested: int) -> int:
 
 def tags_of(note: Note) -> list[str]:
     return [str(tag) for tag in json.loads(note.tags_json or "[]")]
-
-
-def instruction_page_ids_of(settings: PersonalSettings) -> list[str]:
-    return [str(page) for page in json.loads(settings.instruction_page_ids_json or "[]")]
-
-
-# Domain
-
-
-@dataclass(frozen=True)
-class SettingsValues:
-    """Candidate values of an update; only the fields named by the mask are written."""
-
-    display_name: str = ""
-    avatar_json: str = ""
-    instruction_page_ids: Sequence[str] = ()
-    active_instruction_page_id: str = ""
-    chat_mode: int = 0
-    default_model: str = ""
-
-
-class MemoryDomain:
-    """Personal settings (notes: services.memory.notes)."""
-
-    def __init__(self, repository: MemoryRepository) -> None:
-        self._repo = repository
-
-    # Personal settings
-
-    async def get_personal_settings(self, user_id: str) -> PersonalSettings:
-        """The user's row, or the defaults (not written) when there is none."""
-        return await self._repo.get_settings(user_id) or PersonalSettings(user_id=user_id)
-
-    async def update_personal_settings(
-        self, user_id: str, values: SettingsValues, paths: Sequence[str]
-    ) -> PersonalSettings:
-        """Writes the fields named by ``paths`` (a FieldMask) and only those."""
-        fields = masked_fields(paths, SETTINGS_PATHS)
-        return await self._repo.upsert_settings(user_id, settings_changes(values, set(fields)))
-
-
-def settings_changes(values: SettingsValues, paths: set[str]) -> dict[str, object]:
-    """Validates the masked fields of ``values``; returns column -> value."""
-    changes: dict[str, object] = {}
-    if "display_name" in paths:
-        display_name = values.display_name.strip()
-        if len(display_name) > MAX_DISPLAY_NAME_CHARS:
-            raise TooLarge(
-                f"display_name is longer than {MAX_DISPLAY_NAME_CHARS} characters",
-                field="settings.display_name",
-            )
-        changes["display_name"] = display_name
-    if "avatar_json" in paths:
-        # An empty string in the mask clears the field, i.e. back to the default "{}".
-        avatar_json = values.avatar_json.strip() or "{}"
-        if len(avatar_json) > MAX_AVATAR_JSON_CHARS:
-            raise TooLarge(
-                f"avatar_json is longer than {MAX_AVATAR_JSON_CHARS} characters", field="settings.avatar_json"
-            )
-        try:
-            avatar = json.loads(avatar_json)
-        except ValueError as exc:
-            raise InvalidArgument("avatar_json is not valid JSON", field="settings.avatar_json") from exc
-        if not isinstance(avatar, dict):
-            raise InvalidArgument("avatar_json must be a JSON object", field="settings.avatar_json")
-        changes["avatar_json"] = avatar_json
-    if "instruction_page_ids" in paths:
-        pages = list(dict.fromkeys(page.strip() for page in values.instruction_page_ids))
-        if any(not page for page in pages):
-            raise InvalidArgument(
-                "instruction_page_ids must not contain empty ids", field="settings.instruction_page_ids"
-            )
-        if len(pages) > MAX_INSTRUCTION_PAGES:
-            raise TooLarge(
-                f"at most {MAX_INSTRUCTION_PAGES} instruction pages", field="settings.instruction_page_ids"
-            )
-        changes["instruction_page_ids_json"] = json.dumps(pages, ensure_ascii=False)
-    if "active_instruction_page_id" in paths:
-        changes["active_instruction_page_id"] = values.active_instruction_page_id.strip()
-    if "chat_mode" in paths:
-        if values.chat_mode not in CHAT_MODES:
-            raise InvalidArgument(
-                "chat_mode must be CHAT_MODE_SIDEBAR or CHAT_MODE_FLOATING", field="settings.chat_mode"
-            )
-        changes["chat_mode"] = values.chat_mode
-    if "default_model" in paths:
-        changes["default_model"] = values.default_model.strip()
-    return changes
-
-
-MAX_PROJECT_ID_CHARS = 128
-
-
-def project_of(project_id: str) -> str:
-    """The project a request names: "default" when empty."""
-    project = project_id.strip() or DEFAULT_PROJECT_ID
-    if len(project) > MAX_PROJECT_ID_CHARS:
-        raise TooLarge(f"project_id is longer than {MAX_PROJECT_ID_CHARS} characters", field="project_id")
-    return project
-
-
-def aware(value: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every time here is UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

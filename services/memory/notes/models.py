@@ -1,5 +1,4 @@
-"""Tables of the memory service: durable notes, project context, live state,
-revision counters, and personal settings."""
+"""The table of durable notes (memory service)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,6 @@ from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from services.shared.time import utcnow
-
-# ChatMode.CHAT_MODE_SIDEBAR of memory.proto; the default of a user without a row.
-CHAT_MODE_SIDEBAR = 1
 
 
 class Note(SQLModel, table=True):
@@ -59,56 +55,3 @@ class Note(SQLModel, table=True):
     source_hash: str = Field(default="", max_length=64)
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
-
-
-class Revision(SQLModel, table=True):
-    """A counter per (owner, project, scope), bumped in the same transaction as
-    every write of that scope ("notes", "live"). Replicas compare it with what
-    they cached instead of trusting process memory."""
-
-    __tablename__ = "memory_revisions"
-
-    owner_user_id: str = Field(primary_key=True, max_length=128)
-    project_id: str = Field(primary_key=True, max_length=128)
-    scope: str = Field(primary_key=True, max_length=16)
-    revision: int = 0
-
-
-class ProjectContextRow(SQLModel, table=True):
-    """A project's shared rules: the `.ideai/CONTEXT.md` equivalent."""
-
-    __tablename__ = "project_contexts"
-
-    owner_user_id: str = Field(primary_key=True, max_length=128)
-    project_id: str = Field(primary_key=True, max_length=128)
-    body: str = ""
-    update_time: datetime = Field(default_factory=utcnow)
-
-
-class LiveState(SQLModel, table=True):
-    """What one agent is doing in a project, now; gone at ``expire_time``."""
-
-    __tablename__ = "live_state"
-
-    owner_user_id: str = Field(primary_key=True, max_length=128)
-    project_id: str = Field(primary_key=True, max_length=128)
-    agent_id: str = Field(primary_key=True, max_length=128)
-    activity: str = ""
-    detail: str = ""
-    update_time: datetime = Field(default_factory=utcnow)
-    expire_time: datetime = Field(default_factory=utcnow)
-
-
-class PersonalSettings(SQLModel, table=True):
-    """One row per user who changed something; the others get the defaults below."""
-
-    __tablename__ = "personal_settings"
-
-    user_id: str = Field(primary_key=True, max_length=128)
-    display_name: str = ""
-    avatar_json: str = "{}"
-    instruction_page_ids_json: str = "[]"
-    active_instruction_page_id: str = ""
-    chat_mode: int = CHAT_MODE_SIDEBAR
-    # "" = Auto.
-    default_model: str = ""

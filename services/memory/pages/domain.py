@@ -1,5 +1,5 @@
-"""Rules of pages (owner, ACL, versions, restore), instruction pages (seed 002
-P2-T05) and proposals (P2-T07). No gRPC here.
+"""Rules of pages (owner, ACL, versions, restore), instruction pages and
+proposals. No gRPC here.
 
 Access: the owner reads, edits, changes the ACL and decides proposals;
 editors read and edit; readers read. A page the caller cannot read is
@@ -9,7 +9,7 @@ each one makes a new immutable version the same way.
 
 The caller's instruction pages live in their personal settings
 (``instruction_page_ids``, ``active_instruction_page_id``), read and written
-through :class:`MemoryRepository`, which owns that row."""
+through :class:`PersonalSettingsRepository`, which owns that row."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from datetime import datetime
 
 import grpc
 
-from services.memory.diffs import TextDiff, diff_texts
-from services.memory.page_models import (
+from services.memory.pages.diffs import TextDiff, diff_texts
+from services.memory.pages.models import (
     PROPOSAL_PENDING,
     PROPOSAL_REFUSED,
     ROLE_EDITOR,
@@ -32,8 +32,8 @@ from services.memory.page_models import (
     PageVersion,
     Proposal,
 )
-from services.memory.pages_repository import PagesRepository, ProposalDecided, VersionWrite
-from services.memory.repository import MemoryRepository
+from services.memory.pages.repository import PagesRepository, ProposalDecided, VersionWrite
+from services.memory.personal.repository import PersonalSettingsRepository
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import (
@@ -54,7 +54,7 @@ MAX_ID_CHARS = 128
 MAX_RUN_ID_CHARS = 64
 MAX_ACL_ENTRIES = 100
 MAX_REASON_CHARS = 1000
-# Same bound as MemoryDomain's instruction_page_ids.
+# Same bound as PersonalSettingsDomain's instruction_page_ids.
 MAX_INSTRUCTION_PAGES = 100
 # Each diff carried in a FAILED_PRECONDITION's ErrorInfo is cut to this many
 # characters: gRPC clients refuse trailers above 8 KiB. GetProposal has them whole.
@@ -225,7 +225,7 @@ class PagesDomain:
     def __init__(
         self,
         repository: PagesRepository,
-        settings_repository: MemoryRepository,
+        settings_repository: PersonalSettingsRepository,
         max_page_chars: int,
         max_pending_proposals: int,
     ) -> None:

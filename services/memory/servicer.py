@@ -1,0 +1,30 @@
+"""MemoryService: the RPCs of notes, of project context and live state, and
+of personal settings, each written in its concept's package and gathered
+here into the one gRPC service the contract defines."""
+
+from __future__ import annotations
+
+from services.memory.context.domain import ContextDomain
+from services.memory.context.live_state import LiveStateDomain
+from services.memory.context.servicer import ContextRpcs
+from services.memory.notes.domain import NotesDomain
+from services.memory.notes.servicer import NotesRpcs
+from services.memory.personal.domain import PersonalSettingsDomain
+from services.memory.personal.servicer import PersonalSettingsRpcs
+from switchboard.memory.v1 import memory_service_pb2_grpc
+
+
+class MemoryServicer(
+    NotesRpcs, ContextRpcs, PersonalSettingsRpcs, memory_service_pb2_grpc.MemoryServiceServicer
+):
+    def __init__(
+        self,
+        settings: PersonalSettingsDomain,
+        notes: NotesDomain,
+        contexts: ContextDomain,
+        live: LiveStateDomain,
+    ) -> None:
+        self._settings = settings
+        self._notes = notes
+        self._contexts = contexts
+        self._live = live
