@@ -206,7 +206,7 @@ class ThreadsDomain:
         if "pinned" in fields:
             values["pinned"] = pinned
         if "allowed_sources" in fields:
-            # Stored whole, as CreateConversation stores it (seed 002 P2-T08).
+            # Stored whole, as CreateConversation stores it.
             values["sources_json"] = json.dumps(allowed_sources or {}, sort_keys=True)
         return await self._updated(user_id, conversation_id, values)
 

@@ -1,4 +1,5 @@
-"""Export and import of an agent thread in seed 000's layout. No gRPC here.
+"""Export and import of an agent thread as the files of an agent's folder
+(the `.ideai/conversations/agents/` layout). No gRPC here.
 
     agents/<agent id>/log.N.jsonl     closed segment N, one entry per line
     agents/<agent id>/log.jsonl       the open segment (possibly empty)
@@ -25,7 +26,7 @@ from typing import Any
 
 from services.shared.enums import EnumNames
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
 from services.threads.models import Entry, ProviderSession, Segment, Thread
 from services.threads.repository import ImportedThread, ThreadsRepository
 from services.threads.rotation import check_handoff
@@ -60,8 +61,7 @@ class ThreadFile:
 
 
 def _time(value: datetime) -> str:
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return aware(value).astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _line(entry: Entry) -> str:

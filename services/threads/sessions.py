@@ -1,6 +1,6 @@
 """Provider sessions: a provider's native session id bound to an agent thread.
 
-Keyed by (agent thread, provider), not by (requester, target) pair (seed 000):
+Keyed by (agent thread, provider), not by (requester, target) pair:
 every requester of an agent reuses the one live session of its thread. At most
 one live session per key, guaranteed by a partial unique index. No gRPC here.
 """
