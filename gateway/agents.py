@@ -213,7 +213,7 @@ async def agent_segments(
 
 @router.get("/agents/{agent_id}/export", tags=["agents"])
 async def export_agent_thread(agent_id: str, request: Request, user: User) -> dict[str, Any]:
-    """The agent's thread as files in seed 000's layout (agents/<id>/log.jsonl,
+    """The agent's thread as the files of its folder (agents/<id>/log.jsonl,
     log.N.jsonl per closed segment, handoff.md, providers.json); the page
     saves them as one JSON download, which POST /agents/import takes back."""
     response = await rpc(

@@ -1,4 +1,4 @@
-"""The project every agent shares (seed 001): its context (the CONTEXT.md
+"""The project every agent shares: its context (the CONTEXT.md
 every run receives), the import of a project folder's `.ideai` files, and
 the live state (who is doing what, now, until it expires), readable as a
 list or watched as Server-Sent Events."""

@@ -1,4 +1,4 @@
-"""A run's budget (seed 002 RunContext): how much it may spend."""
+"""A run's budget, part of its RunContext: how much it may spend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RunBudget:
-    """Limits of one run (seed 002 RunContext); 0 means no limit."""
+    """Limits of one run; 0 means no limit."""
 
     max_tokens: int = 0
     max_steps: int = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
 import grpc
 
@@ -33,13 +33,6 @@ from switchboard.memory.v1 import (
 )
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
-
-if TYPE_CHECKING:
-    from services.memory.handoff_servicer import HandoffServicer
-    from services.memory.pages_servicer import PagesServicer
-    from services.memory.servicer import MemoryServicer
-    from services.router.servicer import RouterServicer
-    from services.threads.servicer import ThreadsServicer
 
 
 def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
@@ -123,11 +116,11 @@ class InProcessTransport:
 
     def __init__(
         self,
-        threads: ThreadsServicer,
-        memory: MemoryServicer,
-        pages: PagesServicer,
-        handoff: HandoffServicer,
-        router: RouterServicer,
+        threads: threads_service_pb2_grpc.ThreadsServiceServicer,
+        memory: memory_service_pb2_grpc.MemoryServiceServicer,
+        pages: pages_service_pb2_grpc.PagesServiceServicer,
+        handoff: handoff_service_pb2_grpc.HandoffServiceServicer,
+        router: router_service_pb2_grpc.RouterServiceServicer,
     ) -> None:
         self._servicers: dict[str, Any] = {
             "threads": threads,

@@ -1,10 +1,10 @@
 """Connectors: outside sources a run may query (a mailbox, a calendar...),
-each named, and each offered to a run only when its conversation allows it
-(seed 002 P2-T08). A connector answers a query with a few items; the tool
-layer (services.engine.tools) turns them into text and records the read.
+each named, and each offered to a run only when its conversation allows it.
+A connector answers a query with a few items; the tool layer
+(services.engine.tools) turns them into text and records the read.
 
-``TestMailConnector`` is the Gmail-like connector of tests and demos (seed
-002 T-06): a fixed mailbox, searched by word, no network."""
+``TestMailConnector`` is the Gmail-like connector of tests and demos: a
+fixed mailbox, searched by word, no network."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Instruction layers of a run, in the fixed order of seed 002 §7.1: product
+"""Instruction layers of a run, in their fixed order: product
 system → active instruction page → memory → skills of the run → working
 context (the project context, the live state, then what the run adds: pages
 the user mentions, or an asked agent's persona, handoff and thread). Each

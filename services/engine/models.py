@@ -1,5 +1,5 @@
-"""Tables of the engine: runs (seed 002 §4 `agent_runs`), their events, and the
-leases of live engine instances."""
+"""Tables of the engine: runs (`agent_runs`, one row per execution), their
+events, and the leases of live engine instances."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class EngineInstance(SQLModel, table=True):
 
 
 class AgentAction(SQLModel, table=True):
-    """The journal of what runs did (seed 002 `agent_actions`, with run_id):
+    """The journal of what runs did (`agent_actions`, with run_id):
     one row per tool call."""
 
     __tablename__ = "agent_actions"
@@ -86,7 +86,7 @@ class AgentAction(SQLModel, table=True):
 
 
 class SkillRun(SQLModel, table=True):
-    """A skill applied in a run (seed 002 `skill_runs`, run_id always set)."""
+    """A skill applied in a run (`skill_runs`, run_id always set)."""
 
     __tablename__ = "skill_runs"
     __table_args__ = (Index("ix_skill_runs_run", "run_id"), Index("ix_skill_runs_skill", "skill_id"))

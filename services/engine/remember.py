@@ -1,4 +1,4 @@
-""" "Remember that..." (seed 002 P2-T07): when the **user's own message** asks
+""" "Remember that...": when the **user's own message** asks
 the agent to remember something, the run proposes adding it to the user's
 active instruction page and ends ``waiting_approval``; nothing is written
 until the user accepts.

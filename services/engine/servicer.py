@@ -9,6 +9,7 @@ import grpc
 
 from services.engine.budget import RunBudget
 from services.engine.runs import APPROVALS, AskSpec, BusyPolicy, RunRequest, RunService, run_to_proto
+from services.shared.enums import EnumNames
 from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_user
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
@@ -16,18 +17,13 @@ from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service
 Context: TypeAlias = grpc.aio.ServicerContext
 
 
-_BUSY_POLICIES = {
-    engine_service_pb2.BUSY_POLICY_UNSPECIFIED: BusyPolicy.QUEUE,
-    engine_service_pb2.BUSY_POLICY_QUEUE: BusyPolicy.QUEUE,
-    engine_service_pb2.BUSY_POLICY_REJECT: BusyPolicy.REJECT,
-    engine_service_pb2.BUSY_POLICY_INTERRUPT: BusyPolicy.INTERRUPT,
-}
+_BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
 
 
 def _busy_policy(value: int) -> BusyPolicy:
     if value not in _BUSY_POLICIES:
         raise InvalidArgument(f"unknown busy_policy {value}", field="busy_policy")
-    return _BUSY_POLICIES[value]  # type: ignore[index]
+    return BusyPolicy(_BUSY_POLICIES.name(value, BusyPolicy.QUEUE))
 
 
 def _budget(budget: engine_pb2.Budget) -> RunBudget:

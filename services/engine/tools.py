@@ -5,11 +5,11 @@
   it over gRPC; tests use an in-memory fake).
 - :class:`ToolContext` — one per run: the user, the run, the sources its
   conversation allows, whether the model is web-only, and ``sources_read``:
-  what the tools actually read, for the run's ``sources_json`` (seed 002
-  P2-T14). A source merely available never appears there.
-- :class:`ToolRegistry` — which tools a run is offered (seed 002 P2-T08: an
-  unchecked workspace, connector or MCP server is neither offered nor
-  callable; P2-T10: a web-only model gets no tool that reads the workspace,
+  what the tools actually read, for the run's ``sources_json``. A source
+  merely available never appears there.
+- :class:`ToolRegistry` — which tools a run is offered (an unchecked
+  workspace, connector or MCP server is neither offered nor callable; a
+  web-only model gets no tool that reads the workspace,
   a connector, an MCP server or another agent), their specs, and
   :meth:`ToolRegistry.execute`, which never raises for a bad call: a refused,
   malformed or failed call is an error result the model can read.
@@ -54,7 +54,7 @@ from switchboard.threads.v1 import threads_pb2
 
 log = logging.getLogger(__name__)
 
-# Families of tools: each is one named step of the run (seed 002 P2-T03).
+# Families of tools: each is one named step of the run (its SSE `step`).
 FAMILY_LABELS = {
     "workspace": "Searching the workspace",
     "connectors": "Querying connectors",
@@ -449,7 +449,7 @@ class ToolRegistry:
 
     def withheld_notice(self, context: ToolContext) -> str | None:
         """For a web-only model: which of the conversation's sources it does
-        not get, to say before the first model call (seed 002 P2-T10)."""
+        not get, to say before the first model call."""
         if not context.web_only:
             return None
         withheld = ["the workspace"] if context.allowed.workspace else []
@@ -466,8 +466,8 @@ class ToolRegistry:
     def refused_mentions(self, message: str, context: ToolContext) -> list[str]:
         """Notices for the ``@page:<id>``, ``@connector:<name>`` and
         ``@mcp:<server>`` mentions of the user's message that name a source
-        this run may not read (seed 002 P2-T08: mentions are limited to the
-        allowed sources); the engine says them before the first model call."""
+        this run may not read (mentions are limited to the allowed
+        sources); the engine says them before the first model call."""
         notices = []
         for kind, name in _MENTION.findall(message):
             if kind == "page":

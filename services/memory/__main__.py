@@ -8,11 +8,11 @@ from services.shared.bootstrap import main
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["import-project"]:
-        from services.memory.project_import import main as import_main
+        from services.memory.context.project_import import main as import_main
 
         sys.exit(import_main(sys.argv[2:]))
     if sys.argv[1:2] == ["reembed"]:
-        from services.memory.reembed import main as reembed_main
+        from services.memory.notes.reembed import main as reembed_main
 
-        sys.exit(reembed_main(sys.argv[2:]))
+        sys.exit(reembed_main(sys.argv[2:], MIGRATIONS))
     main(MemorySettings, build_server, MIGRATIONS)

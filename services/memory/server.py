@@ -1,4 +1,8 @@
-"""The memory service: its servicer over its database, and the server."""
+"""The memory service: its three gRPC services over one database, and the
+server. Each concept is a package of its own (servicer -> domain ->
+repository): ``notes``, ``pages`` (and proposals), ``handoff``, ``context``
+(project context and live state) and ``personal`` (personal settings);
+this module wires them together."""
 
 from __future__ import annotations
 
@@ -10,20 +14,22 @@ from pathlib import Path
 
 import grpc
 
-from services.memory.context import ContextDomain
-from services.memory.domain import MemoryDomain
-from services.memory.handoff import HandoffDomain, RuleSummariser
-from services.memory.handoff_model import ModelSummariser
-from services.memory.handoff_repository import HandoffRepository
-from services.memory.handoff_servicer import HandoffServicer
-from services.memory.live_state import LiveStateDomain
-from services.memory.notes import NotesDomain
-from services.memory.pages import PagesDomain
-from services.memory.pages_repository import PagesRepository
-from services.memory.pages_servicer import PagesServicer
-from services.memory.recall import NoteIndexes
-from services.memory.reembed import reembed
-from services.memory.repository import MemoryRepository
+from services.memory.context.domain import ContextDomain
+from services.memory.context.live_state import LiveStateDomain
+from services.memory.context.repository import ContextRepository
+from services.memory.handoff.domain import HandoffDomain, RuleSummariser
+from services.memory.handoff.repository import HandoffRepository
+from services.memory.handoff.servicer import HandoffServicer
+from services.memory.handoff.summariser import ModelSummariser
+from services.memory.notes.domain import NotesDomain
+from services.memory.notes.recall import NoteIndexes
+from services.memory.notes.reembed import reembed
+from services.memory.notes.repository import NotesRepository
+from services.memory.pages.domain import PagesDomain
+from services.memory.pages.repository import PagesRepository
+from services.memory.pages.servicer import PagesServicer
+from services.memory.personal.domain import PersonalSettingsDomain
+from services.memory.personal.repository import PersonalSettingsRepository
 from services.memory.servicer import MemoryServicer
 from services.memory.settings import MemorySettings
 from services.shared.bootstrap import Closer, RunningService, open_database, start_service
@@ -60,30 +66,33 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
     # database: a missing or corrupt model file stops the start-up here.
     embedder = await asyncio.to_thread(load_embedder, settings.embedder.value, settings.embedder_model_dir)
     engine = await open_database(settings, MIGRATIONS)
-    repository = MemoryRepository(session_factory(engine))
+    sessions = session_factory(engine)
+    notes_repository = NotesRepository(sessions)
+    contexts = ContextRepository(sessions)
+    personal = PersonalSettingsRepository(sessions)
     closers: list[Closer] = [engine.dispose]
     if settings.reembed_at_startup:
         background = Background(f"memory reembed ({embedder.name})")
-        background.start(lambda progress: reembed(repository, embedder, progress))
+        background.start(lambda progress: reembed(notes_repository, embedder, progress))
         closers.append(background.close)
     notes = NotesDomain(
-        repository,
-        NoteIndexes(repository, embedder, settings.recall_min_cosine),
+        notes_repository,
+        NoteIndexes(notes_repository, embedder, settings.recall_min_cosine),
         settings.max_note_chars,
         settings.duplicate_cosine,
     )
     servicer = MemoryServicer(
-        MemoryDomain(repository),
+        PersonalSettingsDomain(personal),
         notes,
-        ContextDomain(repository, notes, settings.max_context_chars),
+        ContextDomain(contexts, notes, settings.max_context_chars),
         LiveStateDomain(
-            repository, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
+            contexts, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
         ),
     )
     pages = PagesServicer(
         PagesDomain(
-            PagesRepository(session_factory(engine)),
-            repository,
+            PagesRepository(sessions),
+            personal,
             settings.max_page_chars,
             settings.max_pending_proposals,
         )
@@ -94,7 +103,7 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         closers.append(summariser.close)
     handoff = HandoffServicer(
         HandoffDomain(
-            HandoffRepository(session_factory(engine)),
+            HandoffRepository(sessions),
             RuleSummariser(),
             settings.handoff_checkpoint_every,
             model=summariser,

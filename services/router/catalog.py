@@ -1,6 +1,6 @@
 """The default skill catalog of a workspace assistant: 17 preset skills the
 Skill Router may apply by itself, and 6 built-ins that are only ever used when
-forced in this phase (seed 002 P2-T13). Migration router_0002 seeds it; the
+forced (by name or from the menu). Migration router_0002 seeds it; the
 threshold fit (services/router/fit.py) and the labelled fixture
 (tests/fixtures/router/skill_requests.json) are written against it.
 
@@ -283,7 +283,7 @@ PRESETS: list[SeedSkill] = [
 ]
 
 # Built-ins: general writing tools, used only when forced (/name or the menu)
-# in this phase, whatever auto_use says (seed 002 P2-T13).
+# whatever auto_use says.
 BUILTINS: list[SeedSkill] = [
     {
         "id": _id(4),

@@ -10,7 +10,6 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any, Literal
 
 from services.router.model_routing import ModelOption, ModelRoute, route_model
@@ -29,7 +28,8 @@ from services.router.skill_router import (
 )
 from services.shared.embeddings import embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.masks import masked_fields
+from services.shared.pagination import as_instant, as_text, by_offset, offset_token, page_of, page_request
 from services.shared.rebuild import BATCH, Background, Progress
 
 MAX_TEXT_CHARS = 32_000
@@ -201,14 +201,11 @@ class RouterDomain:
     # The catalog
 
     async def list_skills(self, user: str, requested_size: int, token: str) -> tuple[list[SkillView], str]:
-        size = page_size(requested_size)
-        after = decode_token(token).get("after", "")
-        if not isinstance(after, str):
-            raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-        rows = await self._repo.list_skills(after, size + 1)
+        size, after = page_request(requested_size, token, lambda cursor: as_text(cursor["after"]))
+        rows = await self._repo.list_skills(after or "", size + 1)
         enablements = await self._repo.enablements(user)
-        next_token = encode_token({"after": rows[size - 1].name}) if len(rows) > size else ""
-        return [_view(s, enablements.get(s.id)) for s in rows[:size]], next_token
+        page, next_token = page_of(rows, size, lambda skill: {"after": skill.name})
+        return [_view(s, enablements.get(s.id)) for s in page], next_token
 
     async def _skill(self, id_or_name: str) -> Skill:
         skill = await self._repo.find_skill(id_or_name.strip()) if id_or_name.strip() else None
@@ -245,15 +242,8 @@ class RouterDomain:
     async def update_skill(
         self, user: str, skill_id: str, values: dict[str, Any], paths: Sequence[str]
     ) -> SkillView:
-        if not paths:
-            raise InvalidArgument("update_mask must name at least one field", field="update_mask")
-        unknown = sorted(set(paths) - UPDATABLE)
-        if unknown:
-            raise InvalidArgument(
-                f"cannot update {', '.join(unknown)}; updatable: {', '.join(sorted(UPDATABLE))}",
-                field="update_mask",
-            )
-        changes = {p: values[p].strip() if p in ("name", "description") else values[p] for p in paths}
+        fields = masked_fields(paths, UPDATABLE)
+        changes = {p: values[p].strip() if p in ("name", "description") else values[p] for p in fields}
         _check_skill_fields(changes)
         skill = await self._skill(skill_id)
         if skill.builtin:
@@ -397,33 +387,19 @@ class RouterDomain:
     async def list_feedback(
         self, user: str, requested_size: int, token: str
     ) -> tuple[Sequence[SkillFeedback], str]:
-        size = page_size(requested_size)
-        cursor = decode_token(token)
-        before: tuple[datetime, str] | None = None
-        if cursor:
-            try:
-                before = (datetime.fromisoformat(str(cursor["t"])), str(cursor["id"]))
-            except (KeyError, ValueError) as exc:
-                raise InvalidArgument(
-                    "page_token is not a token this service issued", field="page_token"
-                ) from exc
+        size, before = page_request(
+            requested_size, token, lambda cursor: (as_instant(cursor["t"]), as_text(cursor["id"]))
+        )
         rows = await self._repo.list_feedback(user, before, size + 1)
-        next_token = ""
-        if len(rows) > size:
-            last = rows[size - 1]
-            next_token = encode_token({"t": last.create_time.isoformat(), "id": last.id})
-        return rows[:size], next_token
+        return page_of(rows, size, lambda last: {"t": last.create_time.isoformat(), "id": last.id})
 
     # The model router
 
     def list_models(self, requested_size: int, token: str) -> tuple[tuple[ModelOption, ...], str]:
         """The configured models in configuration order, one page."""
-        size = page_size(requested_size)
-        start = decode_token(token).get("offset", 0)
-        if not isinstance(start, int) or start < 0:
-            raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-        end = start + size
-        return self._models[start:end], encode_token({"offset": end}) if end < len(self._models) else ""
+        size, start = page_request(requested_size, token, by_offset)
+        start = start or 0
+        return self._models[start : start + size], offset_token(start + size, len(self._models))
 
     def route_model(self, text: str, requested_model: str, default_model: str, offline: bool) -> ModelRoute:
         _check_text(text, "text", required=False)

@@ -1,7 +1,7 @@
 """``python -m services.router export-feedback [--fixture PATH] [--since ISO]``:
 appends the recorded "this skill was not relevant" feedback to the labelled
-fixture as counter-examples (seed 002 §7.4: counter-examples feed the test
-set), so that ``fit-thresholds`` counts a false positive each time a rejected
+fixture as counter-examples (a rejected skill is a case of the test set),
+so that ``fit-thresholds`` counts a false positive each time a rejected
 skill would be applied to that request again.
 
 Reads the router's own database (the service's settings: database URL or

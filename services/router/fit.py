@@ -1,6 +1,6 @@
 """Fits the Skill Router's thresholds on the labelled fixture and reports
-precision and recall (seed 002 P2-T11: "the default thresholds are the ones
-that pass the fixture, not guessed values").
+precision and recall: the default thresholds are the ones that pass the
+fixture, not guessed values.
 
     python -m services.router fit-thresholds [--fixture PATH] [--embedder NAME] [--json]
     python -m services.router fit-thresholds --check HIGH LOW   # evaluate given thresholds only
@@ -18,7 +18,7 @@ on a grid of 0.01 is evaluated and the best is kept, in this order:
    that were the expected one; recall: expected skills that were applied).
    F0.5 weighs precision twice as much as recall: a wrong skill applied in
    silence costs more trust than a skill the user has to ask for by name
-   (seed 002 §10, first risk) - these are the "prudent defaults";
+   (the first risk of automatic skills) - these are the "prudent defaults";
 2. precision, then recall;
 3. zone agreement: "match" requests decided in the high branch, "none"
    requests in the none branch, "grey" requests in the grey zone;

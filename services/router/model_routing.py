@@ -1,5 +1,5 @@
-"""The ``Auto`` model router (seed 002 P2-T09, P2-T10, §7.2): a pure function
-over the configured models. No database, no gRPC, no LLM call.
+"""The ``Auto`` model router (profiles, web-only and expensive models): a
+pure function over the configured models. No database, no gRPC, no LLM call.
 
 How a request is classified (deterministic, in this order):
 
@@ -97,9 +97,9 @@ class ModelOption(BaseModel):
     provider: str = Field(min_length=1)
     model: str = Field(min_length=1)
     profile: Profile
-    # Receives no workspace context (P2-T10): Auto never picks it.
+    # Receives no workspace context: Auto never picks it.
     web_only: bool = False
-    # Auto avoids it unless the request is classified strong (§7.2).
+    # Auto avoids it unless the request is classified strong.
     expensive: bool = False
     # Input tokens the model takes: the engine fits a conversation's history
     # into it. The default suits today's hosted models; a local model

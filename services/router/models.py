@@ -26,7 +26,7 @@ class Skill(SQLModel, table=True):
     description: str = Field(default="", sa_column=Column(Text, nullable=False))
     # The instructions the Skill Runner applies.
     body: str = Field(default="", sa_column=Column(Text, nullable=False))
-    # Built-in skills are only ever used when forced (seed 002 P2-T13).
+    # Built-in skills are only ever used when forced (by name or from the menu).
     builtin: bool = False
     auto_use: bool = False
     # The request_id of CreateSkill, for idempotent retries (seeded: none).
@@ -52,7 +52,7 @@ class SkillEnablement(SQLModel, table=True):
 
 
 class SkillFeedback(SQLModel, table=True):
-    """ "This skill was not relevant" for a request (seed 002 §7.4). Keeps the
+    """ "This skill was not relevant" for a request: a counter-example. Keeps the
     skill's name: the skill may be renamed or deleted later."""
 
     __tablename__ = "skill_feedback"

@@ -15,6 +15,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.router.models import CatalogRevision, Skill, SkillEnablement, SkillFeedback, SkillVector
 from services.shared.db import is_unique_violation
+from services.shared.db_retry import db_retry, retry_if
 from services.shared.time import utcnow
 
 
@@ -31,17 +32,24 @@ async def _bump(session: AsyncSession) -> None:
 
 
 class RouterRepository:
+    """Reads and idempotent writes are retried when the database connection
+    drops (services.shared.db_retry): a skill's update, deletion, vectors and
+    per-user enablement (the same values again), and creations (skills,
+    feedback) only when they carry a request id."""
+
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
     # The catalog
 
+    @db_retry
     async def revision(self) -> int:
         """The catalog revision: one primary-key read, before every routing."""
         async with self._sessions() as session:
             row = await session.get(CatalogRevision, 1)
             return row.revision if row else 0
 
+    @db_retry
     async def routing_state(self, user_id: str) -> tuple[int, dict[str, SkillEnablement]]:
         """What routing reads for a request, in one session: the catalog
         revision and the caller's enablement rows."""
@@ -51,6 +59,7 @@ class RouterRepository:
             rows = (await session.exec(query)).all()
             return (row.revision if row else 0), {r.skill_id: r for r in rows}
 
+    @db_retry
     async def all_skills(self) -> tuple[int, Sequence[Skill]]:
         """The revision and every skill, read in one transaction."""
         async with self._sessions() as session:
@@ -58,17 +67,20 @@ class RouterRepository:
             skills = (await session.exec(select(Skill).order_by(col(Skill.name)))).all()
             return (row.revision if row else 0), skills
 
+    @db_retry
     async def list_skills(self, after_name: str, limit: int) -> Sequence[Skill]:
         """Skills by name, strictly after ``after_name``."""
         async with self._sessions() as session:
             query = select(Skill).where(col(Skill.name) > after_name).order_by(col(Skill.name)).limit(limit)
             return (await session.exec(query)).all()
 
+    @db_retry
     async def find_skill(self, id_or_name: str) -> Skill | None:
         async with self._sessions() as session:
             query = select(Skill).where(or_(col(Skill.id) == id_or_name, col(Skill.name) == id_or_name))
             return (await session.exec(query)).first()
 
+    @db_retry
     async def skills_named(self, names: Sequence[str]) -> dict[str, Skill]:
         if not names:
             return {}
@@ -79,6 +91,11 @@ class RouterRepository:
     async def insert_skill(self, skill: Skill) -> Skill:
         """Inserts, or returns the skill created earlier with the same
         create_request_id; NameTaken when the name is another skill's."""
+        return await retry_if(
+            bool(skill.create_request_id), lambda: self._insert_skill(skill), "RouterRepository.insert_skill"
+        )
+
+    async def _insert_skill(self, skill: Skill) -> Skill:
         async with self._sessions() as session:
             session.add(skill)
             try:
@@ -97,6 +114,7 @@ class RouterRepository:
                     return earlier
             raise NameTaken(skill.name)
 
+    @db_retry
     async def update_skill(self, skill_id: str, values: dict[str, Any]) -> Skill | None:
         async with self._sessions() as session:
             skill = await session.get(Skill, skill_id)
@@ -116,6 +134,7 @@ class RouterRepository:
             await session.refresh(skill)
             return skill
 
+    @db_retry
     async def delete_skill(self, skill_id: str) -> bool:
         async with self._sessions() as session:
             # Enablements go first: SQLite enforces no foreign keys by default.
@@ -131,6 +150,7 @@ class RouterRepository:
 
     # Stored skill vectors
 
+    @db_retry
     async def skill_vectors(self, embedder: str, dimension: int) -> dict[str, tuple[str, bytes]]:
         """skill id -> (text hash, vector) of ``embedder`` at ``dimension``."""
         async with self._sessions() as session:
@@ -139,6 +159,7 @@ class RouterRepository:
             )
             return {row.skill_id: (row.text_hash, row.vector) for row in (await session.exec(query)).all()}
 
+    @db_retry
     async def store_skill_vectors(
         self, rows: Mapping[str, tuple[str, bytes]], embedder: str, dimension: int
     ) -> None:
@@ -163,15 +184,18 @@ class RouterRepository:
 
     # Per-user enablement
 
+    @db_retry
     async def enablements(self, user_id: str) -> dict[str, SkillEnablement]:
         async with self._sessions() as session:
             query = select(SkillEnablement).where(col(SkillEnablement.user_id) == user_id)
             return {row.skill_id: row for row in (await session.exec(query)).all()}
 
+    @db_retry
     async def enablement(self, user_id: str, skill_id: str) -> SkillEnablement | None:
         async with self._sessions() as session:
             return await session.get(SkillEnablement, (user_id, skill_id))
 
+    @db_retry
     async def set_enablement(self, user_id: str, skill_id: str, enabled: bool, auto_use: bool | None) -> None:
         """Writes the user's row, or deletes it when it says only the defaults."""
         async with self._sessions() as session:
@@ -191,6 +215,13 @@ class RouterRepository:
 
     async def insert_feedback(self, feedback: SkillFeedback) -> SkillFeedback:
         """Inserts, or returns the feedback of the same (user, request_id)."""
+        return await retry_if(
+            bool(feedback.request_id),
+            lambda: self._insert_feedback(feedback),
+            "RouterRepository.insert_feedback",
+        )
+
+    async def _insert_feedback(self, feedback: SkillFeedback) -> SkillFeedback:
         async with self._sessions() as session:
             session.add(feedback)
             try:
@@ -206,6 +237,7 @@ class RouterRepository:
             )
             return (await session.exec(query)).one()
 
+    @db_retry
     async def list_feedback(
         self, user_id: str, before: tuple[datetime, str] | None, limit: int
     ) -> Sequence[SkillFeedback]:

@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 import grpc
 
 from services.router.domain import AutoUseChange, RouterDomain, SkillView
 from services.router.model_routing import ModelOption
 from services.router.models import SkillFeedback
-from services.router.skill_router import Branch, Decision
+from services.router.skill_router import Decision
+from services.shared.enums import EnumNames
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
 from switchboard.router.v1 import router_pb2, router_service_pb2, router_service_pb2_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext
 
-_BRANCHES = {
-    Branch.FORCED: router_pb2.ROUTE_BRANCH_FORCED,
-    Branch.HIGH: router_pb2.ROUTE_BRANCH_HIGH,
-    Branch.GREY_LLM: router_pb2.ROUTE_BRANCH_GREY_LLM,
-    Branch.GREY_DETERMINISTIC: router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC,
-    Branch.NONE: router_pb2.ROUTE_BRANCH_NONE,
-}
-_PROFILES = {
-    "fast": router_pb2.MODEL_PROFILE_FAST,
-    "balanced": router_pb2.MODEL_PROFILE_BALANCED,
-    "strong": router_pb2.MODEL_PROFILE_STRONG,
-}
-_AUTO_USE: dict[int, AutoUseChange] = {
-    router_service_pb2.AUTO_USE_OVERRIDE_UNSPECIFIED: "keep",
-    router_service_pb2.AUTO_USE_OVERRIDE_INHERIT: "inherit",
-    router_service_pb2.AUTO_USE_OVERRIDE_ON: "on",
-    router_service_pb2.AUTO_USE_OVERRIDE_OFF: "off",
-}
+_BRANCHES = EnumNames(router_pb2.RouteBranch, separator="-")
+_PROFILES = EnumNames(router_pb2.ModelProfile)
+# UNSPECIFIED keeps the user's auto-use choice as it is.
+_AUTO_USE = EnumNames(router_service_pb2.AutoUseOverride)
 
 
 def skill_to_proto(view: SkillView) -> router_pb2.Skill:
@@ -68,7 +55,7 @@ def decision_to_proto(decision: Decision) -> router_pb2.SkillDecision:
         ],
         high_threshold=decision.high_threshold,
         low_threshold=decision.low_threshold,
-        branch=_BRANCHES[decision.branch],
+        branch=_BRANCHES.number(decision.branch),
         arbiter=decision.arbiter,
         arbiter_answer=decision.arbiter_answer,
         arbiter_error=decision.arbiter_error,
@@ -85,7 +72,7 @@ def model_to_proto(option: ModelOption) -> router_pb2.ModelOption:
         id=option.id,
         provider=option.provider,
         model=option.model,
-        profile=_PROFILES[option.profile],
+        profile=_PROFILES.number(option.profile),
         web_only=option.web_only,
         expensive=option.expensive,
         context_window=option.context_window,
@@ -153,7 +140,10 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
         self, request: router_service_pb2.SetSkillEnablementRequest, context: Context
     ) -> router_service_pb2.SetSkillEnablementResponse:
         view = await self._domain.set_enablement(
-            caller_user(context), request.skill_id, request.enabled, _AUTO_USE.get(request.auto_use, "keep")
+            caller_user(context),
+            request.skill_id,
+            request.enabled,
+            cast(AutoUseChange, _AUTO_USE.name(request.auto_use, "keep")),
         )
         return router_service_pb2.SetSkillEnablementResponse(skill=skill_to_proto(view))
 
@@ -209,11 +199,7 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
             model=model_to_proto(route.model),
             reason=route.reason,
             routed=route.routed,
-            request_profile=(
-                _PROFILES[route.request_profile]
-                if route.request_profile
-                else router_pb2.MODEL_PROFILE_UNSPECIFIED
-            ),
+            request_profile=_PROFILES.number(route.request_profile or ""),
             web_only=route.model.web_only,
             notices=route.notices,
         )

@@ -43,7 +43,7 @@ class RouterSettings(ServiceSettings):
     # (docs/router.md gives its output, precision and recall per language).
     high_threshold: float = Field(default=FITTED_HIGH, ge=0.0, le=1.0)
     low_threshold: float = Field(default=FITTED_LOW, ge=0.0, le=1.0)
-    # LLM arbitration in the grey zone (seed 002 P2-T12); off = the router is
+    # LLM arbitration in the grey zone; off = the router is
     # fully deterministic. Offline requests never arbitrate.
     arbitration_enabled: bool = True
     # The grey-zone arbiter's model (services/shared/completion.py: a JSON

@@ -1,4 +1,4 @@
-"""The Skill Router (seed 002 P2-T11, P2-T12, §7.3): hybrid candidates over
+"""The Skill Router: hybrid candidates over
 skill descriptions, the threshold decision, LLM arbitration in the grey zone,
 and the decision record. No database and no gRPC here.
 
@@ -52,7 +52,7 @@ from services.shared.embeddings import Embedder, Vectors, embed
 from services.shared.search import RRF_K, VectorIndex, rrf_fuse, rrf_max
 from services.shared.text import fold
 
-# Candidates of each ranking and of the fused list (seed 002 P2-T11: top 8).
+# Candidates of each ranking and of the fused list: the top 8.
 MAX_CANDIDATES = 8
 # The scores saturate from this many distinct shared words (see lexical_score).
 EVIDENCE_WORDS = 3
@@ -83,7 +83,8 @@ _STOPWORDS = frozenset(
 
 
 class Branch(StrEnum):
-    """The branch names of seed 002 §7.3."""
+    """Which branch decided: forced, high, the grey zone (by an LLM or by the
+    rule), or none."""
 
     FORCED = "forced"
     HIGH = "high"
@@ -334,7 +335,7 @@ class SkillIndex:
 
 
 class Arbiter(Protocol):
-    """Decides the grey zone: a short closed LLM call (seed 002 P2-T12).
+    """Decides the grey zone: a short closed LLM call.
     Given the request and the grey candidates' names and descriptions, it
     answers with one candidate's name or "none"; the answer is returned raw
     (the router parses it and records it truncated)."""

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -44,3 +45,14 @@ def is_unique_violation(exc: BaseException) -> bool:
     """True for a unique-constraint failure on SQLite or PostgreSQL."""
     text = str(getattr(exc, "orig", exc))
     return "UNIQUE constraint failed" in text or "duplicate key value" in text or "UniqueViolation" in text
+
+
+def dialect_insert(session: AsyncSession, table: Any) -> Any:
+    """INSERT for the session's dialect (SQLite or PostgreSQL), which has
+    ``on_conflict_do_update`` and ``on_conflict_do_nothing``."""
+    dialect = session.bind.dialect.name if session.bind is not None else ""
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise RuntimeError(f"Switchboard runs on SQLite or PostgreSQL, not {dialect!r}")

@@ -185,6 +185,15 @@ def db_retry(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return wrapper
 
 
+async def retry_if(safe: bool, operation: Callable[[], Awaitable[T]], what: str) -> T:
+    """``operation()`` under retry_transient when ``safe`` (a create carrying
+    a request id, whose unique key makes a second run find the first one's
+    row), once otherwise."""
+    if not safe:
+        return await operation()
+    return await retry_transient(lambda _attempt: operation(), what)
+
+
 def insert_skipping_existing(table: Any, dialect: str) -> Insert:
     """``INSERT ... ON CONFLICT DO NOTHING`` on PostgreSQL and SQLite: for the
     retry of a write whose rows have fixed keys, where rows the first attempt

@@ -14,16 +14,15 @@ deadline included."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
 import grpc
 
-from services.shared.handlers import rewrap
+from services.shared.handlers import around_calls
 
 # Absolute time.monotonic() at which the call being served expires; None: no deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("switchboard_deadline", default=None)
@@ -67,27 +66,10 @@ class DeadlineInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        return rewrap(handler, lambda _kind, behavior: _wrap(behavior))
+        return around_calls(handler, lambda _kind: _entered)
 
 
-def _wrap(behavior: Callable[..., Any]) -> Callable[..., Any]:
-    """The behavior, entering the deadline first; of the same kind (async
-    generator or coroutine function), which is how grpc.aio tells how to run it."""
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            enter(context)
-            # aclosing: an abandoned stream is closed in this task, not by the GC in another.
-            async with aclosing(behavior(request, context)) as responses:
-                async for response in responses:
-                    yield response
-
-        return stream
-    if not inspect.iscoroutinefunction(behavior):
-        return behavior  # a synchronous handler runs in a thread: nothing to propagate to
-
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        enter(context)
-        return await behavior(request, context)
-
-    return unary
+@asynccontextmanager
+async def _entered(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+    enter(context)
+    yield

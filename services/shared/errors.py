@@ -5,10 +5,9 @@ with no stack trace sent to the client."""
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -17,6 +16,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from services.shared.db_retry import is_transient
+from services.shared.handlers import around_calls
 from switchboard.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
@@ -104,53 +104,17 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         method = handler_call_details.method
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    return await inner_uu(request, context)
-                except grpc.aio.AbortError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - the one place that maps errors
-                    await _abort(context, exc, method)
+        @asynccontextmanager
+        async def mapping_errors(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+            try:
+                yield
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the one place that maps errors
+                await _abort(context, exc, method)
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.unary_stream and inspect.isasyncgenfunction(handler.unary_stream):
-            inner_gen = handler.unary_stream
-
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                try:
-                    # aclosing: an abandoned stream's handler is closed in this task, not by the GC.
-                    async with aclosing(inner_gen(request, context)) as responses:
-                        async for response in responses:
-                            yield response
-                except grpc.aio.AbortError:
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    await _abort(context, exc, method)
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.unary_stream:
-            # A streaming handler that writes with context.write() (health's Watch).
-            inner_writer = handler.unary_stream
-
-            async def unary_stream_writer(request: Any, context: grpc.aio.ServicerContext) -> None:
-                try:
-                    await inner_writer(request, context)
-                except grpc.aio.AbortError:
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    await _abort(context, exc, method)
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream_writer, handler.request_deserializer, handler.response_serializer
-            )
-        return handler
+        return around_calls(handler, lambda _kind: mapping_errors)
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:

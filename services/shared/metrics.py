@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
-from typing import Any
+from contextlib import asynccontextmanager
 
 import grpc
 from prometheus_client import Counter, Histogram, start_http_server
+
+from services.shared.handlers import Scope, around_calls
 
 GRPC_STARTED = Counter(
     "grpc_server_started_total",
@@ -59,6 +60,15 @@ def serve_metrics(host: str, port: int) -> None:
         start_http_server(port, addr=host)
 
 
+# go-grpc-prometheus's grpc_type label of each handler kind.
+_TYPES = {
+    "unary_unary": "unary",
+    "unary_stream": "server_stream",
+    "stream_unary": "client_stream",
+    "stream_stream": "bidi_stream",
+}
+
+
 def _split(method: str) -> tuple[str, str]:
     """ "/pkg.Service/Method" -> ("pkg.Service", "Method")."""
     service, _, name = method.lstrip("/").partition("/")
@@ -79,60 +89,31 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return None
         service, method = _split(handler_call_details.method)
 
-        def finished(kind: str, started: float, context: grpc.aio.ServicerContext, error: Any) -> None:
-            # The code an abort set; else OK, CANCELLED (the client went away) or UNKNOWN.
-            code = context.code()
-            if code is None:
-                if error is None:
-                    code = grpc.StatusCode.OK
-                elif isinstance(error, asyncio.CancelledError):
-                    code = grpc.StatusCode.CANCELLED
-                else:
-                    code = grpc.StatusCode.UNKNOWN
-            name = code.name if isinstance(code, grpc.StatusCode) else str(code)
-            GRPC_HANDLED.labels(kind, service, method, name).inc()
-            GRPC_SECONDS.labels(kind, service, method).observe(time.perf_counter() - started)
+        @asynccontextmanager
+        async def timed(label: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+            GRPC_STARTED.labels(label, service, method).inc()
+            started, error = time.perf_counter(), None
+            try:
+                yield
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                # The code an abort set; else OK, CANCELLED (the client went away) or UNKNOWN.
+                code = context.code()
+                if code is None:
+                    if error is None:
+                        code = grpc.StatusCode.OK
+                    elif isinstance(error, asyncio.CancelledError):
+                        code = grpc.StatusCode.CANCELLED
+                    else:
+                        code = grpc.StatusCode.UNKNOWN
+                name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+                GRPC_HANDLED.labels(label, service, method, name).inc()
+                GRPC_SECONDS.labels(label, service, method).observe(time.perf_counter() - started)
 
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
+        def scope(kind: str) -> Scope:
+            label = _TYPES[kind]
+            return lambda _request, context: timed(label, context)
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                GRPC_STARTED.labels("unary", service, method).inc()
-                started, error = time.perf_counter(), None
-                try:
-                    return await inner_uu(request, context)
-                except BaseException as exc:
-                    error = exc
-                    raise
-                finally:
-                    finished("unary", started, context, error)
-
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
-
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                GRPC_STARTED.labels("server_stream", service, method).inc()
-                started, error = time.perf_counter(), None
-                try:
-                    result = inner_us(request, context)
-                    if hasattr(result, "__aiter__"):
-                        # aclosing: a stream the client abandons is closed here,
-                        # in this task's context, not later by the GC in another.
-                        async with aclosing(result) as responses:
-                            async for response in responses:
-                                yield response
-                    else:  # a handler that writes with context.write() (health's Watch)
-                        await result
-                except BaseException as exc:
-                    error = exc
-                    raise
-                finally:
-                    finished("server_stream", started, context, error)
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer
-            )
-        return handler
+        return around_calls(handler, scope)

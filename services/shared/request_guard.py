@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -33,7 +33,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from services.shared.errors import InvalidArgument, to_status
-from services.shared.handlers import rewrap
+from services.shared.handlers import rewrap, scoped
 
 log = logging.getLogger(__name__)
 
@@ -108,60 +108,26 @@ class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler  # a synchronous handler (none here) keeps gRPC's own handling
         deserializer = _guarded(handler.request_deserializer)
 
-        def guarded(kind: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
-            one_request = kind.startswith("unary_")
-            return (_unary_request if one_request else _stream_request)(behavior, method)
-
-        return rewrap(handler, guarded, deserializer)
-
-
-def _unary_request(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
-    """Checks the one request before the behavior sees it; keeps the
-    behavior's kind (async generator or coroutine function): grpc.aio runs
-    each kind its own way."""
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        @asynccontextmanager
+        async def checked_first(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
             if isinstance(request, Malformed):
                 await _refuse(context, method, request)
-            async with aclosing(behavior(request, context)) as responses:
-                async for response in responses:
-                    yield response
+            yield
 
-        return stream
+        def checked_each(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            """Checks each request of a client stream as the behavior reads it."""
 
-    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if isinstance(request, Malformed):
-            await _refuse(context, method, request)
-        return await behavior(request, context)
+            async def iterate() -> AsyncIterator[Any]:
+                async for request in requests:
+                    if isinstance(request, Malformed):
+                        await _refuse(context, method, request)
+                    yield request
 
-    return unary
+            return iterate()
 
+        def guarded(kind: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+            if kind.startswith("unary_"):
+                return scoped(behavior, checked_first)
+            return scoped(behavior, requests=checked_each)
 
-def _stream_request(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
-    """Checks each request of a client stream as the behavior reads it."""
-
-    def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        async def iterate() -> AsyncIterator[Any]:
-            async for request in requests:
-                if isinstance(request, Malformed):
-                    await _refuse(context, method, request)
-                yield request
-
-        return iterate()
-
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(
-            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Any]:
-            async with aclosing(behavior(checked(requests, context), context)) as responses:
-                async for response in responses:
-                    yield response
-
-        return stream
-
-    async def unary(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        return await behavior(checked(requests, context), context)
-
-    return unary
+        return rewrap(handler, guarded, deserializer)

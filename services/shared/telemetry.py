@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -17,6 +17,8 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_serv
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from services.shared.handlers import rewrap
 
 _provider: TracerProvider | None = None
 
@@ -85,29 +87,20 @@ class StreamClosingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        if handler.unary_stream and inspect.isasyncgenfunction(handler.unary_stream):
-            inner_us = handler.unary_stream
+        return rewrap(handler, _writing)
 
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> None:
-                async with aclosing(inner_us(request, context)) as responses:
-                    async for response in responses:
-                        await context.write(response)
 
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.stream_stream and inspect.isasyncgenfunction(handler.stream_stream):
-            inner_ss = handler.stream_stream
+def _writing(kind: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """A response generator turned into a coroutine that writes each response."""
+    if not (kind.endswith("_stream") and inspect.isasyncgenfunction(behavior)):
+        return behavior
 
-            async def stream_stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> None:
-                async with aclosing(inner_ss(requests, context)) as responses:
-                    async for response in responses:
-                        await context.write(response)
+    async def write_all(request: Any, context: grpc.aio.ServicerContext) -> None:
+        async with aclosing(behavior(request, context)) as responses:
+            async for response in responses:
+                await context.write(response)
 
-            return grpc.stream_stream_rpc_method_handler(
-                stream_stream, handler.request_deserializer, handler.response_serializer
-            )
-        return handler
+    return write_all
 
 
 def client_interceptors() -> list[Any]:

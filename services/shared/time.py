@@ -14,11 +14,16 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def aware(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every time stored here is UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def to_timestamp(value: datetime | None) -> Timestamp | None:
     if value is None:
         return None
     stamp = Timestamp()
-    stamp.FromDatetime(value if value.tzinfo else value.replace(tzinfo=UTC))
+    stamp.FromDatetime(aware(value))
     return stamp
 
 

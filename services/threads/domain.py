@@ -7,11 +7,11 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.masks import masked_fields
+from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
 from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, Thread
 from services.threads.paging import read_page, view_fingerprint
@@ -62,17 +62,6 @@ def auto_title(text: str, limit: int = MAX_AUTO_TITLE_CHARS) -> str:
     return head.rstrip(" ,;:.-") + "…"
 
 
-def _masked(paths: Sequence[str], allowed: tuple[str, ...]) -> list[str]:
-    if not paths:
-        raise InvalidArgument("update_mask must name the fields to update", field="update_mask")
-    unknown = [p for p in paths if p not in allowed]
-    if unknown:
-        raise InvalidArgument(
-            f"update_mask names fields that cannot be updated: {', '.join(unknown)}", field="update_mask"
-        )
-    return list(dict.fromkeys(paths))
-
-
 class ThreadsDomain:
     def __init__(
         self, repository: ThreadsRepository, max_entry_chars: int, rotation: Rotation | None = None
@@ -102,14 +91,12 @@ class ThreadsDomain:
         return agent
 
     async def list_agents(self, requested_size: int, token: str) -> tuple[Sequence[Agent], str]:
-        size = page_size(requested_size)
-        cursor = decode_token(token)
-        rows = await self._repo.list_agents(str(cursor.get("after", "")), size + 1)
-        next_token = encode_token({"after": rows[size - 1].id}) if len(rows) > size else ""
-        return rows[:size], next_token
+        size, after = page_request(requested_size, token, lambda cursor: as_text(cursor["after"]))
+        rows = await self._repo.list_agents(after or "", size + 1)
+        return page_of(rows, size, lambda last: {"after": last.id})
 
     async def update_agent(self, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
-        fields = _masked(paths, AGENT_MUTABLE_FIELDS)
+        fields = masked_fields(paths, AGENT_MUTABLE_FIELDS)
         values = {name: getattr(changes, name) for name in fields}
         if "display_name" in values and not str(values["display_name"]).strip():
             values["display_name"] = agent_id
@@ -187,24 +174,17 @@ class ThreadsDomain:
         title_query = title_query.strip()
         if len(title_query) > MAX_TITLE_CHARS:
             raise TooLarge(f"title_query is longer than {MAX_TITLE_CHARS} characters", field="title_query")
-        size = page_size(requested_size)
-        cursor = decode_token(token)
-        key = None
-        if cursor:
-            try:
-                key = (bool(cursor["pinned"]), datetime.fromisoformat(cursor["time"]), str(cursor["id"]))
-            except (KeyError, ValueError) as exc:
-                raise InvalidArgument(
-                    "page_token is not a token this service issued", field="page_token"
-                ) from exc
+        size, key = page_request(
+            requested_size,
+            token,
+            lambda cursor: (bool(cursor["pinned"]), as_instant(cursor["time"]), as_text(cursor["id"])),
+        )
         rows = await self._repo.list_conversations(user_id, key, size + 1, title_query, include_archived)
-        next_token = ""
-        if len(rows) > size:
-            last = rows[size - 1]
-            next_token = encode_token(
-                {"pinned": last.pinned, "time": last.update_time.isoformat(), "id": last.id}
-            )
-        return rows[:size], next_token
+        return page_of(
+            rows,
+            size,
+            lambda last: {"pinned": last.pinned, "time": last.update_time.isoformat(), "id": last.id},
+        )
 
     async def update_conversation(
         self,
@@ -215,7 +195,7 @@ class ThreadsDomain:
         paths: Sequence[str],
         allowed_sources: dict[str, Any] | None = None,
     ) -> Thread:
-        fields = _masked(paths, CONVERSATION_MUTABLE_FIELDS)
+        fields = masked_fields(paths, CONVERSATION_MUTABLE_FIELDS)
         values: dict[str, Any] = {"update_time": utcnow()}
         if "title" in fields:
             title = title.strip()
@@ -226,7 +206,7 @@ class ThreadsDomain:
         if "pinned" in fields:
             values["pinned"] = pinned
         if "allowed_sources" in fields:
-            # Stored whole, as CreateConversation stores it (seed 002 P2-T08).
+            # Stored whole, as CreateConversation stores it.
             values["sources_json"] = json.dumps(allowed_sources or {}, sort_keys=True)
         return await self._updated(user_id, conversation_id, values)
 

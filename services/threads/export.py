@@ -1,4 +1,5 @@
-"""Export and import of an agent thread in seed 000's layout. No gRPC here.
+"""Export and import of an agent thread as the files of an agent's folder
+(the `.ideai/conversations/agents/` layout). No gRPC here.
 
     agents/<agent id>/log.N.jsonl     closed segment N, one entry per line
     agents/<agent id>/log.jsonl       the open segment (possibly empty)
@@ -23,15 +24,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from services.shared.enums import EnumNames
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
 from services.threads.models import Entry, ProviderSession, Segment, Thread
 from services.threads.repository import ImportedThread, ThreadsRepository
 from services.threads.rotation import check_handoff
 from services.threads.sessions import MAX_NATIVE_ID_CHARS, MAX_PROVIDER_ID_CHARS
+from switchboard.threads.v1 import threads_pb2
 
-ROLES = {1: "user", 2: "assistant", 3: "system", 4: "tool"}
-ROLE_NUMBERS = {name: number for number, name in ROLES.items()}
+ROLES = EnumNames(threads_pb2.Role)
 MAX_FILES = 10_000
 _PATH = re.compile(
     r"^agents/(?P<agent>[a-z][a-z0-9-]{0,63})/"
@@ -59,8 +61,7 @@ class ThreadFile:
 
 
 def _time(value: datetime) -> str:
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return aware(value).astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _line(entry: Entry) -> str:
@@ -71,7 +72,7 @@ def _line(entry: Entry) -> str:
             "requester": entry.requester,
             "target": entry.target,
             "correlation_id": entry.correlation_id,
-            "role": ROLES.get(entry.role, str(entry.role)),
+            "role": ROLES.name(entry.role, str(entry.role)),
             "source": entry.source,
             "run_id": entry.run_id,
             "create_time": _time(entry.create_time),
@@ -181,8 +182,8 @@ class _Reader:
             raise _bad(path, f"target must be the agent of the folder, {self.agent_id!r}", number)
         if not data["requester"]:
             raise _bad(path, "requester must not be empty", number)
-        if data["role"] not in ROLE_NUMBERS:
-            raise _bad(path, f"role must be one of {', '.join(ROLE_NUMBERS)}", number)
+        if data["role"] not in ROLES.names:
+            raise _bad(path, f"role must be one of {', '.join(ROLES.names)}", number)
         if data["sequence"] != self.next_sequence:
             raise _bad(path, f"sequence {data['sequence']} where {self.next_sequence} was expected", number)
         if len(data["content"]) > self.max_entry_chars:
@@ -200,7 +201,7 @@ class _Reader:
             requester=data["requester"],
             target=data["target"],
             correlation_id=data["correlation_id"],
-            role=ROLE_NUMBERS[data["role"]],
+            role=ROLES.number(data["role"]),
             source=data["source"],
             run_id=data["run_id"],
             content=data["content"],

@@ -1,6 +1,6 @@
 """The handoff seam's production summarizer: at each rotation, memory's
 HandoffService folds the closed segment into the thread's handoff summary
-(seed 000: stable sections, bounded to 4,096 characters) and the summary is
+(stable sections, bounded to 4,096 characters) and the summary is
 stored as the segment's handoff.
 
 The engine already records every ask and answer as they happen (so a swap

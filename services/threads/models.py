@@ -91,8 +91,8 @@ class Entry(SQLModel, table=True):
 
 
 class ProviderSession(SQLModel, table=True):
-    """A provider's native session bound to an agent thread (seed 000: keyed by
-    (agent thread, provider), not by pair)."""
+    """A provider's native session bound to an agent thread, keyed by
+    (agent thread, provider), not by (requester, target) pair."""
 
     __tablename__ = "provider_sessions"
     __table_args__ = (

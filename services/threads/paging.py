@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from services.shared.errors import InvalidArgument
-from services.shared.pagination import decode_token, encode_token
+from services.shared.pagination import bad_token, decode_token, encode_token
 
 
 class Sequenced(Protocol):
@@ -41,10 +40,6 @@ def view_fingerprint(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
 
 
-def _bad_token() -> InvalidArgument:
-    return InvalidArgument("page_token is not a token this service issued for this view", field="page_token")
-
-
 def _decode(token: str, fingerprint: str) -> tuple[bool, int] | None:
     """(forward, position), or None for the first page."""
     cursor = decode_token(token)
@@ -54,9 +49,9 @@ def _decode(token: str, fingerprint: str) -> tuple[bool, int] | None:
         cursor = {"d": "n", "s": cursor["seq"], "v": fingerprint}
     direction, position = cursor.get("d"), cursor.get("s")
     if direction not in ("n", "p") or not isinstance(position, int) or isinstance(position, bool):
-        raise _bad_token()
+        raise bad_token()
     if cursor.get("v") != fingerprint:
-        raise _bad_token()
+        raise bad_token()
     return direction == "n", position
 
 

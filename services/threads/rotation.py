@@ -2,7 +2,7 @@
 
 An agent thread's log is cut into numbered segments; sequence numbers stay
 global per thread, so views and paging read across segments unchanged. The
-append transaction (repository) counts each append into the open segment and,
+append transaction (``services.threads.tables``) counts each append into the open segment and,
 when :class:`RotationPolicy` says it is full, closes it and opens the next one.
 Only the canonical agent thread rotates: views are filters over it, and
 conversations do not rotate.
@@ -23,35 +23,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.pagination import as_count, page_of, page_request
 from services.threads.models import Entry, Segment, Thread
+from services.threads.tables.segments import RotationPolicy
 
 if TYPE_CHECKING:
     from services.threads.repository import ThreadsRepository
 
+__all__ = [
+    "HANDOFF_SUMMARY_MAX_CHARS",
+    "HandoffSummarizer",
+    "PendingHandoff",
+    "ReadEntries",
+    "Rotation",
+    "RotationPolicy",
+    "check_handoff",
+]
+
 log = logging.getLogger(__name__)
 
-# Seed 000: the handoff is bounded; the stable rubrics of the summary (current
+# The handoff is bounded; the stable rubrics of the summary (current
 # objective, active requests per requester, recent decisions, blockers, last
 # correlated answer) fit in it.
 HANDOFF_SUMMARY_MAX_CHARS = 4096
-
-
-@dataclass(frozen=True)
-class RotationPolicy:
-    """When the open segment of an agent thread closes."""
-
-    after_entries: int
-    after_chars: int
-
-    def closes(self, entry_count: int, char_count: int) -> bool:
-        """True once the segment holds this many entries or characters. The
-        append that reaches a threshold stays whole in the closing segment."""
-        return entry_count >= self.after_entries or char_count >= self.after_chars
 
 
 ReadEntries = Callable[[], Awaitable[Sequence[Entry]]]
@@ -132,14 +129,9 @@ class Rotation:
         self, thread_id: str, requested_size: int, token: str
     ) -> tuple[Sequence[Segment], str]:
         await self._agent_thread(thread_id)
-        size = page_size(requested_size)
-        cursor = decode_token(token)
-        after = cursor.get("after", 0)
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-        rows = await self._repo.list_segments(thread_id, after, size + 1)
-        next_token = encode_token({"after": rows[size - 1].number}) if len(rows) > size else ""
-        return rows[:size], next_token
+        size, after = page_request(requested_size, token, lambda cursor: as_count(cursor["after"]))
+        rows = await self._repo.list_segments(thread_id, after or 0, size + 1)
+        return page_of(rows, size, lambda last: {"after": last.number})
 
     async def set_handoff(self, thread_id: str, number: int, summary: str) -> Segment:
         check_handoff(summary)

@@ -8,6 +8,7 @@ from typing import TypeAlias
 import grpc
 from google.protobuf import json_format
 
+from services.shared.enums import EnumNames
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
 from services.threads.domain import ThreadsDomain, View
@@ -71,12 +72,9 @@ def session_to_proto(row: ProviderSession) -> threads_pb2.ProviderSession:
     )
 
 
-_SEGMENT_STATES = {"open": threads_pb2.SEGMENT_STATE_OPEN, "closed": threads_pb2.SEGMENT_STATE_CLOSED}
-_HANDOFF_STATES = {
-    "none": threads_pb2.HANDOFF_STATE_NOT_DUE,
-    "pending": threads_pb2.HANDOFF_STATE_PENDING,
-    "ready": threads_pb2.HANDOFF_STATE_READY,
-}
+_SEGMENT_STATES = EnumNames(threads_pb2.SegmentState)
+# A segment's handoff_status "none": open, its handoff is not due yet.
+_HANDOFF_STATES = EnumNames(threads_pb2.HandoffState, aliases={"none": "not_due"})
 
 
 def segment_to_proto(segment: Segment) -> threads_pb2.Segment:
@@ -87,8 +85,8 @@ def segment_to_proto(segment: Segment) -> threads_pb2.Segment:
         last_sequence=segment.last_sequence,
         entry_count=segment.entry_count,
         char_count=segment.char_count,
-        state=_SEGMENT_STATES.get(segment.status, threads_pb2.SEGMENT_STATE_UNSPECIFIED),
-        handoff_state=_HANDOFF_STATES.get(segment.handoff_status, threads_pb2.HANDOFF_STATE_UNSPECIFIED),
+        state=_SEGMENT_STATES.number(segment.status),
+        handoff_state=_HANDOFF_STATES.number(segment.handoff_status),
         handoff_summary=segment.handoff_summary or "",
         open_time=to_timestamp(segment.open_time),
         close_time=to_timestamp(segment.close_time),

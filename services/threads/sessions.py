@@ -1,6 +1,6 @@
 """Provider sessions: a provider's native session id bound to an agent thread.
 
-Keyed by (agent thread, provider), not by (requester, target) pair (seed 000):
+Keyed by (agent thread, provider), not by (requester, target) pair:
 every requester of an agent reuses the one live session of its thread. At most
 one live session per key, guaranteed by a partial unique index. No gRPC here.
 """
@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.pagination import as_text, page_of, page_request
 from services.shared.time import utcnow
 from services.threads.models import ProviderSession, Thread
 from services.threads.repository import ThreadsRepository
@@ -113,17 +113,8 @@ class ProviderSessions:
         self, thread_id: str, include_released: bool, requested_size: int, token: str, caller: str = ""
     ) -> tuple[Sequence[ProviderSession], str]:
         await self._agent_thread(thread_id, caller)
-        size = page_size(requested_size)
-        cursor = decode_token(token)
-        after = None
-        if cursor:
-            provider, row_id = cursor.get("p"), cursor.get("id")
-            if not isinstance(provider, str) or not isinstance(row_id, str):
-                raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-            after = (provider, row_id)
+        size, after = page_request(
+            requested_size, token, lambda cursor: (as_text(cursor["p"]), as_text(cursor["id"]))
+        )
         rows = await self._repo.list_provider_sessions(thread_id, include_released, after, size + 1)
-        next_token = ""
-        if len(rows) > size:
-            last = rows[size - 1]
-            next_token = encode_token({"p": last.provider_id, "id": last.id})
-        return rows[:size], next_token
+        return page_of(rows, size, lambda last: {"p": last.provider_id, "id": last.id})

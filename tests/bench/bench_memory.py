@@ -28,8 +28,8 @@ from typing import Any
 
 import grpc
 
-from services.memory.notes import content_hash
-from services.memory.recall import note_text
+from services.memory.notes.domain import content_hash
+from services.memory.notes.recall import note_text
 from services.memory.server import build_server
 from services.memory.settings import MemorySettings
 from services.shared.embeddings import EmbedderName, load_embedder, to_bytes

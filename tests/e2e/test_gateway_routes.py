@@ -451,12 +451,12 @@ MATRIX: list[tuple[Any, ...]] = [
 
 # Routes that name an object shared by design, not per user.
 SHARED_ROUTES = {
-    ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared (seed 000)",
-    ("POST", "/api/agent/agents/{agent_id}/asks"): "asks land on the agent's one shared thread (seed 000)",
-    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread, shared (seed 000)",
-    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry is the project's, shared (seed 000)",
-    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread, shared (seed 000)",
-    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread, shared (seed 000)",
+    ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared",
+    ("POST", "/api/agent/agents/{agent_id}/asks"): "asks land on the agent's one shared thread",
+    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread, shared",
+    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry is the project's, shared",
+    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread, shared",
+    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread, shared",
     ("PUT", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",

@@ -199,7 +199,7 @@ async def test_kill_9_of_one_engine_settles_only_its_runs_and_every_client_gets_
 async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_session(
     replicas: Replicas,
 ) -> None:
-    """Seed 000 at scale: asks for one agent arriving on two engine replicas
+    """One shared thread per agent, at scale: asks for one agent arriving on two engine replicas
     at once land on its one live thread, queue there (each answer right after
     its question), and bind one live provider session."""
     metadata = user_metadata("alice")

@@ -303,7 +303,7 @@ def test_prometheus_metrics_count_rpcs_runs_tokens_and_sse_clients(
 
 
 def test_pin_rename_and_find_a_conversation(client: httpx.Client) -> None:
-    """Seed 002 T-12 over HTTP: the first exchange titles a conversation
+    """Over HTTP: the first exchange titles a conversation
     automatically; renaming makes the title manual for good; pinned ones come
     first; search finds by title; archived ones leave the list."""
     chat = new_conversation(client)

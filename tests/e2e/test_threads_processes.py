@@ -1,4 +1,4 @@
-"""Seed 000 across processes: two threads-service processes on one database,
+"""One live thread per agent, across processes: two threads-service processes on one database,
 50 concurrent EnsureAgentThread calls for one agent split between them, make
 exactly one live thread — the database decides, not process memory."""
 

@@ -1,5 +1,5 @@
-"""The Agents view in the browser, against the real processes (seed 000,
-seed 001): registering, renaming and changing an agent's model (a provider
+"""The Agents view in the browser, against the real processes:
+registering, renaming and changing an agent's model (a provider
 swap, which starts from the handoff summary: proven by what the scripted
 model received over the real wire); the agent's thread, live while asks
 stream, filtered by pair and by correlation (each labelled a partial view),

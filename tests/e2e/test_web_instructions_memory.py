@@ -1,5 +1,5 @@
 """Instruction pages and memory in the browser, against the real processes
-(seed 002 instruction pages, seed 001 durable memory): the active page is
+(instruction pages, durable memory): the active page is
 named in the chat header; editing its text writes a new version that the
 next run follows; a version is restored; a page is removed from the list and
 added back. Notes are written, found by search, reached from the Sources

@@ -1,8 +1,8 @@
 """The web page in a real browser (Debian's headless Chromium driven by
 Playwright) against the real processes, logged in through the launcher's
 `/?token=` link: a streamed run with its steps, model, skill and sources;
-pinning, renaming and searching conversations (seed 002 T-12); the
-personalisation menu and switching the active instruction page (T-13);
+pinning, renaming and searching conversations; the personalisation menu
+and switching the active instruction page;
 instruction proposals accepted and refused; the web-only model warning;
 suggested actions that only prefill; reloading mid-run resumes the stream.
 Screenshots of key states go to test-artifacts/."""
@@ -97,7 +97,7 @@ def test_a_streamed_run_shows_steps_answer_model_skill_and_only_the_sources_read
 
 
 def test_pin_rename_and_find_a_conversation_by_search(page: Page, launched: Launched) -> None:
-    """Seed 002 T-12."""
+    """A conversation pinned and renamed is found again by searching its title."""
     title = f"Budget review {uuid.uuid4().hex[:6]}"
     first = page.locator("#conversations li.active")
     expect(first).to_have_count(1)
@@ -129,8 +129,8 @@ def test_pin_rename_and_find_a_conversation_by_search(page: Page, launched: Laun
 
 
 def test_personalisation_proposals_and_switching_the_instruction_page(page: Page, launched: Launched) -> None:
-    """Seed 002 T-13 (the active page changes the next run) and P2-T07
-    (a proposal accepted writes a version; refused writes nothing)."""
+    """The active page changes the next run; a proposal accepted writes a
+    version, refused writes nothing."""
     tag = uuid.uuid4().hex[:6]
 
     def create_page(title: str) -> None:

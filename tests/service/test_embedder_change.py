@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from services.memory.reembed import reembed
-from services.memory.repository import MemoryRepository
+from services.memory.notes.reembed import reembed
+from services.memory.notes.repository import NotesRepository
 from services.memory.server import build_server as build_memory
 from services.memory.settings import MemorySettings
 from services.router.reindex import main as reindex_main
@@ -202,7 +202,7 @@ async def test_memory_switching_embedder_is_lexical_until_the_resumable_reembed(
 
     engine = create_engine(quiet.effective_database_url)
     try:
-        repo = MemoryRepository(session_factory(engine))
+        repo = NotesRepository(session_factory(engine))
         embedder = load_embedder(MODEL.value)
         seen: list[tuple[int, int]] = []
         with pytest.raises(Interrupted):

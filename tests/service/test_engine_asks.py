@@ -1,5 +1,5 @@
-"""AskAgent: agents asking agents on one shared thread per agent (seed 000),
-provider swaps through handoff summaries (seed 001), and what happens to a
+"""AskAgent: agents asking agents on one shared thread per agent, provider
+swaps through handoff summaries, and what happens to a
 request for a thread that is busy."""
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ async def live_sessions(sb: System, agent: str) -> list[threads_pb2.ProviderSess
 
 
 async def test_a_fact_given_to_qa_by_main_is_there_when_architect_asks(sb: System) -> None:
-    """Seed 000, "Preuve empirique" and its test 6."""
+    """What main told qa is in qa's one thread, so qa knows it when architect
+    asks: the thread belongs to the target agent, not to a pair."""
     given = await collect(ask(sb, "main", "qa", "Keep this release token for the team: ZX-42-QA"))
     assert given[-1].WhichOneof("kind") == "final"
     answer = await collect(ask(sb, "architect", "qa", "Which release token did main give you?"))

@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from services.engine.instructions import PRODUCT_SYSTEM, TITLE_SYSTEM
-from services.memory.handoff_model import SYSTEM as SUMMARY_SYSTEM
+from services.memory.handoff.summariser import SYSTEM as SUMMARY_SYSTEM
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2

@@ -1,4 +1,4 @@
-"""The active instruction page in a run (seed 002 T-03, T-04): read through
+"""The active instruction page in a run: read through
 memory's PagesService with the user's rights, placed second among the
 layers, cut to its budget with a notice, skipped with a notice when the
 user can no longer read it — and a change to it changes the next answer."""

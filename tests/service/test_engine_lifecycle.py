@@ -1,6 +1,7 @@
 """How runs end besides `done`: cancelled (here or from another replica),
 budget_exceeded (tokens, steps, time), waiting_approval after "remember
-that..." (seed 002 P2-T07, T-05 through the engine); and ListRuns."""
+that..." (a proposal, accepted or refused through the engine); and
+ListRuns."""
 
 from __future__ import annotations
 

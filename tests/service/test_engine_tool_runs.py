@@ -1,6 +1,6 @@
 """Whole runs through the tool loop (StartRun over gRPC, offline model):
-the conversation's allowed sources decide what is searched or read (seed
-002 T-06), each tool call is a named step and every read lands in the run's
+the conversation's allowed sources decide what is searched or read, each
+tool call is a named step and every read lands in the run's
 sources, an MCP server over stdio is called, an agent is asked, and the
 step budget counts tool calls."""
 
@@ -59,7 +59,7 @@ def steps(events: list[engine_pb2.RunEvent]) -> list[str]:
 
 
 async def test_an_unticked_connector_is_neither_searched_nor_read(sb: System) -> None:
-    """Seed 002 T-06: with the mailbox ticked the answer comes from it and the
+    """With the mailbox ticked the answer comes from it and the
     sources list it; unticked, the same request reads nothing from it."""
     ticked, record = await run(
         sb, "check my mail for invoice", threads_pb2.AllowedSources(workspace=True, connectors=["testmail"])

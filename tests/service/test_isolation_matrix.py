@@ -10,7 +10,7 @@ the two answers must be identical once the id is masked (status code, message,
 ErrorInfo; or, for lists and creates, the response), the answer must hold
 nothing of alice's, and alice's view of her objects must be unchanged.
 
-Methods that are shared by design (seed 000: agents and their one thread; the
+Methods that are shared by design (agents and their one thread; the
 router's workspace skill catalog) are listed in SHARED with their reason.
 """
 
@@ -95,14 +95,14 @@ def id_taking_methods() -> dict[str, list[str]]:
 
 # Intentionally not per-user: the object the id names is shared by design.
 SHARED = {
-    "ThreadsService.CreateAgent": "agents are the project's, shared by every requester (seed 000)",
-    "ThreadsService.GetAgent": "agents are the project's, shared by every requester (seed 000)",
-    "ThreadsService.UpdateAgent": "agents are the project's, shared by every requester (seed 000)",
-    "ThreadsService.EnsureAgentThread": "one live thread per agent, shared by every requester (seed 000)",
-    "ThreadsService.ExportAgentThread": "one live thread per agent, shared by every requester (seed 000)",
-    "HandoffService.RecordHandoffEntries": "summaries of the shared agent threads, not per user (seed 000)",
-    "HandoffService.CheckpointHandoff": "summaries of the shared agent threads, not per user (seed 000)",
-    "HandoffService.GetHandoffSummary": "summaries of the shared agent threads, not per user (seed 000)",
+    "ThreadsService.CreateAgent": "agents are the project's, shared by every requester",
+    "ThreadsService.GetAgent": "agents are the project's, shared by every requester",
+    "ThreadsService.UpdateAgent": "agents are the project's, shared by every requester",
+    "ThreadsService.EnsureAgentThread": "one live thread per agent, shared by every requester",
+    "ThreadsService.ExportAgentThread": "one live thread per agent, shared by every requester",
+    "HandoffService.RecordHandoffEntries": "summaries of the shared agent threads, not per user",
+    "HandoffService.CheckpointHandoff": "summaries of the shared agent threads, not per user",
+    "HandoffService.GetHandoffSummary": "summaries of the shared agent threads, not per user",
     "RouterService.GetSkill": "the skill catalog is the workspace's (DESIGN.md, router_service.proto)",
     "RouterService.CreateSkill": "the skill catalog is the workspace's (no admin role yet: any user may)",
     "RouterService.UpdateSkill": "the skill catalog is the workspace's (no admin role yet: any user may)",
@@ -227,7 +227,7 @@ MATRIX: dict[str, list[Case]] = {
         )
     ],
     "EngineService.ListRuns": [Case(_conversation, lambda w, x: E.ListRunsRequest(conversation_id=x), None)],
-    # The target agent is shared (seed 000); the run and its request_id are the caller's.
+    # The target agent is shared; the run and its request_id are the caller's.
     "EngineService.AskAgent": [
         Case(
             lambda w: w.ask_request,

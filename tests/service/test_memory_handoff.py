@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from services.memory.handoff import HANDOFF_SUMMARY_MAX_CHARS, SECTION_TITLES
+from services.memory.handoff.domain import HANDOFF_SUMMARY_MAX_CHARS, SECTION_TITLES
 from services.memory.server import build_server
 from services.memory.settings import MemorySettings
 from services.shared.embeddings import EmbedderName

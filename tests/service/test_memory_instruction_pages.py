@@ -1,4 +1,4 @@
-"""Instruction pages (seed 002 P2-T05) through the real stubs: created from a
+"""Instruction pages through the real stubs: created from a
 template on first request, picked, kept several, switched; the active one as
 the engine reads it, and reported unreadable once its ACL or the page is gone.
 The ids land in the personal settings MemoryService serves."""
@@ -12,7 +12,7 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from services.memory.pages import MAX_INSTRUCTION_PAGES
+from services.memory.pages.domain import MAX_INSTRUCTION_PAGES
 from services.memory.server import build_server
 from services.memory.settings import MemorySettings
 from services.shared.embeddings import EmbedderName

@@ -1,5 +1,5 @@
-"""Proposals (seed 002 P2-T07) through the real stub, on SQLite and
-PostgreSQL, including seed T-05 at this level: refusing writes nothing,
+"""Proposals through the real stub, on SQLite and PostgreSQL: refusing
+writes nothing,
 accepting writes a new page version through the ordinary edit path."""
 
 from __future__ import annotations

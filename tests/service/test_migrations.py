@@ -20,12 +20,13 @@ SERVICES = ["threads", "memory", "router", "engine"]
 
 
 def service_metadata(service: str) -> MetaData:
-    """The tables declared in the service's model modules: models.py and any
-    <topic>_models.py beside it."""
+    """The tables declared in the service's model modules: every models.py and
+    <topic>_models.py of its package, subpackages included."""
     folder = Path(importlib.import_module(f"services.{service}").__file__ or "").parent
     metadata = MetaData()
-    for path in sorted([folder / "models.py", *folder.glob("*_models.py")]):
-        models = importlib.import_module(f"services.{service}.{path.stem}")
+    for path in sorted([*folder.rglob("models.py"), *folder.rglob("*_models.py")]):
+        module = ".".join(path.relative_to(folder).with_suffix("").parts)
+        models = importlib.import_module(f"services.{service}.{module}")
         for value in vars(models).values():
             if isinstance(value, type) and issubclass(value, SQLModel) and hasattr(value, "__table__"):
                 if value.__module__ == models.__name__:

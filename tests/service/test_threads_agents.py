@@ -1,5 +1,5 @@
-"""Agents and their one shared live thread, and the views over its log
-(seed 000), through the real stub on SQLite and PostgreSQL."""
+"""Agents and their one shared live thread, and the views over its log,
+through the real stub on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

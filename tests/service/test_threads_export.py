@@ -1,4 +1,4 @@
-"""Export and import of an agent thread in seed 000's layout, through the real
+"""Export and import of an agent thread as the files of its folder, through the real
 stub on SQLite and PostgreSQL: a round trip into a fresh database gives the
 same files, and bad files are refused naming the file and the line."""
 

@@ -1,6 +1,6 @@
 """Rotation through memory's HandoffService: when an agent thread's segment
 closes, threads asks memory to fold it into the thread's handoff summary and
-stores that summary as the segment's handoff (seed 000's bounded sections)."""
+stores that summary (bounded, in stable sections) as the segment's handoff."""
 
 from __future__ import annotations
 

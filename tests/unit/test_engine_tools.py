@@ -1,7 +1,7 @@
 """The tool registry and the built-in tools, against the in-memory backend:
-what a run is offered given its conversation's allowed sources (seed 002
-P2-T08, P2-T10), that an unoffered tool is refused and never executed, that
-each tool declares exactly what it read (P2-T14, T-06), and that bad calls
+what a run is offered given its conversation's allowed sources and whether
+its model is web-only, that an unoffered tool is refused and never executed,
+that each tool declares exactly what it read, and that bad calls
 are error results the model can read."""
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ async def test_another_users_page_reads_as_not_found_and_is_not_a_source(registr
 
 
 async def test_a_checked_connector_is_queried_and_declared(registry: ToolRegistry) -> None:
-    """Seed 002 T-06: the same request reads the mailbox when it is checked,
+    """The same request reads the mailbox when it is checked,
     and the mailbox is absent from the run's reads when it is not."""
     checked = context(connectors=("testmail",))
     result = await registry.execute(

@@ -1,7 +1,7 @@
 """The offline model's tool rules: which request becomes which tool call
 (only for offered tools), and the answer that quotes the tool results;
 then the whole loop offline model -> registry -> offline model, as the
-engine will drive it, for the seed 002 T-06 scenario."""
+engine will drive it, for a request that the ticked mailbox answers."""
 
 from __future__ import annotations
 

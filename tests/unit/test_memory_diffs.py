@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from services.memory.diffs import LineKind, apply_hunks, diff_texts, split_lines
+from services.memory.pages.diffs import LineKind, apply_hunks, diff_texts, split_lines
 
 
 def reference(old: str, new: str) -> str:

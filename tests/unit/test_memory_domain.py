@@ -8,21 +8,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.memory.domain import (
-    CHAT_MODES,
+from services.memory.notes.lexical import (
     MAX_RECALL_LIMIT,
     NOTE_KINDS,
     PERSONA_WEIGHT,
-    SettingsValues,
     bm25_scores,
     note_terms,
     rank,
     recall_limit,
     recall_weights,
-    settings_changes,
     tokenize,
 )
-from services.memory.models import Note
+from services.memory.notes.models import Note
+from services.memory.personal.domain import CHAT_MODES, SettingsValues, settings_changes
 from services.shared.errors import DomainError, InvalidArgument, TooLarge
 from switchboard.memory.v1 import memory_pb2
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from services.memory.handoff import (
+from services.memory.handoff.domain import (
     ANSWER,
     BLOCKER,
     DECISION,

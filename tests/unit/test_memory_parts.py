@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from services.memory.context import parse_memory_file, relative_path
-from services.memory.domain import LexicalIndex, bm25_scores, tokenize
-from services.memory.live_state import EventType, Removal, changes
-from services.memory.models import LiveState
-from services.memory.notes import content_hash
+from services.memory.context.domain import parse_memory_file, relative_path
+from services.memory.context.live_state import EventType, Removal, changes
+from services.memory.context.models import LiveState
+from services.memory.notes.domain import content_hash
+from services.memory.notes.lexical import LexicalIndex, bm25_scores, tokenize
 from services.shared.errors import InvalidArgument
 
 SEED = Path(__file__).parents[1] / "fixtures" / "memory" / "project" / ".ideai" / "memory"

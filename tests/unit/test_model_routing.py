@@ -1,4 +1,4 @@
-"""The `Auto` model router: classification, choice, refusals (seed 002 P2-T09, §7.2)."""
+"""The `Auto` model router: classification, choice, refusals (profiles, web-only and expensive models)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 002 T-08: the Skill Router on the labelled fixture, in French and in
+"""The Skill Router on the labelled fixture, in French and in
 English. The shipped thresholds are the ones the fit finds with the default
 embedder, they reach precision >= 0.9 and recall >= 0.85 in each language
 separately (the figures docs/router.md states), and every decision is

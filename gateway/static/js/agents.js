@@ -1,4 +1,4 @@
-// The Agents view (seed 000): the registry (register, rename, change the
+// The Agents view: the registry (register, rename, change the
 // model, which may swap the provider), and each agent's one shared thread:
 // whole by default and live while runs stream, filtered by pair or by
 // correlation (each labelled a partial view), with the rotation seams and

@@ -1,4 +1,4 @@
-// In-app help (seed 002 §10 and §12): a Help view, and a short "?" beside
+// In-app help: a Help view, and a short "?" beside
 // each feature that needs one (personalisation, All sources, Auto,
 // automatic skills, the agent-thread views), linking to its section.
 

@@ -1,4 +1,4 @@
-// Instruction pages (seed 002): the list of the user's pages with the active
+// Instruction pages: the list of the user's pages with the active
 // one marked, an editor where each save writes a new version, the versions
 // with restore, adding an existing page and removing one from the list. The
 // active page is also named in the chat header, always in view.

@@ -1,4 +1,4 @@
-// Memory (seed 001): the user's durable notes, listed or searched with the
+// Memory: the user's durable notes, listed or searched with the
 // recall runs use, written, edited and deleted. A run's Sources panel links
 // each note it recalled here.
 

@@ -1,4 +1,4 @@
-// What every agent of the project shares (seed 001): the live state (who is
+// What every agent of the project shares: the live state (who is
 // doing what, now), watched over SSE with each entry's expiry counting
 // down, and the project context, edited here or imported from a project
 // folder's .ideai files.

@@ -33,7 +33,7 @@ class _SurfaceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Surface.Value
     SURFACE_AGENT: _Surface.ValueType  # 3
 
 class Surface(_Surface, metaclass=_SurfaceEnumTypeWrapper):
-    """Where a run was started from (seed 002 §4 `surface`; future values are accepted)."""
+    """Where a run was started from (future values are accepted)."""
 
 SURFACE_UNSPECIFIED: Surface.ValueType  # 0
 SURFACE_CHAT: Surface.ValueType  # 1
@@ -56,7 +56,7 @@ class _RunStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunStatus.V
     RUN_STATUS_BUDGET_EXCEEDED: _RunStatus.ValueType  # 6
 
 class RunStatus(_RunStatus, metaclass=_RunStatusEnumTypeWrapper):
-    """Lifecycle of a run (seed 002 §4 `status`). Every run ends in a terminal status."""
+    """Lifecycle of a run. Every run ends in a terminal status."""
 
 RUN_STATUS_UNSPECIFIED: RunStatus.ValueType  # 0
 RUN_STATUS_RUNNING: RunStatus.ValueType  # 1
@@ -242,7 +242,7 @@ Global___InstructionLayer: _TypeAlias = InstructionLayer  # noqa: Y015
 
 @_typing.final
 class Run(_message.Message):
-    """One execution of the engine (seed 002 §4 `agent_runs`)."""
+    """One execution of the engine (a row of `agent_runs`)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -284,7 +284,7 @@ class Run(_message.Message):
     credits: _builtins.float
     """Always 0 in this phase."""
     router_decision_json: _builtins.str
-    """The router's full decision record, JSON (seed 002 §7.3)."""
+    """The router's full decision record, JSON (candidates, scores, branch)."""
     error: _builtins.str
     request_id: _builtins.str
     requested_model: _builtins.str

@@ -26,8 +26,8 @@ if _version_not_supported:
 
 
 class HandoffServiceStub:
-    """Incremental handoff summaries of agent threads (seed 000 "Garde-fou
-    efficience", seed 001 "Profile Handoff and Session Continuity"). Callers
+    """Incremental handoff summaries of agent threads: bounded, so that a swap of
+    provider or a new segment continues the work without the raw log. Callers
     feed a thread's new entries as they are appended; the summary folds them
     at checkpoints, so a provider swap never has to summarise at the last
     moment. Calls need a user in `x-switchboard-user`; agent threads are shared
@@ -58,8 +58,8 @@ class HandoffServiceStub:
 
 
 class HandoffServiceServicer:
-    """Incremental handoff summaries of agent threads (seed 000 "Garde-fou
-    efficience", seed 001 "Profile Handoff and Session Continuity"). Callers
+    """Incremental handoff summaries of agent threads: bounded, so that a swap of
+    provider or a new segment continues the work without the raw log. Callers
     feed a thread's new entries as they are appended; the summary folds them
     at checkpoints, so a provider swap never has to summarise at the last
     moment. Calls need a user in `x-switchboard-user`; agent threads are shared
@@ -116,8 +116,8 @@ def add_HandoffServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class HandoffService:
-    """Incremental handoff summaries of agent threads (seed 000 "Garde-fou
-    efficience", seed 001 "Profile Handoff and Session Continuity"). Callers
+    """Incremental handoff summaries of agent threads: bounded, so that a swap of
+    provider or a new segment continues the work without the raw log. Callers
     feed a thread's new entries as they are appended; the summary folds them
     at checkpoints, so a provider swap never has to summarise at the last
     moment. Calls need a user in `x-switchboard-user`; agent threads are shared

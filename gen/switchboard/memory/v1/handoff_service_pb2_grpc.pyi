@@ -27,8 +27,8 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class HandoffServiceStub:
-    """Incremental handoff summaries of agent threads (seed 000 "Garde-fou
-    efficience", seed 001 "Profile Handoff and Session Continuity"). Callers
+    """Incremental handoff summaries of agent threads: bounded, so that a swap of
+    provider or a new segment continues the work without the raw log. Callers
     feed a thread's new entries as they are appended; the summary folds them
     at checkpoints, so a provider swap never has to summarise at the last
     moment. Calls need a user in `x-switchboard-user`; agent threads are shared
@@ -51,8 +51,8 @@ class HandoffServiceStub:
 
 @_typing.type_check_only
 class HandoffServiceAsyncStub(HandoffServiceStub):
-    """Incremental handoff summaries of agent threads (seed 000 "Garde-fou
-    efficience", seed 001 "Profile Handoff and Session Continuity"). Callers
+    """Incremental handoff summaries of agent threads: bounded, so that a swap of
+    provider or a new segment continues the work without the raw log. Callers
     feed a thread's new entries as they are appended; the summary folds them
     at checkpoints, so a provider swap never has to summarise at the last
     moment. Calls need a user in `x-switchboard-user`; agent threads are shared
@@ -71,8 +71,8 @@ class HandoffServiceAsyncStub(HandoffServiceStub):
     """The summary as of the last checkpoint."""
 
 class HandoffServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Incremental handoff summaries of agent threads (seed 000 "Garde-fou
-    efficience", seed 001 "Profile Handoff and Session Continuity"). Callers
+    """Incremental handoff summaries of agent threads: bounded, so that a swap of
+    provider or a new segment continues the work without the raw log. Callers
     feed a thread's new entries as they are appended; the summary folds them
     at checkpoints, so a provider swap never has to summarise at the last
     moment. Calls need a user in `x-switchboard-user`; agent threads are shared

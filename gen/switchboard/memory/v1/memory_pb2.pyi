@@ -33,7 +33,7 @@ class _NoteKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NoteKind.Val
     NOTE_KIND_FACT: _NoteKind.ValueType  # 4
 
 class NoteKind(_NoteKind, metaclass=_NoteKindEnumTypeWrapper):
-    """Kind of a durable note (seed 001 "Durable Memory")."""
+    """Kind of a durable note."""
 
 NOTE_KIND_UNSPECIFIED: NoteKind.ValueType  # 0
 NOTE_KIND_DECISION: NoteKind.ValueType  # 1
@@ -404,7 +404,7 @@ Global___LiveStateEntry: _TypeAlias = LiveStateEntry  # noqa: Y015
 
 @_typing.final
 class PersonalSettings(_message.Message):
-    """A user's personal agent settings (seed 002 `agent_personal_settings`).
+    """A user's personal agent settings.
     A user without a row gets the defaults.
     """
 

@@ -292,7 +292,7 @@ Global___TextDiff: _TypeAlias = TextDiff  # noqa: Y015
 
 @_typing.final
 class Proposal(_message.Message):
-    """A proposed new text for a page (seed 002 P2-T07), against the page version
+    """A proposed new text for a page, against the page version
     current when it was made.
     """
 

@@ -34,7 +34,7 @@ class _RouteBranchEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RouteBran
     ROUTE_BRANCH_NONE: _RouteBranch.ValueType  # 5
 
 class RouteBranch(_RouteBranch, metaclass=_RouteBranchEnumTypeWrapper):
-    """Which branch of the Skill Router decided (seed 002 §7.3)."""
+    """Which branch of the Skill Router decided."""
 
 ROUTE_BRANCH_UNSPECIFIED: RouteBranch.ValueType  # 0
 ROUTE_BRANCH_FORCED: RouteBranch.ValueType  # 1
@@ -56,7 +56,7 @@ class _ModelProfileEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ModelPro
     MODEL_PROFILE_STRONG: _ModelProfile.ValueType  # 3
 
 class ModelProfile(_ModelProfile, metaclass=_ModelProfileEnumTypeWrapper):
-    """Model profile of the `Auto` router (seed 002 P2-T09)."""
+    """Model profile of the `Auto` router."""
 
 MODEL_PROFILE_UNSPECIFIED: ModelProfile.ValueType  # 0
 MODEL_PROFILE_FAST: ModelProfile.ValueType  # 1
@@ -279,9 +279,9 @@ class ModelOption(_message.Message):
     model: _builtins.str
     profile: Global___ModelProfile.ValueType
     web_only: _builtins.bool
-    """The model receives no workspace context (seed 002 P2-T10)."""
+    """The model receives no workspace context."""
     expensive: _builtins.bool
-    """Auto avoids it unless the request is classified strong (seed 002 §7.2)."""
+    """Auto avoids it unless the request is classified strong."""
     context_window: _builtins.int
     """The most input tokens the model takes: the engine fits a conversation's
     history into it (older turns folded into a summary).
@@ -307,7 +307,7 @@ Global___ModelOption: _TypeAlias = ModelOption  # noqa: Y015
 
 @_typing.final
 class SkillFeedback(_message.Message):
-    """"This skill was not relevant" (seed 002 §7.4): a counter-example for the
+    """"This skill was not relevant": a counter-example for the
     Skill Router's labelled fixture.
     """
 

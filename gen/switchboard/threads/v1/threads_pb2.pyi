@@ -33,7 +33,7 @@ class _InjectionStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Inj
     INJECTION_STRATEGY_ENV: _InjectionStrategy.ValueType  # 4
 
 class InjectionStrategy(_InjectionStrategy, metaclass=_InjectionStrategyEnumTypeWrapper):
-    """How an agent receives its composed context (seed 001)."""
+    """How an agent receives its composed context."""
 
 INJECTION_STRATEGY_UNSPECIFIED: InjectionStrategy.ValueType  # 0
 INJECTION_STRATEGY_CONVENTION_FILE: InjectionStrategy.ValueType  # 1
@@ -253,7 +253,7 @@ Global___Conversation: _TypeAlias = Conversation  # noqa: Y015
 
 @_typing.final
 class AgentThread(_message.Message):
-    """The one live thread of a target agent, shared by every requester (seed 000)."""
+    """The one live thread of a target agent, shared by every requester."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -499,7 +499,7 @@ Global___Segment: _TypeAlias = Segment  # noqa: Y015
 
 @_typing.final
 class ThreadFile(_message.Message):
-    """One file of an exported agent thread, in seed 000's layout:
+    """One file of an exported agent thread, in its folder's layout:
     agents/<agent id>/{log.jsonl, log.N.jsonl, handoff.md, providers.json}.
     """
 

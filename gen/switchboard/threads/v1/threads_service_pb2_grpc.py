@@ -281,7 +281,7 @@ class ThreadsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExportAgentThread(self, request, context):
-        """The agent's live thread as files in seed 000's layout.
+        """The agent's live thread as the files of its folder (see ThreadFile).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

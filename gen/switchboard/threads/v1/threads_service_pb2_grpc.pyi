@@ -78,7 +78,7 @@ class ThreadsServiceStub:
     replacing an earlier one. The seam memory's handoff service will fill.
     """
     ExportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]
-    """The agent's live thread as files in seed 000's layout."""
+    """The agent's live thread as the files of its folder (see ThreadFile)."""
     ImportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]
     """Imports files of ExportAgentThread's layout as the agent's live thread
     (creating the agent and the thread if needed). FAILED_PRECONDITION when
@@ -135,7 +135,7 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     replacing an earlier one. The seam memory's handoff service will fill.
     """
     ExportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]  # type: ignore[assignment]
-    """The agent's live thread as files in seed 000's layout."""
+    """The agent's live thread as the files of its folder (see ThreadFile)."""
     ImportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]  # type: ignore[assignment]
     """Imports files of ExportAgentThread's layout as the agent's live thread
     (creating the agent and the thread if needed). FAILED_PRECONDITION when
@@ -309,7 +309,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.ExportAgentThreadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.ExportAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.ExportAgentThreadResponse]]:
-        """The agent's live thread as files in seed 000's layout."""
+        """The agent's live thread as the files of its folder (see ThreadFile)."""
 
     @_abc_1.abstractmethod
     def ImportAgentThread(

@@ -1,6 +1,6 @@
 """Durable notes: save (with duplicate refusal or merge), get, list, update,
-delete, and recall. Saving is for stable, high-value knowledge (seed 001,
-"Agent Ability To Write Durable Memory"): a note needs a kind, a title and a
+delete, and recall. Saving is for stable, high-value knowledge that an agent
+chose to write down: a note needs a kind, a title and a
 body within bounds, and must not repeat a note the project already has.
 
 Two notes are duplicates when
@@ -24,25 +24,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import IntEnum
 
-from services.memory.domain import (
+from services.memory.notes.lexical import (
     MAX_RECALL_LIMIT,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_TITLE_CHARS,
     NOTE_KINDS,
-    aware,
-    project_of,
     recall_limit,
     tags_of,
 )
-from services.memory.models import Note
-from services.memory.recall import Mode, NoteIndexes, Recalled, note_text
-from services.memory.repository import ContentConflict, MemoryRepository, NoteFilter
+from services.memory.notes.models import Note
+from services.memory.notes.recall import Mode, NoteIndexes, Recalled, note_text
+from services.memory.notes.repository import ContentConflict, NoteFilter, NotesRepository
+from services.memory.projects import project_of
 from services.shared.embeddings import EmbedderName, embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.masks import masked_fields
+from services.shared.pagination import Cursor, as_instant, as_text, page_of, page_request, same
 from services.shared.text import fold
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
 
 # Cosine at or above which two notes say the same thing. USE puts a note and
 # its translation at 0.80 to 0.90, but also two facts that differ by one
@@ -151,7 +151,7 @@ def _note_id(note_id: str) -> str:
 class NotesDomain:
     def __init__(
         self,
-        repository: MemoryRepository,
+        repository: NotesRepository,
         indexes: NoteIndexes,
         max_note_chars: int,
         duplicate_cosine: float | None = None,
@@ -275,6 +275,10 @@ class NotesDomain:
         note.source_hash = source_hash
         return await self._write(owner, note, fields, await self._vector(fields))
 
+    async def from_source(self, owner: str, project: str, source: str) -> Note | None:
+        """The note an imported memory file became, if any."""
+        return await self._repo.note_by_source(owner, project, source)
+
     async def get_note(self, owner: str, note_id: str) -> Note:
         note = await self._repo.get_note(owner, _note_id(note_id))
         if note is None:
@@ -284,36 +288,21 @@ class NotesDomain:
     async def list_notes(self, owner: str, where: NoteFilter, size: int, token: str) -> NotePage:
         if where.kind and where.kind not in NOTE_KINDS:
             raise InvalidArgument(f"kind {where.kind} is not a known kind", field="kind")
-        limit = page_size(size)
         view = [where.project_id, where.kind, where.tag]
-        cursor = decode_token(token)
-        after: tuple[datetime, str] | None = None
-        if cursor:
-            try:
-                if cursor["v"] != view:
-                    raise ValueError("token of another listing")
-                after = (datetime.fromisoformat(cursor["t"]), str(cursor["i"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InvalidArgument(
-                    "page_token is not a token this service issued for this listing", field="page_token"
-                ) from exc
-        rows = list(await self._repo.list_notes(where, after, limit + 1))
-        more, notes = len(rows) > limit, rows[:limit]
-        next_token = ""
-        if more:
-            last = notes[-1]
-            next_token = encode_token({"v": view, "t": aware(last.create_time).isoformat(), "i": last.id})
+
+        def read(cursor: Cursor) -> tuple[datetime, str]:
+            same(cursor["v"], view)
+            return as_instant(cursor["t"]), as_text(cursor["i"])
+
+        limit, after = page_request(size, token, read)
+        rows = await self._repo.list_notes(where, after, limit + 1)
+        notes, next_token = page_of(
+            rows, limit, lambda last: {"v": view, "t": aware(last.create_time).isoformat(), "i": last.id}
+        )
         return NotePage(notes, next_token)
 
     async def update_note(self, owner: str, note_id: str, values: NoteFields, paths: Sequence[str]) -> Note:
-        if not paths:
-            raise InvalidArgument("update_mask must name at least one field", field="update_mask")
-        unknown = sorted(set(paths) - NOTE_PATHS)
-        if unknown:
-            raise InvalidArgument(
-                f"update_mask has unknown or read-only paths {unknown}; allowed: {sorted(NOTE_PATHS)}",
-                field="update_mask",
-            )
+        paths = masked_fields(paths, NOTE_PATHS)
         note = await self.get_note(owner, note_id)
         current = NoteFields(note.kind, note.title, note.body, tags_of(note))
         wanted = NoteFields(

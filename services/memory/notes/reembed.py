@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 
-from services.memory.domain import tags_of
-from services.memory.recall import note_text
-from services.memory.repository import MemoryRepository
+from services.memory.notes.lexical import tags_of
+from services.memory.notes.recall import note_text
+from services.memory.notes.repository import NotesRepository
 from services.memory.settings import MemorySettings
 from services.shared.embeddings import Embedder, embed, to_bytes
 from services.shared.rebuild import BATCH, Progress, ProgressLine, command
 
 
-async def reembed(repo: MemoryRepository, embedder: Embedder, progress: Progress, batch: int = BATCH) -> int:
+async def reembed(repo: NotesRepository, embedder: Embedder, progress: Progress, batch: int = BATCH) -> int:
     """Embeds every note without a current vector; returns how many it embedded."""
     name, dimension = embedder.name, embedder.dimension
     done, total = await repo.embedding_progress(name, dimension)
@@ -34,20 +35,21 @@ async def reembed(repo: MemoryRepository, embedder: Embedder, progress: Progress
     return embedded
 
 
-async def _run(settings: MemorySettings) -> int:
-    from services.memory.server import MIGRATIONS
+async def _run(settings: MemorySettings, migrations: Path) -> int:
     from services.shared.bootstrap import open_database
     from services.shared.db import session_factory
     from services.shared.embeddings import load_embedder
 
     embedder = await asyncio.to_thread(load_embedder, settings.embedder.value, settings.embedder_model_dir)
-    engine = await open_database(settings, MIGRATIONS)
+    engine = await open_database(settings, migrations)
     try:
-        repo = MemoryRepository(session_factory(engine))
+        repo = NotesRepository(session_factory(engine))
         return await reembed(repo, embedder, ProgressLine(f"notes, {embedder.name}"))
     finally:
         await engine.dispose()
 
 
-def main(argv: Sequence[str]) -> int:
-    return command(argv, "python -m services.memory reembed", __doc__, lambda: _run(MemorySettings()))
+def main(argv: Sequence[str], migrations: Path) -> int:
+    return command(
+        argv, "python -m services.memory reembed", __doc__, lambda: _run(MemorySettings(), migrations)
+    )

@@ -1,5 +1,5 @@
-"""Rules of pages (owner, ACL, versions, restore), instruction pages (seed 002
-P2-T05) and proposals (P2-T07). No gRPC here.
+"""Rules of pages (owner, ACL, versions, restore), instruction pages and
+proposals. No gRPC here.
 
 Access: the owner reads, edits, changes the ACL and decides proposals;
 editors read and edit; readers read. A page the caller cannot read is
@@ -9,7 +9,7 @@ each one makes a new immutable version the same way.
 
 The caller's instruction pages live in their personal settings
 (``instruction_page_ids``, ``active_instruction_page_id``), read and written
-through :class:`MemoryRepository`, which owns that row."""
+through :class:`PersonalSettingsRepository`, which owns that row."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from datetime import datetime
 
 import grpc
 
-from services.memory.diffs import TextDiff, diff_texts
-from services.memory.page_models import (
+from services.memory.pages.diffs import TextDiff, diff_texts
+from services.memory.pages.models import (
     PROPOSAL_PENDING,
     PROPOSAL_REFUSED,
     ROLE_EDITOR,
@@ -32,10 +32,20 @@ from services.memory.page_models import (
     PageVersion,
     Proposal,
 )
-from services.memory.pages_repository import PagesRepository, ProposalDecided, VersionWrite
-from services.memory.repository import MemoryRepository
+from services.memory.pages.repository import PagesRepository, ProposalDecided, VersionWrite
+from services.memory.personal.repository import PersonalSettingsRepository
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
+from services.shared.masks import masked_fields
+from services.shared.pagination import (
+    Cursor,
+    as_count,
+    as_instant,
+    as_text,
+    by_offset,
+    offset_token,
+    page_of,
+    page_request,
+)
 from services.shared.time import utcnow
 from switchboard.common.v1 import common_pb2
 
@@ -44,7 +54,7 @@ MAX_ID_CHARS = 128
 MAX_RUN_ID_CHARS = 64
 MAX_ACL_ENTRIES = 100
 MAX_REASON_CHARS = 1000
-# Same bound as MemoryDomain's instruction_page_ids.
+# Same bound as PersonalSettingsDomain's instruction_page_ids.
 MAX_INSTRUCTION_PAGES = 100
 # Each diff carried in a FAILED_PRECONDITION's ErrorInfo is cut to this many
 # characters: gRPC clients refuse trailers above 8 KiB. GetProposal has them whole.
@@ -252,31 +262,15 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _time_cursor(token: str) -> tuple[datetime, str] | None:
-    cursor = decode_token(token)
-    if not cursor:
-        return None
-    try:
-        return datetime.fromisoformat(str(cursor["time"])), str(cursor["id"])
-    except (KeyError, ValueError) as exc:
-        raise InvalidArgument("page_token is not a token this service issued", field="page_token") from exc
-
-
-def _int_cursor(token: str, key: str) -> int | None:
-    cursor = decode_token(token)
-    if not cursor:
-        return None
-    value = cursor.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidArgument("page_token is not a token this service issued", field="page_token")
-    return value
+def _by_time(cursor: Cursor) -> tuple[datetime, str]:
+    return as_instant(cursor["time"]), as_text(cursor["id"])
 
 
 class PagesDomain:
     def __init__(
         self,
         repository: PagesRepository,
-        settings_repository: MemoryRepository,
+        settings_repository: PersonalSettingsRepository,
         max_page_chars: int,
         max_pending_proposals: int,
     ) -> None:
@@ -364,13 +358,11 @@ class PagesDomain:
         return await self._view(page, role)
 
     async def list_pages(self, user_id: str, requested_size: int, token: str) -> tuple[list[PageView], str]:
-        size = page_size(requested_size)
-        rows = await self._repo.readable_pages(user_id, _time_cursor(token), size + 1)
-        next_token = ""
-        if len(rows) > size:
-            last = rows[size - 1]
-            next_token = encode_token({"time": last.update_time.isoformat(), "id": last.id})
-        rows = rows[:size]
+        size, after = page_request(requested_size, token, _by_time)
+        fetched = await self._repo.readable_pages(user_id, after, size + 1)
+        rows, next_token = page_of(
+            fetched, size, lambda last: {"time": last.update_time.isoformat(), "id": last.id}
+        )
         acl = await self._repo.acl([page.id for page in rows])
         views = []
         for page in rows:
@@ -392,13 +384,7 @@ class PagesDomain:
     async def update_page(
         self, user_id: str, page_id: str, title: str, body: str, paths: Sequence[str], expected_version: int
     ) -> PageView:
-        if not paths:
-            raise InvalidArgument("update_mask must name title and/or body", field="update_mask")
-        unknown = sorted(set(paths) - PAGE_PATHS)
-        if unknown:
-            raise InvalidArgument(
-                f"update_mask has unknown paths {unknown}; allowed: {sorted(PAGE_PATHS)}", field="update_mask"
-            )
+        paths = masked_fields(paths, PAGE_PATHS)
         if expected_version < 0:
             raise InvalidArgument("expected_version must not be negative", field="expected_version")
         new_title = clean_title(title) if "title" in paths else None
@@ -443,12 +429,10 @@ class PagesDomain:
     async def list_versions(
         self, user_id: str, page_id: str, requested_size: int, token: str
     ) -> tuple[Sequence[PageVersion], str]:
-        size = page_size(requested_size)
-        before = _int_cursor(token, "before")
+        size, before = page_request(requested_size, token, lambda cursor: as_count(cursor["before"]))
         await self._access(user_id, page_id)
         rows = await self._repo.list_versions(page_id, before, size + 1)
-        next_token = encode_token({"before": rows[size - 1].version}) if len(rows) > size else ""
-        return rows[:size], next_token
+        return page_of(rows, size, lambda last: {"before": last.version})
 
     async def get_version(self, user_id: str, page_id: str, version: int) -> PageVersion:
         if version <= 0:
@@ -504,10 +488,9 @@ class PagesDomain:
 
     @staticmethod
     def list_templates(requested_size: int, token: str) -> tuple[Sequence[InstructionTemplate], str]:
-        size = page_size(requested_size)
-        offset = _int_cursor(token, "offset") or 0
-        next_token = encode_token({"offset": offset + size}) if offset + size < len(TEMPLATES) else ""
-        return TEMPLATES[offset : offset + size], next_token
+        size, start = page_request(requested_size, token, by_offset)
+        start = start or 0
+        return TEMPLATES[start : start + size], offset_token(start + size, len(TEMPLATES))
 
     async def create_instruction_page(
         self, user_id: str, request_id: str, template_id: str, title: str
@@ -569,10 +552,10 @@ class PagesDomain:
     async def list_instruction_pages(
         self, user_id: str, requested_size: int, token: str
     ) -> tuple[list[InstructionPageInfo], str, str]:
-        size = page_size(requested_size)
-        offset = _int_cursor(token, "offset") or 0
+        size, start = page_request(requested_size, token, by_offset)
+        start = start or 0
         current = await self._instruction_list(user_id)
-        ids = current.page_ids[offset : offset + size]
+        ids = current.page_ids[start : start + size]
         pages = await self._repo.get_pages(ids)
         infos = []
         for page_id in ids:
@@ -588,8 +571,7 @@ class PagesDomain:
                     page=page if readable else None,
                 )
             )
-        next_token = encode_token({"offset": offset + size}) if offset + size < len(current.page_ids) else ""
-        return infos, next_token, current.active_page_id
+        return infos, offset_token(start + size, len(current.page_ids)), current.active_page_id
 
     async def active_instructions(self, user_id: str) -> ActiveInstructions:
         """What the engine puts in the instruction layer: the active page's
@@ -700,15 +682,11 @@ class PagesDomain:
     ) -> tuple[list[ProposalView], str]:
         if state not in (0, 1, 2, 3):
             raise InvalidArgument(f"state {state} is not a proposal state", field="state")
-        size = page_size(requested_size)
-        rows = await self._repo.visible_proposals(
-            user_id, page_id.strip(), state, _time_cursor(token), size + 1
+        size, after = page_request(requested_size, token, _by_time)
+        fetched = await self._repo.visible_proposals(user_id, page_id.strip(), state, after, size + 1)
+        rows, next_token = page_of(
+            fetched, size, lambda last: {"time": last.create_time.isoformat(), "id": last.id}
         )
-        next_token = ""
-        if len(rows) > size:
-            last = rows[size - 1]
-            next_token = encode_token({"time": last.create_time.isoformat(), "id": last.id})
-        rows = rows[:size]
         bases = await self._repo.get_versions([(p.page_id, p.base_version) for p in rows])
         views = []
         for proposal in rows:

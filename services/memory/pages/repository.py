@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.memory.page_models import (
+from services.memory.pages.models import (
     PROPOSAL_ACCEPTED,
     PROPOSAL_PENDING,
     Page,
@@ -28,6 +28,7 @@ from services.memory.page_models import (
     Proposal,
 )
 from services.shared.db import is_unique_violation
+from services.shared.db_retry import db_retry, retry_if
 from services.shared.time import utcnow
 
 
@@ -54,6 +55,12 @@ def _rowcount(result: Any) -> int:
 
 
 class PagesRepository:
+    """Reads and idempotent writes are retried when the database connection
+    drops (services.shared.db_retry): the ACL's replacement, a page's
+    deletion, and creations that carry a request_id. A new version and a
+    proposal's decision are not: a second run after a lost commit reply
+    would write another version, or report a decided proposal."""
+
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
@@ -62,6 +69,11 @@ class PagesRepository:
     async def insert_page(self, page: Page, acl: Sequence[PageAcl]) -> tuple[Page, bool]:
         """Inserts the page with its version 1 and ACL; returns (page, created).
         A retried create with the same (owner, request_id) returns the first one."""
+        return await retry_if(
+            bool(page.request_id), lambda: self._insert_page(page, acl), "PagesRepository.insert_page"
+        )
+
+    async def _insert_page(self, page: Page, acl: Sequence[PageAcl]) -> tuple[Page, bool]:
         async with self._sessions() as session:
             session.add(page)
             session.add_all(acl)
@@ -87,10 +99,12 @@ class PagesRepository:
             )
             return (await session.exec(query)).one(), False
 
+    @db_retry
     async def get_page(self, page_id: str) -> Page | None:
         async with self._sessions() as session:
             return await session.get(Page, page_id, populate_existing=True)
 
+    @db_retry
     async def get_pages(self, page_ids: Sequence[str]) -> dict[str, Page]:
         if not page_ids:
             return {}
@@ -98,6 +112,7 @@ class PagesRepository:
             rows = (await session.exec(select(Page).where(col(Page.id).in_(page_ids)))).all()
             return {page.id: page for page in rows}
 
+    @db_retry
     async def acl(self, page_ids: Sequence[str]) -> list[PageAcl]:
         if not page_ids:
             return []
@@ -105,12 +120,14 @@ class PagesRepository:
             query = select(PageAcl).where(col(PageAcl.page_id).in_(page_ids)).order_by(col(PageAcl.user_id))
             return list((await session.exec(query)).all())
 
+    @db_retry
     async def role(self, page_id: str, user_id: str) -> str | None:
         """The ACL role of a user who is not the owner, if any."""
         async with self._sessions() as session:
             row = await session.get(PageAcl, (page_id, user_id))
             return row.role if row is not None else None
 
+    @db_retry
     async def readable_pages(
         self, user_id: str, cursor: tuple[datetime, str] | None, limit: int
     ) -> Sequence[Page]:
@@ -180,6 +197,7 @@ class PagesRepository:
             await session.commit()
             return page
 
+    @db_retry
     async def set_acl(self, page_id: str, acl: Sequence[PageAcl]) -> Page | None:
         """Replaces the page's ACL; None when the page is gone."""
         async with self._sessions() as session:
@@ -194,6 +212,7 @@ class PagesRepository:
             await session.commit()
             return await session.get(Page, page_id, populate_existing=True)
 
+    @db_retry
     async def delete_page(self, page_id: str) -> bool:
         async with self._sessions() as session:
             await session.exec(delete(Proposal).where(col(Proposal.page_id) == page_id))
@@ -205,6 +224,7 @@ class PagesRepository:
 
     # Versions
 
+    @db_retry
     async def list_versions(self, page_id: str, before: int | None, limit: int) -> Sequence[PageVersion]:
         async with self._sessions() as session:
             query = select(PageVersion).where(PageVersion.page_id == page_id)
@@ -213,10 +233,12 @@ class PagesRepository:
             query = query.order_by(col(PageVersion.version).desc()).limit(limit)
             return (await session.exec(query)).all()
 
+    @db_retry
     async def get_version(self, page_id: str, version: int) -> PageVersion | None:
         async with self._sessions() as session:
             return await session.get(PageVersion, (page_id, version))
 
+    @db_retry
     async def get_versions(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], PageVersion]:
         if not keys:
             return {}
@@ -232,6 +254,13 @@ class PagesRepository:
     async def insert_proposal(self, proposal: Proposal) -> Proposal:
         """Inserts, or returns the proposal made earlier with the same
         (proposer, request_id)."""
+        return await retry_if(
+            bool(proposal.request_id),
+            lambda: self._insert_proposal(proposal),
+            "PagesRepository.insert_proposal",
+        )
+
+    async def _insert_proposal(self, proposal: Proposal) -> Proposal:
         async with self._sessions() as session:
             session.add(proposal)
             try:
@@ -247,10 +276,12 @@ class PagesRepository:
             )
             return (await session.exec(query)).one()
 
+    @db_retry
     async def get_proposal(self, proposal_id: str) -> Proposal | None:
         async with self._sessions() as session:
             return await session.get(Proposal, proposal_id, populate_existing=True)
 
+    @db_retry
     async def pending_proposals(self, page_id: str) -> int:
         async with self._sessions() as session:
             query = select(func.count()).where(
@@ -258,6 +289,7 @@ class PagesRepository:
             )
             return int((await session.exec(query)).one())
 
+    @db_retry
     async def visible_proposals(
         self, user_id: str, page_id: str, state: int, cursor: tuple[datetime, str] | None, limit: int
     ) -> Sequence[Proposal]:

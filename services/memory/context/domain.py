@@ -20,12 +20,13 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from services.memory.domain import NOTE_KINDS, aware, project_of
-from services.memory.models import ProjectContextRow
-from services.memory.notes import Duplicate, NewNote, NoteFields, NotesDomain, clean_fields
-from services.memory.repository import MemoryRepository
+from services.memory.context.models import ProjectContextRow
+from services.memory.context.repository import ContextRepository
+from services.memory.notes.domain import Duplicate, NewNote, NoteFields, NotesDomain, clean_fields
+from services.memory.notes.lexical import NOTE_KINDS
+from services.memory.projects import project_of
 from services.shared.errors import DomainError, InvalidArgument, NotFound, TooLarge
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
 
 CONTEXT_PATH = "CONTEXT.md"
 MEMORY_FOLDER = "memory"
@@ -131,7 +132,7 @@ def relative_path(path: str) -> str | None:
 
 
 class ContextDomain:
-    def __init__(self, repository: MemoryRepository, notes: NotesDomain, max_context_chars: int) -> None:
+    def __init__(self, repository: ContextRepository, notes: NotesDomain, max_context_chars: int) -> None:
         self._repo = repository
         self._notes = notes
         self._max_context_chars = max_context_chars
@@ -196,7 +197,7 @@ class ContextDomain:
     async def _import_note(self, owner: str, project: str, path: str, content: str) -> ImportedFile:
         parsed = parse_memory_file(path, content)
         digest = hashlib.sha256(content.encode()).hexdigest()
-        existing = await self._repo.note_by_source(owner, project, parsed.source)
+        existing = await self._notes.from_source(owner, project, parsed.source)
         if existing is not None and existing.source_hash == digest:
             return ImportedFile(path, Outcome.UNCHANGED, note_id=existing.id)
         fields = clean_fields(

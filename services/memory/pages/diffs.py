@@ -1,5 +1,5 @@
-"""Line diffs between two texts, for proposals (seed 002 P2-T07: a proposed
-page update is shown as a diff): the unified text and the same hunks as data,
+"""Line diffs between two texts, for proposals (a proposed page update is
+shown as a diff): the unified text and the same hunks as data,
 both from one ``difflib.SequenceMatcher`` pass so they always agree. No gRPC."""
 
 from __future__ import annotations

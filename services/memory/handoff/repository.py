@@ -3,31 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy import delete, func, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.memory.handoff_models import HandoffPendingEntry, HandoffSummaryRow
+from services.memory.handoff.models import HandoffPendingEntry, HandoffSummaryRow
+from services.shared.db import dialect_insert
+from services.shared.db_retry import db_retry
 from services.shared.time import utcnow
 
 
-def _insert(session: AsyncSession, table: type[Any]) -> Any:
-    dialect = session.bind.dialect.name if session.bind is not None else ""
-    if dialect == "postgresql":
-        return postgresql.insert(table)
-    if dialect == "sqlite":
-        return sqlite.insert(table)
-    raise RuntimeError(f"Switchboard runs on SQLite or PostgreSQL, not {dialect!r}")
-
-
 class HandoffRepository:
+    """Reads and ``record`` (entries keyed by sequence, skipped when present)
+    are retried when the database connection drops (services.shared.db_retry);
+    a checkpoint is not: a second run would find its own fold and report
+    that another checkpoint won."""
+
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
+    @db_retry
     async def record(
         self, thread_id: str, entries: Sequence[HandoffPendingEntry], owner: str | None = None
     ) -> tuple[int, int] | None:
@@ -37,7 +34,7 @@ class HandoffRepository:
         after), or None when the row belongs to another user than ``owner``."""
         async with self._sessions() as session:
             await session.exec(
-                _insert(session, HandoffSummaryRow)
+                dialect_insert(session, HandoffSummaryRow)
                 .values(
                     thread_id=thread_id,
                     state_json="{}",
@@ -59,7 +56,7 @@ class HandoffRepository:
             stored = 0
             if fresh:
                 result = await session.exec(
-                    _insert(session, HandoffPendingEntry)
+                    dialect_insert(session, HandoffPendingEntry)
                     .values([entry.model_dump() for entry in fresh])
                     .on_conflict_do_nothing(index_elements=["thread_id", "sequence"])
                 )
@@ -67,10 +64,12 @@ class HandoffRepository:
             await session.commit()
         return stored, await self.pending_count(thread_id, folded)
 
+    @db_retry
     async def get(self, thread_id: str) -> HandoffSummaryRow | None:
         async with self._sessions() as session:
             return await session.get(HandoffSummaryRow, thread_id, populate_existing=True)
 
+    @db_retry
     async def pending(self, thread_id: str, after: int) -> Sequence[HandoffPendingEntry]:
         async with self._sessions() as session:
             query = (
@@ -80,6 +79,7 @@ class HandoffRepository:
             )
             return (await session.exec(query)).all()
 
+    @db_retry
     async def pending_count(self, thread_id: str, after: int) -> int:
         async with self._sessions() as session:
             query = select(func.count()).where(

@@ -1,5 +1,5 @@
-"""Live state: who is doing what in a project, now (seed 001, "Live State
-Versus Durable Memory"). Entries expire; nothing here is ever recalled as
+"""Live state: who is doing what in a project, now, as opposed to durable
+memory. Entries expire; nothing here is ever recalled as
 memory (its own table, never read by recall).
 
 A watch sends a snapshot, then changes. It works across replicas on one
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import IntEnum
 
-from services.memory.domain import aware, project_of
-from services.memory.models import LiveState
-from services.memory.repository import LIVE, MemoryRepository
+from services.memory.context.models import LiveState
+from services.memory.context.repository import ContextRepository
+from services.memory.projects import project_of
+from services.memory.revisions import LIVE
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
-from services.shared.pagination import decode_token, encode_token, page_size
-from services.shared.time import utcnow
+from services.shared.pagination import Cursor, as_text, page_of, page_request, same
+from services.shared.time import aware, utcnow
 
 MAX_AGENT_ID_CHARS = 128
 MAX_ACTIVITY_CHARS = 200
@@ -96,7 +97,7 @@ class Wakeups:
 
 class LiveStateDomain:
     def __init__(
-        self, repository: MemoryRepository, default_ttl: float, max_ttl: float, poll_interval: float
+        self, repository: ContextRepository, default_ttl: float, max_ttl: float, poll_interval: float
     ) -> None:
         self._repo = repository
         self._default_ttl = timedelta(seconds=default_ttl)
@@ -152,18 +153,19 @@ class LiveStateDomain:
         return saved
 
     async def list(self, owner: str, project_id: str, size: int, token: str) -> LivePage:
-        project, limit = project_of(project_id), page_size(size)
-        cursor = decode_token(token)
-        after = cursor.get("a", "") if cursor else ""
-        if not isinstance(after, str) or (cursor and cursor.get("p") != project):
-            raise InvalidArgument(
-                "page_token is not a token this service issued for this project", field="page_token"
-            )
+        project = project_of(project_id)
+
+        def read(cursor: Cursor) -> str:
+            same(cursor.get("p"), project)
+            return as_text(cursor.get("a", ""))
+
+        limit, after = page_request(size, token, read)
         rows = [
-            _normalised(r) for r in await self._repo.list_live(owner, project, utcnow(), after, limit + 1)
+            _normalised(r)
+            for r in await self._repo.list_live(owner, project, utcnow(), after or "", limit + 1)
         ]
-        more, entries = len(rows) > limit, rows[:limit]
-        return LivePage(entries, encode_token({"p": project, "a": entries[-1].agent_id}) if more else "")
+        entries, next_token = page_of(rows, limit, lambda last: {"p": project, "a": last.agent_id})
+        return LivePage(entries, next_token)
 
     async def delete(self, owner: str, project_id: str, agent_id: str) -> None:
         project, agent = project_of(project_id), _agent(agent_id)

@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.memory.handoff import (
+from services.memory.handoff.domain import (
     MAX_BLOCKERS,
     MAX_DECISIONS,
     MAX_OPEN_REQUESTS,
@@ -26,16 +26,10 @@ from services.memory.handoff import (
     clip,
 )
 from services.shared.completion import ModelCompleter
+from services.shared.enums import EnumNames
+from switchboard.memory.v1 import handoff_pb2
 
-KIND_NAMES = {
-    1: "objective",
-    2: "request",
-    3: "answer",
-    4: "decision",
-    5: "blocker",
-    6: "unblocked",
-    7: "note",
-}
+KIND_NAMES = EnumNames(handoff_pb2.HandoffEntryKind)
 
 SYSTEM = """You keep the handoff summary of a shared work thread: what a colleague (or another model) \
 needs to carry on the work. You get the current summary and the thread's new entries, as JSON. Fold \
@@ -128,7 +122,7 @@ def question(state: SummaryState, entries: Sequence[HandoffEntry]) -> str:
     new = [
         {
             "sequence": e.sequence,
-            "kind": KIND_NAMES.get(e.kind, "note"),
+            "kind": KIND_NAMES.name(e.kind, "note"),
             "author": e.author_agent_id,
             "requester": e.requester,
             "correlation_id": e.correlation_id,

@@ -1,9 +1,9 @@
 """Incremental handoff summaries of agent threads. No gRPC here.
 
-Seed 001 asks for summaries maintained at checkpoints, not only at the moment
-of a provider swap (the current provider may be at its limit by then); seed
-000 fixes the stable sections and the 4,096-character bound, and says the raw
-transcript is never what a model receives.
+Summaries are maintained at checkpoints, not only at the moment of a
+provider swap (the current provider may be at its limit by then); they keep
+stable sections within 4,096 characters, and the raw transcript is never
+what a model receives.
 
 How it works: callers record each thread's new entries as they are appended
 (idempotent on sequence numbers). At a checkpoint (every N new entries, on
@@ -30,14 +30,14 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from services.memory.handoff_models import HandoffPendingEntry, HandoffSummaryRow
-from services.memory.handoff_repository import HandoffRepository
+from services.memory.handoff.models import HandoffPendingEntry, HandoffSummaryRow
+from services.memory.handoff.repository import HandoffRepository
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
 from services.shared.text import fold
 
 log = logging.getLogger(__name__)
 
-# Seed 000: HANDOFF_SUMMARY_MAX_CHARS=4096 (the threads service stores
+# A handoff summary fits in 4,096 characters (the threads service stores
 # segment handoffs under the same bound).
 HANDOFF_SUMMARY_MAX_CHARS = 4096
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 
-from services.memory.diffs import TextDiff
-from services.memory.page_models import PageVersion, Proposal
-from services.memory.pages import PagesDomain, PageView, ProposalView
+from services.memory.pages.diffs import TextDiff
+from services.memory.pages.domain import PagesDomain, PageView, ProposalView
+from services.memory.pages.models import PageVersion, Proposal
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2, pages_service_pb2_grpc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from services.memory.handoff import CHECKPOINT_REQUEST, HandoffDomain, HandoffEntry, Summary
+from services.memory.handoff.domain import CHECKPOINT_REQUEST, HandoffDomain, HandoffEntry, Summary
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
 from switchboard.memory.v1 import handoff_pb2, handoff_service_pb2, handoff_service_pb2_grpc

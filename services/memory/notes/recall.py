@@ -26,7 +26,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from services.memory.domain import (
+from services.memory.notes.lexical import (
     PERSONA_WEIGHT,
     LexicalIndex,
     note_terms,
@@ -34,8 +34,9 @@ from services.memory.domain import (
     recall_weights,
     tags_of,
 )
-from services.memory.models import Note
-from services.memory.repository import NOTES, MemoryRepository
+from services.memory.notes.models import Note
+from services.memory.notes.repository import NotesRepository
+from services.memory.revisions import NOTES
 from services.shared.embeddings import Embedder, EmbedderName, Vectors, embed, from_bytes, to_bytes
 from services.shared.search import VectorIndex, rrf_fuse, rrf_max
 
@@ -105,7 +106,7 @@ class NoteIndexes:
 
     def __init__(
         self,
-        repository: MemoryRepository,
+        repository: NotesRepository,
         embedder: Embedder,
         min_cosine: float | None = None,
         inline_embed_limit: int = INLINE_EMBED_LIMIT,

@@ -1,0 +1,1 @@
+"""Project context, its import from a project folder, and live state."""

@@ -1,0 +1,110 @@
+"""SQL of project context and live state, through SQLModel async sessions.
+Every write of live state bumps the (owner, project)'s live revision in the
+same transaction (services.memory.revisions), which watchers poll."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, func
+from sqlmodel import col, select
+
+from services.memory.context.models import LiveState, ProjectContextRow
+from services.memory.revisions import LIVE, RevisionedRepository, bump
+from services.shared.db import dialect_insert
+from services.shared.db_retry import db_retry
+
+
+class ContextRepository(RevisionedRepository):
+    """Reads and writes are retried when the database connection drops
+    (services.shared.db_retry): every write here is an upsert or a delete,
+    which a second run leaves as the first one did."""
+
+    # Project context
+
+    @db_retry
+    async def get_context(self, owner: str, project: str) -> ProjectContextRow | None:
+        async with self._sessions() as session:
+            return await session.get(ProjectContextRow, (owner, project))
+
+    @db_retry
+    async def put_context(self, row: ProjectContextRow) -> ProjectContextRow:
+        async with self._sessions() as session:
+            statement = dialect_insert(session, ProjectContextRow).values(**row.model_dump())
+            statement = statement.on_conflict_do_update(
+                index_elements=[col(ProjectContextRow.owner_user_id), col(ProjectContextRow.project_id)],
+                set_={"body": statement.excluded.body, "update_time": statement.excluded.update_time},
+            )
+            await session.exec(statement)
+            await session.commit()
+        return row
+
+    # Live state
+
+    @db_retry
+    async def set_live(self, row: LiveState, now: datetime) -> LiveState:
+        """Creates or replaces the agent's entry; drops the project's expired ones."""
+        async with self._sessions() as session:
+            await session.exec(
+                delete(LiveState).where(
+                    col(LiveState.owner_user_id) == row.owner_user_id,
+                    col(LiveState.project_id) == row.project_id,
+                    col(LiveState.expire_time) <= now,
+                )
+            )
+            values = row.model_dump()
+            statement = dialect_insert(session, LiveState).values(**values)
+            statement = statement.on_conflict_do_update(
+                index_elements=[
+                    col(LiveState.owner_user_id),
+                    col(LiveState.project_id),
+                    col(LiveState.agent_id),
+                ],
+                set_={
+                    name: statement.excluded[name]
+                    for name in ("activity", "detail", "update_time", "expire_time")
+                },
+            )
+            await session.exec(statement)
+            await bump(session, row.owner_user_id, row.project_id, LIVE)
+            await session.commit()
+        return row
+
+    @db_retry
+    async def list_live(
+        self, owner: str, project: str, now: datetime, after_agent: str = "", limit: int | None = None
+    ) -> Sequence[LiveState]:
+        """Unexpired entries by agent id, after ``after_agent``."""
+        query = select(LiveState).where(
+            LiveState.owner_user_id == owner,
+            LiveState.project_id == project,
+            col(LiveState.expire_time) > now,
+            col(LiveState.agent_id) > after_agent,
+        )
+        query = query.order_by(col(LiveState.agent_id))
+        if limit is not None:
+            query = query.limit(limit)
+        async with self._sessions() as session:
+            return (await session.exec(query)).all()
+
+    @db_retry
+    async def delete_live(self, owner: str, project: str, agent_id: str | None, now: datetime) -> int:
+        """Deletes one agent's entry (or all of the project's when None);
+        returns how many unexpired entries went."""
+        conditions = [col(LiveState.owner_user_id) == owner, col(LiveState.project_id) == project]
+        if agent_id is not None:
+            conditions.append(col(LiveState.agent_id) == agent_id)
+        async with self._sessions() as session:
+            live = (
+                await session.exec(
+                    select(func.count())
+                    .select_from(LiveState)
+                    .where(*conditions, col(LiveState.expire_time) > now)
+                )
+            ).one()
+            await session.exec(delete(LiveState).where(*conditions))
+            if live:
+                await bump(session, owner, project, LIVE)
+            await session.commit()
+            return int(live)

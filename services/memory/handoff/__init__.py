@@ -1,0 +1,1 @@
+"""Incremental handoff summaries of agent threads."""

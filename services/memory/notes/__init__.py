@@ -1,0 +1,1 @@
+"""Durable notes: saving, listing, and hybrid recall."""

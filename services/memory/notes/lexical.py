@@ -1,0 +1,131 @@
+"""The limits of a note, and the lexical half of recall: tokenising, BM25
+and ranking. Pure: no SQL, no gRPC.
+
+The scoring lives in small pure pieces (:func:`tokenize`, :func:`recall_weights`,
+:class:`LexicalIndex`, :func:`rank`); services.memory.notes.recall fuses the lexical
+ranking with the embedding one."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from services.memory.notes.models import Note
+from services.shared.errors import InvalidArgument
+from services.shared.text import fold
+
+# NoteKind values of memory.proto other than UNSPECIFIED
+# (tests/unit/test_memory_domain.py keeps them in step with the contract).
+NOTE_KINDS = frozenset({1, 2, 3, 4})
+MAX_TITLE_CHARS = 200
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+
+DEFAULT_RECALL_LIMIT = 5
+MAX_RECALL_LIMIT = 50
+# A persona term counts half as much as a query term.
+PERSONA_WEIGHT = 0.5
+# Okapi BM25 parameters (the usual ones).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+# Recall: pure functions
+
+_WORD = re.compile(r"[^\W_]+")  # runs of Unicode letters and digits
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase terms without accents ("Décision" -> "decision"), split on
+    anything that is not a letter or a digit; terms shorter than 2 characters
+    are dropped."""
+    return [token for token in _WORD.findall(fold(text)) if len(token) >= 2]
+
+
+def recall_weights(query: str, persona: str) -> dict[str, float]:
+    """Weight of each distinct term: 1 for a query term, PERSONA_WEIGHT for a
+    term only the persona has. Empty when neither has a term."""
+    weights = dict.fromkeys(tokenize(persona), PERSONA_WEIGHT)
+    weights.update(dict.fromkeys(tokenize(query), 1.0))
+    return weights
+
+
+def note_terms(title: str, body: str, tags: Iterable[str]) -> list[str]:
+    """The terms a note is found by."""
+    return tokenize(" ".join([title, body, *tags]))
+
+
+class LexicalIndex:
+    """Okapi BM25 over tokenised documents, as an inverted index (term ->
+    positions and counts) so that a query only touches the documents that
+    hold one of its terms. The idf is the non-negative
+    ln(1 + (N - n + 0.5) / (n + 0.5))."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> None:
+        self.size = len(documents)
+        self._k1 = k1
+        lengths = np.array([len(document) for document in documents], dtype=np.float64)
+        average_length = float(lengths.mean()) if self.size and lengths.sum() else 1.0
+        # The length normalisation of each document, computed once.
+        self._norm = k1 * (1.0 - b + b * lengths / average_length)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for position, document in enumerate(documents):
+            for term, occurrences in Counter(document).items():
+                positions, counts = postings.setdefault(term, ([], []))
+                positions.append(position)
+                counts.append(occurrences)
+        self._postings = {
+            term: (np.array(positions, dtype=np.int64), np.array(counts, dtype=np.float64))
+            for term, (positions, counts) in postings.items()
+        }
+
+    def scores(self, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
+        """The BM25 of every document against weighted terms. A document
+        scores > 0 if and only if it contains a term of positive weight."""
+        scores = np.zeros(self.size, dtype=np.float64)
+        for term, weight in weights.items():
+            posting = self._postings.get(term)
+            if posting is None or weight <= 0.0:
+                continue
+            positions, counts = posting
+            idf = math.log(1.0 + (self.size - len(positions) + 0.5) / (len(positions) + 0.5))
+            scores[positions] += weight * idf * counts * (self._k1 + 1.0) / (counts + self._norm[positions])
+        return scores
+
+
+def bm25_scores(
+    weights: Mapping[str, float],
+    documents: Sequence[Sequence[str]],
+    k1: float = BM25_K1,
+    b: float = BM25_B,
+) -> list[float]:
+    """Okapi BM25 of each tokenised document against weighted terms (see LexicalIndex)."""
+    if not documents:
+        return []
+    return [float(score) for score in LexicalIndex(documents, k1, b).scores(weights)]
+
+
+def rank(scored: Iterable[tuple[Note, float]], limit: int) -> list[tuple[Note, float]]:
+    """Notes with a positive score, best first; equal scores most recently
+    updated first (then by id, so the order is stable)."""
+    kept = [(note, score) for note, score in scored if score > 0.0]
+    kept.sort(key=lambda pair: pair[0].id)
+    kept.sort(key=lambda pair: pair[0].update_time, reverse=True)
+    kept.sort(key=lambda pair: pair[1], reverse=True)
+    return kept[:limit]
+
+
+def recall_limit(requested: int) -> int:
+    if requested < 0:
+        raise InvalidArgument("limit must not be negative", field="limit")
+    return min(requested or DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT)
+
+
+def tags_of(note: Note) -> list[str]:
+    return [str(tag) for tag in json.loads(note.tags_json or "[]")]

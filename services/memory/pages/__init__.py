@@ -1,0 +1,1 @@
+"""Pages with ACL and versions, instruction pages, and proposals."""

@@ -1,0 +1,53 @@
+"""MemoryService's personal settings RPCs: proto <-> PersonalSettingsDomain, nothing else."""
+
+from __future__ import annotations
+
+import grpc
+
+from services.memory.personal.domain import PersonalSettingsDomain, SettingsValues, instruction_page_ids_of
+from services.memory.personal.models import PersonalSettings
+from services.shared.identity import caller_user
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2
+
+pb = memory_service_pb2
+
+
+def settings_to_proto(settings: PersonalSettings) -> memory_pb2.PersonalSettings:
+    return memory_pb2.PersonalSettings(
+        user_id=settings.user_id,
+        display_name=settings.display_name,
+        avatar_json=settings.avatar_json,
+        instruction_page_ids=instruction_page_ids_of(settings),
+        active_instruction_page_id=settings.active_instruction_page_id,
+        chat_mode=settings.chat_mode,  # type: ignore[arg-type]
+        default_model=settings.default_model,
+    )
+
+
+class PersonalSettingsRpcs:
+    """GetPersonalSettings, UpdatePersonalSettings."""
+
+    _settings: PersonalSettingsDomain
+
+    async def GetPersonalSettings(
+        self, request: pb.GetPersonalSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetPersonalSettingsResponse:
+        settings = await self._settings.get_personal_settings(caller_user(context))
+        return pb.GetPersonalSettingsResponse(settings=settings_to_proto(settings))
+
+    async def UpdatePersonalSettings(
+        self, request: pb.UpdatePersonalSettingsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.UpdatePersonalSettingsResponse:
+        s = request.settings
+        values = SettingsValues(
+            display_name=s.display_name,
+            avatar_json=s.avatar_json,
+            instruction_page_ids=list(s.instruction_page_ids),
+            active_instruction_page_id=s.active_instruction_page_id,
+            chat_mode=s.chat_mode,
+            default_model=s.default_model,
+        )
+        settings = await self._settings.update_personal_settings(
+            caller_user(context), values, list(request.update_mask.paths)
+        )
+        return pb.UpdatePersonalSettingsResponse(settings=settings_to_proto(settings))

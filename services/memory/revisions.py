@@ -1,0 +1,43 @@
+"""Revision counters of the memory service, one per (owner, project, scope).
+
+Every write of notes or live state bumps that scope's counter in the same
+transaction, so a replica can tell from one primary-key read whether what it
+cached (a recall index, a live-state snapshot) is still current."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel import col
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from services.memory.models import Revision
+from services.shared.db import dialect_insert
+from services.shared.db_retry import db_retry
+
+NOTES = "notes"
+LIVE = "live"
+
+
+async def bump(session: AsyncSession, owner: str, project: str, scope: str) -> None:
+    """Adds one to the scope's counter, in the session's transaction."""
+    statement = dialect_insert(session, Revision).values(
+        owner_user_id=owner, project_id=project, scope=scope, revision=1
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=[col(Revision.owner_user_id), col(Revision.project_id), col(Revision.scope)],
+        set_={"revision": Revision.revision + 1},
+    )
+    await session.exec(statement)
+
+
+class RevisionedRepository:
+    """A repository whose writes bump a revision, and that reads it."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    @db_retry
+    async def revision(self, owner: str, project: str, scope: str) -> int:
+        async with self._sessions() as session:
+            row = await session.get(Revision, (owner, project, scope))
+            return row.revision if row is not None else 0

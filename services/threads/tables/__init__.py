@@ -1,0 +1,1 @@
+"""The threads service's SQL, one module per table."""

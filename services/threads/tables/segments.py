@@ -1,0 +1,120 @@
+"""SQL of the ``segments`` table, and the rule and statements an append
+applies to its thread's open segment."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from services.shared.db_retry import db_retry
+from services.shared.time import utcnow
+from services.threads.models import Entry, Segment
+from services.threads.tables.base import TableRepository
+
+
+@dataclass(frozen=True)
+class RotationPolicy:
+    """When the open segment of an agent thread closes."""
+
+    after_entries: int
+    after_chars: int
+
+    def closes(self, entry_count: int, char_count: int) -> bool:
+        """True once the segment holds this many entries or characters. The
+        append that reaches a threshold stays whole in the closing segment."""
+        return entry_count >= self.after_entries or char_count >= self.after_chars
+
+
+class SegmentsTable(TableRepository):
+    @db_retry
+    async def list_segments(self, thread_id: str, after: int, limit: int) -> Sequence[Segment]:
+        async with self._sessions() as session:
+            query = (
+                select(Segment)
+                .where(Segment.thread_id == thread_id, col(Segment.number) > after)
+                .order_by(col(Segment.number))
+                .limit(limit)
+            )
+            return (await session.exec(query)).all()
+
+    @db_retry
+    async def get_segment(self, thread_id: str, number: int) -> Segment | None:
+        async with self._sessions() as session:
+            return await session.get(Segment, (thread_id, number))
+
+    @db_retry
+    async def set_segment_handoff(self, thread_id: str, number: int, summary: str) -> Segment | None:
+        """Stores the handoff of a closed segment (replacing an earlier one);
+        None when there is no such closed segment."""
+        async with self._sessions() as session:
+            result = await session.exec(
+                update(Segment)
+                .where(
+                    col(Segment.thread_id) == thread_id,
+                    col(Segment.number) == number,
+                    col(Segment.status) == "closed",
+                )
+                .values(handoff_summary=summary, handoff_status="ready", handoff_time=utcnow())
+                .returning(Segment)
+            )
+            segment = result.scalar_one_or_none()
+            await session.commit()
+            return segment
+
+    async def all_segments(self, thread_id: str) -> Sequence[Segment]:
+        return await self.list_segments(thread_id, 0, 2**31 - 1)
+
+
+def open_segment(thread_id: str, number: int, first_sequence: int, now: datetime) -> Segment:
+    return Segment(
+        thread_id=thread_id,
+        number=number,
+        first_sequence=first_sequence,
+        last_sequence=first_sequence - 1,
+        status="open",
+        open_time=now,
+    )
+
+
+async def count_and_rotate(
+    session: AsyncSession,
+    thread_id: str,
+    rows: Sequence[Entry],
+    now: datetime,
+    rotation: RotationPolicy | None,
+) -> list[Segment]:
+    """Inside the append's transaction: adds ``rows`` to the open segment and,
+    when ``rotation`` says it is full, closes it (handoff pending) and opens
+    the next one. Returns the closed segment, if any."""
+    last = rows[-1].sequence
+    chars = sum(len(row.content) for row in rows)
+    result = await session.exec(
+        update(Segment)
+        .where(col(Segment.thread_id) == thread_id, col(Segment.status) == "open")
+        .values(
+            entry_count=Segment.entry_count + len(rows),
+            char_count=Segment.char_count + chars,
+            last_sequence=last,
+        )
+        .returning(Segment)
+    )
+    # Every agent thread has its open segment: created with the thread (or by
+    # the import, or the 0003 migration), and the next opened when one closes.
+    segment = result.scalar_one()
+    if rotation is None or not rotation.closes(segment.entry_count, segment.char_count):
+        return []
+    closed = await session.exec(
+        update(Segment)
+        .where(col(Segment.thread_id) == thread_id, col(Segment.number) == segment.number)
+        .values(status="closed", handoff_status="pending", close_time=now)
+        .returning(Segment)
+    )
+    closed_segment = closed.scalar_one()
+    session.add(open_segment(thread_id, segment.number + 1, last + 1, now))
+    await session.flush()
+    return [closed_segment]

@@ -1,0 +1,179 @@
+"""The import graph of services/ and gateway/: no cycles, and no service that
+reaches into another's internals.
+
+Every import counts, at module level or inside a function or an
+``if TYPE_CHECKING:`` block: a cycle broken only at run time is still two
+modules that cannot be understood, tested or moved one without the other.
+A service (``services/<name>/``, and the gateway) may import
+``services.shared``, the generated contracts (``switchboard.*``) and its own
+package; another service is reached only through its gRPC contract. The health
+probe imports no service either; the local launcher, which starts every
+process, is the one module allowed to use a service's code (it writes the
+gateway's development tokens with the gateway's own code)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("services", "gateway")
+SHARED = "services.shared"
+LAUNCHER = "services.launcher"
+
+# Cycles that exist today in code another change is rewriting (the engine's
+# providers and its run/ask core). Listed exactly, so that a new cycle fails
+# and so does one of these once it is gone (then delete its line).
+KNOWN_CYCLES = {
+    frozenset(
+        {
+            "services.engine.providers",
+            "services.engine.offline_provider",
+            "services.engine.openai_provider",
+            "services.engine.anthropic_provider",
+            "services.engine.cli_provider",
+        }
+    ),
+    frozenset({"services.engine.runs", "services.engine.asks"}),
+}
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _imported(module: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """The modules of ours that ``module`` imports (the nearest enclosing
+    module for ``from package import name``)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            names = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            while name not in modules and "." in name:
+                name = name.rpartition(".")[0]
+            if name in modules and name != module:
+                yield name
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {module: set(_imported(module, path, modules)) for module, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components of more than one module (Tarjan's
+    algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def owner(module: str) -> str:
+    """The service a module belongs to: ``services.<name>`` or ``gateway``."""
+    parts = module.split(".")
+    return "gateway" if parts[0] == "gateway" else ".".join(parts[:2])
+
+
+def boundary_violations(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        if module == LAUNCHER:
+            continue
+        for target in sorted(imported):
+            if owner(target) not in (owner(module), SHARED):
+                wrong.append(f"{module} imports {target}")
+    return wrong
+
+
+def test_the_graph_is_read_whole() -> None:
+    graph = import_graph()
+    assert "services.shared.handlers" in graph["services.shared.errors"]
+    assert "services.memory.notes.domain" in graph["services.memory.context.domain"]
+    assert {"gateway.app", "services.threads.server", "services.memory.server"} <= set(graph)
+
+
+def test_no_import_cycles() -> None:
+    found = set(cycles(import_graph()))
+    assert found - KNOWN_CYCLES == set(), "import cycles: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in found - KNOWN_CYCLES
+    )
+    assert KNOWN_CYCLES - found == set(), "gone, delete from KNOWN_CYCLES: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in KNOWN_CYCLES - found
+    )
+
+
+def test_cycles_are_found_through_any_path() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert cycles(graph) == [frozenset({"a", "b", "c"})]
+
+
+def test_no_service_imports_another_services_internals() -> None:
+    assert boundary_violations(import_graph()) == []
+
+
+def test_a_reach_into_another_service_is_caught() -> None:
+    graph = {
+        "services.engine.collaborators": {"services.memory.servicer", "services.shared.clients"},
+        "services.shared.clients": {"services.threads.models"},
+        "gateway.app": {"services.router.settings"},
+        "services.launcher": {"gateway.tokens"},
+        "services.healthcheck": {"services.engine.settings"},
+    }
+    assert boundary_violations(graph) == [
+        "gateway.app imports services.router.settings",
+        "services.engine.collaborators imports services.memory.servicer",
+        "services.healthcheck imports services.engine.settings",
+        "services.shared.clients imports services.threads.models",
+    ]
