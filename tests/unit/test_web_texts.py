@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from services.memory.handoff import SECTION_TITLES
+from services.memory.handoff.domain import SECTION_TITLES
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTICES_JS = (ROOT / "gateway/static/js/notices.js").read_text()
