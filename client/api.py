@@ -8,7 +8,8 @@ isolation, and a refusal keeps the API's code and reason."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -62,34 +63,51 @@ class Api:
     async def call(
         self, method: str, path: str, *, body: object = None, params: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        response = await self._client.request(
-            method, API + path, json=body, params=params, headers=self._headers
-        )
-        if response.status_code >= 400:
-            raise _refusal(response.status_code, response.content)
-        if response.status_code == 204 or not response.content:
-            return {}
-        data = response.json()
+        with _reachable():
+            response = await self._client.request(
+                method, API + path, json=body, params=params, headers=self._headers
+            )
+            if response.status_code >= 400:
+                raise _refusal(response.status_code, response.content)
+            if response.status_code == 204 or not response.content:
+                return {}
+            data = response.json()
         return data if isinstance(data, dict) else {"items": data}
 
     async def stream(self, path: str, body: object) -> AsyncIterator[SseEvent]:
         """POSTs ``body`` and yields the run's SSE events until the stream ends."""
         headers = {**self._headers, "Accept": "text/event-stream"}
-        async with self._client.stream("POST", API + path, json=body, headers=headers) as response:
-            if response.status_code >= 400:
-                raise _refusal(response.status_code, await response.aread())
-            kind, data = "message", list[str]()
-            async for line in response.aiter_lines():
-                field, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if field == "event":
-                    kind = value
-                elif field == "data":
-                    data.append(value)
-                elif not line:  # an event ends ("id:" and ":" keep-alive lines say nothing here)
-                    if data:
-                        yield SseEvent(kind, json.loads("\n".join(data)))
-                    kind, data = "message", []
+        with _reachable():
+            async with self._client.stream("POST", API + path, json=body, headers=headers) as response:
+                if response.status_code >= 400:
+                    raise _refusal(response.status_code, await response.aread())
+                kind, data = "message", list[str]()
+                async for line in response.aiter_lines():
+                    field, _, value = line.partition(":")
+                    value = value.removeprefix(" ")
+                    if field == "event":
+                        kind = value
+                    elif field == "data":
+                        data.append(value)
+                    elif not line:  # an event ends ("id:" and ":" keep-alive lines say nothing here)
+                        if data:
+                            yield SseEvent(kind, json.loads("\n".join(data)))
+                        kind, data = "message", []
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """A network failure or an answer that is not the API's JSON is a
+    refusal too (UNAVAILABLE, as the API says of a service it cannot reach),
+    never a crash of the tool."""
+    try:
+        yield
+    except httpx.HTTPError as error:
+        raise ApiRefusal(503, "UNAVAILABLE", f"Switchboard's API did not answer: {error!r}") from None
+    except ValueError:
+        raise ApiRefusal(
+            502, "UNAVAILABLE", "Switchboard's API answered something that is not JSON"
+        ) from None
 
 
 def _refusal(status: int, content: bytes) -> ApiRefusal:

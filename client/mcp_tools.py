@@ -120,9 +120,8 @@ def build_server(api_for: ApiFor) -> MCPServer:
                 if note is not None:
                     await ctx.report_progress(count, message=note)
                 if event.kind == "error":
-                    raise ToolError(
-                        json.dumps({"error": {**event.data, "reason": "", "status": 200}}, ensure_ascii=False)
-                    )
+                    # The run started, then failed: its error event's code and message.
+                    raise ToolError(json.dumps({"error": {"reason": "", **event.data}}, ensure_ascii=False))
                 if event.kind == "final":
                     answer = event.data
         except ApiRefusal as refusal:

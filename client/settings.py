@@ -13,7 +13,7 @@ class ClientSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", frozen=True, extra="ignore")
 
     # The gateway's base URL (what the launcher prints).
-    url: str = "http://127.0.0.1:8000"
+    url: str = "http://127.0.0.1:8080"
     # A bearer token of SWITCHBOARD_GATEWAY_TOKENS or the tokens file; "" for an open dev gateway.
     token: str = ""
     # The agent this client speaks for: the requester of its asks ("" = "user").
