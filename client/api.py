@@ -8,7 +8,7 @@ isolation, and a refusal keeps the API's code and reason."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +74,7 @@ class Api:
             data = response.json()
         return data if isinstance(data, dict) else {"items": data}
 
-    async def stream(self, path: str, body: object) -> AsyncIterator[SseEvent]:
+    async def stream(self, path: str, body: object) -> AsyncGenerator[SseEvent, None]:
         """POSTs ``body`` and yields the run's SSE events until the stream ends."""
         headers = {**self._headers, "Accept": "text/event-stream"}
         with _reachable():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -114,16 +115,20 @@ def build_server(api_for: ApiFor) -> MCPServer:
         answer: dict[str, Any] = {}
         count = 0
         try:
-            async for event in api.stream(f"/agents/{segment(target)}/asks", body):
-                count += 1
-                note = _progress(event)
-                if note is not None:
-                    await ctx.report_progress(count, message=note)
-                if event.kind == "error":
-                    # The run started, then failed: its error event's code and message.
-                    raise ToolError(json.dumps({"error": {"reason": "", **event.data}}, ensure_ascii=False))
-                if event.kind == "final":
-                    answer = event.data
+            # Closed here even when an error event ends the loop early: the
+            # run's stream is released in this task, not by the garbage collector.
+            async with aclosing(api.stream(f"/agents/{segment(target)}/asks", body)) as events:
+                async for event in events:
+                    count += 1
+                    note = _progress(event)
+                    if note is not None:
+                        await ctx.report_progress(count, message=note)
+                    if event.kind == "error":
+                        # The run started, then failed: its error event's code and message.
+                        error = {"reason": "", **event.data}
+                        raise ToolError(json.dumps({"error": error}, ensure_ascii=False))
+                    if event.kind == "final":
+                        answer = event.data
         except ApiRefusal as refusal:
             raise tool_error(refusal) from None
         if not answer:

@@ -7,6 +7,7 @@ per-user isolation, and a little fuzzing of the arguments."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -28,6 +29,8 @@ from tests.e2e.conftest import TOKENS, Launched
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = ("http", "stdio")
+# Two asks (four entries) close a thread's segment, so an agent has a handoff summary.
+LAUNCH_ENV = {"SWITCHBOARD_THREADS_ROTATE_AFTER_ENTRIES": "4"}
 
 
 @asynccontextmanager
@@ -204,7 +207,19 @@ async def test_every_tool_and_resource_over_the_transport(launched: Launched, tr
         read = await client.read_resource("switchboard://projects/default/context")
         assert isinstance(read.contents[0], TextResourceContents) and read.contents[0].text == context
         handoff = await client.read_resource(f"switchboard://agents/{target}/handoff")
-        assert isinstance(handoff.contents[0], TextResourceContents)  # no rotation yet: empty
+        assert isinstance(handoff.contents[0], TextResourceContents)
+        assert handoff.contents[0].text == ""  # no segment closed yet
+        # A second ask closes the segment: its handoff summary names the questions.
+        second = {"target": target, "message": "Et les tests de charge, ils passent ?"}
+        data(await client.call_tool("ask_agent", {**question, **second, "correlation_id": ""}))
+        summary = ""
+        for _ in range(50):
+            handoff = await client.read_resource(f"switchboard://agents/{target}/handoff")
+            assert isinstance(handoff.contents[0], TextResourceContents)
+            if summary := handoff.contents[0].text:
+                break
+            await asyncio.sleep(0.1)
+        assert "version 2" in summary and "tests de charge" in summary, summary
         record = await client.read_resource(f"switchboard://runs/{asked['run_id']}")
         assert isinstance(record.contents[0], TextResourceContents)
         assert json.loads(record.contents[0].text)["id"] == asked["run_id"]
@@ -279,7 +294,8 @@ async def test_fuzzed_arguments_are_refused_never_a_crash(launched: Launched, tr
             assert text.strip() != f"Error executing tool {name}", (name, arguments)
         # Still serving.
         assert "agents" in data(await client.call_tool("list_agents", {}))
-    assert "Traceback" not in launched.log.read_text()
+    log = launched.log.read_text()
+    assert "Traceback" not in log, log[log.find("Traceback") - 2000 :][:6000]
 
 
 async def test_mcp_over_http_needs_a_valid_bearer_token(launched: Launched) -> None:
