@@ -325,3 +325,29 @@ async def test_mcp_over_http_needs_a_valid_bearer_token(launched: Launched) -> N
         assert (await http.post("/mcp", json=initialize, headers=headers)).status_code == 401
         ok = await http.post("/mcp", json=initialize, headers={**headers, **launched.headers()})
         assert ok.status_code == 200, ok.text
+
+
+async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) -> None:
+    """The API calls a tool makes inside the gateway run in the /mcp request's
+    trace context: the ask's run is in the MCP client's trace, down to the engine."""
+    target = "ops-mcp-trace"
+    register(launched, target)
+    trace_id = uuid.uuid4().hex
+    headers = {
+        "Authorization": f"Bearer {TOKENS['alice']}",
+        "traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01",
+    }
+    async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+        async with Client(streamable_http_client(f"{launched.url}/mcp", http_client=http)) as client:
+            asked = data(await client.call_tool("ask_agent", {"target": target, "message": "Trace ?"}))
+    spans: list[Any] = []
+    for _ in range(100):
+        spans = [s for s in launched.traces.snapshot() if s.trace_id == trace_id]
+        if any(s.service == "switchboard-engine" and s.run_id == asked["run_id"] for s in spans):
+            break
+        await asyncio.sleep(0.1)
+    services = {s.service for s in spans}
+    assert {"switchboard-gateway", "switchboard-engine", "switchboard-threads"} <= services, services
+    # The ask's own HTTP call inside the gateway, in the same trace.
+    assert any(s.name.startswith("POST /api/agent/agents/{agent_id}/asks") for s in spans), spans
+    assert any(s.service == "switchboard-engine" and s.run_id == asked["run_id"] for s in spans)
