@@ -176,3 +176,19 @@ async def test_the_in_process_transport_streams_and_tells_the_app_the_client_lef
             release.set()
             assert await asyncio.wait_for(lines.__anext__(), 5) == "second"
     await asyncio.wait_for(disconnected.wait(), 5)
+
+
+def test_the_switchboard_command_has_subcommands_and_mcp_among_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from client.cli import main
+
+    with pytest.raises(SystemExit) as no_command:
+        main([])
+    assert no_command.value.code == 2  # a command is required
+    with pytest.raises(SystemExit) as helped:
+        main(["--help"])
+    assert helped.value.code == 0 and "mcp" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["mcp", "--help"])
+    assert "SWITCHBOARD_TOKEN" in capsys.readouterr().out
