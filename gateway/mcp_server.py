@@ -12,7 +12,8 @@ same codes and reasons.
 
 The MCP server is stateless (no MCP session is kept between requests): a
 tool call's progress and result travel on its own POST's response stream,
-so any gateway replica can serve any request."""
+so any gateway replica can serve any request, and GET (a standalone event
+stream) is 405."""
 
 from __future__ import annotations
 
@@ -162,4 +163,15 @@ class McpEndpoint:
                 )
                 await response(scope, receive, send)
                 return
+        if scope["method"] == "GET":
+            # No standalone event stream: a stateless server has nothing to
+            # send outside a request's own response, and the stream would hold
+            # a connection open for nothing. The protocol's answer is 405.
+            response = JSONResponse(
+                error_body("METHOD_NOT_ALLOWED", "/mcp offers no event stream on GET: POST requests"),
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
         await self._sessions.handle_request(scope, receive, send)

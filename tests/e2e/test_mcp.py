@@ -325,6 +325,10 @@ async def test_mcp_over_http_needs_a_valid_bearer_token(launched: Launched) -> N
         assert (await http.post("/mcp", json=initialize, headers=headers)).status_code == 401
         ok = await http.post("/mcp", json=initialize, headers={**headers, **launched.headers()})
         assert ok.status_code == 200, ok.text
+        # Stateless: no standalone event stream to hold open.
+        stream = await http.get("/mcp", headers={"Accept": "text/event-stream", **launched.headers()})
+        assert stream.status_code == 405 and stream.headers["allow"] == "POST"
+        assert (await http.get("/mcp")).status_code == 401  # the token first
 
 
 async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) -> None:
