@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from client.api import Api, ApiRefusal, SseEvent, segment
@@ -48,6 +49,15 @@ INSTRUCTIONS = (
 
 AgentId = Annotated[str, Field(description="an agent's id, as list_agents gives it (e.g. architect)")]
 NoteKind = Literal["decision", "feature_summary", "preference", "fact"]
+# Hints for the client (which calls to confirm): reads change nothing; an ask
+# and a note add to a thread or to memory; a live state replaces the last one.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+REPLACES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
 
 
 def tool_error(refusal: ApiRefusal) -> ToolError:
@@ -79,7 +89,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
         except ApiRefusal as refusal:
             raise tool_error(refusal) from None
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def list_agents(ctx: Context) -> dict[str, Any]:
         """The project's agents: id, display name, persona, provider and model."""
         agents: list[dict[str, Any]] = []
@@ -91,7 +101,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
             if not token:
                 return {"agents": agents}
 
-    @server.tool()
+    @server.tool(annotations=WRITES)
     async def ask_agent(
         target: AgentId,
         message: Annotated[str, Field(description="the question or request, in the user's language")],
@@ -145,7 +155,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
             "run_id": run_id,
         }
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def read_thread(
         agent: AgentId,
         ctx: Context,
@@ -169,7 +179,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
         data = await call(ctx, "GET", f"/agents/{segment(agent)}/entries", params=params)
         return {"view": view, **data}
 
-    @server.tool()
+    @server.tool(annotations=WRITES)
     async def save_note(
         title: Annotated[str, Field(description="a short title")],
         body: Annotated[str, Field(description="the note itself")],
@@ -196,7 +206,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
         note = {"kind": kind, "title": title, "body": body, "tags": tags}
         return await call(ctx, "POST", "/notes", body=note)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def recall(
         query: Annotated[str, Field(description="what to look for, in words or by meaning")], ctx: Context
     ) -> dict[str, Any]:
@@ -205,7 +215,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
             raise tool_error(ApiRefusal(400, "INVALID_ARGUMENT", "query must not be blank"))
         return await call(ctx, "GET", "/notes", params={"q": query})
 
-    @server.tool()
+    @server.tool(annotations=REPLACES)
     async def set_live_state(
         agent: AgentId,
         activity: Annotated[str, Field(description="what the agent is doing now, in a few words")],
@@ -221,12 +231,12 @@ def build_server(api_for: ApiFor) -> MCPServer:
             body["ttl_seconds"] = ttl_seconds
         return await call(ctx, "PUT", f"/live-state/{segment(agent)}", body=body)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def live_state(ctx: Context) -> dict[str, Any]:
         """Who is doing what now: every unexpired live-state entry, with its expiry."""
         return await call(ctx, "GET", "/live-state", params={"page_size": 500})
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def run_status(run_id: str, ctx: Context) -> dict[str, Any]:
         """One run's record: status, model, skills, sources read, usage, error."""
         return await call(ctx, "GET", f"/runs/{segment(run_id)}")

@@ -192,3 +192,21 @@ def test_the_switchboard_command_has_subcommands_and_mcp_among_them(
     with pytest.raises(SystemExit):
         main(["mcp", "--help"])
     assert "SWITCHBOARD_TOKEN" in capsys.readouterr().out
+
+
+async def test_the_tools_say_which_calls_only_read() -> None:
+    api = api_on(lambda _: httpx.Response(200, json={}), [])
+    async with Client(build_server(lambda _: api)) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    hints = {name: tool.annotations.read_only_hint for name, tool in tools.items() if tool.annotations}
+    assert hints == {
+        "list_agents": True,
+        "read_thread": True,
+        "recall": True,
+        "live_state": True,
+        "run_status": True,
+        "ask_agent": False,
+        "save_note": False,
+        "set_live_state": False,
+    }
+    assert "request" in tools["save_note"].input_schema["required"]  # the write guard's message
