@@ -371,10 +371,13 @@ class InstructionTemplate(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     title: _builtins.str
     body: _builtins.str
     description: _builtins.str
+    language: _builtins.str
+    """The language the template is written in, as a BCP 47 tag ("en", "fr")."""
     def __init__(
         self,
         *,
@@ -382,10 +385,11 @@ class InstructionTemplate(_message.Message):
         title: _builtins.str = ...,
         body: _builtins.str = ...,
         description: _builtins.str = ...,
+        language: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "description", b"description", "id", b"id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "description", b"description", "id", b"id", "language", b"language", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
