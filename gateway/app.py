@@ -16,7 +16,19 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import agents, api, catalog, errors, metrics, notes, openai_compat, pages, personal, project
+from gateway import (
+    agents,
+    api,
+    catalog,
+    errors,
+    mcp_server,
+    metrics,
+    notes,
+    openai_compat,
+    pages,
+    personal,
+    project,
+)
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
 from gateway.settings import GatewaySettings
@@ -54,7 +66,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         if settings.metrics_enabled:
             metrics.watch_event_loop(asyncio.get_running_loop())
         try:
-            yield
+            async with app.state.mcp.running():
+                yield
         finally:
             for channel in channels.values():
                 await channel.close()
@@ -81,6 +94,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, errors.http_error_handler)
     app.add_exception_handler(Exception, errors.unexpected_error_handler)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    # MCP over Streamable HTTP; its tools call the API above in-process.
+    app.state.mcp = mcp_server.McpEndpoint(app, app.state.auth, settings.run_stream_timeout)
+    app.router.add_route("/mcp", app.state.mcp, include_in_schema=False)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:

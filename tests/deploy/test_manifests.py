@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -185,10 +186,28 @@ def test_the_wheel_the_image_installs_carries_contracts_migrations_and_the_web_p
         "gateway/static/vendor/marked.esm.js",
         "gateway/static/vendor/purify.es.mjs",
         "services/healthcheck.py",
+        # The command-line clients: `switchboard mcp`.
+        "client/cli.py",
+        "client/mcp_tools.py",
     ]:
         assert needed in names, needed
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "switchboard = client.cli:main" in scripts, scripts
     for name in GRPC_SERVICES:
         assert any(n.startswith(f"services/{name}/migrations/versions/") for n in names), name
+
+
+def test_the_image_copies_every_top_level_package_the_wheel_installs() -> None:
+    """`pip install .` in the image sees only what the Dockerfile copied: a
+    package left out would be missing from the image, and the gateway that
+    imports it would not start."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    for package in packages - {"switchboard"}:  # the contracts come with gen/
+        assert f"COPY {package} {package}" in dockerfile, package
+    assert "COPY gen gen" in dockerfile
 
 
 def test_the_image_installs_no_torch_and_loads_the_default_embedder_at_build() -> None:

@@ -13,14 +13,22 @@ Options: ``--context-from convention_file:NAME | flag | stdin | env:VAR``,
 sessions; resuming an unknown one fails like a real CLI), ``--format
 jsonl|text``, ``--usage IN,OUT``, ``--fail STATUS``, ``--hang``,
 ``--crash-after N`` (SIGKILL itself after N deltas), ``--wait-for PATH``
-(after the first delta, wait until PATH exists), then the prompt.
+(after the first delta, wait until PATH exists), ``--mcp-config PATH`` (MCP
+servers in Claude Code's ``.mcp.json`` shape), then the prompt.
+
+With ``--mcp-config``, a prompt holding ``ask <agent> (<correlation id>):
+<question>`` makes the CLI start the configured ``switchboard`` MCP server
+with the official SDK's client, as a real agent CLI does, call its
+``ask_agent`` tool, and answer ``<agent> answered: <answer>``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -41,6 +49,25 @@ def _context(args: argparse.Namespace) -> bytes:
     raise SystemExit(f"unknown context source {source!r}")
 
 
+_ASK = re.compile(r"ask ([a-z0-9][a-z0-9-]*) \(([^)]+)\): (.+)")
+
+
+async def _ask_over_mcp(config_path: str, target: str, correlation: str, question: str) -> str:
+    from mcp import Client, StdioServerParameters
+
+    server = json.loads(Path(config_path).read_text(encoding="utf-8"))["mcpServers"]["switchboard"]
+    params = StdioServerParameters(
+        command=server["command"], args=server.get("args", []), env=server.get("env"), cwd=os.getcwd()
+    )
+    async with Client(params, read_timeout_seconds=60) as client:
+        result = await client.call_tool(
+            "ask_agent", {"target": target, "message": question, "correlation_id": correlation}
+        )
+    if result.is_error or result.structured_content is None:
+        return f"the ask failed: {result.content}"
+    return f"{target} answered: {result.structured_content['answer']}"
+
+
 def _emit(event: dict[str, object]) -> None:
     print(json.dumps(event), flush=True)
 
@@ -59,6 +86,7 @@ def main() -> None:
     parser.add_argument("--wait-for", default="")
     parser.add_argument("--report", default="")
     parser.add_argument("--model", default="")
+    parser.add_argument("--mcp-config", default="")
     parser.add_argument("prompt", nargs="?", default="")
     args = parser.parse_args()
 
@@ -90,6 +118,9 @@ def main() -> None:
     answer = f"Context {len(context)} bytes, first line: {first_line}. You asked: {args.prompt}."
     if args.resume:
         answer = f"resumed {args.resume}. {answer}"
+    ask = _ASK.search(args.prompt) if args.mcp_config else None
+    if ask is not None:
+        answer = asyncio.run(_ask_over_mcp(args.mcp_config, *ask.groups()))
     words = answer.split(" ")
     pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
 

@@ -11,6 +11,7 @@ import pytest
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
+from client.settings import ClientSettings
 from gateway.settings import GatewaySettings
 from services.engine.settings import EngineSettings
 from services.memory.settings import MemorySettings
@@ -24,6 +25,7 @@ SETTINGS: list[type[BaseSettings]] = [
     ThreadsSettings,
     MemorySettings,
     GatewaySettings,
+    ClientSettings,
 ]
 # Internal: names the SQLite file, the version table and the trace service.
 UNDOCUMENTED_FIELDS = {"service_name"}

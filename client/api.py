@@ -1,0 +1,118 @@
+"""The public HTTP API as the MCP tools use it: JSON calls and a run's SSE
+stream, over any httpx transport. The stdio server reaches a gateway over
+the network; the gateway's own /mcp reaches its API in-process
+(gateway.mcp_server). Either way the request carries the caller's bearer
+token, so the API applies its own authentication, validation and per-user
+isolation, and a refusal keeps the API's code and reason."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+API = "/api/agent"
+
+
+class ApiRefusal(Exception):
+    """The API said no: its HTTP status and its error body's code, message and reason."""
+
+    def __init__(self, status: int, code: str, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.reason = status, code, message, reason
+
+    def as_dict(self) -> dict[str, object]:
+        """The API's own error body, with its HTTP status."""
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "reason": self.reason,
+                "status": self.status,
+            }
+        }
+
+
+def segment(value: str) -> str:
+    """One path segment, quoted: an id holding "/", "?" or ".." stays one segment."""
+    return quote(value, safe="")
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    kind: str
+    data: dict[str, Any]
+
+
+class Api:
+    """JSON over HTTP with the caller's token. ``client`` has the base URL
+    and transport; ``token`` ("" = none: an open dev gateway) is sent as
+    ``Authorization: Bearer``; ``agent`` is the agent this client speaks
+    for ("" = none), the requester of its asks unless a call names one."""
+
+    def __init__(self, client: httpx.AsyncClient, token: str = "", agent: str = "") -> None:
+        self._client = client
+        self.agent = agent
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def call(
+        self, method: str, path: str, *, body: object = None, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        with _reachable():
+            response = await self._client.request(
+                method, API + path, json=body, params=params, headers=self._headers
+            )
+            if response.status_code >= 400:
+                raise _refusal(response.status_code, response.content)
+            if response.status_code == 204 or not response.content:
+                return {}
+            data = response.json()
+        return data if isinstance(data, dict) else {"items": data}
+
+    async def stream(self, path: str, body: object) -> AsyncGenerator[SseEvent, None]:
+        """POSTs ``body`` and yields the run's SSE events until the stream ends."""
+        headers = {**self._headers, "Accept": "text/event-stream"}
+        with _reachable():
+            async with self._client.stream("POST", API + path, json=body, headers=headers) as response:
+                if response.status_code >= 400:
+                    raise _refusal(response.status_code, await response.aread())
+                kind, data = "message", list[str]()
+                async for line in response.aiter_lines():
+                    field, _, value = line.partition(":")
+                    value = value.removeprefix(" ")
+                    if field == "event":
+                        kind = value
+                    elif field == "data":
+                        data.append(value)
+                    elif not line:  # an event ends ("id:" and ":" keep-alive lines say nothing here)
+                        if data:
+                            yield SseEvent(kind, json.loads("\n".join(data)))
+                        kind, data = "message", []
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """A network failure or an answer that is not the API's JSON is a
+    refusal too (UNAVAILABLE, as the API says of a service it cannot reach),
+    never a crash of the tool."""
+    try:
+        yield
+    except httpx.HTTPError as error:
+        raise ApiRefusal(503, "UNAVAILABLE", f"Switchboard's API did not answer: {error!r}") from None
+    except ValueError:
+        raise ApiRefusal(
+            502, "UNAVAILABLE", "Switchboard's API answered something that is not JSON"
+        ) from None
+
+
+def _refusal(status: int, content: bytes) -> ApiRefusal:
+    try:
+        error = json.loads(content)["error"]
+        return ApiRefusal(status, str(error["code"]), str(error["message"]), str(error.get("reason", "")))
+    except (ValueError, KeyError, TypeError):
+        return ApiRefusal(status, "HTTP_ERROR", f"the API answered HTTP {status}")

@@ -1,0 +1,290 @@
+"""Switchboard's MCP tools and resources, defined once for both transports.
+
+``build_server(api_for)`` returns an MCPServer whose every tool and resource
+reaches Switchboard through ``api_for(ctx)``: an :class:`client.api.Api` on
+the public HTTP API with the caller's token. The stdio server
+(``switchboard mcp``) gives one over the network; the gateway's /mcp gives
+one per request, in-process, with the token that request presented. So the
+two transports apply the same authentication, validation and per-user
+isolation: the API's.
+
+A refusal is a tool error (``isError``) whose text is the API's error body
+(``{"error": {"code", "message", "reason", "status"}}``): an unknown agent
+or another user's object is NOT_FOUND, bad arguments INVALID_ARGUMENT (or
+PAYLOAD_TOO_LARGE), exactly as over HTTP. Arguments of the wrong type are
+refused by the SDK against each tool's input schema. For a resource, an
+object that is missing (or another user's) is the protocol's not-found
+error (-32602), any other refusal a resource error carrying the same body.
+
+``save_note`` applies the engine's write guard (services.engine.write_guard)
+before anything is written: the note is saved only when the user's own
+message (``request``, quoted word for word) asks to save or remember, and
+holds no word that message does not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from contextlib import aclosing
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from client.api import Api, ApiRefusal, SseEvent, segment
+from services.engine.write_guard import asks_to_save, check_write
+
+ApiFor = Callable[[Context], Api]
+
+INSTRUCTIONS = (
+    "Switchboard runs the project's agents. Ask another agent with ask_agent (its answer lands on "
+    "that agent's shared thread, with you as the requester); read an agent's thread with read_thread; "
+    "say what you are doing with set_live_state. Save a durable note only when the user asked for it, "
+    "in the user's own words (save_note). / Switchboard fait tourner les agents du projet : "
+    "ask_agent pose une question à un autre agent, read_thread lit son fil, save_note enregistre une "
+    "note quand l'utilisateur l'a demandé, avec ses mots."
+)
+
+AgentId = Annotated[str, Field(description="an agent's id, as list_agents gives it (e.g. architect)")]
+NoteKind = Literal["decision", "feature_summary", "preference", "fact"]
+# Hints for the client (which calls to confirm): reads change nothing; an ask
+# and a note add to a thread or to memory; a live state replaces the last one.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+REPLACES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+
+def tool_error(refusal: ApiRefusal) -> ToolError:
+    return ToolError(json.dumps(refusal.as_dict(), ensure_ascii=False))
+
+
+def _progress(event: SseEvent) -> str | None:
+    """What a client shows for a run event; None for events that say nothing new."""
+    data = event.data
+    if event.kind == "run_started":
+        return "run started"
+    if event.kind == "step":
+        return f"{data.get('label') or data.get('key', '')}: {data.get('status', '')}"
+    if event.kind == "action":
+        return f"tool {data.get('tool', '')}: {data.get('status', '')}"
+    if event.kind == "skill_used":
+        return f"skill {data.get('name', '')}"
+    if event.kind == "notice":
+        return str(data.get("message", ""))
+    return None
+
+
+def build_server(api_for: ApiFor) -> MCPServer:
+    server = MCPServer("switchboard", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
+
+    async def call(ctx: Context, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return await api_for(ctx).call(method, path, **kwargs)
+        except ApiRefusal as refusal:
+            raise tool_error(refusal) from None
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_agents(ctx: Context) -> dict[str, Any]:
+        """The project's agents: id, display name, persona, provider and model."""
+        agents: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            page = await call(ctx, "GET", "/agents", params={"page_size": 500, "page_token": token})
+            agents.extend(page.get("agents", []))
+            token = page.get("next_page_token", "")
+            if not token:
+                return {"agents": agents}
+
+    @server.tool(annotations=WRITES)
+    async def ask_agent(
+        target: AgentId,
+        message: Annotated[str, Field(description="the question or request, in the user's language")],
+        ctx: Context,
+        correlation_id: Annotated[
+            str, Field(description="ties the answer to this question; '' = the run's id")
+        ] = "",
+        requester: Annotated[
+            str, Field(description="who asks: your agent id; '' = this server's agent, else 'user'")
+        ] = "",
+    ) -> dict[str, Any]:
+        """Asks another agent and waits for its answer. The question and the answer land on the
+        target's one shared thread, with the requester and the correlation id; the run's steps
+        arrive as progress notifications."""
+        api = api_for(ctx)
+        body = {
+            "message": message,
+            "requester": requester or api.agent or "user",
+            "correlation_id": correlation_id,
+        }
+        answer: dict[str, Any] = {}
+        count = 0
+        try:
+            # Closed here even when an error event ends the loop early: the
+            # run's stream is released in this task, not by the garbage collector.
+            async with aclosing(api.stream(f"/agents/{segment(target)}/asks", body)) as events:
+                async for event in events:
+                    count += 1
+                    note = _progress(event)
+                    if note is not None:
+                        await ctx.report_progress(count, message=note)
+                    if event.kind == "error":
+                        # The run started, then failed: its error event's code and message.
+                        error = {"reason": "", **event.data}
+                        raise ToolError(json.dumps({"error": error}, ensure_ascii=False))
+                    if event.kind == "final":
+                        answer = event.data
+        except ApiRefusal as refusal:
+            raise tool_error(refusal) from None
+        if not answer:
+            raise ToolError(
+                json.dumps({"error": {"code": "UNAVAILABLE", "message": "the run ended without an answer"}})
+            )
+        run_id = str(answer.get("run_id", ""))
+        return {
+            "answer": answer.get("text", ""),
+            "status": answer.get("status", ""),
+            "target": target,
+            "requester": body["requester"],
+            "correlation_id": correlation_id or run_id,
+            "run_id": run_id,
+        }
+
+    @server.tool(annotations=READ_ONLY)
+    async def read_thread(
+        agent: AgentId,
+        ctx: Context,
+        requester: Annotated[str, Field(description="only this requester's exchanges with the agent")] = "",
+        correlation_id: Annotated[str, Field(description="only this question and its answers")] = "",
+        descending: bool = False,
+        page_size: Annotated[int, Field(description="entries per page (at most 500)")] = 100,
+        page_token: str = "",
+    ) -> dict[str, Any]:
+        """An agent's shared thread: all of it (view "full"), one requester's exchanges with it
+        ("pair") or one question and its answers ("correlation"). A pair or correlation view is a
+        filter of the thread: partial_view says the thread holds more than it shows."""
+        view = "pair" if requester else "correlation" if correlation_id else "full"
+        params = {
+            "requester": requester,
+            "correlation_id": correlation_id,
+            "descending": descending,
+            "page_size": page_size,
+            "page_token": page_token,
+        }
+        data = await call(ctx, "GET", f"/agents/{segment(agent)}/entries", params=params)
+        return {"view": view, **data}
+
+    @server.tool(annotations=WRITES)
+    async def save_note(
+        title: Annotated[str, Field(description="a short title")],
+        body: Annotated[str, Field(description="the note itself")],
+        request: Annotated[
+            str,
+            Field(
+                description="the user's own message that asks to save or remember this, word for word; "
+                "the note may only hold words of that message"
+            ),
+        ],
+        ctx: Context,
+        kind: NoteKind = "fact",
+        tags: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Saves a durable note (a decision, a preference, a fact...) for every later run, when the
+        user asked for it; a note repeating an existing one is merged into it."""
+        tags = tags or []
+        refusal = check_write(
+            "save_note", request, asked=asks_to_save(request), texts=[title, body, *tags], what="save a note"
+        )
+        if refusal is not None:
+            error = {"code": "PERMISSION_DENIED", "message": refusal.for_model, "reason": "WRITE_REFUSED"}
+            raise ToolError(json.dumps({"error": {**error, "status": 403}}, ensure_ascii=False))
+        note = {"kind": kind, "title": title, "body": body, "tags": tags}
+        return await call(ctx, "POST", "/notes", body=note)
+
+    @server.tool(annotations=READ_ONLY)
+    async def recall(
+        query: Annotated[str, Field(description="what to look for, in words or by meaning")], ctx: Context
+    ) -> dict[str, Any]:
+        """The durable notes a run asking this would recall, best first, each with its score."""
+        if not query.strip():
+            raise tool_error(ApiRefusal(400, "INVALID_ARGUMENT", "query must not be blank"))
+        return await call(ctx, "GET", "/notes", params={"q": query})
+
+    @server.tool(annotations=REPLACES)
+    async def set_live_state(
+        agent: AgentId,
+        activity: Annotated[str, Field(description="what the agent is doing now, in a few words")],
+        ctx: Context,
+        detail: str = "",
+        ttl_seconds: Annotated[
+            float | None, Field(description="seconds until it expires; omitted: the default")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Says what an agent is doing now, for every agent's next run, until it expires."""
+        body: dict[str, Any] = {"activity": activity, "detail": detail}
+        if ttl_seconds is not None:
+            body["ttl_seconds"] = ttl_seconds
+        return await call(ctx, "PUT", f"/live-state/{segment(agent)}", body=body)
+
+    @server.tool(annotations=READ_ONLY)
+    async def live_state(ctx: Context) -> dict[str, Any]:
+        """Who is doing what now: every unexpired live-state entry, with its expiry."""
+        return await call(ctx, "GET", "/live-state", params={"page_size": 500})
+
+    @server.tool(annotations=READ_ONLY)
+    async def run_status(run_id: str, ctx: Context) -> dict[str, Any]:
+        """One run's record: status, model, skills, sources read, usage, error."""
+        return await call(ctx, "GET", f"/runs/{segment(run_id)}")
+
+    async def read(ctx: Context, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            return await api_for(ctx).call("GET", path, params=params)
+        except ApiRefusal as refusal:
+            text = json.dumps(refusal.as_dict(), ensure_ascii=False)
+            raise (ResourceNotFoundError(text) if refusal.status == 404 else ResourceError(text)) from None
+
+    @server.resource(
+        "switchboard://projects/{project_id}/context",
+        name="project_context",
+        description="The project context every agent's run receives (CONTEXT.md); project 'default'.",
+        mime_type="text/markdown",
+    )
+    async def project_context(project_id: str, ctx: Context) -> str:
+        params = {"project_id": "" if project_id == "default" else project_id}
+        data = await read(ctx, "/project-context", params)
+        return str(data.get("body", ""))
+
+    @server.resource(
+        "switchboard://agents/{agent_id}/handoff",
+        name="agent_handoff",
+        description="An agent's latest handoff summary: what its thread's closed segments hand on.",
+        mime_type="text/markdown",
+    )
+    async def agent_handoff(agent_id: str, ctx: Context) -> str:
+        summary, token = "", ""
+        while True:
+            page = await read(
+                ctx, f"/agents/{segment(agent_id)}/segments", {"page_size": 500, "page_token": token}
+            )
+            for item in page.get("segments", []):
+                if item.get("handoff_state") == "ready" and item.get("handoff_summary"):
+                    summary = str(item["handoff_summary"])
+            token = page.get("next_page_token", "")
+            if not token:
+                return summary
+
+    @server.resource(
+        "switchboard://runs/{run_id}",
+        name="run",
+        description="A run's record (JSON): status, model, layers, skills, sources, usage.",
+        mime_type="application/json",
+    )
+    async def run_record(run_id: str, ctx: Context) -> str:
+        return json.dumps(await read(ctx, f"/runs/{segment(run_id)}"), ensure_ascii=False)
+
+    return server
