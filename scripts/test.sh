@@ -41,7 +41,7 @@ fi
 echo "== lint and types"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy services gateway
+.venv/bin/mypy services gateway client
 
 echo "== tests"
 .venv/bin/pytest "$@"
