@@ -1,0 +1,526 @@
+"""Response bodies: one pydantic model per route's JSON, so /openapi.json
+describes every answer.
+
+Most bodies are a proto message as `events.message_dict` prints it (proto
+JSON with the proto field names; int64 as strings, enums by name, a
+Timestamp as RFC 3339 text, an unset message or `optional` field absent),
+then reshaped by the route (an enum shortened to `done`, a count turned
+into a number, a JSON string parsed). `proto_model` derives the model from
+the message's descriptor, so a field added to a proto appears here without
+a copy; the reshaped fields are overridden by name.
+
+The models are strict and forbid unknown fields: a body that strays from
+its model is a 500 and a failing test, never a silent drop. Routes return
+the body as a dict and declare `response_model`; the router drops the
+fields a body left unset (`exclude_unset`), so an absent field stays absent
+and the JSON clients receive is the dict the route built."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from sse_starlette import EventSourceResponse
+
+from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import memory_pb2, pages_pb2
+from switchboard.router.v1 import router_pb2
+from switchboard.threads.v1 import threads_pb2
+
+STRICT = ConfigDict(strict=True, extra="forbid")
+
+
+class Body(BaseModel):
+    """A response body written here by hand (not derived from a proto)."""
+
+    model_config = STRICT
+
+
+class ErrorProblem(Body):
+    field: str = Field(description="the query, path or body field, dotted; empty for the whole body")
+    problem: str
+
+
+class ErrorDetail(Body):
+    code: str = Field(
+        description="the gRPC status name (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION...) "
+        "or an HTTP-level one (PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED)"
+    )
+    message: str = Field(description="for a person; a 5xx says no more than internal error")
+    reason: str = Field(description='the service\'s ErrorInfo reason (ERROR_REASON_...), or ""')
+    details: list[ErrorProblem] | None = Field(
+        default=None, description="a request that failed validation (400): every problem"
+    )
+
+
+class ErrorResponse(Body):
+    """Every error body (gateway.errors)."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorResponse, "description": "The request cannot be served (docs/api.md, Errors)"},
+    "5XX": {"model": ErrorResponse, "description": "A service failed or is unavailable"},
+}
+
+
+class ApiRouter(APIRouter):
+    """The router every module's routes hang on: a body keeps exactly the
+    fields its route set (see the module's docstring), and every route
+    documents the error body (instead of FastAPI's 422, which this API
+    never sends: a request that fails validation is a 400)."""
+
+    def add_api_route(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        kwargs["response_model_exclude_unset"] = True
+        kwargs["responses"] = {**ERROR_RESPONSES, **(kwargs.get("responses") or {})}
+        super().add_api_route(path, endpoint, **kwargs)
+
+
+RUN_EVENTS = (
+    "The run's events as Server-Sent Events (`id:` the event's sequence, `event:` its kind, "
+    "`data:` one JSON object): run_started, step, skill_used, reasoning, action, delta, notice, "
+    "proposal, final, error"
+)
+
+
+def event_stream(description: str, others: dict[int | str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The arguments of a route that answers Server-Sent Events: a 200
+    `text/event-stream`, and the `others` statuses."""
+    stream = {"schema": {"type": "string", "format": "event-stream"}}
+    answers: dict[int | str, dict[str, Any]] = {
+        200: {"content": {"text/event-stream": stream}, "description": description},
+        **(others or {}),
+    }
+    return {"responses": answers, "response_model": None, "response_class": EventSourceResponse}
+
+
+_SCALARS: dict[int, Any] = {
+    FieldDescriptor.TYPE_DOUBLE: float,
+    FieldDescriptor.TYPE_FLOAT: float,
+    FieldDescriptor.TYPE_BOOL: bool,
+    FieldDescriptor.TYPE_STRING: str,
+    FieldDescriptor.TYPE_BYTES: str,  # base64
+    FieldDescriptor.TYPE_ENUM: str,  # the value's full name
+    FieldDescriptor.TYPE_INT32: int,
+    FieldDescriptor.TYPE_SINT32: int,
+    FieldDescriptor.TYPE_SFIXED32: int,
+    FieldDescriptor.TYPE_UINT32: int,
+    FieldDescriptor.TYPE_FIXED32: int,
+    # 64-bit integers are strings in proto JSON.
+    FieldDescriptor.TYPE_INT64: str,
+    FieldDescriptor.TYPE_SINT64: str,
+    FieldDescriptor.TYPE_SFIXED64: str,
+    FieldDescriptor.TYPE_UINT64: str,
+    FieldDescriptor.TYPE_FIXED64: str,
+}
+_WELL_KNOWN: dict[str, tuple[Any, str]] = {
+    "google.protobuf.Timestamp": (str, "RFC 3339 time, UTC (2026-01-31T12:00:00Z)"),
+    "google.protobuf.Duration": (str, 'seconds with an "s" suffix ("90s", "1.500s")'),
+    "google.protobuf.FieldMask": (str, "comma-separated field paths"),
+}
+_DERIVED: dict[str, type[BaseModel]] = {}
+
+
+def _field_type(field: FieldDescriptor) -> tuple[Any, str]:
+    if field.message_type is None:
+        return _SCALARS[field.type], ""
+    if field.message_type.GetOptions().map_entry:
+        value_type, _ = _field_type(field.message_type.fields_by_name["value"])
+        return dict[str, value_type], ""  # type: ignore[valid-type]
+    if field.message_type.full_name in _WELL_KNOWN:
+        return _WELL_KNOWN[field.message_type.full_name]
+    return proto_model(field.message_type), ""
+
+
+def proto_model(
+    descriptor: Descriptor,
+    name: str | None = None,
+    *,
+    drop: tuple[str, ...] = (),
+    **overrides: Any,
+) -> type[BaseModel]:
+    """The model of `descriptor`'s message as message_dict prints it. A field
+    without presence is required (message_dict always prints it); a message,
+    oneof member or `optional` field is absent when unset. `drop` removes
+    fields the route pops; each override is `name=(type, FieldInfo)` and
+    replaces or adds a field. Without arguments the model is shared, named
+    after the message."""
+    shared = name is None and not drop and not overrides
+    if shared and descriptor.full_name in _DERIVED:
+        return _DERIVED[descriptor.full_name]
+    fields: dict[str, Any] = {}
+    for field in descriptor.fields:
+        if field.name in drop:
+            continue
+        kind, description = _field_type(field)
+        is_map = field.message_type is not None and field.message_type.GetOptions().map_entry
+        if field.is_repeated and not is_map:
+            kind = list[kind]  # type: ignore[valid-type]
+        if field.has_presence:
+            fields[field.name] = (kind, Field(default=None, description=description or None))
+        else:
+            fields[field.name] = (kind, Field(description=description or None))
+    fields.update(overrides)
+    model = create_model(name or descriptor.name, __config__=STRICT, **fields)
+    if shared:
+        _DERIVED[descriptor.full_name] = model
+    return model
+
+
+def required(kind: Any, description: str) -> Any:
+    """An override: a field every body of the model has."""
+    return (kind, Field(description=description))
+
+
+def optional(kind: Any, description: str) -> Any:
+    """An override: a field some bodies of the model leave out."""
+    return (kind, Field(default=None, description=description))
+
+
+def _short(enum: EnumDescriptor, prefix: str) -> Any:
+    """An override: an enum printed by `events.short_enum` (lower case, prefix cut)."""
+    values = ", ".join(value.name.removeprefix(prefix).lower() for value in enum.values)
+    return required(str, f"one of: {values}")
+
+
+NEXT_PAGE = "opaque; pass it as page_token for the next page, empty on the last page"
+
+
+# Conversations and their messages.
+Conversation = proto_model(threads_pb2.Conversation.DESCRIPTOR)
+
+
+class ConversationList(Body):
+    conversations: list[Conversation]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+Entry = proto_model(
+    threads_pb2.Entry.DESCRIPTOR,
+    "Entry",
+    role=_short(threads_pb2.Role.DESCRIPTOR, "ROLE_"),
+    sequence=required(int, "position in its thread, from 1"),
+)
+
+
+class EntryPage(Body):
+    entries: list[Entry]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+    previous_page_token: str = Field(description="opaque; the page before this one, empty on the first")
+
+
+class AgentEntryPage(EntryPage):
+    thread_id: str = Field(description='the agent\'s live thread; "" before its first ask')
+    partial_view: bool = Field(description="the thread holds entries this view leaves out")
+
+
+# Runs.
+SkillUse = proto_model(
+    engine_pb2.SkillUse.DESCRIPTOR,
+    "RunSkillUse",
+    invocation=_short(engine_pb2.SkillInvocation.DESCRIPTOR, "SKILL_INVOCATION_"),
+)
+InstructionLayer = proto_model(
+    engine_pb2.InstructionLayer.DESCRIPTOR,
+    "RunInstructionLayer",
+    size_chars=required(int, "its size in characters"),
+    size_tokens=required(int, "its size in tokens"),
+)
+Run = proto_model(
+    engine_pb2.Run.DESCRIPTOR,
+    "Run",
+    drop=("usage", "router_decision_json", "trigger_payload_json"),
+    status=_short(engine_pb2.RunStatus.DESCRIPTOR, "RUN_STATUS_"),
+    surface=_short(engine_pb2.Surface.DESCRIPTOR, "SURFACE_"),
+    approval=required(str, 'the decision on the run\'s proposal: "accepted", "refused" or ""'),
+    skills=required(list[SkillUse], "the skills applied, each forced (manual) or routed (auto)"),  # type: ignore[valid-type]
+    layers=required(list[InstructionLayer], "the instruction layers, in the order the model read them"),  # type: ignore[valid-type]
+    tokens_in=required(int, "input tokens the run's model calls used"),
+    tokens_out=required(int, "output tokens the run's model calls produced"),
+    router_decision=required(dict[str, Any], "the skill router's full decision record; {} when none"),
+    trigger_payload=required(dict[str, Any], "what triggered the run; {} for a message"),
+)
+
+
+class RunList(Body):
+    runs: list[Run]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class DisableAutoUseAction(Body):
+    """The request that turns "Use automatically" off for the caller."""
+
+    method: str
+    path: str
+    body: dict[str, Any]
+
+
+SkillFeedback = proto_model(router_pb2.SkillFeedback.DESCRIPTOR)
+
+
+class SkillFeedbackResult(Body):
+    feedback: SkillFeedback  # type: ignore[valid-type]
+    offer_disable_auto_use: bool = Field(description="the skill is still used automatically for the caller")
+    disable_auto_use: DisableAutoUseAction | None = Field(
+        default=None, description="present when offer_disable_auto_use is true"
+    )
+
+
+# Agents and their threads.
+Agent = proto_model(
+    threads_pb2.Agent.DESCRIPTOR,
+    "Agent",
+    injection_strategy=_short(threads_pb2.InjectionStrategy.DESCRIPTOR, "INJECTION_STRATEGY_"),
+)
+
+
+class AgentList(Body):
+    agents: list[Agent]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+Segment = proto_model(
+    threads_pb2.Segment.DESCRIPTOR,
+    "Segment",
+    first_sequence=required(int, "sequence of its first entry"),
+    last_sequence=required(int, "sequence of its last entry"),
+    entry_count=required(int, "how many entries it holds"),
+    char_count=required(int, "characters of its entries"),
+    state=_short(threads_pb2.SegmentState.DESCRIPTOR, "SEGMENT_STATE_"),
+    handoff_state=_short(threads_pb2.HandoffState.DESCRIPTOR, "HANDOFF_STATE_"),
+)
+
+
+class SegmentPage(Body):
+    segments: list[Segment]  # type: ignore[valid-type]
+    thread_id: str = Field(description='the agent\'s live thread; "" before its first ask')
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class ThreadFile(Body):
+    path: str = Field(description="agents/<id>/log.jsonl, log.N.jsonl, handoff.md or providers.json")
+    content: str
+
+
+class AgentThreadExport(Body):
+    agent_id: str
+    files: list[ThreadFile]
+
+
+ImportedAgentThread = proto_model(
+    threads_pb2.AgentThread.DESCRIPTOR,
+    "ImportedAgentThread",
+    last_sequence=required(int, "sequence of the thread's last entry"),
+)
+
+
+class AgentThreadImport(Body):
+    thread: ImportedAgentThread  # type: ignore[valid-type]
+
+
+# Catalog: models, skills, sources, suggested actions.
+ModelOption = proto_model(
+    router_pb2.ModelOption.DESCRIPTOR,
+    "ModelOption",
+    profile=required(
+        str,
+        "the Auto profile it serves: "
+        + _short(router_pb2.ModelProfile.DESCRIPTOR, "MODEL_PROFILE_")[1].description
+        + '; "" for auto',
+    ),
+    label=required(str, "what a menu shows"),
+    context_window=optional(int, "the most input tokens the model takes; absent for auto"),
+)
+
+
+class ModelList(Body):
+    models: list[ModelOption]  # type: ignore[valid-type]
+
+
+Skill = proto_model(router_pb2.Skill.DESCRIPTOR, "Skill", drop=("body",))
+
+
+class SkillList(Body):
+    skills: list[Skill]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class SourceEntry(Body):
+    kind: str = Field(description="workspace, connector or mcp")
+    name: str
+    title: str
+    checked: bool | None = Field(
+        default=None, description="whether the conversation allows it; only with conversation_id"
+    )
+
+
+class SourceList(Body):
+    workspace: SourceEntry
+    connectors: list[SourceEntry]
+    mcp_servers: list[SourceEntry]
+
+
+class SuggestedAction(Body):
+    id: str
+    label: str = Field(description="what the button shows, in the requested language")
+    prompt: str = Field(description="what a click puts in the composer")
+
+
+class SuggestedActions(Body):
+    actions: list[SuggestedAction]
+    starts_run: bool = Field(description="always false: a suggestion prefills, it never sends")
+
+
+# Notes.
+Note = proto_model(
+    memory_pb2.Note.DESCRIPTOR,
+    "Note",
+    kind=_short(memory_pb2.NoteKind.DESCRIPTOR, "NOTE_KIND_"),
+    score=optional(float, "with q only: the recall score, higher is closer"),
+)
+
+
+class NoteList(Body):
+    notes: list[Note]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class NoteSaved(Body):
+    note: Note  # type: ignore[valid-type]
+    outcome: str = Field(description="created, or merged (into a note it repeated)")
+
+
+# Personal settings and instruction pages.
+PersonalSettings = proto_model(
+    memory_pb2.PersonalSettings.DESCRIPTOR,
+    "PersonalSettings",
+    drop=("avatar_json",),
+    chat_mode=required(str, "sidebar or floating"),
+    avatar=required(dict[str, Any], "the avatar and accessories, the page's own JSON; {} when unset"),
+    default_model=required(str, 'a configured model id, or "auto"'),
+    instruction_page_notice=required(str, "the warning the page shows next to the instruction page switch"),
+)
+
+
+class InstructionPageState(Body):
+    instruction_page_ids: list[str] = Field(description="the caller's instruction pages, in order")
+    active_instruction_page_id: str = Field(description='the one runs read; "" when none')
+
+
+# Printed straight from the proto, unlike PageDetail: version is a string here.
+ProtoPage = proto_model(pages_pb2.Page.DESCRIPTOR)
+
+
+class InstructionPageAdded(InstructionPageState):
+    page: ProtoPage  # type: ignore[valid-type]
+    notice: str | None = Field(default=None, description="with a new page: the shared-page warning")
+
+
+InstructionPage = proto_model(
+    pages_pb2.InstructionPage.DESCRIPTOR,
+    "InstructionPage",
+    state=_short(pages_pb2.InstructionPageState.DESCRIPTOR, "INSTRUCTION_PAGE_STATE_"),
+    version=required(int, "the page's current version"),
+)
+
+
+class InstructionPageList(Body):
+    pages: list[InstructionPage]  # type: ignore[valid-type]
+    active_instruction_page_id: str
+    next_page_token: str = Field(description=NEXT_PAGE)
+    notice: str = Field(description="the shared-page warning")
+
+
+InstructionTemplate = proto_model(pages_pb2.InstructionTemplate.DESCRIPTOR)
+
+
+class InstructionTemplates(Body):
+    templates: list[InstructionTemplate]  # type: ignore[valid-type]
+
+
+# Pages and proposals.
+_VERSIONS = {
+    "version": optional(int, "the version number, from 1"),
+    "restored_from_version": optional(int, "the version it restored, if it is a restore"),
+}
+Page = proto_model(pages_pb2.Page.DESCRIPTOR, "PageDetail", **_VERSIONS)
+PageVersion = proto_model(pages_pb2.PageVersion.DESCRIPTOR, "PageVersionDetail", **_VERSIONS)
+
+
+class PageList(Body):
+    pages: list[Page]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class PageVersionList(Body):
+    versions: list[PageVersion]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+DiffLine = proto_model(
+    pages_pb2.DiffLine.DESCRIPTOR,
+    "DiffLine",
+    kind=_short(pages_pb2.DiffLineKind.DESCRIPTOR, "DIFF_LINE_KIND_"),
+)
+DiffHunk = proto_model(
+    pages_pb2.DiffHunk.DESCRIPTOR,
+    "DiffHunk",
+    old_start=required(int, "first line in the old text, from 1"),
+    old_lines=required(int, "lines of the old text it covers"),
+    new_start=required(int, "first line in the new text, from 1"),
+    new_lines=required(int, "lines of the new text it covers"),
+    lines=required(list[DiffLine], "the hunk's lines"),  # type: ignore[valid-type]
+)
+TextDiff = proto_model(
+    pages_pb2.TextDiff.DESCRIPTOR,
+    "TextDiff",
+    added_lines=required(int, "lines added"),
+    removed_lines=required(int, "lines removed"),
+    hunks=required(list[DiffHunk], "the changed places with their context"),  # type: ignore[valid-type]
+)
+Proposal = proto_model(
+    pages_pb2.Proposal.DESCRIPTOR,
+    "Proposal",
+    state=_short(pages_pb2.ProposalState.DESCRIPTOR, "PROPOSAL_STATE_"),
+    base_version=required(int, "the page version the diff applies to"),
+    accepted_version=required(int, "the version accepting wrote; 0 until accepted"),
+    diff=required(TextDiff, "from the base version's text to the proposed text"),
+    current_version=optional(int, "only while pending on a page that moved on: its version now"),
+    base_to_current=optional(TextDiff, "with current_version: what changed since the base"),
+    current_to_proposed=optional(TextDiff, "with current_version: what accepting now would change"),
+)
+
+
+class ProposalList(Body):
+    proposals: list[Proposal]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class ProposalDecided(Body):
+    proposal: Proposal  # type: ignore[valid-type]
+    page: Page | None = Field(default=None, description="after accept: the page with its new version")  # type: ignore[valid-type]
+
+
+# The project: context, import, live state.
+ProjectContext = proto_model(memory_pb2.ProjectContext.DESCRIPTOR)
+ImportItem = proto_model(
+    memory_pb2.ImportItem.DESCRIPTOR,
+    "ImportItem",
+    outcome=_short(memory_pb2.ImportOutcome.DESCRIPTOR, "IMPORT_OUTCOME_"),
+)
+
+
+class ProjectImport(Body):
+    items: list[ImportItem]  # type: ignore[valid-type]
+
+
+LiveStateEntry = proto_model(memory_pb2.LiveStateEntry.DESCRIPTOR)
+
+
+class LiveStateList(Body):
+    entries: list[LiveStateEntry]  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
