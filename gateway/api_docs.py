@@ -39,7 +39,7 @@ def _type(schema: dict[str, Any]) -> str:
     return str(kind)
 
 
-def _referenced(spec: dict[str, Any]) -> list[str]:
+def referenced(spec: dict[str, Any]) -> list[str]:
     """The schemas the routes' success and error bodies use, each once, in
     the order the routes name them (then their fields')."""
     schemas = spec["components"]["schemas"]
@@ -75,7 +75,7 @@ def render(spec: dict[str, Any]) -> str:
                 if code.startswith("2") and ref:
                     routes.setdefault(ref.removeprefix(REF), []).append(f"`{method.upper()} {path}`")
     lines = [BEGIN, ""]
-    for name in _referenced(spec):
+    for name in referenced(spec):
         schema = schemas[name]
         lines += [f"### {name}", ""]
         if schema.get("description"):

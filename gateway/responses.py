@@ -25,6 +25,7 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from sse_starlette import EventSourceResponse
 
+from switchboard.comments import COMMENTS
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import memory_pb2, pages_pb2
 from switchboard.router.v1 import router_pb2
@@ -40,11 +41,15 @@ class Body(BaseModel):
 
 
 class ErrorProblem(Body):
+    """One problem of a request that failed validation."""
+
     field: str = Field(description="the query, path or body field, dotted; empty for the whole body")
-    problem: str
+    problem: str = Field(description="what is wrong with it, in English")
 
 
 class ErrorDetail(Body):
+    """What went wrong."""
+
     code: str = Field(
         description="the gRPC status name (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION...) "
         "or an HTTP-level one (PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED)"
@@ -59,7 +64,7 @@ class ErrorDetail(Body):
 class ErrorResponse(Body):
     """Every error body (gateway.errors)."""
 
-    error: ErrorDetail
+    error: ErrorDetail = Field(description="the error")
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -125,6 +130,13 @@ _WELL_KNOWN: dict[str, tuple[Any, str]] = {
 _DERIVED: dict[str, type[BaseModel]] = {}
 
 
+def _described(*parts: str | None) -> str | None:
+    """The parts that say something, joined: a proto comment, then what the
+    HTTP body does differently."""
+    text = " — ".join(part for part in parts if part)
+    return text[:1].upper() + text[1:] or None
+
+
 def _field_type(field: FieldDescriptor) -> tuple[Any, str]:
     if field.message_type is None:
         return _SCALARS[field.type], ""
@@ -156,16 +168,25 @@ def proto_model(
     for field in descriptor.fields:
         if field.name in drop:
             continue
-        kind, description = _field_type(field)
+        kind, note = _field_type(field)
         is_map = field.message_type is not None and field.message_type.GetOptions().map_entry
         if field.is_repeated and not is_map:
             kind = list[kind]  # type: ignore[valid-type]
+        description = _described(COMMENTS.get(field.full_name), note)
         if field.has_presence:
-            fields[field.name] = (kind, Field(default=None, description=description or None))
+            fields[field.name] = (kind, Field(default=None, description=description))
         else:
-            fields[field.name] = (kind, Field(description=description or None))
-    fields.update(overrides)
-    model = create_model(name or descriptor.name, __config__=STRICT, **fields)
+            fields[field.name] = (kind, Field(description=description))
+    for field_name, (kind, info) in overrides.items():
+        proto_field = descriptor.fields_by_name.get(field_name)
+        comment = COMMENTS.get(proto_field.full_name) if proto_field is not None else None
+        fields[field_name] = (
+            kind,
+            Field(default=info.default, description=_described(comment, info.description)),
+        )
+    model = create_model(
+        name or descriptor.name, __config__=STRICT, __doc__=COMMENTS.get(descriptor.full_name), **fields
+    )
     if shared:
         _DERIVED[descriptor.full_name] = model
     return model
@@ -184,7 +205,7 @@ def optional(kind: Any, description: str) -> Any:
 def _short(enum: EnumDescriptor, prefix: str) -> Any:
     """An override: an enum printed by `events.short_enum` (lower case, prefix cut)."""
     values = ", ".join(value.name.removeprefix(prefix).lower() for value in enum.values)
-    return required(str, f"one of: {values}")
+    return required(str, f"lower case without its prefix, one of: {values}")
 
 
 NEXT_PAGE = "opaque; pass it as page_token for the next page, empty on the last page"
@@ -195,7 +216,9 @@ Conversation = proto_model(threads_pb2.Conversation.DESCRIPTOR)
 
 
 class ConversationList(Body):
-    conversations: list[Conversation]  # type: ignore[valid-type]
+    """A page of the caller's conversations: pinned first, then the most recently active."""
+
+    conversations: list[Conversation] = Field(description="the conversations of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
@@ -203,17 +226,21 @@ Entry = proto_model(
     threads_pb2.Entry.DESCRIPTOR,
     "Entry",
     role=_short(threads_pb2.Role.DESCRIPTOR, "ROLE_"),
-    sequence=required(int, "position in its thread, from 1"),
+    sequence=required(int, "a JSON number (an int64 the gateway converts)"),
 )
 
 
 class EntryPage(Body):
-    entries: list[Entry]  # type: ignore[valid-type]
+    """A page of a conversation's entries, in order."""
+
+    entries: list[Entry] = Field(description="the entries of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
     previous_page_token: str = Field(description="opaque; the page before this one, empty on the first")
 
 
 class AgentEntryPage(EntryPage):
+    """A page of a view of an agent's live thread."""
+
     thread_id: str = Field(description='the agent\'s live thread; "" before its first ask')
     partial_view: bool = Field(description="the thread holds entries this view leaves out")
 
@@ -227,8 +254,8 @@ SkillUse = proto_model(
 InstructionLayer = proto_model(
     engine_pb2.InstructionLayer.DESCRIPTOR,
     "RunInstructionLayer",
-    size_chars=required(int, "its size in characters"),
-    size_tokens=required(int, "its size in tokens"),
+    size_chars=required(int, "a JSON number (an int64 the gateway converts)"),
+    size_tokens=required(int, "a JSON number (an int64 the gateway converts)"),
 )
 Run = proto_model(
     engine_pb2.Run.DESCRIPTOR,
@@ -236,9 +263,9 @@ Run = proto_model(
     drop=("usage", "router_decision_json", "trigger_payload_json"),
     status=_short(engine_pb2.RunStatus.DESCRIPTOR, "RUN_STATUS_"),
     surface=_short(engine_pb2.Surface.DESCRIPTOR, "SURFACE_"),
-    approval=required(str, 'the decision on the run\'s proposal: "accepted", "refused" or ""'),
-    skills=required(list[SkillUse], "the skills applied, each forced (manual) or routed (auto)"),  # type: ignore[valid-type]
-    layers=required(list[InstructionLayer], "the instruction layers, in the order the model read them"),  # type: ignore[valid-type]
+    approval=required(str, 'lower case without its prefix: "accepted", "refused", or "" while undecided'),
+    skills=required(list[SkillUse], ""),  # type: ignore[valid-type]
+    layers=required(list[InstructionLayer], ""),  # type: ignore[valid-type]
     tokens_in=required(int, "input tokens the run's model calls used"),
     tokens_out=required(int, "output tokens the run's model calls produced"),
     router_decision=required(dict[str, Any], "the skill router's full decision record; {} when none"),
@@ -247,23 +274,27 @@ Run = proto_model(
 
 
 class RunList(Body):
-    runs: list[Run]  # type: ignore[valid-type]
+    """A page of a conversation's runs, newest first."""
+
+    runs: list[Run] = Field(description="the runs of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 class DisableAutoUseAction(Body):
     """The request that turns "Use automatically" off for the caller."""
 
-    method: str
-    path: str
-    body: dict[str, Any]
+    method: str = Field(description="PUT")
+    path: str = Field(description="/api/agent/skills/{skill_id}/enablement")
+    body: dict[str, Any] = Field(description='{"enabled": true, "auto_use": "off"}')
 
 
 SkillFeedback = proto_model(router_pb2.SkillFeedback.DESCRIPTOR)
 
 
 class SkillFeedbackResult(Body):
-    feedback: SkillFeedback  # type: ignore[valid-type]
+    """The recorded "this skill was not relevant", and what the page may offer next."""
+
+    feedback: SkillFeedback = Field(description="the recorded feedback")  # type: ignore[valid-type]
     offer_disable_auto_use: bool = Field(description="the skill is still used automatically for the caller")
     disable_auto_use: DisableAutoUseAction | None = Field(
         default=None, description="present when offer_disable_auto_use is true"
@@ -279,47 +310,59 @@ Agent = proto_model(
 
 
 class AgentList(Body):
-    agents: list[Agent]  # type: ignore[valid-type]
+    """A page of the registry's agents, by id."""
+
+    agents: list[Agent] = Field(description="the agents of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 Segment = proto_model(
     threads_pb2.Segment.DESCRIPTOR,
     "Segment",
-    first_sequence=required(int, "sequence of its first entry"),
-    last_sequence=required(int, "sequence of its last entry"),
-    entry_count=required(int, "how many entries it holds"),
-    char_count=required(int, "characters of its entries"),
+    first_sequence=required(int, "a JSON number (an int64 the gateway converts)"),
+    last_sequence=required(int, "a JSON number (an int64 the gateway converts)"),
+    entry_count=required(int, "a JSON number (an int64 the gateway converts)"),
+    char_count=required(int, "a JSON number (an int64 the gateway converts)"),
     state=_short(threads_pb2.SegmentState.DESCRIPTOR, "SEGMENT_STATE_"),
     handoff_state=_short(threads_pb2.HandoffState.DESCRIPTOR, "HANDOFF_STATE_"),
 )
 
 
 class SegmentPage(Body):
-    segments: list[Segment]  # type: ignore[valid-type]
+    """A page of the segments of an agent's live thread, oldest first."""
+
+    segments: list[Segment] = Field(description="the segments of this page")  # type: ignore[valid-type]
     thread_id: str = Field(description='the agent\'s live thread; "" before its first ask')
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 class ThreadFile(Body):
+    """One file of an exported agent thread."""
+
     path: str = Field(description="agents/<id>/log.jsonl, log.N.jsonl, handoff.md or providers.json")
-    content: str
+    content: str = Field(description="its whole text")
 
 
 class AgentThreadExport(Body):
-    agent_id: str
-    files: list[ThreadFile]
+    """An agent's live thread as files (POST /agents/import takes them back)."""
+
+    agent_id: str = Field(description="the agent exported")
+    files: list[ThreadFile] = Field(
+        description="the closed segments' logs, the open log, handoff.md, providers.json"
+    )
 
 
 ImportedAgentThread = proto_model(
     threads_pb2.AgentThread.DESCRIPTOR,
     "ImportedAgentThread",
-    last_sequence=required(int, "sequence of the thread's last entry"),
+    last_sequence=required(int, "a JSON number (an int64 the gateway converts)"),
 )
 
 
 class AgentThreadImport(Body):
-    thread: ImportedAgentThread  # type: ignore[valid-type]
+    """The imported thread."""
+
+    thread: ImportedAgentThread = Field(description="the live thread, now holding the entries")  # type: ignore[valid-type]
 
 
 # Catalog: models, skills, sources, suggested actions.
@@ -327,51 +370,60 @@ ModelOption = proto_model(
     router_pb2.ModelOption.DESCRIPTOR,
     "ModelOption",
     profile=required(
-        str,
-        "the Auto profile it serves: "
-        + _short(router_pb2.ModelProfile.DESCRIPTOR, "MODEL_PROFILE_")[1].description
-        + '; "" for auto',
+        str, _short(router_pb2.ModelProfile.DESCRIPTOR, "MODEL_PROFILE_")[1].description + '; "" for auto'
     ),
     label=required(str, "what a menu shows"),
-    context_window=optional(int, "the most input tokens the model takes; absent for auto"),
+    context_window=optional(int, "absent for auto"),
 )
 
 
 class ModelList(Body):
-    models: list[ModelOption]  # type: ignore[valid-type]
+    """What a model selector offers: auto first, then the configured models in order."""
+
+    models: list[ModelOption] = Field(description="auto, then the configured models")  # type: ignore[valid-type]
 
 
 Skill = proto_model(router_pb2.Skill.DESCRIPTOR, "Skill", drop=("body",))
 
 
 class SkillList(Body):
-    skills: list[Skill]  # type: ignore[valid-type]
+    """A page of the skill catalog, by name, with the caller's enablement."""
+
+    skills: list[Skill] = Field(description="the skills of this page (without their body)")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 class SourceEntry(Body):
+    """A source a conversation can allow."""
+
     kind: str = Field(description="workspace, connector or mcp")
-    name: str
-    title: str
+    name: str = Field(description="its name in allowed_sources (workspace: workspace)")
+    title: str = Field(description="what to show; the name when none is configured")
     checked: bool | None = Field(
         default=None, description="whether the conversation allows it; only with conversation_id"
     )
 
 
 class SourceList(Body):
-    workspace: SourceEntry
-    connectors: list[SourceEntry]
-    mcp_servers: list[SourceEntry]
+    """What the All-sources popover offers."""
+
+    workspace: SourceEntry = Field(description="the workspace, always offered")
+    connectors: list[SourceEntry] = Field(description="the connectors configured for the gateway")
+    mcp_servers: list[SourceEntry] = Field(description="the MCP servers configured for the gateway")
 
 
 class SuggestedAction(Body):
-    id: str
+    """A prompt starter."""
+
+    id: str = Field(description="stable id of the suggestion")
     label: str = Field(description="what the button shows, in the requested language")
     prompt: str = Field(description="what a click puts in the composer")
 
 
 class SuggestedActions(Body):
-    actions: list[SuggestedAction]
+    """Prompt starters for the page being edited, computed without a model call."""
+
+    actions: list[SuggestedAction] = Field(description="2 to 4 suggestions")
     starts_run: bool = Field(description="always false: a suggestion prefills, it never sends")
 
 
@@ -385,12 +437,16 @@ Note = proto_model(
 
 
 class NoteList(Body):
-    notes: list[Note]  # type: ignore[valid-type]
+    """A page of the caller's notes, newest first; with q, the recalled notes, best first."""
+
+    notes: list[Note] = Field(description="the notes of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 class NoteSaved(Body):
-    note: Note  # type: ignore[valid-type]
+    """The saved note."""
+
+    note: Note = Field(description="the note written, or the one it was merged into")  # type: ignore[valid-type]
     outcome: str = Field(description="created, or merged (into a note it repeated)")
 
 
@@ -399,14 +455,16 @@ PersonalSettings = proto_model(
     memory_pb2.PersonalSettings.DESCRIPTOR,
     "PersonalSettings",
     drop=("avatar_json",),
-    chat_mode=required(str, "sidebar or floating"),
+    chat_mode=required(str, "sidebar or floating (never saved: sidebar)"),
     avatar=required(dict[str, Any], "the avatar and accessories, the page's own JSON; {} when unset"),
-    default_model=required(str, 'a configured model id, or "auto"'),
+    default_model=required(str, 'a configured model id, or "auto" for Auto'),
     instruction_page_notice=required(str, "the warning the page shows next to the instruction page switch"),
 )
 
 
 class InstructionPageState(Body):
+    """The caller's instruction pages and the active one."""
+
     instruction_page_ids: list[str] = Field(description="the caller's instruction pages, in order")
     active_instruction_page_id: str = Field(description='the one runs read; "" when none')
 
@@ -416,7 +474,9 @@ ProtoPage = proto_model(pages_pb2.Page.DESCRIPTOR)
 
 
 class InstructionPageAdded(InstructionPageState):
-    page: ProtoPage  # type: ignore[valid-type]
+    """The page added to (or created in) the caller's instruction pages."""
+
+    page: ProtoPage = Field(description="the page")  # type: ignore[valid-type]
     notice: str | None = Field(default=None, description="with a new page: the shared-page warning")
 
 
@@ -424,13 +484,15 @@ InstructionPage = proto_model(
     pages_pb2.InstructionPage.DESCRIPTOR,
     "InstructionPage",
     state=_short(pages_pb2.InstructionPageState.DESCRIPTOR, "INSTRUCTION_PAGE_STATE_"),
-    version=required(int, "the page's current version"),
+    version=required(int, "a JSON number (an int64 the gateway converts)"),
 )
 
 
 class InstructionPageList(Body):
-    pages: list[InstructionPage]  # type: ignore[valid-type]
-    active_instruction_page_id: str
+    """A page of the caller's instruction pages, each readable or not."""
+
+    pages: list[InstructionPage] = Field(description="the instruction pages of this page of results")  # type: ignore[valid-type]
+    active_instruction_page_id: str = Field(description='the one runs read; "" when none')
     next_page_token: str = Field(description=NEXT_PAGE)
     notice: str = Field(description="the shared-page warning")
 
@@ -439,25 +501,31 @@ InstructionTemplate = proto_model(pages_pb2.InstructionTemplate.DESCRIPTOR)
 
 
 class InstructionTemplates(Body):
-    templates: list[InstructionTemplate]  # type: ignore[valid-type]
+    """Templates for a new instruction page."""
+
+    templates: list[InstructionTemplate] = Field(description="every template")  # type: ignore[valid-type]
 
 
 # Pages and proposals.
 _VERSIONS = {
-    "version": optional(int, "the version number, from 1"),
-    "restored_from_version": optional(int, "the version it restored, if it is a restore"),
+    "version": optional(int, "a JSON number (an int64 the gateway converts)"),
+    "restored_from_version": optional(int, "a JSON number (an int64 the gateway converts)"),
 }
 Page = proto_model(pages_pb2.Page.DESCRIPTOR, "PageDetail", **_VERSIONS)
 PageVersion = proto_model(pages_pb2.PageVersion.DESCRIPTOR, "PageVersionDetail", **_VERSIONS)
 
 
 class PageList(Body):
-    pages: list[Page]  # type: ignore[valid-type]
+    """A page of the pages the caller can read, most recently updated first."""
+
+    pages: list[Page] = Field(description="the pages of this page of results")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 class PageVersionList(Body):
-    versions: list[PageVersion]  # type: ignore[valid-type]
+    """A page of a page's versions, newest first."""
+
+    versions: list[PageVersion] = Field(description="the versions of this page of results")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
@@ -469,26 +537,26 @@ DiffLine = proto_model(
 DiffHunk = proto_model(
     pages_pb2.DiffHunk.DESCRIPTOR,
     "DiffHunk",
-    old_start=required(int, "first line in the old text, from 1"),
-    old_lines=required(int, "lines of the old text it covers"),
-    new_start=required(int, "first line in the new text, from 1"),
-    new_lines=required(int, "lines of the new text it covers"),
-    lines=required(list[DiffLine], "the hunk's lines"),  # type: ignore[valid-type]
+    old_start=required(int, "a JSON number (an int64 the gateway converts)"),
+    old_lines=required(int, "a JSON number (an int64 the gateway converts)"),
+    new_start=required(int, "a JSON number (an int64 the gateway converts)"),
+    new_lines=required(int, "a JSON number (an int64 the gateway converts)"),
+    lines=required(list[DiffLine], ""),  # type: ignore[valid-type]
 )
 TextDiff = proto_model(
     pages_pb2.TextDiff.DESCRIPTOR,
     "TextDiff",
-    added_lines=required(int, "lines added"),
-    removed_lines=required(int, "lines removed"),
-    hunks=required(list[DiffHunk], "the changed places with their context"),  # type: ignore[valid-type]
+    added_lines=required(int, "a JSON number (an int64 the gateway converts)"),
+    removed_lines=required(int, "a JSON number (an int64 the gateway converts)"),
+    hunks=required(list[DiffHunk], ""),  # type: ignore[valid-type]
 )
 Proposal = proto_model(
     pages_pb2.Proposal.DESCRIPTOR,
     "Proposal",
     state=_short(pages_pb2.ProposalState.DESCRIPTOR, "PROPOSAL_STATE_"),
-    base_version=required(int, "the page version the diff applies to"),
-    accepted_version=required(int, "the version accepting wrote; 0 until accepted"),
-    diff=required(TextDiff, "from the base version's text to the proposed text"),
+    base_version=required(int, "a JSON number (an int64 the gateway converts)"),
+    accepted_version=required(int, "a JSON number (an int64 the gateway converts)"),
+    diff=required(TextDiff, ""),
     current_version=optional(int, "only while pending on a page that moved on: its version now"),
     base_to_current=optional(TextDiff, "with current_version: what changed since the base"),
     current_to_proposed=optional(TextDiff, "with current_version: what accepting now would change"),
@@ -496,12 +564,16 @@ Proposal = proto_model(
 
 
 class ProposalList(Body):
-    proposals: list[Proposal]  # type: ignore[valid-type]
+    """A page of the proposals the caller can see, newest first."""
+
+    proposals: list[Proposal] = Field(description="the proposals of this page of results")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
 class ProposalDecided(Body):
-    proposal: Proposal  # type: ignore[valid-type]
+    """A proposal after its owner's decision."""
+
+    proposal: Proposal = Field(description="the proposal, accepted or refused")  # type: ignore[valid-type]
     page: Page | None = Field(default=None, description="after accept: the page with its new version")  # type: ignore[valid-type]
 
 
@@ -515,12 +587,16 @@ ImportItem = proto_model(
 
 
 class ProjectImport(Body):
-    items: list[ImportItem]  # type: ignore[valid-type]
+    """What the import did with each file."""
+
+    items: list[ImportItem] = Field(description="one per file sent, in the order sent")  # type: ignore[valid-type]
 
 
 LiveStateEntry = proto_model(memory_pb2.LiveStateEntry.DESCRIPTOR)
 
 
 class LiveStateList(Body):
-    entries: list[LiveStateEntry]  # type: ignore[valid-type]
+    """A page of the project's unexpired live state, by agent id."""
+
+    entries: list[LiveStateEntry] = Field(description="the entries of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)

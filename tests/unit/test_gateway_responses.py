@@ -19,9 +19,10 @@ from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from gateway import responses
+from gateway import api_docs, responses
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from switchboard.comments import COMMENTS
 from switchboard.engine.v1 import engine_service_pb2
 from switchboard.memory.v1 import memory_service_pb2, pages_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -78,6 +79,23 @@ def test_every_route_documents_a_typed_response_body() -> None:
                 error = answers[code]["content"]["application/json"]["schema"]["$ref"]
                 assert error == SCHEMA_REF + "ErrorResponse", name
             assert "422" not in answers, f"{name}: validation errors are 400 here"
+
+
+def test_every_response_body_and_field_says_what_it_means() -> None:
+    """Descriptions come from the protos' comments (switchboard.comments)
+    for the bodies derived from a message, and from gateway.responses for
+    the others: none is left without."""
+    spec = api_docs.openapi()
+    schemas = spec["components"]["schemas"]
+    names = api_docs.referenced(spec)
+    assert {"Run", "Conversation", "ErrorResponse"} <= set(names)
+    for name in names:
+        assert schemas[name].get("description"), name
+        for field, value in schemas[name].get("properties", {}).items():
+            assert value.get("description"), f"{name}.{field}"
+    # A proto comment reached the description of its field.
+    status = schemas["Run"]["properties"]["status"]["description"]
+    assert status.startswith(COMMENTS["switchboard.engine.v1.Run.status"])
 
 
 def _fill(message: Message, depth: int = 0) -> Message:
