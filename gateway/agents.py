@@ -217,7 +217,7 @@ async def agent_segments(
 
 @router.get("/agents/{agent_id}/export", response_model=responses.AgentThreadExport, tags=["agents"])
 async def export_agent_thread(agent_id: str, request: Request, user: User) -> dict[str, Any]:
-    """The agent's thread as files in seed 000's layout (agents/<id>/log.jsonl,
+    """The agent's thread as files in the project folder's layout (agents/<id>/log.jsonl,
     log.N.jsonl per closed segment, handoff.md, providers.json); the page
     saves them as one JSON download, which POST /agents/import takes back."""
     response = await rpc(

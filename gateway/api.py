@@ -103,7 +103,8 @@ async def get_conversation(conversation_id: str, request: Request, user: User) -
 async def update_conversation(
     conversation_id: str, body: UpdateConversationBody, request: Request, user: User
 ) -> dict[str, Any]:
-    """Rename and/or pin (seed 002 P2-T15)."""
+    """Renames and/or pins the conversation; a rename makes the title manual
+    (title_auto false) for good."""
     fields = body.model_dump(exclude_none=True)
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "nothing to update: give title and/or pinned")
@@ -121,8 +122,8 @@ async def update_conversation(
 async def set_conversation_sources(
     conversation_id: str, body: AllowedSourcesBody, request: Request, user: User
 ) -> dict[str, Any]:
-    """Replaces the sources the conversation's runs may read (seed 002
-    P2-T08): the workspace, connectors and MCP servers checked."""
+    """Replaces the sources the conversation's runs may read: the workspace,
+    the connectors and MCP servers checked, and memory recall."""
     message = threads_service_pb2.UpdateConversationRequest(
         conversation=threads_pb2.Conversation(
             id=conversation_id, allowed_sources=threads_pb2.AllowedSources(**body.model_dump())
@@ -307,7 +308,7 @@ async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str
     "/runs/{run_id}/feedback", response_model=responses.SkillFeedbackResult, status_code=201, tags=["runs"]
 )
 async def skill_feedback(run_id: str, body: FeedbackBody, request: Request, user: User) -> dict[str, Any]:
-    """ "This skill was not relevant" (seed 002 §7.4): records the run's
+    """ "This skill was not relevant": records the run's
     request and the skill as a counter-example. `offer_disable_auto_use`
     says whether the skill is still used automatically for the caller; the
     page then offers `disable_auto_use` (PUT /skills/{id}/enablement)."""

@@ -1,4 +1,4 @@
-"""The user's durable notes (seed 001, curated memory): list, search by
+"""The user's durable notes (curated memory): list, search by
 meaning and words (the same hybrid recall runs use), write, edit, delete."""
 
 from __future__ import annotations

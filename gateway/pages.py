@@ -1,4 +1,4 @@
-"""Editing pages (seed 002 instruction pages): the pages a user can read,
+"""Editing pages (instruction pages among them): the pages a user can read,
 an edit that writes a new version, and the restore of an older version as a
 new one. Reading a page and its versions is in gateway.personal."""
 

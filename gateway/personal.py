@@ -1,6 +1,6 @@
-"""Personal settings, instruction pages, pages (read) and proposals: the
-routes of seed 002 P2-T04, P2-T05 and P2-T07, backed by the memory service
-(MemoryService and PagesService), which checks every ownership itself."""
+"""Personal settings, instruction pages, pages (read) and proposals,
+backed by the memory service (MemoryService and PagesService), which checks
+every ownership itself."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ PROPOSAL_STATES = {
     "accepted": pages_pb2.PROPOSAL_STATE_ACCEPTED,
     "refused": pages_pb2.PROPOSAL_STATE_REFUSED,
 }
-# Shown by the page next to the instruction page switch (seed 002 P2-T05).
+# Shown by the page next to the instruction page switch: a shared page steers
+# the agent of everyone who made it theirs.
 SHARED_PAGE_NOTICE = (
     "Anyone who can edit this page changes how your agent behaves. "
     "To share it as an example, duplicate the page."

@@ -1,4 +1,4 @@
-"""The project every agent shares (seed 001): its context (the CONTEXT.md
+"""The project every agent shares: its context (the CONTEXT.md
 every run receives), the import of a project folder's `.ideai` files, and
 the live state (who is doing what, now, until it expires), readable as a
 list or watched as Server-Sent Events."""
@@ -35,7 +35,7 @@ def _project(project_id: str) -> str:
 
 @router.get("/project-context", response_model=responses.ProjectContext, tags=["project"])
 async def get_project_context(request: Request, user: User, project_id: ProjectId = "") -> dict[str, Any]:
-    """The project context every agent's run receives ("" until written)."""
+    """The project context every agent's run receives; 404 before one is written."""
     response = await rpc(
         request,
         deps.memory(request).GetProjectContext,

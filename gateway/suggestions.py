@@ -1,4 +1,4 @@
-"""Suggested actions above the composer (seed 002 P2-T16): 2 to 4 prompt
+"""Suggested actions above the composer: 2 to 4 prompt
 starters from the current page's type and the selected text. A pure,
 deterministic function: showing them never calls a model, and clicking one
 only prefills the composer (the page never starts a run from it)."""
