@@ -20,6 +20,10 @@ if [ -z "$base" ]; then
   fi
   if [ "$(git rev-parse HEAD)" = "$(git rev-parse "$main")" ]; then
     if ! git rev-parse -q --verify "HEAD~1^{commit}" > /dev/null; then
+      if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+        echo "buf breaking: a shallow clone has no commit before HEAD; clone with history" >&2
+        exit 1
+      fi
       echo "buf breaking: HEAD is the first commit, nothing to compare with"
       exit 0
     fi
