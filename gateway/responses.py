@@ -109,7 +109,7 @@ _SCALARS: dict[int, Any] = {
     FieldDescriptor.TYPE_BOOL: bool,
     FieldDescriptor.TYPE_STRING: str,
     FieldDescriptor.TYPE_BYTES: str,  # base64
-    FieldDescriptor.TYPE_ENUM: str,  # the value's full name
+    FieldDescriptor.TYPE_ENUM: str,  # the value's name (RUN_STATUS_DONE)
     FieldDescriptor.TYPE_INT32: int,
     FieldDescriptor.TYPE_SINT32: int,
     FieldDescriptor.TYPE_SFIXED32: int,
@@ -209,6 +209,7 @@ def _short(enum: EnumDescriptor, prefix: str) -> Any:
 
 
 NEXT_PAGE = "opaque; pass it as page_token for the next page, empty on the last page"
+NUMBER = "a JSON number (an int64 the gateway converts)"
 
 
 # Conversations and their messages.
@@ -226,7 +227,7 @@ Entry = proto_model(
     threads_pb2.Entry.DESCRIPTOR,
     "Entry",
     role=_short(threads_pb2.Role.DESCRIPTOR, "ROLE_"),
-    sequence=required(int, "a JSON number (an int64 the gateway converts)"),
+    sequence=required(int, NUMBER),
 )
 
 
@@ -254,8 +255,8 @@ SkillUse = proto_model(
 InstructionLayer = proto_model(
     engine_pb2.InstructionLayer.DESCRIPTOR,
     "RunInstructionLayer",
-    size_chars=required(int, "a JSON number (an int64 the gateway converts)"),
-    size_tokens=required(int, "a JSON number (an int64 the gateway converts)"),
+    size_chars=required(int, NUMBER),
+    size_tokens=required(int, NUMBER),
 )
 Run = proto_model(
     engine_pb2.Run.DESCRIPTOR,
@@ -319,10 +320,10 @@ class AgentList(Body):
 Segment = proto_model(
     threads_pb2.Segment.DESCRIPTOR,
     "Segment",
-    first_sequence=required(int, "a JSON number (an int64 the gateway converts)"),
-    last_sequence=required(int, "a JSON number (an int64 the gateway converts)"),
-    entry_count=required(int, "a JSON number (an int64 the gateway converts)"),
-    char_count=required(int, "a JSON number (an int64 the gateway converts)"),
+    first_sequence=required(int, NUMBER),
+    last_sequence=required(int, NUMBER),
+    entry_count=required(int, NUMBER),
+    char_count=required(int, NUMBER),
     state=_short(threads_pb2.SegmentState.DESCRIPTOR, "SEGMENT_STATE_"),
     handoff_state=_short(threads_pb2.HandoffState.DESCRIPTOR, "HANDOFF_STATE_"),
 )
@@ -355,7 +356,7 @@ class AgentThreadExport(Body):
 ImportedAgentThread = proto_model(
     threads_pb2.AgentThread.DESCRIPTOR,
     "ImportedAgentThread",
-    last_sequence=required(int, "a JSON number (an int64 the gateway converts)"),
+    last_sequence=required(int, NUMBER),
 )
 
 
@@ -484,7 +485,7 @@ InstructionPage = proto_model(
     pages_pb2.InstructionPage.DESCRIPTOR,
     "InstructionPage",
     state=_short(pages_pb2.InstructionPageState.DESCRIPTOR, "INSTRUCTION_PAGE_STATE_"),
-    version=required(int, "a JSON number (an int64 the gateway converts)"),
+    version=required(int, NUMBER),
 )
 
 
@@ -508,8 +509,8 @@ class InstructionTemplates(Body):
 
 # Pages and proposals.
 _VERSIONS = {
-    "version": optional(int, "a JSON number (an int64 the gateway converts)"),
-    "restored_from_version": optional(int, "a JSON number (an int64 the gateway converts)"),
+    "version": optional(int, NUMBER),
+    "restored_from_version": optional(int, NUMBER),
 }
 Page = proto_model(pages_pb2.Page.DESCRIPTOR, "PageDetail", **_VERSIONS)
 PageVersion = proto_model(pages_pb2.PageVersion.DESCRIPTOR, "PageVersionDetail", **_VERSIONS)
@@ -537,25 +538,25 @@ DiffLine = proto_model(
 DiffHunk = proto_model(
     pages_pb2.DiffHunk.DESCRIPTOR,
     "DiffHunk",
-    old_start=required(int, "a JSON number (an int64 the gateway converts)"),
-    old_lines=required(int, "a JSON number (an int64 the gateway converts)"),
-    new_start=required(int, "a JSON number (an int64 the gateway converts)"),
-    new_lines=required(int, "a JSON number (an int64 the gateway converts)"),
+    old_start=required(int, NUMBER),
+    old_lines=required(int, NUMBER),
+    new_start=required(int, NUMBER),
+    new_lines=required(int, NUMBER),
     lines=required(list[DiffLine], ""),  # type: ignore[valid-type]
 )
 TextDiff = proto_model(
     pages_pb2.TextDiff.DESCRIPTOR,
     "TextDiff",
-    added_lines=required(int, "a JSON number (an int64 the gateway converts)"),
-    removed_lines=required(int, "a JSON number (an int64 the gateway converts)"),
+    added_lines=required(int, NUMBER),
+    removed_lines=required(int, NUMBER),
     hunks=required(list[DiffHunk], ""),  # type: ignore[valid-type]
 )
 Proposal = proto_model(
     pages_pb2.Proposal.DESCRIPTOR,
     "Proposal",
     state=_short(pages_pb2.ProposalState.DESCRIPTOR, "PROPOSAL_STATE_"),
-    base_version=required(int, "a JSON number (an int64 the gateway converts)"),
-    accepted_version=required(int, "a JSON number (an int64 the gateway converts)"),
+    base_version=required(int, NUMBER),
+    accepted_version=required(int, NUMBER),
     diff=required(TextDiff, ""),
     current_version=optional(int, "only while pending on a page that moved on: its version now"),
     base_to_current=optional(TextDiff, "with current_version: what changed since the base"),
