@@ -1,8 +1,9 @@
 """docs/api.md cannot drift from the gateway: its route table lists exactly
 the routes of /openapi.json with their success statuses, each field table
 marked `<!-- fields: Schema -->` lists exactly that schema's fields, the
-table of run events lists exactly the event kinds of the contract, and the
-generated response bodies are those of the current code."""
+table of run events lists exactly the event kinds of the contract, each
+gRPC service's table lists exactly its RPCs, and the generated response
+bodies are those of the current code."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import Any
 import pytest
 
 from gateway import api_docs
-from switchboard.engine.v1 import engine_pb2
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.memory.v1 import handoff_service_pb2, memory_service_pb2, pages_service_pb2
+from switchboard.router.v1 import router_service_pb2
+from switchboard.threads.v1 import threads_service_pb2
 
 TEXT = api_docs.DOC.read_text(encoding="utf-8")
 # Served, not described in OpenAPI (include_in_schema=False).
@@ -74,6 +78,26 @@ def test_the_run_event_table_lists_every_event_kind() -> None:
     documented = {row[0].strip("`") for row in rows}
     kinds = {field.name for field in engine_pb2.RunEvent.DESCRIPTOR.oneofs_by_name["kind"].fields}
     assert documented == kinds
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        engine_service_pb2,
+        router_service_pb2,
+        threads_service_pb2,
+        memory_service_pb2,
+        pages_service_pb2,
+        handoff_service_pb2,
+    ],
+    ids=lambda module: module.__name__.rsplit(".", 1)[-1],
+)
+def test_each_grpc_service_table_lists_its_rpcs(module: Any) -> None:
+    for service in module.DESCRIPTOR.services_by_name.values():
+        start = TEXT.index(f"\n## {service.name}\n")
+        section = TEXT[start : TEXT.index("\n## ", start + 1)]
+        documented = set(re.findall(r"^\| `(\w+)`", section, re.MULTILINE))
+        assert documented == {method.name for method in service.methods}, service.name
 
 
 def test_the_response_bodies_are_generated_from_the_current_code(spec: dict[str, Any]) -> None:

@@ -26,9 +26,10 @@ if _version_not_supported:
 
 
 class RouterServiceStub:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
@@ -98,9 +99,10 @@ class RouterServiceStub:
 
 
 class RouterServiceServicer:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
@@ -191,7 +193,7 @@ class RouterServiceServicer:
     def ListModels(self, request, context):
         """The configured models in configuration order, for a model selector;
         "auto" is not one of them (RouteModel resolves it). The list is the
-        service's configuration, the same for every caller.
+        service's configuration, the same for every caller. Needs no user.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -264,9 +266,10 @@ def add_RouterServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RouterService:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.

@@ -27,9 +27,10 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class RouterServiceStub:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
@@ -80,14 +81,15 @@ class RouterServiceStub:
     ListModels: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListModelsRequest, _router_service_pb2.ListModelsResponse]
     """The configured models in configuration order, for a model selector;
     "auto" is not one of them (RouteModel resolves it). The list is the
-    service's configuration, the same for every caller.
+    service's configuration, the same for every caller. Needs no user.
     """
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
@@ -135,13 +137,14 @@ class RouterServiceAsyncStub(RouterServiceStub):
     ListModels: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListModelsRequest, _router_service_pb2.ListModelsResponse]  # type: ignore[assignment]
     """The configured models in configuration order, for a model selector;
     "auto" is not one of them (RouteModel resolves it). The list is the
-    service's configuration, the same for every caller.
+    service's configuration, the same for every caller. Needs no user.
     """
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
@@ -253,7 +256,7 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_router_service_pb2.ListModelsResponse, _abc.Awaitable[_router_service_pb2.ListModelsResponse]]:
         """The configured models in configuration order, for a model selector;
         "auto" is not one of them (RouteModel resolves it). The list is the
-        service's configuration, the same for every caller.
+        service's configuration, the same for every caller. Needs no user.
         """
 
 def add_RouterServiceServicer_to_server(servicer: RouterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
