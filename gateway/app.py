@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_fastapi_instrumentator import Instrumentator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import agents, api, catalog, errors, metrics, notes, pages, personal, project
+from gateway import agents, api, catalog, errors, metrics, notes, openai_compat, pages, personal, project
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
 from gateway.settings import GatewaySettings
@@ -73,7 +73,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     # Tasks that must outlive their request (CancelRun after a client left).
     app.state.background = set()
-    for module in (api, personal, pages, catalog, agents, project, notes):
+    for module in (api, personal, pages, catalog, agents, project, notes, openai_compat):
         app.include_router(module.router)
     app.add_exception_handler(errors.ApiError, errors.api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, errors.rpc_error_handler)

@@ -35,13 +35,9 @@ def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
     return data
 
 
-@router.get("/models", response_model=responses.ModelList, tags=["catalog"])
-async def list_models(request: Request, user: User) -> dict[str, Any]:
-    """`auto` first, then the router's configured models in order, each
-    with web_only (gets no workspace context: warn before sending and
-    untick workspace sources) and expensive (Auto avoids it unless the
-    request is classified strong)."""
-    models: list[dict[str, Any]] = []
+async def configured_models(request: Request, user: str) -> list[router_pb2.ModelOption]:
+    """The router's configured models, in order (every page)."""
+    models: list[router_pb2.ModelOption] = []
     token = ""
     while True:
         response = await rpc(
@@ -50,10 +46,19 @@ async def list_models(request: Request, user: User) -> dict[str, Any]:
             router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
             user,
         )
-        models += [model_json(m) for m in response.models]
+        models += response.models
         token = response.next_page_token
         if not token:
-            break
+            return models
+
+
+@router.get("/models", response_model=responses.ModelList, tags=["catalog"])
+async def list_models(request: Request, user: User) -> dict[str, Any]:
+    """`auto` first, then the router's configured models in order, each
+    with web_only (gets no workspace context: warn before sending and
+    untick workspace sources) and expensive (Auto avoids it unless the
+    request is classified strong)."""
+    models = [model_json(m) for m in await configured_models(request, user)]
     auto = {
         "id": "auto",
         "label": "Auto",

@@ -1,4 +1,5 @@
-"""Refuses request bodies above a size with 413 before they are read whole."""
+"""Refuses request bodies above a size with 413 before they are read whole
+(in OpenAI's error shape on the OpenAI-compatible routes, /v1/...)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import error_body
+from gateway.openai_compat import openai_error
 
 
 class BodySizeLimit:
@@ -20,7 +22,7 @@ class BodySizeLimit:
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         received = 0
 
@@ -36,14 +38,15 @@ class BodySizeLimit:
         try:
             await self.app(scope, limited_receive, send)
         except _TooLarge:
-            await self._refuse(send)
+            await self._refuse(scope, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            error_body(
-                "PAYLOAD_TOO_LARGE", f"request body exceeds {self.max_bytes} bytes", "ERROR_REASON_TOO_LARGE"
-            )
-        ).encode()
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        message = f"request body exceeds {self.max_bytes} bytes"
+        if str(scope.get("path", "")).startswith("/v1/"):
+            error = openai_error(413, message, "payload_too_large")
+        else:
+            error = error_body("PAYLOAD_TOO_LARGE", message, "ERROR_REASON_TOO_LARGE")
+        body = json.dumps(error).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -50,25 +50,38 @@ def is_terminal(event: engine_pb2.RunEvent) -> bool:
     return event.WhichOneof("kind") in ("final", "error")
 
 
-async def stream_run(stream: Any, request: Request, user: str) -> EventSourceResponse | Response:
-    """Waits for the first event so a refused run is an HTTP error (400, 404,
-    413...) rather than a 200 stream; then relays the rest as SSE. A stream
-    with nothing left to send (a finished run) is 204."""
+async def first_event(stream: Any) -> engine_pb2.RunEvent | None:
+    """The stream's first event, None when it has nothing to send (a
+    finished run). Read before any response is started, so a refused run is
+    an HTTP error (400, 404, 413...) rather than a 200 stream."""
     try:
         first = await stream.read()
     except grpc.aio.AioRpcError:
         stream.cancel()
         raise
-    if first is grpc.aio.EOF:
-        return Response(status_code=204)
-    relay = Relay(request, user, stream, first.event)
+    return None if first is grpc.aio.EOF else first.event
+
+
+def sse_response(
+    events: AsyncIterator[dict[str, str]], request: Request, headers: dict[str, str] | None = None
+) -> EventSourceResponse:
+    """``events`` written as SSE with the gateway's ping and send timeout."""
     settings = request.app.state.settings
     return _Response(
-        relay.events(),
+        events,
         ping=settings.sse_ping_seconds,
         send_timeout=settings.sse_send_timeout,
-        headers={"Cache-Control": "no-store"},
+        headers={"Cache-Control": "no-store", **(headers or {})},
     )
+
+
+async def stream_run(stream: Any, request: Request, user: str) -> EventSourceResponse | Response:
+    """The run's events as SSE, after its first one (see first_event). A
+    stream with nothing left to send (a finished run) is 204."""
+    first = await first_event(stream)
+    if first is None:
+        return Response(status_code=204)
+    return sse_response(Relay(request, user, stream, first).events(), request)
 
 
 class _Response(EventSourceResponse):

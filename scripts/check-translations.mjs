@@ -1,5 +1,5 @@
 // Every string of the web page has its French translation: the t("...")
-// keys of gateway/static and the texts and attributes index.html marks with
+// and tLater("...") keys of gateway/static and the texts and attributes index.html marks with
 // data-i18n*. Run by scripts/test.sh.
 import { readFileSync, readdirSync } from "node:fs";
 import { FR } from "../gateway/static/js/fr.js";
@@ -10,7 +10,7 @@ const keys = new Set();
 const sources = ["app.js", ...readdirSync(new URL("js/", root)).map((f) => `js/${f}`)];
 for (const file of sources) {
   const code = readFileSync(new URL(file, root), "utf8");
-  for (const [, quoted] of code.matchAll(/\bt\(\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')/g))
+  for (const [, quoted] of code.matchAll(/\b(?:t|tLater)\(\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')/g))
     keys.add(norm(JSON.parse(quoted.startsWith("'") ? `"${quoted.slice(1, -1).replace(/"/g, '\\"')}"` : quoted)));
   for (const [, label] of code.matchAll(/label: "([^"]+)"/g)) keys.add(label);
 }

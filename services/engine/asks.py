@@ -144,7 +144,14 @@ class AgentAsks:
             summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
 
         layers = instructions.assemble(
-            "", recalled, [], working_context(agent, project, summary, tail), product_system=AGENT_SYSTEM
+            "",
+            recalled,
+            [],
+            working_context(agent, project, summary, tail),
+            product_system=AGENT_SYSTEM,
+            client=instructions.client_layer(
+                request.client_instructions, self._runs.limits.max_message_chars
+            ),
         )
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
         counter = self._runs.counters.counter(provider.kind, chosen.model)

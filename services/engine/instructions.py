@@ -90,20 +90,33 @@ def assemble(
     context: Sequence[Layer] = (),
     memory_note: str = "",
     product_system: str = PRODUCT_SYSTEM,
+    client: Sequence[Layer] = (),
 ) -> list[Layer]:
     """The layers in their fixed order; ``context`` holds the working
     context's own layers (project context, live state) that come before
-    ``working_context``."""
+    ``working_context``; ``client`` the client application's instructions,
+    right after the user's instruction page (a run whose request has none
+    has no such layer)."""
     memory_text = "\n".join(f"- [memory] {n.note.title}: {n.note.body}" for n in memory)
     skills_text = "\n\n".join(f"## Skill: {s.name}\n{s.body}" for s in skills)
     return [
         Layer("product_system", product_system),
         Layer("instruction_page", instruction_page),
+        *client,
         Layer("memory", f"# Memory\n{memory_text}" if memory_text else "", len(memory), memory_note),
         Layer("skills", skills_text, len(skills)),
         *context,
         Layer("working_context", working_context),
     ]
+
+
+CLIENT_HEADING = "# Instructions from the user's client application"
+
+
+def client_layer(text: str, budget: int) -> list[Layer]:
+    """The system messages of an OpenAI-compatible request as a layer, cut
+    at a line break within ``budget`` characters; none when empty."""
+    return [bounded("client_instructions", CLIENT_HEADING, text, budget)] if text.strip() else []
 
 
 def system_text(layers: Sequence[Layer], *extra: str) -> str:

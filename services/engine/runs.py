@@ -135,6 +135,8 @@ class RunRequest:
     ask: AskSpec | None = None
     # What the conversation allows its runs to read (set by start()).
     allowed: AllowedSources | None = None
+    # The client application's own instructions (OpenAI-compatible requests).
+    client_instructions: str = ""
 
 
 @dataclass(frozen=True)
@@ -399,6 +401,10 @@ class RunService:
         return router_pb2.ModelOption(id=f"fallback-{model}", provider=provider, model=model)
 
     @property
+    def limits(self) -> RunLimits:
+        return self._limits
+
+    @property
     def offline(self) -> bool:
         """No real provider configured: Auto picks the deterministic test
         models and the Skill Router never asks an LLM to arbitrate."""
@@ -506,6 +512,7 @@ class RunService:
         message: str,
         budget: RunBudget | None = None,
         busy_policy: BusyPolicy = BusyPolicy.QUEUE,
+        client_instructions: str = "",
     ) -> AsyncIterator[engine_pb2.RunEvent]:
         """Starts an AskAgent run and follows it to its terminal event."""
         run_id = await self.start(
@@ -520,6 +527,7 @@ class RunService:
                 budget=budget or RunBudget(),
                 busy_policy=busy_policy,
                 ask=ask,
+                client_instructions=client_instructions,
             )
         )
         async for event in self.follow(user, run_id, 0):
@@ -955,7 +963,13 @@ class RunService:
             user, text, page.page_id if instruction_page else "", tool_context, optional
         )
         layers = instructions.assemble(
-            instruction_page, recalled, list(skills.skills), working, context_layers, memory_note
+            instruction_page,
+            recalled,
+            list(skills.skills),
+            working,
+            context_layers,
+            memory_note,
+            client=instructions.client_layer(request.client_instructions, limits.max_message_chars),
         )
         counter = self.counters.counter(provider.kind, chosen.model)
         records = [layer.record(counter) for layer in layers]

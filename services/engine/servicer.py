@@ -55,6 +55,7 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 forced_skills=list(request.forced_skills),
                 budget=_budget(request.budget),
                 busy_policy=_busy_policy(request.busy_policy),
+                client_instructions=request.client_instructions,
             )
         )
         async for event in self._runs.follow(user, run_id, 0):
@@ -111,6 +112,7 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
             request.message,
             _budget(request.budget),
             _busy_policy(request.busy_policy),
+            request.client_instructions,
         )
         async for event in events:
             yield engine_service_pb2.AskAgentResponse(event=event)

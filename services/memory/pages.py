@@ -72,11 +72,18 @@ class InstructionTemplate:
     title: str
     description: str
     body: str
+    # The language the template is written in (BCP 47: "en", "fr"): the page
+    # offers the templates of its interface's language first.
+    language: str = "en"
 
 
 _REMINDER = (
     "> Anyone who can edit this page changes how your agent behaves. "
     "To share an example, duplicate the page instead of sharing it."
+)
+_REMINDER_FR = (
+    "> Quiconque peut modifier cette page change le comportement de votre agent. "
+    "Pour partager un exemple, dupliquez la page au lieu de la partager."
 )
 DEFAULT_TEMPLATE_ID = "my-switchboard-ai"
 TEMPLATES = (
@@ -115,6 +122,44 @@ TEMPLATES = (
             "## Pages and channels to consult first\n\n"
             "- The team's decision log page, the team channel\n"
         ),
+    ),
+    InstructionTemplate(
+        id="mon-ia-switchboard",
+        title="Mon IA Switchboard",
+        description="Votre page d'instructions privée : le ton, ce qu'il faut retenir, où chercher d'abord.",
+        body=(
+            "# Mon IA Switchboard\n\n"
+            f"{_REMINDER_FR}\n\n"
+            "## Ton souhaité\n\n"
+            "- p. ex. concis, cordial, répond dans la langue de la question\n\n"
+            "## Ce que l'agent doit retenir\n\n"
+            "### Mon rôle\n\n"
+            "- p. ex. responsable produit de l'équipe mobile\n\n"
+            "### Mes habitudes\n\n"
+            "- p. ex. je relis les pull requests le matin ; des résumés en puces\n\n"
+            "## Pages et canaux à consulter d'abord\n\n"
+            "- p. ex. la page de la feuille de route, le canal #mobile\n"
+        ),
+        language="fr",
+    ),
+    InstructionTemplate(
+        id="chef-equipe",
+        title="Assistant de chef d'équipe",
+        description="Pour qui coordonne une équipe : décisions, suivis, points d'avancement.",
+        body=(
+            "# Assistant de chef d'équipe\n\n"
+            f"{_REMINDER_FR}\n\n"
+            "## Ton souhaité\n\n"
+            "- Direct et bref ; commencer par la décision ou la question à trancher\n\n"
+            "## Ce que l'agent doit retenir\n\n"
+            "### Mon rôle\n\n"
+            "- Je dirige une équipe et je suis ses décisions et ses blocages\n\n"
+            "### Mes habitudes\n\n"
+            "- Point d'avancement le lundi ; un responsable et une date pour chaque action\n\n"
+            "## Pages et canaux à consulter d'abord\n\n"
+            "- La page du journal des décisions de l'équipe, le canal de l'équipe\n"
+        ),
+        language="fr",
     ),
 )
 

@@ -185,7 +185,9 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         templates, token = self._domain.list_templates(request.page_size, request.page_token)
         return pb.ListInstructionTemplatesResponse(
             templates=[
-                pages_pb2.InstructionTemplate(id=t.id, title=t.title, body=t.body, description=t.description)
+                pages_pb2.InstructionTemplate(
+                    id=t.id, title=t.title, body=t.body, description=t.description, language=t.language
+                )
                 for t in templates
             ],
             next_page_token=token,

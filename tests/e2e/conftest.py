@@ -43,6 +43,23 @@ class Launched:
         return {"Authorization": f"Bearer {TOKENS[user]}"}
 
 
+def recording_env(base_url: str) -> dict[str, str]:
+    """Settings for a recording OpenAI-compatible server at ``base_url``
+    beside the offline models: Auto never picks it (an offline model of each
+    profile comes first); a request names it as the model `recorded`."""
+    offline = [
+        {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
+        for p in ("fast", "balanced", "strong")
+    ]
+    recorded = {"id": "recorded", "provider": "recording", "model": "model-x", "profile": "strong"}
+    return {
+        "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(
+            [{"name": "recording", "kind": "openai", "base_url": base_url}]
+        ),
+        "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded]),
+    }
+
+
 def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """Runs a coroutine to completion from sync code, in a thread of its own
     (the caller's thread may already run a loop, e.g. Playwright's)."""

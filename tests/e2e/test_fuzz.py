@@ -46,7 +46,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from gateway import schemas
+from gateway import openai_compat, schemas
 from services.shared.bootstrap import MAX_REQUEST_BYTES
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
@@ -109,6 +109,9 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("POST", f"/api/agent/pages/{MISSING}/versions/1/restore", schemas.RestoreBody),
         ("POST", "/api/agent/notes", schemas.NoteBody),
         ("PATCH", f"/api/agent/notes/{MISSING}", schemas.UpdateNoteBody),
+        # The OpenAI-compatible endpoint (a random model name is refused
+        # before any conversation is created).
+        ("POST", "/v1/chat/completions", openai_compat.ChatCompletionBody),
     ]
 
 

@@ -3,7 +3,6 @@ launcher, driven over HTTP and SSE, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -13,7 +12,7 @@ import pytest
 
 from services.engine.instructions import TITLE_SYSTEM
 from tests.e2e import web
-from tests.e2e.conftest import Launched
+from tests.e2e.conftest import Launched, recording_env
 from tests.e2e.otlp import ReceivedSpan
 from tests.e2e.sse import SseEvent, read_events
 from tests.fakes.llm_server import openai_app, serve
@@ -22,25 +21,7 @@ from tests.fakes.llm_server import openai_app, serve
 # picks it (an offline model of each profile comes first); a message names it.
 _recording = serve(openai_app)
 RECORDING = _recording.__enter__()
-LAUNCH_ENV = {
-    "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(
-        [{"name": "recording", "kind": "openai", "base_url": f"{RECORDING.url}/v1"}]
-    ),
-    "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(
-        [
-            *(
-                {
-                    "id": f"offline-{p}",
-                    "provider": "offline",
-                    "model": f"switchboard-offline-{p}",
-                    "profile": p,
-                }
-                for p in ("fast", "balanced", "strong")
-            ),
-            {"id": "recorded", "provider": "recording", "model": "model-x", "profile": "strong"},
-        ]
-    ),
-}
+LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")
 recording_server = web.stop_at_module_end(lambda: _recording.__exit__(None, None, None))
 
 

@@ -74,6 +74,17 @@ def test_a_french_browser_gets_the_french_interface(browser: Browser, launched: 
                 re.compile("^Rédaction avec switchboard-"),
             ]
         )
+        # A notice reads in French, with the engine's own words as its detail.
+        run = send(page, "Lis @connector:inconnu, s'il te plaît.")
+        notice = run.locator('.notice[data-code="MENTION_NOT_ALLOWED"]')
+        expect(notice).to_contain_text(
+            "Une source mentionnée ne fait pas partie des sources autorisées de cette conversation"
+        )
+        expect(notice.locator("small.detail[lang=en]")).to_contain_text("@connector:inconnu")
+        # The instruction templates of the interface's language come first.
+        page.click("#personalise")
+        expect(page.locator("#template option").first).to_have_text("Mon IA Switchboard")
+        page.click("#close-personal")
         visit_every_view(page, launched, "fr")
         expect(page.locator("#help-sources-title")).to_have_text("Toutes les sources")
         expect(page.locator("#help-threads")).to_contain_text("vues partielles du même fil")
@@ -81,6 +92,15 @@ def test_a_french_browser_gets_the_french_interface(browser: Browser, launched: 
 
 def test_personalisation_switches_the_language_and_back(page: Page, launched: Launched) -> None:
     expect(page.locator("html")).to_have_attribute("lang", "en")
+    # In English the engine's own notice is shown as it is, with no detail line.
+    run = send(page, "Read @connector:unknown, please.")
+    notice = run.locator('.notice[data-code="MENTION_NOT_ALLOWED"]')
+    expect(notice).to_have_text(
+        "@connector:unknown is not among this conversation's allowed sources; it will not be read."
+    )
+    page.click("#personalise")
+    expect(page.locator("#template option").first).to_have_text("My Switchboard AI")
+    page.click("#close-personal")
     visit_every_view(page, launched, "en")
     page.get_by_role("link", name="Chat").click()
     page.click("#personalise")

@@ -25,12 +25,15 @@ async def sb(make_database: DatabaseFactory) -> AsyncIterator[System]:
 
 
 async def run(
-    sb: System, user: str, text: str = "Hello there"
+    sb: System, user: str, text: str = "Hello there", client_instructions: str = ""
 ) -> tuple[list[engine_pb2.RunEvent], engine_pb2.Run]:
     who = as_user(user)
     conversation = await sb.threads.CreateConversation(threads_service_pb2.CreateConversationRequest(), **who)
     request = engine_service_pb2.StartRunRequest(
-        conversation_id=conversation.conversation.id, message=text, surface=engine_pb2.SURFACE_CHAT
+        conversation_id=conversation.conversation.id,
+        message=text,
+        surface=engine_pb2.SURFACE_CHAT,
+        client_instructions=client_instructions,
     )
     events = await collect(sb.engine.StartRun(request, metadata=who["metadata"], timeout=30))
     got = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=events[0].run_id), **who)
@@ -108,3 +111,27 @@ async def test_a_long_page_is_cut_to_its_budget_with_a_notice(sb: System) -> Non
     assert events[-1].final.text.endswith("— Early")  # the cut-off tail never reached the model
     layer = {layer.key: layer for layer in record.layers}["instruction_page"]
     assert layer.size_chars < 400
+
+
+async def test_client_instructions_are_a_layer_after_the_instruction_page(sb: System) -> None:
+    """The system messages of an OpenAI-compatible client: a layer of their
+    own, right after the user's page, that the model follows; cut to the
+    message limit with a note; absent from runs whose request has none."""
+    created = await sb.pages.CreateInstructionPage(
+        pages_service_pb2.CreateInstructionPageRequest(request_id="page"), **as_user("alice")
+    )
+    await set_body(sb, "alice", created.page.id, "## Ton\n- bref\n")
+    events, record = await run(sb, "alice", "Bonjour", client_instructions="Signe : Éditeur bot")
+    assert events[-1].final.text.endswith("— Éditeur bot")
+    keys = [layer.key for layer in record.layers]
+    assert keys[:3] == ["product_system", "instruction_page", "client_instructions"]
+    layer = record.layers[2]
+    assert layer.present and layer.size_chars > len("Signe : Éditeur bot") and not layer.note
+
+    long = "\n".join(f"Rule {i}: answer in English." for i in range(3000))
+    _, cut = await run(sb, "alice", client_instructions=long)
+    layer = {layer.key: layer for layer in cut.layers}["client_instructions"]
+    assert layer.size_chars <= 32_100 and "cut to its budget" in layer.note
+
+    _, plain = await run(sb, "alice")
+    assert "client_instructions" not in {layer.key for layer in plain.layers}

@@ -109,6 +109,18 @@ async def test_templates_pick_several_and_switch(stubs: Stubs) -> None:
         await stubs.pages.ListInstructionTemplates(pb.ListInstructionTemplatesRequest(), **as_user("alice"))
     ).templates
     assert templates[0].id == "my-switchboard-ai" and len(templates) >= 2
+    # Each template exists in English and in French, with the same sections.
+    by_language = {lang: [t for t in templates if t.language == lang] for lang in ("en", "fr")}
+    assert [t.title for t in by_language["fr"]] == ["Mon IA Switchboard", "Assistant de chef d'équipe"]
+    assert len(by_language["en"]) == len(by_language["fr"]) and len(templates) == 4
+    for english, french in zip(by_language["en"], by_language["fr"], strict=True):
+        assert english.body.count("\n## ") == french.body.count("\n## ") == 3
+    assert "## Ton souhaité" in by_language["fr"][0].body
+    french_page = await stubs.pages.CreateInstructionPage(
+        pb.CreateInstructionPageRequest(template_id="mon-ia-switchboard"), **as_user("bob")
+    )
+    assert french_page.page.title == "Mon IA Switchboard"
+    assert "Quiconque peut modifier" in french_page.page.body
     first = (
         await stubs.pages.CreateInstructionPage(pb.CreateInstructionPageRequest(), **as_user("alice"))
     ).page

@@ -1,5 +1,6 @@
-"""docs/api.md cannot drift from the gateway: its route table lists exactly
-the routes of /openapi.json with their success statuses, each field table
+"""docs/api.md cannot drift from the gateway: its route tables (the HTTP
+API's and the OpenAI-compatible one) list exactly the routes of
+/openapi.json with their success statuses, each field table
 marked `<!-- fields: Schema -->` lists exactly that schema's fields, the
 table of run events lists exactly the event kinds of the contract, each
 gRPC service's table lists exactly its RPCs, and the generated response
@@ -46,7 +47,8 @@ def _table_after(marker: str) -> list[list[str]]:
 
 def test_the_route_table_lists_every_route_with_its_success_statuses(spec: dict[str, Any]) -> None:
     documented: dict[tuple[str, str], set[str]] = {}
-    for method_cell, path_cell, _, success in _table_after("## Routes"):
+    rows = _table_after("## Routes") + _table_after("## OpenAI-compatible routes")
+    for method_cell, path_cell, _, success in rows:
         path = path_cell.strip("`")
         for method in re.findall(r"`([A-Z]+)`", method_cell):
             documented[(method, path)] = set(re.findall(r"`(\d{3})`", success))

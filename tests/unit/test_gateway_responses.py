@@ -19,7 +19,7 @@ from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from gateway import api_docs, responses
+from gateway import api_docs, openai_compat, responses
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from switchboard.comments import COMMENTS
@@ -66,18 +66,23 @@ def test_every_route_documents_a_typed_response_body() -> None:
                 if code == "204":
                     assert not content, name
                     continue
-                if "text/event-stream" in content:
-                    assert content["text/event-stream"]["schema"]["type"] == "string", name
-                    continue
-                ref = content["application/json"]["schema"]["$ref"]
-                assert ref.startswith(SCHEMA_REF), name
-                body = schemas[ref.removeprefix(SCHEMA_REF)]
-                # A described object, not a free-form dict.
-                assert body["type"] == "object" and body["properties"], name
-                assert body["additionalProperties"] is False, name
+                assert content, name
+                for media, described in content.items():
+                    if media == "text/event-stream":
+                        assert described["schema"]["type"] == "string", name
+                        continue
+                    assert media == "application/json", name
+                    ref = described["schema"]["$ref"]
+                    assert ref.startswith(SCHEMA_REF), name
+                    body = schemas[ref.removeprefix(SCHEMA_REF)]
+                    # A described object, not a free-form dict.
+                    assert body["type"] == "object" and body["properties"], name
+                    assert body["additionalProperties"] is False, name
+            # The error body: this API's, or OpenAI's on the /v1 routes.
+            expected = "OpenAIErrorResponse" if route.path.startswith("/v1/") else "ErrorResponse"
             for code in ("4XX", "5XX"):
                 error = answers[code]["content"]["application/json"]["schema"]["$ref"]
-                assert error == SCHEMA_REF + "ErrorResponse", name
+                assert error == SCHEMA_REF + expected, name
             assert "422" not in answers, f"{name}: validation errors are 400 here"
 
 
@@ -218,6 +223,7 @@ BODIES: dict[str, Any] = {
     "POST /api/agent/project-context/import": {"files": [{"path": ".ideai/CONTEXT.md", "content": "c"}]},
     "PUT /api/agent/live-state/{agent_id}": {"activity": "testing", "ttl_seconds": 60},
     "POST /api/agent/notes": {"title": "n"},
+    "POST /v1/chat/completions": {"model": "auto", "messages": [{"role": "user", "content": "hello"}]},
     "PATCH /api/agent/notes/{note_id}": {"title": "n"},
 }
 # Second calls that take another branch of the same route.
@@ -263,14 +269,20 @@ async def test_every_json_body_is_exactly_its_model(full: bool, monkeypatch: pyt
                 for params in [{}, *QUERIES.get(key, [])]:
                     answer = await client.request(method, path, json=body, params=params)
                     model = _model_of(route)
+                    error_model = route.responses["4XX"]["model"]
                     if model is None or answer.status_code == 204:
-                        assert answer.status_code in (200, 201, 204), (key, answer.text)
+                        # A stream: the fake engine's has ended, so a run's
+                        # answers 204, and a chat completion a typed 502.
+                        if answer.status_code >= 400:
+                            error_model.model_validate(answer.json(), strict=True)
+                        else:
+                            assert answer.status_code in (200, 201, 204), (key, answer.text)
                         continue
                     # Empty services make a few routes refuse (e.g. feedback
                     # on a run without that skill): the error body is typed too.
                     if answer.status_code >= 400:
                         assert not full, (key, answer.text)
-                        responses.ErrorResponse.model_validate(answer.json())
+                        error_model.model_validate(answer.json(), strict=True)
                         continue
                     assert answer.status_code in (200, 201), (key, answer.text)
                     # What clients read is the dict the route built, every
@@ -281,3 +293,24 @@ async def test_every_json_body_is_exactly_its_model(full: bool, monkeypatch: pyt
                     model.model_validate(data, strict=True)
                     checked += 1
     assert checked >= 50
+
+
+def test_openai_bodies_are_their_models() -> None:
+    """What the /v1 routes build outside FastAPI's models (a completion, its
+    stream's chunks, an error) is what /openapi.json and the models say."""
+    completion = openai_compat.Completion("run-1", "auto")
+    usage = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    responses.ChatCompletion.model_validate(completion.whole("Bonjour", usage), strict=True)
+    for chunk in (
+        completion.chunk({"role": "assistant", "content": ""}),
+        completion.chunk({"content": "Bon"}),
+        completion.chunk({"reasoning_content": "…"}),
+        completion.chunk({}, "stop"),
+        completion.usage_chunk(usage),
+    ):
+        responses.ChatCompletionChunk.model_validate(json.loads(chunk["data"]), strict=True)
+    for error in (
+        openai_compat.openai_error(404, "no such model", "unknown_model", "model"),
+        openai_compat.openai_error(500, "internal error"),
+    ):
+        responses.OpenAIErrorResponse.model_validate(error, strict=True)

@@ -7,6 +7,7 @@
 import { API, $, el, download, followRun, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown, streamMarkdown } from "./markdown.js";
+import { errorCause, localizeHeadings, noticeView } from "./notices.js";
 
 const view = {
   agents: [],
@@ -238,7 +239,7 @@ function seam(segment) {
         className: "handoff pending",
         textContent: t("The handoff summary is not ready yet ({state}).", { state: segment.handoff_state }),
       });
-  if (segment.handoff_summary) renderMarkdown(summary, segment.handoff_summary);
+  if (segment.handoff_summary) renderMarkdown(summary, localizeHeadings(segment.handoff_summary));
   return el(
     "section",
     {
@@ -336,17 +337,14 @@ async function ask(event) {
       (event, data) => {
         live.runId = data.run_id;
         if (event === "delta") text.append(data.text);
-        else if (event === "notice")
-          $("ask-notices").append(
-            el("p", { className: "notice", dataset: { code: data.code }, textContent: data.message }),
-          );
+        else if (event === "notice") $("ask-notices").append(noticeView(data.code, data.message));
         else if (event === "error" && data.code === "CANCELLED")
           $("ask-notices").append(
             el(
               "p",
               { className: "run-status status-cancelled" },
               el("strong", { textContent: t("Cancelled") }),
-              ` — ${data.message}`,
+              ` — ${errorCause(data.code, data.message)}`,
             ),
           );
         else if (event === "error") fail(data.message);

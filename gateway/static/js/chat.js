@@ -6,6 +6,7 @@
 import { API, $, el, followRun, guard, json } from "./core.js";
 import { language, t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
+import { errorCause, noticeView } from "./notices.js";
 import { helpToggle } from "./help.js";
 import { takeForced } from "./composer.js";
 
@@ -354,7 +355,7 @@ function onRunEvent(block, event, data) {
   } else if (event === "delta") {
     block.text.append(data.text);
   } else if (event === "notice") {
-    block.notices.append(el("p", { className: "notice", textContent: data.message, dataset: { code: data.code } }));
+    block.notices.append(noticeView(data.code, data.message));
   } else if (event === "proposal") {
     block.extra.append(proposalView(data));
   } else if (event === "final") {
@@ -367,7 +368,7 @@ function onRunEvent(block, event, data) {
       () => {},
     );
   } else if (event === "error") {
-    showEnding(block, ERROR_STATUS[data.code] || "failed", data.message);
+    showEnding(block, ERROR_STATUS[data.code] || "failed", errorCause(data.code, data.message));
     json(`/runs/${data.run_id}`).then(
       (run) => showRunRecord(block, run),
       () => {},

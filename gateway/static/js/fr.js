@@ -280,4 +280,45 @@ export const FR = {
   "Feature summary": "Résumé de fonctionnalité",
   Preference: "Préférence",
   Fact: "Fait",
+  // Notices, run endings and handoff headings (notices.js).
+  "Memory is unavailable: this answer uses no recalled notes, personal settings, instruction page or mentioned pages.":
+    "La mémoire est indisponible : cette réponse n'utilise ni notes rappelées, ni réglages personnels, ni page d'instructions, ni pages mentionnées.",
+  "Routing is unavailable: no skill was applied automatically, and the fallback model answers.":
+    "Le routage est indisponible : aucun skill n'a été appliqué automatiquement, et le modèle de repli répond.",
+  "The model that picks skills did not answer: the skills were chosen without it.":
+    "Le modèle qui choisit les skills n'a pas répondu : les skills ont été choisis sans lui.",
+  "About the chosen model:": "À propos du modèle choisi :",
+  "This model is web-only: it reads no workspace content in this run.":
+    "Ce modèle est limité au web : il ne lit aucun contenu de l'espace de travail pendant cette exécution.",
+  "The conversation summary was written by the rules: the summary model did not answer.":
+    "Le résumé de la conversation a été écrit par les règles : le modèle de résumé n'a pas répondu.",
+  "This model is web-only: some of this conversation's sources will not be read in this run.":
+    "Ce modèle est limité au web : certaines sources de cette conversation ne seront pas lues pendant cette exécution.",
+  "A mentioned source is not among this conversation's allowed sources: it will not be read.":
+    "Une source mentionnée ne fait pas partie des sources autorisées de cette conversation : elle ne sera pas lue.",
+  "Some tools are not available in this run.": "Certains outils ne sont pas disponibles pendant cette exécution.",
+  "A write to memory was refused: only your own message can ask for one, in its own words.":
+    "Une écriture en mémoire a été refusée : seul votre propre message peut la demander, avec ses propres mots.",
+  "The active instruction page cannot be read: it was skipped.":
+    "La page d'instructions active ne peut pas être lue : elle a été ignorée.",
+  "The instruction page was cut to its budget.": "La page d'instructions a été tronquée à son budget.",
+  "The agent's injection strategy cannot be used with this provider: its own strategy delivers the same context.":
+    "La stratégie d'injection de l'agent ne peut pas servir avec ce fournisseur : sa propre stratégie transmet le même contexte.",
+  "Provider switched: the agent starts from the handoff summary and the recent entries.":
+    "Fournisseur changé : l'agent repart du résumé de passation et des entrées récentes.",
+  "The run was stopped.": "L'exécution a été arrêtée.",
+  "The engine running this run stopped.": "Le moteur qui menait cette exécution s'est arrêté.",
+  "The run reached its budget.": "L'exécution a atteint son budget.",
+  "The engine met an unexpected error.": "Le moteur a rencontré une erreur inattendue.",
+  "A service or the model provider is unavailable.": "Un service ou le fournisseur du modèle est indisponible.",
+  "The request was refused as invalid.": "La demande a été refusée car invalide.",
+  "Something the run needed was not found.": "Un élément nécessaire à l'exécution est introuvable.",
+  "The request is too large.": "La demande est trop volumineuse.",
+  "The run could not start in this state.": "L'exécution ne pouvait pas démarrer dans cet état.",
+  "Current objective": "Objectif courant",
+  "Active requests by requester": "Demandes actives par demandeur",
+  "Recent decisions": "Décisions récentes",
+  Blockers: "Blocages",
+  "Last correlated answer": "Dernière réponse corrélée",
+  "(none)": "(aucun)",
 };

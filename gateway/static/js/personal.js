@@ -2,7 +2,7 @@
 // active instruction page.
 
 import { $, el, guard, json } from "./core.js";
-import { setLanguage, t } from "./i18n.js";
+import { language, setLanguage, t } from "./i18n.js";
 import { modelLabel, state } from "./chat.js";
 
 export function applySettings(settings) {
@@ -26,7 +26,9 @@ export async function openPersonal() {
   $("default-model").value = settings.default_model || "auto";
   $("language").value = localStorage.getItem("switchboard.language") || "";
   renderPages(pages);
-  $("template").replaceChildren(...templates.map((tpl) => el("option", { value: tpl.id, textContent: tpl.title })));
+  // The interface's language first: its first template is the one offered.
+  const ordered = [...templates].sort((a, b) => (b.language === language()) - (a.language === language()));
+  $("template").replaceChildren(...ordered.map((tpl) => el("option", { value: tpl.id, textContent: tpl.title })));
   $("personal-status").textContent = "";
   $("personal").showModal();
 }

@@ -64,6 +64,7 @@ class StartRunRequest(_message.Message):
     FORCED_SKILLS_FIELD_NUMBER: _builtins.int
     BUDGET_FIELD_NUMBER: _builtins.int
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
+    CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key, at most 128 characters; "" = none (a
     retry then starts another run).
@@ -80,6 +81,12 @@ class StartRunRequest(_message.Message):
     """Where the run was started from; UNSPECIFIED = CHAT."""
     busy_policy: Global___BusyPolicy.ValueType
     """When a run is already active on the conversation; UNSPECIFIED = QUEUE."""
+    client_instructions: _builtins.str
+    """Instructions from the client application (the system messages of an
+    OpenAI-compatible request), a layer of their own after the user's
+    instruction page; "" = none. At most 32,000 characters; a longer text
+    is cut, and the run's layer record says so.
+    """
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Skills forced by the user (`/name` or the menu)."""
@@ -99,10 +106,11 @@ class StartRunRequest(_message.Message):
         forced_skills: _abc.Iterable[_builtins.str] | None = ...,
         budget: _engine_pb2.Budget | None = ...,
         busy_policy: Global___BusyPolicy.ValueType = ...,
+        client_instructions: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -397,6 +405,7 @@ class AskAgentRequest(_message.Message):
     CORRELATION_ID_FIELD_NUMBER: _builtins.int
     BUDGET_FIELD_NUMBER: _builtins.int
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
+    CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key, at most 128 characters."""
     requester: _builtins.str
@@ -409,6 +418,10 @@ class AskAgentRequest(_message.Message):
     """Ties an answer to its question across entries; "" = the run's id."""
     busy_policy: Global___BusyPolicy.ValueType
     """When the target's thread already has an active run; UNSPECIFIED = QUEUE."""
+    client_instructions: _builtins.str
+    """Instructions from the client application, a layer after the agent's
+    own system prompt; as in StartRunRequest.
+    """
     @_builtins.property
     def budget(self) -> _engine_pb2.Budget:
         """Limits of this run; unset fields take the engine's defaults."""
@@ -423,10 +436,11 @@ class AskAgentRequest(_message.Message):
         correlation_id: _builtins.str = ...,
         budget: _engine_pb2.Budget | None = ...,
         busy_policy: Global___BusyPolicy.ValueType = ...,
+        client_instructions: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "correlation_id", b"correlation_id", "message", b"message", "request_id", b"request_id", "requester", b"requester", "target_agent_id", b"target_agent_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "correlation_id", b"correlation_id", "message", b"message", "request_id", b"request_id", "requester", b"requester", "target_agent_id", b"target_agent_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

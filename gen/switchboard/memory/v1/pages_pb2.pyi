@@ -425,6 +425,7 @@ class InstructionTemplate(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Stable id (e.g. "default")."""
     title: _builtins.str
@@ -433,6 +434,8 @@ class InstructionTemplate(_message.Message):
     """The text a page made from it starts with."""
     description: _builtins.str
     """What the template is for, for a picker."""
+    language: _builtins.str
+    """The language the template is written in, as a BCP 47 tag ("en", "fr")."""
     def __init__(
         self,
         *,
@@ -440,10 +443,11 @@ class InstructionTemplate(_message.Message):
         title: _builtins.str = ...,
         body: _builtins.str = ...,
         description: _builtins.str = ...,
+        language: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "description", b"description", "id", b"id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "description", b"description", "id", b"id", "language", b"language", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,92 @@
+// What the engine and memory say in English, in the reader's language. The
+// engine words each notice and run error in English, with its details (a
+// model's name, a source, a cause); the page shows the sentence for its code
+// in the interface's language, and, in French, the engine's own words beside
+// it as the detail. Handoff summaries keep their English section headings
+// (models read them); the page shows them translated.
+
+import { el } from "./core.js";
+import { language, t, tLater } from "./i18n.js";
+
+// Every notice code the engine emits (tests/unit/test_web_texts.py checks the
+// list against the engine's source).
+export const NOTICE_TEXT = {
+  MEMORY_UNAVAILABLE: tLater(
+    "Memory is unavailable: this answer uses no recalled notes, personal settings, instruction page or mentioned pages.",
+  ),
+  ROUTER_UNAVAILABLE: tLater(
+    "Routing is unavailable: no skill was applied automatically, and the fallback model answers.",
+  ),
+  ARBITER_FAILED: tLater("The model that picks skills did not answer: the skills were chosen without it."),
+  MODEL_CHOICE: tLater("About the chosen model:"),
+  WEB_ONLY_MODEL: tLater("This model is web-only: it reads no workspace content in this run."),
+  SUMMARY_MODEL_FAILED: tLater("The conversation summary was written by the rules: the summary model did not answer."),
+  SOURCES_WITHHELD: tLater("This model is web-only: some of this conversation's sources will not be read in this run."),
+  MENTION_NOT_ALLOWED: tLater(
+    "A mentioned source is not among this conversation's allowed sources: it will not be read.",
+  ),
+  TOOLS_UNAVAILABLE: tLater("Some tools are not available in this run."),
+  WRITE_REFUSED: tLater("A write to memory was refused: only your own message can ask for one, in its own words."),
+  INSTRUCTION_PAGE_UNREADABLE: tLater("The active instruction page cannot be read: it was skipped."),
+  INSTRUCTION_PAGE_TRUNCATED: tLater("The instruction page was cut to its budget."),
+  INJECTION_STRATEGY_UNAVAILABLE: tLater(
+    "The agent's injection strategy cannot be used with this provider: its own strategy delivers the same context.",
+  ),
+  PROVIDER_SWITCHED: tLater("Provider switched: the agent starts from the handoff summary and the recent entries."),
+};
+
+// The run errors whose cause is worth a sentence of its own.
+export const ERROR_TEXT = {
+  CANCELLED: tLater("The run was stopped."),
+  INTERRUPTED: tLater("The engine running this run stopped."),
+  BUDGET_EXCEEDED: tLater("The run reached its budget."),
+  INTERNAL: tLater("The engine met an unexpected error."),
+  ERROR_REASON_DEPENDENCY_UNAVAILABLE: tLater("A service or the model provider is unavailable."),
+  ERROR_REASON_INVALID_ARGUMENT: tLater("The request was refused as invalid."),
+  ERROR_REASON_NOT_FOUND: tLater("Something the run needed was not found."),
+  ERROR_REASON_TOO_LARGE: tLater("The request is too large."),
+  ERROR_REASON_FAILED_PRECONDITION: tLater("The run could not start in this state."),
+};
+
+// The section headings of a handoff summary, as memory writes them.
+export const HANDOFF_HEADINGS = [
+  tLater("Current objective"),
+  tLater("Active requests by requester"),
+  tLater("Recent decisions"),
+  tLater("Blockers"),
+  tLater("Last correlated answer"),
+];
+
+// The engine's words, said in the interface's language where a sentence
+// exists for the code: [sentence, detail] (detail: the engine's own words,
+// only when they are not what the reader already sees).
+export function localized(table, code, message) {
+  const sentence = table[code];
+  if (!sentence || language() === "en") return [message || (sentence ?? ""), ""];
+  return [t(sentence), message || ""];
+}
+
+export function noticeView(code, message) {
+  const [text, detail] = localized(NOTICE_TEXT, code, message);
+  return el(
+    "p",
+    { className: "notice", dataset: { code } },
+    text,
+    detail ? el("small", { className: "detail", lang: "en", textContent: ` (${detail})` }) : null,
+  );
+}
+
+// A run's cause of ending, from its error code when the live stream gave one.
+export function errorCause(code, message) {
+  const [text, detail] = localized(ERROR_TEXT, code, message);
+  return detail ? `${text} (${detail})` : text;
+}
+
+// "## Current objective" and the like, in the interface's language.
+export function localizeHeadings(markdown) {
+  if (language() === "en") return markdown;
+  return HANDOFF_HEADINGS.reduce(
+    (text, heading) => text.replaceAll(`## ${heading}\n`, `## ${t(heading)}\n`),
+    markdown,
+  ).replaceAll("(none)", t("(none)"));
+}
