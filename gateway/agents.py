@@ -9,12 +9,12 @@ import uuid
 from typing import Annotated, Any
 
 import grpc
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 from sse_starlette import EventSourceResponse
 
-from gateway import deps
-from gateway.api import BUSY_POLICIES, SSE_RESPONSES, check_message, entry_json
+from gateway import deps, responses
+from gateway.api import BUSY_POLICIES, check_message, entry_json
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
@@ -24,7 +24,7 @@ from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 View = threads_service_pb2.ListEntriesRequest
 # A registered agent that nobody has asked yet has no thread: an empty view.
 EMPTY_VIEW = {"thread_id": "", "partial_view": False, "next_page_token": "", "previous_page_token": ""}
@@ -36,7 +36,7 @@ def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
     return data
 
 
-@router.get("/agents", tags=["agents"])
+@router.get("/agents", response_model=responses.AgentList, tags=["agents"])
 async def list_agents(
     request: Request,
     user: User,
@@ -52,7 +52,7 @@ async def list_agents(
     return {"agents": [agent_json(a) for a in response.agents], "next_page_token": response.next_page_token}
 
 
-@router.post("/agents", status_code=201, tags=["agents"])
+@router.post("/agents", response_model=responses.Agent, status_code=201, tags=["agents"])
 async def create_agent(body: CreateAgentBody, request: Request, user: User) -> dict[str, Any]:
     """Registers an agent (a slug id); creating an existing id returns it unchanged."""
     response = await rpc(
@@ -64,7 +64,7 @@ async def create_agent(body: CreateAgentBody, request: Request, user: User) -> d
     return agent_json(response.agent)
 
 
-@router.get("/agents/{agent_id}", tags=["agents"])
+@router.get("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
 async def get_agent(agent_id: str, request: Request, user: User) -> dict[str, Any]:
     response = await rpc(
         request, deps.threads(request).GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user
@@ -72,7 +72,7 @@ async def get_agent(agent_id: str, request: Request, user: User) -> dict[str, An
     return agent_json(response.agent)
 
 
-@router.patch("/agents/{agent_id}", tags=["agents"])
+@router.patch("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
 async def update_agent(agent_id: str, body: UpdateAgentBody, request: Request, user: User) -> dict[str, Any]:
     """Renames the agent or changes its persona, provider or model; only the
     fields present are written. A model of another provider is a provider
@@ -92,7 +92,11 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, request: Request, u
     return agent_json(response.agent)
 
 
-@router.post("/agents/{agent_id}/asks", responses=SSE_RESPONSES, response_model=None, tags=["agents"])
+@router.post(
+    "/agents/{agent_id}/asks",
+    **responses.event_stream(responses.RUN_EVENTS),
+    tags=["agents"],
+)
 async def ask_agent(
     agent_id: str, body: AskBody, request: Request, user: User
 ) -> EventSourceResponse | Response:
@@ -114,7 +118,7 @@ async def ask_agent(
     return await stream_run(stream, request, user)
 
 
-@router.get("/agents/{agent_id}/entries", tags=["agents"])
+@router.get("/agents/{agent_id}/entries", response_model=responses.AgentEntryPage, tags=["agents"])
 async def agent_entries(
     agent_id: str,
     request: Request,
@@ -182,7 +186,7 @@ def segment_json(segment: threads_pb2.Segment) -> dict[str, Any]:
     return data
 
 
-@router.get("/agents/{agent_id}/segments", tags=["agents"])
+@router.get("/agents/{agent_id}/segments", response_model=responses.SegmentPage, tags=["agents"])
 async def agent_segments(
     agent_id: str,
     request: Request,
@@ -211,9 +215,9 @@ async def agent_segments(
     }
 
 
-@router.get("/agents/{agent_id}/export", tags=["agents"])
+@router.get("/agents/{agent_id}/export", response_model=responses.AgentThreadExport, tags=["agents"])
 async def export_agent_thread(agent_id: str, request: Request, user: User) -> dict[str, Any]:
-    """The agent's thread as the files of its folder (agents/<id>/log.jsonl,
+    """The agent's thread as files in the project folder's layout (agents/<id>/log.jsonl,
     log.N.jsonl per closed segment, handoff.md, providers.json); the page
     saves them as one JSON download, which POST /agents/import takes back."""
     response = await rpc(
@@ -225,7 +229,7 @@ async def export_agent_thread(agent_id: str, request: Request, user: User) -> di
     return {"agent_id": agent_id, "files": [{"path": f.path, "content": f.content} for f in response.files]}
 
 
-@router.post("/agents/import", status_code=201, tags=["agents"])
+@router.post("/agents/import", response_model=responses.AgentThreadImport, status_code=201, tags=["agents"])
 async def import_agent_thread(body: ImportThreadBody, request: Request, user: User) -> dict[str, Any]:
     """Imports one agent's exported thread (registering the agent if
     missing). 409 when that agent already has a thread with entries."""

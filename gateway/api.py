@@ -7,10 +7,10 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import Header, Query, Request, Response
 from sse_starlette import EventSourceResponse
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
@@ -27,11 +27,8 @@ from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 
-SSE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/event-stream": {}}, "description": "The run's events, as SSE"},
-}
 BUSY_POLICIES = {
     "queue": engine_service_pb2.BUSY_POLICY_QUEUE,
     "reject": engine_service_pb2.BUSY_POLICY_REJECT,
@@ -49,7 +46,7 @@ def check_message(request: Request, message: str) -> None:
         raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
 
 
-@router.post("/conversations", status_code=201, tags=["conversations"])
+@router.post("/conversations", response_model=responses.Conversation, status_code=201, tags=["conversations"])
 async def create_conversation(body: CreateConversationBody, request: Request, user: User) -> dict[str, Any]:
     message = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
     if body.allowed_sources is not None:
@@ -61,7 +58,7 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
     return message_dict(response.conversation)
 
 
-@router.get("/conversations", tags=["conversations"])
+@router.get("/conversations", response_model=responses.ConversationList, tags=["conversations"])
 async def list_conversations(
     request: Request,
     user: User,
@@ -95,16 +92,19 @@ async def _conversation(request: Request, user: str, conversation_id: str) -> th
     return response.conversation
 
 
-@router.get("/conversations/{conversation_id}", tags=["conversations"])
+@router.get("/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"])
 async def get_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
     return message_dict(await _conversation(request, user, conversation_id))
 
 
-@router.patch("/conversations/{conversation_id}", tags=["conversations"])
+@router.patch(
+    "/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"]
+)
 async def update_conversation(
     conversation_id: str, body: UpdateConversationBody, request: Request, user: User
 ) -> dict[str, Any]:
-    """Rename and/or pin."""
+    """Renames and/or pins the conversation; a rename makes the title manual
+    (title_auto false) for good."""
     fields = body.model_dump(exclude_none=True)
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "nothing to update: give title and/or pinned")
@@ -116,12 +116,14 @@ async def update_conversation(
     return message_dict(response.conversation)
 
 
-@router.put("/conversations/{conversation_id}/sources", tags=["conversations"])
+@router.put(
+    "/conversations/{conversation_id}/sources", response_model=responses.Conversation, tags=["conversations"]
+)
 async def set_conversation_sources(
     conversation_id: str, body: AllowedSourcesBody, request: Request, user: User
 ) -> dict[str, Any]:
     """Replaces the sources the conversation's runs may read: the workspace,
-    connectors and MCP servers checked."""
+    the connectors and MCP servers checked, and memory recall."""
     message = threads_service_pb2.UpdateConversationRequest(
         conversation=threads_pb2.Conversation(
             id=conversation_id, allowed_sources=threads_pb2.AllowedSources(**body.model_dump())
@@ -132,7 +134,9 @@ async def set_conversation_sources(
     return message_dict(response.conversation)
 
 
-@router.post("/conversations/{conversation_id}/archive", tags=["conversations"])
+@router.post(
+    "/conversations/{conversation_id}/archive", response_model=responses.Conversation, tags=["conversations"]
+)
 async def archive_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
     """Archived conversations leave the default list and stay readable."""
     response = await rpc(
@@ -151,7 +155,9 @@ def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
     return data
 
 
-@router.get("/conversations/{conversation_id}/entries", tags=["conversations"])
+@router.get(
+    "/conversations/{conversation_id}/entries", response_model=responses.EntryPage, tags=["conversations"]
+)
 async def list_entries(
     conversation_id: str,
     request: Request,
@@ -181,8 +187,7 @@ async def list_entries(
 
 @router.post(
     "/conversations/{conversation_id}/messages",
-    responses=SSE_RESPONSES,
-    response_model=None,
+    **responses.event_stream(responses.RUN_EVENTS),
     tags=["runs"],
 )
 async def post_message(
@@ -206,7 +211,7 @@ async def post_message(
     return await stream_run(stream, request, user)
 
 
-@router.get("/conversations/{conversation_id}/runs", tags=["runs"])
+@router.get("/conversations/{conversation_id}/runs", response_model=responses.RunList, tags=["runs"])
 async def list_runs(
     conversation_id: str,
     request: Request,
@@ -235,7 +240,7 @@ async def _run(request: Request, user: str, run_id: str) -> engine_pb2.Run:
     return response.run
 
 
-@router.get("/runs/{run_id}", tags=["runs"])
+@router.get("/runs/{run_id}", response_model=responses.Run, tags=["runs"])
 async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
     """One run: status, model used, skills, sources read, router decision, usage."""
     return run_json(await _run(request, user, run_id))
@@ -243,11 +248,9 @@ async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
 
 @router.get(
     "/runs/{run_id}/events",
-    responses={
-        **SSE_RESPONSES,
-        204: {"description": "The run has ended and the client has every event"},
-    },
-    response_model=None,
+    **responses.event_stream(
+        responses.RUN_EVENTS, {204: {"description": "The run has ended and the client has every event"}}
+    ),
     tags=["runs"],
 )
 async def run_events(
@@ -266,7 +269,7 @@ async def run_events(
     return await stream_run(stream, request, user)
 
 
-@router.post("/runs/{run_id}/cancel", tags=["runs"])
+@router.post("/runs/{run_id}/cancel", response_model=responses.Run, tags=["runs"])
 async def cancel_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
     """Stops a running run (it ends `cancelled`); an ended run is returned unchanged."""
     response = await rpc(
@@ -301,7 +304,9 @@ async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str
     raise ApiError(409, "FAILED_PRECONDITION", f"the message of run {run.id!r} is not in a conversation")
 
 
-@router.post("/runs/{run_id}/feedback", status_code=201, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/feedback", response_model=responses.SkillFeedbackResult, status_code=201, tags=["runs"]
+)
 async def skill_feedback(run_id: str, body: FeedbackBody, request: Request, user: User) -> dict[str, Any]:
     """ "This skill was not relevant": records the run's
     request and the skill as a counter-example. `offer_disable_auto_use`

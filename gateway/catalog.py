@@ -7,10 +7,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.events import message_dict, short_enum
 from gateway.schemas import EnablementBody
@@ -18,7 +18,7 @@ from gateway.suggestions import suggest
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 
 AUTO_USE = {
     None: router_service_pb2.AUTO_USE_OVERRIDE_UNSPECIFIED,
@@ -52,7 +52,7 @@ async def configured_models(request: Request, user: str) -> list[router_pb2.Mode
             return models
 
 
-@router.get("/models", tags=["catalog"])
+@router.get("/models", response_model=responses.ModelList, tags=["catalog"])
 async def list_models(request: Request, user: User) -> dict[str, Any]:
     """`auto` first, then the router's configured models in order, each
     with web_only (gets no workspace context: warn before sending and
@@ -77,7 +77,7 @@ def skill_json(skill: router_pb2.Skill) -> dict[str, Any]:
     return data
 
 
-@router.get("/skills", tags=["catalog"])
+@router.get("/skills", response_model=responses.SkillList, tags=["catalog"])
 async def list_skills(
     request: Request,
     user: User,
@@ -94,7 +94,7 @@ async def list_skills(
     return {"skills": [skill_json(s) for s in response.skills], "next_page_token": response.next_page_token}
 
 
-@router.put("/skills/{skill_id}/enablement", tags=["catalog"])
+@router.put("/skills/{skill_id}/enablement", response_model=responses.Skill, tags=["catalog"])
 async def set_skill_enablement(
     skill_id: str, body: EnablementBody, request: Request, user: User
 ) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def configured_sources(connectors_json: str, mcp_servers_json: str) -> tuple[lis
     return _SOURCES.validate_json(connectors_json), _SOURCES.validate_json(mcp_servers_json)
 
 
-@router.get("/sources", tags=["catalog"])
+@router.get("/sources", response_model=responses.SourceList, tags=["catalog"])
 async def list_sources(
     request: Request,
     user: User,
@@ -165,7 +165,7 @@ async def list_sources(
     }
 
 
-@router.get("/suggested-actions", tags=["catalog"])
+@router.get("/suggested-actions", response_model=responses.SuggestedActions, tags=["catalog"])
 async def suggested_actions(
     user: User,
     page_type: Annotated[str, Query(max_length=50)] = "page",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
@@ -17,7 +17,7 @@ from gateway.project import DEFAULT_PROJECT, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 
 KINDS = {
     "decision": memory_pb2.NOTE_KIND_DECISION,
@@ -33,7 +33,7 @@ def note_json(note: memory_pb2.Note) -> dict[str, Any]:
     return data
 
 
-@router.get("/notes", tags=["notes"])
+@router.get("/notes", response_model=responses.NoteList, tags=["notes"])
 async def list_notes(
     request: Request,
     user: User,
@@ -72,7 +72,7 @@ async def list_notes(
     return {"notes": [note_json(n) for n in response.notes], "next_page_token": response.next_page_token}
 
 
-@router.post("/notes", status_code=201, tags=["notes"])
+@router.post("/notes", response_model=responses.NoteSaved, status_code=201, tags=["notes"])
 async def create_note(
     body: NoteBody, request: Request, user: User, project_id: ProjectId = ""
 ) -> dict[str, Any]:
@@ -100,7 +100,7 @@ async def create_note(
     }
 
 
-@router.get("/notes/{note_id}", tags=["notes"])
+@router.get("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
 async def get_note(note_id: str, request: Request, user: User) -> dict[str, Any]:
     response = await rpc(
         request, deps.memory(request).GetNote, memory_service_pb2.GetNoteRequest(id=note_id), user
@@ -108,7 +108,7 @@ async def get_note(note_id: str, request: Request, user: User) -> dict[str, Any]
     return note_json(response.note)
 
 
-@router.patch("/notes/{note_id}", tags=["notes"])
+@router.patch("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
 async def update_note(note_id: str, body: UpdateNoteBody, request: Request, user: User) -> dict[str, Any]:
     """Only the fields present are written."""
     fields = body.model_dump(exclude_none=True)

@@ -43,7 +43,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.api import check_message
 from gateway.catalog import configured_models
 from gateway.deps import User, rpc
@@ -176,7 +176,9 @@ class OpenAIRoute(APIRoute):
         return route
 
 
-router = APIRouter(prefix="/v1", route_class=OpenAIRoute, tags=["openai"])
+router = APIRouter(
+    prefix="/v1", route_class=OpenAIRoute, tags=["openai"], responses=responses.OPENAI_ERROR_RESPONSES
+)
 
 
 class ContentPart(BaseModel):
@@ -529,7 +531,7 @@ async def _whole(relay: Relay, completion: Completion, headers: dict[str, str]) 
 # Routes
 
 
-@router.get("/models")
+@router.get("/models", response_model=responses.OpenAIModelList)
 async def list_models(request: Request, user: User) -> dict[str, Any]:
     """`auto`, every configured model, then `agent:<id>` for each agent."""
     data = [{"id": AUTO, "object": "model", "created": 0, "owned_by": "switchboard"}]
@@ -554,7 +556,18 @@ async def list_models(request: Request, user: User) -> dict[str, Any]:
             return {"object": "list", "data": data}
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={
+        200: {
+            "model": responses.ChatCompletion,
+            "description": "chat.completion JSON; with stream true, chat.completion.chunk events as "
+            "Server-Sent Events (data: one ChatCompletionChunk), ending data: [DONE]",
+            "content": {"text/event-stream": {"schema": {"type": "string", "format": "event-stream"}}},
+        }
+    },
+)
 async def chat_completions(
     body: ChatCompletionBody,
     request: Request,

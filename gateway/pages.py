@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import Path, Query, Request
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.personal import page_json
 from gateway.schemas import RestoreBody, UpdatePageBody
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 
 
-@router.get("/pages", tags=["pages"])
+@router.get("/pages", response_model=responses.PageList, tags=["pages"])
 async def list_pages(
     request: Request,
     user: User,
@@ -37,7 +37,7 @@ async def list_pages(
     return {"pages": [page_json(p) for p in response.pages], "next_page_token": response.next_page_token}
 
 
-@router.patch("/pages/{page_id}", tags=["pages"])
+@router.patch("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
 async def update_page(page_id: str, body: UpdatePageBody, request: Request, user: User) -> dict[str, Any]:
     """Edits the page's title and/or body: a new version. 409 when
     `expected_version` is given and the page has moved on since."""
@@ -58,7 +58,7 @@ async def update_page(page_id: str, body: UpdatePageBody, request: Request, user
     return page_json(response.page)
 
 
-@router.post("/pages/{page_id}/versions/{version}/restore", tags=["pages"])
+@router.post("/pages/{page_id}/versions/{version}/restore", response_model=responses.Page, tags=["pages"])
 async def restore_page_version(
     page_id: str,
     version: Annotated[int, Path(ge=1, le=2**53)],

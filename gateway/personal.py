@@ -1,6 +1,6 @@
-"""Personal settings, instruction pages, pages (read) and proposals: the
-routes of the personalisation menu and the instruction page editor, backed by the memory service
-(MemoryService and PagesService), which checks every ownership itself."""
+"""Personal settings, instruction pages, pages (read) and proposals,
+backed by the memory service (MemoryService and PagesService), which checks
+every ownership itself."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import logging
 from typing import Annotated, Any
 
 import grpc
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
@@ -21,7 +21,7 @@ from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pag
 from switchboard.router.v1 import router_service_pb2
 
 log = logging.getLogger(__name__)
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 
 CHAT_MODES = {"sidebar": memory_pb2.CHAT_MODE_SIDEBAR, "floating": memory_pb2.CHAT_MODE_FLOATING}
 PROPOSAL_STATES = {
@@ -30,7 +30,8 @@ PROPOSAL_STATES = {
     "accepted": pages_pb2.PROPOSAL_STATE_ACCEPTED,
     "refused": pages_pb2.PROPOSAL_STATE_REFUSED,
 }
-# Shown by the page next to the instruction page switch.
+# Shown by the page next to the instruction page switch: a shared page steers
+# the agent of everyone who made it theirs.
 SHARED_PAGE_NOTICE = (
     "Anyone who can edit this page changes how your agent behaves. "
     "To share it as an example, duplicate the page."
@@ -47,7 +48,7 @@ def settings_json(settings: memory_pb2.PersonalSettings) -> dict[str, Any]:
     return data
 
 
-@router.get("/personal-settings", tags=["personal"])
+@router.get("/personal-settings", response_model=responses.PersonalSettings, tags=["personal"])
 async def get_personal_settings(request: Request, user: User) -> dict[str, Any]:
     """The caller's settings; defaults when they never saved any."""
     response = await rpc(
@@ -78,7 +79,7 @@ async def _check_model(request: Request, user: str, model: str) -> None:
             raise ApiError(400, "INVALID_ARGUMENT", f"default_model: {model!r} is not a configured model")
 
 
-@router.put("/personal-settings", tags=["personal"])
+@router.put("/personal-settings", response_model=responses.PersonalSettings, tags=["personal"])
 async def update_personal_settings(
     body: PersonalSettingsBody, request: Request, user: User
 ) -> dict[str, Any]:
@@ -116,7 +117,12 @@ def _instruction_state(response: Any) -> dict[str, Any]:
     }
 
 
-@router.post("/personal-settings/instructions-page", status_code=201, tags=["personal"])
+@router.post(
+    "/personal-settings/instructions-page",
+    response_model=responses.InstructionPageAdded,
+    status_code=201,
+    tags=["personal"],
+)
 async def add_instructions_page(body: InstructionPageBody, request: Request, user: User) -> dict[str, Any]:
     """Creates the caller's private instruction page from a template ("My
     Switchboard AI" by default) and makes it active, or adds an existing page
@@ -147,7 +153,9 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
     }
 
 
-@router.get("/personal-settings/instruction-pages", tags=["personal"])
+@router.get(
+    "/personal-settings/instruction-pages", response_model=responses.InstructionPageList, tags=["personal"]
+)
 async def list_instruction_pages(
     request: Request,
     user: User,
@@ -175,7 +183,11 @@ async def list_instruction_pages(
     }
 
 
-@router.put("/personal-settings/instructions-page/active", tags=["personal"])
+@router.put(
+    "/personal-settings/instructions-page/active",
+    response_model=responses.InstructionPageState,
+    tags=["personal"],
+)
 async def set_active_instructions_page(body: ActivePageBody, request: Request, user: User) -> dict[str, Any]:
     """Switches the active instruction page to one of the caller's pages."""
     response = await rpc(
@@ -187,7 +199,11 @@ async def set_active_instructions_page(body: ActivePageBody, request: Request, u
     return _instruction_state(response)
 
 
-@router.delete("/personal-settings/instruction-pages/{page_id}", tags=["personal"])
+@router.delete(
+    "/personal-settings/instruction-pages/{page_id}",
+    response_model=responses.InstructionPageState,
+    tags=["personal"],
+)
 async def remove_instructions_page(page_id: str, request: Request, user: User) -> dict[str, Any]:
     """Removes a page from the caller's instruction pages (the page itself stays)."""
     response = await rpc(
@@ -199,7 +215,7 @@ async def remove_instructions_page(page_id: str, request: Request, user: User) -
     return _instruction_state(response)
 
 
-@router.get("/instruction-templates", tags=["personal"])
+@router.get("/instruction-templates", response_model=responses.InstructionTemplates, tags=["personal"])
 async def list_instruction_templates(request: Request, user: User) -> dict[str, Any]:
     response = await rpc(
         request,
@@ -218,7 +234,7 @@ def page_json(page: pages_pb2.Page | pages_pb2.PageVersion) -> dict[str, Any]:
     return data
 
 
-@router.get("/pages/{page_id}", tags=["pages"])
+@router.get("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
 async def get_page(page_id: str, request: Request, user: User) -> dict[str, Any]:
     """A page the caller can read (another user's private page is 404)."""
     response = await rpc(
@@ -227,7 +243,7 @@ async def get_page(page_id: str, request: Request, user: User) -> dict[str, Any]
     return page_json(response.page)
 
 
-@router.get("/pages/{page_id}/versions", tags=["pages"])
+@router.get("/pages/{page_id}/versions", response_model=responses.PageVersionList, tags=["pages"])
 async def list_page_versions(
     page_id: str,
     request: Request,
@@ -271,7 +287,7 @@ def proposal_json(proposal: pages_pb2.Proposal) -> dict[str, Any]:
     return data
 
 
-@router.get("/proposals", tags=["proposals"])
+@router.get("/proposals", response_model=responses.ProposalList, tags=["proposals"])
 async def list_proposals(
     request: Request,
     user: User,
@@ -295,7 +311,7 @@ async def list_proposals(
     }
 
 
-@router.get("/proposals/{proposal_id}", tags=["proposals"])
+@router.get("/proposals/{proposal_id}", response_model=responses.Proposal, tags=["proposals"])
 async def get_proposal(proposal_id: str, request: Request, user: User) -> dict[str, Any]:
     """The proposal with its diff; while pending on a page that has moved
     since, also what changed (base_to_current) and what accepting now would
@@ -314,7 +330,7 @@ async def get_proposal(proposal_id: str, request: Request, user: User) -> dict[s
     return data
 
 
-@router.post("/proposals/{proposal_id}/accept", tags=["proposals"])
+@router.post("/proposals/{proposal_id}/accept", response_model=responses.ProposalDecided, tags=["proposals"])
 async def accept_proposal(
     proposal_id: str, request: Request, user: User, body: DecisionBody | None = None
 ) -> dict[str, Any]:
@@ -333,7 +349,7 @@ async def accept_proposal(
     return {"proposal": proposal_json(response.proposal), "page": page_json(response.page)}
 
 
-@router.post("/proposals/{proposal_id}/refuse", tags=["proposals"])
+@router.post("/proposals/{proposal_id}/refuse", response_model=responses.ProposalDecided, tags=["proposals"])
 async def refuse_proposal(
     proposal_id: str, request: Request, user: User, body: DecisionBody | None = None
 ) -> dict[str, Any]:

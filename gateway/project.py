@@ -10,18 +10,18 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import grpc
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import Path, Query, Request, Response
 from google.protobuf.duration_pb2 import Duration
 from sse_starlette import EventSourceResponse
 
-from gateway import deps
+from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.events import message_dict, short_enum
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
-router = APIRouter(prefix="/api/agent")
+router = responses.ApiRouter(prefix="/api/agent")
 
 # The one project this deployment's agents work on (the engine reads the same).
 DEFAULT_PROJECT = "default"
@@ -33,9 +33,9 @@ def _project(project_id: str) -> str:
     return project_id or DEFAULT_PROJECT
 
 
-@router.get("/project-context", tags=["project"])
+@router.get("/project-context", response_model=responses.ProjectContext, tags=["project"])
 async def get_project_context(request: Request, user: User, project_id: ProjectId = "") -> dict[str, Any]:
-    """The project context every agent's run receives ("" until written)."""
+    """The project context every agent's run receives; 404 before one is written."""
     response = await rpc(
         request,
         deps.memory(request).GetProjectContext,
@@ -45,7 +45,7 @@ async def get_project_context(request: Request, user: User, project_id: ProjectI
     return message_dict(response.context)
 
 
-@router.put("/project-context", tags=["project"])
+@router.put("/project-context", response_model=responses.ProjectContext, tags=["project"])
 async def set_project_context(
     body: ProjectContextBody, request: Request, user: User, project_id: ProjectId = ""
 ) -> dict[str, Any]:
@@ -61,7 +61,7 @@ async def set_project_context(
     return message_dict(response.context)
 
 
-@router.post("/project-context/import", tags=["project"])
+@router.post("/project-context/import", response_model=responses.ProjectImport, tags=["project"])
 async def import_project_files(
     body: ImportProjectBody, request: Request, user: User, project_id: ProjectId = ""
 ) -> dict[str, Any]:
@@ -83,7 +83,7 @@ async def import_project_files(
     return {"items": items}
 
 
-@router.get("/live-state", tags=["project"])
+@router.get("/live-state", response_model=responses.LiveStateList, tags=["project"])
 async def list_live_state(
     request: Request,
     user: User,
@@ -106,7 +106,7 @@ async def list_live_state(
     }
 
 
-@router.put("/live-state/{agent_id}", tags=["project"])
+@router.put("/live-state/{agent_id}", response_model=responses.LiveStateEntry, tags=["project"])
 async def set_live_state(
     agent_id: AgentId, body: LiveStateBody, request: Request, user: User, project_id: ProjectId = ""
 ) -> dict[str, Any]:
@@ -145,8 +145,9 @@ async def delete_live_state(
 
 @router.get(
     "/live-state/events",
-    responses={200: {"content": {"text/event-stream": {}}, "description": "snapshot, then set / removed"}},
-    response_model=None,
+    **responses.event_stream(
+        "Server-Sent Events: a snapshot event, then set / removed, each with data {entries, removal}"
+    ),
     tags=["project"],
 )
 async def watch_live_state(request: Request, user: User, project_id: ProjectId = "") -> EventSourceResponse:

@@ -156,7 +156,7 @@ class ThreadFileBody(BaseModel):
 
 
 class ImportThreadBody(BaseModel):
-    """An exported agent thread: the files of its folder
+    """An exported agent thread: its files in the project folder's layout
     (agents/<id>/log.jsonl, log.N.jsonl, handoff.md, providers.json)."""
 
     model_config = ConfigDict(extra="forbid")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: contracts (buf lint, generated code up to date), lint
-# and types, then unit, service and e2e tests, each on SQLite and PostgreSQL.
+# The whole test suite: contracts (buf lint, buf breaking against main,
+# generated code up to date), lint and types, then unit, service and e2e
+# tests, each on SQLite and PostgreSQL.
 # PostgreSQL: SWITCHBOARD_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/postgres);
 # without a server its half is skipped with the reason, unless
 # SWITCHBOARD_REQUIRE_POSTGRES=1 (CI). Extra arguments go to pytest.
@@ -27,6 +28,8 @@ node scripts/check-translations.mjs
 
 echo "== contracts: buf lint"
 node_modules/.bin/buf lint
+echo "== contracts: buf breaking against main"
+scripts/check-breaking.sh
 
 echo "== contracts: generated code matches the protos"
 fresh=$(mktemp -d)

@@ -24,6 +24,7 @@ class _ErrorReason:
 class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReason.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     ERROR_REASON_UNSPECIFIED: _ErrorReason.ValueType  # 0
+    """Never sent: an error without a known reason carries no ErrorInfo."""
     ERROR_REASON_INVALID_ARGUMENT: _ErrorReason.ValueType  # 1
     """The request is malformed (missing field, bad value)."""
     ERROR_REASON_NOT_FOUND: _ErrorReason.ValueType  # 2
@@ -43,6 +44,7 @@ class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """
 
 ERROR_REASON_UNSPECIFIED: ErrorReason.ValueType  # 0
+"""Never sent: an error without a known reason carries no ErrorInfo."""
 ERROR_REASON_INVALID_ARGUMENT: ErrorReason.ValueType  # 1
 """The request is malformed (missing field, bad value)."""
 ERROR_REASON_NOT_FOUND: ErrorReason.ValueType  # 2
@@ -66,7 +68,9 @@ class Usage(_message.Message):
     TOKENS_IN_FIELD_NUMBER: _builtins.int
     TOKENS_OUT_FIELD_NUMBER: _builtins.int
     tokens_in: _builtins.int
+    """Input (prompt) tokens, summed over the model calls; 0 when none was made."""
     tokens_out: _builtins.int
+    """Output (completion) tokens, summed over the model calls."""
     def __init__(
         self,
         *,

@@ -28,17 +28,27 @@ class _Surface:
 class _SurfaceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Surface.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SURFACE_UNSPECIFIED: _Surface.ValueType  # 0
+    """Not given: StartRun treats it as CHAT."""
     SURFACE_CHAT: _Surface.ValueType  # 1
+    """The chat panel: a run on one of the user's conversations."""
     SURFACE_EDITOR: _Surface.ValueType  # 2
+    """An editor (a page being edited); runs like a chat run."""
     SURFACE_AGENT: _Surface.ValueType  # 3
+    """An inter-agent ask (AskAgent); set by the engine, not by StartRun callers."""
 
 class Surface(_Surface, metaclass=_SurfaceEnumTypeWrapper):
-    """Where a run was started from (future values are accepted)."""
+    """Where a run was started from. Values this engine does not know are kept
+    as given and read back as UNSPECIFIED.
+    """
 
 SURFACE_UNSPECIFIED: Surface.ValueType  # 0
+"""Not given: StartRun treats it as CHAT."""
 SURFACE_CHAT: Surface.ValueType  # 1
+"""The chat panel: a run on one of the user's conversations."""
 SURFACE_EDITOR: Surface.ValueType  # 2
+"""An editor (a page being edited); runs like a chat run."""
 SURFACE_AGENT: Surface.ValueType  # 3
+"""An inter-agent ask (AskAgent); set by the engine, not by StartRun callers."""
 Global___Surface: _TypeAlias = Surface  # noqa: Y015
 
 class _RunStatus:
@@ -48,23 +58,44 @@ class _RunStatus:
 class _RunStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     RUN_STATUS_UNSPECIFIED: _RunStatus.ValueType  # 0
+    """Never stored; an unknown status reads as this."""
     RUN_STATUS_RUNNING: _RunStatus.ValueType  # 1
+    """Working: its events are still coming."""
     RUN_STATUS_WAITING_APPROVAL: _RunStatus.ValueType  # 2
+    """Ended on a proposal the user must accept or refuse; becomes DONE with
+    the decision (RecordApprovalDecision).
+    """
     RUN_STATUS_DONE: _RunStatus.ValueType  # 3
+    """Answered: its last event is `final`."""
     RUN_STATUS_FAILED: _RunStatus.ValueType  # 4
+    """Ended on an error (`error` event); Run.error says why."""
     RUN_STATUS_CANCELLED: _RunStatus.ValueType  # 5
+    """Stopped by CancelRun or by an interrupting request."""
     RUN_STATUS_BUDGET_EXCEEDED: _RunStatus.ValueType  # 6
+    """Stopped at one of its Budget limits (tokens, steps or seconds)."""
 
 class RunStatus(_RunStatus, metaclass=_RunStatusEnumTypeWrapper):
-    """Lifecycle of a run. Every run ends in a terminal status."""
+    """Lifecycle of a run. A run is RUNNING from its first event and always ends
+    in one of the other statuses; a run found RUNNING when the engine starts is
+    settled FAILED ("interrupted").
+    """
 
 RUN_STATUS_UNSPECIFIED: RunStatus.ValueType  # 0
+"""Never stored; an unknown status reads as this."""
 RUN_STATUS_RUNNING: RunStatus.ValueType  # 1
+"""Working: its events are still coming."""
 RUN_STATUS_WAITING_APPROVAL: RunStatus.ValueType  # 2
+"""Ended on a proposal the user must accept or refuse; becomes DONE with
+the decision (RecordApprovalDecision).
+"""
 RUN_STATUS_DONE: RunStatus.ValueType  # 3
+"""Answered: its last event is `final`."""
 RUN_STATUS_FAILED: RunStatus.ValueType  # 4
+"""Ended on an error (`error` event); Run.error says why."""
 RUN_STATUS_CANCELLED: RunStatus.ValueType  # 5
+"""Stopped by CancelRun or by an interrupting request."""
 RUN_STATUS_BUDGET_EXCEEDED: RunStatus.ValueType  # 6
+"""Stopped at one of its Budget limits (tokens, steps or seconds)."""
 Global___RunStatus: _TypeAlias = RunStatus  # noqa: Y015
 
 class _SkillInvocation:
@@ -74,15 +105,21 @@ class _SkillInvocation:
 class _SkillInvocationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SkillInvocation.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SKILL_INVOCATION_UNSPECIFIED: _SkillInvocation.ValueType  # 0
+    """Never sent."""
     SKILL_INVOCATION_MANUAL: _SkillInvocation.ValueType  # 1
+    """Forced by the user (`/name` or the skills menu): forced_skills."""
     SKILL_INVOCATION_AUTO: _SkillInvocation.ValueType  # 2
+    """Chosen by the skill router for this request."""
 
 class SkillInvocation(_SkillInvocation, metaclass=_SkillInvocationEnumTypeWrapper):
     """How a skill came to be applied to a run."""
 
 SKILL_INVOCATION_UNSPECIFIED: SkillInvocation.ValueType  # 0
+"""Never sent."""
 SKILL_INVOCATION_MANUAL: SkillInvocation.ValueType  # 1
+"""Forced by the user (`/name` or the skills menu): forced_skills."""
 SKILL_INVOCATION_AUTO: SkillInvocation.ValueType  # 2
+"""Chosen by the skill router for this request."""
 Global___SkillInvocation: _TypeAlias = SkillInvocation  # noqa: Y015
 
 class _ApprovalDecision:
@@ -116,24 +153,38 @@ class _StepStatus:
 class _StepStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StepStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     STEP_STATUS_UNSPECIFIED: _StepStatus.ValueType  # 0
+    """Never sent."""
     STEP_STATUS_STARTED: _StepStatus.ValueType  # 1
+    """The step's work began."""
     STEP_STATUS_COMPLETED: _StepStatus.ValueType  # 2
+    """The step's work ended well."""
     STEP_STATUS_FAILED: _StepStatus.ValueType  # 3
+    """The step's work raised, or the engine stopped during it; the run's
+    `error` event follows.
+    """
     STEP_STATUS_SKIPPED: _StepStatus.ValueType  # 4
+    """Reserved for a step the run decides not to do; not sent today."""
 
 class StepStatus(_StepStatus, metaclass=_StepStatusEnumTypeWrapper):
     """Status of a named step of work."""
 
 STEP_STATUS_UNSPECIFIED: StepStatus.ValueType  # 0
+"""Never sent."""
 STEP_STATUS_STARTED: StepStatus.ValueType  # 1
+"""The step's work began."""
 STEP_STATUS_COMPLETED: StepStatus.ValueType  # 2
+"""The step's work ended well."""
 STEP_STATUS_FAILED: StepStatus.ValueType  # 3
+"""The step's work raised, or the engine stopped during it; the run's
+`error` event follows.
+"""
 STEP_STATUS_SKIPPED: StepStatus.ValueType  # 4
+"""Reserved for a step the run decides not to do; not sent today."""
 Global___StepStatus: _TypeAlias = StepStatus  # noqa: Y015
 
 @_typing.final
 class SkillUse(_message.Message):
-    """A skill applied in a run (`skills_json`)."""
+    """A skill applied in a run."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -141,8 +192,11 @@ class SkillUse(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     INVOCATION_FIELD_NUMBER: _builtins.int
     skill_id: _builtins.str
+    """The skill's id in the router's catalog."""
     name: _builtins.str
+    """Its name, as the user knows it (e.g. "email-reply-draft")."""
     invocation: Global___SkillInvocation.ValueType
+    """Forced by the user or chosen by the router."""
     def __init__(
         self,
         *,
@@ -160,8 +214,8 @@ Global___SkillUse: _TypeAlias = SkillUse  # noqa: Y015
 
 @_typing.final
 class SourceRef(_message.Message):
-    """A source actually read during a run (`sources_json` of the run; not the
-    conversation's allowed sources).
+    """A source actually read during a run (not the conversation's allowed
+    sources).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -172,7 +226,9 @@ class SourceRef(_message.Message):
     kind: _builtins.str
     """"page", "connector", "mcp", "memory", ..."""
     id: _builtins.str
+    """The source's id in its kind (a page id, a note id, a connector name)."""
     title: _builtins.str
+    """What to show for it; may be "" when the source has no title."""
     def __init__(
         self,
         *,
@@ -242,7 +298,9 @@ Global___InstructionLayer: _TypeAlias = InstructionLayer  # noqa: Y015
 
 @_typing.final
 class Run(_message.Message):
-    """One execution of the engine (a row of `agent_runs`)."""
+    """One execution of the engine: written before its first model call and
+    always finished, whatever its end.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -270,40 +328,69 @@ class Run(_message.Message):
     LAYERS_FIELD_NUMBER: _builtins.int
     APPROVAL_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The run's id (UUID), assigned by the engine."""
     agent_id: _builtins.str
+    """An ask's run: the agent asked; "" for a chat run."""
     user_id: _builtins.str
+    """The user the run acts for; only they can read it."""
     conversation_id: _builtins.str
+    """The conversation of a chat run; "" for an ask's run."""
     parent_run_id: _builtins.str
+    """An ask made by another run: that run's id; "" otherwise."""
     surface: Global___Surface.ValueType
+    """Where the run was started from."""
     trigger_id: _builtins.str
+    """The trigger that started the run; "" (nothing starts runs from triggers yet)."""
     trigger_payload_json: _builtins.str
+    """What the trigger carried, a JSON object; "{}" without a trigger."""
     status: Global___RunStatus.ValueType
+    """Where the run is in its lifecycle."""
     provider: _builtins.str
-    """Provider and model actually used (not the requested one)."""
+    """Provider and model actually used (not the requested one); "" until the
+    model is chosen.
+    """
     model: _builtins.str
+    """The model's id at its provider."""
     credits: _builtins.float
-    """Always 0 in this phase."""
+    """Always 0: runs are not billed in credits yet."""
     router_decision_json: _builtins.str
-    """The router's full decision record, JSON (candidates, scores, branch)."""
+    """The skill router's full decision record: a switchboard.router.v1.SkillDecision
+    as protobuf JSON (proto field names, defaults left out); "" before routing.
+    """
     error: _builtins.str
+    """Why the run failed, was cancelled or hit its budget; "" otherwise."""
     request_id: _builtins.str
+    """The idempotency key it was started with."""
     requested_model: _builtins.str
+    """The model asked for ("" = the user's default, "auto", or a model id)."""
     approval: Global___ApprovalDecision.ValueType
     """A run that ended waiting for approval: what the user decided on its
     proposal (the run is then `done`).
     """
     @_builtins.property
-    def usage(self) -> _common_pb2.Usage: ...
+    def usage(self) -> _common_pb2.Usage:
+        """Tokens of all the run's model calls so far."""
+
     @_builtins.property
-    def skills(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillUse]: ...
+    def skills(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillUse]:
+        """The skills applied, forced ones first."""
+
     @_builtins.property
-    def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___SourceRef]: ...
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[Global___SourceRef]:
+        """What the run actually read (recalled notes, pages, tool results)."""
+
     @_builtins.property
-    def start_time(self) -> _timestamp_pb2.Timestamp: ...
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """When the run was created."""
+
     @_builtins.property
-    def finish_time(self) -> _timestamp_pb2.Timestamp: ...
+    def finish_time(self) -> _timestamp_pb2.Timestamp:
+        """When it ended; unset while RUNNING."""
+
     @_builtins.property
-    def layers(self) -> _containers.RepeatedCompositeFieldContainer[Global___InstructionLayer]: ...
+    def layers(self) -> _containers.RepeatedCompositeFieldContainer[Global___InstructionLayer]:
+        """What the model received, part by part, in order."""
+
     def __init__(
         self,
         *,
@@ -341,14 +428,16 @@ Global___Run: _TypeAlias = Run  # noqa: Y015
 
 @_typing.final
 class RunStarted(_message.Message):
-    """The run exists (its row is written) and work begins."""
+    """The run exists (its row is written) and work begins. Always the first event."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
+    """The conversation of a chat run; "" for an ask's run."""
     requested_model: _builtins.str
+    """The model asked for, as given."""
     def __init__(
         self,
         *,
@@ -365,7 +454,10 @@ Global___RunStarted: _TypeAlias = RunStarted  # noqa: Y015
 
 @_typing.final
 class Step(_message.Message):
-    """A real boundary of work: context, routing, generation, each tool family."""
+    """A real boundary of work: queued (waiting for the thread's previous run),
+    context, routing, generate, proposal. Each key is sent STARTED, then
+    COMPLETED or FAILED.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -373,8 +465,11 @@ class Step(_message.Message):
     LABEL_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    """Stable id of the step: queued, context, routing, generate, proposal."""
     label: _builtins.str
+    """What to show the user, e.g. "Reading context", "Writing with <model>"."""
     status: Global___StepStatus.ValueType
+    """Where the step is."""
     def __init__(
         self,
         *,
@@ -398,7 +493,9 @@ class SkillUsed(_message.Message):
 
     SKILL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def skill(self) -> Global___SkillUse: ...
+    def skill(self) -> Global___SkillUse:
+        """The skill and how it was chosen."""
+
     def __init__(
         self,
         *,
@@ -420,6 +517,7 @@ class Delta(_message.Message):
 
     TEXT_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """The next piece of the answer; concatenate in order."""
     def __init__(
         self,
         *,
@@ -444,6 +542,7 @@ class Reasoning(_message.Message):
 
     TEXT_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """The next piece of the reasoning."""
     def __init__(
         self,
         *,
@@ -466,7 +565,13 @@ class Notice(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     code: _builtins.str
+    """Stable code: MODEL_CHOICE, WEB_ONLY_MODEL, ARBITER_FAILED,
+    INSTRUCTION_PAGE_UNREADABLE, INSTRUCTION_PAGE_TRUNCATED,
+    SUMMARY_MODEL_FAILED, WRITE_REFUSED, PROVIDER_SWITCHED,
+    INJECTION_STRATEGY_UNAVAILABLE...; clients ignore codes they do not know.
+    """
     message: _builtins.str
+    """For the user, in English."""
     def __init__(
         self,
         *,
@@ -495,11 +600,17 @@ class Final(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """The whole answer."""
     provider: _builtins.str
+    """The provider that answered."""
     model: _builtins.str
+    """The model that answered."""
     status: Global___RunStatus.ValueType
+    """DONE or WAITING_APPROVAL."""
     @_builtins.property
-    def usage(self) -> _common_pb2.Usage: ...
+    def usage(self) -> _common_pb2.Usage:
+        """Tokens of all the run's model calls."""
+
     def __init__(
         self,
         *,
@@ -531,8 +642,11 @@ class ProposalMade(_message.Message):
     SUMMARY_FIELD_NUMBER: _builtins.int
     UNIFIED_DIFF_FIELD_NUMBER: _builtins.int
     proposal_id: _builtins.str
+    """The proposal, for PagesService.AcceptProposal / RefuseProposal."""
     page_id: _builtins.str
+    """The page it would change."""
     page_title: _builtins.str
+    """That page's title."""
     summary: _builtins.str
     """What the agent wants to remember, in the user's words."""
     unified_diff: _builtins.str
@@ -566,6 +680,7 @@ class ActionTaken(_message.Message):
     FAMILY_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     tool: _builtins.str
+    """The tool's name, as the model called it."""
     family: _builtins.str
     """workspace, connectors, mcp, agents, memory, instructions."""
     status: _builtins.str
@@ -624,10 +739,11 @@ class RunError(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     code: _builtins.str
-    """An ErrorReason name, CANCELLED, BUDGET_EXCEEDED, INTERRUPTED, or a
-    provider error code.
+    """An ErrorReason name, CANCELLED, BUDGET_EXCEEDED, INTERRUPTED, INTERNAL,
+    or a provider error code.
     """
     message: _builtins.str
+    """For the user, in English; "internal error: <type>" for INTERNAL."""
     def __init__(
         self,
         *,
@@ -664,29 +780,53 @@ class RunEvent(_message.Message):
     ACTION_FIELD_NUMBER: _builtins.int
     REASONING_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
+    """The run it belongs to."""
     sequence: _builtins.int
+    """1, 2, 3... within the run, without gaps; resume with after_sequence."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When the engine stored it."""
+
     @_builtins.property
-    def run_started(self) -> Global___RunStarted: ...
+    def run_started(self) -> Global___RunStarted:
+        """Always first."""
+
     @_builtins.property
-    def step(self) -> Global___Step: ...
+    def step(self) -> Global___Step:
+        """A step of work started or ended."""
+
     @_builtins.property
-    def skill_used(self) -> Global___SkillUsed: ...
+    def skill_used(self) -> Global___SkillUsed:
+        """A skill was applied."""
+
     @_builtins.property
-    def delta(self) -> Global___Delta: ...
+    def delta(self) -> Global___Delta:
+        """A piece of the answer."""
+
     @_builtins.property
-    def notice(self) -> Global___Notice: ...
+    def notice(self) -> Global___Notice:
+        """Something to know that does not stop the run."""
+
     @_builtins.property
-    def final(self) -> Global___Final: ...
+    def final(self) -> Global___Final:
+        """The answer is complete; the last event."""
+
     @_builtins.property
-    def error(self) -> Global___RunError: ...
+    def error(self) -> Global___RunError:
+        """The run failed, was cancelled or hit its budget; the last event."""
+
     @_builtins.property
-    def proposal(self) -> Global___ProposalMade: ...
+    def proposal(self) -> Global___ProposalMade:
+        """A change to a page, waiting for the user's decision."""
+
     @_builtins.property
-    def action(self) -> Global___ActionTaken: ...
+    def action(self) -> Global___ActionTaken:
+        """A tool call and its outcome."""
+
     @_builtins.property
-    def reasoning(self) -> Global___Reasoning: ...
+    def reasoning(self) -> Global___Reasoning:
+        """A piece of the model's visible reasoning."""
+
     def __init__(
         self,
         *,

@@ -27,6 +27,7 @@ class _BusyPolicy:
 class _BusyPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BusyPolicy.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     BUSY_POLICY_UNSPECIFIED: _BusyPolicy.ValueType  # 0
+    """Not given: QUEUE."""
     BUSY_POLICY_QUEUE: _BusyPolicy.ValueType  # 1
     """Wait for the active runs to end, in arrival order (the default)."""
     BUSY_POLICY_REJECT: _BusyPolicy.ValueType  # 2
@@ -40,6 +41,7 @@ class BusyPolicy(_BusyPolicy, metaclass=_BusyPolicyEnumTypeWrapper):
     """
 
 BUSY_POLICY_UNSPECIFIED: BusyPolicy.ValueType  # 0
+"""Not given: QUEUE."""
 BUSY_POLICY_QUEUE: BusyPolicy.ValueType  # 1
 """Wait for the active runs to end, in arrival order (the default)."""
 BUSY_POLICY_REJECT: BusyPolicy.ValueType  # 2
@@ -50,6 +52,8 @@ Global___BusyPolicy: _TypeAlias = BusyPolicy  # noqa: Y015
 
 @_typing.final
 class StartRunRequest(_message.Message):
+    """A user's message to their personal agent, on one of their conversations."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -62,8 +66,11 @@ class StartRunRequest(_message.Message):
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
     CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
-    """Client-chosen idempotency key."""
+    """Client-chosen idempotency key, at most 128 characters; "" = none (a
+    retry then starts another run).
+    """
     conversation_id: _builtins.str
+    """The conversation (ThreadsService) the run answers on; required."""
     message: _builtins.str
     """The user's message. Required, at most 32,000 characters."""
     requested_model: _builtins.str
@@ -71,7 +78,9 @@ class StartRunRequest(_message.Message):
     "auto" = the model router chooses; otherwise a configured model id.
     """
     surface: _engine_pb2.Surface.ValueType
+    """Where the run was started from; UNSPECIFIED = CHAT."""
     busy_policy: Global___BusyPolicy.ValueType
+    """When a run is already active on the conversation; UNSPECIFIED = QUEUE."""
     client_instructions: _builtins.str
     """Instructions from the client application (the system messages of an
     OpenAI-compatible request), a layer of their own after the user's
@@ -109,11 +118,15 @@ Global___StartRunRequest: _TypeAlias = StartRunRequest  # noqa: Y015
 
 @_typing.final
 class StartRunResponse(_message.Message):
+    """One event of the started run, in sequence order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> _engine_pb2.RunEvent: ...
+    def event(self) -> _engine_pb2.RunEvent:
+        """The event; the stream ends after `final` or `error`."""
+
     def __init__(
         self,
         *,
@@ -129,10 +142,13 @@ Global___StartRunResponse: _TypeAlias = StartRunResponse  # noqa: Y015
 
 @_typing.final
 class GetRunRequest(_message.Message):
+    """Which run to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
+    """The run's id."""
     def __init__(
         self,
         *,
@@ -148,11 +164,15 @@ Global___GetRunRequest: _TypeAlias = GetRunRequest  # noqa: Y015
 
 @_typing.final
 class GetRunResponse(_message.Message):
+    """The run as it is now."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def run(self) -> _engine_pb2.Run: ...
+    def run(self) -> _engine_pb2.Run:
+        """The run record."""
+
     def __init__(
         self,
         *,
@@ -168,11 +188,14 @@ Global___GetRunResponse: _TypeAlias = GetRunResponse  # noqa: Y015
 
 @_typing.final
 class WatchRunRequest(_message.Message):
+    """Which run to follow, and from where."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
+    """The run's id."""
     after_sequence: _builtins.int
     """Stream events with sequence > after_sequence (0 = from the start)."""
     def __init__(
@@ -191,11 +214,15 @@ Global___WatchRunRequest: _TypeAlias = WatchRunRequest  # noqa: Y015
 
 @_typing.final
 class WatchRunResponse(_message.Message):
+    """One stored or live event of the watched run."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> _engine_pb2.RunEvent: ...
+    def event(self) -> _engine_pb2.RunEvent:
+        """The event; the stream ends after the run's terminal event."""
+
     def __init__(
         self,
         *,
@@ -211,10 +238,13 @@ Global___WatchRunResponse: _TypeAlias = WatchRunResponse  # noqa: Y015
 
 @_typing.final
 class CancelRunRequest(_message.Message):
+    """Which run to stop."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
+    """The run's id."""
     def __init__(
         self,
         *,
@@ -230,6 +260,8 @@ Global___CancelRunRequest: _TypeAlias = CancelRunRequest  # noqa: Y015
 
 @_typing.final
 class RecordApprovalDecisionRequest(_message.Message):
+    """The user's decision on a run's proposal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_ID_FIELD_NUMBER: _builtins.int
@@ -254,11 +286,15 @@ Global___RecordApprovalDecisionRequest: _TypeAlias = RecordApprovalDecisionReque
 
 @_typing.final
 class RecordApprovalDecisionResponse(_message.Message):
+    """The run with the decision recorded."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def run(self) -> _engine_pb2.Run: ...
+    def run(self) -> _engine_pb2.Run:
+        """The run, now `done` with `approval` set."""
+
     def __init__(
         self,
         *,
@@ -274,11 +310,17 @@ Global___RecordApprovalDecisionResponse: _TypeAlias = RecordApprovalDecisionResp
 
 @_typing.final
 class CancelRunResponse(_message.Message):
+    """The run after the cancel request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUN_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def run(self) -> _engine_pb2.Run: ...
+    def run(self) -> _engine_pb2.Run:
+        """The run: still RUNNING until it stops (a moment later), or unchanged if
+        it had ended.
+        """
+
     def __init__(
         self,
         *,
@@ -294,15 +336,19 @@ Global___CancelRunResponse: _TypeAlias = CancelRunResponse  # noqa: Y015
 
 @_typing.final
 class ListRunsRequest(_message.Message):
+    """One page of a conversation's runs."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
+    """The conversation; required."""
     page_size: _builtins.int
     """At most this many runs (default 20, max 100)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -320,13 +366,18 @@ Global___ListRunsRequest: _TypeAlias = ListRunsRequest  # noqa: Y015
 
 @_typing.final
 class ListRunsResponse(_message.Message):
+    """A page of runs, newest first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RUNS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def runs(self) -> _containers.RepeatedCompositeFieldContainer[_engine_pb2.Run]: ...
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[_engine_pb2.Run]:
+        """The runs of this page."""
+
     def __init__(
         self,
         *,
@@ -343,6 +394,8 @@ Global___ListRunsResponse: _TypeAlias = ListRunsResponse  # noqa: Y015
 
 @_typing.final
 class AskAgentRequest(_message.Message):
+    """A question from one agent (or the user) to another agent."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -354,20 +407,25 @@ class AskAgentRequest(_message.Message):
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
     CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Client-chosen idempotency key, at most 128 characters."""
     requester: _builtins.str
     """Who asks: an agent id ("main", "architect"...), or "user"."""
     target_agent_id: _builtins.str
     """The agent asked (its id, e.g. "qa")."""
     message: _builtins.str
+    """The question. Required, at most 32,000 characters."""
     correlation_id: _builtins.str
     """Ties an answer to its question across entries; "" = the run's id."""
     busy_policy: Global___BusyPolicy.ValueType
+    """When the target's thread already has an active run; UNSPECIFIED = QUEUE."""
     client_instructions: _builtins.str
     """Instructions from the client application, a layer after the agent's
     own system prompt; as in StartRunRequest.
     """
     @_builtins.property
-    def budget(self) -> _engine_pb2.Budget: ...
+    def budget(self) -> _engine_pb2.Budget:
+        """Limits of this run; unset fields take the engine's defaults."""
+
     def __init__(
         self,
         *,
@@ -390,11 +448,15 @@ Global___AskAgentRequest: _TypeAlias = AskAgentRequest  # noqa: Y015
 
 @_typing.final
 class AskAgentResponse(_message.Message):
+    """One event of the ask's run, in sequence order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> _engine_pb2.RunEvent: ...
+    def event(self) -> _engine_pb2.RunEvent:
+        """The event; the stream ends after `final` or `error`."""
+
     def __init__(
         self,
         *,

@@ -27,7 +27,9 @@ if _version_not_supported:
 
 class EngineServiceStub:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry.
+    The caller's identity travels in the `x-switchboard-user` metadata entry;
+    without it every RPC is UNAUTHENTICATED. Another user's run or
+    conversation is NOT_FOUND, like a missing one.
     """
 
     def __init__(self, channel):
@@ -75,20 +77,27 @@ class EngineServiceStub:
 
 class EngineServiceServicer:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry.
+    The caller's identity travels in the `x-switchboard-user` metadata entry;
+    without it every RPC is UNAUTHENTICATED. Another user's run or
+    conversation is NOT_FOUND, like a missing one.
     """
 
     def StartRun(self, request, context):
         """Starts a run on a conversation and streams its events until a terminal
         event (final or error). Idempotent on request_id: a retry with the same id
         streams the existing run instead of starting a second one.
+        Errors, before any event: INVALID_ARGUMENT (blank message, no
+        conversation_id, a negative budget, an unknown model or busy_policy;
+        ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
+        conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
+        active; the model's provider is not available here).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRun(self, request, context):
-        """Reads one run.
+        """Reads one run. NOT_FOUND for a missing or another user's run.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -96,7 +105,8 @@ class EngineServiceServicer:
 
     def WatchRun(self, request, context):
         """Streams a run's events after a given sequence number, then follows the run
-        until it ends.
+        until it ends; a run that has ended and has no later event closes the
+        stream at once. NOT_FOUND for a missing or another user's run.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -104,7 +114,7 @@ class EngineServiceServicer:
 
     def CancelRun(self, request, context):
         """Stops a running run promptly; it ends `cancelled`, wherever it executes.
-        A run that has already ended is returned unchanged.
+        A run that has already ended is returned unchanged. NOT_FOUND as GetRun.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -121,6 +131,7 @@ class EngineServiceServicer:
 
     def ListRuns(self, request, context):
         """The caller's runs of one conversation, newest first.
+        INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,7 +141,7 @@ class EngineServiceServicer:
         """One agent asks another: a run of the target agent on its one shared
         thread (every requester's asks land there), with the requester and the
         correlation id on every entry; streams the run's events like StartRun.
-        Idempotent on request_id.
+        Idempotent on request_id. NOT_FOUND for an unknown target agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,7 +195,9 @@ def add_EngineServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class EngineService:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry.
+    The caller's identity travels in the `x-switchboard-user` metadata entry;
+    without it every RPC is UNAUTHENTICATED. Another user's run or
+    conversation is NOT_FOUND, like a missing one.
     """
 
     @staticmethod

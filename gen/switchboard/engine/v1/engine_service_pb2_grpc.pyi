@@ -28,7 +28,9 @@ GRPC_VERSION: str
 
 class EngineServiceStub:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry.
+    The caller's identity travels in the `x-switchboard-user` metadata entry;
+    without it every RPC is UNAUTHENTICATED. Another user's run or
+    conversation is NOT_FOUND, like a missing one.
     """
 
     @_typing.overload
@@ -39,16 +41,22 @@ class EngineServiceStub:
     """Starts a run on a conversation and streams its events until a terminal
     event (final or error). Idempotent on request_id: a retry with the same id
     streams the existing run instead of starting a second one.
+    Errors, before any event: INVALID_ARGUMENT (blank message, no
+    conversation_id, a negative budget, an unknown model or busy_policy;
+    ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
+    conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
+    active; the model's provider is not available here).
     """
     GetRun: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.GetRunRequest, _engine_service_pb2.GetRunResponse]
-    """Reads one run."""
+    """Reads one run. NOT_FOUND for a missing or another user's run."""
     WatchRun: _grpc.UnaryStreamMultiCallable[_engine_service_pb2.WatchRunRequest, _engine_service_pb2.WatchRunResponse]
     """Streams a run's events after a given sequence number, then follows the run
-    until it ends.
+    until it ends; a run that has ended and has no later event closes the
+    stream at once. NOT_FOUND for a missing or another user's run.
     """
     CancelRun: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.CancelRunRequest, _engine_service_pb2.CancelRunResponse]
     """Stops a running run promptly; it ends `cancelled`, wherever it executes.
-    A run that has already ended is returned unchanged.
+    A run that has already ended is returned unchanged. NOT_FOUND as GetRun.
     """
     RecordApprovalDecision: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.RecordApprovalDecisionRequest, _engine_service_pb2.RecordApprovalDecisionResponse]
     """Records the user's decision on the proposal a `waiting_approval` run
@@ -56,18 +64,22 @@ class EngineServiceStub:
     another status is FAILED_PRECONDITION.
     """
     ListRuns: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]
-    """The caller's runs of one conversation, newest first."""
+    """The caller's runs of one conversation, newest first.
+    INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
+    """
     AskAgent: _grpc.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]
     """One agent asks another: a run of the target agent on its one shared
     thread (every requester's asks land there), with the requester and the
     correlation id on every entry; streams the run's events like StartRun.
-    Idempotent on request_id.
+    Idempotent on request_id. NOT_FOUND for an unknown target agent.
     """
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry.
+    The caller's identity travels in the `x-switchboard-user` metadata entry;
+    without it every RPC is UNAUTHENTICATED. Another user's run or
+    conversation is NOT_FOUND, like a missing one.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -75,16 +87,22 @@ class EngineServiceAsyncStub(EngineServiceStub):
     """Starts a run on a conversation and streams its events until a terminal
     event (final or error). Idempotent on request_id: a retry with the same id
     streams the existing run instead of starting a second one.
+    Errors, before any event: INVALID_ARGUMENT (blank message, no
+    conversation_id, a negative budget, an unknown model or busy_policy;
+    ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
+    conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
+    active; the model's provider is not available here).
     """
     GetRun: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.GetRunRequest, _engine_service_pb2.GetRunResponse]  # type: ignore[assignment]
-    """Reads one run."""
+    """Reads one run. NOT_FOUND for a missing or another user's run."""
     WatchRun: _aio.UnaryStreamMultiCallable[_engine_service_pb2.WatchRunRequest, _engine_service_pb2.WatchRunResponse]  # type: ignore[assignment]
     """Streams a run's events after a given sequence number, then follows the run
-    until it ends.
+    until it ends; a run that has ended and has no later event closes the
+    stream at once. NOT_FOUND for a missing or another user's run.
     """
     CancelRun: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.CancelRunRequest, _engine_service_pb2.CancelRunResponse]  # type: ignore[assignment]
     """Stops a running run promptly; it ends `cancelled`, wherever it executes.
-    A run that has already ended is returned unchanged.
+    A run that has already ended is returned unchanged. NOT_FOUND as GetRun.
     """
     RecordApprovalDecision: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.RecordApprovalDecisionRequest, _engine_service_pb2.RecordApprovalDecisionResponse]  # type: ignore[assignment]
     """Records the user's decision on the proposal a `waiting_approval` run
@@ -92,17 +110,21 @@ class EngineServiceAsyncStub(EngineServiceStub):
     another status is FAILED_PRECONDITION.
     """
     ListRuns: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]  # type: ignore[assignment]
-    """The caller's runs of one conversation, newest first."""
+    """The caller's runs of one conversation, newest first.
+    INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
+    """
     AskAgent: _aio.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]  # type: ignore[assignment]
     """One agent asks another: a run of the target agent on its one shared
     thread (every requester's asks land there), with the requester and the
     correlation id on every entry; streams the run's events like StartRun.
-    Idempotent on request_id.
+    Idempotent on request_id. NOT_FOUND for an unknown target agent.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry.
+    The caller's identity travels in the `x-switchboard-user` metadata entry;
+    without it every RPC is UNAUTHENTICATED. Another user's run or
+    conversation is NOT_FOUND, like a missing one.
     """
 
     @_abc_1.abstractmethod
@@ -114,6 +136,11 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         """Starts a run on a conversation and streams its events until a terminal
         event (final or error). Idempotent on request_id: a retry with the same id
         streams the existing run instead of starting a second one.
+        Errors, before any event: INVALID_ARGUMENT (blank message, no
+        conversation_id, a negative budget, an unknown model or busy_policy;
+        ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
+        conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
+        active; the model's provider is not available here).
         """
 
     @_abc_1.abstractmethod
@@ -122,7 +149,7 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_service_pb2.GetRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_service_pb2.GetRunResponse, _abc.Awaitable[_engine_service_pb2.GetRunResponse]]:
-        """Reads one run."""
+        """Reads one run. NOT_FOUND for a missing or another user's run."""
 
     @_abc_1.abstractmethod
     def WatchRun(
@@ -131,7 +158,8 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_engine_service_pb2.WatchRunResponse], _abc.AsyncIterator[_engine_service_pb2.WatchRunResponse]]:
         """Streams a run's events after a given sequence number, then follows the run
-        until it ends.
+        until it ends; a run that has ended and has no later event closes the
+        stream at once. NOT_FOUND for a missing or another user's run.
         """
 
     @_abc_1.abstractmethod
@@ -141,7 +169,7 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_engine_service_pb2.CancelRunResponse, _abc.Awaitable[_engine_service_pb2.CancelRunResponse]]:
         """Stops a running run promptly; it ends `cancelled`, wherever it executes.
-        A run that has already ended is returned unchanged.
+        A run that has already ended is returned unchanged. NOT_FOUND as GetRun.
         """
 
     @_abc_1.abstractmethod
@@ -161,7 +189,9 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_service_pb2.ListRunsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_service_pb2.ListRunsResponse, _abc.Awaitable[_engine_service_pb2.ListRunsResponse]]:
-        """The caller's runs of one conversation, newest first."""
+        """The caller's runs of one conversation, newest first.
+        INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
+        """
 
     @_abc_1.abstractmethod
     def AskAgent(
@@ -172,7 +202,7 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         """One agent asks another: a run of the target agent on its one shared
         thread (every requester's asks land there), with the requester and the
         correlation id on every entry; streams the run's events like StartRun.
-        Idempotent on request_id.
+        Idempotent on request_id. NOT_FOUND for an unknown target agent.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -27,6 +27,7 @@ class _HandoffEntryKind:
 class _HandoffEntryKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HandoffEntryKind.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     HANDOFF_ENTRY_KIND_UNSPECIFIED: _HandoffEntryKind.ValueType  # 0
+    """Not given: RecordHandoffEntries refuses it (INVALID_ARGUMENT)."""
     HANDOFF_ENTRY_KIND_OBJECTIVE: _HandoffEntryKind.ValueType  # 1
     """Sets the current objective."""
     HANDOFF_ENTRY_KIND_REQUEST: _HandoffEntryKind.ValueType  # 2
@@ -34,7 +35,9 @@ class _HandoffEntryKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Hand
     HANDOFF_ENTRY_KIND_ANSWER: _HandoffEntryKind.ValueType  # 3
     """The agent answers; closes the request with the same correlation id."""
     HANDOFF_ENTRY_KIND_DECISION: _HandoffEntryKind.ValueType  # 4
+    """A decision taken; the most recent ones are kept."""
     HANDOFF_ENTRY_KIND_BLOCKER: _HandoffEntryKind.ValueType  # 5
+    """Something blocks the work, until UNBLOCKED with the same correlation id."""
     HANDOFF_ENTRY_KIND_UNBLOCKED: _HandoffEntryKind.ValueType  # 6
     """Lifts the blockers with the same correlation id."""
     HANDOFF_ENTRY_KIND_NOTE: _HandoffEntryKind.ValueType  # 7
@@ -44,6 +47,7 @@ class HandoffEntryKind(_HandoffEntryKind, metaclass=_HandoffEntryKindEnumTypeWra
     """What an entry fed to the handoff summary says, for the summariser."""
 
 HANDOFF_ENTRY_KIND_UNSPECIFIED: HandoffEntryKind.ValueType  # 0
+"""Not given: RecordHandoffEntries refuses it (INVALID_ARGUMENT)."""
 HANDOFF_ENTRY_KIND_OBJECTIVE: HandoffEntryKind.ValueType  # 1
 """Sets the current objective."""
 HANDOFF_ENTRY_KIND_REQUEST: HandoffEntryKind.ValueType  # 2
@@ -51,7 +55,9 @@ HANDOFF_ENTRY_KIND_REQUEST: HandoffEntryKind.ValueType  # 2
 HANDOFF_ENTRY_KIND_ANSWER: HandoffEntryKind.ValueType  # 3
 """The agent answers; closes the request with the same correlation id."""
 HANDOFF_ENTRY_KIND_DECISION: HandoffEntryKind.ValueType  # 4
+"""A decision taken; the most recent ones are kept."""
 HANDOFF_ENTRY_KIND_BLOCKER: HandoffEntryKind.ValueType  # 5
+"""Something blocks the work, until UNBLOCKED with the same correlation id."""
 HANDOFF_ENTRY_KIND_UNBLOCKED: HandoffEntryKind.ValueType  # 6
 """Lifts the blockers with the same correlation id."""
 HANDOFF_ENTRY_KIND_NOTE: HandoffEntryKind.ValueType  # 7
@@ -65,6 +71,7 @@ class _HandoffCheckpointReason:
 class _HandoffCheckpointReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HandoffCheckpointReason.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     HANDOFF_CHECKPOINT_REASON_UNSPECIFIED: _HandoffCheckpointReason.ValueType  # 0
+    """No checkpoint yet; as a CheckpointHandoff reason, REQUEST."""
     HANDOFF_CHECKPOINT_REASON_ENTRIES: _HandoffCheckpointReason.ValueType  # 1
     """N new entries arrived (settings.handoff_checkpoint_every)."""
     HANDOFF_CHECKPOINT_REASON_ROTATION: _HandoffCheckpointReason.ValueType  # 2
@@ -76,6 +83,7 @@ class HandoffCheckpointReason(_HandoffCheckpointReason, metaclass=_HandoffCheckp
     """Why a checkpoint folded the pending entries."""
 
 HANDOFF_CHECKPOINT_REASON_UNSPECIFIED: HandoffCheckpointReason.ValueType  # 0
+"""No checkpoint yet; as a CheckpointHandoff reason, REQUEST."""
 HANDOFF_CHECKPOINT_REASON_ENTRIES: HandoffCheckpointReason.ValueType  # 1
 """N new entries arrived (settings.handoff_checkpoint_every)."""
 HANDOFF_CHECKPOINT_REASON_ROTATION: HandoffCheckpointReason.ValueType  # 2
@@ -99,10 +107,15 @@ class HandoffEntry(_message.Message):
     sequence: _builtins.int
     """The entry's sequence number in its thread (from 1)."""
     author_agent_id: _builtins.str
+    """The agent that wrote it; "" for a person."""
     requester: _builtins.str
+    """Who asked (an agent id or a user id)."""
     correlation_id: _builtins.str
+    """Ties requests, answers, blockers and their lifting together."""
     kind: Global___HandoffEntryKind.ValueType
+    """What the entry says."""
     text: _builtins.str
+    """Its text (kept up to 2,000 characters)."""
     def __init__(
         self,
         *,
@@ -131,10 +144,13 @@ class HandoffSection(_message.Message):
     LINES_FIELD_NUMBER: _builtins.int
     TRIMMED_LINES_FIELD_NUMBER: _builtins.int
     title: _builtins.str
+    """One of the five section titles (see HandoffSummary)."""
     trimmed_lines: _builtins.int
     """Older lines dropped to keep the summary within its bound."""
     @_builtins.property
-    def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The section's lines, oldest first."""
+
     def __init__(
         self,
         *,
@@ -170,12 +186,15 @@ class HandoffSummary(_message.Message):
     SUMMARISER_FIELD_NUMBER: _builtins.int
     FALLBACK_REASON_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The thread summarised."""
     text: _builtins.str
+    """The sections as one Markdown text, what a model receives."""
     last_folded_sequence: _builtins.int
     """Highest sequence folded into the summary."""
     pending_entries: _builtins.int
     """Entries recorded but not folded yet."""
     last_checkpoint_reason: Global___HandoffCheckpointReason.ValueType
+    """Why the last checkpoint ran; UNSPECIFIED before the first."""
     summariser: _builtins.str
     """Who folded the last checkpoint: "rules" (the deterministic summariser)
     or "model:<provider>/<model>" (the configured summary model).
@@ -185,9 +204,13 @@ class HandoffSummary(_message.Message):
     checkpoint and the rules folded instead: what went wrong.
     """
     @_builtins.property
-    def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___HandoffSection]: ...
+    def sections(self) -> _containers.RepeatedCompositeFieldContainer[Global___HandoffSection]:
+        """The five sections, in order."""
+
     @_builtins.property
-    def checkpoint_time(self) -> _timestamp_pb2.Timestamp: ...
+    def checkpoint_time(self) -> _timestamp_pb2.Timestamp:
+        """When it ran; unset before the first."""
+
     def __init__(
         self,
         *,

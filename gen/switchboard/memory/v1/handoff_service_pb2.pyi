@@ -21,18 +21,23 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class RecordHandoffEntriesRequest(_message.Message):
+    """New entries of a thread."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     PRIVATE_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The thread (an agent thread's id, or a conversation's)."""
     private: _builtins.bool
     """The thread is the caller's own (a conversation): its summary becomes
     private to the caller, and another user reading it finds nothing.
     """
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_handoff_pb2.HandoffEntry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_handoff_pb2.HandoffEntry]:
+        """The entries, in sequence order."""
+
     def __init__(
         self,
         *,
@@ -50,6 +55,8 @@ Global___RecordHandoffEntriesRequest: _TypeAlias = RecordHandoffEntriesRequest  
 
 @_typing.final
 class RecordHandoffEntriesResponse(_message.Message):
+    """What the call recorded."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RECORDED_FIELD_NUMBER: _builtins.int
@@ -60,7 +67,9 @@ class RecordHandoffEntriesResponse(_message.Message):
     checkpointed: _builtins.bool
     """True when this call ran a checkpoint."""
     @_builtins.property
-    def summary(self) -> _handoff_pb2.HandoffSummary: ...
+    def summary(self) -> _handoff_pb2.HandoffSummary:
+        """The summary after this call."""
+
     def __init__(
         self,
         *,
@@ -78,11 +87,14 @@ Global___RecordHandoffEntriesResponse: _TypeAlias = RecordHandoffEntriesResponse
 
 @_typing.final
 class CheckpointHandoffRequest(_message.Message):
+    """A checkpoint to run now."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The thread."""
     reason: _handoff_pb2.HandoffCheckpointReason.ValueType
     """ROTATION or REQUEST; unspecified means REQUEST."""
     def __init__(
@@ -101,11 +113,15 @@ Global___CheckpointHandoffRequest: _TypeAlias = CheckpointHandoffRequest  # noqa
 
 @_typing.final
 class CheckpointHandoffResponse(_message.Message):
+    """The summary after the checkpoint."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SUMMARY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def summary(self) -> _handoff_pb2.HandoffSummary: ...
+    def summary(self) -> _handoff_pb2.HandoffSummary:
+        """The summary, with no pending entries."""
+
     def __init__(
         self,
         *,
@@ -121,10 +137,13 @@ Global___CheckpointHandoffResponse: _TypeAlias = CheckpointHandoffResponse  # no
 
 @_typing.final
 class GetHandoffSummaryRequest(_message.Message):
+    """Whose summary to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The thread."""
     def __init__(
         self,
         *,
@@ -140,11 +159,15 @@ Global___GetHandoffSummaryRequest: _TypeAlias = GetHandoffSummaryRequest  # noqa
 
 @_typing.final
 class GetHandoffSummaryResponse(_message.Message):
+    """The summary."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SUMMARY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def summary(self) -> _handoff_pb2.HandoffSummary: ...
+    def summary(self) -> _handoff_pb2.HandoffSummary:
+        """The summary as of the last checkpoint."""
+
     def __init__(
         self,
         *,

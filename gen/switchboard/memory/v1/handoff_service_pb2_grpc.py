@@ -26,12 +26,11 @@ if _version_not_supported:
 
 
 class HandoffServiceStub:
-    """Incremental handoff summaries of agent threads: bounded, so that a swap of
-    provider or a new segment continues the work without the raw log. Callers
-    feed a thread's new entries as they are appended; the summary folds them
-    at checkpoints, so a provider swap never has to summarise at the last
-    moment. Calls need a user in `x-switchboard-user`; agent threads are shared
-    by every requester, so summaries are not per user.
+    """Incremental handoff summaries of agent threads. Callers feed a thread's
+    new entries as they are appended; the summary folds them at checkpoints,
+    so a provider swap never has to summarise at the last moment. Calls need
+    a user in `x-switchboard-user`; agent threads are shared by every
+    requester, so summaries are not per user (a private thread's is).
     """
 
     def __init__(self, channel):
@@ -58,18 +57,19 @@ class HandoffServiceStub:
 
 
 class HandoffServiceServicer:
-    """Incremental handoff summaries of agent threads: bounded, so that a swap of
-    provider or a new segment continues the work without the raw log. Callers
-    feed a thread's new entries as they are appended; the summary folds them
-    at checkpoints, so a provider swap never has to summarise at the last
-    moment. Calls need a user in `x-switchboard-user`; agent threads are shared
-    by every requester, so summaries are not per user.
+    """Incremental handoff summaries of agent threads. Callers feed a thread's
+    new entries as they are appended; the summary folds them at checkpoints,
+    so a provider swap never has to summarise at the last moment. Calls need
+    a user in `x-switchboard-user`; agent threads are shared by every
+    requester, so summaries are not per user (a private thread's is).
     """
 
     def RecordHandoffEntries(self, request, context):
         """Records new entries of a thread; idempotent on sequence numbers (an entry
         already recorded or folded is ignored). Folds them when the pending
-        entries reach the checkpoint interval.
+        entries reach the checkpoint interval. INVALID_ARGUMENT: no entries, an
+        empty thread_id, an entry without a kind or sequence, an UNBLOCKED entry
+        without a correlation id; more than 1,000 entries is TOO_LARGE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -83,7 +83,8 @@ class HandoffServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetHandoffSummary(self, request, context):
-        """The summary as of the last checkpoint.
+        """The summary as of the last checkpoint. NOT_FOUND for a thread nothing
+        was recorded for (or another user's private thread).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -116,12 +117,11 @@ def add_HandoffServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class HandoffService:
-    """Incremental handoff summaries of agent threads: bounded, so that a swap of
-    provider or a new segment continues the work without the raw log. Callers
-    feed a thread's new entries as they are appended; the summary folds them
-    at checkpoints, so a provider swap never has to summarise at the last
-    moment. Calls need a user in `x-switchboard-user`; agent threads are shared
-    by every requester, so summaries are not per user.
+    """Incremental handoff summaries of agent threads. Callers feed a thread's
+    new entries as they are appended; the summary folds them at checkpoints,
+    so a provider swap never has to summarise at the last moment. Calls need
+    a user in `x-switchboard-user`; agent threads are shared by every
+    requester, so summaries are not per user (a private thread's is).
     """
 
     @staticmethod

@@ -27,12 +27,11 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class HandoffServiceStub:
-    """Incremental handoff summaries of agent threads: bounded, so that a swap of
-    provider or a new segment continues the work without the raw log. Callers
-    feed a thread's new entries as they are appended; the summary folds them
-    at checkpoints, so a provider swap never has to summarise at the last
-    moment. Calls need a user in `x-switchboard-user`; agent threads are shared
-    by every requester, so summaries are not per user.
+    """Incremental handoff summaries of agent threads. Callers feed a thread's
+    new entries as they are appended; the summary folds them at checkpoints,
+    so a provider swap never has to summarise at the last moment. Calls need
+    a user in `x-switchboard-user`; agent threads are shared by every
+    requester, so summaries are not per user (a private thread's is).
     """
 
     @_typing.overload
@@ -42,41 +41,47 @@ class HandoffServiceStub:
     RecordHandoffEntries: _grpc.UnaryUnaryMultiCallable[_handoff_service_pb2.RecordHandoffEntriesRequest, _handoff_service_pb2.RecordHandoffEntriesResponse]
     """Records new entries of a thread; idempotent on sequence numbers (an entry
     already recorded or folded is ignored). Folds them when the pending
-    entries reach the checkpoint interval.
+    entries reach the checkpoint interval. INVALID_ARGUMENT: no entries, an
+    empty thread_id, an entry without a kind or sequence, an UNBLOCKED entry
+    without a correlation id; more than 1,000 entries is TOO_LARGE.
     """
     CheckpointHandoff: _grpc.UnaryUnaryMultiCallable[_handoff_service_pb2.CheckpointHandoffRequest, _handoff_service_pb2.CheckpointHandoffResponse]
     """Folds the pending entries now (on rotation, or on request)."""
     GetHandoffSummary: _grpc.UnaryUnaryMultiCallable[_handoff_service_pb2.GetHandoffSummaryRequest, _handoff_service_pb2.GetHandoffSummaryResponse]
-    """The summary as of the last checkpoint."""
+    """The summary as of the last checkpoint. NOT_FOUND for a thread nothing
+    was recorded for (or another user's private thread).
+    """
 
 @_typing.type_check_only
 class HandoffServiceAsyncStub(HandoffServiceStub):
-    """Incremental handoff summaries of agent threads: bounded, so that a swap of
-    provider or a new segment continues the work without the raw log. Callers
-    feed a thread's new entries as they are appended; the summary folds them
-    at checkpoints, so a provider swap never has to summarise at the last
-    moment. Calls need a user in `x-switchboard-user`; agent threads are shared
-    by every requester, so summaries are not per user.
+    """Incremental handoff summaries of agent threads. Callers feed a thread's
+    new entries as they are appended; the summary folds them at checkpoints,
+    so a provider swap never has to summarise at the last moment. Calls need
+    a user in `x-switchboard-user`; agent threads are shared by every
+    requester, so summaries are not per user (a private thread's is).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     RecordHandoffEntries: _aio.UnaryUnaryMultiCallable[_handoff_service_pb2.RecordHandoffEntriesRequest, _handoff_service_pb2.RecordHandoffEntriesResponse]  # type: ignore[assignment]
     """Records new entries of a thread; idempotent on sequence numbers (an entry
     already recorded or folded is ignored). Folds them when the pending
-    entries reach the checkpoint interval.
+    entries reach the checkpoint interval. INVALID_ARGUMENT: no entries, an
+    empty thread_id, an entry without a kind or sequence, an UNBLOCKED entry
+    without a correlation id; more than 1,000 entries is TOO_LARGE.
     """
     CheckpointHandoff: _aio.UnaryUnaryMultiCallable[_handoff_service_pb2.CheckpointHandoffRequest, _handoff_service_pb2.CheckpointHandoffResponse]  # type: ignore[assignment]
     """Folds the pending entries now (on rotation, or on request)."""
     GetHandoffSummary: _aio.UnaryUnaryMultiCallable[_handoff_service_pb2.GetHandoffSummaryRequest, _handoff_service_pb2.GetHandoffSummaryResponse]  # type: ignore[assignment]
-    """The summary as of the last checkpoint."""
+    """The summary as of the last checkpoint. NOT_FOUND for a thread nothing
+    was recorded for (or another user's private thread).
+    """
 
 class HandoffServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Incremental handoff summaries of agent threads: bounded, so that a swap of
-    provider or a new segment continues the work without the raw log. Callers
-    feed a thread's new entries as they are appended; the summary folds them
-    at checkpoints, so a provider swap never has to summarise at the last
-    moment. Calls need a user in `x-switchboard-user`; agent threads are shared
-    by every requester, so summaries are not per user.
+    """Incremental handoff summaries of agent threads. Callers feed a thread's
+    new entries as they are appended; the summary folds them at checkpoints,
+    so a provider swap never has to summarise at the last moment. Calls need
+    a user in `x-switchboard-user`; agent threads are shared by every
+    requester, so summaries are not per user (a private thread's is).
     """
 
     @_abc_1.abstractmethod
@@ -87,7 +92,9 @@ class HandoffServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_handoff_service_pb2.RecordHandoffEntriesResponse, _abc.Awaitable[_handoff_service_pb2.RecordHandoffEntriesResponse]]:
         """Records new entries of a thread; idempotent on sequence numbers (an entry
         already recorded or folded is ignored). Folds them when the pending
-        entries reach the checkpoint interval.
+        entries reach the checkpoint interval. INVALID_ARGUMENT: no entries, an
+        empty thread_id, an entry without a kind or sequence, an UNBLOCKED entry
+        without a correlation id; more than 1,000 entries is TOO_LARGE.
         """
 
     @_abc_1.abstractmethod
@@ -104,6 +111,8 @@ class HandoffServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _handoff_service_pb2.GetHandoffSummaryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_handoff_service_pb2.GetHandoffSummaryResponse, _abc.Awaitable[_handoff_service_pb2.GetHandoffSummaryResponse]]:
-        """The summary as of the last checkpoint."""
+        """The summary as of the last checkpoint. NOT_FOUND for a thread nothing
+        was recorded for (or another user's private thread).
+        """
 
 def add_HandoffServiceServicer_to_server(servicer: HandoffServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

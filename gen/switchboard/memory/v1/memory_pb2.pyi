@@ -27,19 +27,29 @@ class _NoteKind:
 class _NoteKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NoteKind.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     NOTE_KIND_UNSPECIFIED: _NoteKind.ValueType  # 0
+    """Not given: CreateNote refuses it (INVALID_ARGUMENT); as a filter, every kind."""
     NOTE_KIND_DECISION: _NoteKind.ValueType  # 1
+    """A decision taken, and why."""
     NOTE_KIND_FEATURE_SUMMARY: _NoteKind.ValueType  # 2
+    """What a feature does and how it is built."""
     NOTE_KIND_PREFERENCE: _NoteKind.ValueType  # 3
+    """How someone wants things done."""
     NOTE_KIND_FACT: _NoteKind.ValueType  # 4
+    """A stable fact of the project."""
 
 class NoteKind(_NoteKind, metaclass=_NoteKindEnumTypeWrapper):
     """Kind of a durable note."""
 
 NOTE_KIND_UNSPECIFIED: NoteKind.ValueType  # 0
+"""Not given: CreateNote refuses it (INVALID_ARGUMENT); as a filter, every kind."""
 NOTE_KIND_DECISION: NoteKind.ValueType  # 1
+"""A decision taken, and why."""
 NOTE_KIND_FEATURE_SUMMARY: NoteKind.ValueType  # 2
+"""What a feature does and how it is built."""
 NOTE_KIND_PREFERENCE: NoteKind.ValueType  # 3
+"""How someone wants things done."""
 NOTE_KIND_FACT: NoteKind.ValueType  # 4
+"""A stable fact of the project."""
 Global___NoteKind: _TypeAlias = NoteKind  # noqa: Y015
 
 class _RecallMode:
@@ -49,9 +59,13 @@ class _RecallMode:
 class _RecallModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecallMode.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     RECALL_MODE_UNSPECIFIED: _RecallMode.ValueType  # 0
+    """HYBRID."""
     RECALL_MODE_HYBRID: _RecallMode.ValueType  # 1
+    """Lexical and embedding rankings fused by reciprocal rank."""
     RECALL_MODE_LEXICAL: _RecallMode.ValueType  # 2
+    """BM25 over the notes' words only."""
     RECALL_MODE_EMBEDDING: _RecallMode.ValueType  # 3
+    """Embedding similarity only."""
 
 class RecallMode(_RecallMode, metaclass=_RecallModeEnumTypeWrapper):
     """Which rankings recall uses. Hybrid is the default; the single ones exist to
@@ -59,9 +73,13 @@ class RecallMode(_RecallMode, metaclass=_RecallModeEnumTypeWrapper):
     """
 
 RECALL_MODE_UNSPECIFIED: RecallMode.ValueType  # 0
+"""HYBRID."""
 RECALL_MODE_HYBRID: RecallMode.ValueType  # 1
+"""Lexical and embedding rankings fused by reciprocal rank."""
 RECALL_MODE_LEXICAL: RecallMode.ValueType  # 2
+"""BM25 over the notes' words only."""
 RECALL_MODE_EMBEDDING: RecallMode.ValueType  # 3
+"""Embedding similarity only."""
 Global___RecallMode: _TypeAlias = RecallMode  # noqa: Y015
 
 class _DuplicatePolicy:
@@ -98,15 +116,21 @@ class _SaveOutcome:
 class _SaveOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SaveOutcome.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SAVE_OUTCOME_UNSPECIFIED: _SaveOutcome.ValueType  # 0
+    """Never sent."""
     SAVE_OUTCOME_CREATED: _SaveOutcome.ValueType  # 1
+    """A new note was written."""
     SAVE_OUTCOME_MERGED: _SaveOutcome.ValueType  # 2
+    """The note repeated an existing one, which took its wording (MERGE)."""
 
 class SaveOutcome(_SaveOutcome, metaclass=_SaveOutcomeEnumTypeWrapper):
     """What CreateNote did."""
 
 SAVE_OUTCOME_UNSPECIFIED: SaveOutcome.ValueType  # 0
+"""Never sent."""
 SAVE_OUTCOME_CREATED: SaveOutcome.ValueType  # 1
+"""A new note was written."""
 SAVE_OUTCOME_MERGED: SaveOutcome.ValueType  # 2
+"""The note repeated an existing one, which took its wording (MERGE)."""
 Global___SaveOutcome: _TypeAlias = SaveOutcome  # noqa: Y015
 
 class _ImportOutcome:
@@ -116,19 +140,29 @@ class _ImportOutcome:
 class _ImportOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ImportOutcome.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     IMPORT_OUTCOME_UNSPECIFIED: _ImportOutcome.ValueType  # 0
+    """Never sent."""
     IMPORT_OUTCOME_CREATED: _ImportOutcome.ValueType  # 1
+    """A note (or the context) was written for the first time."""
     IMPORT_OUTCOME_UPDATED: _ImportOutcome.ValueType  # 2
+    """An earlier import's note (or the context) was rewritten."""
     IMPORT_OUTCOME_UNCHANGED: _ImportOutcome.ValueType  # 3
+    """Already imported with the same content: nothing written."""
     IMPORT_OUTCOME_SKIPPED: _ImportOutcome.ValueType  # 4
+    """Not imported; reason says why (not a context or memory file, bad front matter)."""
 
 class ImportOutcome(_ImportOutcome, metaclass=_ImportOutcomeEnumTypeWrapper):
     """What an import did with one file."""
 
 IMPORT_OUTCOME_UNSPECIFIED: ImportOutcome.ValueType  # 0
+"""Never sent."""
 IMPORT_OUTCOME_CREATED: ImportOutcome.ValueType  # 1
+"""A note (or the context) was written for the first time."""
 IMPORT_OUTCOME_UPDATED: ImportOutcome.ValueType  # 2
+"""An earlier import's note (or the context) was rewritten."""
 IMPORT_OUTCOME_UNCHANGED: ImportOutcome.ValueType  # 3
+"""Already imported with the same content: nothing written."""
 IMPORT_OUTCOME_SKIPPED: ImportOutcome.ValueType  # 4
+"""Not imported; reason says why (not a context or memory file, bad front matter)."""
 Global___ImportOutcome: _TypeAlias = ImportOutcome  # noqa: Y015
 
 class _LiveStateEventType:
@@ -138,6 +172,7 @@ class _LiveStateEventType:
 class _LiveStateEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LiveStateEventType.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     LIVE_STATE_EVENT_TYPE_UNSPECIFIED: _LiveStateEventType.ValueType  # 0
+    """Never sent."""
     LIVE_STATE_EVENT_TYPE_SNAPSHOT: _LiveStateEventType.ValueType  # 1
     """The first event of a watch: every unexpired entry."""
     LIVE_STATE_EVENT_TYPE_SET: _LiveStateEventType.ValueType  # 2
@@ -145,9 +180,11 @@ class _LiveStateEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Li
     LIVE_STATE_EVENT_TYPE_REMOVED: _LiveStateEventType.ValueType  # 3
     """An entry went away (see LiveStateRemoval)."""
 
-class LiveStateEventType(_LiveStateEventType, metaclass=_LiveStateEventTypeEnumTypeWrapper): ...
+class LiveStateEventType(_LiveStateEventType, metaclass=_LiveStateEventTypeEnumTypeWrapper):
+    """What a WatchLiveState event says."""
 
 LIVE_STATE_EVENT_TYPE_UNSPECIFIED: LiveStateEventType.ValueType  # 0
+"""Never sent."""
 LIVE_STATE_EVENT_TYPE_SNAPSHOT: LiveStateEventType.ValueType  # 1
 """The first event of a watch: every unexpired entry."""
 LIVE_STATE_EVENT_TYPE_SET: LiveStateEventType.ValueType  # 2
@@ -163,14 +200,21 @@ class _LiveStateRemoval:
 class _LiveStateRemovalEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LiveStateRemoval.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     LIVE_STATE_REMOVAL_UNSPECIFIED: _LiveStateRemoval.ValueType  # 0
+    """Not a removal (SNAPSHOT and SET events)."""
     LIVE_STATE_REMOVAL_DELETED: _LiveStateRemoval.ValueType  # 1
+    """Deleted (DeleteLiveState, ClearLiveState)."""
     LIVE_STATE_REMOVAL_EXPIRED: _LiveStateRemoval.ValueType  # 2
+    """Its expire_time passed."""
 
-class LiveStateRemoval(_LiveStateRemoval, metaclass=_LiveStateRemovalEnumTypeWrapper): ...
+class LiveStateRemoval(_LiveStateRemoval, metaclass=_LiveStateRemovalEnumTypeWrapper):
+    """Why a live state entry went away."""
 
 LIVE_STATE_REMOVAL_UNSPECIFIED: LiveStateRemoval.ValueType  # 0
+"""Not a removal (SNAPSHOT and SET events)."""
 LIVE_STATE_REMOVAL_DELETED: LiveStateRemoval.ValueType  # 1
+"""Deleted (DeleteLiveState, ClearLiveState)."""
 LIVE_STATE_REMOVAL_EXPIRED: LiveStateRemoval.ValueType  # 2
+"""Its expire_time passed."""
 Global___LiveStateRemoval: _TypeAlias = LiveStateRemoval  # noqa: Y015
 
 class _ChatMode:
@@ -180,15 +224,21 @@ class _ChatMode:
 class _ChatModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChatMode.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     CHAT_MODE_UNSPECIFIED: _ChatMode.ValueType  # 0
+    """Never saved (the default); clients show SIDEBAR. UpdatePersonalSettings refuses it."""
     CHAT_MODE_SIDEBAR: _ChatMode.ValueType  # 1
+    """Docked at the side of the page (the default)."""
     CHAT_MODE_FLOATING: _ChatMode.ValueType  # 2
+    """A window floating over the page."""
 
 class ChatMode(_ChatMode, metaclass=_ChatModeEnumTypeWrapper):
     """How the chat panel is shown."""
 
 CHAT_MODE_UNSPECIFIED: ChatMode.ValueType  # 0
+"""Never saved (the default); clients show SIDEBAR. UpdatePersonalSettings refuses it."""
 CHAT_MODE_SIDEBAR: ChatMode.ValueType  # 1
+"""Docked at the side of the page (the default)."""
 CHAT_MODE_FLOATING: ChatMode.ValueType  # 2
+"""A window floating over the page."""
 Global___ChatMode: _TypeAlias = ChatMode  # noqa: Y015
 
 @_typing.final
@@ -208,21 +258,33 @@ class Note(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The note's id (UUID), assigned by the service."""
     project_id: _builtins.str
+    """The project it belongs to; "" on a write means "default"."""
     kind: Global___NoteKind.ValueType
+    """What kind of knowledge it is; required on create."""
     title: _builtins.str
+    """Short title, 1 to 200 characters."""
     body: _builtins.str
+    """The knowledge itself; required, bounded by the service's note size."""
     author_agent_id: _builtins.str
+    """The agent that saved it (its memory-write tool); "" when the user did."""
     source: _builtins.str
     """Output only. Where an imported note came from (the memory file's name,
     e.g. "agent-context-memory-and-profile-handoff"); empty for saved notes.
     """
     @_builtins.property
-    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At most 32 tags of at most 64 characters."""
+
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was saved."""
+
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed (an edit, a merge)."""
+
     def __init__(
         self,
         *,
@@ -262,7 +324,9 @@ class RecalledNote(_message.Message):
     embedding_rank: _builtins.int
     """1-based rank of the note among the embedding candidates; 0 = not one."""
     @_builtins.property
-    def note(self) -> Global___Note: ...
+    def note(self) -> Global___Note:
+        """The note."""
+
     def __init__(
         self,
         *,
@@ -291,9 +355,13 @@ class ProjectContext(_message.Message):
     BODY_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" on a write means "default"."""
     body: _builtins.str
+    """The context's text (Markdown), part of every run of the project."""
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was last written."""
+
     def __init__(
         self,
         *,
@@ -320,6 +388,9 @@ class ProjectFile(_message.Message):
     path: _builtins.str
     """Relative to the project folder: ".ideai/CONTEXT.md", ".ideai/memory/x.md"."""
     content: _builtins.str
+    """The file's text; a memory file starts with YAML front matter whose
+    metadata.type gives the note's kind.
+    """
     def __init__(
         self,
         *,
@@ -336,6 +407,8 @@ Global___ProjectFile: _TypeAlias = ProjectFile  # noqa: Y015
 
 @_typing.final
 class ImportItem(_message.Message):
+    """What an import did with one file."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PATH_FIELD_NUMBER: _builtins.int
@@ -343,7 +416,9 @@ class ImportItem(_message.Message):
     NOTE_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     path: _builtins.str
+    """The file's path, as sent."""
     outcome: Global___ImportOutcome.ValueType
+    """What was done."""
     note_id: _builtins.str
     """The note written or matched; empty for the context file and skipped files."""
     reason: _builtins.str
@@ -377,13 +452,21 @@ class LiveStateEntry(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project."""
     agent_id: _builtins.str
+    """The agent (or person) it is about; one entry per agent and project."""
     activity: _builtins.str
+    """What it is doing, 1 to 200 characters."""
     detail: _builtins.str
+    """More about it, at most 2,000 characters."""
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was set."""
+
     @_builtins.property
-    def expire_time(self) -> _timestamp_pb2.Timestamp: ...
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """When it goes away by itself."""
+
     def __init__(
         self,
         *,
@@ -404,9 +487,7 @@ Global___LiveStateEntry: _TypeAlias = LiveStateEntry  # noqa: Y015
 
 @_typing.final
 class PersonalSettings(_message.Message):
-    """A user's personal agent settings.
-    A user without a row gets the defaults.
-    """
+    """A user's personal agent settings. A user without a row gets the defaults."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -418,14 +499,25 @@ class PersonalSettings(_message.Message):
     CHAT_MODE_FIELD_NUMBER: _builtins.int
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
     user_id: _builtins.str
+    """Whose settings; output only."""
     display_name: _builtins.str
+    """The name the agent calls the user; at most 100 characters, "" = none."""
     avatar_json: _builtins.str
+    """Avatar and accessories, a JSON object of the web page's own shape (at
+    most 16 KiB); "" or "{}" = none.
+    """
     active_instruction_page_id: _builtins.str
+    """The one of them runs read; "" = none."""
     chat_mode: Global___ChatMode.ValueType
+    """How the chat panel is shown."""
     default_model: _builtins.str
     """"" = Auto."""
     @_builtins.property
-    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The user's instruction pages, in order (at most 100); set through
+        PagesService, not UpdatePersonalSettings.
+        """
+
     def __init__(
         self,
         *,

@@ -24,15 +24,21 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class CreateNoteRequest(_message.Message):
+    """A note to save."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
     DUPLICATE_POLICY_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key: a retry with the same key returns the same note."""
     duplicate_policy: _memory_pb2.DuplicatePolicy.ValueType
+    """What to do when it repeats an existing note; UNSPECIFIED = REFUSE."""
     @_builtins.property
-    def note(self) -> _memory_pb2.Note: ...
+    def note(self) -> _memory_pb2.Note:
+        """project_id, kind, title, body and tags; the other fields are assigned."""
+
     def __init__(
         self,
         *,
@@ -50,16 +56,21 @@ Global___CreateNoteRequest: _TypeAlias = CreateNoteRequest  # noqa: Y015
 
 @_typing.final
 class CreateNoteResponse(_message.Message):
+    """The saved (or merged-into) note."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTE_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     outcome: _memory_pb2.SaveOutcome.ValueType
+    """Whether a new note was written or an existing one took the wording."""
     reason: _builtins.str
     """For MERGED: why the note was taken for a duplicate of `note`."""
     @_builtins.property
-    def note(self) -> _memory_pb2.Note: ...
+    def note(self) -> _memory_pb2.Note:
+        """The note as stored."""
+
     def __init__(
         self,
         *,
@@ -77,10 +88,13 @@ Global___CreateNoteResponse: _TypeAlias = CreateNoteResponse  # noqa: Y015
 
 @_typing.final
 class GetNoteRequest(_message.Message):
+    """Which note to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The note's id."""
     def __init__(
         self,
         *,
@@ -96,11 +110,15 @@ Global___GetNoteRequest: _TypeAlias = GetNoteRequest  # noqa: Y015
 
 @_typing.final
 class GetNoteResponse(_message.Message):
+    """The note."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def note(self) -> _memory_pb2.Note: ...
+    def note(self) -> _memory_pb2.Note:
+        """The note."""
+
     def __init__(
         self,
         *,
@@ -116,6 +134,8 @@ Global___GetNoteResponse: _TypeAlias = GetNoteResponse  # noqa: Y015
 
 @_typing.final
 class ListNotesRequest(_message.Message):
+    """One page of the caller's notes."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
@@ -130,7 +150,9 @@ class ListNotesRequest(_message.Message):
     tag: _builtins.str
     """Empty: any tag; otherwise notes carrying exactly this tag."""
     page_size: _builtins.int
+    """At most this many notes (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -150,13 +172,18 @@ Global___ListNotesRequest: _TypeAlias = ListNotesRequest  # noqa: Y015
 
 @_typing.final
 class ListNotesResponse(_message.Message):
+    """A page of notes, newest first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.Note]: ...
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.Note]:
+        """The notes of this page."""
+
     def __init__(
         self,
         *,
@@ -173,6 +200,8 @@ Global___ListNotesResponse: _TypeAlias = ListNotesResponse  # noqa: Y015
 
 @_typing.final
 class UpdateNoteRequest(_message.Message):
+    """Changes to a note."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTE_FIELD_NUMBER: _builtins.int
@@ -182,7 +211,9 @@ class UpdateNoteRequest(_message.Message):
         """note.id names the note; the mask says which of kind, title, body, tags to write."""
 
     @_builtins.property
-    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """The fields to write: kind, title, body, tags."""
+
     def __init__(
         self,
         *,
@@ -199,11 +230,15 @@ Global___UpdateNoteRequest: _TypeAlias = UpdateNoteRequest  # noqa: Y015
 
 @_typing.final
 class UpdateNoteResponse(_message.Message):
+    """The updated note."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def note(self) -> _memory_pb2.Note: ...
+    def note(self) -> _memory_pb2.Note:
+        """The note as stored."""
+
     def __init__(
         self,
         *,
@@ -219,10 +254,13 @@ Global___UpdateNoteResponse: _TypeAlias = UpdateNoteResponse  # noqa: Y015
 
 @_typing.final
 class DeleteNoteRequest(_message.Message):
+    """Which note to delete."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The note's id."""
     def __init__(
         self,
         *,
@@ -238,6 +276,8 @@ Global___DeleteNoteRequest: _TypeAlias = DeleteNoteRequest  # noqa: Y015
 
 @_typing.final
 class DeleteNoteResponse(_message.Message):
+    """Empty: the note is deleted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -253,6 +293,8 @@ Global___DeleteNoteResponse: _TypeAlias = DeleteNoteResponse  # noqa: Y015
 
 @_typing.final
 class RecallNotesRequest(_message.Message):
+    """What to recall notes for."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
@@ -261,11 +303,15 @@ class RecallNotesRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     query: _builtins.str
+    """What the notes should be about (a user's request)."""
     persona: _builtins.str
+    """The asking agent's persona; its words count half as much as the query's."""
     limit: _builtins.int
     """At most this many notes (default 5, max 50)."""
     mode: _memory_pb2.RecallMode.ValueType
+    """Which rankings to use; UNSPECIFIED = HYBRID."""
     def __init__(
         self,
         *,
@@ -285,11 +331,15 @@ Global___RecallNotesRequest: _TypeAlias = RecallNotesRequest  # noqa: Y015
 
 @_typing.final
 class RecallNotesResponse(_message.Message):
+    """The recalled notes."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NOTES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.RecalledNote]: ...
+    def notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.RecalledNote]:
+        """Best first; none when nothing in the project is close enough."""
+
     def __init__(
         self,
         *,
@@ -305,10 +355,13 @@ Global___RecallNotesResponse: _TypeAlias = RecallNotesResponse  # noqa: Y015
 
 @_typing.final
 class GetProjectContextRequest(_message.Message):
+    """Whose context to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     def __init__(
         self,
         *,
@@ -324,11 +377,15 @@ Global___GetProjectContextRequest: _TypeAlias = GetProjectContextRequest  # noqa
 
 @_typing.final
 class GetProjectContextResponse(_message.Message):
+    """The project's context."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONTEXT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def context(self) -> _memory_pb2.ProjectContext: ...
+    def context(self) -> _memory_pb2.ProjectContext:
+        """The context."""
+
     def __init__(
         self,
         *,
@@ -344,6 +401,8 @@ Global___GetProjectContextResponse: _TypeAlias = GetProjectContextResponse  # no
 
 @_typing.final
 class UpdateProjectContextRequest(_message.Message):
+    """The project's new context."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONTEXT_FIELD_NUMBER: _builtins.int
@@ -366,11 +425,15 @@ Global___UpdateProjectContextRequest: _TypeAlias = UpdateProjectContextRequest  
 
 @_typing.final
 class UpdateProjectContextResponse(_message.Message):
+    """The written context."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONTEXT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def context(self) -> _memory_pb2.ProjectContext: ...
+    def context(self) -> _memory_pb2.ProjectContext:
+        """The context as stored."""
+
     def __init__(
         self,
         *,
@@ -386,13 +449,18 @@ Global___UpdateProjectContextResponse: _TypeAlias = UpdateProjectContextResponse
 
 @_typing.final
 class ImportProjectFilesRequest(_message.Message):
+    """A project folder's files to import."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     FILES_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     @_builtins.property
-    def files(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.ProjectFile]: ...
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.ProjectFile]:
+        """The files, as found in the folder (other files are skipped)."""
+
     def __init__(
         self,
         *,
@@ -409,6 +477,8 @@ Global___ImportProjectFilesRequest: _TypeAlias = ImportProjectFilesRequest  # no
 
 @_typing.final
 class ImportProjectFilesResponse(_message.Message):
+    """What the import did."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ITEMS_FIELD_NUMBER: _builtins.int
@@ -431,6 +501,8 @@ Global___ImportProjectFilesResponse: _TypeAlias = ImportProjectFilesResponse  # 
 
 @_typing.final
 class SetLiveStateRequest(_message.Message):
+    """What an agent is doing now."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
@@ -440,15 +512,21 @@ class SetLiveStateRequest(_message.Message):
     TTL_FIELD_NUMBER: _builtins.int
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     agent_id: _builtins.str
+    """The agent it is about; required, at most 128 characters."""
     activity: _builtins.str
+    """What it is doing; required, at most 200 characters."""
     detail: _builtins.str
+    """More about it, at most 2,000 characters."""
     @_builtins.property
     def ttl(self) -> _duration_pb2.Duration:
         """How long the entry lives; or expire_time. Neither: the service default."""
 
     @_builtins.property
-    def expire_time(self) -> _timestamp_pb2.Timestamp: ...
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """When the entry goes away; or ttl."""
+
     def __init__(
         self,
         *,
@@ -469,11 +547,15 @@ Global___SetLiveStateRequest: _TypeAlias = SetLiveStateRequest  # noqa: Y015
 
 @_typing.final
 class SetLiveStateResponse(_message.Message):
+    """The entry as set."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def entry(self) -> _memory_pb2.LiveStateEntry: ...
+    def entry(self) -> _memory_pb2.LiveStateEntry:
+        """The entry, with its expire_time."""
+
     def __init__(
         self,
         *,
@@ -489,14 +571,19 @@ Global___SetLiveStateResponse: _TypeAlias = SetLiveStateResponse  # noqa: Y015
 
 @_typing.final
 class ListLiveStateRequest(_message.Message):
+    """One page of a project's live state."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     page_size: _builtins.int
+    """At most this many entries (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -514,13 +601,18 @@ Global___ListLiveStateRequest: _TypeAlias = ListLiveStateRequest  # noqa: Y015
 
 @_typing.final
 class ListLiveStateResponse(_message.Message):
+    """A page of unexpired entries, by agent id."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.LiveStateEntry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.LiveStateEntry]:
+        """The entries of this page."""
+
     def __init__(
         self,
         *,
@@ -537,12 +629,16 @@ Global___ListLiveStateResponse: _TypeAlias = ListLiveStateResponse  # noqa: Y015
 
 @_typing.final
 class DeleteLiveStateRequest(_message.Message):
+    """Whose entry to delete."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     agent_id: _builtins.str
+    """The agent."""
     def __init__(
         self,
         *,
@@ -559,6 +655,8 @@ Global___DeleteLiveStateRequest: _TypeAlias = DeleteLiveStateRequest  # noqa: Y0
 
 @_typing.final
 class DeleteLiveStateResponse(_message.Message):
+    """Empty: the entry is deleted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -574,10 +672,13 @@ Global___DeleteLiveStateResponse: _TypeAlias = DeleteLiveStateResponse  # noqa: 
 
 @_typing.final
 class ClearLiveStateRequest(_message.Message):
+    """Which project's live state to clear."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     def __init__(
         self,
         *,
@@ -593,10 +694,13 @@ Global___ClearLiveStateRequest: _TypeAlias = ClearLiveStateRequest  # noqa: Y015
 
 @_typing.final
 class ClearLiveStateResponse(_message.Message):
+    """How many entries went away."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     DELETED_COUNT_FIELD_NUMBER: _builtins.int
     deleted_count: _builtins.int
+    """Entries deleted (0 when there were none)."""
     def __init__(
         self,
         *,
@@ -612,10 +716,13 @@ Global___ClearLiveStateResponse: _TypeAlias = ClearLiveStateResponse  # noqa: Y0
 
 @_typing.final
 class WatchLiveStateRequest(_message.Message):
+    """Which project's live state to watch."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
+    """The project; "" = "default"."""
     def __init__(
         self,
         *,
@@ -631,12 +738,15 @@ Global___WatchLiveStateRequest: _TypeAlias = WatchLiveStateRequest  # noqa: Y015
 
 @_typing.final
 class WatchLiveStateResponse(_message.Message):
+    """One change of the watched live state."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TYPE_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     REMOVAL_FIELD_NUMBER: _builtins.int
     type: _memory_pb2.LiveStateEventType.ValueType
+    """Snapshot, set or removed."""
     removal: _memory_pb2.LiveStateRemoval.ValueType
     """For REMOVED."""
     @_builtins.property
@@ -662,6 +772,8 @@ Global___WatchLiveStateResponse: _TypeAlias = WatchLiveStateResponse  # noqa: Y0
 
 @_typing.final
 class GetPersonalSettingsRequest(_message.Message):
+    """The caller's settings; no field: the user is the caller."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -677,11 +789,15 @@ Global___GetPersonalSettingsRequest: _TypeAlias = GetPersonalSettingsRequest  # 
 
 @_typing.final
 class GetPersonalSettingsResponse(_message.Message):
+    """The caller's settings."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def settings(self) -> _memory_pb2.PersonalSettings: ...
+    def settings(self) -> _memory_pb2.PersonalSettings:
+        """The settings, or the defaults."""
+
     def __init__(
         self,
         *,
@@ -697,12 +813,16 @@ Global___GetPersonalSettingsResponse: _TypeAlias = GetPersonalSettingsResponse  
 
 @_typing.final
 class UpdatePersonalSettingsRequest(_message.Message):
+    """Changes to the caller's settings."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def settings(self) -> _memory_pb2.PersonalSettings: ...
+    def settings(self) -> _memory_pb2.PersonalSettings:
+        """The new values of the fields named in update_mask."""
+
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
         """Fields of settings to write; user_id is ignored."""
@@ -723,11 +843,15 @@ Global___UpdatePersonalSettingsRequest: _TypeAlias = UpdatePersonalSettingsReque
 
 @_typing.final
 class UpdatePersonalSettingsResponse(_message.Message):
+    """The updated settings."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def settings(self) -> _memory_pb2.PersonalSettings: ...
+    def settings(self) -> _memory_pb2.PersonalSettings:
+        """The settings as stored."""
+
     def __init__(
         self,
         *,

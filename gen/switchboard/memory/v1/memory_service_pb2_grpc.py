@@ -30,7 +30,9 @@ class MemoryServiceStub:
     settings. Every call acts for the user in the `x-switchboard-user` metadata
     entry: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
-    the project "default".
+    the project "default". List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel):
@@ -126,19 +128,23 @@ class MemoryServiceServicer:
     settings. Every call acts for the user in the `x-switchboard-user` metadata
     entry: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
-    the project "default".
+    the project "default". List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def CreateNote(self, request, context):
         """Saves stable, high-value knowledge. A note that repeats an existing one
-        is refused or merged (see DuplicatePolicy).
+        is refused or merged (see DuplicatePolicy). Idempotent on request_id.
+        INVALID_ARGUMENT: no kind, an empty title or body.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetNote(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Reads one of the caller's notes. NOT_FOUND otherwise.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -151,13 +157,16 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateNote(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+        mask or another path; NOT_FOUND for a missing note.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteNote(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Deletes one of the caller's notes. NOT_FOUND otherwise.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -178,7 +187,7 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateProjectContext(self, request, context):
-        """Creates or replaces the project's context.
+        """Creates or replaces the project's context. INVALID_ARGUMENT for an empty body.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -187,6 +196,8 @@ class MemoryServiceServicer:
     def ImportProjectFiles(self, request, context):
         """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
         sent as contents. Idempotent: the same files again change nothing.
+        INVALID_ARGUMENT for no files; more than 500 is TOO_LARGE. A file it
+        cannot use is SKIPPED, not an error.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -194,6 +205,8 @@ class MemoryServiceServicer:
 
     def SetLiveState(self, request, context):
         """Creates or replaces what an agent is doing in a project, until it expires.
+        INVALID_ARGUMENT: no agent_id or activity, both ttl and expire_time, a
+        lifetime not in the future or past the service's maximum (a day).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -207,7 +220,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteLiveState(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Deletes an agent's entry. NOT_FOUND when it has none (or it expired).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -228,13 +242,17 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetPersonalSettings(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The caller's settings; the defaults when they never saved any.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpdatePersonalSettings(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+        mask, instruction page fields (PagesService sets them), an avatar_json
+        that is not a JSON object, an unspecified chat_mode.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -335,7 +353,9 @@ class MemoryService:
     settings. Every call acts for the user in the `x-switchboard-user` metadata
     entry: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
-    the project "default".
+    the project "default". List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @staticmethod

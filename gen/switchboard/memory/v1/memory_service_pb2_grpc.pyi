@@ -31,7 +31,9 @@ class MemoryServiceStub:
     settings. Every call acts for the user in the `x-switchboard-user` metadata
     entry: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
-    the project "default".
+    the project "default". List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_typing.overload
@@ -40,13 +42,19 @@ class MemoryServiceStub:
     def __new__(cls, channel: _aio.Channel) -> MemoryServiceAsyncStub: ...
     CreateNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.CreateNoteRequest, _memory_service_pb2.CreateNoteResponse]
     """Saves stable, high-value knowledge. A note that repeats an existing one
-    is refused or merged (see DuplicatePolicy).
+    is refused or merged (see DuplicatePolicy). Idempotent on request_id.
+    INVALID_ARGUMENT: no kind, an empty title or body.
     """
     GetNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetNoteRequest, _memory_service_pb2.GetNoteResponse]
+    """Reads one of the caller's notes. NOT_FOUND otherwise."""
     ListNotes: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListNotesRequest, _memory_service_pb2.ListNotesResponse]
     """Newest first, filtered by project, kind and tag."""
     UpdateNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateNoteRequest, _memory_service_pb2.UpdateNoteResponse]
+    """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+    mask or another path; NOT_FOUND for a missing note.
+    """
     DeleteNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteNoteRequest, _memory_service_pb2.DeleteNoteResponse]
+    """Deletes one of the caller's notes. NOT_FOUND otherwise."""
     RecallNotes: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RecallNotesRequest, _memory_service_pb2.RecallNotesResponse]
     """Notes relevant to a query for a persona, best first: lexical (BM25) and
     embedding candidates fused by reciprocal rank fusion (k=60).
@@ -54,16 +62,22 @@ class MemoryServiceStub:
     GetProjectContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectContextRequest, _memory_service_pb2.GetProjectContextResponse]
     """NOT_FOUND until something writes the project's context."""
     UpdateProjectContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectContextRequest, _memory_service_pb2.UpdateProjectContextResponse]
-    """Creates or replaces the project's context."""
+    """Creates or replaces the project's context. INVALID_ARGUMENT for an empty body."""
     ImportProjectFiles: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ImportProjectFilesRequest, _memory_service_pb2.ImportProjectFilesResponse]
     """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
     sent as contents. Idempotent: the same files again change nothing.
+    INVALID_ARGUMENT for no files; more than 500 is TOO_LARGE. A file it
+    cannot use is SKIPPED, not an error.
     """
     SetLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SetLiveStateRequest, _memory_service_pb2.SetLiveStateResponse]
-    """Creates or replaces what an agent is doing in a project, until it expires."""
+    """Creates or replaces what an agent is doing in a project, until it expires.
+    INVALID_ARGUMENT: no agent_id or activity, both ttl and expire_time, a
+    lifetime not in the future or past the service's maximum (a day).
+    """
     ListLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListLiveStateRequest, _memory_service_pb2.ListLiveStateResponse]
     """Unexpired entries of a project, by agent id."""
     DeleteLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteLiveStateRequest, _memory_service_pb2.DeleteLiveStateResponse]
+    """Deletes an agent's entry. NOT_FOUND when it has none (or it expired)."""
     ClearLiveState: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ClearLiveStateRequest, _memory_service_pb2.ClearLiveStateResponse]
     """Deletes every entry of a project."""
     WatchLiveState: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.WatchLiveStateRequest, _memory_service_pb2.WatchLiveStateResponse]
@@ -71,7 +85,12 @@ class MemoryServiceStub:
     (across replicas, within the poll interval), expiries included.
     """
     GetPersonalSettings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetPersonalSettingsRequest, _memory_service_pb2.GetPersonalSettingsResponse]
+    """The caller's settings; the defaults when they never saved any."""
     UpdatePersonalSettings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdatePersonalSettingsRequest, _memory_service_pb2.UpdatePersonalSettingsResponse]
+    """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+    mask, instruction page fields (PagesService sets them), an avatar_json
+    that is not a JSON object, an unspecified chat_mode.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -79,19 +98,27 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     settings. Every call acts for the user in the `x-switchboard-user` metadata
     entry: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
-    the project "default".
+    the project "default". List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.CreateNoteRequest, _memory_service_pb2.CreateNoteResponse]  # type: ignore[assignment]
     """Saves stable, high-value knowledge. A note that repeats an existing one
-    is refused or merged (see DuplicatePolicy).
+    is refused or merged (see DuplicatePolicy). Idempotent on request_id.
+    INVALID_ARGUMENT: no kind, an empty title or body.
     """
     GetNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetNoteRequest, _memory_service_pb2.GetNoteResponse]  # type: ignore[assignment]
+    """Reads one of the caller's notes. NOT_FOUND otherwise."""
     ListNotes: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListNotesRequest, _memory_service_pb2.ListNotesResponse]  # type: ignore[assignment]
     """Newest first, filtered by project, kind and tag."""
     UpdateNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateNoteRequest, _memory_service_pb2.UpdateNoteResponse]  # type: ignore[assignment]
+    """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+    mask or another path; NOT_FOUND for a missing note.
+    """
     DeleteNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteNoteRequest, _memory_service_pb2.DeleteNoteResponse]  # type: ignore[assignment]
+    """Deletes one of the caller's notes. NOT_FOUND otherwise."""
     RecallNotes: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RecallNotesRequest, _memory_service_pb2.RecallNotesResponse]  # type: ignore[assignment]
     """Notes relevant to a query for a persona, best first: lexical (BM25) and
     embedding candidates fused by reciprocal rank fusion (k=60).
@@ -99,16 +126,22 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     GetProjectContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectContextRequest, _memory_service_pb2.GetProjectContextResponse]  # type: ignore[assignment]
     """NOT_FOUND until something writes the project's context."""
     UpdateProjectContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectContextRequest, _memory_service_pb2.UpdateProjectContextResponse]  # type: ignore[assignment]
-    """Creates or replaces the project's context."""
+    """Creates or replaces the project's context. INVALID_ARGUMENT for an empty body."""
     ImportProjectFiles: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ImportProjectFilesRequest, _memory_service_pb2.ImportProjectFilesResponse]  # type: ignore[assignment]
     """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
     sent as contents. Idempotent: the same files again change nothing.
+    INVALID_ARGUMENT for no files; more than 500 is TOO_LARGE. A file it
+    cannot use is SKIPPED, not an error.
     """
     SetLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SetLiveStateRequest, _memory_service_pb2.SetLiveStateResponse]  # type: ignore[assignment]
-    """Creates or replaces what an agent is doing in a project, until it expires."""
+    """Creates or replaces what an agent is doing in a project, until it expires.
+    INVALID_ARGUMENT: no agent_id or activity, both ttl and expire_time, a
+    lifetime not in the future or past the service's maximum (a day).
+    """
     ListLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListLiveStateRequest, _memory_service_pb2.ListLiveStateResponse]  # type: ignore[assignment]
     """Unexpired entries of a project, by agent id."""
     DeleteLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeleteLiveStateRequest, _memory_service_pb2.DeleteLiveStateResponse]  # type: ignore[assignment]
+    """Deletes an agent's entry. NOT_FOUND when it has none (or it expired)."""
     ClearLiveState: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ClearLiveStateRequest, _memory_service_pb2.ClearLiveStateResponse]  # type: ignore[assignment]
     """Deletes every entry of a project."""
     WatchLiveState: _aio.UnaryStreamMultiCallable[_memory_service_pb2.WatchLiveStateRequest, _memory_service_pb2.WatchLiveStateResponse]  # type: ignore[assignment]
@@ -116,14 +149,21 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     (across replicas, within the poll interval), expiries included.
     """
     GetPersonalSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetPersonalSettingsRequest, _memory_service_pb2.GetPersonalSettingsResponse]  # type: ignore[assignment]
+    """The caller's settings; the defaults when they never saved any."""
     UpdatePersonalSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdatePersonalSettingsRequest, _memory_service_pb2.UpdatePersonalSettingsResponse]  # type: ignore[assignment]
+    """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+    mask, instruction page fields (PagesService sets them), an avatar_json
+    that is not a JSON object, an unspecified chat_mode.
+    """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Project context, durable notes with recall, live state, and personal
     settings. Every call acts for the user in the `x-switchboard-user` metadata
     entry: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
-    the project "default".
+    the project "default". List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_abc_1.abstractmethod
@@ -133,7 +173,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.CreateNoteResponse, _abc.Awaitable[_memory_service_pb2.CreateNoteResponse]]:
         """Saves stable, high-value knowledge. A note that repeats an existing one
-        is refused or merged (see DuplicatePolicy).
+        is refused or merged (see DuplicatePolicy). Idempotent on request_id.
+        INVALID_ARGUMENT: no kind, an empty title or body.
         """
 
     @_abc_1.abstractmethod
@@ -141,7 +182,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.GetNoteRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.GetNoteResponse, _abc.Awaitable[_memory_service_pb2.GetNoteResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.GetNoteResponse, _abc.Awaitable[_memory_service_pb2.GetNoteResponse]]:
+        """Reads one of the caller's notes. NOT_FOUND otherwise."""
 
     @_abc_1.abstractmethod
     def ListNotes(
@@ -156,14 +198,18 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.UpdateNoteRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.UpdateNoteResponse, _abc.Awaitable[_memory_service_pb2.UpdateNoteResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.UpdateNoteResponse, _abc.Awaitable[_memory_service_pb2.UpdateNoteResponse]]:
+        """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+        mask or another path; NOT_FOUND for a missing note.
+        """
 
     @_abc_1.abstractmethod
     def DeleteNote(
         self,
         request: _memory_service_pb2.DeleteNoteRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.DeleteNoteResponse, _abc.Awaitable[_memory_service_pb2.DeleteNoteResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.DeleteNoteResponse, _abc.Awaitable[_memory_service_pb2.DeleteNoteResponse]]:
+        """Deletes one of the caller's notes. NOT_FOUND otherwise."""
 
     @_abc_1.abstractmethod
     def RecallNotes(
@@ -189,7 +235,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.UpdateProjectContextRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.UpdateProjectContextResponse, _abc.Awaitable[_memory_service_pb2.UpdateProjectContextResponse]]:
-        """Creates or replaces the project's context."""
+        """Creates or replaces the project's context. INVALID_ARGUMENT for an empty body."""
 
     @_abc_1.abstractmethod
     def ImportProjectFiles(
@@ -199,6 +245,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_memory_service_pb2.ImportProjectFilesResponse, _abc.Awaitable[_memory_service_pb2.ImportProjectFilesResponse]]:
         """Imports a project folder's `.ideai/CONTEXT.md` and `.ideai/memory/*.md`,
         sent as contents. Idempotent: the same files again change nothing.
+        INVALID_ARGUMENT for no files; more than 500 is TOO_LARGE. A file it
+        cannot use is SKIPPED, not an error.
         """
 
     @_abc_1.abstractmethod
@@ -207,7 +255,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _memory_service_pb2.SetLiveStateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.SetLiveStateResponse, _abc.Awaitable[_memory_service_pb2.SetLiveStateResponse]]:
-        """Creates or replaces what an agent is doing in a project, until it expires."""
+        """Creates or replaces what an agent is doing in a project, until it expires.
+        INVALID_ARGUMENT: no agent_id or activity, both ttl and expire_time, a
+        lifetime not in the future or past the service's maximum (a day).
+        """
 
     @_abc_1.abstractmethod
     def ListLiveState(
@@ -222,7 +273,8 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.DeleteLiveStateRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.DeleteLiveStateResponse, _abc.Awaitable[_memory_service_pb2.DeleteLiveStateResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.DeleteLiveStateResponse, _abc.Awaitable[_memory_service_pb2.DeleteLiveStateResponse]]:
+        """Deletes an agent's entry. NOT_FOUND when it has none (or it expired)."""
 
     @_abc_1.abstractmethod
     def ClearLiveState(
@@ -247,13 +299,18 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _memory_service_pb2.GetPersonalSettingsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.GetPersonalSettingsResponse, _abc.Awaitable[_memory_service_pb2.GetPersonalSettingsResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.GetPersonalSettingsResponse, _abc.Awaitable[_memory_service_pb2.GetPersonalSettingsResponse]]:
+        """The caller's settings; the defaults when they never saved any."""
 
     @_abc_1.abstractmethod
     def UpdatePersonalSettings(
         self,
         request: _memory_service_pb2.UpdatePersonalSettingsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_memory_service_pb2.UpdatePersonalSettingsResponse, _abc.Awaitable[_memory_service_pb2.UpdatePersonalSettingsResponse]]: ...
+    ) -> _typing.Union[_memory_service_pb2.UpdatePersonalSettingsResponse, _abc.Awaitable[_memory_service_pb2.UpdatePersonalSettingsResponse]]:
+        """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
+        mask, instruction page fields (PagesService sets them), an avatar_json
+        that is not a JSON object, an unspecified chat_mode.
+        """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

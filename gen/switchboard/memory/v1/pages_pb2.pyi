@@ -27,17 +27,25 @@ class _DiffLineKind:
 class _DiffLineKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DiffLineKind.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     DIFF_LINE_KIND_UNSPECIFIED: _DiffLineKind.ValueType  # 0
+    """Never sent."""
     DIFF_LINE_KIND_CONTEXT: _DiffLineKind.ValueType  # 1
+    """In both texts (" " in a unified diff)."""
     DIFF_LINE_KIND_ADDED: _DiffLineKind.ValueType  # 2
+    """Only in the new text ("+")."""
     DIFF_LINE_KIND_REMOVED: _DiffLineKind.ValueType  # 3
+    """Only in the old text ("-")."""
 
 class DiffLineKind(_DiffLineKind, metaclass=_DiffLineKindEnumTypeWrapper):
     """What a diff line does."""
 
 DIFF_LINE_KIND_UNSPECIFIED: DiffLineKind.ValueType  # 0
+"""Never sent."""
 DIFF_LINE_KIND_CONTEXT: DiffLineKind.ValueType  # 1
+"""In both texts (" " in a unified diff)."""
 DIFF_LINE_KIND_ADDED: DiffLineKind.ValueType  # 2
+"""Only in the new text ("+")."""
 DIFF_LINE_KIND_REMOVED: DiffLineKind.ValueType  # 3
+"""Only in the old text ("-")."""
 Global___DiffLineKind: _TypeAlias = DiffLineKind  # noqa: Y015
 
 class _ProposalState:
@@ -47,7 +55,9 @@ class _ProposalState:
 class _ProposalStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ProposalState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     PROPOSAL_STATE_UNSPECIFIED: _ProposalState.ValueType  # 0
+    """As a filter: every state. Never stored."""
     PROPOSAL_STATE_PENDING: _ProposalState.ValueType  # 1
+    """Waiting for the page's owner to accept or refuse it."""
     PROPOSAL_STATE_ACCEPTED: _ProposalState.ValueType  # 2
     """The page's owner accepted it: a new page version was written."""
     PROPOSAL_STATE_REFUSED: _ProposalState.ValueType  # 3
@@ -57,7 +67,9 @@ class ProposalState(_ProposalState, metaclass=_ProposalStateEnumTypeWrapper):
     """Where a proposal stands."""
 
 PROPOSAL_STATE_UNSPECIFIED: ProposalState.ValueType  # 0
+"""As a filter: every state. Never stored."""
 PROPOSAL_STATE_PENDING: ProposalState.ValueType  # 1
+"""Waiting for the page's owner to accept or refuse it."""
 PROPOSAL_STATE_ACCEPTED: ProposalState.ValueType  # 2
 """The page's owner accepted it: a new page version was written."""
 PROPOSAL_STATE_REFUSED: ProposalState.ValueType  # 3
@@ -71,9 +83,11 @@ class _InstructionPageState:
 class _InstructionPageStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InstructionPageState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     INSTRUCTION_PAGE_STATE_UNSPECIFIED: _InstructionPageState.ValueType  # 0
+    """Never sent."""
     INSTRUCTION_PAGE_STATE_NONE: _InstructionPageState.ValueType  # 1
     """The caller has no active instruction page."""
     INSTRUCTION_PAGE_STATE_READABLE: _InstructionPageState.ValueType  # 2
+    """The caller can read it: runs use it."""
     INSTRUCTION_PAGE_STATE_UNREADABLE: _InstructionPageState.ValueType  # 3
     """Deleted, or its ACL no longer lets the caller read it: skip with a notice."""
 
@@ -81,9 +95,11 @@ class InstructionPageState(_InstructionPageState, metaclass=_InstructionPageStat
     """Whether an instruction page can be used by the caller's runs."""
 
 INSTRUCTION_PAGE_STATE_UNSPECIFIED: InstructionPageState.ValueType  # 0
+"""Never sent."""
 INSTRUCTION_PAGE_STATE_NONE: InstructionPageState.ValueType  # 1
 """The caller has no active instruction page."""
 INSTRUCTION_PAGE_STATE_READABLE: InstructionPageState.ValueType  # 2
+"""The caller can read it: runs use it."""
 INSTRUCTION_PAGE_STATE_UNREADABLE: InstructionPageState.ValueType  # 3
 """Deleted, or its ACL no longer lets the caller read it: skip with a notice."""
 Global___InstructionPageState: _TypeAlias = InstructionPageState  # noqa: Y015
@@ -107,9 +123,13 @@ class Page(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The page's id (UUID)."""
     owner_user_id: _builtins.str
+    """Who created it; output only."""
     title: _builtins.str
+    """Its title, 1 to 200 characters."""
     body: _builtins.str
+    """Its text (Markdown), bounded by the service's page size."""
     version: _builtins.int
     """Number of the current version (from 1)."""
     @_builtins.property
@@ -121,9 +141,13 @@ class Page(_message.Message):
         """Users who may read and edit the page (besides the owner)."""
 
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was created."""
+
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When its current version was written."""
+
     def __init__(
         self,
         *,
@@ -160,9 +184,13 @@ class PageVersion(_message.Message):
     PROPOSAL_ID_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page."""
     version: _builtins.int
+    """Its number, from 1."""
     title: _builtins.str
+    """The page's title in this version."""
     body: _builtins.str
+    """The page's text in this version."""
     author_user_id: _builtins.str
     """The user whose edit (or accepted proposal, or restore) wrote it."""
     restored_from_version: _builtins.int
@@ -170,7 +198,9 @@ class PageVersion(_message.Message):
     proposal_id: _builtins.str
     """Set when AcceptProposal wrote this version."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was written."""
+
     def __init__(
         self,
         *,
@@ -200,7 +230,9 @@ class DiffLine(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     kind: Global___DiffLineKind.ValueType
+    """Context, added or removed."""
     text: _builtins.str
+    """The line's text."""
     def __init__(
         self,
         *,
@@ -229,11 +261,17 @@ class DiffHunk(_message.Message):
     NEW_LINES_FIELD_NUMBER: _builtins.int
     LINES_FIELD_NUMBER: _builtins.int
     old_start: _builtins.int
+    """First line of the range in the old text."""
     old_lines: _builtins.int
+    """Lines of the range in the old text."""
     new_start: _builtins.int
+    """First line of the range in the new text."""
     new_lines: _builtins.int
+    """Lines of the range in the new text."""
     @_builtins.property
-    def lines(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiffLine]: ...
+    def lines(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiffLine]:
+        """The hunk's lines, in order."""
+
     def __init__(
         self,
         *,
@@ -266,12 +304,17 @@ class TextDiff(_message.Message):
     old_label: _builtins.str
     """e.g. "page@v3"."""
     new_label: _builtins.str
+    """e.g. "proposal <id>"."""
     unified: _builtins.str
     """Empty when the texts are equal."""
     added_lines: _builtins.int
+    """Lines only in the new text."""
     removed_lines: _builtins.int
+    """Lines only in the old text."""
     @_builtins.property
-    def hunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiffHunk]: ...
+    def hunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiffHunk]:
+        """The same diff as hunks; none when the texts are equal."""
+
     def __init__(
         self,
         *,
@@ -292,8 +335,8 @@ Global___TextDiff: _TypeAlias = TextDiff  # noqa: Y015
 
 @_typing.final
 class Proposal(_message.Message):
-    """A proposed new text for a page, against the page version
-    current when it was made.
+    """A proposed new text for a page, against the page version current when it
+    was made.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -313,18 +356,25 @@ class Proposal(_message.Message):
     DECIDE_TIME_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The proposal's id (UUID)."""
     page_id: _builtins.str
+    """The page it would change."""
     proposer_user_id: _builtins.str
     """The user the proposal was made for (the agent acts for them)."""
     proposer_agent_id: _builtins.str
     """The agent that wrote it, if any."""
     base_version: _builtins.int
+    """The page version it was made against."""
     proposed_body: _builtins.str
+    """The whole new text it proposes for the page."""
     reason: _builtins.str
+    """Why, in the proposer's words."""
     state: Global___ProposalState.ValueType
+    """Pending, accepted or refused."""
     accepted_version: _builtins.int
     """Accepted: the page version the accept wrote."""
     decision_reason: _builtins.str
+    """Why it was accepted or refused, in the owner's words; "" when not given."""
     run_id: _builtins.str
     """The run that made it, if any: it waits for this decision."""
     @_builtins.property
@@ -332,9 +382,13 @@ class Proposal(_message.Message):
         """Base version -> proposed body."""
 
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was made."""
+
     @_builtins.property
-    def decide_time(self) -> _timestamp_pb2.Timestamp: ...
+    def decide_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was decided; unset while pending."""
+
     def __init__(
         self,
         *,
@@ -373,9 +427,13 @@ class InstructionTemplate(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     LANGUAGE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """Stable id (e.g. "default")."""
     title: _builtins.str
+    """The title a page made from it gets ("My Switchboard AI")."""
     body: _builtins.str
+    """The text a page made from it starts with."""
     description: _builtins.str
+    """What the template is for, for a picker."""
     language: _builtins.str
     """The language the template is written in, as a BCP 47 tag ("en", "fr")."""
     def __init__(
@@ -407,11 +465,15 @@ class InstructionPage(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page."""
     state: Global___InstructionPageState.ValueType
+    """Readable or not, now."""
     active: _builtins.bool
+    """The one runs read."""
     title: _builtins.str
     """Empty unless readable."""
     version: _builtins.int
+    """Its current version; 0 unless readable."""
     def __init__(
         self,
         *,

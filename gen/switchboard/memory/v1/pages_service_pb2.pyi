@@ -22,11 +22,14 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class CreatePageRequest(_message.Message):
+    """A new page."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     PAGE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key: a retry with the same key returns the same page."""
     @_builtins.property
     def page(self) -> _pages_pb2.Page:
         """title and body; reader_user_ids and editor_user_ids set the initial ACL."""
@@ -47,11 +50,15 @@ Global___CreatePageRequest: _TypeAlias = CreatePageRequest  # noqa: Y015
 
 @_typing.final
 class CreatePageResponse(_message.Message):
+    """The created page."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The page, at version 1."""
+
     def __init__(
         self,
         *,
@@ -67,10 +74,13 @@ Global___CreatePageResponse: _TypeAlias = CreatePageResponse  # noqa: Y015
 
 @_typing.final
 class GetPageRequest(_message.Message):
+    """Which page to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page's id."""
     def __init__(
         self,
         *,
@@ -86,11 +96,15 @@ Global___GetPageRequest: _TypeAlias = GetPageRequest  # noqa: Y015
 
 @_typing.final
 class GetPageResponse(_message.Message):
+    """The page."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The page at its current version."""
+
     def __init__(
         self,
         *,
@@ -106,12 +120,16 @@ Global___GetPageResponse: _TypeAlias = GetPageResponse  # noqa: Y015
 
 @_typing.final
 class ListPagesRequest(_message.Message):
+    """One page of the pages the caller can read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many pages (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -128,13 +146,18 @@ Global___ListPagesRequest: _TypeAlias = ListPagesRequest  # noqa: Y015
 
 @_typing.final
 class ListPagesResponse(_message.Message):
+    """A page of pages, most recently updated first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def pages(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.Page]: ...
+    def pages(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.Page]:
+        """The pages of this page of results."""
+
     def __init__(
         self,
         *,
@@ -151,6 +174,8 @@ Global___ListPagesResponse: _TypeAlias = ListPagesResponse  # noqa: Y015
 
 @_typing.final
 class UpdatePageRequest(_message.Message):
+    """An edit of a page."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
@@ -163,7 +188,9 @@ class UpdatePageRequest(_message.Message):
         """id plus the fields named in update_mask."""
 
     @_builtins.property
-    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """The fields to write: title and/or body."""
+
     def __init__(
         self,
         *,
@@ -181,11 +208,15 @@ Global___UpdatePageRequest: _TypeAlias = UpdatePageRequest  # noqa: Y015
 
 @_typing.final
 class UpdatePageResponse(_message.Message):
+    """The page after the edit."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The page at its new version."""
+
     def __init__(
         self,
         *,
@@ -201,10 +232,13 @@ Global___UpdatePageResponse: _TypeAlias = UpdatePageResponse  # noqa: Y015
 
 @_typing.final
 class DeletePageRequest(_message.Message):
+    """Which page to delete."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page's id."""
     def __init__(
         self,
         *,
@@ -220,6 +254,8 @@ Global___DeletePageRequest: _TypeAlias = DeletePageRequest  # noqa: Y015
 
 @_typing.final
 class DeletePageResponse(_message.Message):
+    """Empty: the page is deleted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -235,16 +271,23 @@ Global___DeletePageResponse: _TypeAlias = DeletePageResponse  # noqa: Y015
 
 @_typing.final
 class SetPageAclRequest(_message.Message):
+    """A page's new ACL."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     READER_USER_IDS_FIELD_NUMBER: _builtins.int
     EDITOR_USER_IDS_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page's id."""
     @_builtins.property
-    def reader_user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def reader_user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Users who may read it, replacing the current list."""
+
     @_builtins.property
-    def editor_user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def editor_user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Users who may read and edit it, replacing the current list."""
+
     def __init__(
         self,
         *,
@@ -262,11 +305,15 @@ Global___SetPageAclRequest: _TypeAlias = SetPageAclRequest  # noqa: Y015
 
 @_typing.final
 class SetPageAclResponse(_message.Message):
+    """The page with its new ACL."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The page."""
+
     def __init__(
         self,
         *,
@@ -282,14 +329,19 @@ Global___SetPageAclResponse: _TypeAlias = SetPageAclResponse  # noqa: Y015
 
 @_typing.final
 class ListPageVersionsRequest(_message.Message):
+    """One page of a page's versions."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page's id."""
     page_size: _builtins.int
+    """At most this many versions (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -307,13 +359,18 @@ Global___ListPageVersionsRequest: _TypeAlias = ListPageVersionsRequest  # noqa: 
 
 @_typing.final
 class ListPageVersionsResponse(_message.Message):
+    """A page of versions, newest first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VERSIONS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.PageVersion]: ...
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.PageVersion]:
+        """The versions of this page of results."""
+
     def __init__(
         self,
         *,
@@ -330,12 +387,16 @@ Global___ListPageVersionsResponse: _TypeAlias = ListPageVersionsResponse  # noqa
 
 @_typing.final
 class GetPageVersionRequest(_message.Message):
+    """Which version to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page's id."""
     version: _builtins.int
+    """The version's number, from 1."""
     def __init__(
         self,
         *,
@@ -352,11 +413,15 @@ Global___GetPageVersionRequest: _TypeAlias = GetPageVersionRequest  # noqa: Y015
 
 @_typing.final
 class GetPageVersionResponse(_message.Message):
+    """The version."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VERSION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def version(self) -> _pages_pb2.PageVersion: ...
+    def version(self) -> _pages_pb2.PageVersion:
+        """The version."""
+
     def __init__(
         self,
         *,
@@ -372,13 +437,17 @@ Global___GetPageVersionResponse: _TypeAlias = GetPageVersionResponse  # noqa: Y0
 
 @_typing.final
 class RestorePageVersionRequest(_message.Message):
+    """An old version to write again as the newest."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """The page's id."""
     version: _builtins.int
+    """The version to restore, from 1."""
     expected_version: _builtins.int
     """0: no check."""
     def __init__(
@@ -398,11 +467,15 @@ Global___RestorePageVersionRequest: _TypeAlias = RestorePageVersionRequest  # no
 
 @_typing.final
 class RestorePageVersionResponse(_message.Message):
+    """The page after the restore."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The page at its new version (restored_from_version on that version)."""
+
     def __init__(
         self,
         *,
@@ -418,12 +491,16 @@ Global___RestorePageVersionResponse: _TypeAlias = RestorePageVersionResponse  # 
 
 @_typing.final
 class ListInstructionTemplatesRequest(_message.Message):
+    """One page of the templates."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many templates (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -440,13 +517,18 @@ Global___ListInstructionTemplatesRequest: _TypeAlias = ListInstructionTemplatesR
 
 @_typing.final
 class ListInstructionTemplatesResponse(_message.Message):
+    """A page of templates."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TEMPLATES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def templates(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.InstructionTemplate]: ...
+    def templates(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.InstructionTemplate]:
+        """The templates of this page of results."""
+
     def __init__(
         self,
         *,
@@ -463,12 +545,15 @@ Global___ListInstructionTemplatesResponse: _TypeAlias = ListInstructionTemplates
 
 @_typing.final
 class CreateInstructionPageRequest(_message.Message):
+    """A new private instruction page from a template."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TEMPLATE_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key: a retry with the same key returns the same page."""
     template_id: _builtins.str
     """Empty: the default template."""
     title: _builtins.str
@@ -490,16 +575,23 @@ Global___CreateInstructionPageRequest: _TypeAlias = CreateInstructionPageRequest
 
 @_typing.final
 class CreateInstructionPageResponse(_message.Message):
+    """The new page and the caller's instruction pages."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_FIELD_NUMBER: _builtins.int
     INSTRUCTION_PAGE_IDS_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
     active_instruction_page_id: _builtins.str
+    """The new page."""
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The created page."""
+
     @_builtins.property
-    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The caller's instruction pages, in order, the new one last."""
+
     def __init__(
         self,
         *,
@@ -517,12 +609,16 @@ Global___CreateInstructionPageResponse: _TypeAlias = CreateInstructionPageRespon
 
 @_typing.final
 class AddInstructionPageRequest(_message.Message):
+    """An existing page to add to the caller's instruction pages."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     MAKE_ACTIVE_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """A page the caller can read."""
     make_active: _builtins.bool
+    """Also make it the active one."""
     def __init__(
         self,
         *,
@@ -539,13 +635,18 @@ Global___AddInstructionPageRequest: _TypeAlias = AddInstructionPageRequest  # no
 
 @_typing.final
 class AddInstructionPageResponse(_message.Message):
+    """The caller's instruction pages after the add."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INSTRUCTION_PAGE_IDS_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
     active_instruction_page_id: _builtins.str
+    """The active one; "" = none."""
     @_builtins.property
-    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The caller's instruction pages, in order."""
+
     def __init__(
         self,
         *,
@@ -562,10 +663,13 @@ Global___AddInstructionPageResponse: _TypeAlias = AddInstructionPageResponse  # 
 
 @_typing.final
 class RemoveInstructionPageRequest(_message.Message):
+    """A page to remove from the caller's instruction pages."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """One of the caller's instruction pages."""
     def __init__(
         self,
         *,
@@ -581,13 +685,18 @@ Global___RemoveInstructionPageRequest: _TypeAlias = RemoveInstructionPageRequest
 
 @_typing.final
 class RemoveInstructionPageResponse(_message.Message):
+    """The caller's instruction pages after the removal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INSTRUCTION_PAGE_IDS_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
     active_instruction_page_id: _builtins.str
+    """The active one; "" = none."""
     @_builtins.property
-    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The caller's instruction pages, in order."""
+
     def __init__(
         self,
         *,
@@ -604,10 +713,13 @@ Global___RemoveInstructionPageResponse: _TypeAlias = RemoveInstructionPageRespon
 
 @_typing.final
 class SetActiveInstructionPageRequest(_message.Message):
+    """Which instruction page to make active."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
+    """One of the caller's instruction pages."""
     def __init__(
         self,
         *,
@@ -623,13 +735,18 @@ Global___SetActiveInstructionPageRequest: _TypeAlias = SetActiveInstructionPageR
 
 @_typing.final
 class SetActiveInstructionPageResponse(_message.Message):
+    """The caller's instruction pages after the switch."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INSTRUCTION_PAGE_IDS_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
     active_instruction_page_id: _builtins.str
+    """The page now active."""
     @_builtins.property
-    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def instruction_page_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The caller's instruction pages, in order."""
+
     def __init__(
         self,
         *,
@@ -646,12 +763,16 @@ Global___SetActiveInstructionPageResponse: _TypeAlias = SetActiveInstructionPage
 
 @_typing.final
 class ListInstructionPagesRequest(_message.Message):
+    """One page of the caller's instruction pages."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many pages (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -668,15 +789,21 @@ Global___ListInstructionPagesRequest: _TypeAlias = ListInstructionPagesRequest  
 
 @_typing.final
 class ListInstructionPagesResponse(_message.Message):
+    """A page of the caller's instruction pages, in their order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     active_instruction_page_id: _builtins.str
+    """The active one; "" = none."""
     @_builtins.property
-    def pages(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.InstructionPage]: ...
+    def pages(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.InstructionPage]:
+        """The instruction pages of this page of results."""
+
     def __init__(
         self,
         *,
@@ -694,6 +821,8 @@ Global___ListInstructionPagesResponse: _TypeAlias = ListInstructionPagesResponse
 
 @_typing.final
 class GetActiveInstructionsRequest(_message.Message):
+    """The caller's active instructions; no field: the user is the caller."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -709,6 +838,8 @@ Global___GetActiveInstructionsRequest: _TypeAlias = GetActiveInstructionsRequest
 
 @_typing.final
 class GetActiveInstructionsResponse(_message.Message):
+    """The caller's active instruction page, if usable."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     STATE_FIELD_NUMBER: _builtins.int
@@ -718,11 +849,15 @@ class GetActiveInstructionsResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     NOTICE_FIELD_NUMBER: _builtins.int
     state: _pages_pb2.InstructionPageState.ValueType
+    """NONE, READABLE or UNREADABLE."""
     page_id: _builtins.str
+    """The active page; "" for NONE."""
     title: _builtins.str
     """Set when readable."""
     body: _builtins.str
+    """The page's text, when readable."""
     version: _builtins.int
+    """The page's version, when readable."""
     notice: _builtins.str
     """Why the page cannot be used (UNREADABLE), for the run's notice."""
     def __init__(
@@ -745,6 +880,8 @@ Global___GetActiveInstructionsResponse: _TypeAlias = GetActiveInstructionsRespon
 
 @_typing.final
 class CreateProposalRequest(_message.Message):
+    """A proposed new text for a page."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -754,10 +891,15 @@ class CreateProposalRequest(_message.Message):
     PROPOSER_AGENT_ID_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key: a retry with the same key returns the same proposal."""
     page_id: _builtins.str
+    """A page the caller can read."""
     proposed_body: _builtins.str
+    """The whole new text proposed for the page."""
     reason: _builtins.str
+    """Why, for the page's owner."""
     proposer_agent_id: _builtins.str
+    """The agent proposing it, if any."""
     run_id: _builtins.str
     """The run making the proposal (it ends waiting for the decision)."""
     def __init__(
@@ -780,11 +922,15 @@ Global___CreateProposalRequest: _TypeAlias = CreateProposalRequest  # noqa: Y015
 
 @_typing.final
 class CreateProposalResponse(_message.Message):
+    """The created proposal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def proposal(self) -> _pages_pb2.Proposal: ...
+    def proposal(self) -> _pages_pb2.Proposal:
+        """The proposal, pending, with its diff."""
+
     def __init__(
         self,
         *,
@@ -800,10 +946,13 @@ Global___CreateProposalResponse: _TypeAlias = CreateProposalResponse  # noqa: Y0
 
 @_typing.final
 class GetProposalRequest(_message.Message):
+    """Which proposal to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_ID_FIELD_NUMBER: _builtins.int
     proposal_id: _builtins.str
+    """The proposal's id."""
     def __init__(
         self,
         *,
@@ -819,6 +968,8 @@ Global___GetProposalRequest: _TypeAlias = GetProposalRequest  # noqa: Y015
 
 @_typing.final
 class GetProposalResponse(_message.Message):
+    """The proposal, and what changed on its page since."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_FIELD_NUMBER: _builtins.int
@@ -828,7 +979,9 @@ class GetProposalResponse(_message.Message):
     current_version: _builtins.int
     """Set while pending and the page has moved past the base version."""
     @_builtins.property
-    def proposal(self) -> _pages_pb2.Proposal: ...
+    def proposal(self) -> _pages_pb2.Proposal:
+        """The proposal."""
+
     @_builtins.property
     def base_to_current(self) -> _pages_pb2.TextDiff:
         """Base version -> current page (empty when the page has not changed)."""
@@ -855,6 +1008,8 @@ Global___GetProposalResponse: _TypeAlias = GetProposalResponse  # noqa: Y015
 
 @_typing.final
 class ListProposalsRequest(_message.Message):
+    """One page of the proposals the caller can see."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_ID_FIELD_NUMBER: _builtins.int
@@ -866,7 +1021,9 @@ class ListProposalsRequest(_message.Message):
     state: _pages_pb2.ProposalState.ValueType
     """Unspecified: every state."""
     page_size: _builtins.int
+    """At most this many proposals (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -885,13 +1042,18 @@ Global___ListProposalsRequest: _TypeAlias = ListProposalsRequest  # noqa: Y015
 
 @_typing.final
 class ListProposalsResponse(_message.Message):
+    """A page of proposals, newest first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSALS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def proposals(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.Proposal]: ...
+    def proposals(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.Proposal]:
+        """The proposals of this page of results."""
+
     def __init__(
         self,
         *,
@@ -908,12 +1070,16 @@ Global___ListProposalsResponse: _TypeAlias = ListProposalsResponse  # noqa: Y015
 
 @_typing.final
 class AcceptProposalRequest(_message.Message):
+    """The owner accepts a proposal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_ID_FIELD_NUMBER: _builtins.int
     DECISION_REASON_FIELD_NUMBER: _builtins.int
     proposal_id: _builtins.str
+    """The proposal's id."""
     decision_reason: _builtins.str
+    """Why, in the owner's words; may be ""."""
     def __init__(
         self,
         *,
@@ -930,14 +1096,20 @@ Global___AcceptProposalRequest: _TypeAlias = AcceptProposalRequest  # noqa: Y015
 
 @_typing.final
 class AcceptProposalResponse(_message.Message):
+    """The accepted proposal and the page it changed."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_FIELD_NUMBER: _builtins.int
     PAGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def proposal(self) -> _pages_pb2.Proposal: ...
+    def proposal(self) -> _pages_pb2.Proposal:
+        """The proposal, accepted, with accepted_version."""
+
     @_builtins.property
-    def page(self) -> _pages_pb2.Page: ...
+    def page(self) -> _pages_pb2.Page:
+        """The page at the version the accept wrote."""
+
     def __init__(
         self,
         *,
@@ -954,12 +1126,16 @@ Global___AcceptProposalResponse: _TypeAlias = AcceptProposalResponse  # noqa: Y0
 
 @_typing.final
 class RefuseProposalRequest(_message.Message):
+    """The owner refuses a proposal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_ID_FIELD_NUMBER: _builtins.int
     DECISION_REASON_FIELD_NUMBER: _builtins.int
     proposal_id: _builtins.str
+    """The proposal's id."""
     decision_reason: _builtins.str
+    """Why, in the owner's words; may be ""."""
     def __init__(
         self,
         *,
@@ -976,11 +1152,15 @@ Global___RefuseProposalRequest: _TypeAlias = RefuseProposalRequest  # noqa: Y015
 
 @_typing.final
 class RefuseProposalResponse(_message.Message):
+    """The refused proposal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PROPOSAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def proposal(self) -> _pages_pb2.Proposal: ...
+    def proposal(self) -> _pages_pb2.Proposal:
+        """The proposal, refused; the page is unchanged."""
+
     def __init__(
         self,
         *,

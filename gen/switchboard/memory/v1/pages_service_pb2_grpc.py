@@ -29,7 +29,10 @@ class PagesServiceStub:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
     acts for the user in the `x-switchboard-user` metadata entry; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
-    like a missing id.
+    like a missing id; a page they can read but not change is
+    FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel):
@@ -149,18 +152,23 @@ class PagesServiceServicer:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
     acts for the user in the `x-switchboard-user` metadata entry; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
-    like a missing id.
+    like a missing id; a page they can read but not change is
+    FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def CreatePage(self, request, context):
         """Creates a page owned by the caller, at version 1; idempotent on request_id.
+        INVALID_ARGUMENT for an empty title.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetPage(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Reads a page the caller can read.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -203,13 +211,15 @@ class PagesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetPageVersion(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One version of a page. NOT_FOUND for a version it does not have.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RestorePageVersion(self, request, context):
         """Writes an old version's title and body as a new version (owner or editor).
+        FAILED_PRECONDITION when expected_version is set and is not the current version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -225,7 +235,8 @@ class PagesServiceServicer:
     def CreateInstructionPage(self, request, context):
         """Creates a private page for the caller from a template (default: "My
         Switchboard AI"), adds it to instruction_page_ids and makes it active.
-        Idempotent on request_id.
+        Idempotent on request_id. NOT_FOUND for an unknown template;
+        RESOURCE_EXHAUSTED past 100 instruction pages.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -233,6 +244,7 @@ class PagesServiceServicer:
 
     def AddInstructionPage(self, request, context):
         """Adds an existing page the caller can read to instruction_page_ids.
+        RESOURCE_EXHAUSTED past 100 instruction pages.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -240,7 +252,7 @@ class PagesServiceServicer:
 
     def RemoveInstructionPage(self, request, context):
         """Removes a page from instruction_page_ids (the page itself stays); if it
-        was active, no page is active any more.
+        was active, no page is active any more. NOT_FOUND when it is not in the list.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -248,6 +260,7 @@ class PagesServiceServicer:
 
     def SetActiveInstructionPage(self, request, context):
         """Makes one of instruction_page_ids active; it must be readable.
+        FAILED_PRECONDITION when it is not in the list or no longer readable.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -262,7 +275,8 @@ class PagesServiceServicer:
 
     def GetActiveInstructions(self, request, context):
         """For the engine: the text of the caller's active instruction page, or
-        NONE, or UNREADABLE (skip it with a notice).
+        NONE, or UNREADABLE (skip it with a notice). Never an error for an
+        unreadable page.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -270,7 +284,9 @@ class PagesServiceServicer:
 
     def CreateProposal(self, request, context):
         """Proposes a new body for a page the caller can read, against its current
-        version; returns the diff. Idempotent on request_id.
+        version; returns the diff. Idempotent on request_id. INVALID_ARGUMENT
+        when it equals the current text; RESOURCE_EXHAUSTED when the page has
+        too many pending proposals.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -301,6 +317,7 @@ class PagesServiceServicer:
 
     def RefuseProposal(self, request, context):
         """Owner only. Writes nothing but the proposal's state.
+        FAILED_PRECONDITION when the proposal is decided already.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -426,7 +443,10 @@ class PagesService:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
     acts for the user in the `x-switchboard-user` metadata entry; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
-    like a missing id.
+    like a missing id; a page they can read but not change is
+    FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @staticmethod

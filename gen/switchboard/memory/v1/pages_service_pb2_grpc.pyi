@@ -30,7 +30,10 @@ class PagesServiceStub:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
     acts for the user in the `x-switchboard-user` metadata entry; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
-    like a missing id.
+    like a missing id; a page they can read but not change is
+    FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_typing.overload
@@ -38,8 +41,11 @@ class PagesServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> PagesServiceAsyncStub: ...
     CreatePage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.CreatePageRequest, _pages_service_pb2.CreatePageResponse]
-    """Creates a page owned by the caller, at version 1; idempotent on request_id."""
+    """Creates a page owned by the caller, at version 1; idempotent on request_id.
+    INVALID_ARGUMENT for an empty title.
+    """
     GetPage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.GetPageRequest, _pages_service_pb2.GetPageResponse]
+    """Reads a page the caller can read."""
     ListPages: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.ListPagesRequest, _pages_service_pb2.ListPagesResponse]
     """Pages the caller can read, most recently updated first."""
     UpdatePage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.UpdatePageRequest, _pages_service_pb2.UpdatePageResponse]
@@ -54,32 +60,43 @@ class PagesServiceStub:
     ListPageVersions: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.ListPageVersionsRequest, _pages_service_pb2.ListPageVersionsResponse]
     """Versions of a page, newest first."""
     GetPageVersion: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.GetPageVersionRequest, _pages_service_pb2.GetPageVersionResponse]
+    """One version of a page. NOT_FOUND for a version it does not have."""
     RestorePageVersion: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.RestorePageVersionRequest, _pages_service_pb2.RestorePageVersionResponse]
-    """Writes an old version's title and body as a new version (owner or editor)."""
+    """Writes an old version's title and body as a new version (owner or editor).
+    FAILED_PRECONDITION when expected_version is set and is not the current version.
+    """
     ListInstructionTemplates: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.ListInstructionTemplatesRequest, _pages_service_pb2.ListInstructionTemplatesResponse]
     """Templates for new instruction pages."""
     CreateInstructionPage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.CreateInstructionPageRequest, _pages_service_pb2.CreateInstructionPageResponse]
     """Creates a private page for the caller from a template (default: "My
     Switchboard AI"), adds it to instruction_page_ids and makes it active.
-    Idempotent on request_id.
+    Idempotent on request_id. NOT_FOUND for an unknown template;
+    RESOURCE_EXHAUSTED past 100 instruction pages.
     """
     AddInstructionPage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.AddInstructionPageRequest, _pages_service_pb2.AddInstructionPageResponse]
-    """Adds an existing page the caller can read to instruction_page_ids."""
+    """Adds an existing page the caller can read to instruction_page_ids.
+    RESOURCE_EXHAUSTED past 100 instruction pages.
+    """
     RemoveInstructionPage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.RemoveInstructionPageRequest, _pages_service_pb2.RemoveInstructionPageResponse]
     """Removes a page from instruction_page_ids (the page itself stays); if it
-    was active, no page is active any more.
+    was active, no page is active any more. NOT_FOUND when it is not in the list.
     """
     SetActiveInstructionPage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.SetActiveInstructionPageRequest, _pages_service_pb2.SetActiveInstructionPageResponse]
-    """Makes one of instruction_page_ids active; it must be readable."""
+    """Makes one of instruction_page_ids active; it must be readable.
+    FAILED_PRECONDITION when it is not in the list or no longer readable.
+    """
     ListInstructionPages: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.ListInstructionPagesRequest, _pages_service_pb2.ListInstructionPagesResponse]
     """The caller's instruction pages, each with whether it is readable."""
     GetActiveInstructions: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.GetActiveInstructionsRequest, _pages_service_pb2.GetActiveInstructionsResponse]
     """For the engine: the text of the caller's active instruction page, or
-    NONE, or UNREADABLE (skip it with a notice).
+    NONE, or UNREADABLE (skip it with a notice). Never an error for an
+    unreadable page.
     """
     CreateProposal: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.CreateProposalRequest, _pages_service_pb2.CreateProposalResponse]
     """Proposes a new body for a page the caller can read, against its current
-    version; returns the diff. Idempotent on request_id.
+    version; returns the diff. Idempotent on request_id. INVALID_ARGUMENT
+    when it equals the current text; RESOURCE_EXHAUSTED when the page has
+    too many pending proposals.
     """
     GetProposal: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.GetProposalRequest, _pages_service_pb2.GetProposalResponse]
     """Visible to the page's owner and to the proposer."""
@@ -91,20 +108,28 @@ class PagesServiceStub:
     base version (with both diffs) or when the proposal is decided already.
     """
     RefuseProposal: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.RefuseProposalRequest, _pages_service_pb2.RefuseProposalResponse]
-    """Owner only. Writes nothing but the proposal's state."""
+    """Owner only. Writes nothing but the proposal's state.
+    FAILED_PRECONDITION when the proposal is decided already.
+    """
 
 @_typing.type_check_only
 class PagesServiceAsyncStub(PagesServiceStub):
     """Pages with an ACL and versions, instruction pages, proposals. Every call
     acts for the user in the `x-switchboard-user` metadata entry; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
-    like a missing id.
+    like a missing id; a page they can read but not change is
+    FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreatePage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.CreatePageRequest, _pages_service_pb2.CreatePageResponse]  # type: ignore[assignment]
-    """Creates a page owned by the caller, at version 1; idempotent on request_id."""
+    """Creates a page owned by the caller, at version 1; idempotent on request_id.
+    INVALID_ARGUMENT for an empty title.
+    """
     GetPage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.GetPageRequest, _pages_service_pb2.GetPageResponse]  # type: ignore[assignment]
+    """Reads a page the caller can read."""
     ListPages: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.ListPagesRequest, _pages_service_pb2.ListPagesResponse]  # type: ignore[assignment]
     """Pages the caller can read, most recently updated first."""
     UpdatePage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.UpdatePageRequest, _pages_service_pb2.UpdatePageResponse]  # type: ignore[assignment]
@@ -119,32 +144,43 @@ class PagesServiceAsyncStub(PagesServiceStub):
     ListPageVersions: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.ListPageVersionsRequest, _pages_service_pb2.ListPageVersionsResponse]  # type: ignore[assignment]
     """Versions of a page, newest first."""
     GetPageVersion: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.GetPageVersionRequest, _pages_service_pb2.GetPageVersionResponse]  # type: ignore[assignment]
+    """One version of a page. NOT_FOUND for a version it does not have."""
     RestorePageVersion: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.RestorePageVersionRequest, _pages_service_pb2.RestorePageVersionResponse]  # type: ignore[assignment]
-    """Writes an old version's title and body as a new version (owner or editor)."""
+    """Writes an old version's title and body as a new version (owner or editor).
+    FAILED_PRECONDITION when expected_version is set and is not the current version.
+    """
     ListInstructionTemplates: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.ListInstructionTemplatesRequest, _pages_service_pb2.ListInstructionTemplatesResponse]  # type: ignore[assignment]
     """Templates for new instruction pages."""
     CreateInstructionPage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.CreateInstructionPageRequest, _pages_service_pb2.CreateInstructionPageResponse]  # type: ignore[assignment]
     """Creates a private page for the caller from a template (default: "My
     Switchboard AI"), adds it to instruction_page_ids and makes it active.
-    Idempotent on request_id.
+    Idempotent on request_id. NOT_FOUND for an unknown template;
+    RESOURCE_EXHAUSTED past 100 instruction pages.
     """
     AddInstructionPage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.AddInstructionPageRequest, _pages_service_pb2.AddInstructionPageResponse]  # type: ignore[assignment]
-    """Adds an existing page the caller can read to instruction_page_ids."""
+    """Adds an existing page the caller can read to instruction_page_ids.
+    RESOURCE_EXHAUSTED past 100 instruction pages.
+    """
     RemoveInstructionPage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.RemoveInstructionPageRequest, _pages_service_pb2.RemoveInstructionPageResponse]  # type: ignore[assignment]
     """Removes a page from instruction_page_ids (the page itself stays); if it
-    was active, no page is active any more.
+    was active, no page is active any more. NOT_FOUND when it is not in the list.
     """
     SetActiveInstructionPage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.SetActiveInstructionPageRequest, _pages_service_pb2.SetActiveInstructionPageResponse]  # type: ignore[assignment]
-    """Makes one of instruction_page_ids active; it must be readable."""
+    """Makes one of instruction_page_ids active; it must be readable.
+    FAILED_PRECONDITION when it is not in the list or no longer readable.
+    """
     ListInstructionPages: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.ListInstructionPagesRequest, _pages_service_pb2.ListInstructionPagesResponse]  # type: ignore[assignment]
     """The caller's instruction pages, each with whether it is readable."""
     GetActiveInstructions: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.GetActiveInstructionsRequest, _pages_service_pb2.GetActiveInstructionsResponse]  # type: ignore[assignment]
     """For the engine: the text of the caller's active instruction page, or
-    NONE, or UNREADABLE (skip it with a notice).
+    NONE, or UNREADABLE (skip it with a notice). Never an error for an
+    unreadable page.
     """
     CreateProposal: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.CreateProposalRequest, _pages_service_pb2.CreateProposalResponse]  # type: ignore[assignment]
     """Proposes a new body for a page the caller can read, against its current
-    version; returns the diff. Idempotent on request_id.
+    version; returns the diff. Idempotent on request_id. INVALID_ARGUMENT
+    when it equals the current text; RESOURCE_EXHAUSTED when the page has
+    too many pending proposals.
     """
     GetProposal: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.GetProposalRequest, _pages_service_pb2.GetProposalResponse]  # type: ignore[assignment]
     """Visible to the page's owner and to the proposer."""
@@ -156,13 +192,18 @@ class PagesServiceAsyncStub(PagesServiceStub):
     base version (with both diffs) or when the proposal is decided already.
     """
     RefuseProposal: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.RefuseProposalRequest, _pages_service_pb2.RefuseProposalResponse]  # type: ignore[assignment]
-    """Owner only. Writes nothing but the proposal's state."""
+    """Owner only. Writes nothing but the proposal's state.
+    FAILED_PRECONDITION when the proposal is decided already.
+    """
 
 class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
     """Pages with an ACL and versions, instruction pages, proposals. Every call
     acts for the user in the `x-switchboard-user` metadata entry; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
-    like a missing id.
+    like a missing id; a page they can read but not change is
+    FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
+    negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
+    limit is INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_abc_1.abstractmethod
@@ -171,14 +212,17 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _pages_service_pb2.CreatePageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.CreatePageResponse, _abc.Awaitable[_pages_service_pb2.CreatePageResponse]]:
-        """Creates a page owned by the caller, at version 1; idempotent on request_id."""
+        """Creates a page owned by the caller, at version 1; idempotent on request_id.
+        INVALID_ARGUMENT for an empty title.
+        """
 
     @_abc_1.abstractmethod
     def GetPage(
         self,
         request: _pages_service_pb2.GetPageRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_pages_service_pb2.GetPageResponse, _abc.Awaitable[_pages_service_pb2.GetPageResponse]]: ...
+    ) -> _typing.Union[_pages_service_pb2.GetPageResponse, _abc.Awaitable[_pages_service_pb2.GetPageResponse]]:
+        """Reads a page the caller can read."""
 
     @_abc_1.abstractmethod
     def ListPages(
@@ -228,7 +272,8 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _pages_service_pb2.GetPageVersionRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_pages_service_pb2.GetPageVersionResponse, _abc.Awaitable[_pages_service_pb2.GetPageVersionResponse]]: ...
+    ) -> _typing.Union[_pages_service_pb2.GetPageVersionResponse, _abc.Awaitable[_pages_service_pb2.GetPageVersionResponse]]:
+        """One version of a page. NOT_FOUND for a version it does not have."""
 
     @_abc_1.abstractmethod
     def RestorePageVersion(
@@ -236,7 +281,9 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _pages_service_pb2.RestorePageVersionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.RestorePageVersionResponse, _abc.Awaitable[_pages_service_pb2.RestorePageVersionResponse]]:
-        """Writes an old version's title and body as a new version (owner or editor)."""
+        """Writes an old version's title and body as a new version (owner or editor).
+        FAILED_PRECONDITION when expected_version is set and is not the current version.
+        """
 
     @_abc_1.abstractmethod
     def ListInstructionTemplates(
@@ -254,7 +301,8 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_pages_service_pb2.CreateInstructionPageResponse, _abc.Awaitable[_pages_service_pb2.CreateInstructionPageResponse]]:
         """Creates a private page for the caller from a template (default: "My
         Switchboard AI"), adds it to instruction_page_ids and makes it active.
-        Idempotent on request_id.
+        Idempotent on request_id. NOT_FOUND for an unknown template;
+        RESOURCE_EXHAUSTED past 100 instruction pages.
         """
 
     @_abc_1.abstractmethod
@@ -263,7 +311,9 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _pages_service_pb2.AddInstructionPageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.AddInstructionPageResponse, _abc.Awaitable[_pages_service_pb2.AddInstructionPageResponse]]:
-        """Adds an existing page the caller can read to instruction_page_ids."""
+        """Adds an existing page the caller can read to instruction_page_ids.
+        RESOURCE_EXHAUSTED past 100 instruction pages.
+        """
 
     @_abc_1.abstractmethod
     def RemoveInstructionPage(
@@ -272,7 +322,7 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.RemoveInstructionPageResponse, _abc.Awaitable[_pages_service_pb2.RemoveInstructionPageResponse]]:
         """Removes a page from instruction_page_ids (the page itself stays); if it
-        was active, no page is active any more.
+        was active, no page is active any more. NOT_FOUND when it is not in the list.
         """
 
     @_abc_1.abstractmethod
@@ -281,7 +331,9 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _pages_service_pb2.SetActiveInstructionPageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.SetActiveInstructionPageResponse, _abc.Awaitable[_pages_service_pb2.SetActiveInstructionPageResponse]]:
-        """Makes one of instruction_page_ids active; it must be readable."""
+        """Makes one of instruction_page_ids active; it must be readable.
+        FAILED_PRECONDITION when it is not in the list or no longer readable.
+        """
 
     @_abc_1.abstractmethod
     def ListInstructionPages(
@@ -298,7 +350,8 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.GetActiveInstructionsResponse, _abc.Awaitable[_pages_service_pb2.GetActiveInstructionsResponse]]:
         """For the engine: the text of the caller's active instruction page, or
-        NONE, or UNREADABLE (skip it with a notice).
+        NONE, or UNREADABLE (skip it with a notice). Never an error for an
+        unreadable page.
         """
 
     @_abc_1.abstractmethod
@@ -308,7 +361,9 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.CreateProposalResponse, _abc.Awaitable[_pages_service_pb2.CreateProposalResponse]]:
         """Proposes a new body for a page the caller can read, against its current
-        version; returns the diff. Idempotent on request_id.
+        version; returns the diff. Idempotent on request_id. INVALID_ARGUMENT
+        when it equals the current text; RESOURCE_EXHAUSTED when the page has
+        too many pending proposals.
         """
 
     @_abc_1.abstractmethod
@@ -344,6 +399,8 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _pages_service_pb2.RefuseProposalRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.RefuseProposalResponse, _abc.Awaitable[_pages_service_pb2.RefuseProposalResponse]]:
-        """Owner only. Writes nothing but the proposal's state."""
+        """Owner only. Writes nothing but the proposal's state.
+        FAILED_PRECONDITION when the proposal is decided already.
+        """
 
 def add_PagesServiceServicer_to_server(servicer: PagesServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

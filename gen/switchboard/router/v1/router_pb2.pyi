@@ -27,21 +27,37 @@ class _RouteBranch:
 class _RouteBranchEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RouteBranch.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     ROUTE_BRANCH_UNSPECIFIED: _RouteBranch.ValueType  # 0
+    """Never sent."""
     ROUTE_BRANCH_FORCED: _RouteBranch.ValueType  # 1
+    """The user forced skills: no automatic choice was made."""
     ROUTE_BRANCH_HIGH: _RouteBranch.ValueType  # 2
+    """The best candidate scored at or above the high threshold: chosen."""
     ROUTE_BRANCH_GREY_LLM: _RouteBranch.ValueType  # 3
+    """Grey zone (between the thresholds), decided by the LLM arbiter."""
     ROUTE_BRANCH_GREY_DETERMINISTIC: _RouteBranch.ValueType  # 4
+    """Grey zone decided without a model (offline, arbitration off, or the
+    arbiter failed).
+    """
     ROUTE_BRANCH_NONE: _RouteBranch.ValueType  # 5
+    """No candidate reached the low threshold: no automatic skill."""
 
 class RouteBranch(_RouteBranch, metaclass=_RouteBranchEnumTypeWrapper):
     """Which branch of the Skill Router decided."""
 
 ROUTE_BRANCH_UNSPECIFIED: RouteBranch.ValueType  # 0
+"""Never sent."""
 ROUTE_BRANCH_FORCED: RouteBranch.ValueType  # 1
+"""The user forced skills: no automatic choice was made."""
 ROUTE_BRANCH_HIGH: RouteBranch.ValueType  # 2
+"""The best candidate scored at or above the high threshold: chosen."""
 ROUTE_BRANCH_GREY_LLM: RouteBranch.ValueType  # 3
+"""Grey zone (between the thresholds), decided by the LLM arbiter."""
 ROUTE_BRANCH_GREY_DETERMINISTIC: RouteBranch.ValueType  # 4
+"""Grey zone decided without a model (offline, arbitration off, or the
+arbiter failed).
+"""
 ROUTE_BRANCH_NONE: RouteBranch.ValueType  # 5
+"""No candidate reached the low threshold: no automatic skill."""
 Global___RouteBranch: _TypeAlias = RouteBranch  # noqa: Y015
 
 class _ModelProfile:
@@ -51,17 +67,27 @@ class _ModelProfile:
 class _ModelProfileEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ModelProfile.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     MODEL_PROFILE_UNSPECIFIED: _ModelProfile.ValueType  # 0
+    """Not classified (a model chosen by hand)."""
     MODEL_PROFILE_FAST: _ModelProfile.ValueType  # 1
+    """A short factual request without a multi-step marker."""
     MODEL_PROFILE_BALANCED: _ModelProfile.ValueType  # 2
+    """A medium request without a multi-step marker."""
     MODEL_PROFILE_STRONG: _ModelProfile.ValueType  # 3
+    """A long request, or one with a multi-step marker."""
 
 class ModelProfile(_ModelProfile, metaclass=_ModelProfileEnumTypeWrapper):
-    """Model profile of the `Auto` router."""
+    """Model profile of the `Auto` router: what a request needs, and which
+    configured model serves it.
+    """
 
 MODEL_PROFILE_UNSPECIFIED: ModelProfile.ValueType  # 0
+"""Not classified (a model chosen by hand)."""
 MODEL_PROFILE_FAST: ModelProfile.ValueType  # 1
+"""A short factual request without a multi-step marker."""
 MODEL_PROFILE_BALANCED: ModelProfile.ValueType  # 2
+"""A medium request without a multi-step marker."""
 MODEL_PROFILE_STRONG: ModelProfile.ValueType  # 3
+"""A long request, or one with a multi-step marker."""
 Global___ModelProfile: _TypeAlias = ModelProfile  # noqa: Y015
 
 @_typing.final
@@ -81,12 +107,17 @@ class Skill(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The skill's id (UUID; a built-in's is stable across installs)."""
     name: _builtins.str
+    """Unique slug (lower-case letters, digits, dashes; at most 64), what `/name` forces."""
     description: _builtins.str
-    """What users would say to ask for it; indexed for routing."""
+    """What users would say to ask for it; indexed for routing. At most 2,000 characters."""
     body: _builtins.str
+    """The instructions a run receives when the skill applies; at most 20,000 characters."""
     builtin: _builtins.bool
-    """Built-ins are only used when forced in this phase, whatever auto_use says."""
+    """Built-ins are used only when forced, whatever auto_use says; they cannot
+    be changed or deleted.
+    """
     auto_use: _builtins.bool
     """The catalog's default for "Use automatically"."""
     enabled: _builtins.bool
@@ -94,9 +125,13 @@ class Skill(_message.Message):
     effective_auto_use: _builtins.bool
     """For the calling user: their auto_use override, else the catalog's."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When the skill was added."""
+
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed."""
+
     def __init__(
         self,
         *,
@@ -133,16 +168,21 @@ class SkillCandidate(_message.Message):
     LEXICAL_RANK_FIELD_NUMBER: _builtins.int
     EMBEDDING_RANK_FIELD_NUMBER: _builtins.int
     skill_id: _builtins.str
+    """The skill's id."""
     name: _builtins.str
+    """The skill's name."""
     lexical_score: _builtins.float
+    """How well the request's words match the skill's name and description, 0..1."""
     embedding_score: _builtins.float
+    """Cosine similarity of the request and the description embeddings."""
     fused_score: _builtins.float
     """Score-weighted reciprocal rank fusion (k=60) of both rankings, 0..1:
     what the thresholds apply to.
     """
     lexical_rank: _builtins.int
-    """Rank in the lexical and in the embedding top 8 (1 is best, 0 = not in it)."""
+    """Rank in the lexical top 8 (1 is best, 0 = not in it)."""
     embedding_rank: _builtins.int
+    """Rank in the embedding top 8 (1 is best, 0 = not in it)."""
     def __init__(
         self,
         *,
@@ -181,14 +221,21 @@ class SkillDecision(_message.Message):
     EXCLUDED_COUNT_FIELD_NUMBER: _builtins.int
     ARBITER_ERROR_FIELD_NUMBER: _builtins.int
     high_threshold: _builtins.float
+    """At or above: chosen without arbitration."""
     low_threshold: _builtins.float
+    """Below: never chosen."""
     branch: Global___RouteBranch.ValueType
+    """Which branch decided."""
     arbiter: _builtins.str
+    """The arbiter that decided the grey zone (a model, or "deterministic"); ""
+    outside the grey zone.
+    """
     arbiter_answer: _builtins.str
     """The arbiter's raw answer, truncated."""
     embedder: _builtins.str
     """The embedder of the embedding ranking ("minilm", "hashing")."""
     max_auto_skills: _builtins.int
+    """The most automatic skills a request may get (2)."""
     arbitration_allowed: _builtins.bool
     """Whether LLM arbitration was allowed for this request (not offline and
     enabled in the settings) and why not when it was not.
@@ -205,7 +252,9 @@ class SkillDecision(_message.Message):
     in one notice.
     """
     @_builtins.property
-    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]: ...
+    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]:
+        """The best candidates (at most 8), best first."""
+
     def __init__(
         self,
         *,
@@ -241,10 +290,13 @@ class ChosenSkill(_message.Message):
     FORCED_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
     skill_id: _builtins.str
+    """The skill's id."""
     name: _builtins.str
+    """The skill's name."""
     forced: _builtins.bool
     """True when the user forced it, false when the router chose it."""
     body: _builtins.str
+    """Its instructions, for the run's skills layer."""
     def __init__(
         self,
         *,
@@ -275,9 +327,13 @@ class ModelOption(_message.Message):
     EXPENSIVE_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The id clients send as requested_model (e.g. "gpt-4o-mini"); never "auto"."""
     provider: _builtins.str
+    """The engine's provider that serves it ("openai", "anthropic", "offline"...)."""
     model: _builtins.str
+    """The model's name at that provider."""
     profile: Global___ModelProfile.ValueType
+    """The Auto profile it serves."""
     web_only: _builtins.bool
     """The model receives no workspace context."""
     expensive: _builtins.bool
@@ -307,8 +363,8 @@ Global___ModelOption: _TypeAlias = ModelOption  # noqa: Y015
 
 @_typing.final
 class SkillFeedback(_message.Message):
-    """"This skill was not relevant": a counter-example for the
-    Skill Router's labelled fixture.
+    """"This skill was not relevant": a counter-example for the Skill Router's
+    labelled fixture.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -320,13 +376,19 @@ class SkillFeedback(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The feedback's id (UUID)."""
     skill_id: _builtins.str
+    """The skill judged not relevant."""
     skill_name: _builtins.str
+    """Its name when the feedback was given."""
     request_text: _builtins.str
     """The request the skill was applied to."""
     run_id: _builtins.str
+    """The run it was applied in; "" when not given."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was recorded."""
+
     def __init__(
         self,
         *,

@@ -28,29 +28,39 @@ class _AutoUseOverride:
 class _AutoUseOverrideEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AutoUseOverride.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     AUTO_USE_OVERRIDE_UNSPECIFIED: _AutoUseOverride.ValueType  # 0
+    """Keep the caller's current override."""
     AUTO_USE_OVERRIDE_INHERIT: _AutoUseOverride.ValueType  # 1
     """Back to the catalog's auto_use."""
     AUTO_USE_OVERRIDE_ON: _AutoUseOverride.ValueType  # 2
+    """Use automatically for the caller, whatever the catalog says."""
     AUTO_USE_OVERRIDE_OFF: _AutoUseOverride.ValueType  # 3
+    """Never use automatically for the caller (still usable when forced)."""
 
 class AutoUseOverride(_AutoUseOverride, metaclass=_AutoUseOverrideEnumTypeWrapper):
     """What the caller overrides for one skill."""
 
 AUTO_USE_OVERRIDE_UNSPECIFIED: AutoUseOverride.ValueType  # 0
+"""Keep the caller's current override."""
 AUTO_USE_OVERRIDE_INHERIT: AutoUseOverride.ValueType  # 1
 """Back to the catalog's auto_use."""
 AUTO_USE_OVERRIDE_ON: AutoUseOverride.ValueType  # 2
+"""Use automatically for the caller, whatever the catalog says."""
 AUTO_USE_OVERRIDE_OFF: AutoUseOverride.ValueType  # 3
+"""Never use automatically for the caller (still usable when forced)."""
 Global___AutoUseOverride: _TypeAlias = AutoUseOverride  # noqa: Y015
 
 @_typing.final
 class ListSkillsRequest(_message.Message):
+    """One page of the catalog."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many skills (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -67,13 +77,18 @@ Global___ListSkillsRequest: _TypeAlias = ListSkillsRequest  # noqa: Y015
 
 @_typing.final
 class ListSkillsResponse(_message.Message):
+    """A page of skills, by name."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILLS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def skills(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.Skill]: ...
+    def skills(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.Skill]:
+        """The skills of this page, with the caller's enablement."""
+
     def __init__(
         self,
         *,
@@ -90,6 +105,8 @@ Global___ListSkillsResponse: _TypeAlias = ListSkillsResponse  # noqa: Y015
 
 @_typing.final
 class GetSkillRequest(_message.Message):
+    """Which skill to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_FIELD_NUMBER: _builtins.int
@@ -110,11 +127,15 @@ Global___GetSkillRequest: _TypeAlias = GetSkillRequest  # noqa: Y015
 
 @_typing.final
 class GetSkillResponse(_message.Message):
+    """The skill."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def skill(self) -> _router_pb2.Skill: ...
+    def skill(self) -> _router_pb2.Skill:
+        """The skill, with the caller's enablement."""
+
     def __init__(
         self,
         *,
@@ -130,11 +151,14 @@ Global___GetSkillResponse: _TypeAlias = GetSkillResponse  # noqa: Y015
 
 @_typing.final
 class CreateSkillRequest(_message.Message):
+    """A new workspace skill."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     SKILL_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key (at most 128 characters): a retry returns the same skill."""
     @_builtins.property
     def skill(self) -> _router_pb2.Skill:
         """name (a slug: lower-case letters, digits, dashes), description, body,
@@ -157,11 +181,15 @@ Global___CreateSkillRequest: _TypeAlias = CreateSkillRequest  # noqa: Y015
 
 @_typing.final
 class CreateSkillResponse(_message.Message):
+    """The created skill."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def skill(self) -> _router_pb2.Skill: ...
+    def skill(self) -> _router_pb2.Skill:
+        """The skill as stored."""
+
     def __init__(
         self,
         *,
@@ -177,6 +205,8 @@ Global___CreateSkillResponse: _TypeAlias = CreateSkillResponse  # noqa: Y015
 
 @_typing.final
 class UpdateSkillRequest(_message.Message):
+    """Changes to a workspace skill."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_FIELD_NUMBER: _builtins.int
@@ -186,7 +216,9 @@ class UpdateSkillRequest(_message.Message):
         """id plus the fields named in update_mask."""
 
     @_builtins.property
-    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """The fields to write: name, description, body, auto_use."""
+
     def __init__(
         self,
         *,
@@ -203,11 +235,15 @@ Global___UpdateSkillRequest: _TypeAlias = UpdateSkillRequest  # noqa: Y015
 
 @_typing.final
 class UpdateSkillResponse(_message.Message):
+    """The updated skill."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def skill(self) -> _router_pb2.Skill: ...
+    def skill(self) -> _router_pb2.Skill:
+        """The skill as stored."""
+
     def __init__(
         self,
         *,
@@ -223,10 +259,13 @@ Global___UpdateSkillResponse: _TypeAlias = UpdateSkillResponse  # noqa: Y015
 
 @_typing.final
 class DeleteSkillRequest(_message.Message):
+    """Which skill to delete."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_ID_FIELD_NUMBER: _builtins.int
     skill_id: _builtins.str
+    """The skill's id or name."""
     def __init__(
         self,
         *,
@@ -242,6 +281,8 @@ Global___DeleteSkillRequest: _TypeAlias = DeleteSkillRequest  # noqa: Y015
 
 @_typing.final
 class DeleteSkillResponse(_message.Message):
+    """Empty: the skill is deleted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -257,13 +298,17 @@ Global___DeleteSkillResponse: _TypeAlias = DeleteSkillResponse  # noqa: Y015
 
 @_typing.final
 class SetSkillEnablementRequest(_message.Message):
+    """The caller's settings for one skill."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_ID_FIELD_NUMBER: _builtins.int
     ENABLED_FIELD_NUMBER: _builtins.int
     AUTO_USE_FIELD_NUMBER: _builtins.int
     skill_id: _builtins.str
+    """The skill's id or name."""
     enabled: _builtins.bool
+    """False: never chosen automatically for the caller (forcing it still applies it)."""
     auto_use: Global___AutoUseOverride.ValueType
     """Unspecified keeps the caller's current override."""
     def __init__(
@@ -283,11 +328,15 @@ Global___SetSkillEnablementRequest: _TypeAlias = SetSkillEnablementRequest  # no
 
 @_typing.final
 class SetSkillEnablementResponse(_message.Message):
+    """The skill with the caller's new settings."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILL_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def skill(self) -> _router_pb2.Skill: ...
+    def skill(self) -> _router_pb2.Skill:
+        """The skill (enabled and effective_auto_use are the caller's)."""
+
     def __init__(
         self,
         *,
@@ -303,17 +352,22 @@ Global___SetSkillEnablementResponse: _TypeAlias = SetSkillEnablementResponse  # 
 
 @_typing.final
 class RouteSkillsRequest(_message.Message):
+    """A request to choose skills for."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TEXT_FIELD_NUMBER: _builtins.int
     FORCED_SKILLS_FIELD_NUMBER: _builtins.int
     OFFLINE_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """The user's message; at most 32,000 characters."""
     offline: _builtins.bool
     """Deterministic decision only (no LLM arbitration)."""
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Skill names forced by the user; never dropped."""
+        """Skill names forced by the user (with or without a leading "/"); never
+        dropped, even when disabled: forcing is asking.
+        """
 
     def __init__(
         self,
@@ -332,14 +386,20 @@ Global___RouteSkillsRequest: _TypeAlias = RouteSkillsRequest  # noqa: Y015
 
 @_typing.final
 class RouteSkillsResponse(_message.Message):
+    """The chosen skills and why."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SKILLS_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def skills(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.ChosenSkill]: ...
+    def skills(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.ChosenSkill]:
+        """The forced skills, or at most 2 automatic ones."""
+
     @_builtins.property
-    def decision(self) -> _router_pb2.SkillDecision: ...
+    def decision(self) -> _router_pb2.SkillDecision:
+        """The full decision record (kept on the run)."""
+
     def __init__(
         self,
         *,
@@ -356,6 +416,8 @@ Global___RouteSkillsResponse: _TypeAlias = RouteSkillsResponse  # noqa: Y015
 
 @_typing.final
 class CreateSkillFeedbackRequest(_message.Message):
+    """"This skill was not relevant" for one request."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -363,9 +425,13 @@ class CreateSkillFeedbackRequest(_message.Message):
     REQUEST_TEXT_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
+    """Idempotency key (at most 128 characters); "" = a new record each time."""
     skill_id: _builtins.str
+    """The skill's id or name."""
     request_text: _builtins.str
+    """The request the skill was applied to; required."""
     run_id: _builtins.str
+    """The run it was applied in, if any."""
     def __init__(
         self,
         *,
@@ -384,6 +450,8 @@ Global___CreateSkillFeedbackRequest: _TypeAlias = CreateSkillFeedbackRequest  # 
 
 @_typing.final
 class CreateSkillFeedbackResponse(_message.Message):
+    """The recorded feedback."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FEEDBACK_FIELD_NUMBER: _builtins.int
@@ -393,7 +461,9 @@ class CreateSkillFeedbackResponse(_message.Message):
     page offers to turn "Use automatically" off (SetSkillEnablement).
     """
     @_builtins.property
-    def feedback(self) -> _router_pb2.SkillFeedback: ...
+    def feedback(self) -> _router_pb2.SkillFeedback:
+        """The feedback as stored."""
+
     def __init__(
         self,
         *,
@@ -410,12 +480,16 @@ Global___CreateSkillFeedbackResponse: _TypeAlias = CreateSkillFeedbackResponse  
 
 @_typing.final
 class ListSkillFeedbackRequest(_message.Message):
+    """One page of the caller's feedback."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many records (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -432,13 +506,18 @@ Global___ListSkillFeedbackRequest: _TypeAlias = ListSkillFeedbackRequest  # noqa
 
 @_typing.final
 class ListSkillFeedbackResponse(_message.Message):
+    """A page of feedback, newest first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FEEDBACK_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def feedback(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.SkillFeedback]: ...
+    def feedback(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.SkillFeedback]:
+        """The records of this page."""
+
     def __init__(
         self,
         *,
@@ -455,6 +534,8 @@ Global___ListSkillFeedbackResponse: _TypeAlias = ListSkillFeedbackResponse  # no
 
 @_typing.final
 class RouteModelRequest(_message.Message):
+    """What model a request should use."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TEXT_FIELD_NUMBER: _builtins.int
@@ -462,6 +543,7 @@ class RouteModelRequest(_message.Message):
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
     OFFLINE_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """The user's message (what Auto classifies)."""
     requested_model: _builtins.str
     """"" or "auto" routes; anything else must be a configured model id."""
     default_model: _builtins.str
@@ -486,6 +568,8 @@ Global___RouteModelRequest: _TypeAlias = RouteModelRequest  # noqa: Y015
 
 @_typing.final
 class RouteModelResponse(_message.Message):
+    """The model to use and why."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MODEL_FIELD_NUMBER: _builtins.int
@@ -497,6 +581,7 @@ class RouteModelResponse(_message.Message):
     reason: _builtins.str
     """Why this model: the classification and the rule applied."""
     routed: _builtins.bool
+    """True when Auto chose it; false for a model given by id."""
     request_profile: _router_pb2.ModelProfile.ValueType
     """The class of the request (fast / balanced / strong); unspecified when
     the model was chosen by hand.
@@ -504,7 +589,9 @@ class RouteModelResponse(_message.Message):
     web_only: _builtins.bool
     """The chosen model gets no workspace context: warn before sending."""
     @_builtins.property
-    def model(self) -> _router_pb2.ModelOption: ...
+    def model(self) -> _router_pb2.ModelOption:
+        """The chosen model."""
+
     @_builtins.property
     def notices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Things the page should show before sending (web-only, expensive model)."""
@@ -529,6 +616,8 @@ Global___RouteModelResponse: _TypeAlias = RouteModelResponse  # noqa: Y015
 
 @_typing.final
 class ListModelsRequest(_message.Message):
+    """One page of the configured models."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
@@ -536,6 +625,7 @@ class ListModelsRequest(_message.Message):
     page_size: _builtins.int
     """At most this many models (default 50, max 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -552,13 +642,18 @@ Global___ListModelsRequest: _TypeAlias = ListModelsRequest  # noqa: Y015
 
 @_typing.final
 class ListModelsResponse(_message.Message):
+    """A page of models, in configuration order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MODELS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def models(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.ModelOption]: ...
+    def models(self) -> _containers.RepeatedCompositeFieldContainer[_router_pb2.ModelOption]:
+        """The models of this page."""
+
     def __init__(
         self,
         *,

@@ -26,9 +26,13 @@ if _version_not_supported:
 
 
 class RouterServiceStub:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
+    List RPCs take page_size (0 = 50, at most 500; negative is
+    INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel):
@@ -95,9 +99,13 @@ class RouterServiceStub:
 
 
 class RouterServiceServicer:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
+    List RPCs take page_size (0 = 50, at most 500; negative is
+    INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def ListSkills(self, request, context):
@@ -108,13 +116,16 @@ class RouterServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSkill(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One skill, by id or name. NOT_FOUND for neither.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateSkill(self, request, context):
         """Adds a workspace skill (never a built-in); idempotent on request_id.
+        INVALID_ARGUMENT for a bad name or an empty body; FAILED_PRECONDITION
+        when the name is taken.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -122,14 +133,15 @@ class RouterServiceServicer:
 
     def UpdateSkill(self, request, context):
         """Updates the fields named in update_mask (name, description, body,
-        auto_use); built-ins cannot be changed. Re-indexes the description.
+        auto_use); built-ins cannot be changed (FAILED_PRECONDITION). Re-indexes
+        the description. NOT_FOUND for an unknown skill.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteSkill(self, request, context):
-        """Built-ins cannot be deleted.
+        """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -137,13 +149,17 @@ class RouterServiceServicer:
 
     def SetSkillEnablement(self, request, context):
         """The caller's enablement of a skill and their auto_use override.
+        NOT_FOUND for an unknown skill.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RouteSkills(self, request, context):
-        """Chooses 0 to 2 automatic skills for a request, plus the forced ones.
+        """Chooses 0 to 2 automatic skills for a request; with forced skills, those
+        and no automatic choice. NOT_FOUND for a forced skill that does not
+        exist; INVALID_ARGUMENT for more than 16 forced skills, or an empty text
+        without any.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -151,6 +167,7 @@ class RouterServiceServicer:
 
     def CreateSkillFeedback(self, request, context):
         """Records "this skill was not relevant"; idempotent on request_id.
+        NOT_FOUND for an unknown skill; INVALID_ARGUMENT for an empty request_text.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,6 +182,9 @@ class RouterServiceServicer:
 
     def RouteModel(self, request, context):
         """Resolves the requested model ("auto" or a configured id) to a model.
+        INVALID_ARGUMENT for a model that is not configured, or an empty text
+        under Auto; FAILED_PRECONDITION when no configured model is eligible.
+        Needs no user.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -173,7 +193,7 @@ class RouterServiceServicer:
     def ListModels(self, request, context):
         """The configured models in configuration order, for a model selector;
         "auto" is not one of them (RouteModel resolves it). The list is the
-        service's configuration, the same for every caller.
+        service's configuration, the same for every caller. Needs no user.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -246,9 +266,13 @@ def add_RouterServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RouterService:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
+    List RPCs take page_size (0 = 50, at most 500; negative is
+    INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @staticmethod

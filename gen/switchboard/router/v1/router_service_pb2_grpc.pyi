@@ -27,9 +27,13 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class RouterServiceStub:
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
+    List RPCs take page_size (0 = 50, at most 500; negative is
+    INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_typing.overload
@@ -39,69 +43,111 @@ class RouterServiceStub:
     ListSkills: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillsRequest, _router_service_pb2.ListSkillsResponse]
     """Skills by name, with the caller's enablement."""
     GetSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.GetSkillRequest, _router_service_pb2.GetSkillResponse]
+    """One skill, by id or name. NOT_FOUND for neither."""
     CreateSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillRequest, _router_service_pb2.CreateSkillResponse]
-    """Adds a workspace skill (never a built-in); idempotent on request_id."""
+    """Adds a workspace skill (never a built-in); idempotent on request_id.
+    INVALID_ARGUMENT for a bad name or an empty body; FAILED_PRECONDITION
+    when the name is taken.
+    """
     UpdateSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.UpdateSkillRequest, _router_service_pb2.UpdateSkillResponse]
     """Updates the fields named in update_mask (name, description, body,
-    auto_use); built-ins cannot be changed. Re-indexes the description.
+    auto_use); built-ins cannot be changed (FAILED_PRECONDITION). Re-indexes
+    the description. NOT_FOUND for an unknown skill.
     """
     DeleteSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.DeleteSkillRequest, _router_service_pb2.DeleteSkillResponse]
-    """Built-ins cannot be deleted."""
+    """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION)."""
     SetSkillEnablement: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.SetSkillEnablementRequest, _router_service_pb2.SetSkillEnablementResponse]
-    """The caller's enablement of a skill and their auto_use override."""
+    """The caller's enablement of a skill and their auto_use override.
+    NOT_FOUND for an unknown skill.
+    """
     RouteSkills: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.RouteSkillsRequest, _router_service_pb2.RouteSkillsResponse]
-    """Chooses 0 to 2 automatic skills for a request, plus the forced ones."""
+    """Chooses 0 to 2 automatic skills for a request; with forced skills, those
+    and no automatic choice. NOT_FOUND for a forced skill that does not
+    exist; INVALID_ARGUMENT for more than 16 forced skills, or an empty text
+    without any.
+    """
     CreateSkillFeedback: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillFeedbackRequest, _router_service_pb2.CreateSkillFeedbackResponse]
-    """Records "this skill was not relevant"; idempotent on request_id."""
+    """Records "this skill was not relevant"; idempotent on request_id.
+    NOT_FOUND for an unknown skill; INVALID_ARGUMENT for an empty request_text.
+    """
     ListSkillFeedback: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillFeedbackRequest, _router_service_pb2.ListSkillFeedbackResponse]
     """The caller's feedback, newest first."""
     RouteModel: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.RouteModelRequest, _router_service_pb2.RouteModelResponse]
-    """Resolves the requested model ("auto" or a configured id) to a model."""
+    """Resolves the requested model ("auto" or a configured id) to a model.
+    INVALID_ARGUMENT for a model that is not configured, or an empty text
+    under Auto; FAILED_PRECONDITION when no configured model is eligible.
+    Needs no user.
+    """
     ListModels: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListModelsRequest, _router_service_pb2.ListModelsResponse]
     """The configured models in configuration order, for a model selector;
     "auto" is not one of them (RouteModel resolves it). The list is the
-    service's configuration, the same for every caller.
+    service's configuration, the same for every caller. Needs no user.
     """
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
+    List RPCs take page_size (0 = 50, at most 500; negative is
+    INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListSkills: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillsRequest, _router_service_pb2.ListSkillsResponse]  # type: ignore[assignment]
     """Skills by name, with the caller's enablement."""
     GetSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.GetSkillRequest, _router_service_pb2.GetSkillResponse]  # type: ignore[assignment]
+    """One skill, by id or name. NOT_FOUND for neither."""
     CreateSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillRequest, _router_service_pb2.CreateSkillResponse]  # type: ignore[assignment]
-    """Adds a workspace skill (never a built-in); idempotent on request_id."""
+    """Adds a workspace skill (never a built-in); idempotent on request_id.
+    INVALID_ARGUMENT for a bad name or an empty body; FAILED_PRECONDITION
+    when the name is taken.
+    """
     UpdateSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.UpdateSkillRequest, _router_service_pb2.UpdateSkillResponse]  # type: ignore[assignment]
     """Updates the fields named in update_mask (name, description, body,
-    auto_use); built-ins cannot be changed. Re-indexes the description.
+    auto_use); built-ins cannot be changed (FAILED_PRECONDITION). Re-indexes
+    the description. NOT_FOUND for an unknown skill.
     """
     DeleteSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.DeleteSkillRequest, _router_service_pb2.DeleteSkillResponse]  # type: ignore[assignment]
-    """Built-ins cannot be deleted."""
+    """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION)."""
     SetSkillEnablement: _aio.UnaryUnaryMultiCallable[_router_service_pb2.SetSkillEnablementRequest, _router_service_pb2.SetSkillEnablementResponse]  # type: ignore[assignment]
-    """The caller's enablement of a skill and their auto_use override."""
+    """The caller's enablement of a skill and their auto_use override.
+    NOT_FOUND for an unknown skill.
+    """
     RouteSkills: _aio.UnaryUnaryMultiCallable[_router_service_pb2.RouteSkillsRequest, _router_service_pb2.RouteSkillsResponse]  # type: ignore[assignment]
-    """Chooses 0 to 2 automatic skills for a request, plus the forced ones."""
+    """Chooses 0 to 2 automatic skills for a request; with forced skills, those
+    and no automatic choice. NOT_FOUND for a forced skill that does not
+    exist; INVALID_ARGUMENT for more than 16 forced skills, or an empty text
+    without any.
+    """
     CreateSkillFeedback: _aio.UnaryUnaryMultiCallable[_router_service_pb2.CreateSkillFeedbackRequest, _router_service_pb2.CreateSkillFeedbackResponse]  # type: ignore[assignment]
-    """Records "this skill was not relevant"; idempotent on request_id."""
+    """Records "this skill was not relevant"; idempotent on request_id.
+    NOT_FOUND for an unknown skill; INVALID_ARGUMENT for an empty request_text.
+    """
     ListSkillFeedback: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListSkillFeedbackRequest, _router_service_pb2.ListSkillFeedbackResponse]  # type: ignore[assignment]
     """The caller's feedback, newest first."""
     RouteModel: _aio.UnaryUnaryMultiCallable[_router_service_pb2.RouteModelRequest, _router_service_pb2.RouteModelResponse]  # type: ignore[assignment]
-    """Resolves the requested model ("auto" or a configured id) to a model."""
+    """Resolves the requested model ("auto" or a configured id) to a model.
+    INVALID_ARGUMENT for a model that is not configured, or an empty text
+    under Auto; FAILED_PRECONDITION when no configured model is eligible.
+    Needs no user.
+    """
     ListModels: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListModelsRequest, _router_service_pb2.ListModelsResponse]  # type: ignore[assignment]
     """The configured models in configuration order, for a model selector;
     "auto" is not one of them (RouteModel resolves it). The list is the
-    service's configuration, the same for every caller.
+    service's configuration, the same for every caller. Needs no user.
     """
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Skill catalog, Skill Router and model router. Every call acts for the user
-    in the `x-switchboard-user` metadata entry: enablement, auto_use overrides
-    and feedback are that user's; the catalog itself is the workspace's.
+    """Skill catalog, Skill Router and model router. Every call but RouteModel
+    and ListModels acts for the user in the `x-switchboard-user` metadata
+    entry: enablement, auto_use overrides and feedback are that user's; the
+    catalog itself is the workspace's.
+    List RPCs take page_size (0 = 50, at most 500; negative is
+    INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_abc_1.abstractmethod
@@ -117,7 +163,8 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _router_service_pb2.GetSkillRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_router_service_pb2.GetSkillResponse, _abc.Awaitable[_router_service_pb2.GetSkillResponse]]: ...
+    ) -> _typing.Union[_router_service_pb2.GetSkillResponse, _abc.Awaitable[_router_service_pb2.GetSkillResponse]]:
+        """One skill, by id or name. NOT_FOUND for neither."""
 
     @_abc_1.abstractmethod
     def CreateSkill(
@@ -125,7 +172,10 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_service_pb2.CreateSkillRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.CreateSkillResponse, _abc.Awaitable[_router_service_pb2.CreateSkillResponse]]:
-        """Adds a workspace skill (never a built-in); idempotent on request_id."""
+        """Adds a workspace skill (never a built-in); idempotent on request_id.
+        INVALID_ARGUMENT for a bad name or an empty body; FAILED_PRECONDITION
+        when the name is taken.
+        """
 
     @_abc_1.abstractmethod
     def UpdateSkill(
@@ -134,7 +184,8 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.UpdateSkillResponse, _abc.Awaitable[_router_service_pb2.UpdateSkillResponse]]:
         """Updates the fields named in update_mask (name, description, body,
-        auto_use); built-ins cannot be changed. Re-indexes the description.
+        auto_use); built-ins cannot be changed (FAILED_PRECONDITION). Re-indexes
+        the description. NOT_FOUND for an unknown skill.
         """
 
     @_abc_1.abstractmethod
@@ -143,7 +194,7 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_service_pb2.DeleteSkillRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.DeleteSkillResponse, _abc.Awaitable[_router_service_pb2.DeleteSkillResponse]]:
-        """Built-ins cannot be deleted."""
+        """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION)."""
 
     @_abc_1.abstractmethod
     def SetSkillEnablement(
@@ -151,7 +202,9 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_service_pb2.SetSkillEnablementRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.SetSkillEnablementResponse, _abc.Awaitable[_router_service_pb2.SetSkillEnablementResponse]]:
-        """The caller's enablement of a skill and their auto_use override."""
+        """The caller's enablement of a skill and their auto_use override.
+        NOT_FOUND for an unknown skill.
+        """
 
     @_abc_1.abstractmethod
     def RouteSkills(
@@ -159,7 +212,11 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_service_pb2.RouteSkillsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.RouteSkillsResponse, _abc.Awaitable[_router_service_pb2.RouteSkillsResponse]]:
-        """Chooses 0 to 2 automatic skills for a request, plus the forced ones."""
+        """Chooses 0 to 2 automatic skills for a request; with forced skills, those
+        and no automatic choice. NOT_FOUND for a forced skill that does not
+        exist; INVALID_ARGUMENT for more than 16 forced skills, or an empty text
+        without any.
+        """
 
     @_abc_1.abstractmethod
     def CreateSkillFeedback(
@@ -167,7 +224,9 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_service_pb2.CreateSkillFeedbackRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.CreateSkillFeedbackResponse, _abc.Awaitable[_router_service_pb2.CreateSkillFeedbackResponse]]:
-        """Records "this skill was not relevant"; idempotent on request_id."""
+        """Records "this skill was not relevant"; idempotent on request_id.
+        NOT_FOUND for an unknown skill; INVALID_ARGUMENT for an empty request_text.
+        """
 
     @_abc_1.abstractmethod
     def ListSkillFeedback(
@@ -183,7 +242,11 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _router_service_pb2.RouteModelRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.RouteModelResponse, _abc.Awaitable[_router_service_pb2.RouteModelResponse]]:
-        """Resolves the requested model ("auto" or a configured id) to a model."""
+        """Resolves the requested model ("auto" or a configured id) to a model.
+        INVALID_ARGUMENT for a model that is not configured, or an empty text
+        under Auto; FAILED_PRECONDITION when no configured model is eligible.
+        Needs no user.
+        """
 
     @_abc_1.abstractmethod
     def ListModels(
@@ -193,7 +256,7 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_router_service_pb2.ListModelsResponse, _abc.Awaitable[_router_service_pb2.ListModelsResponse]]:
         """The configured models in configuration order, for a model selector;
         "auto" is not one of them (RouteModel resolves it). The list is the
-        service's configuration, the same for every caller.
+        service's configuration, the same for every caller. Needs no user.
         """
 
 def add_RouterServiceServicer_to_server(servicer: RouterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

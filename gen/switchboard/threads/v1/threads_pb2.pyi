@@ -27,19 +27,35 @@ class _InjectionStrategy:
 class _InjectionStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InjectionStrategy.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     INJECTION_STRATEGY_UNSPECIFIED: _InjectionStrategy.ValueType  # 0
+    """The provider's own configured strategy."""
     INJECTION_STRATEGY_CONVENTION_FILE: _InjectionStrategy.ValueType  # 1
+    """A file in the run directory where the CLI looks by itself (AGENTS.md,
+    CLAUDE.md...).
+    """
     INJECTION_STRATEGY_FLAG: _InjectionStrategy.ValueType  # 2
+    """A file outside the run directory, passed by its absolute path in a flag."""
     INJECTION_STRATEGY_STDIN: _InjectionStrategy.ValueType  # 3
+    """The CLI's standard input."""
     INJECTION_STRATEGY_ENV: _InjectionStrategy.ValueType  # 4
+    """An environment variable of the CLI."""
 
 class InjectionStrategy(_InjectionStrategy, metaclass=_InjectionStrategyEnumTypeWrapper):
-    """How an agent receives its composed context."""
+    """How an agent CLI receives its composed context (the same bytes whatever
+    the strategy). API providers get it as the system message regardless.
+    """
 
 INJECTION_STRATEGY_UNSPECIFIED: InjectionStrategy.ValueType  # 0
+"""The provider's own configured strategy."""
 INJECTION_STRATEGY_CONVENTION_FILE: InjectionStrategy.ValueType  # 1
+"""A file in the run directory where the CLI looks by itself (AGENTS.md,
+CLAUDE.md...).
+"""
 INJECTION_STRATEGY_FLAG: InjectionStrategy.ValueType  # 2
+"""A file outside the run directory, passed by its absolute path in a flag."""
 INJECTION_STRATEGY_STDIN: InjectionStrategy.ValueType  # 3
+"""The CLI's standard input."""
 INJECTION_STRATEGY_ENV: InjectionStrategy.ValueType  # 4
+"""An environment variable of the CLI."""
 Global___InjectionStrategy: _TypeAlias = InjectionStrategy  # noqa: Y015
 
 class _Role:
@@ -49,19 +65,29 @@ class _Role:
 class _RoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Role.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     ROLE_UNSPECIFIED: _Role.ValueType  # 0
+    """Never stored."""
     ROLE_USER: _Role.ValueType  # 1
+    """A person's (or a requesting agent's) message."""
     ROLE_ASSISTANT: _Role.ValueType  # 2
+    """The model's answer, possibly with tool calls."""
     ROLE_SYSTEM: _Role.ValueType  # 3
+    """System text; accepted, not written by the engine."""
     ROLE_TOOL: _Role.ValueType  # 4
+    """A tool's result, answering one of the previous entry's tool calls."""
 
 class Role(_Role, metaclass=_RoleEnumTypeWrapper):
     """Role of the author of an entry."""
 
 ROLE_UNSPECIFIED: Role.ValueType  # 0
+"""Never stored."""
 ROLE_USER: Role.ValueType  # 1
+"""A person's (or a requesting agent's) message."""
 ROLE_ASSISTANT: Role.ValueType  # 2
+"""The model's answer, possibly with tool calls."""
 ROLE_SYSTEM: Role.ValueType  # 3
+"""System text; accepted, not written by the engine."""
 ROLE_TOOL: Role.ValueType  # 4
+"""A tool's result, answering one of the previous entry's tool calls."""
 Global___Role: _TypeAlias = Role  # noqa: Y015
 
 class _SegmentState:
@@ -71,6 +97,7 @@ class _SegmentState:
 class _SegmentStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SegmentState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     SEGMENT_STATE_UNSPECIFIED: _SegmentState.ValueType  # 0
+    """Never stored."""
     SEGMENT_STATE_OPEN: _SegmentState.ValueType  # 1
     """The one segment that takes the thread's new entries."""
     SEGMENT_STATE_CLOSED: _SegmentState.ValueType  # 2
@@ -80,6 +107,7 @@ class SegmentState(_SegmentState, metaclass=_SegmentStateEnumTypeWrapper):
     """Whether a segment still takes entries."""
 
 SEGMENT_STATE_UNSPECIFIED: SegmentState.ValueType  # 0
+"""Never stored."""
 SEGMENT_STATE_OPEN: SegmentState.ValueType  # 1
 """The one segment that takes the thread's new entries."""
 SEGMENT_STATE_CLOSED: SegmentState.ValueType  # 2
@@ -93,6 +121,7 @@ class _HandoffState:
 class _HandoffStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HandoffState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     HANDOFF_STATE_UNSPECIFIED: _HandoffState.ValueType  # 0
+    """Never stored."""
     HANDOFF_STATE_NOT_DUE: _HandoffState.ValueType  # 1
     """An open segment: no handoff is due yet."""
     HANDOFF_STATE_PENDING: _HandoffState.ValueType  # 2
@@ -104,6 +133,7 @@ class HandoffState(_HandoffState, metaclass=_HandoffStateEnumTypeWrapper):
     """Where a segment's handoff summary stands."""
 
 HANDOFF_STATE_UNSPECIFIED: HandoffState.ValueType  # 0
+"""Never stored."""
 HANDOFF_STATE_NOT_DUE: HandoffState.ValueType  # 1
 """An open segment: no handoff is due yet."""
 HANDOFF_STATE_PENDING: HandoffState.ValueType  # 2
@@ -114,7 +144,9 @@ Global___HandoffState: _TypeAlias = HandoffState  # noqa: Y015
 
 @_typing.final
 class Agent(_message.Message):
-    """An agent of the registry (Main, Architect, QA, the personal agent...)."""
+    """An agent of the registry (Main, Architect, QA, the personal agent...),
+    shared by the project's users.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -127,16 +159,28 @@ class Agent(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
-    """Slug, e.g. "qa"."""
+    """Slug, e.g. "qa": lower-case letters, digits and dashes, at most 64."""
     display_name: _builtins.str
+    """What to show; "" = the id."""
     persona: _builtins.str
+    """The agent's own instructions, part of every run's context; at most 20,000 characters."""
     provider_id: _builtins.str
+    """The engine's provider that runs it ("" = the engine's default)."""
     model: _builtins.str
+    """The model at that provider ("" = the provider's default). A model of
+    another provider is a provider swap: the next run starts from the
+    thread's handoff summary.
+    """
     injection_strategy: Global___InjectionStrategy.ValueType
+    """How a CLI provider receives the agent's context."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When the agent was registered."""
+
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed."""
+
     def __init__(
         self,
         *,
@@ -217,19 +261,29 @@ class Conversation(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     ARCHIVED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The conversation's id (UUID); also the id of its thread of entries."""
     user_id: _builtins.str
+    """Its owner; no one else can read it."""
     title: _builtins.str
+    """"" until given or set automatically after the first exchange."""
     title_auto: _builtins.bool
     """True while the title was set automatically; a manual rename clears it."""
     pinned: _builtins.bool
+    """Pinned by the user: listed before the others."""
     archived: _builtins.bool
     """Archived conversations leave the default list (ArchiveConversation)."""
     @_builtins.property
-    def allowed_sources(self) -> Global___AllowedSources: ...
+    def allowed_sources(self) -> Global___AllowedSources:
+        """What the conversation's runs may read."""
+
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was created."""
+
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When it last changed: a new entry, a rename, a pin."""
+
     def __init__(
         self,
         *,
@@ -263,14 +317,19 @@ class AgentThread(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The thread's id (UUID)."""
     agent_id: _builtins.str
     """The target agent whose thread this is."""
     last_sequence: _builtins.int
     """Sequence number of the newest entry (0 for an empty thread)."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When the thread was created (the agent's first ask, or an import)."""
+
     @_builtins.property
-    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def update_time(self) -> _timestamp_pb2.Timestamp:
+        """When its last entry was written."""
+
     def __init__(
         self,
         *,
@@ -303,12 +362,17 @@ class ProviderSession(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     RELEASE_TIME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The binding's id (UUID)."""
     agent_thread_id: _builtins.str
+    """The agent thread it belongs to."""
     provider_id: _builtins.str
+    """The engine's provider (e.g. "claude-cli")."""
     native_session_id: _builtins.str
     """The provider's own session / conversation id, opaque to Switchboard."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was bound."""
+
     @_builtins.property
     def release_time(self) -> _timestamp_pb2.Timestamp:
         """Set once released; a released session is history, not live."""
@@ -351,21 +415,31 @@ class Entry(_message.Message):
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The entry's id (UUID)."""
     thread_id: _builtins.str
+    """The thread (conversation or agent thread) it belongs to."""
     sequence: _builtins.int
     """Per-thread sequence number, starting at 1."""
     requester: _builtins.str
+    """Who asked: the user id, or the requesting agent's id."""
     target: _builtins.str
+    """Who was asked: "personal" in a conversation, the agent's id in its thread."""
     correlation_id: _builtins.str
+    """Ties a question to its answers; the run's id unless the asker chose one."""
     role: Global___Role.ValueType
+    """Who wrote it."""
     source: _builtins.str
-    """Where the entry came from: "user", "engine", "agent:<id>"..."""
+    """Where the entry came from: "user", "engine", "tool", "agent:<id>"..."""
     run_id: _builtins.str
+    """The run that wrote it; "" for an imported entry."""
     content: _builtins.str
+    """The text."""
     tool_call_id: _builtins.str
     """A ROLE_TOOL entry: the id of the call whose result `content` holds."""
     @_builtins.property
-    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was written."""
+
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
         """An assistant entry that called tools: the calls, in order (its content
@@ -451,28 +525,39 @@ class Segment(_message.Message):
     CLOSE_TIME_FIELD_NUMBER: _builtins.int
     HANDOFF_TIME_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The agent thread."""
     number: _builtins.int
     """From 1; the open segment has the highest number."""
     first_sequence: _builtins.int
-    """Sequence numbers of the segment's first and last entries (last =
-    first - 1 while the open segment is empty).
-    """
+    """Sequence number of the segment's first entry."""
     last_sequence: _builtins.int
+    """Sequence number of its last entry (first_sequence - 1 while the open
+    segment is empty).
+    """
     entry_count: _builtins.int
+    """How many entries it holds."""
     char_count: _builtins.int
     """Characters of entry content."""
     state: Global___SegmentState.ValueType
+    """Open or closed."""
     handoff_state: Global___HandoffState.ValueType
+    """Where its handoff summary stands."""
     handoff_summary: _builtins.str
     """The summary a model receives in place of this segment's entries
     (at most 4096 characters); empty until ready.
     """
     @_builtins.property
-    def open_time(self) -> _timestamp_pb2.Timestamp: ...
+    def open_time(self) -> _timestamp_pb2.Timestamp:
+        """When it opened."""
+
     @_builtins.property
-    def close_time(self) -> _timestamp_pb2.Timestamp: ...
+    def close_time(self) -> _timestamp_pb2.Timestamp:
+        """When rotation closed it; unset while open."""
+
     @_builtins.property
-    def handoff_time(self) -> _timestamp_pb2.Timestamp: ...
+    def handoff_time(self) -> _timestamp_pb2.Timestamp:
+        """When its summary was stored; unset until ready."""
+
     def __init__(
         self,
         *,
@@ -499,7 +584,7 @@ Global___Segment: _TypeAlias = Segment  # noqa: Y015
 
 @_typing.final
 class ThreadFile(_message.Message):
-    """One file of an exported agent thread, in its folder's layout:
+    """One file of an exported agent thread, in the project folder's layout:
     agents/<agent id>/{log.jsonl, log.N.jsonl, handoff.md, providers.json}.
     """
 
@@ -508,7 +593,9 @@ class ThreadFile(_message.Message):
     PATH_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     path: _builtins.str
+    """The file's path in that layout, e.g. "agents/qa/log.jsonl"."""
     content: _builtins.str
+    """Its whole text (UTF-8)."""
     def __init__(
         self,
         *,

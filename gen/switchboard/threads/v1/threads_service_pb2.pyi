@@ -22,11 +22,15 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class CreateAgentRequest(_message.Message):
+    """The agent to register."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def agent(self) -> _threads_pb2.Agent: ...
+    def agent(self) -> _threads_pb2.Agent:
+        """The agent; id is required, the other fields optional."""
+
     def __init__(
         self,
         *,
@@ -42,11 +46,15 @@ Global___CreateAgentRequest: _TypeAlias = CreateAgentRequest  # noqa: Y015
 
 @_typing.final
 class CreateAgentResponse(_message.Message):
+    """The registered agent."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def agent(self) -> _threads_pb2.Agent: ...
+    def agent(self) -> _threads_pb2.Agent:
+        """The agent as stored (the existing one if the id was taken)."""
+
     def __init__(
         self,
         *,
@@ -62,10 +70,13 @@ Global___CreateAgentResponse: _TypeAlias = CreateAgentResponse  # noqa: Y015
 
 @_typing.final
 class GetAgentRequest(_message.Message):
+    """Which agent to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
+    """The agent's id."""
     def __init__(
         self,
         *,
@@ -81,11 +92,15 @@ Global___GetAgentRequest: _TypeAlias = GetAgentRequest  # noqa: Y015
 
 @_typing.final
 class GetAgentResponse(_message.Message):
+    """The agent."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def agent(self) -> _threads_pb2.Agent: ...
+    def agent(self) -> _threads_pb2.Agent:
+        """The agent as stored."""
+
     def __init__(
         self,
         *,
@@ -101,12 +116,16 @@ Global___GetAgentResponse: _TypeAlias = GetAgentResponse  # noqa: Y015
 
 @_typing.final
 class ListAgentsRequest(_message.Message):
+    """One page of the registry."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many agents (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -123,13 +142,18 @@ Global___ListAgentsRequest: _TypeAlias = ListAgentsRequest  # noqa: Y015
 
 @_typing.final
 class ListAgentsResponse(_message.Message):
+    """A page of agents, by id."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENTS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def agents(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Agent]: ...
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Agent]:
+        """The agents of this page."""
+
     def __init__(
         self,
         *,
@@ -146,6 +170,8 @@ Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
 
 @_typing.final
 class CreateConversationRequest(_message.Message):
+    """A new conversation of the caller's."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -156,7 +182,9 @@ class CreateConversationRequest(_message.Message):
     title: _builtins.str
     """Optional; empty means the title is set automatically later."""
     @_builtins.property
-    def allowed_sources(self) -> _threads_pb2.AllowedSources: ...
+    def allowed_sources(self) -> _threads_pb2.AllowedSources:
+        """What its runs may read; unset = the workspace only."""
+
     def __init__(
         self,
         *,
@@ -174,11 +202,15 @@ Global___CreateConversationRequest: _TypeAlias = CreateConversationRequest  # no
 
 @_typing.final
 class CreateConversationResponse(_message.Message):
+    """The created (or, on a retry, the existing) conversation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def conversation(self) -> _threads_pb2.Conversation: ...
+    def conversation(self) -> _threads_pb2.Conversation:
+        """The conversation."""
+
     def __init__(
         self,
         *,
@@ -194,10 +226,13 @@ Global___CreateConversationResponse: _TypeAlias = CreateConversationResponse  # 
 
 @_typing.final
 class GetConversationRequest(_message.Message):
+    """Which conversation to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
+    """The conversation's id."""
     def __init__(
         self,
         *,
@@ -213,11 +248,15 @@ Global___GetConversationRequest: _TypeAlias = GetConversationRequest  # noqa: Y0
 
 @_typing.final
 class GetConversationResponse(_message.Message):
+    """The conversation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def conversation(self) -> _threads_pb2.Conversation: ...
+    def conversation(self) -> _threads_pb2.Conversation:
+        """The conversation."""
+
     def __init__(
         self,
         *,
@@ -233,6 +272,8 @@ Global___GetConversationResponse: _TypeAlias = GetConversationResponse  # noqa: 
 
 @_typing.final
 class ListConversationsRequest(_message.Message):
+    """One page of the caller's conversations."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
@@ -240,7 +281,9 @@ class ListConversationsRequest(_message.Message):
     TITLE_QUERY_FIELD_NUMBER: _builtins.int
     INCLUDE_ARCHIVED_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
+    """At most this many conversations (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     title_query: _builtins.str
     """Only conversations whose title contains this text (case-insensitive)."""
     include_archived: _builtins.bool
@@ -263,13 +306,18 @@ Global___ListConversationsRequest: _TypeAlias = ListConversationsRequest  # noqa
 
 @_typing.final
 class ListConversationsResponse(_message.Message):
+    """A page of conversations: pinned first, then the most recently active."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATIONS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Conversation]: ...
+    def conversations(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Conversation]:
+        """The conversations of this page."""
+
     def __init__(
         self,
         *,
@@ -286,6 +334,8 @@ Global___ListConversationsResponse: _TypeAlias = ListConversationsResponse  # no
 
 @_typing.final
 class AppendEntriesRequest(_message.Message):
+    """Entries to add at the end of a thread."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
@@ -294,6 +344,7 @@ class AppendEntriesRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key: a retried append writes once."""
     thread_id: _builtins.str
+    """The thread (a conversation's id, or an agent thread's)."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Entry]:
         """Entries to append; thread_id, id, sequence and create_time are assigned."""
@@ -315,11 +366,15 @@ Global___AppendEntriesRequest: _TypeAlias = AppendEntriesRequest  # noqa: Y015
 
 @_typing.final
 class AppendEntriesResponse(_message.Message):
+    """The appended entries."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Entry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Entry]:
+        """The entries as stored, with their ids and sequence numbers."""
+
     def __init__(
         self,
         *,
@@ -335,6 +390,8 @@ Global___AppendEntriesResponse: _TypeAlias = AppendEntriesResponse  # noqa: Y015
 
 @_typing.final
 class ListEntriesRequest(_message.Message):
+    """A page of one view of a thread."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -345,6 +402,7 @@ class ListEntriesRequest(_message.Message):
 
         AGENT_ID_FIELD_NUMBER: _builtins.int
         agent_id: _builtins.str
+        """The agent's id; NOT_FOUND when it has no thread yet."""
         def __init__(
             self,
             *,
@@ -367,7 +425,9 @@ class ListEntriesRequest(_message.Message):
         REQUESTER_FIELD_NUMBER: _builtins.int
         TARGET_FIELD_NUMBER: _builtins.int
         requester: _builtins.str
+        """Who asked (an agent id or a user id); required."""
         target: _builtins.str
+        """The agent asked; required."""
         def __init__(
             self,
             *,
@@ -389,7 +449,9 @@ class ListEntriesRequest(_message.Message):
         THREAD_ID_FIELD_NUMBER: _builtins.int
         CORRELATION_ID_FIELD_NUMBER: _builtins.int
         thread_id: _builtins.str
+        """The thread."""
         correlation_id: _builtins.str
+        """The correlation id of the request; required."""
         def __init__(
             self,
             *,
@@ -410,6 +472,7 @@ class ListEntriesRequest(_message.Message):
 
         CONVERSATION_ID_FIELD_NUMBER: _builtins.int
         conversation_id: _builtins.str
+        """The conversation's id."""
         def __init__(
             self,
             *,
@@ -431,20 +494,31 @@ class ListEntriesRequest(_message.Message):
     FOR_CORRELATION_FIELD_NUMBER: _builtins.int
     FOR_CONVERSATION_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The thread to read when no view is set."""
     page_size: _builtins.int
+    """At most this many entries (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token or previous_page_token of another page; "" for the first."""
     correlation_id: _builtins.str
     """Only entries of this correlation id (the ForCorrelation view)."""
     descending: _builtins.bool
     """Newest first (for a transcript tail)."""
     @_builtins.property
-    def for_agent(self) -> Global___ListEntriesRequest.ForAgent: ...
+    def for_agent(self) -> Global___ListEntriesRequest.ForAgent:
+        """An agent's whole live thread."""
+
     @_builtins.property
-    def for_pair(self) -> Global___ListEntriesRequest.ForPair: ...
+    def for_pair(self) -> Global___ListEntriesRequest.ForPair:
+        """One requester's exchanges with one target agent."""
+
     @_builtins.property
-    def for_correlation(self) -> Global___ListEntriesRequest.ForCorrelation: ...
+    def for_correlation(self) -> Global___ListEntriesRequest.ForCorrelation:
+        """One request and its answers."""
+
     @_builtins.property
-    def for_conversation(self) -> Global___ListEntriesRequest.ForConversation: ...
+    def for_conversation(self) -> Global___ListEntriesRequest.ForConversation:
+        """One of the caller's conversations."""
+
     def __init__(
         self,
         *,
@@ -470,6 +544,8 @@ Global___ListEntriesRequest: _TypeAlias = ListEntriesRequest  # noqa: Y015
 
 @_typing.final
 class ListEntriesResponse(_message.Message):
+    """A page of entries, in the view's order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ENTRIES_FIELD_NUMBER: _builtins.int
@@ -488,7 +564,9 @@ class ListEntriesResponse(_message.Message):
     previous_page_token: _builtins.str
     """The page before the first entry, in the view's order; empty at the start."""
     @_builtins.property
-    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Entry]: ...
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Entry]:
+        """The entries of this page."""
+
     def __init__(
         self,
         *,
@@ -508,6 +586,8 @@ Global___ListEntriesResponse: _TypeAlias = ListEntriesResponse  # noqa: Y015
 
 @_typing.final
 class UpdateAgentRequest(_message.Message):
+    """Changes to an agent."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
@@ -517,7 +597,11 @@ class UpdateAgentRequest(_message.Message):
         """agent.id names the agent; the other fields are the new values."""
 
     @_builtins.property
-    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """The fields to write: display_name, persona, provider_id, model,
+        injection_strategy.
+        """
+
     def __init__(
         self,
         *,
@@ -534,11 +618,15 @@ Global___UpdateAgentRequest: _TypeAlias = UpdateAgentRequest  # noqa: Y015
 
 @_typing.final
 class UpdateAgentResponse(_message.Message):
+    """The updated agent."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def agent(self) -> _threads_pb2.Agent: ...
+    def agent(self) -> _threads_pb2.Agent:
+        """The agent as stored."""
+
     def __init__(
         self,
         *,
@@ -554,10 +642,13 @@ Global___UpdateAgentResponse: _TypeAlias = UpdateAgentResponse  # noqa: Y015
 
 @_typing.final
 class EnsureAgentThreadRequest(_message.Message):
+    """Whose live thread to return."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TARGET_AGENT_ID_FIELD_NUMBER: _builtins.int
     target_agent_id: _builtins.str
+    """The agent asked."""
     def __init__(
         self,
         *,
@@ -573,6 +664,8 @@ Global___EnsureAgentThreadRequest: _TypeAlias = EnsureAgentThreadRequest  # noqa
 
 @_typing.final
 class EnsureAgentThreadResponse(_message.Message):
+    """The agent's live thread."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_FIELD_NUMBER: _builtins.int
@@ -580,7 +673,9 @@ class EnsureAgentThreadResponse(_message.Message):
     created: _builtins.bool
     """True when this call created the thread."""
     @_builtins.property
-    def thread(self) -> _threads_pb2.AgentThread: ...
+    def thread(self) -> _threads_pb2.AgentThread:
+        """The thread."""
+
     def __init__(
         self,
         *,
@@ -597,6 +692,8 @@ Global___EnsureAgentThreadResponse: _TypeAlias = EnsureAgentThreadResponse  # no
 
 @_typing.final
 class UpdateConversationRequest(_message.Message):
+    """Changes to one of the caller's conversations."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
@@ -608,7 +705,9 @@ class UpdateConversationRequest(_message.Message):
         """
 
     @_builtins.property
-    def update_mask(self) -> _field_mask_pb2.FieldMask: ...
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """The fields to write: title, pinned, allowed_sources."""
+
     def __init__(
         self,
         *,
@@ -625,11 +724,15 @@ Global___UpdateConversationRequest: _TypeAlias = UpdateConversationRequest  # no
 
 @_typing.final
 class UpdateConversationResponse(_message.Message):
+    """The updated conversation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def conversation(self) -> _threads_pb2.Conversation: ...
+    def conversation(self) -> _threads_pb2.Conversation:
+        """The conversation as stored."""
+
     def __init__(
         self,
         *,
@@ -645,12 +748,15 @@ Global___UpdateConversationResponse: _TypeAlias = UpdateConversationResponse  # 
 
 @_typing.final
 class SetAutoTitleRequest(_message.Message):
+    """An automatic title for a conversation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     REQUEST_TEXT_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
+    """The caller's conversation."""
     request_text: _builtins.str
     """The first request of the conversation; the offline title is a clean
     truncation of it.
@@ -676,6 +782,8 @@ Global___SetAutoTitleRequest: _TypeAlias = SetAutoTitleRequest  # noqa: Y015
 
 @_typing.final
 class SetAutoTitleResponse(_message.Message):
+    """The conversation after the automatic title."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
@@ -683,7 +791,9 @@ class SetAutoTitleResponse(_message.Message):
     applied: _builtins.bool
     """False when the conversation already had a manual title (left unchanged)."""
     @_builtins.property
-    def conversation(self) -> _threads_pb2.Conversation: ...
+    def conversation(self) -> _threads_pb2.Conversation:
+        """The conversation as stored."""
+
     def __init__(
         self,
         *,
@@ -700,10 +810,13 @@ Global___SetAutoTitleResponse: _TypeAlias = SetAutoTitleResponse  # noqa: Y015
 
 @_typing.final
 class ArchiveConversationRequest(_message.Message):
+    """Which conversation to archive."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
+    """The caller's conversation."""
     def __init__(
         self,
         *,
@@ -719,11 +832,15 @@ Global___ArchiveConversationRequest: _TypeAlias = ArchiveConversationRequest  # 
 
 @_typing.final
 class ArchiveConversationResponse(_message.Message):
+    """The archived conversation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONVERSATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def conversation(self) -> _threads_pb2.Conversation: ...
+    def conversation(self) -> _threads_pb2.Conversation:
+        """The conversation, archived = true."""
+
     def __init__(
         self,
         *,
@@ -739,6 +856,8 @@ Global___ArchiveConversationResponse: _TypeAlias = ArchiveConversationResponse  
 
 @_typing.final
 class BindProviderSessionRequest(_message.Message):
+    """A provider's native session to bind to an agent thread."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
@@ -746,8 +865,11 @@ class BindProviderSessionRequest(_message.Message):
     NATIVE_SESSION_ID_FIELD_NUMBER: _builtins.int
     REPLACE_FIELD_NUMBER: _builtins.int
     agent_thread_id: _builtins.str
+    """The agent thread."""
     provider_id: _builtins.str
+    """The engine's provider."""
     native_session_id: _builtins.str
+    """The provider's own session id; required."""
     replace: _builtins.bool
     """Release a live session with another native id and bind this one; without
     it such a bind is FAILED_PRECONDITION.
@@ -770,6 +892,8 @@ Global___BindProviderSessionRequest: _TypeAlias = BindProviderSessionRequest  # 
 
 @_typing.final
 class BindProviderSessionResponse(_message.Message):
+    """The bound session."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSION_FIELD_NUMBER: _builtins.int
@@ -777,7 +901,9 @@ class BindProviderSessionResponse(_message.Message):
     created: _builtins.bool
     """False when the same native session was bound already."""
     @_builtins.property
-    def session(self) -> _threads_pb2.ProviderSession: ...
+    def session(self) -> _threads_pb2.ProviderSession:
+        """The live session."""
+
     def __init__(
         self,
         *,
@@ -794,12 +920,16 @@ Global___BindProviderSessionResponse: _TypeAlias = BindProviderSessionResponse  
 
 @_typing.final
 class GetProviderSessionRequest(_message.Message):
+    """Which live session to read."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
     PROVIDER_ID_FIELD_NUMBER: _builtins.int
     agent_thread_id: _builtins.str
+    """The agent thread."""
     provider_id: _builtins.str
+    """The engine's provider."""
     def __init__(
         self,
         *,
@@ -816,11 +946,15 @@ Global___GetProviderSessionRequest: _TypeAlias = GetProviderSessionRequest  # no
 
 @_typing.final
 class GetProviderSessionResponse(_message.Message):
+    """The live session."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def session(self) -> _threads_pb2.ProviderSession: ...
+    def session(self) -> _threads_pb2.ProviderSession:
+        """The session."""
+
     def __init__(
         self,
         *,
@@ -836,6 +970,8 @@ Global___GetProviderSessionResponse: _TypeAlias = GetProviderSessionResponse  # 
 
 @_typing.final
 class ListProviderSessionsRequest(_message.Message):
+    """One page of an agent thread's sessions."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
@@ -843,8 +979,11 @@ class ListProviderSessionsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     INCLUDE_RELEASED_FIELD_NUMBER: _builtins.int
     agent_thread_id: _builtins.str
+    """The agent thread."""
     page_size: _builtins.int
+    """At most this many sessions (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     include_released: _builtins.bool
     """Also list released sessions."""
     def __init__(
@@ -865,13 +1004,18 @@ Global___ListProviderSessionsRequest: _TypeAlias = ListProviderSessionsRequest  
 
 @_typing.final
 class ListProviderSessionsResponse(_message.Message):
+    """A page of sessions."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSIONS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.ProviderSession]: ...
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.ProviderSession]:
+        """The sessions of this page."""
+
     def __init__(
         self,
         *,
@@ -888,12 +1032,16 @@ Global___ListProviderSessionsResponse: _TypeAlias = ListProviderSessionsResponse
 
 @_typing.final
 class ReleaseProviderSessionRequest(_message.Message):
+    """Which live session to release."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_THREAD_ID_FIELD_NUMBER: _builtins.int
     PROVIDER_ID_FIELD_NUMBER: _builtins.int
     agent_thread_id: _builtins.str
+    """The agent thread."""
     provider_id: _builtins.str
+    """The engine's provider."""
     def __init__(
         self,
         *,
@@ -910,11 +1058,15 @@ Global___ReleaseProviderSessionRequest: _TypeAlias = ReleaseProviderSessionReque
 
 @_typing.final
 class ReleaseProviderSessionResponse(_message.Message):
+    """The released session."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSION_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def session(self) -> _threads_pb2.ProviderSession: ...
+    def session(self) -> _threads_pb2.ProviderSession:
+        """The session, with release_time set."""
+
     def __init__(
         self,
         *,
@@ -930,14 +1082,19 @@ Global___ReleaseProviderSessionResponse: _TypeAlias = ReleaseProviderSessionResp
 
 @_typing.final
 class ListSegmentsRequest(_message.Message):
+    """One page of an agent thread's segments."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The agent thread."""
     page_size: _builtins.int
+    """At most this many segments (0 = 50, at most 500)."""
     page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
     def __init__(
         self,
         *,
@@ -955,13 +1112,18 @@ Global___ListSegmentsRequest: _TypeAlias = ListSegmentsRequest  # noqa: Y015
 
 @_typing.final
 class ListSegmentsResponse(_message.Message):
+    """A page of segments, oldest first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEGMENTS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
     @_builtins.property
-    def segments(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Segment]: ...
+    def segments(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.Segment]:
+        """The segments of this page."""
+
     def __init__(
         self,
         *,
@@ -978,12 +1140,15 @@ Global___ListSegmentsResponse: _TypeAlias = ListSegmentsResponse  # noqa: Y015
 
 @_typing.final
 class SetSegmentHandoffRequest(_message.Message):
+    """The handoff summary of a closed segment."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
     NUMBER_FIELD_NUMBER: _builtins.int
     SUMMARY_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    """The agent thread."""
     number: _builtins.int
     """A closed segment's number."""
     summary: _builtins.str
@@ -1005,11 +1170,15 @@ Global___SetSegmentHandoffRequest: _TypeAlias = SetSegmentHandoffRequest  # noqa
 
 @_typing.final
 class SetSegmentHandoffResponse(_message.Message):
+    """The segment with its summary."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEGMENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def segment(self) -> _threads_pb2.Segment: ...
+    def segment(self) -> _threads_pb2.Segment:
+        """The segment, handoff_state READY."""
+
     def __init__(
         self,
         *,
@@ -1025,10 +1194,13 @@ Global___SetSegmentHandoffResponse: _TypeAlias = SetSegmentHandoffResponse  # no
 
 @_typing.final
 class ExportAgentThreadRequest(_message.Message):
+    """Whose thread to export."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENT_ID_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
+    """The agent's id."""
     def __init__(
         self,
         *,
@@ -1044,6 +1216,8 @@ Global___ExportAgentThreadRequest: _TypeAlias = ExportAgentThreadRequest  # noqa
 
 @_typing.final
 class ExportAgentThreadResponse(_message.Message):
+    """The thread as files."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FILES_FIELD_NUMBER: _builtins.int
@@ -1056,7 +1230,9 @@ class ExportAgentThreadResponse(_message.Message):
         """
 
     @_builtins.property
-    def thread(self) -> _threads_pb2.AgentThread: ...
+    def thread(self) -> _threads_pb2.AgentThread:
+        """The exported thread."""
+
     def __init__(
         self,
         *,
@@ -1073,6 +1249,8 @@ Global___ExportAgentThreadResponse: _TypeAlias = ExportAgentThreadResponse  # no
 
 @_typing.final
 class ImportAgentThreadRequest(_message.Message):
+    """An exported thread to import."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FILES_FIELD_NUMBER: _builtins.int
@@ -1095,11 +1273,15 @@ Global___ImportAgentThreadRequest: _TypeAlias = ImportAgentThreadRequest  # noqa
 
 @_typing.final
 class ImportAgentThreadResponse(_message.Message):
+    """The imported thread."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def thread(self) -> _threads_pb2.AgentThread: ...
+    def thread(self) -> _threads_pb2.AgentThread:
+        """The agent's live thread, now holding the imported entries."""
+
     def __init__(
         self,
         *,

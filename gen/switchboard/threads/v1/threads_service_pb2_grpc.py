@@ -28,7 +28,10 @@ if _version_not_supported:
 class ThreadsServiceStub:
     """Agents, conversations and the entries of their threads. Conversation calls
     act for the user in the `x-switchboard-user` metadata entry; another user's
-    conversation is NOT_FOUND.
+    conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
+    500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
+    service did not issue is INVALID_ARGUMENT). A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel):
@@ -147,30 +150,38 @@ class ThreadsServiceStub:
 class ThreadsServiceServicer:
     """Agents, conversations and the entries of their threads. Conversation calls
     act for the user in the `x-switchboard-user` metadata entry; another user's
-    conversation is NOT_FOUND.
+    conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
+    500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
+    service did not issue is INVALID_ARGUMENT). A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def CreateAgent(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Registers an agent; an existing id is returned unchanged.
+        INVALID_ARGUMENT when the id is not a slug.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetAgent(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Reads one agent. NOT_FOUND for an unknown id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListAgents(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The registry's agents, by id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpdateAgent(self, request, context):
         """Updates the fields named in update_mask (display_name, persona,
-        provider_id, model, injection_strategy).
+        provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
+        mask or another path; NOT_FOUND for an unknown agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -179,31 +190,37 @@ class ThreadsServiceServicer:
     def EnsureAgentThread(self, request, context):
         """Returns the one live thread of an existing agent, creating it the first
         time; concurrent calls all get the same thread (a unique index decides).
+        NOT_FOUND for an unknown agent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateConversation(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Creates one of the caller's conversations; idempotent on request_id.
+        A title over 200 characters is TOO_LARGE.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetConversation(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Reads one of the caller's conversations.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListConversations(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The caller's conversations: pinned first, then the most recently active.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpdateConversation(self, request, context):
         """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+        INVALID_ARGUMENT for an empty mask or another path.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -211,7 +228,7 @@ class ThreadsServiceServicer:
 
     def SetAutoTitle(self, request, context):
         """The automatic title, set after the first exchange; never overwrites a
-        manual title.
+        manual title. INVALID_ARGUMENT when both request_text and title are blank.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -226,6 +243,8 @@ class ThreadsServiceServicer:
 
     def AppendEntries(self, request, context):
         """Appends entries to a thread atomically; idempotent on request_id.
+        INVALID_ARGUMENT: no entries, more than 100, an entry without a role;
+        TOO_LARGE: an entry's content over the service's limit; NOT_FOUND: the thread.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -233,7 +252,8 @@ class ThreadsServiceServicer:
 
     def ListEntries(self, request, context):
         """Reads a view of a thread, in sequence order, cursor-paginated forwards
-        (next_page_token) and backwards (previous_page_token).
+        (next_page_token) and backwards (previous_page_token). NOT_FOUND for a
+        thread, agent or conversation the caller cannot read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -241,26 +261,31 @@ class ThreadsServiceServicer:
 
     def BindProviderSession(self, request, context):
         """Binds a provider's native session to an agent thread; idempotent on the
-        same native id.
+        same native id. FAILED_PRECONDITION when another native session is live
+        for that provider and replace is false.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetProviderSession(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The live session of one provider on an agent thread. NOT_FOUND when none is live.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListProviderSessions(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The sessions of an agent thread, live ones (and released ones on request).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ReleaseProviderSession(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Releases the live session of one provider (it becomes history).
+        NOT_FOUND when none is live.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -274,14 +299,15 @@ class ThreadsServiceServicer:
 
     def SetSegmentHandoff(self, request, context):
         """Stores the handoff summary of a closed segment (at most 4096 characters),
-        replacing an earlier one. The seam memory's handoff service will fill.
+        replacing an earlier one. FAILED_PRECONDITION for the open segment.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ExportAgentThread(self, request, context):
-        """The agent's live thread as the files of its folder (see ThreadFile).
+        """The agent's live thread as files in the project folder's layout.
+        NOT_FOUND for an unknown agent or one without a thread.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -290,7 +316,9 @@ class ThreadsServiceServicer:
     def ImportAgentThread(self, request, context):
         """Imports files of ExportAgentThread's layout as the agent's live thread
         (creating the agent and the thread if needed). FAILED_PRECONDITION when
-        the agent's live thread has entries already.
+        the agent's live thread has entries already; INVALID_ARGUMENT for a
+        file outside that layout or a malformed line (the message names the
+        file and the line).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -415,7 +443,10 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
 class ThreadsService:
     """Agents, conversations and the entries of their threads. Conversation calls
     act for the user in the `x-switchboard-user` metadata entry; another user's
-    conversation is NOT_FOUND.
+    conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
+    500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
+    service did not issue is INVALID_ARGUMENT). A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @staticmethod

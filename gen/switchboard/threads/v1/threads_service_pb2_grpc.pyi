@@ -29,7 +29,10 @@ GRPC_VERSION: str
 class ThreadsServiceStub:
     """Agents, conversations and the entries of their threads. Conversation calls
     act for the user in the `x-switchboard-user` metadata entry; another user's
-    conversation is NOT_FOUND.
+    conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
+    500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
+    service did not issue is INVALID_ARGUMENT). A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_typing.overload
@@ -37,115 +40,177 @@ class ThreadsServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ThreadsServiceAsyncStub: ...
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]
+    """Registers an agent; an existing id is returned unchanged.
+    INVALID_ARGUMENT when the id is not a slug.
+    """
     GetAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]
+    """Reads one agent. NOT_FOUND for an unknown id."""
     ListAgents: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentsRequest, _threads_service_pb2.ListAgentsResponse]
+    """The registry's agents, by id."""
     UpdateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]
     """Updates the fields named in update_mask (display_name, persona,
-    provider_id, model, injection_strategy).
+    provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
+    mask or another path; NOT_FOUND for an unknown agent.
     """
     EnsureAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.EnsureAgentThreadRequest, _threads_service_pb2.EnsureAgentThreadResponse]
     """Returns the one live thread of an existing agent, creating it the first
     time; concurrent calls all get the same thread (a unique index decides).
+    NOT_FOUND for an unknown agent.
     """
     CreateConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.CreateConversationRequest, _threads_service_pb2.CreateConversationResponse]
+    """Creates one of the caller's conversations; idempotent on request_id.
+    A title over 200 characters is TOO_LARGE.
+    """
     GetConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetConversationRequest, _threads_service_pb2.GetConversationResponse]
+    """Reads one of the caller's conversations."""
     ListConversations: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]
+    """The caller's conversations: pinned first, then the most recently active."""
     UpdateConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]
-    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources."""
+    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+    INVALID_ARGUMENT for an empty mask or another path.
+    """
     SetAutoTitle: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]
     """The automatic title, set after the first exchange; never overwrites a
-    manual title.
+    manual title. INVALID_ARGUMENT when both request_text and title are blank.
     """
     ArchiveConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ArchiveConversationRequest, _threads_service_pb2.ArchiveConversationResponse]
     """Archived conversations leave the default list; they stay readable."""
     AppendEntries: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.AppendEntriesRequest, _threads_service_pb2.AppendEntriesResponse]
-    """Appends entries to a thread atomically; idempotent on request_id."""
+    """Appends entries to a thread atomically; idempotent on request_id.
+    INVALID_ARGUMENT: no entries, more than 100, an entry without a role;
+    TOO_LARGE: an entry's content over the service's limit; NOT_FOUND: the thread.
+    """
     ListEntries: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListEntriesRequest, _threads_service_pb2.ListEntriesResponse]
     """Reads a view of a thread, in sequence order, cursor-paginated forwards
-    (next_page_token) and backwards (previous_page_token).
+    (next_page_token) and backwards (previous_page_token). NOT_FOUND for a
+    thread, agent or conversation the caller cannot read.
     """
     BindProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.BindProviderSessionRequest, _threads_service_pb2.BindProviderSessionResponse]
     """Binds a provider's native session to an agent thread; idempotent on the
-    same native id.
+    same native id. FAILED_PRECONDITION when another native session is live
+    for that provider and replace is false.
     """
     GetProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetProviderSessionRequest, _threads_service_pb2.GetProviderSessionResponse]
+    """The live session of one provider on an agent thread. NOT_FOUND when none is live."""
     ListProviderSessions: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListProviderSessionsRequest, _threads_service_pb2.ListProviderSessionsResponse]
+    """The sessions of an agent thread, live ones (and released ones on request)."""
     ReleaseProviderSession: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ReleaseProviderSessionRequest, _threads_service_pb2.ReleaseProviderSessionResponse]
+    """Releases the live session of one provider (it becomes history).
+    NOT_FOUND when none is live.
+    """
     ListSegments: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListSegmentsRequest, _threads_service_pb2.ListSegmentsResponse]
     """The segments of an agent thread (rotation), oldest first."""
     SetSegmentHandoff: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.SetSegmentHandoffRequest, _threads_service_pb2.SetSegmentHandoffResponse]
     """Stores the handoff summary of a closed segment (at most 4096 characters),
-    replacing an earlier one. The seam memory's handoff service will fill.
+    replacing an earlier one. FAILED_PRECONDITION for the open segment.
     """
     ExportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]
-    """The agent's live thread as the files of its folder (see ThreadFile)."""
+    """The agent's live thread as files in the project folder's layout.
+    NOT_FOUND for an unknown agent or one without a thread.
+    """
     ImportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]
     """Imports files of ExportAgentThread's layout as the agent's live thread
     (creating the agent and the thread if needed). FAILED_PRECONDITION when
-    the agent's live thread has entries already.
+    the agent's live thread has entries already; INVALID_ARGUMENT for a
+    file outside that layout or a malformed line (the message names the
+    file and the line).
     """
 
 @_typing.type_check_only
 class ThreadsServiceAsyncStub(ThreadsServiceStub):
     """Agents, conversations and the entries of their threads. Conversation calls
     act for the user in the `x-switchboard-user` metadata entry; another user's
-    conversation is NOT_FOUND.
+    conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
+    500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
+    service did not issue is INVALID_ARGUMENT). A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
+    """Registers an agent; an existing id is returned unchanged.
+    INVALID_ARGUMENT when the id is not a slug.
+    """
     GetAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]  # type: ignore[assignment]
+    """Reads one agent. NOT_FOUND for an unknown id."""
     ListAgents: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentsRequest, _threads_service_pb2.ListAgentsResponse]  # type: ignore[assignment]
+    """The registry's agents, by id."""
     UpdateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]  # type: ignore[assignment]
     """Updates the fields named in update_mask (display_name, persona,
-    provider_id, model, injection_strategy).
+    provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
+    mask or another path; NOT_FOUND for an unknown agent.
     """
     EnsureAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.EnsureAgentThreadRequest, _threads_service_pb2.EnsureAgentThreadResponse]  # type: ignore[assignment]
     """Returns the one live thread of an existing agent, creating it the first
     time; concurrent calls all get the same thread (a unique index decides).
+    NOT_FOUND for an unknown agent.
     """
     CreateConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.CreateConversationRequest, _threads_service_pb2.CreateConversationResponse]  # type: ignore[assignment]
+    """Creates one of the caller's conversations; idempotent on request_id.
+    A title over 200 characters is TOO_LARGE.
+    """
     GetConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetConversationRequest, _threads_service_pb2.GetConversationResponse]  # type: ignore[assignment]
+    """Reads one of the caller's conversations."""
     ListConversations: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]  # type: ignore[assignment]
+    """The caller's conversations: pinned first, then the most recently active."""
     UpdateConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]  # type: ignore[assignment]
-    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources."""
+    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+    INVALID_ARGUMENT for an empty mask or another path.
+    """
     SetAutoTitle: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]  # type: ignore[assignment]
     """The automatic title, set after the first exchange; never overwrites a
-    manual title.
+    manual title. INVALID_ARGUMENT when both request_text and title are blank.
     """
     ArchiveConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ArchiveConversationRequest, _threads_service_pb2.ArchiveConversationResponse]  # type: ignore[assignment]
     """Archived conversations leave the default list; they stay readable."""
     AppendEntries: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.AppendEntriesRequest, _threads_service_pb2.AppendEntriesResponse]  # type: ignore[assignment]
-    """Appends entries to a thread atomically; idempotent on request_id."""
+    """Appends entries to a thread atomically; idempotent on request_id.
+    INVALID_ARGUMENT: no entries, more than 100, an entry without a role;
+    TOO_LARGE: an entry's content over the service's limit; NOT_FOUND: the thread.
+    """
     ListEntries: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListEntriesRequest, _threads_service_pb2.ListEntriesResponse]  # type: ignore[assignment]
     """Reads a view of a thread, in sequence order, cursor-paginated forwards
-    (next_page_token) and backwards (previous_page_token).
+    (next_page_token) and backwards (previous_page_token). NOT_FOUND for a
+    thread, agent or conversation the caller cannot read.
     """
     BindProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.BindProviderSessionRequest, _threads_service_pb2.BindProviderSessionResponse]  # type: ignore[assignment]
     """Binds a provider's native session to an agent thread; idempotent on the
-    same native id.
+    same native id. FAILED_PRECONDITION when another native session is live
+    for that provider and replace is false.
     """
     GetProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetProviderSessionRequest, _threads_service_pb2.GetProviderSessionResponse]  # type: ignore[assignment]
+    """The live session of one provider on an agent thread. NOT_FOUND when none is live."""
     ListProviderSessions: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListProviderSessionsRequest, _threads_service_pb2.ListProviderSessionsResponse]  # type: ignore[assignment]
+    """The sessions of an agent thread, live ones (and released ones on request)."""
     ReleaseProviderSession: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ReleaseProviderSessionRequest, _threads_service_pb2.ReleaseProviderSessionResponse]  # type: ignore[assignment]
+    """Releases the live session of one provider (it becomes history).
+    NOT_FOUND when none is live.
+    """
     ListSegments: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListSegmentsRequest, _threads_service_pb2.ListSegmentsResponse]  # type: ignore[assignment]
     """The segments of an agent thread (rotation), oldest first."""
     SetSegmentHandoff: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.SetSegmentHandoffRequest, _threads_service_pb2.SetSegmentHandoffResponse]  # type: ignore[assignment]
     """Stores the handoff summary of a closed segment (at most 4096 characters),
-    replacing an earlier one. The seam memory's handoff service will fill.
+    replacing an earlier one. FAILED_PRECONDITION for the open segment.
     """
     ExportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]  # type: ignore[assignment]
-    """The agent's live thread as the files of its folder (see ThreadFile)."""
+    """The agent's live thread as files in the project folder's layout.
+    NOT_FOUND for an unknown agent or one without a thread.
+    """
     ImportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]  # type: ignore[assignment]
     """Imports files of ExportAgentThread's layout as the agent's live thread
     (creating the agent and the thread if needed). FAILED_PRECONDITION when
-    the agent's live thread has entries already.
+    the agent's live thread has entries already; INVALID_ARGUMENT for a
+    file outside that layout or a malformed line (the message names the
+    file and the line).
     """
 
 class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Agents, conversations and the entries of their threads. Conversation calls
     act for the user in the `x-switchboard-user` metadata entry; another user's
-    conversation is NOT_FOUND.
+    conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
+    500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
+    service did not issue is INVALID_ARGUMENT). A text over its limit is
+    INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     """
 
     @_abc_1.abstractmethod
@@ -153,21 +218,26 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _threads_service_pb2.CreateAgentRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.CreateAgentResponse, _abc.Awaitable[_threads_service_pb2.CreateAgentResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.CreateAgentResponse, _abc.Awaitable[_threads_service_pb2.CreateAgentResponse]]:
+        """Registers an agent; an existing id is returned unchanged.
+        INVALID_ARGUMENT when the id is not a slug.
+        """
 
     @_abc_1.abstractmethod
     def GetAgent(
         self,
         request: _threads_service_pb2.GetAgentRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.GetAgentResponse, _abc.Awaitable[_threads_service_pb2.GetAgentResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.GetAgentResponse, _abc.Awaitable[_threads_service_pb2.GetAgentResponse]]:
+        """Reads one agent. NOT_FOUND for an unknown id."""
 
     @_abc_1.abstractmethod
     def ListAgents(
         self,
         request: _threads_service_pb2.ListAgentsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.ListAgentsResponse, _abc.Awaitable[_threads_service_pb2.ListAgentsResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.ListAgentsResponse, _abc.Awaitable[_threads_service_pb2.ListAgentsResponse]]:
+        """The registry's agents, by id."""
 
     @_abc_1.abstractmethod
     def UpdateAgent(
@@ -176,7 +246,8 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.UpdateAgentResponse, _abc.Awaitable[_threads_service_pb2.UpdateAgentResponse]]:
         """Updates the fields named in update_mask (display_name, persona,
-        provider_id, model, injection_strategy).
+        provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
+        mask or another path; NOT_FOUND for an unknown agent.
         """
 
     @_abc_1.abstractmethod
@@ -187,6 +258,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.EnsureAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.EnsureAgentThreadResponse]]:
         """Returns the one live thread of an existing agent, creating it the first
         time; concurrent calls all get the same thread (a unique index decides).
+        NOT_FOUND for an unknown agent.
         """
 
     @_abc_1.abstractmethod
@@ -194,21 +266,26 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _threads_service_pb2.CreateConversationRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.CreateConversationResponse, _abc.Awaitable[_threads_service_pb2.CreateConversationResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.CreateConversationResponse, _abc.Awaitable[_threads_service_pb2.CreateConversationResponse]]:
+        """Creates one of the caller's conversations; idempotent on request_id.
+        A title over 200 characters is TOO_LARGE.
+        """
 
     @_abc_1.abstractmethod
     def GetConversation(
         self,
         request: _threads_service_pb2.GetConversationRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.GetConversationResponse, _abc.Awaitable[_threads_service_pb2.GetConversationResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.GetConversationResponse, _abc.Awaitable[_threads_service_pb2.GetConversationResponse]]:
+        """Reads one of the caller's conversations."""
 
     @_abc_1.abstractmethod
     def ListConversations(
         self,
         request: _threads_service_pb2.ListConversationsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.ListConversationsResponse, _abc.Awaitable[_threads_service_pb2.ListConversationsResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.ListConversationsResponse, _abc.Awaitable[_threads_service_pb2.ListConversationsResponse]]:
+        """The caller's conversations: pinned first, then the most recently active."""
 
     @_abc_1.abstractmethod
     def UpdateConversation(
@@ -216,7 +293,9 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.UpdateConversationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.UpdateConversationResponse, _abc.Awaitable[_threads_service_pb2.UpdateConversationResponse]]:
-        """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources."""
+        """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+        INVALID_ARGUMENT for an empty mask or another path.
+        """
 
     @_abc_1.abstractmethod
     def SetAutoTitle(
@@ -225,7 +304,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.SetAutoTitleResponse, _abc.Awaitable[_threads_service_pb2.SetAutoTitleResponse]]:
         """The automatic title, set after the first exchange; never overwrites a
-        manual title.
+        manual title. INVALID_ARGUMENT when both request_text and title are blank.
         """
 
     @_abc_1.abstractmethod
@@ -242,7 +321,10 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.AppendEntriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.AppendEntriesResponse, _abc.Awaitable[_threads_service_pb2.AppendEntriesResponse]]:
-        """Appends entries to a thread atomically; idempotent on request_id."""
+        """Appends entries to a thread atomically; idempotent on request_id.
+        INVALID_ARGUMENT: no entries, more than 100, an entry without a role;
+        TOO_LARGE: an entry's content over the service's limit; NOT_FOUND: the thread.
+        """
 
     @_abc_1.abstractmethod
     def ListEntries(
@@ -251,7 +333,8 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.ListEntriesResponse, _abc.Awaitable[_threads_service_pb2.ListEntriesResponse]]:
         """Reads a view of a thread, in sequence order, cursor-paginated forwards
-        (next_page_token) and backwards (previous_page_token).
+        (next_page_token) and backwards (previous_page_token). NOT_FOUND for a
+        thread, agent or conversation the caller cannot read.
         """
 
     @_abc_1.abstractmethod
@@ -261,7 +344,8 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.BindProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.BindProviderSessionResponse]]:
         """Binds a provider's native session to an agent thread; idempotent on the
-        same native id.
+        same native id. FAILED_PRECONDITION when another native session is live
+        for that provider and replace is false.
         """
 
     @_abc_1.abstractmethod
@@ -269,21 +353,26 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _threads_service_pb2.GetProviderSessionRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.GetProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.GetProviderSessionResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.GetProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.GetProviderSessionResponse]]:
+        """The live session of one provider on an agent thread. NOT_FOUND when none is live."""
 
     @_abc_1.abstractmethod
     def ListProviderSessions(
         self,
         request: _threads_service_pb2.ListProviderSessionsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.ListProviderSessionsResponse, _abc.Awaitable[_threads_service_pb2.ListProviderSessionsResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.ListProviderSessionsResponse, _abc.Awaitable[_threads_service_pb2.ListProviderSessionsResponse]]:
+        """The sessions of an agent thread, live ones (and released ones on request)."""
 
     @_abc_1.abstractmethod
     def ReleaseProviderSession(
         self,
         request: _threads_service_pb2.ReleaseProviderSessionRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_threads_service_pb2.ReleaseProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.ReleaseProviderSessionResponse]]: ...
+    ) -> _typing.Union[_threads_service_pb2.ReleaseProviderSessionResponse, _abc.Awaitable[_threads_service_pb2.ReleaseProviderSessionResponse]]:
+        """Releases the live session of one provider (it becomes history).
+        NOT_FOUND when none is live.
+        """
 
     @_abc_1.abstractmethod
     def ListSegments(
@@ -300,7 +389,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.SetSegmentHandoffResponse, _abc.Awaitable[_threads_service_pb2.SetSegmentHandoffResponse]]:
         """Stores the handoff summary of a closed segment (at most 4096 characters),
-        replacing an earlier one. The seam memory's handoff service will fill.
+        replacing an earlier one. FAILED_PRECONDITION for the open segment.
         """
 
     @_abc_1.abstractmethod
@@ -309,7 +398,9 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.ExportAgentThreadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.ExportAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.ExportAgentThreadResponse]]:
-        """The agent's live thread as the files of its folder (see ThreadFile)."""
+        """The agent's live thread as files in the project folder's layout.
+        NOT_FOUND for an unknown agent or one without a thread.
+        """
 
     @_abc_1.abstractmethod
     def ImportAgentThread(
@@ -319,7 +410,9 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.ImportAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.ImportAgentThreadResponse]]:
         """Imports files of ExportAgentThread's layout as the agent's live thread
         (creating the agent and the thread if needed). FAILED_PRECONDITION when
-        the agent's live thread has entries already.
+        the agent's live thread has entries already; INVALID_ARGUMENT for a
+        file outside that layout or a malformed line (the message names the
+        file and the line).
         """
 
 def add_ThreadsServiceServicer_to_server(servicer: ThreadsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
