@@ -452,7 +452,10 @@ async def test_a_chat_on_a_cli_resumes_the_conversations_native_session(
     providers = [config(tmp_path, "stdin")]
     async with cli_system(make_database, providers) as sb:
         alice, bob = as_user("alice"), as_user("bob")
-        chat = await sb.threads.CreateConversation(threads_service_pb2.CreateConversationRequest(), **alice)
+        # Titled, so no background title call reaches the CLI between the two runs.
+        chat = await sb.threads.CreateConversation(
+            threads_service_pb2.CreateConversationRequest(title="Reprise"), **alice
+        )
 
         async def send(text: str) -> list[engine_pb2.RunEvent]:
             request = engine_service_pb2.StartRunRequest(
