@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 from pydantic import ValidationError
 
-from client import exits
+from client import exits, messages
 from client.api import Api, ApiRefusal
 from client.commands import Context, UsageError, registry, runs, threads
+from client.messages import say
 from client.output import Output
 from client.settings import ClientSettings, load_settings
 
@@ -93,12 +95,13 @@ async def run_command(arguments: argparse.Namespace, settings: ClientSettings, o
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    messages.use(messages.language(os.environ))
     arguments = parser().parse_args(argv)
     out = Output(as_json=arguments.json)
     try:
         settings = load_settings(arguments.config)
     except (OSError, ValueError, ValidationError) as error:  # a TOML error is a ValueError
-        out.error(f"settings: {error}")
+        out.error(say("settings", error=error))
         return exits.USAGE
     if arguments.command == "mcp":
         asyncio.run(serve_mcp_stdio(settings))
@@ -112,5 +115,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.refusal(refusal)
         return exits.for_refusal(refusal)
     except KeyboardInterrupt:
-        out.error("interrupted")
+        out.error(say("interrupted"))
         return exits.INTERRUPTED

@@ -12,8 +12,11 @@ from rich.status import Status
 
 from client.api import SseEvent
 from client.events import describe
+from client.messages import say
 from client.output import Output
 
+# A failed run's status, by its error event's code (as the run record says it).
+ENDINGS = {"CANCELLED": "cancelled", "BUDGET_EXCEEDED": "budget_exceeded"}
 STEP_MARKS = {"started": "…", "completed": "✓", "failed": "✗"}
 
 
@@ -62,10 +65,8 @@ class RunView:
             self.answer = text or self.answer
             self._finish_answer()
             usage = data.get("usage") or {}
-            self._progress(
-                f"{data.get('model', '')} · {usage.get('tokens_in', 0)} → {usage.get('tokens_out', 0)} tokens"
-                f" · run {self.run_id}"
-            )
+            tokens = {"tokens_in": usage.get("tokens_in", 0), "tokens_out": usage.get("tokens_out", 0)}
+            self._progress(say("footer", model=data.get("model", ""), run=self.run_id, **tokens))
         elif event.kind == "error" and not event.id:
             # The gateway lost the run's stream; the run may go on (``runs tail`` resumes).
             self._progress(f"! {data.get('message', '')}", style="yellow")
@@ -79,9 +80,9 @@ class RunView:
             if not self._written:
                 self._spin(str(data.get("label") or data.get("key", "")))
         elif event.kind == "run_started":
-            self._progress(f"run {self.run_id}")
+            self._progress(say("run", id=self.run_id))
         elif event.kind == "proposal":
-            self._progress(f"proposal for page {data.get('page_title', '')}: {data.get('summary', '')}")
+            self._progress(say("proposal", page=data.get("page_title", ""), summary=data.get("summary", "")))
         else:
             line = describe(event, marked_step)
             if event.kind == "notice" and line is not None:
@@ -96,10 +97,11 @@ class RunView:
     def result(self) -> dict[str, Any]:
         """What --json prints for an ask or a chat message."""
         usage = self.final.get("usage") or {}
+        code = str(self.failure.get("code", ""))
         return {
             "run_id": self.run_id,
             "conversation_id": self.conversation_id,
-            "status": self.final.get("status", "done") if self.final else "failed",
+            "status": self.final.get("status", "done") if self.final else ENDINGS.get(code, "failed"),
             "answer": self.answer,
             "model": self.final.get("model", ""),
             "provider": self.final.get("provider", ""),

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from client.api import ApiRefusal
+from client.messages import say
 
 
 class Output:
@@ -75,7 +76,7 @@ class Output:
         if self.json:
             self.stderr.write(json.dumps({"error": {"message": text}}, ensure_ascii=False) + "\n")
         else:
-            self.errors.print(f"[bold red]error:[/] {escape(text)}")
+            self.errors.print(f"[bold red]{say('error')}[/] {escape(text)}")
 
 
 def short(value: Any, width: int = 60) -> str:

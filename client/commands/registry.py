@@ -9,6 +9,7 @@ from typing import Any
 from client import exits
 from client.api import segment
 from client.commands import Context, UsageError, all_pages, listing
+from client.messages import say
 from client.output import short
 
 # The agent fields `register` and `update` take, as options and as the API names them.
@@ -60,14 +61,15 @@ def agent_fields(args: argparse.Namespace) -> dict[str, str]:
 
 
 def show_agent(ctx: Context, agent: dict[str, Any], verb: str) -> int:
+    """``verb``: the message key, "registered" or "updated"."""
     if ctx.out.json:
         ctx.out.document(agent)
     else:
-        model = (
-            "/".join(part for part in (agent.get("provider_id"), agent.get("model")) if part)
-            or "default model"
+        model = "/".join(part for part in (agent.get("provider_id"), agent.get("model")) if part) or say(
+            "default model"
         )
-        ctx.out.line(f"{verb} {agent.get('id')} ({agent.get('display_name') or agent.get('id')}, {model})")
+        name = agent.get("display_name") or agent.get("id")
+        ctx.out.line(say(verb, id=agent.get("id"), name=name, model=model))
     return exits.OK
 
 
@@ -89,7 +91,7 @@ async def register_agent(ctx: Context) -> int:
 async def update_agent(ctx: Context) -> int:
     fields = agent_fields(ctx.args)
     if not fields:
-        raise UsageError("nothing to change: give --name, --persona, --provider or --model")
+        raise UsageError(say("nothing to change"))
     agent = await ctx.api.call("PATCH", f"/agents/{segment(ctx.args.agent)}", body=fields)
     return show_agent(ctx, agent, "updated")
 

@@ -12,6 +12,7 @@ from client import exits
 from client.api import ApiRefusal, segment
 from client.commands import Context, UsageError
 from client.live import RunView
+from client.messages import field, say
 from client.output import short
 
 # A tail that keeps losing its stream without news gives up after this many tries.
@@ -79,9 +80,7 @@ def ended(ctx: Context, view: RunView) -> int:
     if view.final:
         return exits.OK
     if not view.failure:  # the stream stopped before the run's last event
-        ctx.out.error(
-            f"the stream ended before the run did; follow it with: switchboard runs tail {view.run_id}"
-        )
+        ctx.out.error(say("stream ended", run=view.run_id))
         return exits.SERVER
     return exits.RUN_FAILED
 
@@ -108,19 +107,21 @@ async def send(ctx: Context, conversation: str, message: str) -> RunView:
 async def run_chat(ctx: Context) -> int:
     args = ctx.args
     if args.message is not None and not args.message.strip():
-        raise UsageError("the message is empty")
+        raise UsageError(say("empty message"))
     if args.conversation:
         conversation = await ctx.api.call("GET", f"/conversations/{segment(args.conversation)}")
-        ctx.out.progress(f"conversation {conversation['id']} {conversation.get('title', '')}".rstrip())
+        ctx.out.progress(
+            f"{say('conversation', id=conversation['id'])} {conversation.get('title', '')}".rstrip()
+        )
     else:
         conversation = await ctx.api.call("POST", "/conversations", body={})
-        ctx.out.progress(f"conversation {conversation['id']}")
+        ctx.out.progress(say("conversation", id=conversation["id"]))
     conversation_id = str(conversation["id"])
     if args.message is not None:
         return ended(ctx, await send(ctx, conversation_id, args.message))
     if ctx.out.json:
-        raise UsageError("--json needs a message (-m): an interactive chat is for people")
-    ctx.out.progress("Ctrl-D or /quit to leave.")
+        raise UsageError(say("json needs message"))
+    ctx.out.progress(say("leave"))
     while True:
         try:
             message = await asyncio.to_thread(prompt, ctx)
@@ -139,7 +140,7 @@ async def run_chat(ctx: Context) -> int:
 
 def prompt(ctx: Context) -> str:
     if ctx.out.live:
-        return ctx.out.console.input("[bold cyan]you>[/] ")
+        return ctx.out.console.input(f"[bold cyan]{say('prompt')}[/] ")
     return input()
 
 
@@ -149,18 +150,24 @@ async def run_show(ctx: Context) -> int:
         ctx.out.document(run)
         return exits.OK
     fields = [
-        ("run", run.get("id", "")),
-        ("status", run.get("status", "")),
-        ("conversation", run.get("conversation_id", "")),
-        ("agent", run.get("agent_id", "")),
-        ("model", f"{run.get('model', '')} ({run.get('provider', '')})" if run.get("model") else ""),
-        ("requested", run.get("requested_model", "")),
-        ("tokens", f"{run.get('tokens_in', 0)} in, {run.get('tokens_out', 0)} out"),
-        ("skills", ", ".join(f"{s.get('name')} ({s.get('invocation')})" for s in run.get("skills", []))),
-        ("sources", ", ".join(f"{s.get('kind')}: {s.get('title')}" for s in run.get("sources", []))),
-        ("started", run.get("start_time", "")),
-        ("finished", run.get("finish_time", "")),
-        ("error", run.get("error", "")),
+        (field("run"), run.get("id", "")),
+        (field("status"), run.get("status", "")),
+        (field("conversation"), run.get("conversation_id", "")),
+        (field("agent"), run.get("agent_id", "")),
+        (field("model"), f"{run.get('model', '')} ({run.get('provider', '')})" if run.get("model") else ""),
+        (field("requested"), run.get("requested_model", "")),
+        (
+            field("tokens"),
+            say("token counts", tokens_in=run.get("tokens_in", 0), tokens_out=run.get("tokens_out", 0)),
+        ),
+        (
+            field("skills"),
+            ", ".join(f"{s.get('name')} ({s.get('invocation')})" for s in run.get("skills", [])),
+        ),
+        (field("sources"), ", ".join(f"{s.get('kind')}: {s.get('title')}" for s in run.get("sources", []))),
+        (field("started"), run.get("start_time", "")),
+        (field("finished"), run.get("finish_time", "")),
+        (field("error"), run.get("error", "")),
     ]
     for name, value in fields:
         if value:
@@ -171,14 +178,14 @@ async def run_show(ctx: Context) -> int:
         for layer in run.get("layers", [])
     ]  # fmt: skip
     if layers:
-        ctx.out.table(["layer", "", "chars", "note"], layers, title="What the model received")
+        ctx.out.table(["layer", "", "chars", "note"], layers, title=say("model received"))
     return exits.OK
 
 
 async def run_tail(ctx: Context) -> int:
     run_path = f"/runs/{segment(ctx.args.run_id)}"
     if ctx.args.after and not ctx.args.after.isdigit():
-        raise UsageError("--after takes an event's sequence number")
+        raise UsageError(say("after number"))
     view = RunView(ctx.out, json_lines=ctx.out.json)
     view.last_id = ctx.args.after
     failures = 0
@@ -194,9 +201,7 @@ async def run_tail(ctx: Context) -> int:
             except ApiRefusal as refusal:
                 if refusal.status not in (502, 503, 504):
                     raise
-                ctx.out.progress(
-                    f"connection lost ({refusal.message}); resuming after event {view.last_id or 0}"
-                )
+                ctx.out.progress(say("connection lost", message=refusal.message, after=view.last_id or 0))
             else:
                 if not view.ended and view.last_id == before:
                     # Nothing new (a 204: the run ended before the events asked for): its record says how.
@@ -209,7 +214,7 @@ async def run_tail(ctx: Context) -> int:
                         )
             failures = 0 if view.last_id != before else failures + 1
             if failures >= TAIL_RETRIES:
-                ctx.out.error(f"gave up after {TAIL_RETRIES} tries without news of the run")
+                ctx.out.error(say("gave up", tries=TAIL_RETRIES))
                 return exits.SERVER
             if not view.ended:
                 await asyncio.sleep(min(0.2 * 2**failures, 5.0))

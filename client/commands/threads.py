@@ -13,6 +13,7 @@ from typing import Any
 from client import exits
 from client.api import segment
 from client.commands import Context, UsageError, all_pages
+from client.messages import say
 
 
 def add(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -63,7 +64,7 @@ async def show_thread(ctx: Context) -> int:
         ctx.out.document({"view": view, **page})
         return exits.OK
     if not page["entries"]:
-        ctx.out.progress(f"{args.agent} has no entries in this view")
+        ctx.out.progress(say("no entries", agent=args.agent))
     for entry in page["entries"]:
         who = entry.get("requester", "") if entry.get("role") == "user" else args.agent
         ctx.out.line(
@@ -71,9 +72,7 @@ async def show_thread(ctx: Context) -> int:
         )
         ctx.out.line(f"  {entry.get('content', '')}")
     if page.get("partial_view"):
-        ctx.out.progress(
-            f"partial view: {args.agent}'s thread holds entries this view does not show", "yellow"
-        )
+        ctx.out.progress(say("partial view", agent=args.agent), "yellow")
     return exits.OK
 
 
@@ -82,9 +81,8 @@ async def export_thread(ctx: Context) -> int:
     text = json.dumps(exported, ensure_ascii=False, indent=2) + "\n"
     if ctx.args.output and ctx.args.output != "-":
         Path(ctx.args.output).write_text(text, encoding="utf-8")
-        ctx.out.progress(
-            f"{len(exported.get('files', []))} files of {ctx.args.agent}'s thread → {ctx.args.output}"
-        )
+        count = len(exported.get("files", []))
+        ctx.out.progress(say("exported", count=count, agent=ctx.args.agent, file=ctx.args.output))
     else:
         ctx.out.stdout.write(text)
     return exits.OK
@@ -97,16 +95,16 @@ async def import_thread(ctx: Context) -> int:
         exported = json.loads(text)
         files = exported["files"]
     except OSError as error:
-        raise UsageError(f"cannot read {source}: {error.strerror}") from None
+        raise UsageError(say("cannot read", file=source, reason=error.strerror)) from None
     except (ValueError, KeyError, TypeError):
-        raise UsageError(f"{source} is not what `threads export` writes") from None
+        raise UsageError(say("not an export", file=source)) from None
     imported = await ctx.api.call("POST", "/agents/import", body={"files": files})
     thread = imported.get("thread", {})
     if ctx.out.json:
         ctx.out.document(imported)
     else:
         count = thread.get("last_sequence")
-        ctx.out.line(f"imported {thread.get('agent_id')}'s thread {thread.get('id')} ({count} entries)")
+        ctx.out.line(say("imported", agent=thread.get("agent_id"), thread=thread.get("id"), count=count))
     return exits.OK
 
 
@@ -114,7 +112,7 @@ def ideai_files(folder: Path) -> list[dict[str, str]]:
     """The folder's .ideai/CONTEXT.md and .ideai/memory/*.md, with paths relative to it."""
     root = folder / ".ideai"
     if not root.is_dir():
-        raise UsageError(f"{folder} has no .ideai folder")
+        raise UsageError(say("no ideai", folder=folder))
     paths = [root / "CONTEXT.md", *sorted((root / "memory").glob("*.md"))]
     return [
         {"path": path.relative_to(folder).as_posix(), "content": path.read_text(encoding="utf-8")}
@@ -126,7 +124,7 @@ def ideai_files(folder: Path) -> list[dict[str, str]]:
 async def import_context(ctx: Context) -> int:
     files = ideai_files(Path(ctx.args.folder))
     if not files:
-        raise UsageError(f"{ctx.args.folder}/.ideai holds neither CONTEXT.md nor memory/*.md")
+        raise UsageError(say("no ideai files", folder=ctx.args.folder))
     items = (await ctx.api.call("POST", "/project-context/import", body={"files": files})).get("items", [])
     if ctx.out.json:
         ctx.out.document(items)

@@ -38,13 +38,14 @@ def environment(home: Path, url: str | None, token: str | None) -> dict[str, str
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("SWITCHBOARD_") and key not in ("XDG_CONFIG_HOME",)
+        if not key.startswith("SWITCHBOARD_") and key not in ("XDG_CONFIG_HOME", "LC_ALL", "LC_MESSAGES")
     }
     env.update(
         {
             "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'gen'}",
             "HOME": str(home),  # no config file of the machine's user
             "PYTHONIOENCODING": "utf-8",
+            "LANG": "C.UTF-8",  # the client's own words in English; a test asks for French with LANG=fr_…
         }
     )
     if url is not None:
@@ -165,13 +166,16 @@ def test_ask_streams_the_answer_onto_the_agents_thread_and_threads_show_reads_it
     assert full["view"] == "full" and full["partial_view"] is False and len(full["entries"]) == 4
     whole = switchboard("threads", "show", agent)
     assert "partial view" not in whole.stderr
+    en_francais = switchboard("threads", "show", agent, "--requester", "dev", env={"LANG": "fr_FR.UTF-8"})
+    assert f"vue partielle : le fil de {agent} contient des entrées" in en_francais.stderr
     with api(launched) as http:
         view = http.get(f"/agents/{agent}/entries", params={"correlation_id": correlation}).json()
     assert view["entries"][1]["content"] == asked.stdout.strip()
 
-    missing = switchboard("ask", new_id("personne"), question)
+    missing = switchboard("ask", new_id("personne"), question, env={"LANG": f"{language}_FR.UTF-8"})
     assert missing.returncode == 3, missing.stderr
-    assert "NOT_FOUND" in missing.stderr and "not found (HTTP 404)" in missing.stderr
+    assert "NOT_FOUND" in missing.stderr and "not found (HTTP 404)" in missing.stderr  # the API's words
+    assert missing.stderr.startswith("erreur :" if language == "fr" else "error:")
 
 
 @pytest.mark.parametrize("language", ["fr", "en"])
@@ -206,6 +210,11 @@ def test_chat_one_shot_resumes_a_conversation_and_reads_stdin_without_a_terminal
     assert unknown.returncode == 3 and "conversation 'nope' not found" in unknown.stderr
     blank = switchboard("chat", "-m", "   ")
     assert blank.returncode == 2
+    # A run that starts, then fails (a model nobody configured): its error event, exit 1.
+    failed = switchboard("chat", "-m", question, "--model", "gpt-9", "--json")
+    assert failed.returncode == 1, failed.stderr
+    assert json.loads(failed.stdout)["error"]["code"] == "ERROR_REASON_INVALID_ARGUMENT"
+    assert "model 'gpt-9' is not configured" in failed.stderr
 
 
 class DroppingProxy:
@@ -414,7 +423,12 @@ def test_an_interactive_chat_in_a_terminal_shows_live_steps_and_the_streamed_ans
     launched: Launched, tmp_path: Path
 ) -> None:
     controller, terminal = pty.openpty()
-    env = {**environment(tmp_path, launched.url, TOKENS["alice"]), "TERM": "xterm-256color", "COLUMNS": "120"}
+    # A French locale: the client's own words (prompt, footer) in French.
+    env = {
+        **environment(tmp_path, launched.url, TOKENS["alice"]),
+        "TERM": "xterm-256color",
+        "LANG": "fr_FR.UTF-8",
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "client", "chat"],
         cwd=ROOT,
@@ -426,9 +440,9 @@ def test_an_interactive_chat_in_a_terminal_shows_live_steps_and_the_streamed_ans
     )
     os.close(terminal)
     try:
-        read_until(controller, ["conversation ", "you>"])
+        read_until(controller, ["conversation ", "Ctrl-D ou /quit pour quitter.", "vous>"])
         os.write(controller, (QUESTIONS["fr"] + "\r").encode())
-        shown, raw = read_until(controller, ["comes from switchboard-offline-fast.", "tokens · run"])
+        shown, raw = read_until(controller, ["comes from switchboard-offline-fast.", "jetons · run"])
         # A terminal gets styles and a spinner (a braille frame), which a pipe never does.
         assert "\x1b[1m" in raw and re.search("[\u2800-\u28ff]", raw), raw
         for step in (

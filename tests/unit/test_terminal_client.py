@@ -73,5 +73,5 @@ def test_an_interrupted_stream_is_no_failure_and_a_run_error_is() -> None:
     view.show(SseEvent("error", {"code": "UNAVAILABLE", "message": "stream interrupted"}))  # no id
     assert not view.ended and "stream interrupted" in stderr.getvalue()
     view.show(SseEvent("error", {"code": "CANCELLED", "message": "the run was cancelled"}, "7"))
-    assert view.ended and view.failure["code"] == "CANCELLED" and view.result()["status"] == "failed"
+    assert view.ended and view.failure["code"] == "CANCELLED" and view.result()["status"] == "cancelled"
     assert "CANCELLED: the run was cancelled" in stderr.getvalue() and stdout.getvalue() == ""
