@@ -45,8 +45,17 @@ def segment(value: str) -> str:
 
 @dataclass(frozen=True)
 class SseEvent:
+    """One event of a run's stream; ``id`` is its sequence ("" for an event
+    that is no resume point, as the gateway's "stream interrupted")."""
+
     kind: str
     data: dict[str, Any]
+    id: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        """The run's last event: its answer or its error."""
+        return self.kind in ("final", "error") and bool(self.id)
 
 
 class Api:
@@ -74,14 +83,20 @@ class Api:
             data = response.json()
         return data if isinstance(data, dict) else {"items": data}
 
-    async def stream(self, path: str, body: object) -> AsyncGenerator[SseEvent, None]:
-        """POSTs ``body`` and yields the run's SSE events until the stream ends."""
+    async def stream(
+        self, path: str, body: object = None, *, method: str = "POST", last_event_id: str = ""
+    ) -> AsyncGenerator[SseEvent, None]:
+        """Sends the request (``body`` as JSON, ``last_event_id`` as the
+        ``Last-Event-ID`` header) and yields the run's SSE events until the
+        stream ends; a ``204`` (nothing left to send) yields none."""
         headers = {**self._headers, "Accept": "text/event-stream"}
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
         with _reachable():
-            async with self._client.stream("POST", API + path, json=body, headers=headers) as response:
+            async with self._client.stream(method, API + path, json=body, headers=headers) as response:
                 if response.status_code >= 400:
                     raise _refusal(response.status_code, await response.aread())
-                kind, data = "message", list[str]()
+                kind, data, event_id = "message", list[str](), ""
                 async for line in response.aiter_lines():
                     field, _, value = line.partition(":")
                     value = value.removeprefix(" ")
@@ -89,10 +104,12 @@ class Api:
                         kind = value
                     elif field == "data":
                         data.append(value)
-                    elif not line:  # an event ends ("id:" and ":" keep-alive lines say nothing here)
+                    elif field == "id":
+                        event_id = value
+                    elif not line:  # an event ends (":" keep-alive lines say nothing here)
                         if data:
-                            yield SseEvent(kind, json.loads("\n".join(data)))
-                        kind, data = "message", []
+                            yield SseEvent(kind, json.loads("\n".join(data)), event_id)
+                        kind, data, event_id = "message", [], ""
 
 
 @contextmanager

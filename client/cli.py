@@ -1,35 +1,83 @@
-"""``switchboard <command>``: the command-line entry of Switchboard's clients.
+"""``switchboard <command>``: Switchboard's terminal client.
 
-    switchboard mcp     serve Switchboard's MCP tools over stdio, for an agent CLI
+    switchboard chat [-m MESSAGE] [--conversation ID]   chat with your personal agent
+    switchboard ask AGENT MESSAGE                        ask an agent on its shared thread
+    switchboard runs show|tail RUN_ID                    a run's record; follow its events
+    switchboard agents list|register|update              the agents registry
+    switchboard threads show|export|import               an agent's shared thread
+    switchboard context import FOLDER                    a project folder's .ideai files
+    switchboard skills list / models list                the catalogs
+    switchboard mcp                                      Switchboard's MCP tools over stdio
 
-The commands reach Switchboard through its public HTTP API, at SWITCHBOARD_URL
-with the bearer token SWITCHBOARD_TOKEN (see client.settings)."""
+Every command goes through the public HTTP API at SWITCHBOARD_URL with the
+bearer token SWITCHBOARD_TOKEN, from the environment or the config file
+(client.settings). Exit codes: client.exits."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
+from pydantic import ValidationError
 
-from client.api import Api
-from client.settings import ClientSettings
+from client import exits, messages
+from client.api import Api, ApiRefusal
+from client.commands import Context, UsageError, registry, runs, threads
+from client.messages import say
+from client.output import Output
+from client.settings import ClientSettings, load_settings
 
 
 async def serve_mcp_stdio(settings: ClientSettings) -> None:
     """The MCP server on this process's stdin/stdout until the client closes it."""
     from client.mcp_tools import build_server
 
-    timeout = httpx.Timeout(settings.timeout, connect=10.0)
-    async with httpx.AsyncClient(base_url=settings.url.rstrip("/"), timeout=timeout) as http:
+    async with http_client(settings) as http:
         api = Api(http, settings.token, settings.agent)
         await build_server(lambda _ctx: api).run_stdio_async()
 
 
+def http_client(settings: ClientSettings) -> httpx.AsyncClient:
+    timeout = httpx.Timeout(settings.timeout, connect=10.0)
+    return httpx.AsyncClient(base_url=settings.url.rstrip("/"), timeout=timeout)
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name (default SUPPRESS
+    lets a subcommand's absent option keep the root's value)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="JSON output, for scripts"
+    )
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="the config file (default: SWITCHBOARD_CONFIG, else ~/.config/switchboard/config.toml)",
+    )
+    return common
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="switchboard", description="Switchboard's command-line clients.")
+    root = argparse.ArgumentParser(
+        prog="switchboard",
+        description="Switchboard's terminal client, on the public HTTP API at SWITCHBOARD_URL with the "
+        "token SWITCHBOARD_TOKEN (environment, else the config file).",
+        epilog="Exit codes: 0 done, 1 the run failed, 2 usage, 3 not found, 4 not allowed, "
+        "5 conflict or rate limit, 6 server error or unreachable.",
+    )
+    root.add_argument("--json", action="store_true", help="JSON output, for scripts")
+    root.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file")
     commands = root.add_subparsers(dest="command", required=True, metavar="command")
+    common = common_options()
+    runs.add(commands, common)
+    registry.add(commands, common)
+    threads.add(commands, common)
     commands.add_parser(
         "mcp",
         help="serve Switchboard's tools to an agent CLI over MCP (stdio)",
@@ -39,8 +87,33 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+async def run_command(arguments: argparse.Namespace, settings: ClientSettings, out: Output) -> int:
+    async with http_client(settings) as http:
+        context = Context(Api(http, settings.token, settings.agent), out, arguments, settings)
+        code: int = await arguments.handler(context)
+        return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    messages.use(messages.language(os.environ))
     arguments = parser().parse_args(argv)
+    out = Output(as_json=arguments.json)
+    try:
+        settings = load_settings(arguments.config)
+    except (OSError, ValueError, ValidationError) as error:  # a TOML error is a ValueError
+        out.error(say("settings", error=error))
+        return exits.USAGE
     if arguments.command == "mcp":
-        asyncio.run(serve_mcp_stdio(ClientSettings()))
-    return 0
+        asyncio.run(serve_mcp_stdio(settings))
+        return exits.OK
+    try:
+        return asyncio.run(run_command(arguments, settings, out))
+    except UsageError as error:
+        out.error(str(error))
+        return exits.USAGE
+    except ApiRefusal as refusal:
+        out.refusal(refusal)
+        return exits.for_refusal(refusal)
+    except KeyboardInterrupt:
+        out.error(say("interrupted"))
+        return exits.INTERRUPTED

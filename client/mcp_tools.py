@@ -33,7 +33,8 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from client.api import Api, ApiRefusal, SseEvent, segment
+from client.api import Api, ApiRefusal, segment
+from client.events import describe
 from services.engine.write_guard import asks_to_save, check_write
 
 ApiFor = Callable[[Context], Api]
@@ -62,22 +63,6 @@ REPLACES = ToolAnnotations(
 
 def tool_error(refusal: ApiRefusal) -> ToolError:
     return ToolError(json.dumps(refusal.as_dict(), ensure_ascii=False))
-
-
-def _progress(event: SseEvent) -> str | None:
-    """What a client shows for a run event; None for events that say nothing new."""
-    data = event.data
-    if event.kind == "run_started":
-        return "run started"
-    if event.kind == "step":
-        return f"{data.get('label') or data.get('key', '')}: {data.get('status', '')}"
-    if event.kind == "action":
-        return f"tool {data.get('tool', '')}: {data.get('status', '')}"
-    if event.kind == "skill_used":
-        return f"skill {data.get('name', '')}"
-    if event.kind == "notice":
-        return str(data.get("message", ""))
-    return None
 
 
 def build_server(api_for: ApiFor) -> MCPServer:
@@ -130,7 +115,7 @@ def build_server(api_for: ApiFor) -> MCPServer:
             async with aclosing(api.stream(f"/agents/{segment(target)}/asks", body)) as events:
                 async for event in events:
                     count += 1
-                    note = _progress(event)
+                    note = describe(event)
                     if note is not None:
                         await ctx.report_progress(count, message=note)
                     if event.kind == "error":

@@ -1,0 +1,111 @@
+"""The terminal client's own words, in English and French. The language is
+the user's locale (LC_ALL, LC_MESSAGES or LANG starting with "fr": French),
+chosen once by the command line (``use``). What the API says (its error
+messages, a step's label, an answer) is shown as the API said it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TEXTS: dict[str, tuple[str, str]] = {
+    # key: (English, French)
+    "error": ("error:", "erreur :"),
+    "conversation": ("conversation {id}", "conversation {id}"),
+    "leave": ("Ctrl-D or /quit to leave.", "Ctrl-D ou /quit pour quitter."),
+    "prompt": ("you>", "vous>"),
+    "run": ("run {id}", "run {id}"),
+    "footer": (
+        "{model} · {tokens_in} → {tokens_out} tokens · run {run}",
+        "{model} · {tokens_in} → {tokens_out} jetons · run {run}",
+    ),
+    "token counts": ("{tokens_in} in, {tokens_out} out", "{tokens_in} en entrée, {tokens_out} en sortie"),
+    "proposal": ("proposal for page {page}: {summary}", "proposition pour la page {page} : {summary}"),
+    "stream ended": (
+        "the stream ended before the run did; follow it with: switchboard runs tail {run}",
+        "le flux s'est arrêté avant la fin du run ; suivez-le avec : switchboard runs tail {run}",
+    ),
+    "connection lost": (
+        "connection lost ({message}); resuming after event {after}",
+        "connexion perdue ({message}) ; reprise après l'événement {after}",
+    ),
+    "gave up": (
+        "gave up after {tries} tries without news of the run",
+        "abandon après {tries} essais sans nouvelles du run",
+    ),
+    "empty message": ("the message is empty", "le message est vide"),
+    "json needs message": (
+        "--json needs a message (-m): an interactive chat is for people",
+        "--json demande un message (-m) : le chat interactif est fait pour les personnes",
+    ),
+    "after number": ("--after takes an event's sequence number", "--after prend le numéro d'un événement"),
+    "registered": ("registered {id} ({name}, {model})", "{id} enregistré ({name}, {model})"),
+    "updated": ("updated {id} ({name}, {model})", "{id} modifié ({name}, {model})"),
+    "default model": ("default model", "modèle par défaut"),
+    "nothing to change": (
+        "nothing to change: give --name, --persona, --provider or --model",
+        "rien à changer : donnez --name, --persona, --provider ou --model",
+    ),
+    "no entries": ("{agent} has no entries in this view", "{agent} n'a aucune entrée dans cette vue"),
+    "partial view": (
+        "partial view: {agent}'s thread holds entries this view does not show",
+        "vue partielle : le fil de {agent} contient des entrées que cette vue ne montre pas",
+    ),
+    "exported": ("{count} files of {agent}'s thread → {file}", "{count} fichiers du fil de {agent} → {file}"),
+    "imported": (
+        "imported {agent}'s thread {thread} ({count} entries)",
+        "fil de {agent} importé : {thread} ({count} entrées)",
+    ),
+    "cannot read": ("cannot read {file}: {reason}", "impossible de lire {file} : {reason}"),
+    "not an export": (
+        "{file} is not what `threads export` writes",
+        "{file} n'est pas ce qu'écrit `threads export`",
+    ),
+    "no ideai": ("{folder} has no .ideai folder", "{folder} n'a pas de dossier .ideai"),
+    "no ideai files": (
+        "{folder}/.ideai holds neither CONTEXT.md nor memory/*.md",
+        "{folder}/.ideai ne contient ni CONTEXT.md ni memory/*.md",
+    ),
+    "settings": ("settings: {error}", "réglages : {error}"),
+    "interrupted": ("interrupted", "interrompu"),
+    "model received": ("What the model received", "Ce que le modèle a reçu"),
+}
+# `runs show`: a run record's fields.
+FIELDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run"),
+    "status": ("status", "statut"),
+    "conversation": ("conversation", "conversation"),
+    "agent": ("agent", "agent"),
+    "model": ("model", "modèle"),
+    "requested": ("requested", "demandé"),
+    "tokens": ("tokens", "jetons"),
+    "skills": ("skills", "compétences"),
+    "sources": ("sources", "sources"),
+    "started": ("started", "début"),
+    "finished": ("finished", "fin"),
+    "error": ("error", "erreur"),
+}
+
+_french = False
+
+
+def language(environment: Mapping[str, str]) -> str:
+    """ "fr" or "en", from the locale variables as gettext reads them (the first one set wins)."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if value := environment.get(name, ""):
+            return "fr" if value.lower().startswith("fr") else "en"
+    return "en"
+
+
+def use(language_code: str) -> None:
+    global _french
+    _french = language_code == "fr"
+
+
+def say(key: str, **values: object) -> str:
+    english, french = TEXTS[key]
+    return (french if _french else english).format(**values)
+
+
+def field(key: str) -> str:
+    english, french = FIELDS[key]
+    return french if _french else english
