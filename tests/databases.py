@@ -274,15 +274,25 @@ async def drop_database(url: str) -> None:
         await admin.close()
 
 
+async def take_database(prefix: str, service: str | None = None) -> str:
+    """A pooled database, empty or migrated for ``service``; its URL. Hand it
+    back with :func:`give_back_database` (same ``service``)."""
+    return f"{_BASE_URL}/{await _databases.take(prefix, service)}"
+
+
+async def give_back_database(url: str, service: str | None = None) -> None:
+    await _databases.give_back(url.rsplit("/", 1)[1], service)
+
+
 @asynccontextmanager
 async def postgres_database(prefix: str = "sbtest", service: str | None = None) -> AsyncIterator[str]:
     """A database of the block's own: empty, or migrated for ``service``;
     emptied after it for the next block that asks for the same."""
-    name = await _databases.take(prefix, service)
+    url = await take_database(prefix, service)
     try:
-        yield f"{_BASE_URL}/{name}"
+        yield url
     finally:
-        await _databases.give_back(name, service)
+        await give_back_database(url, service)
 
 
 async def sqlite_file(path: Path, service: str) -> None:

@@ -49,6 +49,20 @@ async def process(
                     await child.wait()
 
 
+def stop_popen(child: subprocess.Popen[bytes], grace: float = 60.0) -> int:
+    """SIGTERM, then SIGKILL after ``grace`` seconds (and the timeout raised);
+    returns the exit code."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+        try:
+            return child.wait(grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise
+    return int(child.returncode)
+
+
 async def wait_grpc_serving(address: str, log: Path, timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
