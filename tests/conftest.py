@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from services.shared.time import set_clock
 from tests.databases import BACKENDS, database_url, drop_templates
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
@@ -43,3 +46,30 @@ def make_database(backend: str, tmp_path: Path) -> DatabaseFactory:
 async def db_url(make_database: DatabaseFactory) -> AsyncIterator[str]:
     async with make_database("svc") as url:
         yield url
+
+
+class MovableClock:
+    """The clock of every in-process service during a test: it runs with the
+    real one, and :meth:`advance` moves it forward at once, so a TTL or a
+    timeout is tested without sleeping through it."""
+
+    def __init__(self) -> None:
+        self._start = datetime.now(UTC)
+        self._began = time.monotonic()
+        self._skipped = timedelta()
+
+    def __call__(self) -> datetime:
+        return self._start + timedelta(seconds=time.monotonic() - self._began) + self._skipped
+
+    def advance(self, seconds: float) -> None:
+        self._skipped += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Iterator[MovableClock]:
+    test_clock = MovableClock()
+    set_clock(test_clock)
+    try:
+        yield test_clock
+    finally:
+        set_clock(None)
