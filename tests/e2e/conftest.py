@@ -15,11 +15,8 @@ that every process drained and exited cleanly."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
-import sys
-import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -31,7 +28,7 @@ import pytest
 
 from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
 from tests.e2e.otlp import Receiver, start_receiver
-from tests.processes import free_port, stop_popen
+from tests.processes import free_port, launcher_ready, start_launcher, stop_popen
 
 ROOT = Path(__file__).resolve().parents[2]
 USERS = ("alice", "bob")
@@ -112,34 +109,14 @@ def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
             env[f"SWITCHBOARD_{service.upper()}_DATABASE_URL"] = url
         else:
             _blocking(sqlite_file(folder / "data" / f"{service}.db", service))
-    ready = folder / "ready.json"
-    log = folder / "launcher.log"
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.launcher",
-                "--ephemeral-ports",
-                "--ready-file",
-                str(ready),
-                "--data-dir",
-                str(folder / "data"),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-    launched = Launched("", {}, process, log, receiver, backend, metrics_ports)
+    process = start_launcher(folder, env)
+    launched = Launched("", {}, process, folder / "launcher.log", receiver, backend, metrics_ports)
     system = _System(key, launched, receiver_server, database_urls)
-    deadline = time.monotonic() + 90
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            _stop(system, check=False)
-            pytest.fail(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
-        time.sleep(0.1)
-    info = json.loads(ready.read_text())
+    try:
+        info = launcher_ready(process, folder, timeout=90)
+    except RuntimeError as error:
+        _stop(system, check=False)
+        pytest.fail(str(error))
     system.launched = replace(system.launched, url=info["url"], ports=info["ports"])
     return system
 
