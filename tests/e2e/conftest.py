@@ -181,6 +181,14 @@ def launch_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SystemPool
     pool.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_idle_system(request: pytest.FixtureRequest, launch_pool: SystemPool) -> None:
+    """A module that starts its own processes (and may time them) runs with
+    no launched system idling beside it."""
+    if "launched" not in request.fixturenames:
+        launch_pool.close()
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def launched(request: pytest.FixtureRequest, launch_pool: SystemPool) -> Launched:
     """The module's system on each backend, with its own users."""
@@ -189,21 +197,21 @@ def launched(request: pytest.FixtureRequest, launch_pool: SystemPool) -> Launche
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules with the same launch settings run one after the other, so that
-    they share one system; nothing else moves."""
-    positions = [i for i, item in enumerate(items) if "launched" in getattr(item, "fixturenames", ())]
-    if not positions:
-        return
-    chosen = [items[i] for i in positions]
+    they share one system; each module's tests stay together, and modules
+    that launch nothing keep their place."""
+    blocks: list[list[pytest.Item]] = []
+    for item in items:
+        if blocks and getattr(blocks[-1][0], "module", None) is getattr(item, "module", None):
+            blocks[-1].append(item)
+        else:
+            blocks.append([item])
     first_seen: dict[LaunchKey, int] = {}
-    for index, item in enumerate(chosen):
-        key = tuple(sorted(launch_settings(item.module).items())) if item.module else ()
-        first_seen.setdefault(key, index)
-    order = sorted(
-        range(len(chosen)),
-        key=lambda i: (
-            first_seen[tuple(sorted(launch_settings(chosen[i].module).items())) if chosen[i].module else ()],
-            i,
-        ),
-    )
-    for position, index in zip(positions, order, strict=True):
-        items[position] = chosen[index]
+    ranks = []
+    for index, block in enumerate(blocks):
+        if "launched" in getattr(block[0], "fixturenames", ()):
+            key = tuple(sorted(launch_settings(getattr(block[0], "module", None)).items()))
+            ranks.append(first_seen.setdefault(key, index))
+        else:
+            ranks.append(index)
+    order = sorted(range(len(blocks)), key=lambda i: (ranks[i], i))
+    items[:] = [item for i in order for item in blocks[i]]
