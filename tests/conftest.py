@@ -1,14 +1,27 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.databases import BACKENDS, database_url
+from services.shared.time import set_clock
+from tests.databases import BACKENDS, database_url, drop_templates
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def migrated_templates() -> Iterator[None]:
+    """The migrated template databases live for the whole run, then go."""
+    yield
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the main thread may run a loop
+        pool.submit(asyncio.run, drop_templates()).result()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -19,7 +32,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def make_database(backend: str, tmp_path: Path) -> DatabaseFactory:
-    """make_database("threads") -> async context manager yielding a URL."""
+    """make_database("threads") -> async context manager yielding a URL: the
+    database of that service, already migrated; any other name (e.g. "svc")
+    gives an empty database."""
 
     def factory(service: str) -> AbstractAsyncContextManager[str]:
         return database_url(backend, tmp_path, service)
@@ -31,3 +46,30 @@ def make_database(backend: str, tmp_path: Path) -> DatabaseFactory:
 async def db_url(make_database: DatabaseFactory) -> AsyncIterator[str]:
     async with make_database("svc") as url:
         yield url
+
+
+class MovableClock:
+    """The clock of every in-process service during a test: it runs with the
+    real one, and :meth:`advance` moves it forward at once, so a TTL or a
+    timeout is tested without sleeping through it."""
+
+    def __init__(self) -> None:
+        self._start = datetime.now(UTC)
+        self._began = time.monotonic()
+        self._skipped = timedelta()
+
+    def __call__(self) -> datetime:
+        return self._start + timedelta(seconds=time.monotonic() - self._began) + self._skipped
+
+    def advance(self, seconds: float) -> None:
+        self._skipped += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Iterator[MovableClock]:
+    test_clock = MovableClock()
+    set_clock(test_clock)
+    try:
+        yield test_clock
+    finally:
+        set_clock(None)

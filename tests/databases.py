@@ -1,23 +1,66 @@
-"""Test databases: an SQLite file, or a PostgreSQL database created for the
-test and dropped after it. Which PostgreSQL: SWITCHBOARD_TEST_POSTGRES_URL
-(default postgresql://postgres@127.0.0.1:5432/postgres). Without a server the
+"""Test databases: an SQLite file, or a PostgreSQL database of the test's own.
+Which PostgreSQL: SWITCHBOARD_TEST_POSTGRES_URL (default
+postgresql://postgres@127.0.0.1:5432/postgres). Without a server the
 PostgreSQL half is skipped with the reason, unless SWITCHBOARD_REQUIRE_POSTGRES=1
-(as in CI), where it fails."""
+(as in CI), where it fails.
+
+A database named after a service (threads, memory, router, engine) arrives
+migrated to that service's newest revision: its migrations run once per test
+run, into a template (a PostgreSQL database cloned with ``CREATE DATABASE …
+TEMPLATE``, an SQLite file copied), so the service's start-up migration finds
+nothing to do. Any other name gives an empty database, for the tests of the
+migrations themselves.
+
+PostgreSQL's DROP DATABASE forces a checkpoint of the whole server (seconds
+on a busy machine), so a test's database is not dropped after it: it is
+emptied (connections closed, tables truncated and the template's rows put
+back; an empty database loses its schema) and handed to the next test that
+asks for the same kind. A database whose schema a test changed is dropped
+instead. The pooled databases are dropped once, at the end of the run."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
+import services
+from services.shared.db import create_engine
+from services.shared.migrations import upgrade_to_head
+
 ADMIN_URL = os.environ.get("SWITCHBOARD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_POSTGRES = os.environ.get("SWITCHBOARD_REQUIRE_POSTGRES") == "1"
 BACKENDS = ["sqlite", "postgres"]
+SERVICES = ("threads", "memory", "router", "engine")
+_SERVER = ADMIN_URL.rsplit("/", 1)[0]
+_BASE_URL = _SERVER.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+# What a database's schema is made of: a test that changed it gets a new database.
+_SCHEMA_QUERY = """
+SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable
+       || ' ' || coalesce(column_default, '')
+  FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL SELECT 'constraint ' || conrelid::regclass::text || ' ' || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+UNION ALL SELECT 'object ' || relkind::text || ' ' || relname
+  FROM pg_class WHERE relnamespace = 'public'::regnamespace
+UNION ALL SELECT 'function ' || proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+UNION ALL SELECT 'type ' || typname FROM pg_type WHERE typnamespace = 'public'::regnamespace
+ORDER BY 1
+"""
+_TABLES_QUERY = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
+_SEQUENCES_QUERY = "SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1"
 
 
 async def _admin() -> asyncpg.Connection:
@@ -30,41 +73,244 @@ async def _admin() -> asyncpg.Connection:
         pytest.skip(message)
 
 
-async def create_database(prefix: str) -> str:
-    """Creates a fresh database; returns its asyncpg SQLAlchemy URL."""
+def migrations_dir(service: str) -> Path:
+    return Path(services.__file__).parent / service / "migrations"
+
+
+async def _migrate(url: str, service: str) -> None:
+    engine = create_engine(url)
+    try:
+        await upgrade_to_head(engine, migrations_dir(service), service)
+    finally:
+        await engine.dispose()  # no connection left: the template can be cloned
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass
+class _Template:
+    """A migrated PostgreSQL template, and what a clone of it holds: its
+    schema and the rows its migrations wrote (the router's seed skills)."""
+
+    name: str
+    schema: list[str]
+    rows: dict[str, tuple[list[str], list[tuple[Any, ...]]]]  # table -> (columns, records)
+    tables: list[str]
+    sequences: list[tuple[str, int | None]]  # name -> last value (None: never used)
+
+
+@dataclass
+class _Databases:
+    """This run's templates and the databases waiting for their next test.
+    Names carry the process id, so parallel test processes keep their own."""
+
+    templates: dict[str, _Template] = field(default_factory=dict)
+    sqlite_templates: dict[str, Path] = field(default_factory=dict)
+    idle: dict[str, list[str]] = field(default_factory=dict)  # kind -> database names
+    made: set[str] = field(default_factory=set)  # every database of the pool, to drop at the end
+    folder: Path | None = None
+    locks: dict[tuple[int, str], asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, key: str) -> asyncio.Lock:
+        # Each test runs its own event loop; a lock belongs to one loop.
+        loop_key = (id(asyncio.get_running_loop()), key)
+        if loop_key not in self.locks:
+            self.locks = {k: v for k, v in self.locks.items() if k[0] == loop_key[0]}
+            self.locks[loop_key] = asyncio.Lock()
+        return self.locks[loop_key]
+
+    async def template(self, service: str) -> _Template:
+        async with self.lock(f"template-{service}"):
+            if service not in self.templates:
+                name = f"sbtemplate_{service}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+                admin = await _admin()
+                try:
+                    await admin.execute(f"CREATE DATABASE {_quoted(name)}")
+                finally:
+                    await admin.close()
+                self.made.add(name)
+                await _migrate(f"{_BASE_URL}/{name}", service)
+                connection = await asyncpg.connect(f"{_SERVER}/{name}", timeout=10)
+                try:
+                    schema = [r[0] for r in await connection.fetch(_SCHEMA_QUERY)]
+                    tables = [r[0] for r in await connection.fetch(_TABLES_QUERY)]
+                    sequences = [(r[0], r[1]) for r in await connection.fetch(_SEQUENCES_QUERY)]
+                    rows: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
+                    for table in tables:
+                        if table.startswith("alembic_version"):
+                            continue
+                        records = await connection.fetch(f"SELECT * FROM {_quoted(table)}")
+                        if records:
+                            rows[table] = (list(records[0].keys()), [tuple(r.values()) for r in records])
+                finally:
+                    await connection.close()
+                self.templates[service] = _Template(name, schema, rows, tables, sequences)
+            return self.templates[service]
+
+    async def sqlite_template(self, service: str) -> Path:
+        async with self.lock(f"sqlite-{service}"):
+            if service not in self.sqlite_templates:
+                if self.folder is None:
+                    self.folder = Path(tempfile.mkdtemp(prefix="sb-templates-"))
+                path = self.folder / f"{service}.db"
+                await _migrate(f"sqlite+aiosqlite:///{path}", service)
+                self.sqlite_templates[service] = path
+            return self.sqlite_templates[service]
+
+    async def take(self, prefix: str, service: str | None) -> str:
+        """A database name: an idle one of the same kind, or a new one."""
+        kind = service or ""
+        if self.idle.get(kind):
+            return self.idle[kind].pop()
+        name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        await _create(name, service)
+        self.made.add(name)
+        return name
+
+    async def give_back(self, name: str, service: str | None) -> None:
+        """Empties the database for the next test, or drops it when that is
+        not possible (its schema changed, a lock stayed held)."""
+        try:
+            reusable = await self._reset(name, service)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            reusable = False
+        if reusable:
+            self.idle.setdefault(service or "", []).append(name)
+        else:
+            self.made.discard(name)
+            await drop_database(f"{_BASE_URL}/{name}")
+
+    async def _reset(self, name: str, service: str | None) -> bool:
+        admin = await _admin()
+        try:
+            # Whatever the test left connected (a killed service, a leaked pool) goes.
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                name,
+            )
+        finally:
+            await admin.close()
+        connection = await asyncpg.connect(f"{_SERVER}/{name}", timeout=10)
+        try:
+            await connection.execute("SET lock_timeout = '10s'")
+            if service is None:
+                async with connection.transaction():
+                    await connection.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+                return True
+            template = await self.template(service)
+            if [r[0] for r in await connection.fetch(_SCHEMA_QUERY)] != template.schema:
+                return False
+            tables = [t for t in template.tables if not t.startswith("alembic_version")]
+            async with connection.transaction():
+                if tables:
+                    listed = ", ".join(_quoted(t) for t in tables)
+                    await connection.execute(f"TRUNCATE {listed} RESTART IDENTITY CASCADE")
+                for table, (columns, records) in template.rows.items():
+                    await connection.copy_records_to_table(table, records=records, columns=columns)
+                for sequence, last_value in template.sequences:
+                    await connection.execute(f"ALTER SEQUENCE {_quoted(sequence)} RESTART")
+                    if last_value is not None:
+                        await connection.execute(
+                            "SELECT setval($1::regclass, $2::bigint)", _quoted(sequence), last_value
+                        )
+            return True
+        finally:
+            await connection.close()
+
+    async def drop_all(self) -> None:
+        if self.made:
+            admin = await asyncpg.connect(ADMIN_URL, timeout=5)
+            try:
+                for name in sorted(self.made):
+                    await admin.execute(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
+            finally:
+                await admin.close()
+        self.made.clear()
+        self.idle.clear()
+        self.templates.clear()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+            self.sqlite_templates.clear()
+
+
+_databases = _Databases()
+
+
+async def drop_templates() -> None:
+    """Drops this run's templates and pooled databases (once, at the end of the run)."""
+    await _databases.drop_all()
+
+
+async def create_database(prefix: str, service: str | None = None) -> str:
+    """Creates a fresh database of the caller's own (not pooled), migrated for
+    ``service`` when one is given (a clone of its template); returns its
+    asyncpg SQLAlchemy URL. Drop it with :func:`drop_database`."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    await _create(name, service)
+    return f"{_BASE_URL}/{name}"
+
+
+async def _create(name: str, service: str | None) -> None:
+    """CREATE DATABASE, a clone of ``service``'s template when one is given."""
+    template = await _databases.template(service) if service else None
     admin = await _admin()
     try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        clause = f" TEMPLATE {_quoted(template.name)}" if template else ""
+        await admin.execute(f"CREATE DATABASE {_quoted(name)}{clause}")
     finally:
         await admin.close()
-    base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
-    return f"{base}/{name}"
 
 
 async def drop_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     admin = await _admin()
     try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
     finally:
         await admin.close()
 
 
+async def take_database(prefix: str, service: str | None = None) -> str:
+    """A pooled database, empty or migrated for ``service``; its URL. Hand it
+    back with :func:`give_back_database` (same ``service``)."""
+    return f"{_BASE_URL}/{await _databases.take(prefix, service)}"
+
+
+async def give_back_database(url: str, service: str | None = None) -> None:
+    await _databases.give_back(url.rsplit("/", 1)[1], service)
+
+
 @asynccontextmanager
-async def postgres_database(prefix: str = "sbtest") -> AsyncIterator[str]:
-    """A fresh database for the block, dropped after it."""
-    url = await create_database(prefix)
+async def postgres_database(prefix: str = "sbtest", service: str | None = None) -> AsyncIterator[str]:
+    """A database of the block's own: empty, or migrated for ``service``;
+    emptied after it for the next block that asks for the same."""
+    url = await take_database(prefix, service)
     try:
         yield url
     finally:
-        await drop_database(url)
+        await give_back_database(url, service)
+
+
+async def sqlite_file(path: Path, service: str) -> None:
+    """Puts a copy of ``service``'s migrated template at ``path``."""
+    template = await _databases.sqlite_template(service)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, path)
 
 
 @asynccontextmanager
 async def database_url(backend: str, folder: Path, service: str) -> AsyncIterator[str]:
+    """A database for the block; migrated when ``service`` names a service."""
+    migrated = service if service in SERVICES else None
     if backend == "sqlite":
-        yield f"sqlite+aiosqlite:///{folder / (service + '.db')}"
+        path = folder / (service + ".db")
+        if migrated and not path.exists():
+            await sqlite_file(path, migrated)
+        yield f"sqlite+aiosqlite:///{path}"
     else:
-        async with postgres_database(f"sbtest_{service}") as url:
+        async with postgres_database(f"sbtest_{service}", migrated) as url:
             yield url

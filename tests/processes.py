@@ -1,21 +1,27 @@
-"""Real processes for tests that start services themselves (several replicas,
-the compose stack): free ports, a child that is always stopped, health waits."""
+"""Real processes for the tests and benchmarks that start services themselves
+(the whole system through the launcher, several replicas, the compose stack):
+free ports, a child that is always stopped, health and readiness waits."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from services.healthcheck import check
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -49,6 +55,20 @@ async def process(
                     await child.wait()
 
 
+def stop_popen(child: subprocess.Popen[bytes], grace: float = 60.0) -> int:
+    """SIGTERM, then SIGKILL after ``grace`` seconds (and the timeout raised);
+    returns the exit code."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+        try:
+            return child.wait(grace)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise
+    return int(child.returncode)
+
+
 async def wait_grpc_serving(address: str, log: Path, timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
@@ -72,3 +92,34 @@ async def wait_http_ok(url: str, log: Path, timeout: float = 60.0) -> None:
                 pass
             await asyncio.sleep(0.3)
     raise AssertionError(f"{url} never answered 200:\n{log.read_text()[-3000:]}")
+
+
+def start_launcher(folder: Path, env: Mapping[str, str], *options: str) -> subprocess.Popen[bytes]:
+    """``python -m services.launcher`` on free ports: the five processes, on
+    SQLite files under ``folder``/data unless ``env`` names databases; its
+    output in ``folder``/launcher.log. Wait for it with :func:`launcher_ready`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "launcher.log").open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.launcher", "--ephemeral-ports", *options]
+            + ["--ready-file", str(folder / "ready.json"), "--data-dir", str(folder / "data")],
+            cwd=ROOT,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def launcher_ready(process: subprocess.Popen[bytes], folder: Path, timeout: float) -> dict[str, Any]:
+    """What the launcher wrote to its ready file (url, ports) once every
+    process is healthy; RuntimeError with its log if it exits or times out."""
+    ready, deadline = folder / "ready.json", time.monotonic() + timeout
+    while True:
+        try:
+            return dict(json.loads(ready.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):  # not yet, or being written
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            log = (folder / "launcher.log").read_text()
+            raise RuntimeError(f"the launcher did not come up:\n{log[-4000:]}")
+        time.sleep(0.1)

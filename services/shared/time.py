@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from google.protobuf.duration_pb2 import Duration
@@ -10,8 +11,24 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from services.shared.errors import InvalidArgument
 
 
-def utcnow() -> datetime:
+def _system_clock() -> datetime:
     return datetime.now(UTC)
+
+
+_clock: Callable[[], datetime] = _system_clock
+
+
+def utcnow() -> datetime:
+    """Now, from the process's clock: the system's, unless a test replaced it
+    (:func:`set_clock`) to move time forward without waiting for it."""
+    return _clock()
+
+
+def set_clock(clock: Callable[[], datetime] | None) -> None:
+    """A test seam: ``clock`` answers every :func:`utcnow` of this process
+    (None: the system clock again). Services never call it."""
+    global _clock
+    _clock = clock or _system_clock
 
 
 def aware(value: datetime) -> datetime:

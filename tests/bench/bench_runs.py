@@ -54,6 +54,7 @@ import httpx
 
 from tests.bench import mcp_wait
 from tests.bench.sse_clients import gateway_gauges, held_runs, raise_fd_limit, side_process
+from tests.processes import launcher_ready, start_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "bench"
@@ -516,30 +517,15 @@ async def launched(
     five processes at once rather than one after the other as the launcher
     would (nothing is in flight any more; killed after STOP_GRACE)."""
     raise_fd_limit()  # inherited by the gateway: 1,000 SSE clients need more than 1,024 descriptors
-    ready, log = folder / "ready.json", folder / "launcher.log"
-    folder.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(
-            # --no-auth: the same gateway work as the runs recorded before tokens existed.
-            [sys.executable, "-m", "services.launcher", "--ephemeral-ports", "--no-auth"]
-            + ["--ready-file", str(ready), "--data-dir", str(folder / "data")],
-            cwd=ROOT,
-            env={**os.environ, **extra_env},
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
+    log = folder / "launcher.log"
+    # --no-auth: the same gateway work as the runs recorded before tokens existed.
+    process = start_launcher(folder, {**os.environ, **extra_env}, "--no-auth")
     kids: dict[str, int] = {}
     try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        info: dict[str, Any] | None = None
-        while info is None:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise BenchError(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
-            await asyncio.sleep(0.1)
-            try:
-                info = json.loads(ready.read_text()) if ready.exists() else None
-            except json.JSONDecodeError:  # being written
-                info = None
+        try:
+            info = await asyncio.to_thread(launcher_ready, process, folder, READY_TIMEOUT)
+        except RuntimeError as error:
+            raise BenchError(str(error)) from error
         kids = children(process.pid)
         yield str(info["url"]), process, log
     finally:

@@ -1,32 +1,50 @@
 """The real system: the launcher starts the five processes on free ports, on
-SQLite files or on fresh PostgreSQL databases, exporting traces to a real
-OTLP receiver. One system per backend for the whole e2e module."""
+SQLite files or on PostgreSQL databases (both already migrated, from the
+run's templates), exporting traces to a real OTLP receiver.
+
+A launched system is shared by the test modules that ask for the same
+settings (their ``LAUNCH_ENV``) on the same backend: one system per backend is
+kept running, and modules are ordered so that those with the same settings
+follow each other. A module never relies on an empty system: each module
+that takes a system gets users of its own (``alice`` and ``bob`` for the
+first, ``alice-2`` and ``bob-2`` for the second, and so on), so what one
+module's users did is invisible to the next. A system is stopped when its
+backend needs other settings, and at the end of the run; each stop checks
+that every process drained and exited cleanly."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
 import pytest
 
-from tests.databases import BACKENDS, create_database, drop_database
+from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
 from tests.e2e.otlp import Receiver, start_receiver
-from tests.processes import free_port
+from tests.processes import free_port, launcher_ready, start_launcher, stop_popen
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKENS = {"alice": "token-alice", "bob": "token-bob"}
-SERVICES = ("threads", "memory", "router", "engine")
+USERS = ("alice", "bob")
+# Modules that can share one system; each takes the next namespace of users.
+NAMESPACES = 64
 T = TypeVar("T")
+LaunchKey = tuple[tuple[str, str], ...]
+
+
+def user_id(name: str, namespace: int) -> str:
+    return name if namespace == 0 else f"{name}-{namespace + 1}"
+
+
+def token_of(user: str) -> str:
+    return f"token-{user}"
 
 
 @dataclass
@@ -38,9 +56,17 @@ class Launched:
     traces: Receiver
     backend: str
     metrics_ports: dict[str, int]
+    namespace: int = 0  # whose users this module is: see user()
+
+    def user(self, name: str = "alice") -> str:
+        """The user id this module knows as ``name`` (alice, bob)."""
+        return user_id(name, self.namespace)
+
+    def token(self, name: str = "alice") -> str:
+        return token_of(self.user(name))
 
     def headers(self, user: str = "alice") -> dict[str, str]:
-        return {"Authorization": f"Bearer {TOKENS[user]}"}
+        return {"Authorization": f"Bearer {self.token(user)}"}
 
 
 def recording_env(base_url: str) -> dict[str, str]:
@@ -67,77 +93,143 @@ def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def _stop(process: subprocess.Popen[bytes]) -> int:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise
-    return int(process.returncode)
+@dataclass
+class _System:
+    key: LaunchKey
+    launched: Launched
+    receiver_server: grpc.Server
+    database_urls: dict[str, str]  # service -> URL (PostgreSQL)
+    modules: int = 0  # how many modules have taken it (the next namespace)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def launched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
-    folder = tmp_path_factory.mktemp(f"system-{request.param}")
+def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
     receiver_server, receiver, receiver_port = start_receiver()
+    tokens = [token_of(user_id(u, n)) + ":" + user_id(u, n) for n in range(NAMESPACES) for u in USERS]
     env = {
         **os.environ,
-        "SWITCHBOARD_GATEWAY_TOKENS": ",".join(f"{token}:{user}" for user, token in TOKENS.items()),
+        "SWITCHBOARD_GATEWAY_TOKENS": ",".join(tokens),
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver_port}",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         # The canned mailbox, so runs can call a tool (conversations still opt in).
         "SWITCHBOARD_ENGINE_CONNECTORS": "testmail",
         # A test module may add settings of its own (e.g. the web page's).
-        **getattr(request.module, "LAUNCH_ENV", {}),
+        **dict(key),
     }
     # Each gRPC service serves Prometheus metrics on a port of its own.
     metrics_ports = {service: free_port() for service in SERVICES}
     for service, port in metrics_ports.items():
         env[f"SWITCHBOARD_{service.upper()}_METRICS_PORT"] = str(port)
-    database_urls: list[str] = []
-    if request.param == "postgres":
-        for service in SERVICES:
-            url = _blocking(create_database(f"sbe2e_{service}"))
-            database_urls.append(url)
+    database_urls: dict[str, str] = {}
+    for service in SERVICES:  # migrated already: the services start without migrating
+        if backend == "postgres":
+            url = _blocking(take_database(f"sbe2e_{service}", service))
+            database_urls[service] = url
             env[f"SWITCHBOARD_{service.upper()}_DATABASE_URL"] = url
-    ready = folder / "ready.json"
-    log = folder / "launcher.log"
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.launcher",
-                "--ephemeral-ports",
-                "--ready-file",
-                str(ready),
-                "--data-dir",
-                str(folder / "data"),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
+        else:
+            _blocking(sqlite_file(folder / "data" / f"{service}.db", service))
+    process = start_launcher(folder, env)
+    launched = Launched("", {}, process, folder / "launcher.log", receiver, backend, metrics_ports)
+    system = _System(key, launched, receiver_server, database_urls)
     try:
-        deadline = time.monotonic() + 90
-        while not ready.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the launcher did not come up:\n{log.read_text()[-4000:]}")
-            time.sleep(0.1)
-        info = json.loads(ready.read_text())
-        yield Launched(info["url"], info["ports"], process, log, receiver, request.param, metrics_ports)
-        # Graceful stop: every process drains and exits cleanly.
-        assert _stop(process) == 0, log.read_text()[-4000:]
-        output = log.read_text()
-        for service in SERVICES:
-            assert f"{service} shutting down" in output
-        assert "Traceback" not in output, output[-4000:]
+        info = launcher_ready(process, folder, timeout=90)
+    except RuntimeError as error:
+        _stop(system, check=False)
+        pytest.fail(str(error))
+    system.launched = replace(system.launched, url=info["url"], ports=info["ports"])
+    return system
+
+
+def _stop(system: _System, check: bool = True) -> None:
+    """Graceful stop: every process drains and exits cleanly (checked)."""
+    try:
+        code = stop_popen(system.launched.process)
+        if check:
+            output = system.launched.log.read_text()
+            assert code == 0, output[-4000:]
+            for service in SERVICES:
+                assert f"{service} shutting down" in output
+            assert "Traceback" not in output, output[-4000:]
     finally:
-        _stop(process)
-        receiver_server.stop(None)
-        for url in database_urls:
-            _blocking(drop_database(url))
+        system.receiver_server.stop(None)
+        for service, url in system.database_urls.items():
+            _blocking(give_back_database(url, service))
+
+
+@dataclass
+class SystemPool:
+    """The running system of each backend, with the settings it runs with."""
+
+    folders: pytest.TempPathFactory
+    running: dict[str, _System] = field(default_factory=dict)
+
+    def take(self, backend: str, settings: dict[str, str]) -> Launched:
+        key: LaunchKey = tuple(sorted(settings.items()))
+        current = self.running.get(backend)
+        if current is not None and current.key != key:
+            del self.running[backend]
+            _stop(current)
+        if backend not in self.running:
+            self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
+        system = self.running[backend]
+        namespace = system.modules
+        system.modules += 1
+        assert namespace < NAMESPACES, "more modules share one system than it has users for"
+        return replace(system.launched, namespace=namespace)
+
+    def close(self) -> None:
+        systems, self.running = list(self.running.values()), {}
+        errors: list[BaseException] = []
+        for system in systems:
+            try:
+                _stop(system)
+            except BaseException as error:  # noqa: BLE001 - stop the others, then report
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+
+def launch_settings(module: Any) -> dict[str, str]:
+    return dict(getattr(module, "LAUNCH_ENV", {}))
+
+
+@pytest.fixture(scope="session")
+def launch_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SystemPool]:
+    pool = SystemPool(tmp_path_factory)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_idle_system(request: pytest.FixtureRequest, launch_pool: SystemPool) -> None:
+    """A module that starts its own processes (and may time them) runs with
+    no launched system idling beside it."""
+    if "launched" not in request.fixturenames:
+        launch_pool.close()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def launched(request: pytest.FixtureRequest, launch_pool: SystemPool) -> Launched:
+    """The module's system on each backend, with its own users."""
+    return launch_pool.take(str(request.param), launch_settings(request.module))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with the same launch settings run one after the other, so that
+    they share one system; each module's tests stay together, and modules
+    that launch nothing keep their place."""
+    blocks: list[list[pytest.Item]] = []
+    for item in items:
+        if blocks and getattr(blocks[-1][0], "module", None) is getattr(item, "module", None):
+            blocks[-1].append(item)
+        else:
+            blocks.append([item])
+    first_seen: dict[LaunchKey, int] = {}
+    ranks = []
+    for index, block in enumerate(blocks):
+        if "launched" in getattr(block[0], "fixturenames", ()):
+            key = tuple(sorted(launch_settings(getattr(block[0], "module", None)).items()))
+            ranks.append(first_seen.setdefault(key, index))
+        else:
+            ranks.append(index)
+    order = sorted(range(len(blocks)), key=lambda i: (ranks[i], i))
+    items[:] = [item for i in order for item in blocks[i]]

@@ -56,7 +56,7 @@ from services.healthcheck import check
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
-from tests.databases import BACKENDS, create_database, drop_database
+from tests.databases import BACKENDS, give_back_database, take_database
 from tests.e2e.sse import SseEvent, read_events
 from tests.fakes.llm_server import FakeServer, openai_app, serve
 from tests.processes import child_env, free_port
@@ -283,8 +283,8 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         urls: dict[str, str] = {}
         if backend == "postgres":
             for service in ("threads", "memory", "router", "engine"):
-                urls[service] = _blocking(create_database(f"sbfaults_{service}"))
-                exits.callback(_blocking, drop_database(urls[service]))
+                urls[service] = _blocking(take_database(f"sbfaults_{service}", service))
+                exits.callback(_blocking, give_back_database(urls[service], service))
         ports = {name: free_port() for name in ("threads", "memory", "router", "engine", "gateway")}
         address = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
         common = {

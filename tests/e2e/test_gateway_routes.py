@@ -65,7 +65,7 @@ def propose(launched: Launched, page_id: str, body: str) -> str:
             pages_service_pb2.CreateProposalRequest(
                 request_id=str(uuid.uuid4()), page_id=page_id, proposed_body=body, reason="remember"
             ),
-            metadata=user_metadata("alice"),
+            metadata=user_metadata(launched.user("alice")),
             timeout=10,
         )
     return str(response.proposal.id)

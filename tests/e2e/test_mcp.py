@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextResourceContents
 
-from tests.e2e.conftest import TOKENS, Launched
+from tests.e2e.conftest import Launched
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = ("http", "stdio")
@@ -39,7 +39,7 @@ async def mcp_client(
 ) -> AsyncIterator[Client]:
     """An SDK client on Switchboard's MCP server, as ``user``."""
     if transport == "http":
-        headers = {"Authorization": f"Bearer {TOKENS[user]}"}
+        headers = {"Authorization": f"Bearer {launched.token(user)}"}
         async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
             async with Client(
                 streamable_http_client(f"{launched.url}/mcp", http_client=http), read_timeout_seconds=120
@@ -50,7 +50,7 @@ async def mcp_client(
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": f"{ROOT / 'gen'}{os.pathsep}{ROOT}",
         "SWITCHBOARD_URL": launched.url,
-        "SWITCHBOARD_TOKEN": TOKENS[user],
+        "SWITCHBOARD_TOKEN": launched.token(user),
         "SWITCHBOARD_AGENT": agent,
     }
     params = StdioServerParameters(
@@ -314,14 +314,14 @@ async def test_mcp_over_http_needs_a_valid_bearer_token(launched: Launched) -> N
         for auth in (
             {},
             {"Authorization": "Bearer not-a-token"},
-            {"Authorization": f"Basic {TOKENS['alice']}"},
+            {"Authorization": f"Basic {launched.token('alice')}"},
         ):
             response = await http.post("/mcp", json=initialize, headers={**headers, **auth})
             assert response.status_code == 401, response.text
             assert response.json()["error"]["code"] == "UNAUTHENTICATED"
             assert response.headers["www-authenticate"].startswith("Bearer")
         # The page's cookie is not enough for /mcp.
-        http.cookies.set("switchboard_token", TOKENS["alice"])
+        http.cookies.set("switchboard_token", launched.token("alice"))
         assert (await http.post("/mcp", json=initialize, headers=headers)).status_code == 401
         ok = await http.post("/mcp", json=initialize, headers={**headers, **launched.headers()})
         assert ok.status_code == 200, ok.text
@@ -338,7 +338,7 @@ async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) 
     register(launched, target)
     trace_id = uuid.uuid4().hex
     headers = {
-        "Authorization": f"Bearer {TOKENS['alice']}",
+        "Authorization": f"Bearer {launched.token('alice')}",
         "traceparent": f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01",
     }
     async with httpx2.AsyncClient(headers=headers, timeout=120) as http:

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from services.router.model_routing import DEFAULT_MODELS_JSON
-from tests.e2e.conftest import TOKENS, Launched
+from tests.e2e.conftest import Launched
 from tests.e2e.sse import read_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def mcp_config(launched: Launched) -> Path:
                     "PATH": os.environ.get("PATH", ""),
                     "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'gen'}",
                     "SWITCHBOARD_URL": launched.url,
-                    "SWITCHBOARD_TOKEN": TOKENS["alice"],
+                    "SWITCHBOARD_TOKEN": launched.token("alice"),
                     "SWITCHBOARD_AGENT": "dev-cli",
                 },
             }

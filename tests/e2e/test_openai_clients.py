@@ -32,7 +32,7 @@ RUN = "X-Switchboard-Run"
 @pytest.fixture
 def client(launched: Launched) -> Iterator[openai.OpenAI]:
     # No retries: a test sees the first answer, as the gateway sent it.
-    with openai.OpenAI(base_url=f"{launched.url}/v1", api_key="token-alice", max_retries=0) as sdk:
+    with openai.OpenAI(base_url=f"{launched.url}/v1", api_key=launched.token(), max_retries=0) as sdk:
         yield sdk
 
 

@@ -62,7 +62,7 @@ async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
     engines_target = "ipv4:" + ",".join(f"127.0.0.1:{ports[name]}" for name in ENGINES)
     async with AsyncExitStack() as stack:
         urls = {
-            name: await stack.enter_async_context(postgres_database(f"sbreplicas_{name}"))
+            name: await stack.enter_async_context(postgres_database(f"sbreplicas_{name}", name))
             for name in ("threads", "memory", "router", "engine")
         }
         common = {

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import TOKENS, Launched
+from tests.e2e.conftest import Launched
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = {
@@ -61,7 +61,7 @@ def switchboard(launched: Launched, tmp_path: Path):  # type: ignore[no-untyped-
 
     def run(
         *args: str,
-        token: str | None = TOKENS["alice"],
+        token: str | None = launched.token("alice"),
         url: str | None = launched.url,
         stdin: str | None = None,
         env: dict[str, str] | None = None,
@@ -375,7 +375,7 @@ def test_settings_come_from_a_config_file_under_the_environment_and_errors_have_
 ) -> None:
     config = tmp_path / ".config" / "switchboard" / "config.toml"  # the default place, under HOME
     config.parent.mkdir(parents=True)
-    config.write_text(f'url = "{launched.url}"\ntoken = "{TOKENS["bob"]}"\n', encoding="utf-8")
+    config.write_text(f'url = "{launched.url}"\ntoken = "{launched.token("bob")}"\n', encoding="utf-8")
     from_file = switchboard("models", "list", "--json", url=None, token=None)
     assert from_file.returncode == 0, from_file.stderr
     # The environment wins over the file: a wrong token there is refused (401: exit 4).
@@ -384,7 +384,7 @@ def test_settings_come_from_a_config_file_under_the_environment_and_errors_have_
     as_json = switchboard("models", "list", "--json", url=None, token="pas-un-jeton")
     assert json.loads(as_json.stderr)["error"]["status"] == 401
     other = tmp_path / "other.toml"
-    other.write_text(f'url = "{launched.url}"\ntoken = "{TOKENS["alice"]}"\n', encoding="utf-8")
+    other.write_text(f'url = "{launched.url}"\ntoken = "{launched.token("alice")}"\n', encoding="utf-8")
     assert switchboard("--config", str(other), "models", "list", url=None, token=None).returncode == 0
     assert (
         switchboard("models", "list", url=None, token=None, env={"SWITCHBOARD_CONFIG": str(other)}).returncode
@@ -425,7 +425,7 @@ def test_an_interactive_chat_in_a_terminal_shows_live_steps_and_the_streamed_ans
     controller, terminal = pty.openpty()
     # A French locale: the client's own words (prompt, footer) in French.
     env = {
-        **environment(tmp_path, launched.url, TOKENS["alice"]),
+        **environment(tmp_path, launched.url, launched.token("alice")),
         "TERM": "xterm-256color",
         "LANG": "fr_FR.UTF-8",
     }

@@ -5,71 +5,42 @@ exactly one live thread — the database decides, not process memory."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.launcher import free_port
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
+from tests.processes import child_env, free_port, process, wait_grpc_serving
 from tests.service.harness import as_user
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def wait_serving(port: int, process: subprocess.Popen[bytes]) -> None:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        for _ in range(300):
-            assert process.poll() is None, "a threads process exited during start-up"
-            try:
-                reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=1
-                )
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"threads on :{port} never became healthy")
 
 
 @pytest.fixture
 async def two_processes(db_url: str, tmp_path: Path) -> AsyncIterator[list[int]]:
     ports = [free_port(), free_port()]
-    processes = []
-    for index, port in enumerate(ports):
-        env = {
-            **os.environ,
-            "SWITCHBOARD_THREADS_PORT": str(port),
-            "SWITCHBOARD_THREADS_DATABASE_URL": db_url,
-            "SWITCHBOARD_DATA_DIR": str(tmp_path),
-        }
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "services.threads"],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        if index == 0:
-            await wait_serving(port, processes[0])  # the first one migrates the shared database
-    try:
-        await wait_serving(ports[1], processes[1])
+    children: list[asyncio.subprocess.Process] = []
+    async with AsyncExitStack() as stack:
+        for index, port in enumerate(ports):
+            env = {
+                "SWITCHBOARD_THREADS_PORT": str(port),
+                "SWITCHBOARD_THREADS_DATABASE_URL": db_url,
+                "SWITCHBOARD_DATA_DIR": str(tmp_path),
+            }
+            log = tmp_path / f"threads-{index}.log"
+            argv = [sys.executable, "-m", "services.threads"]
+            children.append(await stack.enter_async_context(process(argv, child_env(env), log)))
+            # The first one migrates the shared database.
+            await wait_grpc_serving(f"127.0.0.1:{port}", log)
         yield ports
-    finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            assert process.wait(30) == 0
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+        for child in children:
+            assert await asyncio.wait_for(child.wait(), 30) == 0
 
 
 async def test_fifty_concurrent_ensures_from_two_processes_make_one_thread(two_processes: list[int]) -> None:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.e2e.conftest import TOKENS, Launched
+from tests.e2e.conftest import Launched
 from tests.fakes.llm_server import FakeServer, Script, serve
 
 CHROMIUM = (
@@ -145,7 +145,7 @@ def logged_in(
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{launched.url}/?token={TOKENS[user]}")
+    page.goto(f"{launched.url}/?token={launched.token(user)}")
     ready(page)
     if new:
         page.click("#new")

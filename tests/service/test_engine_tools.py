@@ -24,15 +24,12 @@ from services.engine.mcp_tools import McpHub, McpServerConfig
 from services.engine.offline_provider import OfflineProvider
 from services.engine.providers import ChatMessage, TextChunk, ToolCallChunk
 from services.engine.tools import AllowedSources, PageHit, PageText, SavedNote, ToolContext, ToolRegistry
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from services.shared.errors import NotFound
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc, pages_pb2, pages_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as memory_pb
 from switchboard.memory.v1 import pages_service_pb2 as pages_pb
 from tests.fakes.tool_backend import FakeToolBackend
-from tests.service.harness import as_user, running
+from tests.service.harness import as_user
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = McpServerConfig(
@@ -235,10 +232,8 @@ class MemoryBackend(FakeToolBackend):
 
 
 @pytest.fixture
-async def memory(db_url: str) -> AsyncIterator[grpc.aio.Channel]:
-    settings = MemorySettings(port=0, database_url=db_url, embedder=EmbedderName.HASHING)
-    async with running(build_server, settings) as (_, channel):
-        yield channel
+def memory(memory_channel: grpc.aio.Channel) -> grpc.aio.Channel:
+    return memory_channel
 
 
 async def create_page(channel: grpc.aio.Channel, user: str, title: str, body: str) -> str:

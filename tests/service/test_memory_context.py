@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 PROJECT = Path(__file__).parents[1] / "fixtures" / "memory" / "project"
@@ -24,12 +21,13 @@ M = memory_pb2
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = MemorySettings(
-        port=0, database_url=db_url, embedder=EmbedderName.HASHING, max_context_chars=1000
-    )
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def memory_options() -> dict[str, Any]:
+    return {"max_context_chars": 1000}
+
+
+@pytest.fixture
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 def folder_files() -> list[memory_pb2.ProjectFile]:

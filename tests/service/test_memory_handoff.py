@@ -4,18 +4,15 @@ on request), idempotent on sequences, bounded with stable sections."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
 
 from services.memory.handoff.domain import HANDOFF_SUMMARY_MAX_CHARS, SECTION_TITLES
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import handoff_pb2, handoff_service_pb2_grpc
 from switchboard.memory.v1 import handoff_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = handoff_service_pb2_grpc.HandoffServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -24,12 +21,13 @@ K = handoff_pb2
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = MemorySettings(
-        port=0, database_url=db_url, embedder=EmbedderName.HASHING, handoff_checkpoint_every=5
-    )
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def memory_options() -> dict[str, Any]:
+    return {"handoff_checkpoint_every": 5}
+
+
+@pytest.fixture
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 def entry(

@@ -5,7 +5,6 @@ The ids land in the personal settings MemoryService serves."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
@@ -13,9 +12,6 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from services.memory.pages.domain import MAX_INSTRUCTION_PAGES
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import (
     memory_pb2,
     memory_service_pb2,
@@ -24,7 +20,7 @@ from switchboard.memory.v1 import (
     pages_service_pb2_grpc,
 )
 from switchboard.memory.v1 import pages_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 NOT_FOUND = (grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
 PRECONDITION = (grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_FAILED_PRECONDITION")
@@ -38,13 +34,11 @@ class Stubs:
 
 
 @pytest.fixture
-async def stubs(db_url: str) -> AsyncIterator[Stubs]:
-    settings = MemorySettings(port=0, database_url=db_url, embedder=EmbedderName.HASHING)
-    async with running(build_server, settings) as (_, channel):
-        yield Stubs(
-            pages_service_pb2_grpc.PagesServiceStub(channel),
-            memory_service_pb2_grpc.MemoryServiceStub(channel),
-        )
+def stubs(memory_channel: grpc.aio.Channel) -> Stubs:
+    return Stubs(
+        pages_service_pb2_grpc.PagesServiceStub(memory_channel),
+        memory_service_pb2_grpc.MemoryServiceStub(memory_channel),
+    )
 
 
 async def active(stubs: Stubs, user: str) -> pb.GetActiveInstructionsResponse:

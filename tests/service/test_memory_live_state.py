@@ -4,8 +4,8 @@ WatchLiveState across two replicas on one database."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -17,6 +17,7 @@ from services.memory.settings import MemorySettings
 from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
+from tests.conftest import MovableClock
 from tests.service.harness import as_user, expect_error, running
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
@@ -30,9 +31,13 @@ def settings(db_url: str) -> MemorySettings:
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    async with running(build_server, settings(db_url)) as (_, channel):
-        yield Stub(channel)
+def memory_options() -> dict[str, Any]:
+    return {"live_max_ttl": 3600}
+
+
+@pytest.fixture
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 def set_request(agent: str, activity: str, seconds: float = 60, **fields: object) -> pb.SetLiveStateRequest:
@@ -107,11 +112,11 @@ async def test_bad_live_state_is_rejected(stub: Stub) -> None:
     assert await agents(stub) == []
 
 
-async def test_expired_entries_disappear(stub: Stub) -> None:
-    await stub.SetLiveState(set_request("qa", "short", seconds=0.3), **as_user("alice"))
-    await stub.SetLiveState(set_request("main", "long"), **as_user("alice"))
+async def test_expired_entries_disappear(stub: Stub, clock: MovableClock) -> None:
+    await stub.SetLiveState(set_request("qa", "short", seconds=30), **as_user("alice"))
+    await stub.SetLiveState(set_request("main", "long", seconds=600), **as_user("alice"))
     assert await agents(stub) == [("main", "long"), ("qa", "short")]
-    await asyncio.sleep(0.4)
+    clock.advance(31)
     assert await agents(stub) == [("main", "long")]
     await expect_error(
         stub.DeleteLiveState(pb.DeleteLiveStateRequest(project_id="acme", agent_id="qa"), **as_user("alice")),

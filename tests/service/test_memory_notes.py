@@ -4,8 +4,6 @@ live state kept out of recall. Hashing embedder (fast, deterministic)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -29,9 +27,8 @@ def settings(db_url: str) -> MemorySettings:
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    async with running(build_server, settings(db_url)) as (_, channel):
-        yield Stub(channel)
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 def note(

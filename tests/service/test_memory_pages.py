@@ -4,18 +4,15 @@ restore, and the errors of each (on SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2_grpc
 from switchboard.memory.v1 import pages_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = pages_service_pb2_grpc.PagesServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -25,10 +22,13 @@ PRECONDITION = (grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_FAILED_PRECON
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = MemorySettings(port=0, database_url=db_url, embedder=EmbedderName.HASHING, max_page_chars=2000)
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def memory_options() -> dict[str, Any]:
+    return {"max_page_chars": 2000}
+
+
+@pytest.fixture
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 async def create(

@@ -5,19 +5,16 @@ accepting writes a new page version through the ordinary edit path."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from services.shared.errors import error_info
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2_grpc
 from switchboard.memory.v1 import pages_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = pages_service_pb2_grpc.PagesServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -32,12 +29,13 @@ PROPOSED = (
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = MemorySettings(
-        port=0, database_url=db_url, embedder=EmbedderName.HASHING, max_pending_proposals=3
-    )
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def memory_options() -> dict[str, Any]:
+    return {"max_pending_proposals": 3}
+
+
+@pytest.fixture
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 async def page_of(

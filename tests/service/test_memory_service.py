@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from services.memory.server import build_server
-from services.memory.settings import MemorySettings
-from services.shared.embeddings import EmbedderName
 from services.shared.errors import error_info
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -36,10 +32,13 @@ WORDS = [
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = MemorySettings(port=0, database_url=db_url, max_note_chars=500, embedder=EmbedderName.HASHING)
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def memory_options() -> dict[str, Any]:
+    return {"max_note_chars": 500}
+
+
+@pytest.fixture
+def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    return Stub(memory_channel)
 
 
 def note(

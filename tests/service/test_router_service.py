@@ -4,7 +4,7 @@ embedder, shipped thresholds), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import grpc
 import pytest
@@ -32,9 +32,8 @@ def settings(db_url: str, **overrides: object) -> RouterSettings:
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    async with running(build_server, settings(db_url)) as (_, channel):
-        yield Stub(channel)
+def stub(router_channel: grpc.aio.Channel) -> Stub:
+    return Stub(router_channel)
 
 
 class ScriptedArbiter:

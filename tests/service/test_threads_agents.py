@@ -4,7 +4,6 @@ through the real stub on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -23,10 +22,8 @@ ForCorrelation = pb.ListEntriesRequest.ForCorrelation
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = ThreadsSettings(port=0, database_url=db_url)
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def stub(threads_channel: grpc.aio.Channel) -> Stub:
+    return Stub(threads_channel)
 
 
 async def create_agents(stub: Stub, *slugs: str) -> None:

@@ -3,27 +3,23 @@ user's conversation is NOT_FOUND in every RPC."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from services.threads.server import build_server
-from services.threads.settings import ThreadsSettings
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = ThreadsSettings(port=0, database_url=db_url)
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def stub(threads_channel: grpc.aio.Channel) -> Stub:
+    return Stub(threads_channel)
 
 
 async def create(stub: Stub, title: str = "", user: str = "alice") -> threads_pb2.Conversation:

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 
-from services.threads.server import build_server
-from services.threads.settings import ThreadsSettings
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
 
 
 @pytest.fixture
-async def stub(db_url: str) -> AsyncIterator[Stub]:
-    settings = ThreadsSettings(port=0, database_url=db_url)
-    async with running(build_server, settings) as (_, channel):
-        yield Stub(channel)
+def stub(threads_channel: grpc.aio.Channel) -> Stub:
+    return Stub(threads_channel)
 
 
 async def agent_thread(stub: Stub, slug: str) -> str:
