@@ -33,7 +33,7 @@ from switchboard.threads.v1 import threads_pb2
 if TYPE_CHECKING:
     from services.engine.collaborators import Collaborators
     from services.engine.models import AgentRun
-    from services.engine.providers import LLMProvider
+    from services.engine.providers.base import LLMProvider
     from services.engine.runs import AskSpec, RunRequest, RunService, _Recorder
 
 INJECTION_STRATEGIES = {

@@ -29,7 +29,7 @@ from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
 from services.engine.models import AgentAction, AgentRun, SkillRun
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     LLMProvider,
     ProviderError,

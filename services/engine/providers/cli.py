@@ -38,16 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     Chunk,
-    ProviderConfig,
     ProviderError,
     TextChunk,
     ToolSpec,
     UsageChunk,
     count_tokens,
 )
+from services.engine.providers.registry import ProviderConfig
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     Chunk,
     TextChunk,
