@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import asyncio
 
-from google.protobuf import json_format
-
 from services.engine import instructions
 from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
@@ -201,15 +199,12 @@ class AgentAsks:
             ],
         )
         outcome = rec.outcome
-        outcome.provider, outcome.model = chosen.provider, chosen.model
+        outcome.record_model(route)
         outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
         outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
         outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
         outcome.sources += tools.sources_read
         outcome.layers = [layer.record(counter) for layer in layers]
-        outcome.router_decision_json = json_format.MessageToJson(
-            route, preserving_proto_field_name=True, indent=None
-        )
         return engine_pb2.Final(
             text=answer,
             provider=chosen.provider,

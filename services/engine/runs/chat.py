@@ -9,8 +9,6 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 
-from google.protobuf import json_format
-
 from services.engine import instructions
 from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
@@ -76,10 +74,13 @@ class ChatWork:
         if fact is not None:
             return await propose_to_remember(self._collab, run, user, fact, context.page, rec, entry)
 
-        skills, model = await self._route(run, request, context.settings.default_model, rec, optional)
+        fallback = router_service_pb2.RouteModelResponse(model=self._models.fallback_model)
+        skills, model = await self._route(
+            run, request, context.settings.default_model, rec, optional, fallback
+        )
         chosen = model.model
         provider = self._models.provider(chosen.provider)
-        outcome.provider, outcome.model = chosen.provider, chosen.model
+        outcome.record_model(model, fallback=model is fallback)
         tool_context = ToolContext(user, run.id, allowed, web_only=model.web_only, request=text)
         memory_note = "" if allowed.memory else "memory is off for this conversation"
         recalled = context.recalled
@@ -141,6 +142,7 @@ class ChatWork:
         default_model: str,
         rec: Recorder,
         optional: OptionalServices,
+        fallback: router_service_pb2.RouteModelResponse,
     ) -> tuple[router_service_pb2.RouteSkillsResponse, router_service_pb2.RouteModelResponse]:
         """The "routing" step: skills and model, chosen together. The skills
         applied are said as events; they and the decision go in the outcome."""
@@ -155,7 +157,7 @@ class ChatWork:
                 optional(
                     "router",
                     self._collab.route_model(user, text, request.requested_model, default_model, offline),
-                    router_service_pb2.RouteModelResponse(model=self._models.fallback_model),
+                    fallback,
                 ),
             )
             if skills.decision.arbiter_error:
@@ -182,9 +184,7 @@ class ChatWork:
                         invocation="manual" if skill.forced else "auto",
                     )
                 )
-        rec.outcome.router_decision_json = json_format.MessageToJson(
-            skills.decision, preserving_proto_field_name=True, indent=None
-        )
+        rec.outcome.router_decision.skills.CopyFrom(skills.decision)
         return skills, model
 
     async def _record_turn(

@@ -35,12 +35,12 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         provider=run.provider or "",
         model=run.model or "",
         credits=run.credits,
-        router_decision_json=run.router_decision_json,
         error=run.error or "",
         request_id=run.request_id or "",
         requested_model=run.requested_model,
         approval=APPROVALS.get(run.approval, engine_pb2.APPROVAL_DECISION_UNSPECIFIED),
     )
+    json_format.Parse(run.router_decision_json, proto.router_decision, ignore_unknown_fields=True)
     proto.usage.tokens_in = run.tokens_in
     proto.usage.tokens_out = run.tokens_out
     for skill in json.loads(run.skills_json):

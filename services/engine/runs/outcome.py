@@ -14,6 +14,7 @@ from google.protobuf import json_format
 from services.engine.models import AgentAction, SkillRun
 from services.engine.tools import SourceRead
 from switchboard.engine.v1 import engine_pb2
+from switchboard.router.v1 import router_service_pb2
 
 # Run statuses as stored, and as the contract names them.
 STATUSES = {
@@ -39,10 +40,25 @@ class Outcome:
     sources: list[SourceRead] = dataclasses.field(default_factory=list)
     skills: list[engine_pb2.SkillUse] = dataclasses.field(default_factory=list)
     layers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    router_decision_json: str = "{}"
+    router_decision: engine_pb2.RouterDecision = dataclasses.field(default_factory=engine_pb2.RouterDecision)
     # Rows of agent_actions and skill_runs, written with the run's end.
     actions: list[AgentAction] = dataclasses.field(default_factory=list)
     skill_runs: list[SkillRun] = dataclasses.field(default_factory=list)
+
+    def record_model(self, route: router_service_pb2.RouteModelResponse, fallback: bool = False) -> None:
+        """The model that answers, and the router's reasons for it
+        (``fallback``: the router could not be reached)."""
+        self.provider, self.model = route.model.provider, route.model.model
+        self.router_decision.model.CopyFrom(
+            engine_pb2.ModelDecision(
+                model=route.model,
+                reason=route.reason,
+                routed=route.routed,
+                request_profile=route.request_profile,
+                web_only=route.web_only,
+                fallback=fallback,
+            )
+        )
 
     def columns(self) -> dict[str, Any]:
         """The agent_runs columns this outcome sets."""
@@ -56,7 +72,10 @@ class Outcome:
                 [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in self.skills]
             ),
             "layers_json": json.dumps(self.layers),
-            "router_decision_json": self.router_decision_json,
+            # The column keeps its name; it holds the RouterDecision message as JSON.
+            "router_decision_json": json_format.MessageToJson(
+                self.router_decision, preserving_proto_field_name=True, indent=None
+            ),
         }
 
     @property
