@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -200,17 +200,4 @@ def main(
         return
     setup_telemetry(settings.service_name, settings.otlp_endpoint)
     serve_metrics(settings.host, settings.metrics_port)
-    run_on_event_loop(_serve(settings, build))
-
-
-def run_on_event_loop(main: Coroutine[Any, Any, None]) -> None:
-    """Runs a service on uvloop (a dependency wherever uvicorn[standard]
-    installs, which is every supported platform), else on asyncio's own
-    loop: uvloop's loop and transports cost less CPU per call."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - a platform without uvloop
-        asyncio.run(main)
-        return
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(main)
+    asyncio.run(_serve(settings, build))
