@@ -41,7 +41,10 @@ def bearer_token(request: Request) -> str:
     return request.cookies.get(COOKIE, "")
 
 
-def current_user(request: Request) -> str:
+async def current_user(request: Request) -> str:
+    """The caller. A coroutine, so FastAPI runs it on the event loop: a plain
+    function dependency costs a hand-off to its thread pool on every request.
+    The tokens file's check is one stat(), and a read only when it changed."""
     auth: Authenticator = request.app.state.auth
     if not auth.enabled:
         return auth.dev_user

@@ -63,6 +63,11 @@ def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     for layer in data.get("layers", []):
         layer["size_chars"] = int(layer.get("size_chars", 0))
         layer["size_tokens"] = int(layer.get("size_tokens", 0))
-    data["router_decision"] = json.loads(data.pop("router_decision_json") or "{}")
+    # The Skill Router's record stays `router_decision`; the model's choice
+    # is `model_decision` (an AskAgent run has only the latter).
+    # Zero and empty values are left out of both, as they always were.
+    decision = run.router_decision
+    data["router_decision"] = json_format.MessageToDict(decision.skills, preserving_proto_field_name=True)
+    data["model_decision"] = json_format.MessageToDict(decision.model, preserving_proto_field_name=True)
     data["trigger_payload"] = json.loads(data.pop("trigger_payload_json") or "{}")
     return data

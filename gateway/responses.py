@@ -266,7 +266,7 @@ InstructionLayer = proto_model(
 Run = proto_model(
     engine_pb2.Run.DESCRIPTOR,
     "Run",
-    drop=("usage", "router_decision_json", "trigger_payload_json"),
+    drop=("usage", "trigger_payload_json"),
     status=_short(engine_pb2.RunStatus.DESCRIPTOR, "RUN_STATUS_"),
     surface=_short(engine_pb2.Surface.DESCRIPTOR, "SURFACE_"),
     approval=required(str, 'lower case without its prefix: "accepted", "refused", or "" while undecided'),
@@ -274,7 +274,13 @@ Run = proto_model(
     layers=required(list[InstructionLayer], ""),  # type: ignore[valid-type]
     tokens_in=required(int, "input tokens the run's model calls used"),
     tokens_out=required(int, "output tokens the run's model calls produced"),
-    router_decision=required(dict[str, Any], "the skill router's full decision record; {} when none"),
+    router_decision=required(
+        dict[str, Any], "the skill router's full decision record (SkillDecision); {} when none, as for an ask"
+    ),
+    model_decision=required(
+        dict[str, Any],
+        "the model router's choice (ModelDecision): model, reason, routed, fallback; {} before routing",
+    ),
     trigger_payload=required(dict[str, Any], "what triggered the run; {} for a message"),
 )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.engine.providers import ChatMessage, ToolCallChunk
+from services.engine.providers.base import ChatMessage, ToolCallChunk
 from services.engine.tokens import Counter, message_tokens
 from switchboard.memory.v1 import handoff_pb2
 from switchboard.threads.v1 import threads_pb2

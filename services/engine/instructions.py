@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.engine.providers import ChatMessage
+from services.engine.providers.base import ChatMessage
 from switchboard.memory.v1 import memory_pb2
 from switchboard.router.v1 import router_pb2
 

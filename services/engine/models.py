@@ -38,6 +38,7 @@ class AgentRun(SQLModel, table=True):
     skills_json: str = "[]"  # [{skill_id, name, invocation}]
     # What the run actually read (not the conversation's allowed sources).
     sources_json: str = "[]"
+    # The router's decisions (engine.v1.RouterDecision) as JSON.
     router_decision_json: str = "{}"
     layers_json: str = "[]"
     # A run that waited for approval: "accepted" or "refused" once decided.

@@ -10,7 +10,8 @@ from pathlib import Path
 from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators, GrpcTransport
 from services.engine.mcp_tools import McpHub, parse_mcp_servers
-from services.engine.providers import LLMProvider, build_providers
+from services.engine.providers.base import LLMProvider
+from services.engine.providers.registry import build_providers
 from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer

@@ -11,7 +11,7 @@ SERVICE_IDENTITY = "service:engine"
 
 
 class ThreadsSessionStore:
-    """cli_provider.SessionStore over threads: the key is the agent thread."""
+    """providers.cli.SessionStore over threads: the key is the agent thread."""
 
     def __init__(self, collaborators: Collaborators) -> None:
         self._collab = collaborators

@@ -8,7 +8,7 @@ from pydantic_settings import SettingsConfigDict
 
 from services.engine.connectors import TestMailConnector
 from services.engine.mcp_tools import parse_mcp_servers
-from services.engine.providers import ProviderConfig, parse_provider_configs
+from services.engine.providers.config import ProviderConfig, parse_provider_configs
 from services.shared.settings import ServiceSettings
 
 # Connectors that can be switched on by name.

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from services.engine.providers import ChatMessage, ToolSpec, count_tokens
+from services.engine.providers.base import ChatMessage, ToolSpec, count_tokens
 
 log = logging.getLogger(__name__)
 

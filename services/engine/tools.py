@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.engine.connectors import Connector
 from services.engine.mcp_tools import McpHub, McpUnavailable, split_mcp_tool_name
-from services.engine.providers import ChatMessage, ToolCallChunk, ToolSpec
+from services.engine.providers.base import ChatMessage, ToolCallChunk, ToolSpec
 from services.engine.write_guard import (
     Refusal,
     asks_instruction_update,

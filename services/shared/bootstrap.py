@@ -65,6 +65,44 @@ class RunningService:
             await close()
 
 
+class MethodHandlerCache(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Interceptors whose wrapping depends on the method alone (metrics,
+    error mapping, the request guard, deadlines: each reads the call's
+    metadata inside the handler, from its context), run once per method:
+    every later call of that method gets the handler they built, instead of
+    new closures and handler objects per call. Methods that do not exist are
+    not cached (a client could name any number of them)."""
+
+    def __init__(self, interceptors: Sequence[grpc.aio.ServerInterceptor]) -> None:
+        self._interceptors = list(interceptors)
+        self._handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = handler_call_details.method
+        handler = self._handlers.get(method)
+        if handler is None:
+            handler = await self._chain(0, continuation, handler_call_details)
+            if handler is not None:
+                self._handlers[method] = handler
+        return handler
+
+    async def _chain(
+        self,
+        index: int,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        if index == len(self._interceptors):
+            return await continuation(details)
+        return await self._interceptors[index].intercept_service(
+            lambda inner: self._chain(index + 1, continuation, inner), details
+        )
+
+
 async def start_service(
     settings: ServiceSettings,
     register: Callable[[grpc.aio.Server], Sequence[str]],
@@ -80,10 +118,14 @@ async def start_service(
         interceptors=[
             StreamClosingInterceptor(),
             *server_interceptors(),
-            MetricsInterceptor(),
-            ErrorMappingInterceptor(),
-            RequestGuardInterceptor(),
-            DeadlineInterceptor(),
+            MethodHandlerCache(
+                [
+                    MetricsInterceptor(),
+                    ErrorMappingInterceptor(),
+                    RequestGuardInterceptor(),
+                    DeadlineInterceptor(),
+                ]
+            ),
         ],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
     )

@@ -103,7 +103,7 @@ MODELS = [
 def _zygote() -> None:
     """Reads one JSON line per engine to start ({"env": {...}, "log": path}),
     forks it, answers its pid; exits when its standard input closes."""
-    from services.engine import anthropic_provider, cli_provider, offline_provider, openai_provider  # noqa: F401
+    from services.engine.providers import anthropic, cli, offline, openai  # noqa: F401
     from services.engine.server import MIGRATIONS, build_server
     from services.engine.settings import EngineSettings
     from services.shared.bootstrap import main

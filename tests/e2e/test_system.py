@@ -76,6 +76,7 @@ def test_a_message_runs_through_every_service(client: httpx.Client) -> None:
         {"skill_id": record["skills"][0]["skill_id"], "name": "email-reply-draft", "invocation": "auto"}
     ]
     assert record["router_decision"]["branch"] == "ROUTE_BRANCH_HIGH"
+    assert record["model_decision"]["model"]["model"] == final["model"]
     assert record["finish_time"] and record["credits"] == 0
 
     history = client.get(f"/api/agent/conversations/{conversation_id}/entries").json()["entries"]

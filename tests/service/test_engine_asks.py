@@ -117,6 +117,10 @@ async def test_a_fact_given_to_qa_by_main_is_there_when_architect_asks(sb: Syste
     assert entries[0].correlation_id == entries[1].correlation_id != entries[2].correlation_id
     run = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=answer[0].run_id), **as_user(USER))
     assert run.run.agent_id == "qa" and run.run.surface == engine_pb2.SURFACE_AGENT
+    # An ask routes its model only: no Skill Router record.
+    decision = run.run.router_decision
+    assert not decision.HasField("skills") and not decision.model.fallback
+    assert decision.model.model.model == run.run.model
     assert [s.provider_id for s in await live_sessions(sb, "qa")] == ["offline"]
 
 

@@ -18,19 +18,19 @@ from typing import Any
 import grpc
 import pytest
 
-from services.engine.cli_provider import InMemorySessionStore, compose_context
 from services.engine.instructions import PRODUCT_SYSTEM
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     LLMProvider,
     ProviderError,
     TextChunk,
     ToolCallChunk,
     UsageChunk,
-    build_providers,
     count_tokens,
-    parse_provider_configs,
 )
+from services.engine.providers.cli import InMemorySessionStore, compose_context
+from services.engine.providers.config import parse_provider_configs
+from services.engine.providers.registry import build_providers
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory

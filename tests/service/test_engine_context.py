@@ -469,7 +469,8 @@ async def test_a_failed_run_keeps_the_skills_routing_and_layers_it_reached(remot
     assert run.status == engine_pb2.RUN_STATUS_FAILED
     assert (run.provider, run.model) == ("remote", "model-x")
     assert [layer.key for layer in run.layers][:2] == ["product_system", "instruction_page"]
-    assert json.loads(run.router_decision_json)["branch"]
+    assert run.router_decision.skills.branch
+    assert run.router_decision.model.model.model == "model-x"
     assert {layer.key for layer in run.layers} >= {"history", "conversation_summary"}
 
 

@@ -12,17 +12,16 @@ from typing import Any
 
 import pytest
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
-    ProviderConfig,
     ProviderError,
     TextChunk,
     ToolCallChunk,
     ToolSpec,
     UsageChunk,
-    build_providers,
-    parse_provider_configs,
 )
+from services.engine.providers.config import ProviderConfig, parse_provider_configs
+from services.engine.providers.registry import build_providers
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 from tests.conftest import DatabaseFactory

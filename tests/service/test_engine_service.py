@@ -21,6 +21,7 @@ from services.shared.time import utcnow
 from switchboard.engine.v1 import engine_pb2
 from switchboard.engine.v1 import engine_service_pb2 as pb
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
+from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.service.harness import as_user, expect_error
@@ -108,7 +109,8 @@ async def test_a_run_streams_named_steps_and_is_recorded(sb: System) -> None:
     history = {layer.key: layer for layer in run.layers}["history"]
     assert (history.present, history.item_count, history.size_tokens) == (False, 0, 0)
     assert all(layer.size_tokens > 0 for layer in run.layers if layer.present)
-    assert '"branch"' in run.router_decision_json
+    assert run.router_decision.skills.branch != router_pb2.ROUTE_BRANCH_UNSPECIFIED
+    assert run.router_decision.model.model.model == run.model
 
     entries = await sb.threads.ListEntries(
         threads_service_pb2.ListEntriesRequest(thread_id=conversation_id), **as_user("alice")
@@ -322,6 +324,9 @@ async def test_without_the_router_the_routing_step_completes_with_one_notice(sb:
     assert notice.code == "ROUTER_UNAVAILABLE" and "UNAVAILABLE" in notice.message
     run = (await sb.engine.GetRun(pb.GetRunRequest(run_id=events[0].run_id), **as_user("alice"))).run
     assert run.status == engine_pb2.RUN_STATUS_DONE and run.model == "switchboard-offline-balanced"
+    # The record says the fallback answered, and holds no Skill Router decision.
+    assert run.router_decision.model.fallback and not run.router_decision.skills.candidates
+    assert run.router_decision.model.model.model == "switchboard-offline-balanced"
 
 
 async def test_shutdown_gives_runs_the_grace_and_clients_their_terminal_event(

@@ -21,8 +21,8 @@ import pytest
 
 from services.engine.connectors import TestMailConnector
 from services.engine.mcp_tools import McpHub, McpServerConfig
-from services.engine.offline_provider import OfflineProvider
-from services.engine.providers import ChatMessage, TextChunk, ToolCallChunk
+from services.engine.providers.base import ChatMessage, TextChunk, ToolCallChunk
+from services.engine.providers.offline import OfflineProvider
 from services.engine.tools import AllowedSources, PageHit, PageText, SavedNote, ToolContext, ToolRegistry
 from services.shared.errors import NotFound
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc, pages_pb2, pages_service_pb2_grpc

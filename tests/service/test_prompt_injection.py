@@ -37,8 +37,8 @@ import pytest_asyncio
 from sqlalchemy import inspect, text
 
 from services.engine.connectors import ConnectorItem, TestMailConnector
-from services.engine.offline_provider import tool_call
-from services.engine.providers import ChatMessage, ToolSpec
+from services.engine.providers.base import ChatMessage, ToolSpec
+from services.engine.providers.offline import tool_call
 from services.engine.repository import RunsRepository
 from services.engine.settings import CONNECTORS
 from services.shared.db import create_engine

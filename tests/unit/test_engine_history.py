@@ -8,7 +8,7 @@ from __future__ import annotations
 import bpe_openai
 
 from services.engine import history
-from services.engine.providers import ChatMessage, ToolCallChunk
+from services.engine.providers.base import ChatMessage, ToolCallChunk
 from services.engine.tokens import CHARS_PER_TOKEN, MAX_CORRECTION, TokenCounters, message_tokens
 from switchboard.memory.v1 import handoff_pb2
 from switchboard.threads.v1 import threads_pb2

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from services.engine import instructions
-from services.engine.offline_provider import OfflineProvider
-from services.engine.providers import TextChunk, UsageChunk
+from services.engine.providers.base import TextChunk, UsageChunk
+from services.engine.providers.offline import OfflineProvider
 from switchboard.memory.v1 import memory_pb2
 from switchboard.router.v1 import router_pb2
 

@@ -12,7 +12,7 @@ import pytest
 
 from services.engine.connectors import ConnectorItem, TestMailConnector
 from services.engine.mcp_tools import McpHub, McpServerConfig, parse_mcp_servers, split_mcp_tool_name
-from services.engine.providers import ToolCallChunk
+from services.engine.providers.base import ToolCallChunk
 from services.engine.tools import AllowedSources, ToolContext, ToolRegistry, wrap_result
 from switchboard.threads.v1 import threads_pb2
 from tests.fakes.tool_backend import FakeToolBackend

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from services.engine.connectors import TestMailConnector
-from services.engine.offline_provider import OfflineProvider, tool_call
-from services.engine.providers import ChatMessage, TextChunk, ToolCallChunk, ToolSpec, UsageChunk
+from services.engine.providers.base import ChatMessage, TextChunk, ToolCallChunk, ToolSpec, UsageChunk
+from services.engine.providers.offline import OfflineProvider, tool_call
 from services.engine.tools import AllowedSources, ToolContext, ToolRegistry
 from tests.fakes.tool_backend import FakeToolBackend
 

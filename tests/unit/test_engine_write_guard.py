@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from services.engine.providers import ToolCallChunk
+from services.engine.providers.base import ToolCallChunk
 from services.engine.tools import AllowedSources, ToolContext, ToolRegistry
 from services.engine.write_guard import (
     asks_instruction_update,

@@ -11,6 +11,7 @@ from pathlib import Path
 from services.memory.handoff.domain import SECTION_TITLES
 
 ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "services/engine"
 NOTICES_JS = (ROOT / "gateway/static/js/notices.js").read_text()
 FR_JS = (ROOT / "gateway/static/js/fr.js").read_text()
 # Upper-case literals of the engine that are not codes: environment variables.
@@ -24,11 +25,9 @@ def _table(name: str) -> set[str]:
 
 
 def engine_codes() -> set[str]:
-    literals = {
-        code
-        for path in (ROOT / "services/engine").rglob("*.py")
-        for code in re.findall(r'"([A-Z][A-Z_]{4,})"', path.read_text())
-    }
+    # Every upper-case literal of the engine, but the names a module exports.
+    sources = (re.sub(r"__all__ = \[.*?\]", "", p.read_text(), flags=re.S) for p in ENGINE.rglob("*.py"))
+    literals = {code for text in sources for code in re.findall(r'"([A-Z][A-Z_]{4,})"', text)}
     return {code for code in literals if not NOT_CODES.search(code)}
 
 

@@ -10,6 +10,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from switchboard.common.v1 import common_pb2 as _common_pb2
+from switchboard.router.v1 import router_pb2 as _router_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -319,7 +320,6 @@ class Run(_message.Message):
     CREDITS_FIELD_NUMBER: _builtins.int
     SKILLS_FIELD_NUMBER: _builtins.int
     SOURCES_FIELD_NUMBER: _builtins.int
-    ROUTER_DECISION_JSON_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     FINISH_TIME_FIELD_NUMBER: _builtins.int
@@ -327,6 +327,7 @@ class Run(_message.Message):
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
     LAYERS_FIELD_NUMBER: _builtins.int
     APPROVAL_FIELD_NUMBER: _builtins.int
+    ROUTER_DECISION_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The run's id (UUID), assigned by the engine."""
     agent_id: _builtins.str
@@ -353,10 +354,6 @@ class Run(_message.Message):
     """The model's id at its provider."""
     credits: _builtins.float
     """Always 0: runs are not billed in credits yet."""
-    router_decision_json: _builtins.str
-    """The skill router's full decision record: a switchboard.router.v1.SkillDecision
-    as protobuf JSON (proto field names, defaults left out); "" before routing.
-    """
     error: _builtins.str
     """Why the run failed, was cancelled or hit its budget; "" otherwise."""
     request_id: _builtins.str
@@ -391,6 +388,12 @@ class Run(_message.Message):
     def layers(self) -> _containers.RepeatedCompositeFieldContainer[Global___InstructionLayer]:
         """What the model received, part by part, in order."""
 
+    @_builtins.property
+    def router_decision(self) -> Global___RouterDecision:
+        """How the run's skills and model were chosen: empty until
+        the run reaches routing, and kept whatever the run's end.
+        """
+
     def __init__(
         self,
         *,
@@ -409,7 +412,6 @@ class Run(_message.Message):
         credits: _builtins.float = ...,
         skills: _abc.Iterable[Global___SkillUse] | None = ...,
         sources: _abc.Iterable[Global___SourceRef] | None = ...,
-        router_decision_json: _builtins.str = ...,
         error: _builtins.str = ...,
         start_time: _timestamp_pb2.Timestamp | None = ...,
         finish_time: _timestamp_pb2.Timestamp | None = ...,
@@ -417,14 +419,95 @@ class Run(_message.Message):
         requested_model: _builtins.str = ...,
         layers: _abc.Iterable[Global___InstructionLayer] | None = ...,
         approval: Global___ApprovalDecision.ValueType = ...,
+        router_decision: Global___RouterDecision | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision_json", b"router_decision_json", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload_json", b"trigger_payload_json", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload_json", b"trigger_payload_json", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Run: _TypeAlias = Run  # noqa: Y015
+
+@_typing.final
+class RouterDecision(_message.Message):
+    """The router's decisions for one run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILLS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skills(self) -> _router_pb2.SkillDecision:
+        """The Skill Router's full decision record. Unset for an AskAgent run,
+        which applies no skill.
+        """
+
+    @_builtins.property
+    def model(self) -> Global___ModelDecision:
+        """Which model answered, and why."""
+
+    def __init__(
+        self,
+        *,
+        skills: _router_pb2.SkillDecision | None = ...,
+        model: Global___ModelDecision | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "skills", b"skills"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "skills", b"skills"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RouterDecision: _TypeAlias = RouterDecision  # noqa: Y015
+
+@_typing.final
+class ModelDecision(_message.Message):
+    """The model router's choice for a run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ROUTED_FIELD_NUMBER: _builtins.int
+    REQUEST_PROFILE_FIELD_NUMBER: _builtins.int
+    WEB_ONLY_FIELD_NUMBER: _builtins.int
+    FALLBACK_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why this model: the classification and the rule applied."""
+    routed: _builtins.bool
+    """Whether `Auto` routing chose it (false: the request, the user's default
+    or the agent named it).
+    """
+    request_profile: _router_pb2.ModelProfile.ValueType
+    """The class of the request (fast / balanced / strong); unspecified when
+    the model was chosen by hand.
+    """
+    web_only: _builtins.bool
+    """The model gets no workspace context."""
+    fallback: _builtins.bool
+    """The router could not be reached: the engine's fallback model answered."""
+    @_builtins.property
+    def model(self) -> _router_pb2.ModelOption:
+        """The model that answered."""
+
+    def __init__(
+        self,
+        *,
+        model: _router_pb2.ModelOption | None = ...,
+        reason: _builtins.str = ...,
+        routed: _builtins.bool = ...,
+        request_profile: _router_pb2.ModelProfile.ValueType = ...,
+        web_only: _builtins.bool = ...,
+        fallback: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fallback", b"fallback", "model", b"model", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelDecision: _TypeAlias = ModelDecision  # noqa: Y015
 
 @_typing.final
 class RunStarted(_message.Message):

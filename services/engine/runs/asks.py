@@ -17,24 +17,21 @@ native session is ever transferred.
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import TYPE_CHECKING, Any
-
-from google.protobuf import json_format
 
 from services.engine import instructions
 from services.engine.budget import RunBudget
-from services.engine.tools import AllowedSources, ToolContext
+from services.engine.collaborators import Collaborators
+from services.engine.models import AgentRun
+from services.engine.providers.base import LLMProvider
+from services.engine.runs.generation import Models
+from services.engine.runs.recorder import Recorder
+from services.engine.runs.requests import PROJECT_ID, AskSpec, RunRequest
+from services.engine.runs.tool_loop import ToolLoop
+from services.engine.tools import AllowedSources, SourceRead, ToolContext
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import handoff_pb2
 from switchboard.threads.v1 import threads_pb2
-
-if TYPE_CHECKING:
-    from services.engine.collaborators import Collaborators
-    from services.engine.models import AgentRun
-    from services.engine.providers import LLMProvider
-    from services.engine.runs import AskSpec, RunRequest, RunService, _Recorder
 
 INJECTION_STRATEGIES = {
     threads_pb2.INJECTION_STRATEGY_CONVENTION_FILE: "convention_file",
@@ -42,8 +39,6 @@ INJECTION_STRATEGIES = {
     threads_pb2.INJECTION_STRATEGY_STDIN: "stdin",
     threads_pb2.INJECTION_STRATEGY_ENV: "env",
 }
-# The project whose context and memory agents share (one per workspace for now).
-PROJECT_ID = "default"
 # Entries of the target's thread put in the context (newest last).
 TRANSCRIPT_TAIL = 20
 MAX_TAIL_ENTRY_CHARS = 500
@@ -104,13 +99,14 @@ def working_context(
 
 
 class AgentAsks:
-    def __init__(self, runs: RunService, collaborators: Collaborators) -> None:
-        self._runs = runs
+    def __init__(self, collaborators: Collaborators, models: Models, loop: ToolLoop) -> None:
         self._collab = collaborators
+        self._models = models
+        self._loop = loop
 
     async def work(
-        self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: _Recorder, budget: RunBudget
-    ) -> dict[str, Any]:
+        self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: Recorder, budget: RunBudget
+    ) -> engine_pb2.Final:
         user, text, thread = request.user, request.message, run.conversation_id or ""
         correlation = ask.correlation_id or run.id
 
@@ -137,10 +133,10 @@ class AgentAsks:
             )
 
         async with rec.step("routing", "Choosing the model"):
-            offline = self._runs.offline
+            offline = self._models.offline
             route = await self._collab.route_model(user, text, agent.model or "auto", "", offline)
             chosen = route.model
-            provider = self._runs.provider(chosen.provider)
+            provider = self._models.provider(chosen.provider)
             summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
 
         layers = instructions.assemble(
@@ -150,11 +146,11 @@ class AgentAsks:
             working_context(agent, project, summary, tail),
             product_system=AGENT_SYSTEM,
             client=instructions.client_layer(
-                request.client_instructions, self._runs.limits.max_message_chars
+                request.client_instructions, self._models.limits.max_message_chars
             ),
         )
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
-        counter = self._runs.counters.counter(provider.kind, chosen.model)
+        counter = self._models.counters.counter(provider.kind, chosen.model)
         # The asked agent works with the same tools as a chat, under the same
         # write guard (the question is the request), and asks others within
         # its chain: never back up the chain, never deeper than the limit.
@@ -167,10 +163,10 @@ class AgentAsks:
             ask_chain=(*ask.waiting, ask.target),
             correlation_id=correlation,
         )
-        specs = await self._runs.tool_specs(tools, text, rec)
+        specs = await self._loop.specs(tools, text, rec)
         strategy = self._injection_strategy(agent, provider, rec)
         # The thread is the session key: a CLI provider resumes its native session.
-        loop = await self._runs.model_and_tools(
+        loop = await self._loop.run(
             provider,
             chosen,
             messages,
@@ -209,30 +205,23 @@ class AgentAsks:
                 )
             ],
         )
-        usage = {"tokens_in": tokens_in, "tokens_out": tokens_out}
-        sources = [{"kind": "memory", "id": n.note.id, "title": n.note.title} for n in recalled]
-        sources.append({"kind": "thread", "id": thread, "title": f"{ask.target}'s thread"})
-        sources += tools.sources_json()
-        return {
-            "final": engine_pb2.Final(
-                text=answer,
-                provider=chosen.provider,
-                model=chosen.model,
-                usage=common_pb2.Usage(**usage),
-                status=engine_pb2.RUN_STATUS_DONE,
-            ),
-            "provider": chosen.provider,
-            "model": chosen.model,
-            **usage,
-            "sources_json": json.dumps(sources),
-            "layers_json": json.dumps([layer.record(counter) for layer in layers]),
-            "router_decision_json": json_format.MessageToJson(
-                route, preserving_proto_field_name=True, indent=None
-            ),
-        }
+        outcome = rec.outcome
+        outcome.record_model(route)
+        outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
+        outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
+        outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
+        outcome.sources += tools.sources_read
+        outcome.layers = [layer.record(counter) for layer in layers]
+        return engine_pb2.Final(
+            text=answer,
+            provider=chosen.provider,
+            model=chosen.model,
+            usage=common_pb2.Usage(tokens_in=tokens_in, tokens_out=tokens_out),
+            status=engine_pb2.RUN_STATUS_DONE,
+        )
 
     @staticmethod
-    def _injection_strategy(agent: threads_pb2.Agent, provider: LLMProvider, rec: _Recorder) -> str:
+    def _injection_strategy(agent: threads_pb2.Agent, provider: LLMProvider, rec: Recorder) -> str:
         """The agent's own way for a CLI to receive its context, when it has
         one the CLI can use; API providers get the context as the system
         message whatever the strategy. A strategy the CLI is not configured
@@ -255,7 +244,7 @@ class AgentAsks:
         return strategy
 
     async def _switch_session(
-        self, user: str, thread: str, provider: str, rec: _Recorder, open_from: int
+        self, user: str, thread: str, provider: str, rec: Recorder, open_from: int
     ) -> str:
         """Makes ``provider`` the thread's one live session, releasing any
         other provider's; returns the handoff summary the new context carries.
@@ -278,7 +267,7 @@ class AgentAsks:
             )
         # A provider with native sessions (a CLI) binds its own id on its first
         # call; the others get the stable name of an API session.
-        native_sessions = getattr(self._runs.provider(provider), "native_sessions", False)
+        native_sessions = getattr(self._models.provider(provider), "native_sessions", False)
         if not native_sessions and not any(s.provider_id == provider for s in live):
             native = native_session_id(provider, thread)
             await self._collab.bind_provider_session(user, thread, provider, native)

@@ -12,10 +12,9 @@ from typing import Any
 
 import openai
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     Chunk,
-    ProviderConfig,
     ProviderError,
     ReasoningChunk,
     TextChunk,
@@ -23,6 +22,7 @@ from services.engine.providers import (
     ToolSpec,
     UsageChunk,
 )
+from services.engine.providers.config import ProviderConfig
 
 
 def _error(name: str, exc: openai.OpenAIError) -> ProviderError:

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     Chunk,
     TextChunk,
@@ -31,7 +31,7 @@ def _thread_fact(system: str, request: str) -> str:
     """The most recent line of the agent's thread (the "- [thread …] " lines the
     engine puts in an ask's context) that shares a word of four letters or
     more with the request: how the offline model "answers from facts in its
-    context" in the inter-agent tests (seed 000, test 6)."""
+    context" when one agent asks another about something it was told earlier."""
     wanted = {w.strip("?.!,:;").lower() for w in request.split() if len(w.strip("?.!,:;")) >= 4}
     lines = [match.group(1) for match in _THREAD_LINE.finditer(system)]
     for line in reversed(lines):
@@ -45,7 +45,7 @@ class OfflineProvider:
     It answers from what its context holds (the request, recalled memory,
     applied skills) and follows the signature directive of its instructions,
     so tests can observe that context reached the model and that changing
-    the instruction page changes the next answer (seed 002 T-04)."""
+    the instruction page changes the next answer."""
 
     name = "offline"
     kind = "offline"

@@ -3,7 +3,7 @@
 Each call runs the configured command once, as a subprocess, in a fresh run
 directory that is removed afterwards. The fully composed context (the
 system message with every instruction layer, then any earlier turns) reaches
-the CLI by one of four strategies (seed 001), always the same bytes:
+the CLI by one of four injection strategies, always the same bytes:
 
 * ``convention_file``: written as ``<run dir>/<convention_file_name>``
   (``AGENTS.md``, ``CLAUDE.md``...), where the CLI looks by itself;
@@ -38,22 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     Chunk,
-    ProviderConfig,
     ProviderError,
     TextChunk,
     ToolSpec,
     UsageChunk,
     count_tokens,
 )
+from services.engine.providers.config import PLACEHOLDER, ProviderConfig, check_cli_config
 
 log = logging.getLogger(__name__)
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-_COMMAND_NAMES = {"model", "prompt", "context_file", "run_dir"}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The threads service keeps native ids of at most this many characters.
 MAX_SESSION_ID_CHARS = 256
 # A JSON line longer than this is refused rather than buffered without end.
@@ -85,42 +82,6 @@ class InMemorySessionStore:
 
     async def put(self, key: str, provider: str, session_id: str) -> None:
         self._sessions[(key, provider)] = session_id
-
-
-def check_cli_config(config: ProviderConfig) -> None:
-    """ValueError when a ``cli`` provider's configuration cannot work."""
-    name = config.name
-    if not config.command or not config.command[0]:
-        raise ValueError(f"provider {name!r}: command must name an executable")
-    strategy = config.context_strategy
-    allowed = set(_COMMAND_NAMES)
-    if strategy not in ("convention_file", "flag"):
-        allowed.discard("context_file")
-    for part, names in ((config.command, allowed), (config.resume_args, allowed | {"session_id"})):
-        for arg in part:
-            unknown = set(_PLACEHOLDER.findall(arg)) - names
-            if unknown:
-                raise ValueError(f"provider {name!r}: unknown placeholder(s) {sorted(unknown)} in {arg!r}")
-    if config.resume_args and not any("{session_id}" in arg for arg in config.resume_args):
-        raise ValueError(f"provider {name!r}: resume_args must contain {{session_id}}")
-    file_name = config.convention_file_name
-    if strategy == "convention_file" and (not file_name or "/" in file_name or file_name in (".", "..")):
-        raise ValueError(f"provider {name!r}: convention_file_name must be a plain file name")
-    if (
-        strategy == "flag"
-        and not config.context_flag
-        and not any("{context_file}" in a for a in config.command)
-    ):
-        raise ValueError(f"provider {name!r}: the flag strategy needs context_flag or {{context_file}}")
-    if strategy == "env" and not _ENV_NAME.match(config.context_env):
-        raise ValueError(f"provider {name!r}: the env strategy needs a variable name in context_env")
-    if config.session_pattern:
-        try:
-            groups = re.compile(config.session_pattern).groups
-        except re.error as exc:
-            raise ValueError(f"provider {name!r}: session_pattern: {exc}") from exc
-        if groups < 1:
-            raise ValueError(f"provider {name!r}: session_pattern needs a group for the session id")
 
 
 def compose_context(messages: Sequence[ChatMessage]) -> tuple[str, str]:
@@ -158,7 +119,7 @@ def _at(event: object, path: str) -> object:
 def _expand(arg: str, values: Mapping[str, str]) -> str:
     # One pass: a placeholder inside a substituted value (a prompt that says
     # "{model}") stays as written.
-    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), arg)
+    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), arg)
 
 
 @dataclass

@@ -14,10 +14,9 @@ from typing import Any
 import anthropic
 import httpx2  # the SDK's HTTP client
 
-from services.engine.providers import (
+from services.engine.providers.base import (
     ChatMessage,
     Chunk,
-    ProviderConfig,
     ProviderError,
     ReasoningChunk,
     TextChunk,
@@ -26,6 +25,7 @@ from services.engine.providers import (
     UsageChunk,
     tool_arguments,
 )
+from services.engine.providers.config import ProviderConfig
 
 # Error types of the API's error objects that another attempt may get past.
 _RETRYABLE_TYPES = ("overloaded_error", "rate_limit_error", "api_error", "timeout_error")

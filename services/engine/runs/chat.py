@@ -1,0 +1,220 @@
+"""Chat work: a user's message in a conversation with the personal agent.
+Reads the context, routes skills and model, assembles the prompt's layers
+and earlier turns, runs the tool loop, then records the turn and titles the
+conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+
+from services.engine import instructions
+from services.engine.budget import RunBudget
+from services.engine.collaborators import Collaborators
+from services.engine.models import AgentRun, SkillRun
+from services.engine.providers.base import ChatMessage
+from services.engine.remember import remembered_fact
+from services.engine.runs.context import ChatContextReader, EntryMaker
+from services.engine.runs.generation import Models
+from services.engine.runs.optional import OptionalServices
+from services.engine.runs.proposals import propose_to_remember
+from services.engine.runs.recorder import Recorder
+from services.engine.runs.requests import RunLimits, RunRequest
+from services.engine.runs.titles import Titles
+from services.engine.runs.tool_loop import ToolLoop
+from services.engine.tokens import prompt_tokens
+from services.engine.tools import AllowedSources, ToolContext
+from switchboard.common.v1 import common_pb2
+from switchboard.engine.v1 import engine_pb2
+from switchboard.router.v1 import router_service_pb2
+from switchboard.threads.v1 import threads_pb2
+
+
+class ChatWork:
+    def __init__(
+        self,
+        collaborators: Collaborators,
+        models: Models,
+        loop: ToolLoop,
+        titles: Titles,
+        limits: RunLimits,
+    ) -> None:
+        self._collab = collaborators
+        self._models = models
+        self._loop = loop
+        self._titles = titles
+        self._context = ChatContextReader(collaborators, limits)
+
+    async def work(
+        self, run: AgentRun, request: RunRequest, rec: Recorder, needs_title: bool, budget: RunBudget
+    ) -> engine_pb2.Final:
+        user, text = request.user, request.message
+        thread = run.conversation_id or ""
+
+        def entry(role: threads_pb2.Role.ValueType, content: str, source: str) -> threads_pb2.Entry:
+            return threads_pb2.Entry(
+                role=role,
+                content=content,
+                source=source,
+                requester=user,
+                target="personal",
+                correlation_id=run.id,
+                run_id=run.id,
+            )
+
+        # Memory and the router are optional: without them a run goes on
+        # without recall or automatic skills and says so once per service.
+        optional = OptionalServices(rec)
+        allowed = request.allowed or AllowedSources()
+        context = await self._context.read(run, request, rec, optional, entry)
+        outcome = rec.outcome
+        outcome.sources = context.sources()
+        fact = remembered_fact(text)  # the user's own words only, never content read
+        if fact is not None:
+            return await propose_to_remember(self._collab, run, user, fact, context.page, rec, entry)
+
+        fallback = router_service_pb2.RouteModelResponse(model=self._models.fallback_model)
+        skills, model = await self._route(
+            run, request, context.settings.default_model, rec, optional, fallback
+        )
+        chosen = model.model
+        provider = self._models.provider(chosen.provider)
+        outcome.record_model(model, fallback=model is fallback)
+        tool_context = ToolContext(user, run.id, allowed, web_only=model.web_only, request=text)
+        memory_note = "" if allowed.memory else "memory is off for this conversation"
+        recalled = context.recalled
+        if model.web_only:
+            # A web-only model gets no workspace context: no recalled notes,
+            # no project context, no live state.
+            recalled = []
+            outcome.sources = [s for s in outcome.sources if s.kind != "memory"]
+            memory_note = memory_note or "not sent: web-only model"
+        context_layers = self._context.working_layers(context, model.web_only)
+        specs = await self._loop.specs(tool_context, text, rec)
+        working = await self._context.mentioned_pages(
+            user, text, context.page.page_id if context.instruction_page else "", tool_context, optional
+        )
+        layers = instructions.assemble(
+            context.instruction_page,
+            recalled,
+            list(skills.skills),
+            working,
+            context_layers,
+            memory_note,
+            client=instructions.client_layer(
+                request.client_instructions, self._models.limits.max_message_chars
+            ),
+        )
+        counter = self._models.counters.counter(provider.kind, chosen.model)
+        records = [layer.record(counter) for layer in layers]
+        outcome.layers = records
+        # The system message and the current message, counted once: their
+        # layers' tokens, the message and the tools' schemas.
+        fixed = sum(r["size_tokens"] for r in records) + prompt_tokens(
+            counter, [ChatMessage("system", ""), ChatMessage("user", text)], specs
+        )
+        earlier_turns = await self._context.fit_history(
+            user, thread, fixed, chosen, provider, counter, context.summary, context.earlier, rec, optional
+        )
+        messages = instructions.to_messages(
+            layers, text, earlier_turns.messages, earlier_turns.summary_text()
+        )
+        outcome.layers = [*records, *earlier_turns.layers()]
+        # A CLI provider resumes the conversation's native session.
+        loop = await self._loop.run(
+            provider, chosen, messages, specs, tool_context, rec, thread, budget, counter, session_key=thread
+        )
+        outcome.sources += tool_context.sources_read
+        await asyncio.gather(
+            self._record_turn(user, thread, run.id, loop.transcript, entry),
+            self._titles.after_first_exchange(
+                user, thread, text, needs_title, (provider, chosen, loop.answer)
+            ),
+        )
+        outcome.tokens_in, outcome.tokens_out = loop.tokens_in, loop.tokens_out
+        # A proposal made through a tool waits for the user, like "remember that".
+        waiting = bool(loop.proposals)
+        return engine_pb2.Final(
+            text=loop.answer,
+            provider=chosen.provider,
+            model=chosen.model,
+            usage=common_pb2.Usage(tokens_in=loop.tokens_in, tokens_out=loop.tokens_out),
+            status=engine_pb2.RUN_STATUS_WAITING_APPROVAL if waiting else engine_pb2.RUN_STATUS_DONE,
+        )
+
+    async def _route(
+        self,
+        run: AgentRun,
+        request: RunRequest,
+        default_model: str,
+        rec: Recorder,
+        optional: OptionalServices,
+        fallback: router_service_pb2.RouteModelResponse,
+    ) -> tuple[router_service_pb2.RouteSkillsResponse, router_service_pb2.RouteModelResponse]:
+        """The "routing" step: skills and model, chosen together. The skills
+        applied are said as events; they and the decision go in the outcome."""
+        user, text, offline = request.user, request.message, self._models.offline
+        async with rec.step("routing", "Choosing skills and model"):
+            skills, model = await asyncio.gather(
+                optional(
+                    "router",
+                    self._collab.route_skills(user, text, request.forced_skills, offline),
+                    router_service_pb2.RouteSkillsResponse(),
+                ),
+                optional(
+                    "router",
+                    self._collab.route_model(user, text, request.requested_model, default_model, offline),
+                    fallback,
+                ),
+            )
+            if skills.decision.arbiter_error:
+                message = f"{skills.decision.arbiter_error}; the skills were chosen without it"
+                rec.notice("ARBITER_FAILED", message)
+            # Said before the first model call: a web-only model gets no
+            # workspace context, an expensive one was chosen deliberately.
+            for message in model.notices:
+                rec.notice("WEB_ONLY_MODEL" if model.web_only else "MODEL_CHOICE", message)
+            for skill in skills.skills:
+                invocation = (
+                    engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
+                )
+                use = engine_pb2.SkillUse(skill_id=skill.skill_id, name=skill.name, invocation=invocation)
+                rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
+                rec.outcome.skills.append(use)
+                rec.outcome.skill_runs.append(
+                    SkillRun(
+                        id=str(uuid.uuid4()),
+                        run_id=run.id,
+                        user_id=request.user,
+                        skill_id=use.skill_id,
+                        name=use.name,
+                        invocation="manual" if skill.forced else "auto",
+                    )
+                )
+        rec.outcome.router_decision.skills.CopyFrom(skills.decision)
+        return skills, model
+
+    async def _record_turn(
+        self,
+        user: str,
+        thread: str,
+        run_id: str,
+        transcript: Sequence[ChatMessage],
+        entry: EntryMaker,
+    ) -> None:
+        """Records what the model did after the user's message: its tool calls
+        with their results, then its answer (a later run replays them)."""
+        entries = []
+        for message in transcript:
+            if message.role == "tool":
+                row = entry(threads_pb2.ROLE_TOOL, message.content, "tool")
+                row.tool_call_id = message.tool_call_id
+            else:
+                row = entry(threads_pb2.ROLE_ASSISTANT, message.content, "engine")
+                row.tool_calls.extend(
+                    threads_pb2.ToolCall(id=c.call_id, name=c.name, arguments=c.arguments)
+                    for c in message.tool_calls
+                )
+            entries.append(row)
+        await self._collab.append_entries(user, thread, f"{run_id}:assistant", entries)

@@ -1,0 +1,55 @@
+"""A stored run as the contract's ``Run`` message."""
+
+from __future__ import annotations
+
+import json
+
+from google.protobuf import json_format
+
+from services.engine.models import AgentRun
+from services.engine.runs.outcome import STATUSES
+from switchboard.engine.v1 import engine_pb2
+
+SURFACES: dict[engine_pb2.Surface.ValueType, str] = {
+    engine_pb2.SURFACE_CHAT: "chat",
+    engine_pb2.SURFACE_EDITOR: "editor",
+    engine_pb2.SURFACE_AGENT: "agent",
+}
+APPROVALS = {
+    "accepted": engine_pb2.APPROVAL_DECISION_ACCEPTED,
+    "refused": engine_pb2.APPROVAL_DECISION_REFUSED,
+}
+
+
+def run_to_proto(run: AgentRun) -> engine_pb2.Run:
+    proto = engine_pb2.Run(
+        id=run.id,
+        agent_id=run.agent_id or "",
+        user_id=run.user_id,
+        conversation_id=run.conversation_id or "",
+        parent_run_id=run.parent_run_id or "",
+        surface={v: k for k, v in SURFACES.items()}.get(run.surface, engine_pb2.SURFACE_UNSPECIFIED),
+        trigger_id=run.trigger_id or "",
+        trigger_payload_json=run.trigger_payload_json,
+        status=STATUSES.get(run.status, engine_pb2.RUN_STATUS_UNSPECIFIED),
+        provider=run.provider or "",
+        model=run.model or "",
+        credits=run.credits,
+        error=run.error or "",
+        request_id=run.request_id or "",
+        requested_model=run.requested_model,
+        approval=APPROVALS.get(run.approval, engine_pb2.APPROVAL_DECISION_UNSPECIFIED),
+    )
+    json_format.Parse(run.router_decision_json, proto.router_decision, ignore_unknown_fields=True)
+    proto.usage.tokens_in = run.tokens_in
+    proto.usage.tokens_out = run.tokens_out
+    for skill in json.loads(run.skills_json):
+        json_format.ParseDict(skill, proto.skills.add())
+    for source in json.loads(run.sources_json):
+        json_format.ParseDict(source, proto.sources.add())
+    for layer in json.loads(run.layers_json):
+        json_format.ParseDict(layer, proto.layers.add())
+    proto.start_time.FromDatetime(run.started_at)
+    if run.finished_at is not None:
+        proto.finish_time.FromDatetime(run.finished_at)
+    return proto

@@ -1,0 +1,468 @@
+"""The run's lifecycle: one engine execution, recorded in agent_runs before
+the first model call and always settled. The run itself executes in a task
+of its own, so a client that disconnects does not stop it (policy:
+continue); clients follow its events, live from the feed or resumed from
+the database. Busy threads, cancellation, approvals, this instance's lease
+and the settlement of orphaned runs are here; the work itself is chat work
+(``chat``) or ask work (``asks``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+from opentelemetry import trace
+from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential_jitter
+
+from services.engine.budget import BudgetExceeded, RunBudget
+from services.engine.collaborators import Collaborators
+from services.engine.feed import RunFeed
+from services.engine.models import AgentRun
+from services.engine.providers.base import LLMProvider
+from services.engine.repository import RunsRepository
+from services.engine.runs.asks import AgentAsks
+from services.engine.runs.chat import ChatWork
+from services.engine.runs.convert import APPROVALS, SURFACES
+from services.engine.runs.generation import Models
+from services.engine.runs.outcome import STATUS_NAMES
+from services.engine.runs.recorder import Recorder, is_terminal
+from services.engine.runs.requests import AskSpec, BusyPolicy, RunLimits, RunRequest
+from services.engine.runs.titles import Titles
+from services.engine.runs.tool_loop import ToolLoop
+from services.engine.tools import AllowedSources, ToolRegistry
+from services.shared import deadlines
+from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared.metrics import RUN_SECONDS, RUNS
+from services.shared.pagination import decode_token, encode_token
+from switchboard.common.v1 import common_pb2
+from switchboard.engine.v1 import engine_pb2
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("switchboard.engine")
+
+INTERRUPTED = "interrupted"
+
+
+class RunService:
+    def __init__(
+        self,
+        repo: RunsRepository,
+        collaborators: Collaborators,
+        providers: dict[str, LLMProvider],
+        limits: RunLimits,
+        instance_id: str,
+    ) -> None:
+        self._repo = repo
+        self._collab = collaborators
+        self._limits = limits
+        self._instance_id = instance_id
+        # Runs executing in this process: their feed and their user.
+        self._feeds: dict[str, tuple[RunFeed, str]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Runs whose task was cancelled by CancelRun (not by a shutdown), and
+        # runs still working (before settlement: the only time CancelRun cancels).
+        self._cancelling: set[str] = set()
+        self._working: set[str] = set()
+        self._settling: set[asyncio.Future[None]] = set()
+        # Runs whose end could not be recorded (the database stayed away past
+        # the retries): the lease loop settles them once it is back.
+        self._unrecorded: set[str] = set()
+        models = Models(providers, limits)
+        self._loop = ToolLoop(models)
+        self._titles = Titles(collaborators, providers, limits)
+        self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
+        self._asks = AgentAsks(collaborators, models, self._loop)
+
+    def attach_tools(self, tools: ToolRegistry) -> None:
+        """The tools runs may use (built after the service: the ask_agent tool
+        runs asks through it)."""
+        self._loop.attach(tools)
+
+    # Start and follow
+
+    async def start(self, request: RunRequest) -> str:
+        """Validates, checks the conversation, writes the run row and starts
+        the run. Nothing is written for a bad request. Returns the run id."""
+        message = request.message.strip()
+        if not message:
+            raise InvalidArgument("message must not be empty", field="message")
+        if len(request.message) > self._limits.max_message_chars:
+            raise TooLarge(f"message exceeds {self._limits.max_message_chars} characters", field="message")
+        if request.ask is not None:
+            # The target agent's one shared thread, whoever asks.
+            await self._collab.get_agent(request.user, request.ask.target)
+            thread_id = (await self._collab.ensure_agent_thread(request.user, request.ask.target)).id
+            needs_title = False
+        else:
+            if not request.conversation_id:
+                raise InvalidArgument("conversation_id is required", field="conversation_id")
+            conversation = await self._collab.get_conversation(request.user, request.conversation_id)
+            thread_id, needs_title = conversation.id, not conversation.title
+            allowed = AllowedSources.from_proto(conversation.allowed_sources)
+            request = dataclasses.replace(request, allowed=allowed)
+        if request.request_id and request.busy_policy != BusyPolicy.QUEUE:
+            # A retry must not be refused or cancel its own first attempt. With
+            # QUEUE (the default) nothing happens before the insert, whose
+            # unique key already turns a retry into its first run.
+            existing = await self._repo.run_by_request(request.user, request.request_id)
+            if existing is not None:
+                return existing.id
+        await self._apply_busy_policy(request.user, thread_id, request.busy_policy)
+
+        run = AgentRun(
+            id=str(uuid.uuid4()),
+            user_id=request.user,
+            agent_id=request.ask.target if request.ask else None,
+            parent_run_id=(request.ask.parent_run_id or None) if request.ask else None,
+            conversation_id=thread_id,
+            surface=SURFACES.get(request.surface, "chat"),
+            request_id=request.request_id or None,
+            requested_model=request.requested_model,
+            instance_id=self._instance_id,
+        )
+        # Shielded: a client that goes away mid-insert must not leave a row
+        # `running` with no task to finish it.
+        return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
+
+    async def _apply_busy_policy(self, user: str, thread_id: str, policy: BusyPolicy) -> None:
+        """INTERRUPT cancels the caller's own active runs (another user's run
+        on a shared agent thread is never cancelled: the new run queues behind
+        it). REJECT is decided by the insert (``reject_busy``), atomically;
+        QUEUE does nothing here: the run waits for its turn once started."""
+        if policy != BusyPolicy.INTERRUPT:
+            return
+        for run_id, owner in await self._repo.active_runs(thread_id):
+            if owner == user:
+                await self._repo.request_cancel(run_id)
+                self._cancel_local(run_id)
+
+    async def _wait_turn(self, run: AgentRun, rec: Recorder) -> None:
+        """Two runs never write to one thread at once: wait while runs that
+        arrived earlier are active on it (any replica; the database decides)."""
+        if not await self._repo.runs_ahead(run):
+            return
+        async with rec.step("queued", "Waiting for the previous request on this thread"):
+            while await self._repo.runs_ahead(run):
+                await asyncio.sleep(self._limits.queue_poll_seconds)
+
+    async def _record_and_spawn(self, run: AgentRun, request: RunRequest, needs_title: bool) -> str:
+        feed = RunFeed()
+        recorder = Recorder(run.id, feed, self._repo)
+        started = recorder.make(
+            run_started=engine_pb2.RunStarted(
+                conversation_id=run.conversation_id or "", requested_model=request.requested_model
+            )
+        )
+        reject_busy = request.busy_policy == BusyPolicy.REJECT
+        if await self._repo.insert_run(run, started.SerializeToString(), reject_busy) is None:
+            # A retry with the same request_id (maybe concurrent) created it first.
+            existing = await self._repo.run_by_request(request.user, request.request_id)
+            assert existing is not None
+            return existing.id
+        await feed.publish(started)
+        self._feeds[run.id] = (feed, request.user)
+        task = asyncio.create_task(self._execute(run, request, recorder, needs_title))
+        self._tasks[run.id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(run.id, None))
+        return run.id
+
+    async def ask_and_follow(
+        self,
+        user: str,
+        request_id: str,
+        ask: AskSpec,
+        message: str,
+        budget: RunBudget | None = None,
+        busy_policy: BusyPolicy = BusyPolicy.QUEUE,
+        client_instructions: str = "",
+    ) -> AsyncIterator[engine_pb2.RunEvent]:
+        """Starts an AskAgent run and follows it to its terminal event."""
+        run_id = await self.start(
+            RunRequest(
+                user=user,
+                request_id=request_id,
+                conversation_id="",
+                message=message,
+                requested_model="",
+                surface=engine_pb2.SURFACE_AGENT,
+                forced_skills=[],
+                budget=budget or RunBudget(),
+                busy_policy=busy_policy,
+                ask=ask,
+                client_instructions=client_instructions,
+            )
+        )
+        async for event in self.follow(user, run_id, 0):
+            yield event
+
+    async def follow(self, user: str, run_id: str, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
+        """The run's events with sequence > after until its terminal event:
+        live from this process's feed, else from the database (another
+        replica's run, or a finished one), polling until it ends."""
+        local = self._feeds.get(run_id)
+        if local is not None and local[1] == user:
+            async for event in local[0].follow(after):
+                yield event
+            return
+        await self.get(user, run_id)
+        while True:
+            # Status first: a run's terminal event commits with its status, so
+            # once it reads finished, the events read next are all there are.
+            run = await self._repo.get_run(run_id)
+            finished = run is None or run.status != "running"
+            for row in await self._repo.events_after(run_id, after):
+                event = engine_pb2.RunEvent.FromString(row.payload)
+                after = event.sequence
+                yield event
+                if is_terminal(event):
+                    return
+            if finished:
+                return
+            await asyncio.sleep(0.05)
+
+    async def get(self, user: str, run_id: str) -> AgentRun:
+        run = await self._repo.get_run(run_id) if run_id else None
+        if run is None or run.user_id != user:
+            raise NotFound(f"run {run_id!r} not found", run_id=run_id)
+        return run
+
+    async def list_runs(
+        self, user: str, conversation_id: str, requested_size: int, token: str
+    ) -> tuple[list[AgentRun], str]:
+        """The user's runs of a conversation, newest first, one page."""
+        if not conversation_id:
+            raise InvalidArgument("conversation_id is required", field="conversation_id")
+        if requested_size < 0:
+            raise InvalidArgument("page_size must not be negative", field="page_size")
+        size = min(requested_size or 20, 100)
+        cursor = decode_token(token)
+        before = None
+        if cursor:
+            try:
+                before = (datetime.fromisoformat(str(cursor["t"])), str(cursor["id"]))
+            except (KeyError, ValueError) as exc:
+                raise InvalidArgument(
+                    "page_token is not a token this service issued", field="page_token"
+                ) from exc
+        rows = list(await self._repo.list_runs(user, conversation_id, before, size + 1))
+        next_token = ""
+        if len(rows) > size:
+            last = rows[size - 1]
+            next_token = encode_token({"t": last.started_at.isoformat(), "id": last.id})
+        return rows[:size], next_token
+
+    async def cancel(self, user: str, run_id: str) -> AgentRun:
+        """Stops a running run: at once when it executes here, within
+        cancel_poll_seconds when it executes on another replica (which polls
+        the flag). Returns the run; one already ended is left as it is."""
+        run = await self.get(user, run_id)
+        if run.status != "running":
+            return run
+        await self._repo.request_cancel(run_id)
+        self._cancel_local(run_id)
+        return run
+
+    async def record_approval(self, user: str, run_id: str, decision: str) -> AgentRun:
+        """The user decided on the proposal the run waited on: the run is done,
+        with the decision. Repeating the same decision changes nothing."""
+        if decision not in APPROVALS:
+            raise InvalidArgument("decision must be ACCEPTED or REFUSED", field="decision")
+        run = await self.get(user, run_id)
+        if run.status == "waiting_approval":
+            settled = await self._repo.record_approval(run_id, decision)
+            # Settled now, or by a concurrent decision: read what was recorded.
+            run = await self.get(user, run_id)
+            if settled:
+                return run
+        if run.approval != decision:
+            what = f"was {run.approval}" if run.approval else f"is {run.status}, not waiting for approval"
+            raise FailedPrecondition(f"run {run_id!r} {what}", run_id=run_id)
+        return run
+
+    def _cancel_local(self, run_id: str) -> None:
+        task = self._tasks.get(run_id)
+        if task is not None and run_id in self._working:
+            self._cancelling.add(run_id)
+            task.cancel()
+
+    async def watch_cancellations(self) -> None:
+        """Cancels this instance's runs that CancelRun flagged elsewhere, until cancelled."""
+        while True:
+            try:
+                if self._tasks:
+                    for run_id in await self._repo.cancel_requested(self._instance_id):
+                        self._cancel_local(run_id)
+            except Exception:  # noqa: BLE001 - keep polling through a database blip
+                log.exception("cancellation poll failed")
+            await asyncio.sleep(self._limits.cancel_poll_seconds)
+
+    # Execution
+
+    async def _execute(
+        self, run: AgentRun, request: RunRequest, recorder: Recorder, needs_title: bool
+    ) -> None:
+        # The run outlives the StartRun call that spawned it: not that call's deadline.
+        deadlines.detach()
+        began = time.monotonic()
+        with tracer.start_as_current_span("invoke_agent personal") as span:
+            span.set_attribute("gen_ai.operation.name", "invoke_agent")
+            span.set_attribute("gen_ai.agent.name", "personal")
+            span.set_attribute("switchboard.run_id", run.id)
+            if run.conversation_id:
+                span.set_attribute("gen_ai.conversation.id", run.conversation_id)
+            budget = request.budget.over(self._limits.default_budget)
+            self._working.add(run.id)
+            try:
+                try:
+                    await self._wait_turn(run, recorder)  # not counted in the time budget
+                    async with asyncio.timeout(budget.max_seconds or None) as deadline:
+                        if request.ask is not None:
+                            final = await self._asks.work(run, request, request.ask, recorder, budget)
+                        else:
+                            final = await self._chat.work(run, request, recorder, needs_title, budget)
+                finally:
+                    self._working.discard(run.id)  # past this point CancelRun no longer interrupts
+                status, error = STATUS_NAMES[final.status], None
+                terminal: dict[str, Any] = {"final": final}
+            except asyncio.CancelledError:
+                if run.id in self._cancelling:
+                    status, error = "cancelled", "cancelled by the user"
+                    terminal = {"error": engine_pb2.RunError(code="CANCELLED", message=error)}
+                else:
+                    status, error = "failed", INTERRUPTED
+                    terminal = {
+                        "error": engine_pb2.RunError(code="INTERRUPTED", message="the engine stopped")
+                    }
+            except (BudgetExceeded, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError) and not deadline.expired():
+                    raise
+                message = (
+                    str(exc)
+                    if isinstance(exc, BudgetExceeded)
+                    else f"time budget of {budget.max_seconds:g} s exceeded"
+                )
+                status, error = "budget_exceeded", message
+                terminal = {"error": engine_pb2.RunError(code="BUDGET_EXCEEDED", message=message)}
+            except DomainError as exc:
+                status, error = "failed", exc.message
+                code = common_pb2.ErrorReason.Name(exc.reason)
+                terminal = {"error": engine_pb2.RunError(code=code, message=exc.message)}
+            except Exception as exc:  # noqa: BLE001 - a run always ends, with its cause
+                log.exception("run %s failed", run.id)
+                status, error = "failed", f"internal error: {type(exc).__name__}"
+                terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
+            span.set_attribute("switchboard.run_status", status)
+            RUNS.labels(status).inc()
+            RUN_SECONDS.labels(status).observe(time.monotonic() - began)
+            # Shielded: a cancellation (CancelRun, shutdown) arriving while the
+            # run is being settled must not leave it half-recorded and its
+            # clients without a terminal event.
+            settling = asyncio.ensure_future(self._settle(run, recorder, status, error, terminal))
+            self._settling.add(settling)
+            settling.add_done_callback(self._settling.discard)
+            await asyncio.shield(settling)
+
+    async def _settle(
+        self,
+        run: AgentRun,
+        recorder: Recorder,
+        status: str,
+        error: str | None,
+        terminal: dict[str, Any],
+    ) -> None:
+        """Writes the run's end, its last events and its journal (actions,
+        skill runs), then publishes the events."""
+        outcome = recorder.outcome
+        unwritten = [*await recorder.drain(), recorder.make(**terminal)]
+        feed, _ = self._feeds.pop(run.id)
+        self._cancelling.discard(run.id)
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(3),
+                wait=wait_exponential_jitter(multiplier=0.1, max=2.0),
+                reraise=True,
+            ):
+                with attempt:
+                    await self._repo.finish_run(
+                        run.id,
+                        {"status": status, "error": error, **outcome.columns()},
+                        [(e.sequence, e.SerializeToString()) for e in unwritten],
+                        outcome.journal,
+                    )
+        except Exception:
+            # Never show clients events that are not stored: end their
+            # streams; the lease loop settles the run failed when it can.
+            log.exception("could not record the end of run %s", run.id)
+            self._unrecorded.add(run.id)
+            await feed.close()
+            return
+        for event in unwritten:
+            await feed.publish(event, last=event is unwritten[-1])
+
+    # Leases and shutdown
+
+    async def heartbeat(self) -> None:
+        await self._repo.heartbeat(self._instance_id)
+
+    async def settle_orphans(self, at_start: bool = False) -> int:
+        """Settles `failed` ("interrupted") every run left `running` by an
+        engine instance whose lease expired: a crash never leaves a zombie,
+        and another live engine's runs are never touched. At start-up, runs
+        recorded under this instance's own id are orphans too (a restart that
+        reuses an instance id inherits a lease, not the runs)."""
+        settled = 0
+        own = self._instance_id if at_start else None
+        for run in await self._repo.orphaned_runs(self._limits.lease_seconds, own):
+            sequence = await self._repo.last_sequence(run.id) + 1
+            event = engine_pb2.RunEvent(
+                run_id=run.id,
+                sequence=sequence,
+                error=engine_pb2.RunError(code="INTERRUPTED", message="the engine running this run stopped"),
+            )
+            event.create_time.GetCurrentTime()
+            if await self._repo.settle_if_running(run.id, INTERRUPTED, event.SerializeToString(), sequence):
+                settled += 1
+                RUNS.labels("failed").inc()
+                log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
+        for run_id in list(self._unrecorded):
+            sequence = await self._repo.last_sequence(run_id) + 1
+            message = "the database was unavailable when the run ended; its end could not be recorded"
+            code = common_pb2.ErrorReason.Name(common_pb2.ERROR_REASON_DEPENDENCY_UNAVAILABLE)
+            event = engine_pb2.RunEvent(
+                run_id=run_id, sequence=sequence, error=engine_pb2.RunError(code=code, message=message)
+            )
+            event.create_time.GetCurrentTime()
+            if await self._repo.settle_if_running(run_id, message, event.SerializeToString(), sequence):
+                settled += 1
+                log.warning("settled run %s failed: its end could not be recorded", run_id)
+            self._unrecorded.discard(run_id)
+        return settled
+
+    async def maintain(self) -> None:
+        """Renews this instance's lease and settles orphans, until cancelled."""
+        while True:
+            try:
+                await self.heartbeat()
+                await self.settle_orphans()
+            except Exception:  # noqa: BLE001 - keep the lease loop alive through a database blip
+                log.exception("lease maintenance failed")
+            await asyncio.sleep(self._limits.lease_seconds / 3)
+
+    async def close(self, grace: float | None) -> None:
+        """Lets in-flight runs finish within ``grace``; the rest are cancelled
+        and settled `failed` ("interrupted") by their own task."""
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks.values()), timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        # Settlements run shielded from those cancellations: let them land.
+        await asyncio.gather(*self._settling, return_exceptions=True)
+        await self._titles.close()
+        await self._repo.release(self._instance_id)

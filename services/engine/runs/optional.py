@@ -1,0 +1,54 @@
+"""Calls to a service a chat run can do without (memory, the router): a
+failure gives the fallback value, and the run's one notice about that
+service."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from services.engine.runs.recorder import Recorder
+from services.shared.errors import DependencyUnavailable
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+async def ready(value: _T) -> _T:
+    """A value where a call is expected (a call the run need not make)."""
+    return value
+
+
+class OptionalServices:
+    NOTICES = {
+        "memory": (
+            "MEMORY_UNAVAILABLE",
+            "memory is unavailable, so this answer uses no recalled notes, personal settings, "
+            "instruction page or mentioned pages",
+        ),
+        "router": (
+            "ROUTER_UNAVAILABLE",
+            "routing is unavailable, so no skill was applied automatically and the engine's "
+            "fallback model answers",
+        ),
+    }
+
+    def __init__(self, rec: Recorder) -> None:
+        self._rec = rec
+        self._failed: set[str] = set()
+
+    async def __call__(self, service: str, call: Awaitable[_T], fallback: _T) -> _T:
+        try:
+            return await call
+        except DependencyUnavailable as exc:
+            self.failed(service, exc)
+            return fallback
+
+    def failed(self, service: str, exc: DependencyUnavailable) -> None:
+        log.warning("run %s goes on without %s: %s", self._rec.run_id, service, exc.message)
+        if service not in self._failed:
+            self._failed.add(service)
+            code, message = self.NOTICES[service]
+            self._rec.notice(code, f"{message} ({exc.message})")

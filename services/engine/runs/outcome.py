@@ -1,0 +1,83 @@
+"""What a run reached, recorded on its row when it ends, whatever the end:
+a run that fails, is cancelled or runs out of budget keeps the sources,
+skills, routing decision, model and layers it had reached."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from services.engine.models import AgentAction, SkillRun
+from services.engine.tools import SourceRead
+from switchboard.engine.v1 import engine_pb2
+from switchboard.router.v1 import router_service_pb2
+
+# Run statuses as stored, and as the contract names them.
+STATUSES = {
+    "running": engine_pb2.RUN_STATUS_RUNNING,
+    "waiting_approval": engine_pb2.RUN_STATUS_WAITING_APPROVAL,
+    "done": engine_pb2.RUN_STATUS_DONE,
+    "failed": engine_pb2.RUN_STATUS_FAILED,
+    "cancelled": engine_pb2.RUN_STATUS_CANCELLED,
+    "budget_exceeded": engine_pb2.RUN_STATUS_BUDGET_EXCEEDED,
+}
+STATUS_NAMES = {value: name for name, value in STATUSES.items()}
+
+
+@dataclass
+class Outcome:
+    """Filled in by the run's work as it goes; its tokens are set when the
+    work ends normally (a run that stops early records none)."""
+
+    provider: str | None = None
+    model: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    sources: list[SourceRead] = dataclasses.field(default_factory=list)
+    skills: list[engine_pb2.SkillUse] = dataclasses.field(default_factory=list)
+    layers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    router_decision: engine_pb2.RouterDecision = dataclasses.field(default_factory=engine_pb2.RouterDecision)
+    # Rows of agent_actions and skill_runs, written with the run's end.
+    actions: list[AgentAction] = dataclasses.field(default_factory=list)
+    skill_runs: list[SkillRun] = dataclasses.field(default_factory=list)
+
+    def record_model(self, route: router_service_pb2.RouteModelResponse, fallback: bool = False) -> None:
+        """The model that answers, and the router's reasons for it
+        (``fallback``: the router could not be reached)."""
+        self.provider, self.model = route.model.provider, route.model.model
+        self.router_decision.model.CopyFrom(
+            engine_pb2.ModelDecision(
+                model=route.model,
+                reason=route.reason,
+                routed=route.routed,
+                request_profile=route.request_profile,
+                web_only=route.web_only,
+                fallback=fallback,
+            )
+        )
+
+    def columns(self) -> dict[str, Any]:
+        """The agent_runs columns this outcome sets."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "sources_json": json.dumps([s.as_dict() for s in self.sources]),
+            "skills_json": json.dumps(
+                [json_format.MessageToDict(u, preserving_proto_field_name=True) for u in self.skills]
+            ),
+            "layers_json": json.dumps(self.layers),
+            # The column keeps its name; it holds the RouterDecision message as JSON.
+            "router_decision_json": json_format.MessageToJson(
+                self.router_decision, preserving_proto_field_name=True, indent=None
+            ),
+        }
+
+    @property
+    def journal(self) -> list[AgentAction | SkillRun]:
+        return [*self.actions, *self.skill_runs]

@@ -1,0 +1,68 @@
+"""A "remember that…" request: the run proposes adding the fact to the
+user's active instruction page and ends waiting for approval. Nothing is
+written to the page here: the user's accept writes it."""
+
+from __future__ import annotations
+
+from services.engine.collaborators import Collaborators
+from services.engine.models import AgentRun
+from services.engine.remember import with_fact
+from services.engine.runs.context import EntryMaker
+from services.engine.runs.recorder import Recorder
+from services.engine.tools import SourceRead
+from services.shared.errors import FailedPrecondition
+from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import pages_pb2, pages_service_pb2
+from switchboard.threads.v1 import threads_pb2
+
+
+async def propose_to_remember(
+    collab: Collaborators,
+    run: AgentRun,
+    user: str,
+    fact: str,
+    page: pages_service_pb2.GetActiveInstructionsResponse,
+    rec: Recorder,
+    entry: EntryMaker,
+) -> engine_pb2.Final:
+    """Proposes adding ``fact`` to the active instruction page (created from
+    the template first if the user has none), and answers with what would
+    change."""
+    async with rec.step("proposal", "Preparing a change to your instructions"):
+        if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
+            raise FailedPrecondition(
+                "your active instruction page cannot be read; choose another one before asking me to remember"
+            )
+        page_id, title, body = page.page_id, page.title, page.body
+        if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
+            created = await collab.create_instruction_page(user, f"{run.id}:instruction-page")
+            page_id, title, body = created.id, created.title, created.body
+        proposal = await collab.create_proposal(
+            user,
+            f"{run.id}:proposal",
+            page_id,
+            with_fact(body, fact),
+            f"The user asked me to remember: {fact}",
+            run_id=run.id,
+        )
+    rec.emit(
+        proposal=engine_pb2.ProposalMade(
+            proposal_id=proposal.id,
+            page_id=page_id,
+            page_title=title,
+            summary=fact,
+            unified_diff=proposal.diff.unified,
+        )
+    )
+    text = (
+        f'I would add this to your instruction page "{title}": {fact}. '
+        "Nothing changes until you accept the proposal."
+    )
+    await collab.append_entries(
+        user,
+        run.conversation_id or "",
+        f"{run.id}:assistant",
+        [entry(threads_pb2.ROLE_ASSISTANT, text, "engine")],
+    )
+    rec.outcome.sources = [SourceRead("page", page_id, title)]
+    return engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_WAITING_APPROVAL)

@@ -1,0 +1,150 @@
+"""The tool loop, which chat and ask work both drive: call the model; while it
+calls tools, run them (each a named step, an action event and a row of
+agent_actions) and give it their results. Every model call and every tool
+call is a step of the run's budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry import trace
+
+from services.engine.budget import BudgetExceeded, RunBudget
+from services.engine.models import AgentAction
+from services.engine.providers.base import ChatMessage, LLMProvider, ToolSpec
+from services.engine.runs.generation import Models
+from services.engine.runs.recorder import Recorder
+from services.engine.tokens import Counter
+from services.engine.tools import FAMILY_LABELS, InstructionProposal, ToolContext, ToolRegistry
+from switchboard.engine.v1 import engine_pb2
+from switchboard.router.v1 import router_pb2
+
+tracer = trace.get_tracer("switchboard.engine")
+
+
+@dataclass
+class LoopResult:
+    """What the tool loop produced: the answer as the client saw it, the
+    tokens, the proposals tools made, and the turn's messages after the
+    prompt (tool calls, their results, the last answer) to record."""
+
+    answer: str = ""
+    tokens_in: int = 0
+    tokens_out: int = 0
+    proposals: list[InstructionProposal] = dataclasses.field(default_factory=list)
+    transcript: list[ChatMessage] = dataclasses.field(default_factory=list)
+
+
+class ToolLoop:
+    def __init__(self, models: Models) -> None:
+        self._models = models
+        self._tools: ToolRegistry | None = None
+
+    def attach(self, tools: ToolRegistry) -> None:
+        """The tools runs may use (built after the run service: the ask_agent
+        tool runs asks through it)."""
+        self._tools = tools
+
+    async def specs(self, context: ToolContext, text: str, rec: Recorder) -> list[ToolSpec]:
+        """The tools this run may use, and what the user must know before the
+        first model call: sources a web-only model will not read, @mentions
+        of sources the conversation does not allow, MCP servers that failed."""
+        if self._tools is None:
+            return []
+        specs = await self._tools.specs(context)
+        withheld = self._tools.withheld_notice(context)
+        notices = [("SOURCES_WITHHELD", withheld)] if withheld else []
+        notices += [("MENTION_NOT_ALLOWED", n) for n in self._tools.refused_mentions(text, context)]
+        notices += [("TOOLS_UNAVAILABLE", n) for n in context.notices]
+        for code, message in notices:
+            rec.notice(code, message)
+        return specs
+
+    async def run(
+        self,
+        provider: LLMProvider,
+        model: router_pb2.ModelOption,
+        messages: list[ChatMessage],
+        specs: Sequence[ToolSpec],
+        context: ToolContext,
+        rec: Recorder,
+        thread: str,
+        budget: RunBudget,
+        counter: Counter | None = None,
+        session_key: str = "",
+        label: str = "",
+        context_strategy: str = "",
+    ) -> LoopResult:
+        texts: list[str] = []
+        loop = LoopResult()
+        steps = 0
+        prompt_length = len(messages)
+        while True:
+            steps += 1
+            if budget.max_steps and steps > budget.max_steps:
+                raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
+            async with rec.step("generate", label or f"Writing with {model.model}"):
+                first = counter if steps == 1 else None  # the prompt's own count corrects the estimate
+                generated = await self._models.generate(
+                    provider,
+                    model,
+                    messages,
+                    rec,
+                    thread,
+                    budget,
+                    specs,
+                    session_key=session_key,
+                    counter=first,
+                    context_strategy=context_strategy,
+                )
+            texts.append(generated.text)
+            loop.tokens_in += generated.tokens_in
+            loop.tokens_out += generated.tokens_out
+            if not generated.tool_calls:
+                loop.answer = "".join(texts)
+                loop.transcript = [*messages[prompt_length:], ChatMessage("assistant", generated.text)]
+                return loop
+            messages.append(ChatMessage("assistant", generated.text, tool_calls=generated.tool_calls))
+            for call in generated.tool_calls:
+                steps += 1
+                if budget.max_steps and steps > budget.max_steps:
+                    raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
+                assert self._tools is not None  # the model only calls tools it was offered
+                family = self._tools.family_of(call.name)
+                async with rec.step(f"tools.{family}", FAMILY_LABELS[family]):
+                    with tracer.start_as_current_span(f"execute_tool {call.name}") as span:
+                        span.set_attribute("gen_ai.operation.name", "execute_tool")
+                        span.set_attribute("gen_ai.tool.name", call.name)
+                        span.set_attribute("gen_ai.tool.call.id", call.call_id)
+                        result = await self._tools.execute(call, context)
+                        if result.is_error:
+                            span.set_status(trace.StatusCode.ERROR)
+                status = "error" if result.is_error else "ok"
+                rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=status))
+                if result.notice:  # a write the user did not ask for (tools.WriteRefused)
+                    rec.notice("WRITE_REFUSED", result.notice)
+                rec.outcome.actions.append(
+                    AgentAction(
+                        id=str(uuid.uuid4()),
+                        run_id=context.run_id,
+                        user_id=context.user,
+                        tool=call.name[:200],
+                        family=family,
+                        status=status,
+                    )
+                )
+                messages.append(result.message())
+                if result.proposal is not None:
+                    loop.proposals.append(result.proposal)
+                    rec.emit(
+                        proposal=engine_pb2.ProposalMade(
+                            proposal_id=result.proposal.proposal_id,
+                            page_id=result.proposal.page_id,
+                            page_title=result.proposal.page_title,
+                            summary=result.proposal.summary,
+                            unified_diff=result.proposal.unified_diff,
+                        )
+                    )
