@@ -344,14 +344,21 @@ async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) 
     async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
         async with Client(streamable_http_client(f"{launched.url}/mcp", http_client=http)) as client:
             asked = data(await client.call_tool("ask_agent", {"target": target, "message": "Trace ?"}))
+    def runs_span(spans: list[Any]) -> bool:
+        return any(s.service == "switchboard-engine" and s.run_id == asked["run_id"] for s in spans)
+
+    def asks_span(spans: list[Any]) -> bool:
+        # The ask's own HTTP call inside the gateway: its span ends, and is
+        # exported, only once the ask's stream has ended.
+        return any(s.name.startswith("POST /api/agent/agents/{agent_id}/asks") for s in spans)
+
     spans: list[Any] = []
     for _ in range(100):
         spans = [s for s in launched.traces.snapshot() if s.trace_id == trace_id]
-        if any(s.service == "switchboard-engine" and s.run_id == asked["run_id"] for s in spans):
+        if runs_span(spans) and asks_span(spans):
             break
         await asyncio.sleep(0.1)
     services = {s.service for s in spans}
     assert {"switchboard-gateway", "switchboard-engine", "switchboard-threads"} <= services, services
-    # The ask's own HTTP call inside the gateway, in the same trace.
-    assert any(s.name.startswith("POST /api/agent/agents/{agent_id}/asks") for s in spans), spans
-    assert any(s.service == "switchboard-engine" and s.run_id == asked["run_id"] for s in spans)
+    assert asks_span(spans), spans
+    assert runs_span(spans)
