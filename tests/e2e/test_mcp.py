@@ -344,6 +344,7 @@ async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) 
     async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
         async with Client(streamable_http_client(f"{launched.url}/mcp", http_client=http)) as client:
             asked = data(await client.call_tool("ask_agent", {"target": target, "message": "Trace ?"}))
+
     def runs_span(spans: list[Any]) -> bool:
         return any(s.service == "switchboard-engine" and s.run_id == asked["run_id"] for s in spans)
 
