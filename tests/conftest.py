@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.shared.time import set_clock
+from services.shared.timer import set_timer
 from tests.databases import BACKENDS, database_url, drop_templates
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
@@ -73,3 +74,31 @@ def clock() -> Iterator[MovableClock]:
         yield test_clock
     finally:
         set_clock(None)
+
+
+class FakeTimer:
+    """The in-process services' timer for waits and deadlines during a test:
+    a sleep moves it forward at once, so a backoff is tested for the waits it
+    chose without spending them."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)  # still a suspension point, as a real sleep is
+
+
+@pytest.fixture
+def timer() -> Iterator[FakeTimer]:
+    fake = FakeTimer()
+    set_timer(fake.monotonic, fake.sleep)
+    try:
+        yield fake
+    finally:
+        set_timer(None, None)

@@ -12,13 +12,11 @@ then meets the rows of the first attempt and must change nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import functools
 import logging
 import random
 import socket
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -27,7 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.dml import Insert
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
-from services.shared import deadlines
+from services.shared import deadlines, timer
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +120,7 @@ async def retry_transient(operation: Callable[[int], Awaitable[T]], what: str) -
         if not is_transient(exc) or _retry_seconds <= 0:
             raise
         first_error: BaseException = exc
-    started = time.monotonic()
+    started = timer.monotonic()
 
     def give_up(upcoming: float) -> bool:
         # The served call's deadline (services.shared.deadlines) bounds the
@@ -131,7 +129,7 @@ async def retry_transient(operation: Callable[[int], Awaitable[T]], what: str) -
         left = deadlines.remaining()
         if left is not None and upcoming > left - DEADLINE_MARGIN:
             return True
-        return time.monotonic() - started + upcoming > _retry_seconds
+        return timer.monotonic() - started + upcoming > _retry_seconds
 
     def stop(state: RetryCallState) -> bool:
         return give_up(state.upcoming_sleep)
@@ -156,13 +154,14 @@ async def retry_transient(operation: Callable[[int], Awaitable[T]], what: str) -
         _summary(first_error),
         wait,
     )
-    await asyncio.sleep(wait)
+    await timer.sleep(wait)
     attempt_number = 1
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(is_transient),
         wait=wait_exponential_jitter(multiplier=2 * FIRST_WAIT, max=MAX_WAIT, jitter=JITTER),
         stop=stop,
         before_sleep=before_sleep,
+        sleep=timer.sleep,
         reraise=True,
     ):
         with attempt:

@@ -14,7 +14,6 @@ deadline included."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -22,9 +21,10 @@ from typing import Any
 
 import grpc
 
+from services.shared import timer
 from services.shared.handlers import around_calls
 
-# Absolute time.monotonic() at which the call being served expires; None: no deadline.
+# Absolute timer.monotonic() at which the call being served expires; None: no deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("switchboard_deadline", default=None)
 
 
@@ -32,7 +32,7 @@ def remaining() -> float | None:
     """Seconds left before the incoming call's deadline (negative once past),
     or None when this task serves no call with a deadline."""
     deadline = _DEADLINE.get()
-    return None if deadline is None else deadline - time.monotonic()
+    return None if deadline is None else deadline - timer.monotonic()
 
 
 def bounded(timeout: float) -> float:
@@ -52,7 +52,7 @@ def detach() -> None:
 def enter(context: grpc.aio.ServicerContext) -> None:
     """Records the deadline of the call ``context`` serves (none without one)."""
     left = context.time_remaining()
-    _DEADLINE.set(None if left is None else time.monotonic() + left)
+    _DEADLINE.set(None if left is None else timer.monotonic() + left)
 
 
 class DeadlineInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

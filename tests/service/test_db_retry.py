@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -33,7 +32,7 @@ from services.threads.repository import NewEntry, ThreadsRepository
 from services.threads.server import MIGRATIONS as THREADS_MIGRATIONS
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
-from tests.conftest import DatabaseFactory
+from tests.conftest import DatabaseFactory, FakeTimer
 from tests.service.harness import as_user
 from tests.service.system import collect, system
 
@@ -130,24 +129,28 @@ def test_only_connection_failures_are_transient() -> None:
     assert not db_retry.is_transient(FileNotFoundError(2, "No such file or directory"))
 
 
-async def test_retries_are_bounded_jittered_and_stop_for_other_errors() -> None:
+async def test_retries_are_bounded_jittered_and_stop_for_other_errors(timer: FakeTimer) -> None:
     db_retry.configure(1.0)
     starts: list[float] = []
 
     async def always_down(attempt: int) -> None:
-        starts.append(time.monotonic())
+        starts.append(timer.now)
         raise ConnectionRefusedError(111, "Connect call failed")
 
-    began = time.monotonic()
+    began = timer.now
     with pytest.raises(ConnectionRefusedError):
         await db_retry.retry_transient(always_down, "test")
-    elapsed = time.monotonic() - began
+    # Every wait is one the retry slept, and they fit in the retry budget.
     waits = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-    assert 3 <= len(starts) <= 6 and elapsed < 1.0 + 0.5, (len(starts), elapsed)
+    assert waits == pytest.approx(timer.sleeps) and 3 <= len(starts) <= 6, (starts, timer.sleeps)
+    assert timer.now - began <= 1.0
     # Exponential from FIRST_WAIT, capped, each plus 0..JITTER of random jitter.
     for index, wait in enumerate(waits):
         base = min(db_retry.FIRST_WAIT * 2**index, db_retry.MAX_WAIT)
-        assert base - 0.01 <= wait <= base + db_retry.JITTER + 0.1, (index, wait)
+        assert base <= wait <= base + db_retry.JITTER, (index, wait)
+    # The next wait would have overrun the budget: the retry stopped in time.
+    next_base = min(db_retry.FIRST_WAIT * 2 ** len(waits), db_retry.MAX_WAIT)
+    assert timer.now - began + next_base > 1.0
 
     calls = 0
 
@@ -156,18 +159,20 @@ async def test_retries_are_bounded_jittered_and_stop_for_other_errors() -> None:
         calls += 1
         raise IntegrityError("INSERT", {}, Exception("duplicate key value"))
 
+    sleeps = len(timer.sleeps)
     with pytest.raises(IntegrityError):
         await db_retry.retry_transient(broken_statement, "test")
-    assert calls == 1
+    assert calls == 1 and len(timer.sleeps) == sleeps
 
     # Inside a served call, retrying stops in time to answer before its deadline.
     db_retry.configure(30.0)
     deadlines.enter(_Context(0.6))
     try:
-        began = time.monotonic()
+        began = timer.now
         with pytest.raises(ConnectionRefusedError):
             await db_retry.retry_transient(always_down, "test")
-        assert time.monotonic() - began < 0.6
+        assert timer.now - began <= 0.6 - db_retry.DEADLINE_MARGIN
+        assert len(timer.sleeps) > sleeps  # it did retry before giving up
     finally:
         deadlines.detach()
         db_retry.configure(db_retry.DEFAULT_RETRY_SECONDS)
