@@ -66,13 +66,27 @@ class DependencyUnavailable(DomainError):
     reason = common_pb2.ERROR_REASON_DEPENDENCY_UNAVAILABLE
 
 
+# A refusal may quote what the client sent (an id, a name). The message goes
+# out twice in the trailers (grpc-message and the status details), which gRPC
+# caps at 8 KiB: a long quote would turn the refusal into RESOURCE_EXHAUSTED
+# "Stream removed" at the caller. So quotes are cut to these sizes.
+MAX_MESSAGE_CHARS = 1000
+MAX_METADATA_CHARS = 200
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def to_status(error: DomainError) -> grpc.Status:
+    metadata = {key: _cut(value, MAX_METADATA_CHARS) for key, value in error.metadata.items()}
     info = error_details_pb2.ErrorInfo(
-        reason=common_pb2.ErrorReason.Name(error.reason), domain=ERROR_DOMAIN, metadata=error.metadata
+        reason=common_pb2.ErrorReason.Name(error.reason), domain=ERROR_DOMAIN, metadata=metadata
     )
     detail = any_pb2.Any()
     detail.Pack(info)
-    status = status_pb2.Status(code=error.code.value[0], message=error.message, details=[detail])
+    message = _cut(error.message, MAX_MESSAGE_CHARS)
+    status = status_pb2.Status(code=error.code.value[0], message=message, details=[detail])
     return rpc_status.to_status(status)
 
 

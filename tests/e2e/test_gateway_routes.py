@@ -548,3 +548,15 @@ def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Cl
         == "Alice's supplier thread"
     )
     assert alice.get(f"/api/agent/proposals/{world.proposals[1]}").status_code == 200
+
+
+def test_a_huge_id_in_a_path_is_refused_cleanly(alice: httpx.Client, launched: Launched) -> None:
+    """A refusal that quotes a 5,000-character id still reaches the client as
+    the refusal (gRPC's trailers would otherwise overflow), never a 500."""
+    huge = "x" * 5000
+    asked = alice.post(f"/api/agent/agents/{huge}/asks", json={"message": "Bonjour ?", "requester": "dev"})
+    assert asked.status_code in (400, 404), asked.text[:300]
+    assert asked.json()["error"]["reason"] in ("ERROR_REASON_INVALID_ARGUMENT", "ERROR_REASON_NOT_FOUND")
+    got = alice.get(f"/api/agent/agents/{huge}")
+    assert got.status_code in (400, 404), got.text[:300]
+    assert "Traceback" not in launched.log.read_text()

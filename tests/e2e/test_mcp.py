@@ -356,7 +356,9 @@ async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) 
     spans: list[Any] = []
     for _ in range(100):
         spans = [s for s in launched.traces.snapshot() if s.trace_id == trace_id]
-        if runs_span(spans) and asks_span(spans):
+        services = {s.service for s in spans}
+        wanted = {"switchboard-gateway", "switchboard-engine", "switchboard-threads"}
+        if runs_span(spans) and asks_span(spans) and wanted <= services:
             break
         await asyncio.sleep(0.1)
     services = {s.service for s in spans}
