@@ -54,6 +54,20 @@ def test_slash_opens_the_skills_and_forces_the_chosen_one(page: Page, launched: 
     expect(page.locator("#forced-skills")).to_be_hidden()
 
 
+def test_a_quick_return_to_the_box_keeps_the_fresh_menu_open(page: Page, launched: Launched) -> None:
+    # Leaving the box closes its menu a moment later (so a click on an option
+    # lands first); coming back and typing "/" within that moment must not
+    # have the new menu closed by the earlier departure.
+    box = page.locator("#message")
+    box.click()
+    page.locator("#search").focus()
+    box.press_sequentially("/")
+    picker = page.get_by_role("listbox", name="Skills")
+    expect(picker).to_be_visible()
+    page.wait_for_timeout(400)  # past the close delay of the earlier blur
+    expect(picker).to_be_visible()
+
+
 def test_at_mentions_offer_only_allowed_sources_and_the_run_reads_the_page(
     page: Page, launched: Launched
 ) -> None:

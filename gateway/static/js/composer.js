@@ -193,7 +193,14 @@ export function wireComposer() {
   box.setAttribute("aria-controls", "picker");
   box.setAttribute("aria-autocomplete", "list");
   box.addEventListener("input", guard(update));
-  box.addEventListener("blur", () => setTimeout(close, 150));
+  // Closed a moment after the box loses focus (a click on an option lands
+  // first), unless the focus came back meanwhile: a quick click elsewhere then
+  // a new "/" must not have its fresh menu closed by the earlier blur.
+  box.addEventListener("blur", () =>
+    setTimeout(() => {
+      if (document.activeElement !== box) close();
+    }, 150),
+  );
   box.addEventListener("keydown", (event) => {
     if (!picker.kind) return;
     if (event.key === "ArrowDown" || event.key === "ArrowUp") {
