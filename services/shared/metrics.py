@@ -5,7 +5,11 @@ names of go-grpc-prometheus (what existing Grafana dashboards expect):
   ``grpc_server_handling_seconds`` for every method, labelled by type,
   service and method;
 * the engine adds ``switchboard_runs_total`` / ``switchboard_run_duration_seconds``
-  by status and ``switchboard_llm_tokens_total`` by provider, model and type.
+  by status and ``switchboard_llm_tokens_total`` by provider, model and type;
+* database retries (services/shared/db_retry.py): ``switchboard_db_retries_total``,
+  each attempt made again after a connection failure, and
+  ``switchboard_db_retry_outcomes_total`` by outcome, how each unit of work
+  that met one ended.
 
 Labels never hold a user, run or conversation id: their number would grow
 without bound. Each process serves its own /metrics on ``metrics_port``
@@ -52,6 +56,22 @@ LLM_TOKENS = Counter(
     "Tokens sent to (input) and received from (output) LLM providers.",
     ["provider", "model", "type"],
 )
+
+DB_RETRIES = Counter(
+    "switchboard_db_retries_total",
+    "Database units of work run again after their connection failed.",
+)
+DB_RETRY_OUTCOMES = Counter(
+    "switchboard_db_retry_outcomes_total",
+    "Database units of work whose connection failed, by how they ended: recovered "
+    "(a later attempt succeeded), gave_up (the retry time or the call's deadline ran out) "
+    "or failed (a later attempt failed otherwise).",
+    ["outcome"],
+)
+# Every outcome is exported from the start, at 0: a dashboard's rate() then
+# has a series before the first failure instead of "no data".
+for _outcome in ("recovered", "gave_up", "failed"):
+    DB_RETRY_OUTCOMES.labels(_outcome)
 
 
 def serve_metrics(host: str, port: int) -> None:
