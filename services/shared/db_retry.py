@@ -26,6 +26,7 @@ from sqlalchemy.sql.dml import Insert
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential_jitter
 
 from services.shared import deadlines, timer
+from services.shared.metrics import DB_RETRIES, DB_RETRY_OUTCOMES
 
 log = logging.getLogger(__name__)
 
@@ -113,13 +114,28 @@ async def retry_transient(operation: Callable[[int], Awaitable[T]], what: str) -
     with a transient error: waits of 0.1, 0.2, 0.4 ... up to 2 s, each plus
     0-0.25 s of jitter, until ``retry_seconds`` have passed since the first
     failure (or the served call's deadline is near); then re-raises the last
-    error. The first attempt costs what a plain call costs."""
+    error. The first attempt costs what a plain call costs. Each attempt
+    after the first, and how a unit of work that met a connection failure
+    ended, are counted on /metrics (services/shared/metrics.py)."""
     try:
         return await operation(1)
     except Exception as exc:
-        if not is_transient(exc) or _retry_seconds <= 0:
+        if not is_transient(exc):
             raise
         first_error: BaseException = exc
+    try:
+        result = await _retry(operation, what, first_error)
+    except Exception as exc:
+        DB_RETRY_OUTCOMES.labels("gave_up" if is_transient(exc) else "failed").inc()
+        raise
+    DB_RETRY_OUTCOMES.labels("recovered").inc()
+    return result
+
+
+async def _retry(operation: Callable[[int], Awaitable[T]], what: str, first_error: BaseException) -> T:
+    """The attempts after the first one, which failed with ``first_error``."""
+    if _retry_seconds <= 0:
+        raise first_error
     started = timer.monotonic()
 
     def give_up(upcoming: float) -> bool:
@@ -166,6 +182,7 @@ async def retry_transient(operation: Callable[[int], Awaitable[T]], what: str) -
     ):
         with attempt:
             attempt_number += 1
+            DB_RETRIES.inc()
             result = await operation(attempt_number)
             log.info("%s succeeded at attempt %d", what, attempt_number)
             return result

@@ -5,10 +5,17 @@ names of go-grpc-prometheus (what existing Grafana dashboards expect):
   ``grpc_server_handling_seconds`` for every method, labelled by type,
   service and method;
 * the engine adds ``switchboard_runs_total`` / ``switchboard_run_duration_seconds``
-  by status and ``switchboard_llm_tokens_total`` by provider, model and type.
+  by status and ``switchboard_llm_tokens_total`` by provider, model and type;
+* database retries (services/shared/db_retry.py): ``switchboard_db_retries_total``,
+  each attempt made again after a connection failure, and
+  ``switchboard_db_retry_outcomes_total`` by outcome, how each unit of work
+  that met one ended.
 
 Labels never hold a user, run or conversation id: their number would grow
-without bound. Each process serves its own /metrics on ``metrics_port``
+without bound. A trace id rides along instead as an exemplar (the
+``trace_id`` of the call or run observed, when it is traced), which
+Prometheus keeps when it scrapes the OpenMetrics format and Grafana links to
+the trace in Jaeger. Each process serves its own /metrics on ``metrics_port``
 (0, the default, serves none)."""
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import grpc
+from opentelemetry import trace
 from prometheus_client import Counter, Histogram, start_http_server
 
 from services.shared.handlers import Scope, around_calls
@@ -52,6 +60,31 @@ LLM_TOKENS = Counter(
     "Tokens sent to (input) and received from (output) LLM providers.",
     ["provider", "model", "type"],
 )
+
+DB_RETRIES = Counter(
+    "switchboard_db_retries_total",
+    "Database units of work run again after their connection failed.",
+)
+DB_RETRY_OUTCOMES = Counter(
+    "switchboard_db_retry_outcomes_total",
+    "Database units of work whose connection failed, by how they ended: recovered "
+    "(a later attempt succeeded), gave_up (the retry time or the call's deadline ran out) "
+    "or failed (a later attempt failed otherwise).",
+    ["outcome"],
+)
+# Every outcome is exported from the start, at 0: a dashboard's rate() then
+# has a series before the first failure instead of "no data".
+for _outcome in ("recovered", "gave_up", "failed"):
+    DB_RETRY_OUTCOMES.labels(_outcome)
+
+
+def trace_exemplar() -> dict[str, str] | None:
+    """The exemplar of an observation made inside a sampled span: its trace
+    id, as Grafana's Prometheus data source expects it (``trace_id``)."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid or not context.trace_flags.sampled:
+        return None
+    return {"trace_id": trace.format_trace_id(context.trace_id)}
 
 
 def serve_metrics(host: str, port: int) -> None:
@@ -110,7 +143,9 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                         code = grpc.StatusCode.UNKNOWN
                 name = code.name if isinstance(code, grpc.StatusCode) else str(code)
                 GRPC_HANDLED.labels(label, service, method, name).inc()
-                GRPC_SECONDS.labels(label, service, method).observe(time.perf_counter() - started)
+                GRPC_SECONDS.labels(label, service, method).observe(
+                    time.perf_counter() - started, exemplar=trace_exemplar()
+                )
 
         def scope(kind: str) -> Scope:
             label = _TYPES[kind]

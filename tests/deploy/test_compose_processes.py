@@ -86,9 +86,18 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
             "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
             "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
         }
+        # Every service serves /metrics on the one port Prometheus scrapes, each
+        # in a container of its own; here they share a host, so each gets its own.
+        metrics_ports = {name: free_port() for name in GRPC_SERVICES}
+        assert scrape_port("gateway") == 8080  # the gateway serves /metrics beside its API
+        for name in GRPC_SERVICES:
+            variable = f"SWITCHBOARD_{name.upper()}_METRICS_PORT"
+            assert COMPOSE["services"][name]["environment"][variable] == str(scrape_port(name))
         envs: dict[str, dict[str, str]] = {}
         for name in (*GRPC_SERVICES, "gateway"):
             overrides = {**databases, **addresses, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])}
+            if name in metrics_ports:
+                overrides[f"SWITCHBOARD_{name.upper()}_METRICS_PORT"] = str(metrics_ports[name])
             envs[name] = service_env(name, overrides)
             argv = [sys.executable, "-m", *COMPOSE["services"][name]["command"]]
             await stack.enter_async_context(process(argv, envs[name], tmp_path / f"{name}.log"))
@@ -98,6 +107,30 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
         # Migrations off in every service: the one-shot's schema is what they run on.
         events = await asyncio.to_thread(one_run, ports["gateway"])
         assert events[-1].event == "final", [event.event for event in events]
+        # What Prometheus scrapes is served, the engine's run among it.
+        scraped = {
+            name: metrics_of(f"http://127.0.0.1:{port}/metrics") for name, port in metrics_ports.items()
+        }
+        scraped["gateway"] = metrics_of(f"http://127.0.0.1:{ports['gateway']}/metrics")
+        assert 'switchboard_runs_total{status="done"} 1.0' in scraped["engine"]
+        assert all("grpc_server_handled_total{" in scraped[name] for name in GRPC_SERVICES)
+        assert "switchboard_sse_clients" in scraped["gateway"]
+
+
+def scrape_port(job: str) -> int:
+    """The port deploy/prometheus.yml scrapes the compose service ``job`` on."""
+    prometheus = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    (config,) = [c for c in prometheus["scrape_configs"] if c["job_name"] == job]
+    ((target,),) = [group["targets"] for group in config["static_configs"]]
+    host, _, port = target.partition(":")
+    assert host == job and job in COMPOSE["services"], target
+    return int(port)
+
+
+def metrics_of(url: str) -> str:
+    response = httpx.get(url, timeout=10)
+    assert response.status_code == 200, url
+    return response.text
 
 
 def one_run(port: int) -> list[SseEvent]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -188,6 +189,81 @@ async def test_a_connection_that_comes_back_is_used_again(fast_retries: None) ->
         return f"{outcome} at {attempt}"
 
     assert await db_retry.retry_transient(flaky, "test") == "ok at 3"
+
+
+def retry_counts() -> dict[str, float]:
+    """The retry counters this process exports on /metrics."""
+    counts = {"retries": REGISTRY.get_sample_value("switchboard_db_retries_total") or 0.0}
+    for outcome in ("recovered", "gave_up", "failed"):
+        value = REGISTRY.get_sample_value("switchboard_db_retry_outcomes_total", {"outcome": outcome})
+        assert value is not None, f"outcome {outcome} is not exported before it happens"
+        counts[outcome] = value
+    return counts
+
+
+def counted_since(before: dict[str, float]) -> dict[str, float]:
+    return {key: value - before[key] for key, value in retry_counts().items() if value != before[key]}
+
+
+async def test_retries_and_how_they_ended_are_counted(timer: FakeTimer) -> None:
+    db_retry.configure(1.0)
+    try:
+        before = retry_counts()
+
+        async def fine(attempt: int) -> str:
+            return "ok"
+
+        async def broken_statement(attempt: int) -> None:
+            raise IntegrityError("INSERT", {}, Exception("duplicate key value"))
+
+        # A unit of work that never met a connection failure counts nothing.
+        assert await db_retry.retry_transient(fine, "test") == "ok"
+        with pytest.raises(IntegrityError):
+            await db_retry.retry_transient(broken_statement, "test")
+        assert counted_since(before) == {}
+
+        outcomes: list[BaseException | str] = [ConnectionRefusedError(), ConnectionResetError(), "ok"]
+
+        async def flaky(attempt: int) -> str:
+            outcome = outcomes[attempt - 1]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+
+        await db_retry.retry_transient(flaky, "test")
+        assert counted_since(before) == {"retries": 2, "recovered": 1}
+
+        async def down_then_broken(attempt: int) -> None:
+            if attempt == 1:
+                raise ConnectionResetError("reset")
+            raise IntegrityError("INSERT", {}, Exception("duplicate key value"))
+
+        with pytest.raises(IntegrityError):
+            await db_retry.retry_transient(down_then_broken, "test")
+        assert counted_since(before) == {"retries": 3, "recovered": 1, "failed": 1}
+
+        attempts = 0
+
+        async def always_down(attempt: int) -> None:
+            nonlocal attempts
+            attempts = attempt
+            raise ConnectionRefusedError(111, "Connect call failed")
+
+        with pytest.raises(ConnectionRefusedError):
+            await db_retry.retry_transient(always_down, "test")
+        retries = 3 + attempts - 1
+        assert attempts >= 3 and counted_since(before) == {
+            "retries": retries, "recovered": 1, "failed": 1, "gave_up": 1,
+        }  # fmt: skip
+
+        # Retries off: the connection failure still shows, as a unit of work given up.
+        db_retry.configure(0)
+        with pytest.raises(ConnectionRefusedError):
+            await db_retry.retry_transient(always_down, "test")
+        assert attempts == 1
+        assert counted_since(before) == {"retries": retries, "recovered": 1, "failed": 1, "gave_up": 2}
+    finally:
+        db_retry.configure(db_retry.DEFAULT_RETRY_SECONDS)
 
 
 # Threads: appends and conversations keyed by request id

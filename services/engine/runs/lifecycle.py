@@ -38,7 +38,7 @@ from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, ToolRegistry
 from services.shared import deadlines
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.metrics import RUN_SECONDS, RUNS
+from services.shared.metrics import RUN_SECONDS, RUNS, trace_exemplar
 from services.shared.pagination import decode_token, encode_token
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
@@ -358,8 +358,9 @@ class RunService:
                 status, error = "failed", f"internal error: {type(exc).__name__}"
                 terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
             span.set_attribute("switchboard.run_status", status)
-            RUNS.labels(status).inc()
-            RUN_SECONDS.labels(status).observe(time.monotonic() - began)
+            exemplar = trace_exemplar()  # the run's own span, current here
+            RUNS.labels(status).inc(exemplar=exemplar)
+            RUN_SECONDS.labels(status).observe(time.monotonic() - began, exemplar=exemplar)
             # Shielded: a cancellation (CancelRun, shutdown) arriving while the
             # run is being settled must not leave it half-recorded and its
             # clients without a terminal event.
