@@ -47,4 +47,7 @@ echo "== lint and types"
 .venv/bin/mypy services gateway client
 
 echo "== tests"
-.venv/bin/pytest "$@"
+# One worker per core, whole modules per worker (--dist loadfile) so a module's
+# launched system and fixtures stay in one process; SWITCHBOARD_TEST_WORKERS=0
+# runs in this process only.
+.venv/bin/pytest -n "${SWITCHBOARD_TEST_WORKERS:-auto}" --dist loadfile "$@"
