@@ -28,6 +28,7 @@ from gateway import (
     pages,
     personal,
     project,
+    trace_redaction,
 )
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
@@ -133,6 +134,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         # No span per ASGI receive and send: an SSE stream would make one per
         # event written, which costs more than the rest of the request's trace.
         FastAPIInstrumentor.instrument_app(
-            app, excluded_urls="healthz,metrics", exclude_spans=["receive", "send"]
+            app,
+            excluded_urls="healthz,metrics",
+            exclude_spans=["receive", "send"],
+            server_request_hook=trace_redaction.redact_request_span,
         )
     return app
