@@ -1,9 +1,10 @@
 """The local launcher keeps the system up (real processes, both databases).
 
-* The engine, then threads, is killed with SIGKILL while a client streams a
-  run through the gateway: the launcher restarts it (the other processes
-  keep their pids), and the client's stream still reaches a terminal event —
-  resuming with Last-Event-ID if the gateway ended it first. A new run works
+* The engine, threads, then the gateway itself, is killed with SIGKILL
+  while a client streams a run through the gateway: the launcher restarts it
+  (the other processes keep their pids), and the client's stream still
+  reaches a terminal event — resuming with Last-Event-ID when its stream
+  ended first (always, when the gateway was the one killed). A new run works
   afterwards. The measured kill-to-healthy times are printed (see
   docs/reliability.md).
 * Ctrl-C (SIGINT) stops every process in order: the gateway first, then the
@@ -36,6 +37,7 @@ from tests.processes import launcher_ready, start_launcher, stop_popen
 
 TOKEN = "token-recovery"
 RESTARTS: dict[str, list[float]] = {}
+RESUMED: list[str] = []  # backend/victim of each stream resumed with Last-Event-ID
 
 
 @dataclass
@@ -114,49 +116,65 @@ def _restarted(system: System, name: str, seen: int) -> float:
     raise AssertionError(f"{name} was not restarted:\n{system.log.read_text()[-3000:]}")
 
 
+def _ended(events: list[SseEvent]) -> bool:
+    """A stored terminal event (the gateway's own "stream interrupted" has no
+    id: it is not the run's end, only the stream's)."""
+    return bool(events) and events[-1].event in ("final", "error") and events[-1].id is not None
+
+
 def _stream_through_a_kill(client: httpx.Client, system: System, victim: str) -> list[SseEvent]:
     """A run streamed while ``victim`` is SIGKILLed after its first token;
     every event the client got, resuming with Last-Event-ID whenever the
-    gateway ends the stream before a terminal event."""
+    stream ends before a terminal event (the gateway ended it, or was the
+    one killed), retrying while the gateway is down or answers 503."""
     conversation = client.post("/api/agent/conversations", json={"title": f"kill {victim}"}).json()["id"]
     events: list[SseEvent] = []
     killed = False
-    with client.stream(
-        "POST",
-        f"/api/agent/conversations/{conversation}/messages",
-        json={"message": "Write a long plan for the launch", "request_id": str(uuid.uuid4())},
-    ) as response:
-        assert response.status_code == 200, response.read()
-        for event in read_events(response):
-            events.append(event)
-            if event.event == "delta" and not killed:
-                os.kill(system.children()[victim], signal.SIGKILL)
-                killed = True
+    try:
+        with client.stream(
+            "POST",
+            f"/api/agent/conversations/{conversation}/messages",
+            json={"message": "Write a long plan for the launch", "request_id": str(uuid.uuid4())},
+        ) as response:
+            assert response.status_code == 200, response.read()
+            for event in read_events(response):
+                events.append(event)
+                if event.event == "delta" and not killed:
+                    os.kill(system.children()[victim], signal.SIGKILL)
+                    killed = True
+    except httpx.TransportError:
+        assert victim == "gateway" and killed  # its connection went with it
     assert killed, [e.event for e in events]
     run_id = events[0].data["run_id"]
-    for _ in range(10):
-        if events[-1].event in ("final", "error") and events[-1].id is not None:
-            break
+    deadline = time.monotonic() + 90
+    while not _ended(events):
+        assert time.monotonic() < deadline, [(e.id, e.event) for e in events]
         last = next((e.id for e in reversed(events) if e.id is not None), "0")
-        with client.stream(
-            "GET", f"/api/agent/runs/{run_id}/events", headers={"Last-Event-ID": last}
-        ) as response:
-            if response.status_code == 204:
-                break  # nothing after the last event: the client had the whole run
-            assert response.status_code == 200, response.read()
-            events.extend(read_events(response))
+        try:
+            with client.stream(
+                "GET", f"/api/agent/runs/{run_id}/events", headers={"Last-Event-ID": last}
+            ) as response:
+                if response.status_code == 204:
+                    break  # nothing after the last event: the client had the whole run
+                if response.status_code != 503:
+                    assert response.status_code == 200, response.read()
+                    events.extend(read_events(response))
+                    RESUMED.append(f"{system.backend}/{victim}")
+                    continue
+        except httpx.TransportError:
+            pass  # the gateway is not back yet
+        time.sleep(0.2)
     return events
 
 
-@pytest.mark.parametrize("victim", ["engine", "threads"])
+@pytest.mark.parametrize("victim", ["engine", "threads", "gateway"])
 def test_a_killed_process_is_restarted_and_the_stream_ends(
     client: httpx.Client, system: System, victim: str
 ) -> None:
     before = system.children()
     seen = len(re.findall(rf"{victim} restarted:", system.log.read_text()))
     events = _stream_through_a_kill(client, system, victim)
-    terminal = [e for e in events if e.event in ("final", "error") and e.id is not None]
-    assert terminal, [(e.id, e.event) for e in events]
+    assert _ended(events), [(e.id, e.event) for e in events]
     sequences = [int(e.id) for e in events if e.id is not None]
     assert sequences == sorted(set(sequences)), "no event twice, none out of order"
     RESTARTS.setdefault(system.backend, []).append(_restarted(system, victim, seen))
@@ -199,7 +217,10 @@ def test_ctrl_c_stops_every_process_in_order(system: System, capsys: pytest.Capt
     assert order[0] < min(order[1:]), "the engine stops before the services it calls"
     assert "Traceback" not in log, log[-3000:]
     with capsys.disabled():
-        print(f"\nrestart (kill to healthy) seconds on {system.backend}: {RESTARTS.get(system.backend)}")
+        print(
+            f"\nrestart (kill to healthy) seconds on {system.backend} (engine, threads, gateway): "
+            f"{RESTARTS.get(system.backend)}; streams resumed with Last-Event-ID: {RESUMED}"
+        )
 
 
 def test_a_crash_loop_stops_the_launcher_naming_the_process(tmp_path: Path) -> None:
