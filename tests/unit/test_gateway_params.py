@@ -74,3 +74,5 @@ async def test_a_5000_character_id_is_refused_before_any_service_is_called() -> 
         assert response.status_code == 400 and response.json()["error"]["message"].startswith("query.q")
         response = await client.get("/api/agent/runs/x/events", headers={"Last-Event-ID": b"\xb2"})
         assert response.status_code == 400, response.text[:300]
+        # The page link's token, outside the schema, is bounded too.
+        assert (await client.get("/", params={"token": "t" * 600})).status_code == 400
