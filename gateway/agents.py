@@ -13,11 +13,12 @@ from fastapi import Query, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 from sse_starlette import EventSourceResponse
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.api import BUSY_POLICIES, check_message, entry_json
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
+from gateway.params import Id, PageToken
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
 from services.shared.identity import user_metadata
@@ -41,7 +42,7 @@ async def list_agents(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     response = await rpc(
         request,
@@ -65,7 +66,7 @@ async def create_agent(body: CreateAgentBody, request: Request, user: User) -> d
 
 
 @router.get("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
-async def get_agent(agent_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_agent(agent_id: Id, request: Request, user: User) -> dict[str, Any]:
     response = await rpc(
         request, deps.threads(request).GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user
     )
@@ -73,7 +74,7 @@ async def get_agent(agent_id: str, request: Request, user: User) -> dict[str, An
 
 
 @router.patch("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
-async def update_agent(agent_id: str, body: UpdateAgentBody, request: Request, user: User) -> dict[str, Any]:
+async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, user: User) -> dict[str, Any]:
     """Renames the agent or changes its persona, provider or model; only the
     fields present are written. A model of another provider is a provider
     swap: the next run releases the old provider's session and starts from
@@ -98,7 +99,7 @@ async def update_agent(agent_id: str, body: UpdateAgentBody, request: Request, u
     tags=["agents"],
 )
 async def ask_agent(
-    agent_id: str, body: AskBody, request: Request, user: User
+    agent_id: Id, body: AskBody, request: Request, user: User
 ) -> EventSourceResponse | Response:
     """Asks an agent: a run of that agent on its one shared thread, with the
     requester and correlation id on every entry; streamed like a message."""
@@ -120,16 +121,14 @@ async def ask_agent(
 
 @router.get("/agents/{agent_id}/entries", response_model=responses.AgentEntryPage, tags=["agents"])
 async def agent_entries(
-    agent_id: str,
+    agent_id: Id,
     request: Request,
     user: User,
-    requester: Annotated[str, Query(max_length=64, description="only this requester's exchanges")] = "",
-    correlation_id: Annotated[
-        str, Query(max_length=128, description="only this request and its answers")
-    ] = "",
+    requester: Annotated[str, params.text(64, description="only this requester's exchanges")] = "",
+    correlation_id: Annotated[str, params.text(128, description="only this request and its answers")] = "",
     descending: bool = False,
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """A view of the agent's live thread: all of it, one requester's
     exchanges with the agent (`requester`), or one request and its answers
@@ -188,11 +187,11 @@ def segment_json(segment: threads_pb2.Segment) -> dict[str, Any]:
 
 @router.get("/agents/{agent_id}/segments", response_model=responses.SegmentPage, tags=["agents"])
 async def agent_segments(
-    agent_id: str,
+    agent_id: Id,
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The segments of the agent's live thread, oldest first: each rotation
     closed one, and its handoff summary is what a model receives in its
@@ -216,7 +215,7 @@ async def agent_segments(
 
 
 @router.get("/agents/{agent_id}/export", response_model=responses.AgentThreadExport, tags=["agents"])
-async def export_agent_thread(agent_id: str, request: Request, user: User) -> dict[str, Any]:
+async def export_agent_thread(agent_id: Id, request: Request, user: User) -> dict[str, Any]:
     """The agent's thread as files in the project folder's layout (agents/<id>/log.jsonl,
     log.N.jsonl per closed segment, handoff.md, providers.json); the page
     saves them as one JSON download, which POST /agents/import takes back."""

@@ -7,13 +7,14 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import Header, Query, Request, Response
+from fastapi import Query, Request, Response
 from sse_starlette import EventSourceResponse
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
+from gateway.params import Id, LastEventId, PageToken
 from gateway.schemas import (
     AllowedSourcesBody,
     CreateConversationBody,
@@ -63,8 +64,8 @@ async def list_conversations(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
-    q: Annotated[str, Query(max_length=200, description="only titles containing this text")] = "",
+    page_token: PageToken = "",
+    q: Annotated[str, params.text(200, description="only titles containing this text")] = "",
     include_archived: bool = False,
 ) -> dict[str, Any]:
     """The caller's conversations: pinned first, then the most recently active."""
@@ -93,7 +94,7 @@ async def _conversation(request: Request, user: str, conversation_id: str) -> th
 
 
 @router.get("/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"])
-async def get_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_conversation(conversation_id: Id, request: Request, user: User) -> dict[str, Any]:
     return message_dict(await _conversation(request, user, conversation_id))
 
 
@@ -101,7 +102,7 @@ async def get_conversation(conversation_id: str, request: Request, user: User) -
     "/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"]
 )
 async def update_conversation(
-    conversation_id: str, body: UpdateConversationBody, request: Request, user: User
+    conversation_id: Id, body: UpdateConversationBody, request: Request, user: User
 ) -> dict[str, Any]:
     """Renames and/or pins the conversation; a rename makes the title manual
     (title_auto false) for good."""
@@ -120,7 +121,7 @@ async def update_conversation(
     "/conversations/{conversation_id}/sources", response_model=responses.Conversation, tags=["conversations"]
 )
 async def set_conversation_sources(
-    conversation_id: str, body: AllowedSourcesBody, request: Request, user: User
+    conversation_id: Id, body: AllowedSourcesBody, request: Request, user: User
 ) -> dict[str, Any]:
     """Replaces the sources the conversation's runs may read: the workspace,
     the connectors and MCP servers checked, and memory recall."""
@@ -137,7 +138,7 @@ async def set_conversation_sources(
 @router.post(
     "/conversations/{conversation_id}/archive", response_model=responses.Conversation, tags=["conversations"]
 )
-async def archive_conversation(conversation_id: str, request: Request, user: User) -> dict[str, Any]:
+async def archive_conversation(conversation_id: Id, request: Request, user: User) -> dict[str, Any]:
     """Archived conversations leave the default list and stay readable."""
     response = await rpc(
         request,
@@ -159,11 +160,11 @@ def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
     "/conversations/{conversation_id}/entries", response_model=responses.EntryPage, tags=["conversations"]
 )
 async def list_entries(
-    conversation_id: str,
+    conversation_id: Id,
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The conversation's messages in order (user and assistant turns)."""
     response = await rpc(
@@ -191,7 +192,7 @@ async def list_entries(
     tags=["runs"],
 )
 async def post_message(
-    conversation_id: str, body: MessageBody, request: Request, user: User
+    conversation_id: Id, body: MessageBody, request: Request, user: User
 ) -> EventSourceResponse | Response:
     """Starts a run on the message and streams its events (see Server-Sent Events)."""
     check_message(request, body.message)
@@ -213,11 +214,11 @@ async def post_message(
 
 @router.get("/conversations/{conversation_id}/runs", response_model=responses.RunList, tags=["runs"])
 async def list_runs(
-    conversation_id: str,
+    conversation_id: Id,
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=100)] = 20,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The conversation's runs, newest first."""
     # The conversation first: another user's (or a missing) one is 404, not an empty list.
@@ -241,7 +242,7 @@ async def _run(request: Request, user: str, run_id: str) -> engine_pb2.Run:
 
 
 @router.get("/runs/{run_id}", response_model=responses.Run, tags=["runs"])
-async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_run(run_id: Id, request: Request, user: User) -> dict[str, Any]:
     """One run: status, model used, skills, sources read, router decision, usage."""
     return run_json(await _run(request, user, run_id))
 
@@ -254,13 +255,13 @@ async def get_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
     tags=["runs"],
 )
 async def run_events(
-    run_id: str,
+    run_id: Id,
     request: Request,
     user: User,
-    last_event_id: Annotated[str, Header(max_length=20)] = "",
+    last_event_id: LastEventId = "",
 ) -> EventSourceResponse | Response:
     """The run's events after Last-Event-ID (0 = all), then live until it ends."""
-    after = int(last_event_id) if last_event_id.isdigit() else 0
+    after = int(last_event_id or 0)
     stream = deps.engine(request).WatchRun(
         engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after),
         timeout=deps.settings(request).run_stream_timeout,
@@ -270,7 +271,7 @@ async def run_events(
 
 
 @router.post("/runs/{run_id}/cancel", response_model=responses.Run, tags=["runs"])
-async def cancel_run(run_id: str, request: Request, user: User) -> dict[str, Any]:
+async def cancel_run(run_id: Id, request: Request, user: User) -> dict[str, Any]:
     """Stops a running run (it ends `cancelled`); an ended run is returned unchanged."""
     response = await rpc(
         request, deps.engine(request).CancelRun, engine_service_pb2.CancelRunRequest(run_id=run_id), user
@@ -307,7 +308,7 @@ async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str
 @router.post(
     "/runs/{run_id}/feedback", response_model=responses.SkillFeedbackResult, status_code=201, tags=["runs"]
 )
-async def skill_feedback(run_id: str, body: FeedbackBody, request: Request, user: User) -> dict[str, Any]:
+async def skill_feedback(run_id: Id, body: FeedbackBody, request: Request, user: User) -> dict[str, Any]:
     """ "This skill was not relevant": records the run's
     request and the skill as a counter-example. `offer_disable_auto_use`
     says whether the skill is still used automatically for the caller; the

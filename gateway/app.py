@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Annotated
 
 import grpc
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -28,6 +29,7 @@ from gateway import (
     pages,
     personal,
     project,
+    trace_redaction,
 )
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
@@ -107,7 +109,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         return Response(status_code=204)  # no icon; spares the browser a 404
 
     @app.get("/", include_in_schema=False, response_model=None)
-    async def index(request: Request, token: str = "") -> FileResponse | RedirectResponse:
+    async def index(
+        request: Request, token: Annotated[str, Query(max_length=512)] = ""
+    ) -> FileResponse | RedirectResponse:
         """`/?token=...` (the link the local launcher prints) keeps a valid
         token in a SameSite=Strict, HttpOnly cookie and drops it from the
         address bar; the page's own requests then carry it."""
@@ -133,6 +137,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         # No span per ASGI receive and send: an SSE stream would make one per
         # event written, which costs more than the rest of the request's trace.
         FastAPIInstrumentor.instrument_app(
-            app, excluded_urls="healthz,metrics", exclude_spans=["receive", "send"]
+            app,
+            excluded_urls="healthz,metrics",
+            exclude_spans=["receive", "send"],
+            server_request_hook=trace_redaction.redact_request_span,
         )
     return app

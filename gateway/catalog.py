@@ -10,9 +10,10 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.events import message_dict, short_enum
+from gateway.params import Id, PageToken
 from gateway.schemas import EnablementBody
 from gateway.suggestions import suggest
 from switchboard.router.v1 import router_pb2, router_service_pb2
@@ -82,7 +83,7 @@ async def list_skills(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The skill catalog by name, with the caller's enabled and effective_auto_use."""
     response = await rpc(
@@ -96,7 +97,7 @@ async def list_skills(
 
 @router.put("/skills/{skill_id}/enablement", response_model=responses.Skill, tags=["catalog"])
 async def set_skill_enablement(
-    skill_id: str, body: EnablementBody, request: Request, user: User
+    skill_id: Id, body: EnablementBody, request: Request, user: User
 ) -> dict[str, Any]:
     """The caller's enablement of a skill and their "Use automatically"
     override (`auto_use: "off"` after "this skill was not relevant")."""
@@ -131,7 +132,7 @@ def configured_sources(connectors_json: str, mcp_servers_json: str) -> tuple[lis
 async def list_sources(
     request: Request,
     user: User,
-    conversation_id: Annotated[str, Query(max_length=128, description="mark what it allows")] = "",
+    conversation_id: Annotated[str, params.optional_id(description="mark what it allows")] = "",
 ) -> dict[str, Any]:
     """What the All-sources popover offers: the workspace (always), the
     connectors and the MCP servers configured for the gateway
@@ -168,8 +169,8 @@ async def list_sources(
 @router.get("/suggested-actions", response_model=responses.SuggestedActions, tags=["catalog"])
 async def suggested_actions(
     user: User,
-    page_type: Annotated[str, Query(max_length=50)] = "page",
-    selection: Annotated[str, Query(max_length=4000)] = "",
+    page_type: Annotated[str, params.text(50)] = "page",
+    selection: Annotated[str, params.text(4000)] = "",
     language: Annotated[str, Query(pattern="^(en|fr)$")] = "en",
 ) -> dict[str, Any]:
     """2 to 4 prompt starters for the current page, computed without any

@@ -9,10 +9,11 @@ from typing import Annotated, Any
 from fastapi import Query, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
+from gateway.params import Id, PageToken
 from gateway.project import DEFAULT_PROJECT, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
@@ -37,10 +38,10 @@ def note_json(note: memory_pb2.Note) -> dict[str, Any]:
 async def list_notes(
     request: Request,
     user: User,
-    q: Annotated[str, Query(max_length=2000, description="search: the recall runs use")] = "",
+    q: Annotated[str, params.text(2000, description="search: the recall runs use")] = "",
     project_id: ProjectId = "",
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The caller's notes, newest first; with `q`, the notes a run asking
     that would recall, best first, each with its `score`."""
@@ -101,7 +102,7 @@ async def create_note(
 
 
 @router.get("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
-async def get_note(note_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_note(note_id: Id, request: Request, user: User) -> dict[str, Any]:
     response = await rpc(
         request, deps.memory(request).GetNote, memory_service_pb2.GetNoteRequest(id=note_id), user
     )
@@ -109,7 +110,7 @@ async def get_note(note_id: str, request: Request, user: User) -> dict[str, Any]
 
 
 @router.patch("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
-async def update_note(note_id: str, body: UpdateNoteBody, request: Request, user: User) -> dict[str, Any]:
+async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user: User) -> dict[str, Any]:
     """Only the fields present are written."""
     fields = body.model_dump(exclude_none=True)
     if not fields:
@@ -128,7 +129,7 @@ async def update_note(note_id: str, body: UpdateNoteBody, request: Request, user
 
 
 @router.delete("/notes/{note_id}", status_code=204, tags=["notes"])
-async def delete_note(note_id: str, request: Request, user: User) -> Response:
+async def delete_note(note_id: Id, request: Request, user: User) -> Response:
     await rpc(
         request, deps.memory(request).DeleteNote, memory_service_pb2.DeleteNoteRequest(id=note_id), user
     )

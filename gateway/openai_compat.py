@@ -43,7 +43,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.api import check_message
 from gateway.catalog import configured_models
 from gateway.deps import User, rpc
@@ -572,7 +572,9 @@ async def chat_completions(
     body: ChatCompletionBody,
     request: Request,
     user: User,
-    conversation_id: Annotated[str, Header(alias=CONVERSATION_HEADER, max_length=128)] = "",
+    conversation_id: Annotated[
+        str, Header(alias=CONVERSATION_HEADER, max_length=params.ID_MAX, pattern=f"^$|{params.ID_PATTERN}")
+    ] = "",
 ) -> Response:
     """A run on the last user message, streamed as `chat.completion.chunk`
     events (`stream: true`) or answered as one `chat.completion`."""

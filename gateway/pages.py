@@ -12,6 +12,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
+from gateway.params import Id, PageToken
 from gateway.personal import page_json
 from gateway.schemas import RestoreBody, UpdatePageBody
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
@@ -24,7 +25,7 @@ async def list_pages(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The pages the caller can read: theirs and those shared with them
     (what "add an existing page" to the instruction list offers)."""
@@ -38,7 +39,7 @@ async def list_pages(
 
 
 @router.patch("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
-async def update_page(page_id: str, body: UpdatePageBody, request: Request, user: User) -> dict[str, Any]:
+async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user: User) -> dict[str, Any]:
     """Edits the page's title and/or body: a new version. 409 when
     `expected_version` is given and the page has moved on since."""
     fields = {key: value for key in ("title", "body") if (value := getattr(body, key)) is not None}
@@ -60,7 +61,7 @@ async def update_page(page_id: str, body: UpdatePageBody, request: Request, user
 
 @router.post("/pages/{page_id}/versions/{version}/restore", response_model=responses.Page, tags=["pages"])
 async def restore_page_version(
-    page_id: str,
+    page_id: Id,
     version: Annotated[int, Path(ge=1, le=2**53)],
     request: Request,
     user: User,

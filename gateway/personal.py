@@ -11,10 +11,11 @@ from typing import Annotated, Any
 import grpc
 from fastapi import Query, Request
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
+from gateway.params import Id, PageToken
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
@@ -160,7 +161,7 @@ async def list_instruction_pages(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The caller's instruction pages, each readable or not, and the active one."""
     response = await rpc(
@@ -204,7 +205,7 @@ async def set_active_instructions_page(body: ActivePageBody, request: Request, u
     response_model=responses.InstructionPageState,
     tags=["personal"],
 )
-async def remove_instructions_page(page_id: str, request: Request, user: User) -> dict[str, Any]:
+async def remove_instructions_page(page_id: Id, request: Request, user: User) -> dict[str, Any]:
     """Removes a page from the caller's instruction pages (the page itself stays)."""
     response = await rpc(
         request,
@@ -235,7 +236,7 @@ def page_json(page: pages_pb2.Page | pages_pb2.PageVersion) -> dict[str, Any]:
 
 
 @router.get("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
-async def get_page(page_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_page(page_id: Id, request: Request, user: User) -> dict[str, Any]:
     """A page the caller can read (another user's private page is 404)."""
     response = await rpc(
         request, deps.pages(request).GetPage, pages_service_pb2.GetPageRequest(page_id=page_id), user
@@ -245,11 +246,11 @@ async def get_page(page_id: str, request: Request, user: User) -> dict[str, Any]
 
 @router.get("/pages/{page_id}/versions", response_model=responses.PageVersionList, tags=["pages"])
 async def list_page_versions(
-    page_id: str,
+    page_id: Id,
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The page's versions, newest first."""
     response = await rpc(
@@ -292,9 +293,9 @@ async def list_proposals(
     request: Request,
     user: User,
     state: Annotated[str, Query(pattern="^(|pending|accepted|refused)$")] = "",
-    page_id: Annotated[str, Query(max_length=128)] = "",
+    page_id: Annotated[str, params.optional_id()] = "",
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """Proposals the caller can see (their pages', or made for them), newest first."""
     response = await rpc(
@@ -312,7 +313,7 @@ async def list_proposals(
 
 
 @router.get("/proposals/{proposal_id}", response_model=responses.Proposal, tags=["proposals"])
-async def get_proposal(proposal_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_proposal(proposal_id: Id, request: Request, user: User) -> dict[str, Any]:
     """The proposal with its diff; while pending on a page that has moved
     since, also what changed (base_to_current) and what accepting now would
     change (current_to_proposed)."""
@@ -332,7 +333,7 @@ async def get_proposal(proposal_id: str, request: Request, user: User) -> dict[s
 
 @router.post("/proposals/{proposal_id}/accept", response_model=responses.ProposalDecided, tags=["proposals"])
 async def accept_proposal(
-    proposal_id: str, request: Request, user: User, body: DecisionBody | None = None
+    proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
 ) -> dict[str, Any]:
     """Writes the proposed text as a new page version (the ordinary edit
     path). 409 when the proposal is decided already or the page changed."""
@@ -351,7 +352,7 @@ async def accept_proposal(
 
 @router.post("/proposals/{proposal_id}/refuse", response_model=responses.ProposalDecided, tags=["proposals"])
 async def refuse_proposal(
-    proposal_id: str, request: Request, user: User, body: DecisionBody | None = None
+    proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
 ) -> dict[str, Any]:
     """Nothing is written to the page. 409 when decided already."""
     response = await rpc(

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import grpc
-from fastapi import Path, Query, Request, Response
+from fastapi import Query, Request, Response
 from google.protobuf.duration_pb2 import Duration
 from sse_starlette import EventSourceResponse
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.events import message_dict, short_enum
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
@@ -26,7 +26,7 @@ router = responses.ApiRouter(prefix="/api/agent")
 # The one project this deployment's agents work on (the engine reads the same).
 DEFAULT_PROJECT = "default"
 ProjectId = Annotated[str, Query(max_length=128, pattern=r"^[A-Za-z0-9._-]*$")]
-AgentId = Annotated[str, Path(max_length=128)]
+AgentId = params.Name
 
 
 def _project(project_id: str) -> str:
@@ -89,7 +89,7 @@ async def list_live_state(
     user: User,
     project_id: ProjectId = "",
     page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: params.PageToken = "",
 ) -> dict[str, Any]:
     """Who is doing what now: the unexpired entries, each with its expiry."""
     response = await rpc(

@@ -1,7 +1,11 @@
 """python -m services.launcher: starts the whole system on one machine — the
 four services and the gateway, each its own OS process — waits until each is
 healthy, prints where to open it, prefixes every log line with its process,
-and stops everything on Ctrl-C (SIGTERM to each, then SIGKILL after a grace)."""
+and stops everything on Ctrl-C (SIGTERM to each, then SIGKILL after a grace).
+
+A process that dies is restarted after a backoff while the others keep
+running (services.launcher_restarts); one that keeps dying stops the system
+with a message naming it and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.tokens import create_token, hash_token, read_records
+from services.launcher_restarts import CrashHistory, RestartPolicy
+from services.shared import timer
 
 COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
 DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
@@ -238,18 +244,56 @@ async def run(args: argparse.Namespace) -> int:
     )
     if args.ready_file:
         args.ready_file.write_text(json.dumps({"url": url, "ports": ports, "dev_token": token}))
-    waits = [asyncio.create_task(c.process.wait()) for c in children if c.process is not None]
-    stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([stopper, *waits], return_when=asyncio.FIRST_COMPLETED)
-    code = 0
-    if stopper not in done:
-        dead = [c.name for c in children if c.process is not None and c.process.returncode is not None]
-        print(f"Stopping: {', '.join(dead)} exited unexpectedly.", file=sys.stderr)
-        code = 1
+    policy = RestartPolicy(args.max_crashes, args.crash_window, args.restart_backoff)
+    failed: list[str] = []
+    watchers = [asyncio.create_task(watch(child, color, policy, stop, failed)) for child in children]
+    await stop.wait()
+    for watcher in watchers:
+        watcher.cancel()
+    await asyncio.gather(*watchers, return_exceptions=True)
     print("Stopping Switchboard…", flush=True)
     await stop_all(children)
-    stopper.cancel()
-    return code
+    return 1 if failed else 0
+
+
+def note(message: str) -> None:
+    sys.stdout.write(f"{'launcher':>7} | {message}\n")
+    sys.stdout.flush()
+
+
+async def watch(
+    child: Child, color: bool, policy: RestartPolicy, stop: asyncio.Event, failed: list[str]
+) -> None:
+    """Restarts ``child`` each time it dies, until the launcher stops (this
+    task is then cancelled) or it dies too often: then its name goes to
+    ``failed`` and ``stop`` is set."""
+    history = CrashHistory(policy)
+    while True:
+        assert child.process is not None
+        code = await child.process.wait()
+        died = timer.monotonic()
+        delay = history.crashed()
+        if delay is None:
+            message = (
+                f"{child.name} crashed {policy.max_crashes} times within {policy.window:g}s "
+                f"(last exit code {code}); stopping Switchboard."
+            )
+            note(message)
+            print(f"Switchboard stopped: {message}", file=sys.stderr, flush=True)
+            failed.append(child.name)
+            stop.set()
+            return
+        note(f"{child.name} exited with code {code}; restarting it in {delay:g}s")
+        await timer.sleep(delay)
+        await start(child, color)
+        try:
+            await wait_healthy(child)
+        except RuntimeError as error:
+            note(f"{child.name} did not come back: {error}")
+            if child.process is not None and child.process.returncode is None:
+                child.process.kill()
+            continue
+        note(f"{child.name} restarted: healthy {timer.monotonic() - died:.2f}s after it exited")
 
 
 def main() -> None:
@@ -265,6 +309,21 @@ def main() -> None:
     )
     parser.add_argument(
         "--offline-token-delay", type=float, default=0.0, help="seconds between offline tokens (demo)"
+    )
+    parser.add_argument(
+        "--max-crashes",
+        type=int,
+        default=RestartPolicy.max_crashes,
+        help="stop everything when one process crashes this many times within --crash-window",
+    )
+    parser.add_argument(
+        "--crash-window", type=float, default=RestartPolicy.window, help="seconds (see --max-crashes)"
+    )
+    parser.add_argument(
+        "--restart-backoff",
+        type=float,
+        default=RestartPolicy.base,
+        help="seconds before restarting a crashed process, doubled for each recent crash",
     )
     sys.exit(asyncio.run(run(parser.parse_args())))
 

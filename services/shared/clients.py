@@ -22,6 +22,11 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    # A restarted service (the local launcher's restart, a rolled pod) is
+    # called again within two seconds of serving: gRPC's default reconnect
+    # backoff grows to two minutes, refusing calls all that time.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
     # Spread calls over every address the name resolves to: with a
     # "dns:///router-grpc:50052" target on a headless Kubernetes Service, each
     # replica gets its share (one HTTP/2 connection to a ClusterIP would pin a

@@ -31,6 +31,8 @@ def _value(value: AnyValue) -> object:
 class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
+        # Every export request as it came over the wire (secret scans read it all).
+        self.raw: list[bytes] = []
         self._lock = threading.Lock()
 
     def Export(
@@ -58,7 +60,12 @@ class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
                     )
         with self._lock:
             self.spans.extend(received)
+            self.raw.append(request.SerializeToString())
         return trace_service_pb2.ExportTraceServiceResponse()
+
+    def raw_exports(self) -> bytes:
+        with self._lock:
+            return b"".join(self.raw)
 
     def snapshot(self) -> list[ReceivedSpan]:
         with self._lock:

@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import grpc
 import httpx
@@ -46,7 +47,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from gateway import openai_compat, schemas
+from gateway import openai_compat, params, schemas
 from services.shared.bootstrap import MAX_REQUEST_BYTES
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
@@ -271,6 +272,182 @@ def test_http_bodies_are_refused_never_500(
                 assert status == 413, response.text[:300]
 
     check()
+
+
+# ------------------------------------------- HTTP paths, query strings, headers
+
+# Values for a path or query parameter, or a header: well-formed unknown ids,
+# text past each length limit, controls, separators, percent signs, any
+# Unicode, and numbers out of range (for the integer ones).
+EDGE_TEXT = st.one_of(
+    st.sampled_from(
+        [
+            MISSING,
+            "",
+            " ",
+            "x" * 129,
+            "x" * 2001,
+            "7" * 5000,
+            "a b",
+            "..",
+            "%",
+            "%00",
+            "\x00",
+            "\t\n",
+            "\u202e",
+            "-1",
+            "9" * 30,
+            "1e9",
+            "true",
+            "../../etc/passwd",
+            "<script>",
+            "'; drop table runs; --",
+        ]
+    ),
+    st.text(max_size=40),
+    st.text(string.ascii_letters + string.digits + "-_.:", min_size=1, max_size=140),
+    st.integers(-(2**70), 2**70).map(str),
+)
+# Header values h11 can send: visible ASCII and Latin-1 (no CR, LF or NUL).
+HEADER_TEXT = st.one_of(
+    EDGE_TEXT.map(lambda t: t.encode("latin-1", "ignore")),
+    st.binary(max_size=60),
+).map(lambda raw: bytes(b for b in raw if b >= 0x20 and b != 0x7F).strip())
+ACCEPTS = st.sampled_from([None, "*/*", "text/event-stream", "application/json", "image/png", "\u00e9"])
+
+
+def _operations() -> list[tuple[str, str, dict[str, Any]]]:
+    """Every operation of the gateway's OpenAPI schema: new routes are fuzzed
+    without being listed here."""
+    from gateway.app import create_app
+    from gateway.settings import GatewaySettings
+
+    schema = create_app(GatewaySettings()).openapi()
+    return [
+        (method.upper(), path, operation)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+    ]
+
+
+OPERATIONS = _operations()
+
+
+def _body(operation: dict[str, Any], path: str) -> bytes | None:
+    """A small body for routes that take one: on the OpenAI endpoint a model
+    that does not exist (refused before any conversation is made)."""
+    if "requestBody" not in operation:
+        return None
+    if path == "/v1/chat/completions":
+        return json.dumps({"model": "fuzz-missing", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    return b"{}"
+
+
+@st.composite
+def edge_request(
+    draw: st.DrawFn, operation: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, str], dict[str, bytes]]:
+    """Path values, query values and headers for one request."""
+    path_values: dict[str, str] = {}
+    query: dict[str, str] = {}
+    headers: dict[str, bytes] = {}
+    for parameter in operation.get("parameters", []):
+        where, name = parameter["in"], parameter["name"]
+        if where == "path":
+            path_values[name] = draw(EDGE_TEXT.filter(len))
+        elif where == "query" and draw(st.booleans()):
+            query[name] = draw(EDGE_TEXT)
+        elif where == "header" and draw(st.booleans()):
+            headers[name] = draw(HEADER_TEXT)
+    if draw(st.integers(0, 3)) == 0:
+        headers["Authorization"] = draw(
+            st.one_of(HEADER_TEXT, HEADER_TEXT.map(lambda v: b"Bearer " + v), st.just(b"Bearer"))
+        )
+    if draw(st.booleans()):
+        headers["Content-Type"] = draw(st.one_of(CONTENT_TYPES.filter(bool).map(str.encode), HEADER_TEXT))
+    accept = draw(ACCEPTS)
+    if accept is not None:
+        headers["Accept"] = accept.encode("latin-1")
+    if draw(st.integers(0, 5)) == 0:
+        query[draw(st.sampled_from(["unknown", "page_size", "%"]))] = draw(EDGE_TEXT)
+    return path_values, query, headers
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "operation"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS]
+)
+def test_paths_queries_and_headers_are_refused_never_500(
+    alice: httpx.Client, method: str, path: str, operation: dict[str, Any]
+) -> None:
+    body = _body(operation, path)
+
+    @FUZZ
+    @given(case=edge_request(operation))
+    def check(case: tuple[dict[str, str], dict[str, str], dict[str, bytes]]) -> None:
+        path_values, query, extra = case
+        url = path.format(**{k: quote(v, safe="") for k, v in path_values.items()})
+        headers = {k: v.strip() for k, v in extra.items()}  # h11 sends no edge whitespace
+        if body is not None and "Content-Type" not in headers:
+            headers["Content-Type"] = b"application/json"
+        with alice.stream(method, url, params=query, headers=headers, content=body) as response:
+            status = response.status_code
+            streaming = response.headers.get("content-type", "").startswith("text/event-stream")
+            text = "" if streaming else response.read().decode(errors="replace")
+        CASES["edge request"] += 1
+        # 503 is an honest "try again" (a dependency's limit); any other 5xx is a bug.
+        assert status < 500 or status == 503, (method, url, query, headers, status, text[:500])
+        if status >= 400 and status != 503:
+            assert json.loads(text)["error"], text[:300]
+            if any(len(v) > 128 for v in path_values.values()):
+                assert status in (400, 401, 404, 405, 413), (url, status)
+
+    check()
+
+
+OVERSIZE_ID = "7" * 5000
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "operation"),
+    [o for o in OPERATIONS if "{" in o[1]],
+    ids=[f"{m} {p}" for m, p, _ in OPERATIONS if "{" in p],
+)
+def test_a_malformed_path_id_is_400_and_a_well_formed_unknown_one_404(
+    alice: httpx.Client, method: str, path: str, operation: dict[str, Any]
+) -> None:
+    """Refused at the edge, before any service: a 5,000-character id, an id
+    with a control character or a space; a well-formed id that names nothing
+    is the service's 404 (bodies are valid where one is needed)."""
+    names = [p["name"] for p in operation["parameters"] if p["in"] == "path"]
+    integers = {
+        p["name"] for p in operation["parameters"] if p["in"] == "path" and p["schema"]["type"] == "integer"
+    }
+    ids = all(
+        p["schema"].get("pattern") == params.ID_PATTERN
+        for p in operation["parameters"]
+        if p["in"] == "path" and p["name"] not in integers
+    )
+    # A name chosen by the caller (a live-state agent) may hold spaces and accents.
+    for bad in (OVERSIZE_ID, "a\x01b", *(("a b", "é") if ids else ())):
+        values = {n: ("1" if n in integers else quote(bad, safe="")) for n in names}
+        response = alice.request(method, path.format(**values), content=_body(operation, path) or None)
+        assert response.status_code == 400, (path, bad[:20], response.status_code, response.text[:300])
+        assert response.json()["error"]["code"] == "INVALID_ARGUMENT", response.text[:300]
+        CASES["edge malformed_path"] += 1
+    if method in ("GET", "DELETE"):
+        values = {n: ("1" if n in integers else MISSING) for n in names}
+        response = alice.request(method, path.format(**values))
+        assert response.status_code == 404, (path, response.status_code, response.text[:300])
+        CASES["edge unknown_path"] += 1
+
+
+def test_last_event_id_that_is_no_sequence_is_400(alice: httpx.Client) -> None:
+    for value in ("abc", "1" * 19, "-1", "\u00b2"):
+        response = alice.get(
+            f"/api/agent/runs/{MISSING}/events", headers={"Last-Event-ID": value.encode("latin-1")}
+        )
+        assert response.status_code == 400, (value, response.text[:300])
+    assert alice.get(f"/api/agent/runs/{MISSING}/events", headers={"Last-Event-ID": "12"}).status_code == 404
 
 
 # ---------------------------------------------------------------- gRPC requests
@@ -549,13 +726,16 @@ def test_every_process_survived_and_serves(
 
     http = {k: v for k, v in CASES.items() if k.startswith("http ")}
     grpc_cases = {k: v for k, v in CASES.items() if k.startswith("grpc ")}
+    edges = {k: v for k, v in CASES.items() if k.startswith("edge ")}
     with capsys.disabled():
         print(
             f"\nfuzz cases ({launched.backend}): HTTP {sum(http.values())} {dict(sorted(http.items()))}; "
-            f"gRPC {sum(grpc_cases.values())} {dict(sorted(grpc_cases.items()))}"
+            f"gRPC {sum(grpc_cases.values())} {dict(sorted(grpc_cases.items()))}; "
+            f"HTTP paths, queries, headers {sum(edges.values())} {dict(sorted(edges.items()))}"
         )
     # Floors, so that a strategy that silently stops producing is noticed.
     assert sum(http.values()) >= len(ROUTES) * 25
+    assert CASES["edge request"] >= len(OPERATIONS) * 25
     assert sum(grpc_cases.values()) >= len(METHODS) * 11
     assert CASES["grpc oversize"] == len(METHODS)
     CASES.clear()

@@ -551,12 +551,13 @@ def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Cl
 
 
 def test_a_huge_id_in_a_path_is_refused_cleanly(alice: httpx.Client, launched: Launched) -> None:
-    """A refusal that quotes a 5,000-character id still reaches the client as
-    the refusal (gRPC's trailers would otherwise overflow), never a 500."""
+    """A 5,000-character id is refused at the edge, before any service (whose
+    refusal quoting it would overflow gRPC's trailers), never a 500."""
     huge = "x" * 5000
     asked = alice.post(f"/api/agent/agents/{huge}/asks", json={"message": "Bonjour ?", "requester": "dev"})
-    assert asked.status_code in (400, 404), asked.text[:300]
-    assert asked.json()["error"]["reason"] in ("ERROR_REASON_INVALID_ARGUMENT", "ERROR_REASON_NOT_FOUND")
+    assert asked.status_code == 400, asked.text[:300]
+    assert asked.json()["error"]["code"] == "INVALID_ARGUMENT"
+    assert asked.json()["error"]["message"].startswith("path.agent_id"), asked.text[:300]
     got = alice.get(f"/api/agent/agents/{huge}")
-    assert got.status_code in (400, 404), got.text[:300]
+    assert got.status_code == 400, got.text[:300]
     assert "Traceback" not in launched.log.read_text()

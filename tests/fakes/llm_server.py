@@ -62,6 +62,8 @@ Step = str | Callable[[dict[str, Any]], str]
 class Script:
     steps: list[Step] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # The Authorization (OpenAI) or x-api-key (Anthropic) header of each request.
+    keys: list[str] = field(default_factory=list)
 
     def next(self, body: dict[str, Any]) -> str:
         self.requests.append(body)
@@ -136,6 +138,7 @@ async def _openai_body(step: str, model: str) -> AsyncIterator[bytes]:
 def openai_app(script: Script) -> Starlette:
     async def completions(request: Request) -> Response:
         body = await request.json()
+        script.keys.append(request.headers.get("authorization", ""))
         step = script.next(body)
         if (status := _status(step)) is not None:
             error = {"message": f"scripted {status}", "type": "server_error", "code": None}
@@ -222,6 +225,7 @@ async def _anthropic_body(step: str, model: str) -> AsyncIterator[bytes]:
 def anthropic_app(script: Script) -> Starlette:
     async def messages(request: Request) -> Response:
         body = await request.json()
+        script.keys.append(request.headers.get("x-api-key", ""))
         step = script.next(body)
         if (status := _status(step)) is not None:
             kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
