@@ -97,8 +97,9 @@ def peer_venv(venv: Path = PEER_VENV) -> Path:
 def peer_version(venv: Path = PEER_VENV) -> dict[str, str]:
     """The installed versions of the peer's main packages."""
     script = (
-        "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
-        "('langgraph-cli', 'langgraph-api', 'langgraph', 'langgraph-runtime-inmem')}))"
+        "import importlib.metadata as m, json, platform; print(json.dumps({p: m.version(p) for p in "
+        "('langgraph-cli', 'langgraph-api', 'langgraph', 'langgraph-runtime-inmem')} "
+        "| {'python': platform.python_version()}))"
     )
     done = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True)
     return dict(json.loads(done.stdout)) if done.returncode == 0 else {}
@@ -144,11 +145,23 @@ def cpu_ms_per_run(before: dict[int, float], after: dict[int, float], runs: int)
     return round(spent * 1000 / runs, 3)
 
 
-def kill_tree(pids: list[int]) -> None:
-    """SIGKILL whatever of ``pids`` is still alive (a server's leftover children)."""
-    for pid in pids:
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+def started_at(pid: int) -> int | None:
+    """When a process started (clock ticks since boot), None if it is gone:
+    with its pid, what tells it from a later process given the same pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rindex(")") + 2 :].split()[19])
+
+
+def kill_tree(processes: dict[int, int | None]) -> None:
+    """SIGKILL whatever of ``processes`` (pid: started_at) is still the same
+    process and alive: the leftover children of a server this benchmark started."""
+    for pid, started in processes.items():
+        if started is not None and started_at(pid) == started:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # One run, on either server
@@ -256,7 +269,7 @@ async def peer_server(langgraph: Path, jobs: int, folder: Path) -> AsyncIterator
     argv = [str(langgraph), "dev", "--no-browser", "--no-reload", "--server-log-level", "WARNING"]
     argv += ["--host", "127.0.0.1"]
     argv += ["--port", str(port), "--n-jobs-per-worker", str(jobs), "--config", "langgraph.json"]
-    tree: list[int] = []
+    children: dict[int, int | None] = {}
     try:
         async with process(argv, env, work / "server.log", cwd=work) as child:
             url = f"http://127.0.0.1:{port}"
@@ -264,10 +277,10 @@ async def peer_server(langgraph: Path, jobs: int, folder: Path) -> AsyncIterator
                 await wait_http_ok(f"{url}/ok", work / "server.log", READY_TIMEOUT)
             except AssertionError as error:
                 raise BenchError(f"the peer did not come up: {error}") from error
-            tree = process_tree(child.pid)
+            children = {pid: started_at(pid) for pid in process_tree(child.pid)[1:]}
             yield url, child.pid
     finally:
-        kill_tree(tree[1:])
+        kill_tree(children)
 
 
 async def bench_peer(args: argparse.Namespace, folder: Path, langgraph: Path) -> dict[str, Any]:

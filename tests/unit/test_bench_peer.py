@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.bench.bench_peer import compare, cpu_ms_per_run, markdown, process_tree, summary
+from tests.bench.bench_peer import (
+    compare,
+    cpu_ms_per_run,
+    kill_tree,
+    markdown,
+    process_tree,
+    started_at,
+    summary,
+)
 from tests.bench.bench_runs import Sample
 from tests.bench.sse_read import StreamError, read_sse
 
@@ -157,3 +165,19 @@ def test_process_tree_holds_a_child_and_its_child() -> None:
         os.kill(grandchild, 9)
         parent.kill()
         parent.wait()
+
+
+def test_kill_tree_kills_only_the_process_it_recorded() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        started = started_at(child.pid)
+        assert started is not None
+        kill_tree({child.pid: started + 1})  # another process that got the same pid: left alone
+        assert child.poll() is None
+        kill_tree({child.pid: started})
+        assert child.wait(10) == -9
+        assert started_at(child.pid) is None  # reaped: gone
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
