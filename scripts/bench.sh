@@ -24,6 +24,10 @@
 #   scripts/bench.sh memory [--smoke] [--out DIR]
 # Assembling a chat run's conversation context (50 turns: reads, tokens, split, fold).
 #   scripts/bench.sh context [--turns 50] [--iterations 200] [--smoke]
+# Side by side with LangGraph's server (its pinned versions installed once with
+# pip into .bench/peer-venv): the same runs through the same client, one table
+# with the ratios. Merges a "peer" key into benchmarks.json.
+#   scripts/bench.sh peer [--smoke] [--runs N] [--concurrency 1,8,32] [--jobs-per-worker 1,10,32] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -34,5 +38,6 @@ case "${1:-}" in
   router) shift; exec .venv/bin/python -m tests.bench.bench_router "$@" ;;
   memory) shift; exec .venv/bin/python -m tests.bench.bench_memory "$@" ;;
   context) shift; exec .venv/bin/python -m tests.bench.bench_context "$@" ;;
+  peer) shift; exec .venv/bin/python -m tests.bench.bench_peer "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

@@ -38,11 +38,13 @@ def child_env(overrides: dict[str, str]) -> dict[str, str]:
 
 @asynccontextmanager
 async def process(
-    argv: list[str], env: dict[str, str], log: Path
+    argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None
 ) -> AsyncIterator[asyncio.subprocess.Process]:
     """A child writing to ``log``; SIGTERM (then SIGKILL) when the block ends."""
     with log.open("wb") as out:
-        child = await asyncio.create_subprocess_exec(*argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        child = await asyncio.create_subprocess_exec(
+            *argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd
+        )
         try:
             yield child
         finally:

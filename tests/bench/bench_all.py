@@ -109,7 +109,7 @@ def render(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     parts = [("run path", report if "scenarios" in report else None)]
-    parts += [(key, report.get(key)) for key in ("threads", "router", "memory")]
+    parts += [(key, report.get(key)) for key in ("threads", "router", "memory", "peer")]
     for name, part in parts:
         if not part:
             continue
@@ -144,6 +144,12 @@ def render(report: dict[str, Any]) -> str:
         out += ["### Memory recall (`scripts/bench.sh memory`)", ""]
         out += _header(report["memory"], "Memory benchmark")
         out += [memory_markdown(report["memory"]), ""]
+    if "peer" in report:
+        from tests.bench import bench_peer
+
+        out += ["### Side by side with LangGraph's server (`scripts/bench.sh peer`)", ""]
+        out += _header(report["peer"], "Peer benchmark")
+        out += [bench_peer.markdown(report["peer"]), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -54,6 +54,7 @@ import httpx
 
 from tests.bench import mcp_wait
 from tests.bench.sse_clients import gateway_gauges, held_runs, raise_fd_limit, side_process
+from tests.bench.sse_read import StreamError, read_sse
 from tests.processes import launcher_ready, start_launcher
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -545,29 +546,20 @@ async def launched(
                         os.kill(pid, signal.SIGKILL)
 
 
-async def sse_run(client: httpx.AsyncClient, conversation: str) -> Sample:
-    started = time.perf_counter()
-    first = full = 0.0
-    kind = ""
+async def sse_run(client: httpx.AsyncClient, conversation: str, started: float | None = None) -> Sample:
+    """One message posted and its SSE stream read to the end; times from
+    ``started`` (a perf_counter reading; default: now)."""
+    started = time.perf_counter() if started is None else started
     async with client.stream(
         "POST", f"/api/agent/conversations/{conversation}/messages", json={"message": MESSAGE}
     ) as response:
         if response.status_code != 200:
             raise BenchError(f"POST message: {response.status_code} {(await response.aread())[:500]!r}")
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line == "" and kind:  # the end of an event block
-                now = time.perf_counter()
-                first = first or now
-                if kind == "final":
-                    full = now
-                elif kind == "error":
-                    raise BenchError("the run ended with an error event")
-                kind = ""
-    if not full:
-        raise BenchError("the stream ended without a final event")
-    return Sample((first - started) * 1000, (full - started) * 1000)
+        try:
+            times = await read_sse(response.aiter_lines(), final="final")
+        except StreamError as error:
+            raise BenchError(str(error)) from error
+    return Sample((times.first - started) * 1000, (times.end - started) * 1000)
 
 
 async def conversations_of(client: httpx.AsyncClient, count: int) -> list[str]:

@@ -132,6 +132,7 @@ def test_report_renders_the_committed_results() -> None:
         ("scenarios", "### Run path"),
         ("threads", "### Threads"),
         ("router", "### Skill Router"),
+        ("peer", "### Side by side with LangGraph's server"),
     ):
         if key in report:
             assert title in text
