@@ -647,6 +647,12 @@ async def make_world(sb: System) -> World:
     assert events[-1].WhichOneof("kind") == "final", events[-1]
     w.run = events[0].run_id
     await sb.threads.CreateAgent(T.CreateAgentRequest(agent=threads_pb2.Agent(id="qa-iso")), **alice)
+    # The AskAgent case's intruders (check_case names them) are members of
+    # alice's agent: they may ask it, so their asks test what stays per user
+    # on a shared agent (the runs, their request ids).
+    for side in "ab":
+        member = T.AddAgentMemberRequest(agent_id="qa-iso", user_id=f"bob-askagent-0-{side}")
+        await sb.threads.AddAgentMember(member, **alice)
     asked = await collect(
         sb.engine.AskAgent(
             E.AskAgentRequest(
@@ -852,8 +858,8 @@ async def test_another_users_ids_answer_exactly_like_missing_ones(world: tuple[S
 
 
 # Function-level permissions, checked before any object: for every method
-# gated by a role or by agent ownership, bob (a user, no member of alice's
-# agent) gets PERMISSION_DENIED with its reason and changes nothing, and
+# gated by a role or by agent ownership, mallory (a user, no member of
+# alice's agent) gets PERMISSION_DENIED with its reason, and
 # root (an admin) is served, or refused too where being a member is what
 # counts. Rows run in order: (method, request, root served?).
 ROLE_GATED: list[tuple[str, Callable[[World, str], Message], bool]] = [
@@ -931,9 +937,9 @@ async def test_role_gated_methods_refuse_users_and_serve_admins(world: tuple[Sys
     failures = []
     for method, build, admin_served in ROLE_GATED:
         request = build(w, target.skill.id)
-        bob = await _denied(sb, "bob", method, request, "user")
-        if bob != "PERMISSION_DENIED ERROR_REASON_PERMISSION_DENIED":
-            failures.append(f"{method} as a user: {bob}")
+        user = await _denied(sb, "mallory", method, request, "user")
+        if user != "PERMISSION_DENIED ERROR_REASON_PERMISSION_DENIED":
+            failures.append(f"{method} as a user: {user}")
         root = await _denied(sb, "root", method, request, "admin")
         expected = "OK" if admin_served else "PERMISSION_DENIED ERROR_REASON_PERMISSION_DENIED"
         if root != expected:
