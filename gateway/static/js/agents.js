@@ -105,8 +105,11 @@ async function openAgent(id) {
     : t("Only its owner ({owner}) or an admin can change this agent.", { owner: agent.owner });
   showSwapWarning();
   renderRegistry();
-  setFilter("all", "");
   clearInterval(view.timer);
+  view.timer = null;
+  // The first read's refusal (not a member: 403) reaches the page's alert;
+  // only a thread the user may read is polled.
+  await setFilter("all", "");
   view.timer = setInterval(() => refreshThread().catch(() => {}), POLL_MS);
 }
 
