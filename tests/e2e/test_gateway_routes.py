@@ -379,6 +379,9 @@ def test_the_launchers_development_token_is_accepted(launched: Launched) -> None
         f"{launched.url}/api/agent/personal-settings", headers={"Authorization": f"Bearer {token}"}
     )
     assert response.status_code == 200 and response.json()["user_id"] == "local"
+    # The laptop's one person administers it: the development token is an admin's.
+    me = httpx.get(f"{launched.url}/api/agent/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json() == {"user": "local", "role": "admin"}
 
 
 def test_openapi_documents_every_route(launched: Launched) -> None:
