@@ -5,7 +5,8 @@ PERMISSION_DENIED with the reason: the agent itself is no secret.
 
 Agents registered before agents had owners have owner "": the next user to
 use one (ask it, read it, change it) becomes its owner, so an upgraded
-workspace keeps working for the people who use each agent. No gRPC here."""
+workspace keeps working for the people who use each agent. An admin does not
+claim: managing an agent is not using it. No gRPC here."""
 
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ class AgentAccess:
         self._repo = repository
 
     async def agent(self, actor: Actor, agent_id: str) -> Agent:
-        """The agent, claimed by ``actor`` when it has no owner yet; NOT_FOUND
-        for an unknown id."""
+        """The agent, claimed by ``actor`` (a user, not an admin) when it has
+        no owner yet; NOT_FOUND for an unknown id."""
         agent = await self._repo.get_agent(agent_id) if agent_id else None
         if agent is None:
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
-        if agent.owner_id or actor.user.startswith(SERVICE_PREFIX):
+        if agent.owner_id or actor.is_admin or actor.user.startswith(SERVICE_PREFIX):
             return agent
         audit = new_event(ThreadsAuditEvent, actor, "agent.claim", agent_id, "first user since owners exist")
         await self._repo.claim_agent(agent_id, actor.user, audit)

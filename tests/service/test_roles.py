@@ -244,6 +244,14 @@ async def test_an_agent_registered_before_owners_is_claimed_by_its_next_user(
     finally:
         await engine.dispose()
     assert (await threads.GetAgent(tpb.GetAgentRequest(agent_id="legacy"), **BOB)).agent.owner == ""
+    # An admin managing it does not claim it.
+    await threads.UpdateAgent(
+        tpb.UpdateAgentRequest(
+            agent=threads_pb2.Agent(id="legacy", persona="kept"), update_mask=FieldMask(paths=["persona"])
+        ),
+        **ADMIN,
+    )
+    assert (await threads.GetAgent(tpb.GetAgentRequest(agent_id="legacy"), **BOB)).agent.owner == ""
     await threads.EnsureAgentThread(tpb.EnsureAgentThreadRequest(target_agent_id="legacy"), **BOB)
     assert (await threads.GetAgent(tpb.GetAgentRequest(agent_id="legacy"), **ALICE)).agent.owner == "bob"
     await expect_error(
