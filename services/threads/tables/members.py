@@ -1,5 +1,6 @@
-"""SQL of agent ownership: owners, the ``agent_members`` table, and the
-registry's audit rows written in the same transaction as each change."""
+"""SQL of the agent registry's writes: agents with their owner, members,
+and the claim of an unowned agent, each with its audit row in the same
+transaction."""
 
 from __future__ import annotations
 
