@@ -1,5 +1,5 @@
 """SQL of the ``agents`` table: the agent registry's reads (its writes,
-each recorded in the audit log, are in ``members.py``)."""
+each recorded in the audit log, are in ``registry.py``)."""
 
 from __future__ import annotations
 

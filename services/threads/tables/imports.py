@@ -14,7 +14,7 @@ from services.shared.db import is_unique_violation
 from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread, ThreadsAuditEvent
 from services.threads.tables.base import TableRepository
-from services.threads.tables.members import add_member
+from services.threads.tables.registry import add_member
 from services.threads.tables.threads import live_agent_thread_query
 
 

@@ -19,7 +19,7 @@ from services.threads.models import Agent, AgentMember, ThreadsAuditEvent
 from services.threads.tables.base import TableRepository
 
 
-class MembersTable(TableRepository):
+class RegistryTable(TableRepository):
     @property
     def audit(self) -> AuditLog:
         return AuditLog(ThreadsAuditEvent, self._sessions)
