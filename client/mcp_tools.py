@@ -35,6 +35,7 @@ from pydantic import Field
 
 from client.api import Api, ApiRefusal, segment
 from client.events import describe
+from client.messages import say
 from services.engine.write_guard import asks_to_save, check_write
 
 ApiFor = Callable[[Context], Api]
@@ -62,7 +63,12 @@ REPLACES = ToolAnnotations(
 
 
 def tool_error(refusal: ApiRefusal) -> ToolError:
-    return ToolError(json.dumps(refusal.as_dict(), ensure_ascii=False))
+    """The API's error body; a 403 also carries ``hint``: what the user can
+    do (an admin token, or membership of the agent), in the user's language."""
+    body = refusal.as_dict()
+    if refusal.status == 403:
+        body = {"error": {**refusal.as_dict()["error"], "hint": say("forbidden")}}  # type: ignore[dict-item]
+    return ToolError(json.dumps(body, ensure_ascii=False))
 
 
 def build_server(api_for: ApiFor) -> MCPServer:

@@ -33,6 +33,15 @@ TEXTS: dict[str, tuple[str, str]] = {
         "abandon après {tries} essais sans nouvelles du run",
     ),
     "empty message": ("the message is empty", "le message est vide"),
+    "members": ("members of {agent} (owner {owner}):", "membres de {agent} (propriétaire {owner}) :"),
+    "forbidden": (
+        "not allowed: changing the skill catalog or another user's agent needs an admin token, "
+        "and asking an agent or reading its thread needs its owner to add you as a member "
+        "(switchboard agents add-member AGENT USER)",
+        "non autorisé : modifier le catalogue de skills ou l'agent d'un autre utilisateur demande "
+        "un jeton admin, et interroger un agent ou lire son fil demande que son propriétaire vous "
+        "ajoute comme membre (switchboard agents add-member AGENT USER)",
+    ),
     "json needs message": (
         "--json needs a message (-m): an interactive chat is for people",
         "--json demande un message (-m) : le chat interactif est fait pour les personnes",

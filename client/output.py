@@ -71,6 +71,9 @@ class Output:
             self.stderr.write(json.dumps(refusal.as_dict(), ensure_ascii=False) + "\n")
         else:
             self.error(f"{refusal.code}: {refusal.message} (HTTP {refusal.status})")
+            if refusal.status == 403:
+                # The API's reason says what was refused; this says what to do about it.
+                self.errors.print(escape(say("forbidden")))
 
     def error(self, text: str) -> None:
         if self.json:

@@ -15,6 +15,7 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.api import BUSY_POLICIES, check_message, entry_json
+from gateway.auth import caller_role
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
@@ -93,6 +94,59 @@ async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, us
     return agent_json(response.agent)
 
 
+@router.get("/agents/{agent_id}/members", response_model=responses.AgentMembers, tags=["agents"])
+async def list_agent_members(agent_id: Id, request: Request, user: User) -> dict[str, Any]:
+    """Who may ask the agent and read its thread (for its members and admins)."""
+    response = await rpc(
+        request,
+        deps.threads(request).ListAgentMembers,
+        threads_service_pb2.ListAgentMembersRequest(agent_id=agent_id),
+        user,
+    )
+    return {"agent_id": agent_id, "owner": response.owner, "members": list(response.members)}
+
+
+# A member is a user id as the tokens name it: one line of text.
+MemberId = params.Name
+
+
+@router.put("/agents/{agent_id}/members/{user_id}", response_model=responses.AgentMembers, tags=["agents"])
+async def add_agent_member(agent_id: Id, user_id: MemberId, request: Request, user: User) -> dict[str, Any]:
+    """Lets a user ask the agent and read its thread (its owner or an admin;
+    403 for anyone else). Adding a member twice changes nothing."""
+    threads = deps.threads(request)
+    response = await rpc(
+        request,
+        threads.AddAgentMember,
+        threads_service_pb2.AddAgentMemberRequest(agent_id=agent_id, user_id=user_id),
+        user,
+    )
+    owner = await _owner(request, user, agent_id)
+    return {"agent_id": agent_id, "owner": owner, "members": list(response.members)}
+
+
+@router.delete("/agents/{agent_id}/members/{user_id}", response_model=responses.AgentMembers, tags=["agents"])
+async def remove_agent_member(
+    agent_id: Id, user_id: MemberId, request: Request, user: User
+) -> dict[str, Any]:
+    """Removes a member (its owner or an admin); the owner stays (409)."""
+    response = await rpc(
+        request,
+        deps.threads(request).RemoveAgentMember,
+        threads_service_pb2.RemoveAgentMemberRequest(agent_id=agent_id, user_id=user_id),
+        user,
+    )
+    owner = await _owner(request, user, agent_id)
+    return {"agent_id": agent_id, "owner": owner, "members": list(response.members)}
+
+
+async def _owner(request: Request, user: str, agent_id: str) -> str:
+    response = await rpc(
+        request, deps.threads(request).GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user
+    )
+    return str(response.agent.owner)
+
+
 @router.post(
     "/agents/{agent_id}/asks",
     **responses.event_stream(responses.RUN_EVENTS),
@@ -114,7 +168,7 @@ async def ask_agent(
             busy_policy=BUSY_POLICIES[body.busy_policy],
         ),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=user_metadata(user, caller_role(request)),
     )
     return await stream_run(stream, request, user)
 

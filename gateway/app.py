@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway import (
     agents,
     api,
+    audit,
     catalog,
     errors,
     mcp_server,
@@ -85,10 +86,11 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         settings.token_map(),
         TokenFile(settings.tokens_file) if settings.tokens_file is not None else None,
         settings.dev_user,
+        settings.dev_role,
     )
     # Tasks that must outlive their request (CancelRun after a client left).
     app.state.background = set()
-    for module in (api, personal, pages, catalog, agents, project, notes, openai_compat):
+    for module in (api, personal, pages, catalog, agents, project, notes, openai_compat, audit):
         app.include_router(module.router)
     app.add_exception_handler(errors.ApiError, errors.api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, errors.rpc_error_handler)

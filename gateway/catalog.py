@@ -7,14 +7,16 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any
 
-from fastapi import Query, Request
+from fastapi import Query, Request, Response
+from google.protobuf.field_mask_pb2 import FieldMask
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
+from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.params import Id, PageToken
-from gateway.schemas import EnablementBody
+from gateway.schemas import CreateSkillBody, EnablementBody, UpdateSkillBody
 from gateway.suggestions import suggest
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
@@ -93,6 +95,55 @@ async def list_skills(
         user,
     )
     return {"skills": [skill_json(s) for s in response.skills], "next_page_token": response.next_page_token}
+
+
+@router.post("/skills", response_model=responses.Skill, status_code=201, tags=["catalog"])
+async def create_skill(body: CreateSkillBody, request: Request, user: User) -> dict[str, Any]:
+    """Adds a skill to the workspace catalog (admins only: 403 for a user);
+    idempotent on request_id. 409 when the name is taken."""
+    response = await rpc(
+        request,
+        deps.router_stub(request).CreateSkill,
+        router_service_pb2.CreateSkillRequest(
+            request_id=body.request_id,
+            skill=router_pb2.Skill(
+                name=body.name, description=body.description, body=body.body, auto_use=body.auto_use
+            ),
+        ),
+        user,
+        idempotent=bool(body.request_id),
+    )
+    return skill_json(response.skill)
+
+
+@router.patch("/skills/{skill_id}", response_model=responses.Skill, tags=["catalog"])
+async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, user: User) -> dict[str, Any]:
+    """Changes a workspace skill (admins only); only the fields present are
+    written. Built-ins cannot be changed (409)."""
+    fields = {key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None}
+    if not fields:
+        raise ApiError(400, "INVALID_ARGUMENT", "give at least one field to change")
+    response = await rpc(
+        request,
+        deps.router_stub(request).UpdateSkill,
+        router_service_pb2.UpdateSkillRequest(
+            skill=router_pb2.Skill(id=skill_id, **fields), update_mask=FieldMask(paths=sorted(fields))
+        ),
+        user,
+    )
+    return skill_json(response.skill)
+
+
+@router.delete("/skills/{skill_id}", status_code=204, tags=["catalog"])
+async def delete_skill(skill_id: Id, request: Request, user: User) -> Response:
+    """Deletes a workspace skill (admins only). Built-ins cannot be deleted (409)."""
+    await rpc(
+        request,
+        deps.router_stub(request).DeleteSkill,
+        router_service_pb2.DeleteSkillRequest(skill_id=skill_id),
+        user,
+    )
+    return Response(status_code=204)
 
 
 @router.put("/skills/{skill_id}/enablement", response_model=responses.Skill, tags=["catalog"])

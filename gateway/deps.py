@@ -8,7 +8,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
-from gateway.auth import current_user
+from gateway.auth import caller_role, current_user
 from gateway.settings import GatewaySettings
 from services.shared.clients import call
 from services.shared.identity import user_metadata
@@ -53,13 +53,14 @@ async def rpc(
     *,
     idempotent: bool = True,
 ) -> Response:
-    """A unary call as ``user`` with the gateway's deadline; retried on
+    """A unary call as ``user`` (with the role the request's token carries)
+    with the gateway's deadline; retried on
     UNAVAILABLE only when ``idempotent`` (reads, and writes carrying a key
     or setting a value)."""
     return await call(
         method,
         message,
         timeout=settings(request).call_timeout,
-        metadata=user_metadata(user),
+        metadata=user_metadata(user, caller_role(request)),
         idempotent=idempotent,
     )

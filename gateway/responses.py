@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from sse_starlette import EventSourceResponse
 
 from switchboard.comments import COMMENTS
+from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import memory_pb2, pages_pb2
 from switchboard.router.v1 import router_pb2
@@ -709,3 +710,30 @@ class ChatCompletionChunk(Body):
     usage: CompletionUsage | None = Field(
         default=None, description="only in the last chunk, with stream_options.include_usage"
     )
+
+
+# Roles, agent members and the audit log.
+class Me(Body):
+    """Who the request's token is."""
+
+    user: str = Field(description="the user the token acts for")
+    role: str = Field(description="admin or user: admins write the skill catalog and any agent")
+
+
+class AgentMembers(Body):
+    """Who may ask an agent and read its thread."""
+
+    agent_id: str = Field(description="the agent")
+    owner: str = Field(description="its owner (a member, who cannot be removed)")
+    members: list[str] = Field(description="every member's user id, the owner first")
+
+
+AuditEvent = proto_model(common_pb2.AuditEvent.DESCRIPTOR, "AuditEvent")
+
+
+class AuditPage(Body):
+    """A page of the audit log, newest first: the skill catalog's, the
+    agent registry's and the tokens file's events together."""
+
+    events: list[AuditEvent] = Field(description="the events of this page, newest first")  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)

@@ -104,6 +104,28 @@ class FeedbackBody(BaseModel):
     request_id: str = Field(default="", max_length=128)
 
 
+class CreateSkillBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # The router checks the slug and sizes (400 or 413 with the field).
+    name: str = Field(min_length=1, max_length=64)
+    description: str = ""
+    body: str = Field(min_length=1)
+    auto_use: bool = False
+    request_id: str = Field(default="", max_length=128)
+
+
+class UpdateSkillBody(BaseModel):
+    """Only the fields present are changed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=64)
+    description: str | None = None
+    body: str | None = Field(default=None, min_length=1)
+    auto_use: bool | None = None
+
+
 class EnablementBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -48,10 +48,13 @@ class GatewaySettings(BaseSettings):
     # "continue" (the default; the client can reconnect with Last-Event-ID or
     # read the outcome later) or "cancel" (the gateway calls CancelRun).
     disconnect_policy: Literal["continue", "cancel"] = "continue"
-    # "token:user,token2:user2". Empty: no auth, every request acts as dev_user
-    # (the local launcher's default; never for a shared deployment).
+    # "token:user,token2:user2:admin": a third part "admin" gives the token
+    # the admin role (anything else, or none, is a user). Empty: no auth,
+    # every request acts as dev_user with dev_role (the local launcher's
+    # default, one person on a laptop: an admin; never for a shared deployment).
     tokens: str = ""
     dev_user: str = "local"
+    dev_role: Literal["admin", "user"] = "admin"
     # JSON file of hashed tokens written by `python -m gateway tokens ...`;
     # accepted together with `tokens`. Re-read when it changes.
     tokens_file: Path | None = None
@@ -63,6 +66,12 @@ class GatewaySettings(BaseSettings):
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
 
-    def token_map(self) -> dict[str, str]:
-        pairs = (item.split(":", 1) for item in self.tokens.split(",") if ":" in item)
-        return {token.strip(): user.strip() for token, user in pairs if token.strip() and user.strip()}
+    def token_map(self) -> dict[str, tuple[str, str]]:
+        """token -> (user, role)."""
+        found: dict[str, tuple[str, str]] = {}
+        for item in self.tokens.split(","):
+            token, _, rest = item.partition(":")
+            user, _, role = rest.partition(":")
+            if token.strip() and user.strip():
+                found[token.strip()] = (user.strip(), "admin" if role.strip() == "admin" else "user")
+        return found

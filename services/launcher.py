@@ -166,14 +166,16 @@ async def stop_all(children: list[Child], grace: float = 15.0) -> None:
 
 def dev_token(data_dir: Path, tokens_file: Path, user: str) -> str:
     """The development token of ``user``: the one kept in the data dir while
-    the tokens file still holds its hash, else a new one (only its hash goes
-    to the tokens file; the token itself stays in ``dev-token``, mode 0600)."""
+    the tokens file still holds its hash, else a new one with the admin role
+    (only its hash goes to the tokens file; the token itself stays in
+    ``dev-token``, mode 0600)."""
     kept = data_dir / "dev-token"
     if kept.exists():
         token = kept.read_text().strip()
         if any(r.sha256 == hash_token(token) for r in read_records(tokens_file)):
             return token
-    _, token = create_token(tokens_file, user, "local launcher development token")
+    # An admin: the one person on the laptop manages its skill catalog and agents.
+    _, token = create_token(tokens_file, user, "local launcher development token", role="admin")
     data_dir.mkdir(parents=True, exist_ok=True)
     kept.write_text(token + "\n")
     kept.chmod(0o600)

@@ -1,4 +1,5 @@
-"""``switchboard agents list|register|update``, ``skills list`` and
+"""``switchboard agents list|register|update|members|add-member|remove-member``,
+``skills list`` and
 ``models list``: the project's registry and catalogs."""
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def add(commands: Any, common: argparse.ArgumentParser) -> None:
         command.add_argument("--provider", help="the engine's provider that runs it")
         command.add_argument("--model", help="the model at that provider")
         command.set_defaults(handler=register_agent if action == "register" else update_agent)
+    members = agents.add_parser("members", parents=[common], help="who may ask an agent and read its thread")
+    members.add_argument("agent", metavar="AGENT")
+    members.set_defaults(handler=list_members)
+    for action, verb in (("add-member", "let a user ask the agent and read its thread (owner or admin)"),
+                         ("remove-member", "take that back (owner or admin)")):  # fmt: skip
+        command = agents.add_parser(action, parents=[common], help=verb, description=verb)
+        command.add_argument("agent", metavar="AGENT")
+        command.add_argument("user", metavar="USER")
+        command.set_defaults(handler=add_member if action == "add-member" else remove_member)
 
     skills = commands.add_parser("skills", help="the skill catalog").add_subparsers(
         dest="action", required=True, metavar="action"
@@ -94,6 +104,30 @@ async def update_agent(ctx: Context) -> int:
         raise UsageError(say("nothing to change"))
     agent = await ctx.api.call("PATCH", f"/agents/{segment(ctx.args.agent)}", body=fields)
     return show_agent(ctx, agent, "updated")
+
+
+def show_members(ctx: Context, members: dict[str, Any]) -> int:
+    if ctx.out.json:
+        ctx.out.document(members)
+    else:
+        ctx.out.line(say("members", agent=members["agent_id"], owner=members["owner"]))
+        for member in members["members"]:
+            ctx.out.line(f"  {member}")
+    return exits.OK
+
+
+async def list_members(ctx: Context) -> int:
+    return show_members(ctx, await ctx.api.call("GET", f"/agents/{segment(ctx.args.agent)}/members"))
+
+
+async def add_member(ctx: Context) -> int:
+    path = f"/agents/{segment(ctx.args.agent)}/members/{segment(ctx.args.user)}"
+    return show_members(ctx, await ctx.api.call("PUT", path))
+
+
+async def remove_member(ctx: Context) -> int:
+    path = f"/agents/{segment(ctx.args.agent)}/members/{segment(ctx.args.user)}"
+    return show_members(ctx, await ctx.api.call("DELETE", path))
 
 
 async def list_skills(ctx: Context) -> int:

@@ -18,6 +18,7 @@ from services.shared.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
 )
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import (
@@ -41,6 +42,8 @@ def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
     code = error.code()
     if code == grpc.StatusCode.NOT_FOUND:
         return NotFound(error.details() or "not found")
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionDenied(error.details() or "permission denied")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(error.details() or "invalid argument")
     if code == grpc.StatusCode.FAILED_PRECONDITION:

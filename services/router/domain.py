@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from services.router.model_routing import ModelOption, ModelRoute, route_model
-from services.router.models import Skill, SkillEnablement, SkillFeedback
+from services.router.models import RouterAuditEvent, Skill, SkillEnablement, SkillFeedback
 from services.router.repository import NameTaken, RouterRepository
 from services.router.skill_router import (
     Arbiter,
@@ -26,11 +26,13 @@ from services.router.skill_router import (
     route,
     text_hash,
 )
+from services.shared.audit import Actor, new_event, require_admin
 from services.shared.embeddings import embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, by_offset, offset_token, page_of, page_request
 from services.shared.rebuild import BATCH, Background, Progress
+from switchboard.common.v1.common_pb2 import AuditEvent, AuditPosition
 
 MAX_TEXT_CHARS = 32_000
 MAX_FORCED_SKILLS = 16
@@ -218,8 +220,9 @@ class RouterDomain:
         return _view(skill, await self._repo.enablement(user, skill.id))
 
     async def create_skill(
-        self, user: str, request_id: str, name: str, description: str, body: str, auto_use: bool
+        self, actor: Actor, request_id: str, name: str, description: str, body: str, auto_use: bool
     ) -> SkillView:
+        require_admin(actor, "adding a skill to the workspace catalog")
         if len(request_id) > MAX_ID_CHARS:
             raise InvalidArgument(f"request_id is longer than {MAX_ID_CHARS} characters", field="request_id")
         name, description = name.strip(), description.strip()
@@ -234,14 +237,16 @@ class RouterDomain:
             create_request_id=request_id or None,
         )
         try:
-            saved = await self._repo.insert_skill(skill)
+            audit = new_event(RouterAuditEvent, actor, "skill.create", skill.id, f"name={skill.name}")
+            saved = await self._repo.insert_skill(skill, audit)
         except NameTaken as exc:
             raise FailedPrecondition(f"a skill named {skill.name!r} exists already", name=skill.name) from exc
-        return _view(saved, await self._repo.enablement(user, saved.id))
+        return _view(saved, await self._repo.enablement(actor.user, saved.id))
 
     async def update_skill(
-        self, user: str, skill_id: str, values: dict[str, Any], paths: Sequence[str]
+        self, actor: Actor, skill_id: str, values: dict[str, Any], paths: Sequence[str]
     ) -> SkillView:
+        require_admin(actor, "changing a skill of the workspace catalog")
         fields = masked_fields(paths, UPDATABLE)
         changes = {p: values[p].strip() if p in ("name", "description") else values[p] for p in fields}
         _check_skill_fields(changes)
@@ -251,23 +256,33 @@ class RouterDomain:
                 f"{skill.name} is a built-in skill and cannot be changed", skill=skill.name
             )
         try:
-            updated = await self._repo.update_skill(skill.id, changes)
+            detail = f"name={skill.name} fields={','.join(sorted(changes))}"
+            audit = new_event(RouterAuditEvent, actor, "skill.update", skill.id, detail)
+            updated = await self._repo.update_skill(skill.id, changes, audit)
         except NameTaken as exc:
             raise FailedPrecondition(
                 f"a skill named {changes['name']!r} exists already", name=changes["name"]
             ) from exc
         if updated is None:
             raise NotFound(f"skill {skill_id!r} not found", skill=skill_id)
-        return _view(updated, await self._repo.enablement(user, updated.id))
+        return _view(updated, await self._repo.enablement(actor.user, updated.id))
 
-    async def delete_skill(self, skill_id: str) -> None:
+    async def delete_skill(self, actor: Actor, skill_id: str) -> None:
+        require_admin(actor, "deleting a skill of the workspace catalog")
         skill = await self._skill(skill_id)
         if skill.builtin:
             raise FailedPrecondition(
                 f"{skill.name} is a built-in skill and cannot be deleted", skill=skill.name
             )
-        if not await self._repo.delete_skill(skill.id):
+        audit = new_event(RouterAuditEvent, actor, "skill.delete", skill.id, f"name={skill.name}")
+        if not await self._repo.delete_skill(skill.id, audit):
             raise NotFound(f"skill {skill_id!r} not found", skill=skill_id)
+
+    async def list_audit(
+        self, actor: Actor, requested_size: int, token: str, before: AuditPosition | None
+    ) -> tuple[list[AuditEvent], str]:
+        """The catalog's audit log, newest first: for admins."""
+        return await self._repo.audit.list(actor, requested_size, token, before)
 
     async def set_enablement(
         self, user: str, skill_id: str, enabled: bool, auto_use: AutoUseChange

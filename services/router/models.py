@@ -1,14 +1,16 @@
 """Tables of the router service: the skill catalog, per-user enablement and
 auto_use overrides, "not relevant" feedback (counter-examples), and the
-catalog revision that keeps every replica's in-memory index current."""
+catalog revision that keeps every replica's in-memory index current, and
+the audit log of catalog writes."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, ForeignKey, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import Column, ForeignKey, Index, LargeBinary, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from services.shared.audit import AuditColumns
 from services.shared.time import utcnow
 
 
@@ -96,3 +98,11 @@ class CatalogRevision(SQLModel, table=True):
 
     id: int = Field(default=1, primary_key=True)
     revision: int = 0
+
+
+class RouterAuditEvent(AuditColumns, table=True):
+    """A catalog write by an admin (skill.create, skill.update, skill.delete),
+    written in the write's transaction."""
+
+    __tablename__ = "router_audit_events"
+    __table_args__ = (Index("ix_router_audit_events_time_id", "create_time", "id"),)

@@ -13,7 +13,15 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, delete, or_, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.router.models import CatalogRevision, Skill, SkillEnablement, SkillFeedback, SkillVector
+from services.router.models import (
+    CatalogRevision,
+    RouterAuditEvent,
+    Skill,
+    SkillEnablement,
+    SkillFeedback,
+    SkillVector,
+)
+from services.shared.audit import AuditLog, record
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
 from services.shared.time import utcnow
@@ -39,6 +47,7 @@ class RouterRepository:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        self.audit = AuditLog(RouterAuditEvent, sessions)
 
     # The catalog
 
@@ -88,18 +97,22 @@ class RouterRepository:
             rows = (await session.exec(select(Skill).where(col(Skill.name).in_(names)))).all()
             return {skill.name: skill for skill in rows}
 
-    async def insert_skill(self, skill: Skill) -> Skill:
-        """Inserts, or returns the skill created earlier with the same
-        create_request_id; NameTaken when the name is another skill's."""
+    async def insert_skill(self, skill: Skill, audit: RouterAuditEvent) -> Skill:
+        """Inserts, with ``audit`` in the same transaction, or returns the
+        skill created earlier with the same create_request_id (recorded
+        then); NameTaken when the name is another skill's."""
         return await retry_if(
-            bool(skill.create_request_id), lambda: self._insert_skill(skill), "RouterRepository.insert_skill"
+            bool(skill.create_request_id),
+            lambda: self._insert_skill(skill, audit),
+            "RouterRepository.insert_skill",
         )
 
-    async def _insert_skill(self, skill: Skill) -> Skill:
+    async def _insert_skill(self, skill: Skill, audit: RouterAuditEvent) -> Skill:
         async with self._sessions() as session:
             session.add(skill)
             try:
                 await session.flush()
+                await record(session, audit)
                 await _bump(session)
                 await session.commit()
                 return skill
@@ -115,7 +128,9 @@ class RouterRepository:
             raise NameTaken(skill.name)
 
     @db_retry
-    async def update_skill(self, skill_id: str, values: dict[str, Any]) -> Skill | None:
+    async def update_skill(
+        self, skill_id: str, values: dict[str, Any], audit: RouterAuditEvent
+    ) -> Skill | None:
         async with self._sessions() as session:
             skill = await session.get(Skill, skill_id)
             if skill is None:
@@ -129,13 +144,14 @@ class RouterRepository:
                 if is_unique_violation(exc):  # name is the only unique column written here
                     raise NameTaken(str(values.get("name", ""))) from exc
                 raise
+            await record(session, audit)
             await _bump(session)
             await session.commit()
             await session.refresh(skill)
             return skill
 
     @db_retry
-    async def delete_skill(self, skill_id: str) -> bool:
+    async def delete_skill(self, skill_id: str, audit: RouterAuditEvent) -> bool:
         async with self._sessions() as session:
             # Enablements go first: SQLite enforces no foreign keys by default.
             await session.exec(delete(SkillEnablement).where(col(SkillEnablement.skill_id) == skill_id))
@@ -144,6 +160,7 @@ class RouterRepository:
             if not result.rowcount:
                 await session.rollback()
                 return False
+            await record(session, audit)
             await _bump(session)
             await session.commit()
             return True

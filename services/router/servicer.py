@@ -10,8 +10,9 @@ from services.router.domain import AutoUseChange, RouterDomain, SkillView
 from services.router.model_routing import ModelOption
 from services.router.models import SkillFeedback
 from services.router.skill_router import Decision
+from services.shared.audit import Actor
 from services.shared.enums import EnumNames
-from services.shared.identity import caller_user
+from services.shared.identity import caller_role, caller_user
 from services.shared.time import to_timestamp
 from switchboard.router.v1 import router_pb2, router_service_pb2, router_service_pb2_grpc
 
@@ -21,6 +22,10 @@ _BRANCHES = EnumNames(router_pb2.RouteBranch, separator="-")
 _PROFILES = EnumNames(router_pb2.ModelProfile)
 # UNSPECIFIED keeps the user's auto-use choice as it is.
 _AUTO_USE = EnumNames(router_service_pb2.AutoUseOverride)
+
+
+def actor(context: Context) -> Actor:
+    return Actor(caller_user(context), caller_role(context))
 
 
 def skill_to_proto(view: SkillView) -> router_pb2.Skill:
@@ -115,7 +120,7 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
     ) -> router_service_pb2.CreateSkillResponse:
         s = request.skill
         view = await self._domain.create_skill(
-            caller_user(context), request.request_id, s.name, s.description, s.body, s.auto_use
+            actor(context), request.request_id, s.name, s.description, s.body, s.auto_use
         )
         return router_service_pb2.CreateSkillResponse(skill=skill_to_proto(view))
 
@@ -124,17 +129,25 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
     ) -> router_service_pb2.UpdateSkillResponse:
         s = request.skill
         values = {"name": s.name, "description": s.description, "body": s.body, "auto_use": s.auto_use}
-        view = await self._domain.update_skill(
-            caller_user(context), s.id, values, list(request.update_mask.paths)
-        )
+        view = await self._domain.update_skill(actor(context), s.id, values, list(request.update_mask.paths))
         return router_service_pb2.UpdateSkillResponse(skill=skill_to_proto(view))
 
     async def DeleteSkill(
         self, request: router_service_pb2.DeleteSkillRequest, context: Context
     ) -> router_service_pb2.DeleteSkillResponse:
-        caller_user(context)
-        await self._domain.delete_skill(request.skill_id)
+        await self._domain.delete_skill(actor(context), request.skill_id)
         return router_service_pb2.DeleteSkillResponse()
+
+    async def ListAuditEvents(
+        self, request: router_service_pb2.ListAuditEventsRequest, context: Context
+    ) -> router_service_pb2.ListAuditEventsResponse:
+        events, token = await self._domain.list_audit(
+            actor(context),
+            request.page_size,
+            request.page_token,
+            request.before if request.HasField("before") else None,
+        )
+        return router_service_pb2.ListAuditEventsResponse(events=events, next_page_token=token)
 
     async def SetSkillEnablement(
         self, request: router_service_pb2.SetSkillEnablementRequest, context: Context

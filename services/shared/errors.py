@@ -56,6 +56,15 @@ class FailedPrecondition(DomainError):
     reason = common_pb2.ERROR_REASON_FAILED_PRECONDITION
 
 
+class PermissionDenied(DomainError):
+    """The caller's role or membership does not allow a call on an object it
+    may know exists (the catalog, the agent registry). Another user's
+    private object is NotFound instead."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = common_pb2.ERROR_REASON_PERMISSION_DENIED
+
+
 class Unauthenticated(DomainError):
     code = grpc.StatusCode.UNAUTHENTICATED
     reason = common_pb2.ERROR_REASON_UNAUTHENTICATED

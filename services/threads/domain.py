@@ -9,19 +9,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.shared.errors import InvalidArgument, NotFound, TooLarge
+from services.shared.audit import Actor, new_event
+from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
 from services.shared.time import utcnow
-from services.threads.models import Agent, Entry, Thread
+from services.threads.access import AgentAccess
+from services.threads.models import Agent, Entry, Thread, ThreadsAuditEvent
 from services.threads.paging import read_page, view_fingerprint
 from services.threads.repository import EntryFilter, NewEntry, ThreadsRepository
 from services.threads.rotation import Rotation
+from switchboard.common.v1.common_pb2 import AuditEvent, AuditPosition
 
 _AGENT_ID = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 MAX_TITLE_CHARS = 200
 MAX_AUTO_TITLE_CHARS = 60
 MAX_ENTRIES_PER_APPEND = 100
+MAX_USER_CHARS = 128
 AGENT_MUTABLE_FIELDS = ("display_name", "persona", "provider_id", "model", "injection_strategy")
 CONVERSATION_MUTABLE_FIELDS = ("title", "pinned", "allowed_sources")
 
@@ -70,15 +74,19 @@ class ThreadsDomain:
         self._max_entry_chars = max_entry_chars
         # None: agent threads never rotate (their open segment still counts).
         self._rotation = rotation
+        self.access = AgentAccess(repository)
 
     # Agents
 
-    async def create_agent(self, agent: Agent) -> Agent:
+    async def create_agent(self, actor: Actor, agent: Agent) -> Agent:
+        """Registers the agent owned by the caller (its first member)."""
         if not _AGENT_ID.match(agent.id):
             raise InvalidArgument("agent id must be a slug: a-z, 0-9 and '-', at most 64", field="agent.id")
         if not agent.display_name.strip():
             agent.display_name = agent.id
-        if not await self._repo.insert_agent(agent):
+        agent.owner_id = actor.user
+        audit = new_event(ThreadsAuditEvent, actor, "agent.create", agent.id, _agent_detail(agent))
+        if not await self._repo.insert_owned_agent(agent, audit):
             existing = await self._repo.get_agent(agent.id)
             assert existing is not None
             return existing  # creating an existing agent is a no-op, like a retry
@@ -95,23 +103,60 @@ class ThreadsDomain:
         rows = await self._repo.list_agents(after or "", size + 1)
         return page_of(rows, size, lambda last: {"after": last.id})
 
-    async def update_agent(self, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
+    async def update_agent(self, actor: Actor, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
+        await self.access.require_manager(actor, agent_id, "changing the settings")
         fields = masked_fields(paths, AGENT_MUTABLE_FIELDS)
         values = {name: getattr(changes, name) for name in fields}
         if "display_name" in values and not str(values["display_name"]).strip():
             values["display_name"] = agent_id
-        agent = await self._repo.update_agent(agent_id, values) if agent_id else None
+        audit = new_event(
+            ThreadsAuditEvent, actor, "agent.update", agent_id, f"fields={','.join(sorted(values))}"
+        )
+        agent = await self._repo.update_agent_recorded(agent_id, values, audit)
         if agent is None:
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
         return agent
 
+    # Members
+
+    async def members(self, actor: Actor, agent_id: str) -> tuple[str, list[str]]:
+        """(owner, members with the owner first): for members and admins."""
+        agent = await self.access.agent(actor, agent_id)
+        if not actor.is_admin:
+            await self.access.require_member(actor, agent_id)
+        return agent.owner_id, _owner_first(agent.owner_id, await self._repo.members(agent_id))
+
+    async def add_member(self, actor: Actor, agent_id: str, user_id: str) -> list[str]:
+        agent = await self.access.require_manager(actor, agent_id, "adding members")
+        user_id = _member_id(user_id)
+        audit = new_event(ThreadsAuditEvent, actor, "agent.member_add", agent_id, f"member={user_id}")
+        await self._repo.add_member(agent_id, user_id, audit)
+        return _owner_first(agent.owner_id, await self._repo.members(agent_id))
+
+    async def remove_member(self, actor: Actor, agent_id: str, user_id: str) -> list[str]:
+        agent = await self.access.require_manager(actor, agent_id, "removing members")
+        user_id = _member_id(user_id)
+        if user_id == agent.owner_id:
+            raise FailedPrecondition(
+                f"{user_id} owns agent {agent_id!r} and stays a member", agent_id=agent_id
+            )
+        audit = new_event(ThreadsAuditEvent, actor, "agent.member_remove", agent_id, f"member={user_id}")
+        await self._repo.remove_member(agent_id, user_id, audit)
+        return _owner_first(agent.owner_id, await self._repo.members(agent_id))
+
+    async def list_audit(
+        self, actor: Actor, requested_size: int, token: str, before: AuditPosition | None
+    ) -> tuple[list[AuditEvent], str]:
+        """The registry's audit log, newest first: for admins."""
+        return await self._repo.audit.list(actor, requested_size, token, before)
+
     # Agent threads
 
-    async def ensure_agent_thread(self, agent_id: str) -> tuple[Thread, bool]:
-        """The agent's live thread and whether this call created it. The
-        partial unique index decides between concurrent creators (any number
-        of processes): the losers read the winner's thread."""
-        await self.get_agent(agent_id)
+    async def ensure_agent_thread(self, actor: Actor, agent_id: str) -> tuple[Thread, bool]:
+        """The agent's live thread and whether this call created it; for the
+        agent's members. The partial unique index decides between concurrent
+        creators (any number of processes): the losers read the winner's thread."""
+        await self.access.require_member(actor, agent_id)
         for _ in range(3):
             existing = await self._repo.live_agent_thread(agent_id)
             if existing is not None:
@@ -125,9 +170,10 @@ class ThreadsDomain:
         # Only reachable if the winner's thread was retired between our reads.
         raise NotFound(f"agent {agent_id!r} has no live thread", agent_id=agent_id)
 
-    async def _live_agent_thread(self, agent_id: str, field: str) -> Thread:
+    async def _live_agent_thread(self, actor: Actor, agent_id: str, field: str) -> Thread:
         if not agent_id:
             raise InvalidArgument(f"{field} must not be empty", field=field)
+        await self.access.require_member(actor, agent_id)
         thread = await self._repo.live_agent_thread(agent_id)
         if thread is None:
             await self.get_agent(agent_id)  # unknown agent: NOT_FOUND with the agent id
@@ -246,16 +292,18 @@ class ThreadsDomain:
 
     # Entries
 
-    async def _readable_thread(self, user_id: str, thread_id: str) -> Thread:
+    async def _readable_thread(self, actor: Actor, thread_id: str) -> Thread:
         thread = await self._repo.get_thread(thread_id) if thread_id else None
-        # Conversations belong to one user; agent threads to the project's agents.
-        if thread is None or (thread.kind == "conversation" and thread.user_id != user_id):
+        # Conversations belong to one user; agent threads to their agent's members.
+        if thread is None or (thread.kind == "conversation" and thread.user_id != actor.user):
             raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
+        await self.access.require_thread_member(actor, thread)
         return thread
 
     async def append_entries(
-        self, user_id: str, thread_id: str, request_id: str, entries: Sequence[NewEntry]
+        self, actor: Actor, thread_id: str, request_id: str, entries: Sequence[NewEntry]
     ) -> list[Entry]:
+        user_id = actor.user
         if not entries:
             raise InvalidArgument("entries must not be empty", field="entries")
         if len(entries) > MAX_ENTRIES_PER_APPEND:
@@ -267,6 +315,9 @@ class ThreadsDomain:
                 raise TooLarge(
                     f"entry content exceeds {self._max_entry_chars} characters", field="entries.content"
                 )
+        target = await self._repo.get_thread(thread_id) if thread_id else None
+        if target is not None:
+            await self.access.require_thread_member(actor, target)
         policy = self._rotation.policy if self._rotation is not None else None
         written = (
             await self._repo.append(thread_id, user_id, request_id, entries, policy) if thread_id else None
@@ -286,9 +337,9 @@ class ThreadsDomain:
         return written.entries
 
     async def list_entries(
-        self, user_id: str, view: View, descending: bool, requested_size: int, token: str
+        self, actor: Actor, view: View, descending: bool, requested_size: int, token: str
     ) -> EntriesPage:
-        thread, entry_filter = await self._resolve_view(user_id, view)
+        thread, entry_filter = await self._resolve_view(actor, view)
         size = page_size(requested_size)
         fingerprint = view_fingerprint(thread.id, entry_filter, descending)
 
@@ -299,24 +350,40 @@ class ThreadsDomain:
         partial = entry_filter != EntryFilter()
         return EntriesPage(page.items, page.next_token, page.previous_token, thread.id, partial)
 
-    async def _resolve_view(self, user_id: str, view: View) -> tuple[Thread, EntryFilter]:
+    async def _resolve_view(self, actor: Actor, view: View) -> tuple[Thread, EntryFilter]:
         """The thread a view reads and the filter it applies to it."""
+        user_id = actor.user
         if view.kind == "agent":
-            return await self._live_agent_thread(view.agent_id, "for_agent.agent_id"), EntryFilter()
+            return await self._live_agent_thread(actor, view.agent_id, "for_agent.agent_id"), EntryFilter()
         if view.kind == "pair":
             # Pair-keyed reads resolve to the target's one agent thread, filtered.
             if not view.requester:
                 raise InvalidArgument("for_pair.requester must not be empty", field="for_pair.requester")
-            thread = await self._live_agent_thread(view.target, "for_pair.target")
+            thread = await self._live_agent_thread(actor, view.target, "for_pair.target")
             return thread, EntryFilter(requester=view.requester, target=view.target)
         if view.kind == "correlation":
             if not view.correlation_id:
                 raise InvalidArgument(
                     "for_correlation.correlation_id must not be empty", field="for_correlation.correlation_id"
                 )
-            thread = await self._readable_thread(user_id, view.thread_id)
+            thread = await self._readable_thread(actor, view.thread_id)
             return thread, EntryFilter(correlation_id=view.correlation_id)
         if view.kind == "conversation":
             return await self.get_conversation(user_id, view.thread_id), EntryFilter()
-        thread = await self._readable_thread(user_id, view.thread_id)
+        thread = await self._readable_thread(actor, view.thread_id)
         return thread, EntryFilter(correlation_id=view.correlation_id)
+
+
+def _agent_detail(agent: Agent) -> str:
+    return f"name={agent.display_name} provider={agent.provider_id or '-'} model={agent.model or '-'}"
+
+
+def _member_id(user_id: str) -> str:
+    user_id = user_id.strip()
+    if not user_id or len(user_id) > MAX_USER_CHARS:
+        raise InvalidArgument(f"user_id must be 1 to {MAX_USER_CHARS} characters", field="user_id")
+    return user_id
+
+
+def _owner_first(owner: str, members: Sequence[str]) -> list[str]:
+    return sorted(members, key=lambda member: (member != owner, member))

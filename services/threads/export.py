@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from services.shared.audit import Actor, new_event
 from services.shared.enums import EnumNames
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.time import aware, utcnow
-from services.threads.models import Entry, ProviderSession, Segment, Thread
+from services.threads.access import AgentAccess
+from services.threads.models import Entry, ProviderSession, Segment, Thread, ThreadsAuditEvent
 from services.threads.repository import ImportedThread, ThreadsRepository
 from services.threads.rotation import check_handoff
 from services.threads.sessions import MAX_NATIVE_ID_CHARS, MAX_PROVIDER_ID_CHARS
@@ -354,9 +356,13 @@ class ThreadArchive:
         self._max_entry_chars = max_entry_chars
         self._max_export_chars = max_export_chars
 
-    async def export(self, agent_id: str) -> tuple[Thread, list[ThreadFile]]:
+    async def export(
+        self, agent_id: str, actor: Actor, access: AgentAccess
+    ) -> tuple[Thread, list[ThreadFile]]:
+        """For the agent's members."""
         if not agent_id:
             raise InvalidArgument("agent_id must not be empty", field="agent_id")
+        await access.require_member(actor, agent_id)
         thread = await self._repo.live_agent_thread(agent_id)
         if thread is None:
             if await self._repo.get_agent(agent_id) is None:
@@ -374,9 +380,13 @@ class ThreadArchive:
         sessions = await self._repo.all_provider_sessions(thread.id)
         return thread, export_files(thread, entries, segments, sessions)
 
-    async def import_(self, files: Sequence[ThreadFile]) -> Thread:
+    async def import_(self, files: Sequence[ThreadFile], actor: Actor, access: AgentAccess) -> Thread:
+        """Imports as ``actor``: a member of the agent when it exists, its
+        owner when the import registers it."""
         imported = parse_files(files, self._max_entry_chars)
-        thread_id = await self._repo.import_agent_thread(imported)
+        await access.require_member_if_registered(actor, imported.agent_id)
+        audit = new_event(ThreadsAuditEvent, actor, "agent.create", imported.agent_id, "by thread import")
+        thread_id = await self._repo.import_agent_thread(imported, audit)
         if thread_id is None:
             raise FailedPrecondition(
                 f"agent {imported.agent_id!r} already has a live thread with entries (or the thread id "

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Column, DateTime, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
+from services.shared.audit import AuditColumns
 from services.shared.time import utcnow
 
 
@@ -20,8 +21,30 @@ class Agent(SQLModel, table=True):
     provider_id: str = ""
     model: str = ""
     injection_strategy: int = 0
+    # The user who registered it; "" for an agent registered before agents
+    # had owners, until its next caller claims it (services/threads/access.py).
+    owner_id: str = Field(default="", max_length=128)
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
+
+
+class AgentMember(SQLModel, table=True):
+    """A user who may ask the agent and read its thread (the owner is one)."""
+
+    __tablename__ = "agent_members"
+
+    agent_id: str = Field(primary_key=True, max_length=64)
+    user_id: str = Field(primary_key=True, max_length=128)
+    create_time: datetime = Field(default_factory=utcnow)
+
+
+class ThreadsAuditEvent(AuditColumns, table=True):
+    """A write to the agent registry (agent.create, agent.update,
+    agent.member_add, agent.member_remove, agent.claim), written in the
+    write's transaction."""
+
+    __tablename__ = "threads_audit_events"
+    __table_args__ = (Index("ix_threads_audit_events_time_id", "create_time", "id"),)
 
 
 class Thread(SQLModel, table=True):

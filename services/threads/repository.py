@@ -7,6 +7,7 @@ from services.threads.tables.agents import AgentsTable
 from services.threads.tables.entries import AppendResult, EntriesTable, EntryFilter, NewEntry
 from services.threads.tables.imports import ImportedThread, ImportsTable
 from services.threads.tables.provider_sessions import ProviderSessionsTable
+from services.threads.tables.registry import RegistryTable
 from services.threads.tables.segments import RotationPolicy, SegmentsTable
 from services.threads.tables.threads import ThreadsTable
 
@@ -14,6 +15,6 @@ __all__ = ["AppendResult", "EntryFilter", "ImportedThread", "NewEntry", "Rotatio
 
 
 class ThreadsRepository(
-    AgentsTable, ThreadsTable, EntriesTable, SegmentsTable, ProviderSessionsTable, ImportsTable
+    AgentsTable, RegistryTable, ThreadsTable, EntriesTable, SegmentsTable, ProviderSessionsTable, ImportsTable
 ):
     """Every table of the threads service, over one session factory."""

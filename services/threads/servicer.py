@@ -8,8 +8,9 @@ from typing import TypeAlias
 import grpc
 from google.protobuf import json_format
 
+from services.shared.audit import Actor
 from services.shared.enums import EnumNames
-from services.shared.identity import caller_user
+from services.shared.identity import caller_role, caller_user
 from services.shared.time import to_timestamp
 from services.threads.domain import ThreadsDomain, View
 from services.threads.export import ThreadArchive, ThreadFile
@@ -22,6 +23,10 @@ from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_ser
 Context: TypeAlias = grpc.aio.ServicerContext
 
 
+def actor(context: Context) -> Actor:
+    return Actor(caller_user(context), caller_role(context))
+
+
 def agent_to_proto(agent: Agent) -> threads_pb2.Agent:
     return threads_pb2.Agent(
         id=agent.id,
@@ -32,6 +37,7 @@ def agent_to_proto(agent: Agent) -> threads_pb2.Agent:
         injection_strategy=agent.injection_strategy,  # type: ignore[arg-type]
         create_time=to_timestamp(agent.create_time),
         update_time=to_timestamp(agent.update_time),
+        owner=agent.owner_id,
     )
 
 
@@ -140,6 +146,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     ) -> threads_service_pb2.CreateAgentResponse:
         a = request.agent
         agent = await self._domain.create_agent(
+            actor(context),
             Agent(
                 id=a.id,
                 display_name=a.display_name,
@@ -147,7 +154,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
                 provider_id=a.provider_id,
                 model=a.model,
                 injection_strategy=a.injection_strategy,
-            )
+            ),
         )
         return threads_service_pb2.CreateAgentResponse(agent=agent_to_proto(agent))
 
@@ -177,13 +184,44 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             model=a.model,
             injection_strategy=a.injection_strategy,
         )
-        agent = await self._domain.update_agent(a.id, changes, list(request.update_mask.paths))
+        agent = await self._domain.update_agent(
+            actor(context), a.id, changes, list(request.update_mask.paths)
+        )
         return threads_service_pb2.UpdateAgentResponse(agent=agent_to_proto(agent))
+
+    async def ListAgentMembers(
+        self, request: threads_service_pb2.ListAgentMembersRequest, context: Context
+    ) -> threads_service_pb2.ListAgentMembersResponse:
+        owner, members = await self._domain.members(actor(context), request.agent_id)
+        return threads_service_pb2.ListAgentMembersResponse(owner=owner, members=members)
+
+    async def AddAgentMember(
+        self, request: threads_service_pb2.AddAgentMemberRequest, context: Context
+    ) -> threads_service_pb2.AddAgentMemberResponse:
+        members = await self._domain.add_member(actor(context), request.agent_id, request.user_id)
+        return threads_service_pb2.AddAgentMemberResponse(members=members)
+
+    async def RemoveAgentMember(
+        self, request: threads_service_pb2.RemoveAgentMemberRequest, context: Context
+    ) -> threads_service_pb2.RemoveAgentMemberResponse:
+        members = await self._domain.remove_member(actor(context), request.agent_id, request.user_id)
+        return threads_service_pb2.RemoveAgentMemberResponse(members=members)
+
+    async def ListAuditEvents(
+        self, request: threads_service_pb2.ListAuditEventsRequest, context: Context
+    ) -> threads_service_pb2.ListAuditEventsResponse:
+        events, token = await self._domain.list_audit(
+            actor(context),
+            request.page_size,
+            request.page_token,
+            request.before if request.HasField("before") else None,
+        )
+        return threads_service_pb2.ListAuditEventsResponse(events=events, next_page_token=token)
 
     async def EnsureAgentThread(
         self, request: threads_service_pb2.EnsureAgentThreadRequest, context: Context
     ) -> threads_service_pb2.EnsureAgentThreadResponse:
-        thread, created = await self._domain.ensure_agent_thread(request.target_agent_id)
+        thread, created = await self._domain.ensure_agent_thread(actor(context), request.target_agent_id)
         return threads_service_pb2.EnsureAgentThreadResponse(
             thread=agent_thread_to_proto(thread), created=created
         )
@@ -275,7 +313,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             for e in request.entries
         ]
         rows = await self._domain.append_entries(
-            caller_user(context), request.thread_id, request.request_id, entries
+            actor(context), request.thread_id, request.request_id, entries
         )
         return threads_service_pb2.AppendEntriesResponse(entries=[entry_to_proto(r) for r in rows])
 
@@ -283,7 +321,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
         self, request: threads_service_pb2.ListEntriesRequest, context: Context
     ) -> threads_service_pb2.ListEntriesResponse:
         page = await self._domain.list_entries(
-            caller_user(context),
+            actor(context),
             view_from_proto(request),
             request.descending,
             request.page_size,
@@ -300,6 +338,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def BindProviderSession(
         self, request: threads_service_pb2.BindProviderSessionRequest, context: Context
     ) -> threads_service_pb2.BindProviderSessionResponse:
+        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
         row, created = await self._sessions.bind(
             request.agent_thread_id,
             request.provider_id,
@@ -312,12 +351,14 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def GetProviderSession(
         self, request: threads_service_pb2.GetProviderSessionRequest, context: Context
     ) -> threads_service_pb2.GetProviderSessionResponse:
+        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
         row = await self._sessions.get(request.agent_thread_id, request.provider_id, caller_user(context))
         return threads_service_pb2.GetProviderSessionResponse(session=session_to_proto(row))
 
     async def ListProviderSessions(
         self, request: threads_service_pb2.ListProviderSessionsRequest, context: Context
     ) -> threads_service_pb2.ListProviderSessionsResponse:
+        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
         rows, token = await self._sessions.list(
             request.agent_thread_id,
             request.include_released,
@@ -332,12 +373,14 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ReleaseProviderSession(
         self, request: threads_service_pb2.ReleaseProviderSessionRequest, context: Context
     ) -> threads_service_pb2.ReleaseProviderSessionResponse:
+        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
         row = await self._sessions.release(request.agent_thread_id, request.provider_id, caller_user(context))
         return threads_service_pb2.ReleaseProviderSessionResponse(session=session_to_proto(row))
 
     async def ListSegments(
         self, request: threads_service_pb2.ListSegmentsRequest, context: Context
     ) -> threads_service_pb2.ListSegmentsResponse:
+        await self._domain.access.require_thread_id_member(actor(context), request.thread_id)
         rows, token = await self._rotation.list_segments(
             request.thread_id, request.page_size, request.page_token
         )
@@ -348,13 +391,14 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def SetSegmentHandoff(
         self, request: threads_service_pb2.SetSegmentHandoffRequest, context: Context
     ) -> threads_service_pb2.SetSegmentHandoffResponse:
+        await self._domain.access.require_thread_id_member(actor(context), request.thread_id)
         row = await self._rotation.set_handoff(request.thread_id, request.number, request.summary)
         return threads_service_pb2.SetSegmentHandoffResponse(segment=segment_to_proto(row))
 
     async def ExportAgentThread(
         self, request: threads_service_pb2.ExportAgentThreadRequest, context: Context
     ) -> threads_service_pb2.ExportAgentThreadResponse:
-        thread, files = await self._archive.export(request.agent_id)
+        thread, files = await self._archive.export(request.agent_id, actor(context), self._domain.access)
         return threads_service_pb2.ExportAgentThreadResponse(
             files=[threads_pb2.ThreadFile(path=f.path, content=f.content) for f in files],
             thread=agent_thread_to_proto(thread),
@@ -363,5 +407,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ImportAgentThread(
         self, request: threads_service_pb2.ImportAgentThreadRequest, context: Context
     ) -> threads_service_pb2.ImportAgentThreadResponse:
-        thread = await self._archive.import_([ThreadFile(f.path, f.content) for f in request.files])
+        thread = await self._archive.import_(
+            [ThreadFile(f.path, f.content) for f in request.files], actor(context), self._domain.access
+        )
         return threads_service_pb2.ImportAgentThreadResponse(thread=agent_thread_to_proto(thread))

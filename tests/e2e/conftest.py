@@ -32,7 +32,9 @@ from tests.e2e.otlp import Receiver, start_receiver
 from tests.processes import free_port, launcher_ready, start_launcher, stop_popen
 
 ROOT = Path(__file__).resolve().parents[2]
-USERS = ("alice", "bob")
+USERS = ("alice", "bob", "root")
+# Users whose tokens carry the admin role (the others are plain users).
+ADMINS = ("root",)
 # Modules that can share one system; each takes the next namespace of users.
 NAMESPACES = 64
 T = TypeVar("T")
@@ -59,7 +61,7 @@ class Launched:
     namespace: int = 0  # whose users this module is: see user()
 
     def user(self, name: str = "alice") -> str:
-        """The user id this module knows as ``name`` (alice, bob)."""
+        """The user id this module knows as ``name`` (alice, bob; root is an admin)."""
         return user_id(name, self.namespace)
 
     def token(self, name: str = "alice") -> str:
@@ -104,7 +106,11 @@ class _System:
 
 def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
     receiver_server, receiver, receiver_port = start_receiver()
-    tokens = [token_of(user_id(u, n)) + ":" + user_id(u, n) for n in range(NAMESPACES) for u in USERS]
+    tokens = [
+        token_of(user_id(u, n)) + ":" + user_id(u, n) + (":admin" if u in ADMINS else "")
+        for n in range(NAMESPACES)
+        for u in USERS
+    ]
     env = {
         **os.environ,
         "SWITCHBOARD_GATEWAY_TOKENS": ",".join(tokens),

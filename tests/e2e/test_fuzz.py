@@ -99,6 +99,9 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("POST", f"/api/agent/proposals/{MISSING}/accept", schemas.DecisionBody),
         ("POST", f"/api/agent/proposals/{MISSING}/refuse", schemas.DecisionBody),
         ("PUT", "/api/agent/skills/{skill}/enablement", schemas.EnablementBody),
+        # Catalog writes: a user is refused (403) once the body is valid.
+        ("POST", "/api/agent/skills", schemas.CreateSkillBody),
+        ("PATCH", f"/api/agent/skills/{MISSING}", schemas.UpdateSkillBody),
         ("POST", "/api/agent/agents", schemas.CreateAgentBody),
         ("POST", f"/api/agent/agents/{MISSING}/asks", schemas.AskBody),
         ("PATCH", f"/api/agent/agents/{MISSING}", schemas.UpdateAgentBody),

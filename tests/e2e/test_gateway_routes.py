@@ -379,6 +379,9 @@ def test_the_launchers_development_token_is_accepted(launched: Launched) -> None
         f"{launched.url}/api/agent/personal-settings", headers={"Authorization": f"Bearer {token}"}
     )
     assert response.status_code == 200 and response.json()["user_id"] == "local"
+    # The laptop's one person administers it: the development token is an admin's.
+    me = httpx.get(f"{launched.url}/api/agent/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json() == {"user": "local", "role": "admin"}
 
 
 def test_openapi_documents_every_route(launched: Launched) -> None:
@@ -449,14 +452,21 @@ MATRIX: list[tuple[Any, ...]] = [
 ]
 
 
-# Routes that name an object shared by design, not per user.
+# Routes that name an object shared by design, not per user. Those gated by
+# role or membership are in ROLE_MATRIX below (403, never 404: the object is
+# no secret, the function is not the caller's).
 SHARED_ROUTES = {
     ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared",
-    ("POST", "/api/agent/agents/{agent_id}/asks"): "asks land on the agent's one shared thread",
-    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread, shared",
-    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry is the project's, shared",
-    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread, shared",
-    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread, shared",
+    ("POST", "/api/agent/agents/{agent_id}/asks"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry: owner or admin (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/members"): "members or admins (ROLE_MATRIX)",
+    ("PUT", "/api/agent/agents/{agent_id}/members/{user_id}"): "owner or admin (ROLE_MATRIX)",
+    ("DELETE", "/api/agent/agents/{agent_id}/members/{user_id}"): "owner or admin (ROLE_MATRIX)",
+    ("PATCH", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
+    ("DELETE", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
     ("PUT", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
@@ -561,3 +571,89 @@ def test_a_huge_id_in_a_path_is_refused_cleanly(alice: httpx.Client, launched: L
     got = alice.get(f"/api/agent/agents/{huge}")
     assert got.status_code == 400, got.text[:300]
     assert "Traceback" not in launched.log.read_text()
+
+
+# Roles: every write route gated by a role or by agent ownership, and every
+# member-only read. Each row is called by bob (a user, not the agent's
+# member) and then by root (an admin): (method, path, body, bob's status,
+# root's status). {a} is alice's agent, {s} a skill root created, {u} a user.
+# Rows run in order: the admin's deletes come last.
+ROLE_MATRIX: list[tuple[str, str, Any, int, int]] = [
+    ("POST", "/api/agent/skills", {"name": "{n}", "body": "Summarise the release."}, 403, 201),
+    ("PATCH", "/api/agent/skills/{s}", {"description": "release notes"}, 403, 200),
+    ("PATCH", "/api/agent/agents/{a}", {"display_name": "Renamed"}, 403, 200),
+    ("PUT", "/api/agent/agents/{a}/members/{u}", None, 403, 200),
+    ("DELETE", "/api/agent/agents/{a}/members/{u}", None, 403, 200),
+    ("GET", "/api/agent/agents/{a}/members", None, 403, 200),
+    ("GET", "/api/agent/agents/{a}/entries", None, 403, 403),
+    ("GET", "/api/agent/agents/{a}/segments", None, 403, 403),
+    ("GET", "/api/agent/agents/{a}/export", None, 403, 403),
+    ("POST", "/api/agent/agents/{a}/asks", {"message": "Status?", "requester": "dev"}, 403, 403),
+    ("GET", "/api/audit", None, 403, 200),
+    ("DELETE", "/api/agent/skills/{s}", None, 403, 204),
+]
+
+
+@pytest.fixture(scope="module")
+def root(launched: Launched) -> Iterator[httpx.Client]:
+    with client_for(launched, "root") as client:
+        yield client
+
+
+def test_role_matrix_users_get_403_with_the_reason_and_admins_are_served(
+    launched: Launched, alice: httpx.Client, bob: httpx.Client, root: httpx.Client
+) -> None:
+    agent = f"roles-{uuid.uuid4().hex[:8]}"
+    assert alice.post("/api/agent/agents", json={"id": agent}).json()["owner"] == launched.user("alice")
+    assert bob.get("/api/agent/me").json() == {"user": launched.user("bob"), "role": "user"}
+    assert root.get("/api/agent/me").json() == {"user": launched.user("root"), "role": "admin"}
+    name = f"role-skill-{uuid.uuid4().hex[:8]}"
+    made = root.post("/api/agent/skills", json={"name": name + "-0", "body": "Made first."})
+    assert made.status_code == 201, made.text
+    ids = {"a": agent, "s": made.json()["id"], "u": "carol-roles", "n": name}
+    for method, path, body, as_user, as_admin in ROLE_MATRIX:
+        refused = bob.request(method, fill(path, ids), json=fill(body, ids))
+        assert refused.status_code == as_user, (method, path, refused.text)
+        error = refused.json()["error"]
+        assert (error["code"], error["reason"]) == ("PERMISSION_DENIED", "ERROR_REASON_PERMISSION_DENIED")
+        assert error["message"], (method, path)
+        served = root.request(method, fill(path, ids), json=fill(body, ids))
+        assert served.status_code == as_admin, (method, path, served.text)
+    # The owner is served where bob was refused, and bob once added.
+    assert alice.get(f"/api/agent/agents/{agent}/entries").status_code == 200
+    assert alice.put(f"/api/agent/agents/{agent}/members/{launched.user('bob')}").status_code == 200
+    assert bob.get(f"/api/agent/agents/{agent}/entries").status_code == 200
+    assert bob.put(f"/api/agent/agents/{agent}/members/x-roles").status_code == 403  # a member, not owner
+    # The admin's actions are in the audit log, newest first, with who, what and when.
+    events = root.get("/api/audit", params={"page_size": 500}).json()["events"]
+    mine = [(e["action"], e["target"]) for e in events if e["actor"] == launched.user("root")]
+    assert mine[:6] == [
+        ("skill.delete", ids["s"]),
+        ("agent.member_remove", agent),
+        ("agent.member_add", agent),
+        ("agent.update", agent),
+        ("skill.update", ids["s"]),
+        ("skill.create", next(e["target"] for e in events if e["detail"] == f"name={name}")),
+    ]
+    assert all(
+        e["actor_role"] == "admin" and e["create_time"] for e in events if e["actor"] == launched.user("root")
+    )
+
+
+def test_the_audit_log_pages_by_keyset_without_repeats(root: httpx.Client, bob: httpx.Client) -> None:
+    for _ in range(3):
+        root.post("/api/agent/skills", json={"name": f"audit-page-{uuid.uuid4().hex[:8]}", "body": "b"})
+    seen: list[str] = []
+    token = ""
+    for _ in range(100):
+        page = root.get("/api/audit", params={"page_size": 2, "page_token": token}).json()
+        seen += [e["id"] for e in page["events"]]
+        token = page["next_page_token"]
+        if not token:
+            break
+    assert len(seen) == len(set(seen)) >= 3
+    times = [e["create_time"] for e in root.get("/api/audit", params={"page_size": 500}).json()["events"]]
+    assert times == sorted(times, reverse=True)
+    bad = root.get("/api/audit", params={"page_token": "%%%"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
+    assert bob.get("/api/audit", params={"page_token": "%%%"}).status_code == 403

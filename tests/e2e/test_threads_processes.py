@@ -47,7 +47,7 @@ async def test_fifty_concurrent_ensures_from_two_processes_make_one_thread(two_p
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for port in two_processes]
     try:
         stubs = [threads_service_pb2_grpc.ThreadsServiceStub(channel) for channel in channels]
-        await stubs[0].CreateAgent(pb.CreateAgentRequest(agent=threads_pb2.Agent(id="qa")), timeout=10)
+        await stubs[0].CreateAgent(pb.CreateAgentRequest(agent=threads_pb2.Agent(id="qa")), **as_user("u"))
         replies = await asyncio.gather(
             *(
                 stubs[i % 2].EnsureAgentThread(

@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Page, expect
+import pytest
+from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
@@ -256,3 +257,33 @@ def test_live_state_updates_over_sse_and_expires_and_the_project_context_is_edit
         re.compile("Services talk only through the gRPC contracts")
     )
     shot(page, launched, "agents-project-context")
+
+
+FORBIDDEN_TEXTS = {
+    "en-GB": ("Only its owner ({owner}) or an admin can change this agent.", "Not allowed:"),
+    "fr-FR": ("Seuls son propriétaire ({owner}) ou un admin peuvent modifier cet agent.", "Non autorisé :"),
+}
+
+
+@pytest.mark.parametrize("locale", sorted(FORBIDDEN_TEXTS))
+def test_another_users_agent_offers_no_edit_and_says_why_its_thread_is_refused(
+    browser: Browser, launched: Launched, locale: str
+) -> None:
+    agent = f"owned-{uuid.uuid4().hex[:6]}"
+    created = httpx.post(
+        f"{launched.url}/api/agent/agents", json={"id": agent}, headers=launched.headers("alice"), timeout=30
+    )
+    assert created.status_code == 201, created.text
+    owner_line, refused = FORBIDDEN_TEXTS[locale]
+    with web.logged_in(browser, launched, user="bob", locale=locale, new=False) as page:
+        page.locator("nav a[href='#agents']").click()
+        expect(page.locator("#view-agents")).to_be_visible()
+        page.locator(f"#agent-list li[data-id='{agent}'] button.open-agent").click()
+        # No form the API would refuse: bob is neither the owner nor an admin.
+        expect(page.locator("#agent-form")).to_be_hidden()
+        expect(page.locator("#agent-status")).to_have_text(owner_line.format(owner=launched.user("alice")))
+        # Reading the thread is for members: the refusal, in the reader's language, with the API's reason.
+        alert = page.locator("#alert")
+        expect(alert).to_contain_text(refused)
+        expect(alert).to_contain_text(f"is not a member of agent '{agent}'")
+        shot(page, launched, f"agents-not-a-member-{locale}")

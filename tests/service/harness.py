@@ -29,8 +29,12 @@ async def running(
         await service.stop(None)
 
 
-def as_user(user: str) -> dict[str, Any]:
-    return {"metadata": user_metadata(user), "timeout": 10}
+def as_user(user: str, role: str = "user") -> dict[str, Any]:
+    return {"metadata": user_metadata(user, role), "timeout": 10}
+
+
+def as_admin(user: str) -> dict[str, Any]:
+    return as_user(user, "admin")
 
 
 async def expect_error(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> grpc.aio.AioRpcError:

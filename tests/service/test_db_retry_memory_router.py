@@ -22,9 +22,10 @@ from services.memory.notes.models import Note
 from services.memory.notes.repository import NotesRepository
 from services.memory.personal.repository import PersonalSettingsRepository
 from services.memory.server import MIGRATIONS as MEMORY_MIGRATIONS
-from services.router.models import Skill, SkillFeedback
+from services.router.models import RouterAuditEvent, Skill, SkillFeedback
 from services.router.repository import RouterRepository
 from services.router.server import MIGRATIONS as ROUTER_MIGRATIONS
+from services.shared.audit import Actor, new_event
 from services.shared.db import session_factory
 from services.shared.time import utcnow
 from tests.service.test_db_retry import LostReplies, fast_retries, migrated
@@ -102,7 +103,10 @@ async def test_a_skill_and_a_feedback_whose_commit_replies_are_lost_are_written_
         repo = RouterRepository(session_factory(engine))
         before = await column(engine, "SELECT id FROM skills")
         lost.count = 1
-        skill = await repo.insert_skill(Skill(id=str(uuid.uuid4()), name="resume-fr", create_request_id="s1"))
+        audit = new_event(RouterAuditEvent, Actor("alice", "admin"), "skill.create", "s", "name=resume-fr")
+        skill = await repo.insert_skill(
+            Skill(id=str(uuid.uuid4()), name="resume-fr", create_request_id="s1"), audit
+        )
         lost.count = 1
         feedback = SkillFeedback(
             id=str(uuid.uuid4()),

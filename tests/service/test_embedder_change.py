@@ -33,10 +33,11 @@ from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as mpb
 from switchboard.router.v1 import router_pb2, router_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2 as rpb
-from tests.service.harness import as_user, running
+from tests.service.harness import as_admin, as_user, running
 
 HASHING, MODEL = EmbedderName.HASHING, EmbedderName.USE_MULTILINGUAL
 ALICE = as_user("alice")
+ADMIN = as_admin("alice")  # catalog writes are for admins
 # More than a rebuild embeds on the spot (32), so the switch needs the reindex.
 EXTRA_SKILLS = 40
 REQUEST = "Transforme le compte rendu de la réunion en actions"
@@ -85,7 +86,7 @@ async def test_router_switching_embedder_is_lexical_until_the_resumable_reindex(
                 name=f"team-skill-{i}", description=f"Prepare the {i}th team checklist.", body="Do it."
             )
             skill.auto_use = True
-            await stub.CreateSkill(rpb.CreateSkillRequest(skill=skill), **ALICE)
+            await stub.CreateSkill(rpb.CreateSkillRequest(skill=skill), **ADMIN)
         # 40 new skills at once: more than a rebuild embeds on the spot, so the
         # first decision is lexical and the rest is embedded in the background.
         first = (await route(channel)).decision
@@ -146,7 +147,7 @@ async def test_router_reindexes_by_itself_in_the_background(db_url: str) -> None
         stub = router_service_pb2_grpc.RouterServiceStub(channel)
         for i in range(EXTRA_SKILLS):
             skill = router_pb2.Skill(name=f"s-{i}", description=f"Checklist number {i}.", body="Do it.")
-            await stub.CreateSkill(rpb.CreateSkillRequest(skill=skill), **ALICE)
+            await stub.CreateSkill(rpb.CreateSkillRequest(skill=skill), **ADMIN)
     async with running(build_router, router_settings(db_url, MODEL)) as (_, channel):
         for _ in range(200):
             decision = (await route(channel)).decision

@@ -162,6 +162,10 @@ async def test_concurrent_asks_queue_on_one_thread_with_one_session(sb: System) 
 
 
 async def test_a_busy_thread_rejects_or_interrupts_on_request(sb: System) -> None:
+    # Mallory is a member of qa (its owner let her in): she may ask it.
+    await sb.threads.AddAgentMember(
+        threads_service_pb2.AddAgentMemberRequest(agent_id="qa", user_id="mallory"), **as_user(USER)
+    )
     slow = ask(sb, "main", "qa", "Write a long answer about everything we know")
     first = await slow.read()  # the run exists and is running
     # Another user shares the agent's thread but not its runs: a refusal does

@@ -42,7 +42,7 @@ from switchboard.memory.v1 import (
     pages_pb2,
     pages_service_pb2,
 )
-from switchboard.router.v1 import router_service_pb2
+from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.service.harness import as_user
@@ -94,19 +94,26 @@ def id_taking_methods() -> dict[str, list[str]]:
 
 
 # Intentionally not per-user: the object the id names is shared by design.
+# Those gated by role or agent membership answer PERMISSION_DENIED (the
+# object is no secret): ROLE_GATED below checks them as a user and an admin.
 SHARED = {
-    "ThreadsService.CreateAgent": "agents are the project's, shared by every requester",
-    "ThreadsService.GetAgent": "agents are the project's, shared by every requester",
-    "ThreadsService.UpdateAgent": "agents are the project's, shared by every requester",
-    "ThreadsService.EnsureAgentThread": "one live thread per agent, shared by every requester",
-    "ThreadsService.ExportAgentThread": "one live thread per agent, shared by every requester",
+    "ThreadsService.CreateAgent": "agents are the project's registry; a new one is its caller's",
+    "ThreadsService.GetAgent": "agents are the project's, visible to every user",
+    "ThreadsService.UpdateAgent": "the registry: owner or admin (ROLE_GATED)",
+    "ThreadsService.EnsureAgentThread": "one live thread per agent, for its members (ROLE_GATED)",
+    "ThreadsService.ExportAgentThread": "one live thread per agent, for its members (ROLE_GATED)",
+    "ThreadsService.ListAgentMembers": "an agent's members: for members and admins (ROLE_GATED)",
+    "ThreadsService.AddAgentMember": "an agent's members: owner or admin (ROLE_GATED)",
+    "ThreadsService.RemoveAgentMember": "an agent's members: owner or admin (ROLE_GATED)",
+    "ThreadsService.ListAuditEvents": "the registry's audit log: admins (ROLE_GATED)",
+    "RouterService.ListAuditEvents": "the catalog's audit log: admins (ROLE_GATED)",
     "HandoffService.RecordHandoffEntries": "summaries of the shared agent threads, not per user",
     "HandoffService.CheckpointHandoff": "summaries of the shared agent threads, not per user",
     "HandoffService.GetHandoffSummary": "summaries of the shared agent threads, not per user",
     "RouterService.GetSkill": "the skill catalog is the workspace's (DESIGN.md, router_service.proto)",
-    "RouterService.CreateSkill": "the skill catalog is the workspace's (no admin role yet: any user may)",
-    "RouterService.UpdateSkill": "the skill catalog is the workspace's (no admin role yet: any user may)",
-    "RouterService.DeleteSkill": "the skill catalog is the workspace's (no admin role yet: any user may)",
+    "RouterService.CreateSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
+    "RouterService.UpdateSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
+    "RouterService.DeleteSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
     "RouterService.SetSkillEnablement": "a workspace skill; writes only the caller's enablement (checked)",
 }
 
@@ -640,6 +647,12 @@ async def make_world(sb: System) -> World:
     assert events[-1].WhichOneof("kind") == "final", events[-1]
     w.run = events[0].run_id
     await sb.threads.CreateAgent(T.CreateAgentRequest(agent=threads_pb2.Agent(id="qa-iso")), **alice)
+    # The AskAgent case's intruders (check_case names them) are members of
+    # alice's agent: they may ask it, so their asks test what stays per user
+    # on a shared agent (the runs, their request ids).
+    for side in "ab":
+        member = T.AddAgentMemberRequest(agent_id="qa-iso", user_id=f"bob-askagent-0-{side}")
+        await sb.threads.AddAgentMember(member, **alice)
     asked = await collect(
         sb.engine.AskAgent(
             E.AskAgentRequest(
@@ -841,4 +854,94 @@ async def test_another_users_ids_answer_exactly_like_missing_ones(world: tuple[S
     after = await alice_view(sb, w)
     if after != before:
         failures.append(f"the calls changed alice's objects:\n{_diff(before, after)}")
+    assert not failures, "\n".join(failures)
+
+
+# Function-level permissions, checked before any object: for every method
+# gated by a role or by agent ownership, mallory (a user, no member of
+# alice's agent) gets PERMISSION_DENIED with its reason, and
+# root (an admin) is served, or refused too where being a member is what
+# counts. Rows run in order: (method, request, root served?).
+ROLE_GATED: list[tuple[str, Callable[[World, str], Message], bool]] = [
+    (
+        "RouterService.CreateSkill",
+        lambda w, s: R.CreateSkillRequest(skill=_skill(f"gated-{new_id()[:8]}")),
+        True,
+    ),
+    (
+        "RouterService.UpdateSkill",
+        lambda w, s: R.UpdateSkillRequest(
+            skill=router_pb2.Skill(id=s, description="gated"), update_mask=FieldMask(paths=["description"])
+        ),
+        True,
+    ),
+    ("RouterService.ListAuditEvents", lambda w, s: R.ListAuditEventsRequest(), True),
+    (
+        "ThreadsService.UpdateAgent",
+        lambda w, s: T.UpdateAgentRequest(
+            agent=threads_pb2.Agent(id="qa-iso", model="m2"), update_mask=FieldMask(paths=["model"])
+        ),
+        True,
+    ),
+    (
+        "ThreadsService.AddAgentMember",
+        lambda w, s: T.AddAgentMemberRequest(agent_id="qa-iso", user_id="c"),
+        True,
+    ),
+    (
+        "ThreadsService.RemoveAgentMember",
+        lambda w, s: T.RemoveAgentMemberRequest(agent_id="qa-iso", user_id="c"),
+        True,
+    ),
+    ("ThreadsService.ListAgentMembers", lambda w, s: T.ListAgentMembersRequest(agent_id="qa-iso"), True),
+    ("ThreadsService.ListAuditEvents", lambda w, s: T.ListAuditEventsRequest(), True),
+    (
+        "ThreadsService.EnsureAgentThread",
+        lambda w, s: T.EnsureAgentThreadRequest(target_agent_id="qa-iso"),
+        False,
+    ),
+    ("ThreadsService.ExportAgentThread", lambda w, s: T.ExportAgentThreadRequest(agent_id="qa-iso"), False),
+    (
+        "ThreadsService.ListEntries",
+        lambda w, s: T.ListEntriesRequest(for_agent=T.ListEntriesRequest.ForAgent(agent_id="qa-iso")),
+        False,
+    ),
+    ("RouterService.DeleteSkill", lambda w, s: R.DeleteSkillRequest(skill_id=s), True),
+]
+
+
+def _skill(name: str) -> router_pb2.Skill:
+    return router_pb2.Skill(name=name, description="a gated skill", body="Do it.")
+
+
+def test_every_role_gated_method_is_in_the_role_matrix() -> None:
+    gated = {method for method, reason in SHARED.items() if "ROLE_GATED" in reason}
+    assert gated <= {method for method, _, _ in ROLE_GATED}
+
+
+async def _denied(sb: System, user: str, method: str, request: Message, role: str) -> str:
+    service, name = method.split(".")
+    try:
+        await getattr(_stubs(sb)[service], name)(request, **as_user(user, role))
+    except grpc.aio.AioRpcError as error:
+        info = error_info(error)
+        return f"{error.code().name} {info.reason if info else ''}"
+    return "OK"
+
+
+async def test_role_gated_methods_refuse_users_and_serve_admins(world: tuple[System, World, str]) -> None:
+    sb, w, before = world
+    target = await sb.router.CreateSkill(
+        R.CreateSkillRequest(skill=_skill("gated-target")), **as_user("root", "admin")
+    )
+    failures = []
+    for method, build, admin_served in ROLE_GATED:
+        request = build(w, target.skill.id)
+        user = await _denied(sb, "mallory", method, request, "user")
+        if user != "PERMISSION_DENIED ERROR_REASON_PERMISSION_DENIED":
+            failures.append(f"{method} as a user: {user}")
+        root = await _denied(sb, "root", method, request, "admin")
+        expected = "OK" if admin_served else "PERMISSION_DENIED ERROR_REASON_PERMISSION_DENIED"
+        if root != expected:
+            failures.append(f"{method} as an admin: {root}, expected {expected}")
     assert not failures, "\n".join(failures)

@@ -184,6 +184,10 @@ async def plant_sources(sb: System, case: dict[str, Any], user: str) -> dict[str
 async def plant_agent_thread(sb: System, case: dict[str, Any], user: str, run: str) -> None:
     """Another agent's entry in qa's thread, planted again before each run so
     that it is the line qa's (offline) answer quotes."""
+    # Only members use an agent: the agent's owner lets each case's user in.
+    await sb.threads.AddAgentMember(
+        threads_service_pb2.AddAgentMemberRequest(agent_id=AGENT, user_id=user), **as_user("setup")
+    )
     for i, plant in enumerate(p for p in case["plants"] if p["in"] == "agent_thread"):
         thread = await sb.threads.EnsureAgentThread(
             threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=AGENT), **as_user(user)

@@ -16,12 +16,13 @@ from services.router.settings import RouterSettings
 from services.shared.errors import error_info
 from switchboard.router.v1 import router_pb2, router_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_admin, as_user, expect_error, running
 
 Stub = router_service_pb2_grpc.RouterServiceStub
 PRESET_NAMES = {s["name"] for s in PRESETS}
 BUILTIN_NAMES = {s["name"] for s in BUILTINS}
 ALICE, BOB = as_user("alice"), as_user("bob")
+ADMIN = as_admin("alice")  # catalog writes are for admins
 SHIPPED = RouterSettings()
 HIGH, LOW = SHIPPED.high_threshold, SHIPPED.low_threshold
 GREY_TEXT = "Write down the action items"  # grey with hashing: best meeting-notes, below the midpoint
@@ -246,18 +247,18 @@ async def test_catalog_crud_reindexes_the_description(stub: Stub) -> None:
             auto_use=True,
         ),
     )
-    created = (await stub.CreateSkill(new, **ALICE)).skill
+    created = (await stub.CreateSkill(new, **ADMIN)).skill
     assert created.id and not created.builtin and created.effective_auto_use
-    again = (await stub.CreateSkill(new, **ALICE)).skill
+    again = (await stub.CreateSkill(new, **ADMIN)).skill
     assert again.id == created.id  # idempotent on request_id
     await expect_error(
-        stub.CreateSkill(pb.CreateSkillRequest(request_id="r-2", skill=new.skill), **ALICE),
+        stub.CreateSkill(pb.CreateSkillRequest(request_id="r-2", skill=new.skill), **ADMIN),
         grpc.StatusCode.FAILED_PRECONDITION,
         "ERROR_REASON_FAILED_PRECONDITION",
     )
     for bad in (router_pb2.Skill(name="Bad Name", body="x"), router_pb2.Skill(name="ok-name", body=" ")):
         await expect_error(
-            stub.CreateSkill(pb.CreateSkillRequest(skill=bad), **ALICE),
+            stub.CreateSkill(pb.CreateSkillRequest(skill=bad), **ADMIN),
             grpc.StatusCode.INVALID_ARGUMENT,
             "ERROR_REASON_INVALID_ARGUMENT",
         )
@@ -270,14 +271,14 @@ async def test_catalog_crud_reindexes_the_description(stub: Stub) -> None:
             ),
             update_mask=FieldMask(paths=["name", "description"]),
         ),
-        **ALICE,
+        **ADMIN,
     )
     assert updated.skill.description.startswith("Plan the seating") and updated.skill.body == created.body
     assert list((await route(stub, text)).skills) == []
     seating = await route(stub, "seating plan for the wedding banquet")
     assert [s.name for s in seating.skills] == ["wedding-seating"]
     await expect_error(
-        stub.UpdateSkill(pb.UpdateSkillRequest(skill=router_pb2.Skill(id=created.id)), **ALICE),
+        stub.UpdateSkill(pb.UpdateSkillRequest(skill=router_pb2.Skill(id=created.id)), **ADMIN),
         grpc.StatusCode.INVALID_ARGUMENT,
         "ERROR_REASON_INVALID_ARGUMENT",
     )
@@ -287,15 +288,15 @@ async def test_catalog_crud_reindexes_the_description(stub: Stub) -> None:
             pb.UpdateSkillRequest(
                 skill=router_pb2.Skill(id=translate.id, body="x"), update_mask=FieldMask(paths=["body"])
             ),
-            **ALICE,
+            **ADMIN,
         ),
-        stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=translate.id), **ALICE),
+        stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=translate.id), **ADMIN),
     ):
         await expect_error(call, grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_FAILED_PRECONDITION")
-    await stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ALICE)
+    await stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ADMIN)
     for call in (
         stub.GetSkill(pb.GetSkillRequest(skill=created.id), **ALICE),
-        stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ALICE),
+        stub.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ADMIN),
         route(stub, "x", forced_skills=["wedding-seating"]),
     ):
         await expect_error(call, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
@@ -315,9 +316,9 @@ async def test_two_replicas_on_one_database_stay_coherent(db_url: str) -> None:
             body="List them.",
         )
         skill.auto_use = True
-        created = (await a.CreateSkill(pb.CreateSkillRequest(skill=skill), **ALICE)).skill
+        created = (await a.CreateSkill(pb.CreateSkillRequest(skill=skill), **ADMIN)).skill
         assert [s.name for s in (await route(b, text)).skills] == ["expense-report"]
-        await a.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ALICE)
+        await a.DeleteSkill(pb.DeleteSkillRequest(skill_id=created.id), **ADMIN)
         assert list((await route(b, text)).skills) == []
 
 

@@ -215,6 +215,8 @@ BODIES: dict[str, Any] = {
     "POST /api/agent/proposals/{proposal_id}/accept": {},
     "POST /api/agent/proposals/{proposal_id}/refuse": {},
     "PUT /api/agent/skills/{skill_id}/enablement": {"enabled": True},
+    "POST /api/agent/skills": {"name": "s", "body": "b"},
+    "PATCH /api/agent/skills/{skill_id}": {"description": "d"},
     "POST /api/agent/agents": {"id": "qa"},
     "PATCH /api/agent/agents/{agent_id}": {"persona": "p"},
     "POST /api/agent/agents/{agent_id}/asks": {"message": "hello"},

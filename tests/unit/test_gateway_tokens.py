@@ -14,7 +14,16 @@ import pytest
 from gateway.app import create_app
 from gateway.auth import COOKIE
 from gateway.settings import GatewaySettings
-from gateway.tokens import TokenFile, create_token, hash_token, read_records, revoke_token
+from gateway.tokens import (
+    TokenFile,
+    audit_path,
+    create_token,
+    hash_token,
+    read_audit,
+    read_records,
+    revoke_token,
+    set_role,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,3 +118,70 @@ async def test_without_tokens_every_request_is_the_dev_user() -> None:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         assert (await client.get("/api/agent/suggested-actions")).status_code == 200
+
+
+def test_tokens_carry_a_role_and_old_records_are_users(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    # A file written before roles existed: records without a role.
+    old = {"id": "old", "user": "olga", "sha256": hash_token("sb_old"), "label": "", "create_time": "2026"}
+    path.write_text(json.dumps({"tokens": [old]}))
+    tokens = TokenFile(path)
+    assert tokens.identity_for("sb_old") == ("olga", "user")
+    record, token = create_token(path, "ada", role="admin", actor="ops")
+    assert tokens.identity_for(token) == ("ada", "admin") and record.public()["role"] == "admin"
+    with pytest.raises(ValueError, match="role must be"):
+        create_token(path, "x", role="root")
+    changed = set_role(path, "old", "admin", actor="ops")
+    assert changed is not None and tokens.identity_for("sb_old") == ("olga", "admin")
+    assert set_role(path, "nobody", "user") is None
+    assert revoke_token(path, record.id, actor="ops")
+    # Every change is in the audit file beside the tokens file, oldest first.
+    events = read_audit(path)
+    assert [(e["actor"], e["action"], e["target"]) for e in events] == [
+        ("ops", "token.create", record.id),
+        ("ops", "token.role", "old"),
+        ("ops", "token.revoke", record.id),
+    ]
+    assert events[1]["detail"] == "user=olga role=user->admin"
+    assert all(e["actor_role"] == "admin" and e["create_time"] and e["id"] for e in events)
+    assert oct(audit_path(path).stat().st_mode & 0o777) == "0o600"
+    # A torn last line (a crash mid-append) is skipped, not an error.
+    with audit_path(path).open("a") as handle:
+        handle.write('{"id": "torn"')
+    assert len(read_audit(path)) == 3
+
+
+def test_the_admin_command_sets_roles(tmp_path: Path) -> None:
+    path = str(tmp_path / "tokens.json")
+    created = admin("--file", path, "create", "--user", "carol", "--role", "admin")
+    assert created.returncode == 0 and "(admin)" in created.stderr, created.stderr
+    row = json.loads(admin("--file", path, "list").stdout)
+    assert row["role"] == "admin"
+    assert admin("--file", path, "role", row["id"], "user").returncode == 0
+    assert json.loads(admin("--file", path, "list").stdout)["role"] == "user"
+    assert admin("--file", path, "role", "nobody", "user").returncode == 1
+    assert admin("--file", path, "create", "--user", "x", "--role", "root").returncode == 2
+    assert [e["action"] for e in read_audit(Path(path))] == ["token.create", "token.role"]
+
+
+def test_env_tokens_name_a_role() -> None:
+    settings = GatewaySettings(tokens="t1:alice,t2:root:admin,t3:eve:superuser, :nobody,t4:")
+    assert settings.token_map() == {"t1": ("alice", "user"), "t2": ("root", "admin"), "t3": ("eve", "user")}
+
+
+async def test_me_says_the_role_and_the_audit_log_refuses_users(tmp_path: Path) -> None:
+    app = create_app(GatewaySettings(tokens="t-user:ursula,t-admin:ada:admin"))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        me = await client.get("/api/agent/me", headers={"Authorization": "Bearer t-user"})
+        assert me.json() == {"user": "ursula", "role": "user"}
+        me = await client.get("/api/agent/me", headers={"Authorization": "Bearer t-admin"})
+        assert me.json() == {"user": "ada", "role": "admin"}
+        # Refused by the gateway itself, before any service is called.
+        refused = await client.get("/api/audit", headers={"Authorization": "Bearer t-user"})
+        assert refused.status_code == 403
+        assert refused.json()["error"]["reason"] == "ERROR_REASON_PERMISSION_DENIED"
+    # Without tokens (the local launcher) the one dev user is an admin.
+    app = create_app(GatewaySettings(tokens=""))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        assert (await client.get("/api/agent/me")).json() == {"user": "local", "role": "admin"}

@@ -92,6 +92,21 @@ async def test_an_error_event_and_an_api_refusal_are_tool_errors_with_the_apis_r
     assert error == {**body["error"], "status": 404}
 
 
+async def test_a_403_tool_error_carries_a_hint_of_what_to_do() -> None:
+    body = {
+        "error": {
+            "code": "PERMISSION_DENIED",
+            "message": "bob is not a member of agent 'qa': ask its owner (alice) or an admin to add you",
+            "reason": "ERROR_REASON_PERMISSION_DENIED",
+        }
+    }
+    api = api_on(lambda _: httpx.Response(403, json=body), [])
+    async with Client(build_server(lambda _: api)) as client:
+        error = error_of(await client.call_tool("read_thread", {"agent": "qa"}))
+    assert {k: error[k] for k in ("code", "message", "reason", "status")} == {**body["error"], "status": 403}
+    assert "add-member" in error["hint"] and "admin" in error["hint"]
+
+
 async def test_a_gateway_that_does_not_answer_is_unavailable_not_a_crash() -> None:
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)

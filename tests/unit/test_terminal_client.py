@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from client import exits
+from client import exits, messages
 from client.api import ApiRefusal, SseEvent
 from client.live import RunView
 from client.output import Output
@@ -75,3 +75,24 @@ def test_an_interrupted_stream_is_no_failure_and_a_run_error_is() -> None:
     view.show(SseEvent("error", {"code": "CANCELLED", "message": "the run was cancelled"}, "7"))
     assert view.ended and view.failure["code"] == "CANCELLED" and view.result()["status"] == "cancelled"
     assert "CANCELLED: the run was cancelled" in stderr.getvalue() and stdout.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("language", "words"), [("en", "needs an admin token"), ("fr", "demande un jeton admin")]
+)
+def test_a_403_says_what_to_do_in_the_users_language(language: str, words: str) -> None:
+    messages.use(language)
+    try:
+        stdout, stderr = io.StringIO(), io.StringIO()
+        refusal = ApiRefusal(
+            403, "PERMISSION_DENIED", "adding a skill is for admins", "ERROR_REASON_PERMISSION_DENIED"
+        )
+        Output(stdout=stdout, stderr=stderr).refusal(refusal)
+        text = " ".join(stderr.getvalue().split())
+        assert "adding a skill is for admins (HTTP 403)" in text and words in text
+        # Other refusals say only what the API said.
+        stderr = io.StringIO()
+        Output(stdout=stdout, stderr=stderr).refusal(ApiRefusal(404, "NOT_FOUND", "agent 'zz' not found"))
+        assert words not in stderr.getvalue()
+    finally:
+        messages.use("en")

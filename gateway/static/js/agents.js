@@ -17,12 +17,14 @@ const view = {
   timer: null,
   shown: "",
   live: null,
+  me: { user: "", role: "user" },
 };
 const POLL_MS = 1500;
 
 export async function enterAgents() {
-  const [{ agents }, { models }] = await Promise.all([json("/agents?page_size=500"), json("/models")]);
+  const [{ agents }, { models }, me] = await Promise.all([json("/agents?page_size=500"), json("/models"), json("/me")]);
   view.agents = agents;
+  view.me = me;
   view.models = models;
   $("agent-model").replaceChildren(...modelOptions());
   $("new-agent-model").replaceChildren(...modelOptions());
@@ -94,11 +96,20 @@ async function openAgent(id) {
   $("agent-name").value = agent.display_name;
   $("agent-model").value = agent.model || "auto";
   $("agent-model").dataset.saved = agent.model || "auto";
-  $("agent-status").textContent = "";
+  // Changing an agent is for its owner or an admin: others see who to ask
+  // instead of a form the API would refuse.
+  const mayChange = view.me.role === "admin" || !agent.owner || agent.owner === view.me.user;
+  $("agent-form").hidden = !mayChange;
+  $("agent-status").textContent = mayChange
+    ? ""
+    : t("Only its owner ({owner}) or an admin can change this agent.", { owner: agent.owner });
   showSwapWarning();
   renderRegistry();
-  setFilter("all", "");
   clearInterval(view.timer);
+  view.timer = null;
+  // The first read's refusal (not a member: 403) reaches the page's alert;
+  // only a thread the user may read is polled.
+  await setFilter("all", "");
   view.timer = setInterval(() => refreshThread().catch(() => {}), POLL_MS);
 }
 

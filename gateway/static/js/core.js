@@ -33,11 +33,20 @@ export async function json(path, options = {}) {
     body = {};
   }
   if (!response.ok) {
-    const error = new Error(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+    const error = new Error(refusalText(response, body));
     error.status = response.status;
     throw error;
   }
   return body;
+}
+
+// The API's refusal as the reader sees it. A 403 is a matter of role or
+// membership: a sentence in the reader's language says which, then the
+// API's own reason (what was refused, who can allow it).
+export function refusalText(response, body) {
+  const message = body.error ? body.error.message : `${response.status} ${response.statusText}`;
+  if (response.status !== 403) return message;
+  return `${t("Not allowed: this needs an admin, or the agent's owner to add you as a member.")} (${message})`;
 }
 
 // Every action's failure is shown: in the view's own status line when there
@@ -99,7 +108,7 @@ export async function followRun(request, onEvent, { onError, attempts = 5 } = {}
     if (response.status === 204) return;
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
-      onError(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+      onError(refusalText(response, body));
       return;
     }
     try {

@@ -2,6 +2,12 @@
 export const FR = {
   // Navigation and chat
   Views: "Vues",
+  "Not allowed: this needs an admin, or the agent's owner to add you as a member.":
+    "Non autorisé : il faut être admin, ou que le propriétaire de l'agent vous ajoute comme membre.",
+  "Only its owner ({owner}) or an admin can change this agent.":
+    "Seuls son propriétaire ({owner}) ou un admin peuvent modifier cet agent.",
+  "You are not allowed to ask this agent or read its thread.":
+    "Vous n'êtes pas autorisé à interroger cet agent ni à lire son fil.",
   Chat: "Discussion",
   Agents: "Agents",
   Instructions: "Instructions",

@@ -46,6 +46,7 @@ export const ERROR_TEXT = {
   ERROR_REASON_NOT_FOUND: tLater("Something the run needed was not found."),
   ERROR_REASON_TOO_LARGE: tLater("The request is too large."),
   ERROR_REASON_FAILED_PRECONDITION: tLater("The run could not start in this state."),
+  ERROR_REASON_PERMISSION_DENIED: tLater("You are not allowed to ask this agent or read its thread."),
 };
 
 // The section headings of a handoff summary, as memory writes them.

@@ -9,10 +9,12 @@ from sqlalchemy import delete, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
+from services.shared.audit import record
 from services.shared.db import is_unique_violation
 from services.shared.time import utcnow
-from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
+from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread, ThreadsAuditEvent
 from services.threads.tables.base import TableRepository
+from services.threads.tables.registry import add_member
 from services.threads.tables.threads import live_agent_thread_query
 
 
@@ -28,7 +30,7 @@ class ImportedThread:
 
 
 class ImportsTable(TableRepository):
-    async def import_agent_thread(self, imported: ImportedThread) -> str | None:
+    async def import_agent_thread(self, imported: ImportedThread, audit: ThreadsAuditEvent) -> str | None:
         """Writes an imported agent thread in one transaction: the agent if it
         is missing, the thread (or the agent's empty live thread, reused), its
         entries, segments and provider sessions; returns the thread id. None when the agent has a
@@ -39,8 +41,12 @@ class ImportsTable(TableRepository):
         async with self._sessions() as session:
             try:
                 if await session.get(Agent, imported.agent_id) is None:
-                    session.add(Agent(id=imported.agent_id, display_name=imported.agent_id))
+                    # Registered by the import: the importer owns it (``audit``'s actor).
+                    owner = audit.actor
+                    session.add(Agent(id=imported.agent_id, display_name=imported.agent_id, owner_id=owner))
                     await session.flush()
+                    await add_member(session, imported.agent_id, owner)
+                    await record(session, audit)
                 live = (await session.exec(live_agent_thread_query(imported.agent_id))).one_or_none()
                 if live is None:
                     thread_id = imported.thread_id

@@ -22,17 +22,22 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/common/v1/common.proto\x12\x15switchboard.common.v1\".\n\x05Usage\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03*\xf7\x01\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x02\x12\x1a\n\x16\x45RROR_REASON_TOO_LARGE\x10\x03\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x04\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x05\x12\'\n#ERROR_REASON_DEPENDENCY_UNAVAILABLE\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/common/v1/common.proto\x12\x15switchboard.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\".\n\x05Usage\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03\"\x9c\x01\n\nAuditEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x12\n\nactor_role\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"E\n\rAuditPosition\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\n\n\x02id\x18\x02 \x01(\t*\x9b\x02\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x02\x12\x1a\n\x16\x45RROR_REASON_TOO_LARGE\x10\x03\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x04\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x05\x12\'\n#ERROR_REASON_DEPENDENCY_UNAVAILABLE\x10\x06\x12\"\n\x1e\x45RROR_REASON_PERMISSION_DENIED\x10\x07\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ERRORREASON']._serialized_start=110
-  _globals['_ERRORREASON']._serialized_end=357
-  _globals['_USAGE']._serialized_start=61
-  _globals['_USAGE']._serialized_end=107
+  _globals['_ERRORREASON']._serialized_start=373
+  _globals['_ERRORREASON']._serialized_end=656
+  _globals['_USAGE']._serialized_start=94
+  _globals['_USAGE']._serialized_end=140
+  _globals['_AUDITEVENT']._serialized_start=143
+  _globals['_AUDITEVENT']._serialized_end=299
+  _globals['_AUDITPOSITION']._serialized_start=301
+  _globals['_AUDITPOSITION']._serialized_end=370
 # @@protoc_insertion_point(module_scope)

@@ -5,6 +5,7 @@ isort:skip_file
 
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -37,6 +38,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The caller did not identify itself (no user in metadata)."""
     ERROR_REASON_DEPENDENCY_UNAVAILABLE: _ErrorReason.ValueType  # 6
     """A downstream service could not be reached."""
+    ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 7
+    """The caller's role or membership does not allow the call (an admin-only
+    write, an agent the caller is not a member of). Only for objects the
+    caller may know exist: another user's private object stays NOT_FOUND.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Domain used in every google.rpc.ErrorInfo that a Switchboard service returns.
@@ -57,6 +63,11 @@ ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 5
 """The caller did not identify itself (no user in metadata)."""
 ERROR_REASON_DEPENDENCY_UNAVAILABLE: ErrorReason.ValueType  # 6
 """A downstream service could not be reached."""
+ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 7
+"""The caller's role or membership does not allow the call (an admin-only
+write, an agent the caller is not a member of). Only for objects the
+caller may know exist: another user's private object stays NOT_FOUND.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
@@ -84,3 +95,82 @@ class Usage(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Usage: _TypeAlias = Usage  # noqa: Y015
+
+@_typing.final
+class AuditEvent(_message.Message):
+    """One recorded admin action: who did what to which object, and when."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ACTOR_ROLE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Unique across services (a UUID)."""
+    actor: _builtins.str
+    """The user who acted."""
+    actor_role: _builtins.str
+    """The actor's role at the time ("admin" or "user")."""
+    action: _builtins.str
+    """What was done, as "<object>.<verb>": skill.create, skill.update,
+    skill.delete, agent.create, agent.update, agent.member_add,
+    agent.member_remove, token.create, token.revoke, token.role.
+    """
+    target: _builtins.str
+    """The object acted on (a skill id, an agent id, a token id)."""
+    detail: _builtins.str
+    """A short human summary of the change (fields changed, member added...)."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it happened."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        actor_role: _builtins.str = ...,
+        action: _builtins.str = ...,
+        target: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "actor_role", b"actor_role", "create_time", b"create_time", "detail", b"detail", "id", b"id", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditEvent: _TypeAlias = AuditEvent  # noqa: Y015
+
+@_typing.final
+class AuditPosition(_message.Message):
+    """A place in the audit log's order (newest first: time, then id)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIME_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Its id (breaks ties between events of the same time)."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """The time of the event the listing continues after."""
+
+    def __init__(
+        self,
+        *,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditPosition: _TypeAlias = AuditPosition  # noqa: Y015

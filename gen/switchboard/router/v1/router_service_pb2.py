@@ -23,62 +23,67 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
+from switchboard.common.v1 import common_pb2 as switchboard_dot_common_dot_v1_dot_common__pb2
 from switchboard.router.v1 import router_pb2 as switchboard_dot_router_dot_v1_dot_router__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*switchboard/router/v1/router_service.proto\x12\x15switchboard.router.v1\x1a google/protobuf/field_mask.proto\x1a\"switchboard/router/v1/router.proto\":\n\x11ListSkillsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"[\n\x12ListSkillsResponse\x12,\n\x06skills\x18\x01 \x03(\x0b\x32\x1c.switchboard.router.v1.Skill\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\" \n\x0fGetSkillRequest\x12\r\n\x05skill\x18\x01 \x01(\t\"?\n\x10GetSkillResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"U\n\x12\x43reateSkillRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12+\n\x05skill\x18\x02 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"B\n\x13\x43reateSkillResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"r\n\x12UpdateSkillRequest\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"B\n\x13UpdateSkillResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"&\n\x12\x44\x65leteSkillRequest\x12\x10\n\x08skill_id\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteSkillResponse\"x\n\x19SetSkillEnablementRequest\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x38\n\x08\x61uto_use\x18\x03 \x01(\x0e\x32&.switchboard.router.v1.AutoUseOverride\"I\n\x1aSetSkillEnablementResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"J\n\x12RouteSkillsRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x15\n\rforced_skills\x18\x02 \x03(\t\x12\x0f\n\x07offline\x18\x03 \x01(\x08\"\x81\x01\n\x13RouteSkillsResponse\x12\x32\n\x06skills\x18\x01 \x03(\x0b\x32\".switchboard.router.v1.ChosenSkill\x12\x36\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0b\x32$.switchboard.router.v1.SkillDecision\"h\n\x1a\x43reateSkillFeedbackRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08skill_id\x18\x02 \x01(\t\x12\x14\n\x0crequest_text\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"u\n\x1b\x43reateSkillFeedbackResponse\x12\x36\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x01(\x0b\x32$.switchboard.router.v1.SkillFeedback\x12\x1e\n\x16offer_disable_auto_use\x18\x02 \x01(\x08\"A\n\x18ListSkillFeedbackRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"l\n\x19ListSkillFeedbackResponse\x12\x36\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x03(\x0b\x32$.switchboard.router.v1.SkillFeedback\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"b\n\x11RouteModelRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x17\n\x0frequested_model\x18\x02 \x01(\t\x12\x15\n\rdefault_model\x18\x03 \x01(\t\x12\x0f\n\x07offline\x18\x04 \x01(\x08\"\xc8\x01\n\x12RouteModelResponse\x12\x31\n\x05model\x18\x01 \x01(\x0b\x32\".switchboard.router.v1.ModelOption\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06routed\x18\x03 \x01(\x08\x12<\n\x0frequest_profile\x18\x04 \x01(\x0e\x32#.switchboard.router.v1.ModelProfile\x12\x10\n\x08web_only\x18\x05 \x01(\x08\x12\x0f\n\x07notices\x18\x06 \x03(\t\":\n\x11ListModelsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"a\n\x12ListModelsResponse\x12\x32\n\x06models\x18\x01 \x03(\x0b\x32\".switchboard.router.v1.ModelOption\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x88\x01\n\x0f\x41utoUseOverride\x12!\n\x1d\x41UTO_USE_OVERRIDE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x41UTO_USE_OVERRIDE_INHERIT\x10\x01\x12\x18\n\x14\x41UTO_USE_OVERRIDE_ON\x10\x02\x12\x19\n\x15\x41UTO_USE_OVERRIDE_OFF\x10\x03\x32\x9e\t\n\rRouterService\x12\x61\n\nListSkills\x12(.switchboard.router.v1.ListSkillsRequest\x1a).switchboard.router.v1.ListSkillsResponse\x12[\n\x08GetSkill\x12&.switchboard.router.v1.GetSkillRequest\x1a\'.switchboard.router.v1.GetSkillResponse\x12\x64\n\x0b\x43reateSkill\x12).switchboard.router.v1.CreateSkillRequest\x1a*.switchboard.router.v1.CreateSkillResponse\x12\x64\n\x0bUpdateSkill\x12).switchboard.router.v1.UpdateSkillRequest\x1a*.switchboard.router.v1.UpdateSkillResponse\x12\x64\n\x0b\x44\x65leteSkill\x12).switchboard.router.v1.DeleteSkillRequest\x1a*.switchboard.router.v1.DeleteSkillResponse\x12y\n\x12SetSkillEnablement\x12\x30.switchboard.router.v1.SetSkillEnablementRequest\x1a\x31.switchboard.router.v1.SetSkillEnablementResponse\x12\x64\n\x0bRouteSkills\x12).switchboard.router.v1.RouteSkillsRequest\x1a*.switchboard.router.v1.RouteSkillsResponse\x12|\n\x13\x43reateSkillFeedback\x12\x31.switchboard.router.v1.CreateSkillFeedbackRequest\x1a\x32.switchboard.router.v1.CreateSkillFeedbackResponse\x12v\n\x11ListSkillFeedback\x12/.switchboard.router.v1.ListSkillFeedbackRequest\x1a\x30.switchboard.router.v1.ListSkillFeedbackResponse\x12\x61\n\nRouteModel\x12(.switchboard.router.v1.RouteModelRequest\x1a).switchboard.router.v1.RouteModelResponse\x12\x61\n\nListModels\x12(.switchboard.router.v1.ListModelsRequest\x1a).switchboard.router.v1.ListModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*switchboard/router/v1/router_service.proto\x12\x15switchboard.router.v1\x1a google/protobuf/field_mask.proto\x1a\"switchboard/common/v1/common.proto\x1a\"switchboard/router/v1/router.proto\":\n\x11ListSkillsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"[\n\x12ListSkillsResponse\x12,\n\x06skills\x18\x01 \x03(\x0b\x32\x1c.switchboard.router.v1.Skill\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\" \n\x0fGetSkillRequest\x12\r\n\x05skill\x18\x01 \x01(\t\"?\n\x10GetSkillResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"U\n\x12\x43reateSkillRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12+\n\x05skill\x18\x02 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"B\n\x13\x43reateSkillResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"r\n\x12UpdateSkillRequest\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"B\n\x13UpdateSkillResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"&\n\x12\x44\x65leteSkillRequest\x12\x10\n\x08skill_id\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteSkillResponse\"x\n\x19SetSkillEnablementRequest\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x01(\x08\x12\x38\n\x08\x61uto_use\x18\x03 \x01(\x0e\x32&.switchboard.router.v1.AutoUseOverride\"I\n\x1aSetSkillEnablementResponse\x12+\n\x05skill\x18\x01 \x01(\x0b\x32\x1c.switchboard.router.v1.Skill\"J\n\x12RouteSkillsRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x15\n\rforced_skills\x18\x02 \x03(\t\x12\x0f\n\x07offline\x18\x03 \x01(\x08\"\x81\x01\n\x13RouteSkillsResponse\x12\x32\n\x06skills\x18\x01 \x03(\x0b\x32\".switchboard.router.v1.ChosenSkill\x12\x36\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0b\x32$.switchboard.router.v1.SkillDecision\"h\n\x1a\x43reateSkillFeedbackRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08skill_id\x18\x02 \x01(\t\x12\x14\n\x0crequest_text\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"u\n\x1b\x43reateSkillFeedbackResponse\x12\x36\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x01(\x0b\x32$.switchboard.router.v1.SkillFeedback\x12\x1e\n\x16offer_disable_auto_use\x18\x02 \x01(\x08\"A\n\x18ListSkillFeedbackRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"l\n\x19ListSkillFeedbackResponse\x12\x36\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x03(\x0b\x32$.switchboard.router.v1.SkillFeedback\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"b\n\x11RouteModelRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x17\n\x0frequested_model\x18\x02 \x01(\t\x12\x15\n\rdefault_model\x18\x03 \x01(\t\x12\x0f\n\x07offline\x18\x04 \x01(\x08\"\xc8\x01\n\x12RouteModelResponse\x12\x31\n\x05model\x18\x01 \x01(\x0b\x32\".switchboard.router.v1.ModelOption\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06routed\x18\x03 \x01(\x08\x12<\n\x0frequest_profile\x18\x04 \x01(\x0e\x32#.switchboard.router.v1.ModelProfile\x12\x10\n\x08web_only\x18\x05 \x01(\x08\x12\x0f\n\x07notices\x18\x06 \x03(\t\":\n\x11ListModelsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"a\n\x12ListModelsResponse\x12\x32\n\x06models\x18\x01 \x03(\x0b\x32\".switchboard.router.v1.ModelOption\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"u\n\x16ListAuditEventsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x34\n\x06\x62\x65\x66ore\x18\x03 \x01(\x0b\x32$.switchboard.common.v1.AuditPosition\"e\n\x17ListAuditEventsResponse\x12\x31\n\x06\x65vents\x18\x01 \x03(\x0b\x32!.switchboard.common.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x88\x01\n\x0f\x41utoUseOverride\x12!\n\x1d\x41UTO_USE_OVERRIDE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x41UTO_USE_OVERRIDE_INHERIT\x10\x01\x12\x18\n\x14\x41UTO_USE_OVERRIDE_ON\x10\x02\x12\x19\n\x15\x41UTO_USE_OVERRIDE_OFF\x10\x03\x32\x90\n\n\rRouterService\x12\x61\n\nListSkills\x12(.switchboard.router.v1.ListSkillsRequest\x1a).switchboard.router.v1.ListSkillsResponse\x12[\n\x08GetSkill\x12&.switchboard.router.v1.GetSkillRequest\x1a\'.switchboard.router.v1.GetSkillResponse\x12\x64\n\x0b\x43reateSkill\x12).switchboard.router.v1.CreateSkillRequest\x1a*.switchboard.router.v1.CreateSkillResponse\x12\x64\n\x0bUpdateSkill\x12).switchboard.router.v1.UpdateSkillRequest\x1a*.switchboard.router.v1.UpdateSkillResponse\x12\x64\n\x0b\x44\x65leteSkill\x12).switchboard.router.v1.DeleteSkillRequest\x1a*.switchboard.router.v1.DeleteSkillResponse\x12p\n\x0fListAuditEvents\x12-.switchboard.router.v1.ListAuditEventsRequest\x1a..switchboard.router.v1.ListAuditEventsResponse\x12y\n\x12SetSkillEnablement\x12\x30.switchboard.router.v1.SetSkillEnablementRequest\x1a\x31.switchboard.router.v1.SetSkillEnablementResponse\x12\x64\n\x0bRouteSkills\x12).switchboard.router.v1.RouteSkillsRequest\x1a*.switchboard.router.v1.RouteSkillsResponse\x12|\n\x13\x43reateSkillFeedback\x12\x31.switchboard.router.v1.CreateSkillFeedbackRequest\x1a\x32.switchboard.router.v1.CreateSkillFeedbackResponse\x12v\n\x11ListSkillFeedback\x12/.switchboard.router.v1.ListSkillFeedbackRequest\x1a\x30.switchboard.router.v1.ListSkillFeedbackResponse\x12\x61\n\nRouteModel\x12(.switchboard.router.v1.RouteModelRequest\x1a).switchboard.router.v1.RouteModelResponse\x12\x61\n\nListModels\x12(.switchboard.router.v1.ListModelsRequest\x1a).switchboard.router.v1.ListModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.router.v1.router_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_AUTOUSEOVERRIDE']._serialized_start=2063
-  _globals['_AUTOUSEOVERRIDE']._serialized_end=2199
-  _globals['_LISTSKILLSREQUEST']._serialized_start=139
-  _globals['_LISTSKILLSREQUEST']._serialized_end=197
-  _globals['_LISTSKILLSRESPONSE']._serialized_start=199
-  _globals['_LISTSKILLSRESPONSE']._serialized_end=290
-  _globals['_GETSKILLREQUEST']._serialized_start=292
-  _globals['_GETSKILLREQUEST']._serialized_end=324
-  _globals['_GETSKILLRESPONSE']._serialized_start=326
-  _globals['_GETSKILLRESPONSE']._serialized_end=389
-  _globals['_CREATESKILLREQUEST']._serialized_start=391
-  _globals['_CREATESKILLREQUEST']._serialized_end=476
-  _globals['_CREATESKILLRESPONSE']._serialized_start=478
-  _globals['_CREATESKILLRESPONSE']._serialized_end=544
-  _globals['_UPDATESKILLREQUEST']._serialized_start=546
-  _globals['_UPDATESKILLREQUEST']._serialized_end=660
-  _globals['_UPDATESKILLRESPONSE']._serialized_start=662
-  _globals['_UPDATESKILLRESPONSE']._serialized_end=728
-  _globals['_DELETESKILLREQUEST']._serialized_start=730
-  _globals['_DELETESKILLREQUEST']._serialized_end=768
-  _globals['_DELETESKILLRESPONSE']._serialized_start=770
-  _globals['_DELETESKILLRESPONSE']._serialized_end=791
-  _globals['_SETSKILLENABLEMENTREQUEST']._serialized_start=793
-  _globals['_SETSKILLENABLEMENTREQUEST']._serialized_end=913
-  _globals['_SETSKILLENABLEMENTRESPONSE']._serialized_start=915
-  _globals['_SETSKILLENABLEMENTRESPONSE']._serialized_end=988
-  _globals['_ROUTESKILLSREQUEST']._serialized_start=990
-  _globals['_ROUTESKILLSREQUEST']._serialized_end=1064
-  _globals['_ROUTESKILLSRESPONSE']._serialized_start=1067
-  _globals['_ROUTESKILLSRESPONSE']._serialized_end=1196
-  _globals['_CREATESKILLFEEDBACKREQUEST']._serialized_start=1198
-  _globals['_CREATESKILLFEEDBACKREQUEST']._serialized_end=1302
-  _globals['_CREATESKILLFEEDBACKRESPONSE']._serialized_start=1304
-  _globals['_CREATESKILLFEEDBACKRESPONSE']._serialized_end=1421
-  _globals['_LISTSKILLFEEDBACKREQUEST']._serialized_start=1423
-  _globals['_LISTSKILLFEEDBACKREQUEST']._serialized_end=1488
-  _globals['_LISTSKILLFEEDBACKRESPONSE']._serialized_start=1490
-  _globals['_LISTSKILLFEEDBACKRESPONSE']._serialized_end=1598
-  _globals['_ROUTEMODELREQUEST']._serialized_start=1600
-  _globals['_ROUTEMODELREQUEST']._serialized_end=1698
-  _globals['_ROUTEMODELRESPONSE']._serialized_start=1701
-  _globals['_ROUTEMODELRESPONSE']._serialized_end=1901
-  _globals['_LISTMODELSREQUEST']._serialized_start=1903
-  _globals['_LISTMODELSREQUEST']._serialized_end=1961
-  _globals['_LISTMODELSRESPONSE']._serialized_start=1963
-  _globals['_LISTMODELSRESPONSE']._serialized_end=2060
-  _globals['_ROUTERSERVICE']._serialized_start=2202
-  _globals['_ROUTERSERVICE']._serialized_end=3384
+  _globals['_AUTOUSEOVERRIDE']._serialized_start=2321
+  _globals['_AUTOUSEOVERRIDE']._serialized_end=2457
+  _globals['_LISTSKILLSREQUEST']._serialized_start=175
+  _globals['_LISTSKILLSREQUEST']._serialized_end=233
+  _globals['_LISTSKILLSRESPONSE']._serialized_start=235
+  _globals['_LISTSKILLSRESPONSE']._serialized_end=326
+  _globals['_GETSKILLREQUEST']._serialized_start=328
+  _globals['_GETSKILLREQUEST']._serialized_end=360
+  _globals['_GETSKILLRESPONSE']._serialized_start=362
+  _globals['_GETSKILLRESPONSE']._serialized_end=425
+  _globals['_CREATESKILLREQUEST']._serialized_start=427
+  _globals['_CREATESKILLREQUEST']._serialized_end=512
+  _globals['_CREATESKILLRESPONSE']._serialized_start=514
+  _globals['_CREATESKILLRESPONSE']._serialized_end=580
+  _globals['_UPDATESKILLREQUEST']._serialized_start=582
+  _globals['_UPDATESKILLREQUEST']._serialized_end=696
+  _globals['_UPDATESKILLRESPONSE']._serialized_start=698
+  _globals['_UPDATESKILLRESPONSE']._serialized_end=764
+  _globals['_DELETESKILLREQUEST']._serialized_start=766
+  _globals['_DELETESKILLREQUEST']._serialized_end=804
+  _globals['_DELETESKILLRESPONSE']._serialized_start=806
+  _globals['_DELETESKILLRESPONSE']._serialized_end=827
+  _globals['_SETSKILLENABLEMENTREQUEST']._serialized_start=829
+  _globals['_SETSKILLENABLEMENTREQUEST']._serialized_end=949
+  _globals['_SETSKILLENABLEMENTRESPONSE']._serialized_start=951
+  _globals['_SETSKILLENABLEMENTRESPONSE']._serialized_end=1024
+  _globals['_ROUTESKILLSREQUEST']._serialized_start=1026
+  _globals['_ROUTESKILLSREQUEST']._serialized_end=1100
+  _globals['_ROUTESKILLSRESPONSE']._serialized_start=1103
+  _globals['_ROUTESKILLSRESPONSE']._serialized_end=1232
+  _globals['_CREATESKILLFEEDBACKREQUEST']._serialized_start=1234
+  _globals['_CREATESKILLFEEDBACKREQUEST']._serialized_end=1338
+  _globals['_CREATESKILLFEEDBACKRESPONSE']._serialized_start=1340
+  _globals['_CREATESKILLFEEDBACKRESPONSE']._serialized_end=1457
+  _globals['_LISTSKILLFEEDBACKREQUEST']._serialized_start=1459
+  _globals['_LISTSKILLFEEDBACKREQUEST']._serialized_end=1524
+  _globals['_LISTSKILLFEEDBACKRESPONSE']._serialized_start=1526
+  _globals['_LISTSKILLFEEDBACKRESPONSE']._serialized_end=1634
+  _globals['_ROUTEMODELREQUEST']._serialized_start=1636
+  _globals['_ROUTEMODELREQUEST']._serialized_end=1734
+  _globals['_ROUTEMODELRESPONSE']._serialized_start=1737
+  _globals['_ROUTEMODELRESPONSE']._serialized_end=1937
+  _globals['_LISTMODELSREQUEST']._serialized_start=1939
+  _globals['_LISTMODELSREQUEST']._serialized_end=1997
+  _globals['_LISTMODELSRESPONSE']._serialized_start=1999
+  _globals['_LISTMODELSRESPONSE']._serialized_end=2096
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=2098
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=2215
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=2217
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=2318
+  _globals['_ROUTERSERVICE']._serialized_start=2460
+  _globals['_ROUTERSERVICE']._serialized_end=3756
 # @@protoc_insertion_point(module_scope)

@@ -33,6 +33,11 @@ class RouterServiceStub:
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
+    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
+    before the request's content. Each catalog write is recorded in the audit
+    log in the write's own transaction.
     """
 
     def __init__(self, channel):
@@ -65,6 +70,11 @@ class RouterServiceStub:
                 '/switchboard.router.v1.RouterService/DeleteSkill',
                 request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillRequest.SerializeToString,
                 response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillResponse.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/ListAuditEvents',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
         self.SetSkillEnablement = channel.unary_unary(
                 '/switchboard.router.v1.RouterService/SetSkillEnablement',
@@ -106,6 +116,11 @@ class RouterServiceServicer:
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
+    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
+    before the request's content. Each catalog write is recorded in the audit
+    log in the write's own transaction.
     """
 
     def ListSkills(self, request, context):
@@ -142,6 +157,13 @@ class RouterServiceServicer:
 
     def DeleteSkill(self, request, context):
         """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """The router's audit log (catalog writes), newest first. Admins only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -227,6 +249,11 @@ def add_RouterServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillRequest.FromString,
                     response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillResponse.SerializeToString,
             ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
             'SetSkillEnablement': grpc.unary_unary_rpc_method_handler(
                     servicer.SetSkillEnablement,
                     request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.SetSkillEnablementRequest.FromString,
@@ -273,6 +300,11 @@ class RouterService:
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
+    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
+    before the request's content. Each catalog write is recorded in the audit
+    log in the write's own transaction.
     """
 
     @staticmethod
@@ -400,6 +432,33 @@ class RouterService:
             '/switchboard.router.v1.RouterService/DeleteSkill',
             switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillRequest.SerializeToString,
             switchboard_dot_router_dot_v1_dot_router__service__pb2.DeleteSkillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/ListAuditEvents',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.ListAuditEventsRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

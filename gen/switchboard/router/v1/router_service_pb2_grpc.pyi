@@ -34,6 +34,11 @@ class RouterServiceStub:
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
+    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
+    before the request's content. Each catalog write is recorded in the audit
+    log in the write's own transaction.
     """
 
     @_typing.overload
@@ -56,6 +61,8 @@ class RouterServiceStub:
     """
     DeleteSkill: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.DeleteSkillRequest, _router_service_pb2.DeleteSkillResponse]
     """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION)."""
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.ListAuditEventsRequest, _router_service_pb2.ListAuditEventsResponse]
+    """The router's audit log (catalog writes), newest first. Admins only."""
     SetSkillEnablement: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.SetSkillEnablementRequest, _router_service_pb2.SetSkillEnablementResponse]
     """The caller's enablement of a skill and their auto_use override.
     NOT_FOUND for an unknown skill.
@@ -93,6 +100,11 @@ class RouterServiceAsyncStub(RouterServiceStub):
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
+    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
+    before the request's content. Each catalog write is recorded in the audit
+    log in the write's own transaction.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -112,6 +124,8 @@ class RouterServiceAsyncStub(RouterServiceStub):
     """
     DeleteSkill: _aio.UnaryUnaryMultiCallable[_router_service_pb2.DeleteSkillRequest, _router_service_pb2.DeleteSkillResponse]  # type: ignore[assignment]
     """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION)."""
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_router_service_pb2.ListAuditEventsRequest, _router_service_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    """The router's audit log (catalog writes), newest first. Admins only."""
     SetSkillEnablement: _aio.UnaryUnaryMultiCallable[_router_service_pb2.SetSkillEnablementRequest, _router_service_pb2.SetSkillEnablementResponse]  # type: ignore[assignment]
     """The caller's enablement of a skill and their auto_use override.
     NOT_FOUND for an unknown skill.
@@ -148,6 +162,11 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
+    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
+    before the request's content. Each catalog write is recorded in the audit
+    log in the write's own transaction.
     """
 
     @_abc_1.abstractmethod
@@ -195,6 +214,14 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_router_service_pb2.DeleteSkillResponse, _abc.Awaitable[_router_service_pb2.DeleteSkillResponse]]:
         """Deletes a workspace skill. Built-ins cannot be deleted (FAILED_PRECONDITION)."""
+
+    @_abc_1.abstractmethod
+    def ListAuditEvents(
+        self,
+        request: _router_service_pb2.ListAuditEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.ListAuditEventsResponse, _abc.Awaitable[_router_service_pb2.ListAuditEventsResponse]]:
+        """The router's audit log (catalog writes), newest first. Admins only."""
 
     @_abc_1.abstractmethod
     def SetSkillEnablement(

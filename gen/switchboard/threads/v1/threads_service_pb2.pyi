@@ -8,6 +8,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from switchboard.common.v1 import common_pb2 as _common_pb2
 from switchboard.threads.v1 import threads_pb2 as _threads_pb2
 import builtins as _builtins
 import sys
@@ -663,6 +664,156 @@ class EnsureAgentThreadRequest(_message.Message):
 Global___EnsureAgentThreadRequest: _TypeAlias = EnsureAgentThreadRequest  # noqa: Y015
 
 @_typing.final
+class ListAgentMembersRequest(_message.Message):
+    """Whose members to list."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentMembersRequest: _TypeAlias = ListAgentMembersRequest  # noqa: Y015
+
+@_typing.final
+class ListAgentMembersResponse(_message.Message):
+    """An agent's members."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OWNER_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    owner: _builtins.str
+    """The agent's owner."""
+    @_builtins.property
+    def members(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every member's user id, the owner first, then by user id."""
+
+    def __init__(
+        self,
+        *,
+        owner: _builtins.str = ...,
+        members: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members", "owner", b"owner"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentMembersResponse: _TypeAlias = ListAgentMembersResponse  # noqa: Y015
+
+@_typing.final
+class AddAgentMemberRequest(_message.Message):
+    """A member to add."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    user_id: _builtins.str
+    """The user to add (1 to 128 characters)."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddAgentMemberRequest: _TypeAlias = AddAgentMemberRequest  # noqa: Y015
+
+@_typing.final
+class AddAgentMemberResponse(_message.Message):
+    """The members after the change."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def members(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every member's user id, the owner first."""
+
+    def __init__(
+        self,
+        *,
+        members: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddAgentMemberResponse: _TypeAlias = AddAgentMemberResponse  # noqa: Y015
+
+@_typing.final
+class RemoveAgentMemberRequest(_message.Message):
+    """A member to remove."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    user_id: _builtins.str
+    """The user to remove."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveAgentMemberRequest: _TypeAlias = RemoveAgentMemberRequest  # noqa: Y015
+
+@_typing.final
+class RemoveAgentMemberResponse(_message.Message):
+    """The members after the change."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def members(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every member's user id, the owner first."""
+
+    def __init__(
+        self,
+        *,
+        members: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveAgentMemberResponse: _TypeAlias = RemoveAgentMemberResponse  # noqa: Y015
+
+@_typing.final
 class EnsureAgentThreadResponse(_message.Message):
     """The agent's live thread."""
 
@@ -1294,3 +1445,65 @@ class ImportAgentThreadResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ImportAgentThreadResponse: _TypeAlias = ImportAgentThreadResponse  # noqa: Y015
+
+@_typing.final
+class ListAuditEventsRequest(_message.Message):
+    """One page of the threads service's audit log, newest first. Admins only."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many events (0 = 50, at most 500)."""
+    page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
+    @_builtins.property
+    def before(self) -> _common_pb2.AuditPosition:
+        """Instead of page_token: only events strictly older than this position
+        (the gateway merges several services' logs with it).
+        """
+
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        before: _common_pb2.AuditPosition | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["before", b"before"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before", b"before", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditEventsRequest: _TypeAlias = ListAuditEventsRequest  # noqa: Y015
+
+@_typing.final
+class ListAuditEventsResponse(_message.Message):
+    """A page of audit events, newest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.AuditEvent]:
+        """The events of this page."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_common_pb2.AuditEvent] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditEventsResponse: _TypeAlias = ListAuditEventsResponse  # noqa: Y015

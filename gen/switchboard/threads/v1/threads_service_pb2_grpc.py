@@ -32,6 +32,12 @@ class ThreadsServiceStub:
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Agents are visible to every user, but only an agent's members (its owner
+    included) may ask it or read its thread: anyone else gets
+    PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
+    on the agent's thread. Changing an agent or its members is for its owner
+    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    recorded in the audit log in the write's own transaction.
     """
 
     def __init__(self, channel):
@@ -59,6 +65,26 @@ class ThreadsServiceStub:
                 '/switchboard.threads.v1.ThreadsService/UpdateAgent',
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentRequest.SerializeToString,
                 response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentResponse.FromString,
+                _registered_method=True)
+        self.ListAgentMembers = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ListAgentMembers',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentMembersRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentMembersResponse.FromString,
+                _registered_method=True)
+        self.AddAgentMember = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/AddAgentMember',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AddAgentMemberRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AddAgentMemberResponse.FromString,
+                _registered_method=True)
+        self.RemoveAgentMember = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/RemoveAgentMember',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RemoveAgentMemberRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RemoveAgentMemberResponse.FromString,
+                _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/ListAuditEvents',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
         self.EnsureAgentThread = channel.unary_unary(
                 '/switchboard.threads.v1.ThreadsService/EnsureAgentThread',
@@ -154,11 +180,17 @@ class ThreadsServiceServicer:
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Agents are visible to every user, but only an agent's members (its owner
+    included) may ask it or read its thread: anyone else gets
+    PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
+    on the agent's thread. Changing an agent or its members is for its owner
+    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    recorded in the audit log in the write's own transaction.
     """
 
     def CreateAgent(self, request, context):
-        """Registers an agent; an existing id is returned unchanged.
-        INVALID_ARGUMENT when the id is not a slug.
+        """Registers an agent owned by the caller (its first member); an existing
+        id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -181,7 +213,40 @@ class ThreadsServiceServicer:
     def UpdateAgent(self, request, context):
         """Updates the fields named in update_mask (display_name, persona,
         provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-        mask or another path; NOT_FOUND for an unknown agent.
+        mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+        unless the caller owns the agent or is an admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAgentMembers(self, request, context):
+        """The agent's members, the owner first. PERMISSION_DENIED unless the caller
+        is a member or an admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddAgentMember(self, request, context):
+        """Adds a member (a no-op for a member already). PERMISSION_DENIED unless
+        the caller owns the agent or is an admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveAgentMember(self, request, context):
+        """Removes a member (a no-op for a non-member). The owner cannot be removed
+        (FAILED_PRECONDITION). PERMISSION_DENIED unless the caller owns the
+        agent or is an admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditEvents(self, request, context):
+        """The threads service's audit log (registry writes), newest first. Admins only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -347,6 +412,26 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentRequest.FromString,
                     response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentResponse.SerializeToString,
             ),
+            'ListAgentMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgentMembers,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentMembersRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentMembersResponse.SerializeToString,
+            ),
+            'AddAgentMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddAgentMember,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AddAgentMemberRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AddAgentMemberResponse.SerializeToString,
+            ),
+            'RemoveAgentMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveAgentMember,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RemoveAgentMemberRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RemoveAgentMemberResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
             'EnsureAgentThread': grpc.unary_unary_rpc_method_handler(
                     servicer.EnsureAgentThread,
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.EnsureAgentThreadRequest.FromString,
@@ -447,6 +532,12 @@ class ThreadsService:
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Agents are visible to every user, but only an agent's members (its owner
+    included) may ask it or read its thread: anyone else gets
+    PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
+    on the agent's thread. Changing an agent or its members is for its owner
+    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    recorded in the audit log in the write's own transaction.
     """
 
     @staticmethod
@@ -547,6 +638,114 @@ class ThreadsService:
             '/switchboard.threads.v1.ThreadsService/UpdateAgent',
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentRequest.SerializeToString,
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.UpdateAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgentMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ListAgentMembers',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentMembersRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAgentMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddAgentMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/AddAgentMember',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AddAgentMemberRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.AddAgentMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveAgentMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/RemoveAgentMember',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RemoveAgentMemberRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RemoveAgentMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/ListAuditEvents',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAuditEventsRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

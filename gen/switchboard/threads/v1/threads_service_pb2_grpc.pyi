@@ -33,6 +33,12 @@ class ThreadsServiceStub:
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Agents are visible to every user, but only an agent's members (its owner
+    included) may ask it or read its thread: anyone else gets
+    PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
+    on the agent's thread. Changing an agent or its members is for its owner
+    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    recorded in the audit log in the write's own transaction.
     """
 
     @_typing.overload
@@ -40,8 +46,8 @@ class ThreadsServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ThreadsServiceAsyncStub: ...
     CreateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]
-    """Registers an agent; an existing id is returned unchanged.
-    INVALID_ARGUMENT when the id is not a slug.
+    """Registers an agent owned by the caller (its first member); an existing
+    id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
     """
     GetAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]
     """Reads one agent. NOT_FOUND for an unknown id."""
@@ -50,8 +56,24 @@ class ThreadsServiceStub:
     UpdateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]
     """Updates the fields named in update_mask (display_name, persona,
     provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-    mask or another path; NOT_FOUND for an unknown agent.
+    mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+    unless the caller owns the agent or is an admin.
     """
+    ListAgentMembers: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentMembersRequest, _threads_service_pb2.ListAgentMembersResponse]
+    """The agent's members, the owner first. PERMISSION_DENIED unless the caller
+    is a member or an admin.
+    """
+    AddAgentMember: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.AddAgentMemberRequest, _threads_service_pb2.AddAgentMemberResponse]
+    """Adds a member (a no-op for a member already). PERMISSION_DENIED unless
+    the caller owns the agent or is an admin.
+    """
+    RemoveAgentMember: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.RemoveAgentMemberRequest, _threads_service_pb2.RemoveAgentMemberResponse]
+    """Removes a member (a no-op for a non-member). The owner cannot be removed
+    (FAILED_PRECONDITION). PERMISSION_DENIED unless the caller owns the
+    agent or is an admin.
+    """
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListAuditEventsRequest, _threads_service_pb2.ListAuditEventsResponse]
+    """The threads service's audit log (registry writes), newest first. Admins only."""
     EnsureAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.EnsureAgentThreadRequest, _threads_service_pb2.EnsureAgentThreadResponse]
     """Returns the one live thread of an existing agent, creating it the first
     time; concurrent calls all get the same thread (a unique index decides).
@@ -124,12 +146,18 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Agents are visible to every user, but only an agent's members (its owner
+    included) may ask it or read its thread: anyone else gets
+    PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
+    on the agent's thread. Changing an agent or its members is for its owner
+    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    recorded in the audit log in the write's own transaction.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
-    """Registers an agent; an existing id is returned unchanged.
-    INVALID_ARGUMENT when the id is not a slug.
+    """Registers an agent owned by the caller (its first member); an existing
+    id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
     """
     GetAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]  # type: ignore[assignment]
     """Reads one agent. NOT_FOUND for an unknown id."""
@@ -138,8 +166,24 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     UpdateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]  # type: ignore[assignment]
     """Updates the fields named in update_mask (display_name, persona,
     provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-    mask or another path; NOT_FOUND for an unknown agent.
+    mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+    unless the caller owns the agent or is an admin.
     """
+    ListAgentMembers: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentMembersRequest, _threads_service_pb2.ListAgentMembersResponse]  # type: ignore[assignment]
+    """The agent's members, the owner first. PERMISSION_DENIED unless the caller
+    is a member or an admin.
+    """
+    AddAgentMember: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.AddAgentMemberRequest, _threads_service_pb2.AddAgentMemberResponse]  # type: ignore[assignment]
+    """Adds a member (a no-op for a member already). PERMISSION_DENIED unless
+    the caller owns the agent or is an admin.
+    """
+    RemoveAgentMember: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.RemoveAgentMemberRequest, _threads_service_pb2.RemoveAgentMemberResponse]  # type: ignore[assignment]
+    """Removes a member (a no-op for a non-member). The owner cannot be removed
+    (FAILED_PRECONDITION). PERMISSION_DENIED unless the caller owns the
+    agent or is an admin.
+    """
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListAuditEventsRequest, _threads_service_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    """The threads service's audit log (registry writes), newest first. Admins only."""
     EnsureAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.EnsureAgentThreadRequest, _threads_service_pb2.EnsureAgentThreadResponse]  # type: ignore[assignment]
     """Returns the one live thread of an existing agent, creating it the first
     time; concurrent calls all get the same thread (a unique index decides).
@@ -211,6 +255,12 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
+    Agents are visible to every user, but only an agent's members (its owner
+    included) may ask it or read its thread: anyone else gets
+    PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
+    on the agent's thread. Changing an agent or its members is for its owner
+    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    recorded in the audit log in the write's own transaction.
     """
 
     @_abc_1.abstractmethod
@@ -219,8 +269,8 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.CreateAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.CreateAgentResponse, _abc.Awaitable[_threads_service_pb2.CreateAgentResponse]]:
-        """Registers an agent; an existing id is returned unchanged.
-        INVALID_ARGUMENT when the id is not a slug.
+        """Registers an agent owned by the caller (its first member); an existing
+        id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
         """
 
     @_abc_1.abstractmethod
@@ -247,8 +297,48 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.UpdateAgentResponse, _abc.Awaitable[_threads_service_pb2.UpdateAgentResponse]]:
         """Updates the fields named in update_mask (display_name, persona,
         provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-        mask or another path; NOT_FOUND for an unknown agent.
+        mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+        unless the caller owns the agent or is an admin.
         """
+
+    @_abc_1.abstractmethod
+    def ListAgentMembers(
+        self,
+        request: _threads_service_pb2.ListAgentMembersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ListAgentMembersResponse, _abc.Awaitable[_threads_service_pb2.ListAgentMembersResponse]]:
+        """The agent's members, the owner first. PERMISSION_DENIED unless the caller
+        is a member or an admin.
+        """
+
+    @_abc_1.abstractmethod
+    def AddAgentMember(
+        self,
+        request: _threads_service_pb2.AddAgentMemberRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.AddAgentMemberResponse, _abc.Awaitable[_threads_service_pb2.AddAgentMemberResponse]]:
+        """Adds a member (a no-op for a member already). PERMISSION_DENIED unless
+        the caller owns the agent or is an admin.
+        """
+
+    @_abc_1.abstractmethod
+    def RemoveAgentMember(
+        self,
+        request: _threads_service_pb2.RemoveAgentMemberRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.RemoveAgentMemberResponse, _abc.Awaitable[_threads_service_pb2.RemoveAgentMemberResponse]]:
+        """Removes a member (a no-op for a non-member). The owner cannot be removed
+        (FAILED_PRECONDITION). PERMISSION_DENIED unless the caller owns the
+        agent or is an admin.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAuditEvents(
+        self,
+        request: _threads_service_pb2.ListAuditEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.ListAuditEventsResponse, _abc.Awaitable[_threads_service_pb2.ListAuditEventsResponse]]:
+        """The threads service's audit log (registry writes), newest first. Admins only."""
 
     @_abc_1.abstractmethod
     def EnsureAgentThread(
