@@ -110,7 +110,7 @@ async def ask_agent(
             target_agent_id=agent_id,
             message=body.message,
             correlation_id=body.correlation_id,
-            busy_policy=BUSY_POLICIES[body.busy_policy],
+            busy_policy=BUSY_POLICIES.number(body.busy_policy),
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),

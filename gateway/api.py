@@ -22,6 +22,7 @@ from gateway.schemas import (
     UpdateConversationBody,
 )
 from gateway.streams import stream_run
+from services.shared.enums import EnumNames
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -29,11 +30,8 @@ from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-BUSY_POLICIES = {
-    "queue": engine_service_pb2.BUSY_POLICY_QUEUE,
-    "reject": engine_service_pb2.BUSY_POLICY_REJECT,
-    "interrupt": engine_service_pb2.BUSY_POLICY_INTERRUPT,
-}
+BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
+ROLES = EnumNames(threads_pb2.Role)
 
 
 def check_message(request: Request, message: str) -> None:
@@ -150,7 +148,7 @@ async def archive_conversation(conversation_id: str, request: Request, user: Use
 
 def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
     data = message_dict(entry)
-    data["role"] = threads_pb2.Role.Name(entry.role).removeprefix("ROLE_").lower()
+    data["role"] = ROLES.name(entry.role, "unspecified")
     data["sequence"] = entry.sequence
     return data
 
@@ -203,7 +201,7 @@ async def post_message(
             requested_model=body.model,
             surface=engine_pb2.SURFACE_CHAT,
             forced_skills=body.forced_skills,
-            busy_policy=BUSY_POLICIES[body.busy_policy],
+            busy_policy=BUSY_POLICIES.number(body.busy_policy),
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),

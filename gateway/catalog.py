@@ -15,17 +15,14 @@ from gateway.deps import User, rpc
 from gateway.events import message_dict, short_enum
 from gateway.schemas import EnablementBody
 from gateway.suggestions import suggest
+from services.shared.enums import EnumNames
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-AUTO_USE = {
-    None: router_service_pb2.AUTO_USE_OVERRIDE_UNSPECIFIED,
-    "inherit": router_service_pb2.AUTO_USE_OVERRIDE_INHERIT,
-    "on": router_service_pb2.AUTO_USE_OVERRIDE_ON,
-    "off": router_service_pb2.AUTO_USE_OVERRIDE_OFF,
-}
+# No auto_use in the body is UNSPECIFIED: the enablement's override is kept.
+AUTO_USE = EnumNames(router_service_pb2.AutoUseOverride)
 
 
 def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
@@ -104,7 +101,7 @@ async def set_skill_enablement(
         request,
         deps.router_stub(request).SetSkillEnablement,
         router_service_pb2.SetSkillEnablementRequest(
-            skill_id=skill_id, enabled=body.enabled, auto_use=AUTO_USE[body.auto_use]
+            skill_id=skill_id, enabled=body.enabled, auto_use=AUTO_USE.number(body.auto_use or "")
         ),
         user,
     )

@@ -15,16 +15,12 @@ from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.project import DEFAULT_PROJECT, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
+from services.shared.enums import EnumNames
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-KINDS = {
-    "decision": memory_pb2.NOTE_KIND_DECISION,
-    "feature_summary": memory_pb2.NOTE_KIND_FEATURE_SUMMARY,
-    "preference": memory_pb2.NOTE_KIND_PREFERENCE,
-    "fact": memory_pb2.NOTE_KIND_FACT,
-}
+KINDS = EnumNames(memory_pb2.NoteKind)
 
 
 def note_json(note: memory_pb2.Note) -> dict[str, Any]:
@@ -85,7 +81,7 @@ async def create_note(
             request_id=body.request_id or str(uuid.uuid4()),
             note=memory_pb2.Note(
                 project_id=project_id or DEFAULT_PROJECT,
-                kind=KINDS[body.kind],
+                kind=KINDS.number(body.kind),
                 title=body.title,
                 body=body.body,
                 tags=body.tags,
@@ -115,7 +111,7 @@ async def update_note(note_id: str, body: UpdateNoteBody, request: Request, user
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "give at least one field to change")
     if "kind" in fields:
-        fields["kind"] = KINDS[fields["kind"]]
+        fields["kind"] = KINDS.number(fields["kind"])
     response = await rpc(
         request,
         deps.memory(request).UpdateNote,

@@ -16,6 +16,7 @@ from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
+from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -23,13 +24,9 @@ from switchboard.router.v1 import router_service_pb2
 log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
 
-CHAT_MODES = {"sidebar": memory_pb2.CHAT_MODE_SIDEBAR, "floating": memory_pb2.CHAT_MODE_FLOATING}
-PROPOSAL_STATES = {
-    "": pages_pb2.PROPOSAL_STATE_UNSPECIFIED,
-    "pending": pages_pb2.PROPOSAL_STATE_PENDING,
-    "accepted": pages_pb2.PROPOSAL_STATE_ACCEPTED,
-    "refused": pages_pb2.PROPOSAL_STATE_REFUSED,
-}
+CHAT_MODES = EnumNames(memory_pb2.ChatMode)
+# No state ("") is UNSPECIFIED: proposals in any state.
+PROPOSAL_STATES = EnumNames(pages_pb2.ProposalState)
 # Shown by the page next to the instruction page switch: a shared page steers
 # the agent of everyone who made it theirs.
 SHARED_PAGE_NOTICE = (
@@ -40,8 +37,7 @@ SHARED_PAGE_NOTICE = (
 
 def settings_json(settings: memory_pb2.PersonalSettings) -> dict[str, Any]:
     data = message_dict(settings)
-    mode = short_enum(data.get("chat_mode", ""), "CHAT_MODE_")
-    data["chat_mode"] = mode if mode in CHAT_MODES else "sidebar"
+    data["chat_mode"] = CHAT_MODES.name(settings.chat_mode, "sidebar")
     data["avatar"] = json.loads(data.pop("avatar_json") or "{}")
     data["default_model"] = data.get("default_model") or "auto"
     data["instruction_page_notice"] = SHARED_PAGE_NOTICE
@@ -97,7 +93,7 @@ async def update_personal_settings(
         values.avatar_json = json.dumps(body.avatar, separators=(",", ":"))
         paths.append("avatar_json")
     if body.chat_mode is not None:
-        values.chat_mode = CHAT_MODES[body.chat_mode]
+        values.chat_mode = CHAT_MODES.number(body.chat_mode)
         paths.append("chat_mode")
     if body.default_model is not None:
         model = body.default_model.strip()
@@ -301,7 +297,7 @@ async def list_proposals(
         request,
         deps.pages(request).ListProposals,
         pages_service_pb2.ListProposalsRequest(
-            page_id=page_id, state=PROPOSAL_STATES[state], page_size=page_size, page_token=page_token
+            page_id=page_id, state=PROPOSAL_STATES.number(state), page_size=page_size, page_token=page_token
         ),
         user,
     )
