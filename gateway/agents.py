@@ -15,7 +15,7 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, responses
 from gateway.api import BUSY_POLICIES, check_message, entry_json
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
@@ -40,8 +40,8 @@ def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
 async def list_agents(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 50,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     response = await rpc(
         request,
@@ -128,8 +128,8 @@ async def agent_entries(
         str, Query(max_length=128, description="only this request and its answers")
     ] = "",
     descending: bool = False,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """A view of the agent's live thread: all of it, one requester's
     exchanges with the agent (`requester`), or one request and its answers
@@ -191,8 +191,8 @@ async def agent_segments(
     agent_id: str,
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The segments of the agent's live thread, oldest first: each rotation
     closed one, and its handoff summary is what a model receives in its

@@ -11,7 +11,7 @@ from fastapi import Header, Query, Request, Response
 from sse_starlette import EventSourceResponse
 
 from gateway import deps, responses
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
 from gateway.schemas import (
@@ -60,8 +60,8 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
 async def list_conversations(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 50,
+    page_token: PageToken = "",
     q: Annotated[str, Query(max_length=200, description="only titles containing this text")] = "",
     include_archived: bool = False,
 ) -> dict[str, Any]:
@@ -160,8 +160,8 @@ async def list_entries(
     conversation_id: str,
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The conversation's messages in order (user and assistant turns)."""
     response = await rpc(
@@ -215,7 +215,7 @@ async def list_runs(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=100)] = 20,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The conversation's runs, newest first."""
     # The conversation first: another user's (or a missing) one is 404, not an empty list.

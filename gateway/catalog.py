@@ -11,7 +11,7 @@ from fastapi import Query, Request
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, responses
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.events import message_dict, short_enum
 from gateway.schemas import EnablementBody
 from gateway.suggestions import suggest
@@ -78,8 +78,8 @@ def skill_json(skill: router_pb2.Skill) -> dict[str, Any]:
 async def list_skills(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The skill catalog by name, with the caller's enabled and effective_auto_use."""
     response = await rpc(

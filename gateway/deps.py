@@ -6,18 +6,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 from gateway.auth import current_user
 from gateway.settings import GatewaySettings
 from services.shared.clients import call
 from services.shared.identity import user_metadata
+from services.shared.pagination import MAX_PAGE_SIZE
 from switchboard.engine.v1 import engine_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 
 User = Annotated[str, Depends(current_user)]
+# A listing route's paging, passed on to its List RPC: the service applies the
+# size's default and reads the token; a size above the services' bound or an
+# oversized token is refused here (422).
+PageSize = Annotated[int, Query(ge=0, le=MAX_PAGE_SIZE)]
+PageToken = Annotated[str, Query(max_length=2000)]
 Response = TypeVar("Response")
 
 

@@ -10,7 +10,7 @@ from fastapi import Query, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from gateway import deps, responses
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.project import DEFAULT_PROJECT, ProjectId
@@ -35,8 +35,8 @@ async def list_notes(
     user: User,
     q: Annotated[str, Query(max_length=2000, description="search: the recall runs use")] = "",
     project_id: ProjectId = "",
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The caller's notes, newest first; with `q`, the notes a run asking
     that would recall, best first, each with its `score`."""

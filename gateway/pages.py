@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path, Query, Request
+from fastapi import Path, Request
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from gateway import deps, responses
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.errors import ApiError
 from gateway.personal import page_json
 from gateway.schemas import RestoreBody, UpdatePageBody
@@ -23,8 +23,8 @@ router = responses.ApiRouter(prefix="/api/agent")
 async def list_pages(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The pages the caller can read: theirs and those shared with them
     (what "add an existing page" to the instruction list offers)."""

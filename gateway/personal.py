@@ -12,7 +12,7 @@ import grpc
 from fastapi import Query, Request
 
 from gateway import deps, responses
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.errors import ApiError
 from gateway.events import message_dict, short_enum
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
@@ -155,8 +155,8 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
 async def list_instruction_pages(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 50,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The caller's instruction pages, each readable or not, and the active one."""
     response = await rpc(
@@ -244,8 +244,8 @@ async def list_page_versions(
     page_id: str,
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 50,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The page's versions, newest first."""
     response = await rpc(
@@ -289,8 +289,8 @@ async def list_proposals(
     user: User,
     state: Annotated[str, Query(pattern="^(|pending|accepted|refused)$")] = "",
     page_id: Annotated[str, Query(max_length=128)] = "",
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 50,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """Proposals the caller can see (their pages', or made for them), newest first."""
     response = await rpc(

@@ -15,7 +15,7 @@ from google.protobuf.duration_pb2 import Duration
 from sse_starlette import EventSourceResponse
 
 from gateway import deps, responses
-from gateway.deps import User, rpc
+from gateway.deps import PageSize, PageToken, User, rpc
 from gateway.events import message_dict, short_enum
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
 from services.shared.identity import user_metadata
@@ -88,8 +88,8 @@ async def list_live_state(
     request: Request,
     user: User,
     project_id: ProjectId = "",
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """Who is doing what now: the unexpired entries, each with its expiry."""
     response = await rpc(
