@@ -69,5 +69,5 @@ def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     decision = run.router_decision
     data["router_decision"] = json_format.MessageToDict(decision.skills, preserving_proto_field_name=True)
     data["model_decision"] = json_format.MessageToDict(decision.model, preserving_proto_field_name=True)
-    data["trigger_payload"] = json.loads(data.pop("trigger_payload_json") or "{}")
+    data.setdefault("trigger_payload", {})  # a message: unset when the run had no trigger
     return data

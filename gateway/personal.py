@@ -4,7 +4,6 @@ every ownership itself."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Annotated, Any
 
@@ -38,7 +37,7 @@ SHARED_PAGE_NOTICE = (
 def settings_json(settings: memory_pb2.PersonalSettings) -> dict[str, Any]:
     data = message_dict(settings)
     data["chat_mode"] = CHAT_MODES.name(settings.chat_mode, "sidebar")
-    data["avatar"] = json.loads(data.pop("avatar_json") or "{}")
+    data.setdefault("avatar", {})  # a message: unset when the user has none
     data["default_model"] = data.get("default_model") or "auto"
     data["instruction_page_notice"] = SHARED_PAGE_NOTICE
     return data
@@ -90,8 +89,8 @@ async def update_personal_settings(
         values.display_name = body.display_name
         paths.append("display_name")
     if body.avatar is not None:
-        values.avatar_json = json.dumps(body.avatar, separators=(",", ":"))
-        paths.append("avatar_json")
+        values.avatar.update(body.avatar)
+        paths.append("avatar")
     if body.chat_mode is not None:
         values.chat_mode = CHAT_MODES.number(body.chat_mode)
         paths.append("chat_mode")

@@ -131,6 +131,7 @@ _WELL_KNOWN: dict[str, tuple[Any, str]] = {
     "google.protobuf.Timestamp": (str, "RFC 3339 time, UTC (2026-01-31T12:00:00Z)"),
     "google.protobuf.Duration": (str, 'seconds with an "s" suffix ("90s", "1.500s")'),
     "google.protobuf.FieldMask": (str, "comma-separated field paths"),
+    "google.protobuf.Struct": (dict[str, Any], "a JSON object"),
 }
 _DERIVED: dict[str, type[BaseModel]] = {}
 
@@ -266,7 +267,7 @@ InstructionLayer = proto_model(
 Run = proto_model(
     engine_pb2.Run.DESCRIPTOR,
     "Run",
-    drop=("usage", "trigger_payload_json"),
+    drop=("usage",),
     status=_short(engine_pb2.RunStatus.DESCRIPTOR, "RUN_STATUS_"),
     surface=_short(engine_pb2.Surface.DESCRIPTOR, "SURFACE_"),
     approval=required(str, 'lower case without its prefix: "accepted", "refused", or "" while undecided'),
@@ -281,7 +282,7 @@ Run = proto_model(
         dict[str, Any],
         "the model router's choice (ModelDecision): model, reason, routed, fallback; {} before routing",
     ),
-    trigger_payload=required(dict[str, Any], "what triggered the run; {} for a message"),
+    trigger_payload=required(dict[str, Any], "{} for a run no trigger started"),
 )
 
 
@@ -466,9 +467,8 @@ class NoteSaved(Body):
 PersonalSettings = proto_model(
     memory_pb2.PersonalSettings.DESCRIPTOR,
     "PersonalSettings",
-    drop=("avatar_json",),
     chat_mode=required(str, "sidebar or floating (never saved: sidebar)"),
-    avatar=required(dict[str, Any], "the avatar and accessories, the page's own JSON; {} when unset"),
+    avatar=required(dict[str, Any], "{} when unset"),
     default_model=required(str, 'a configured model id, or "auto" for Auto'),
     instruction_page_notice=required(str, "the warning the page shows next to the instruction page switch"),
 )

@@ -25,7 +25,6 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         parent_run_id=run.parent_run_id or "",
         surface=SURFACES.number(run.surface),
         trigger_id=run.trigger_id or "",
-        trigger_payload_json=run.trigger_payload_json,
         status=STATUSES.number(run.status),
         provider=run.provider or "",
         model=run.model or "",
@@ -35,6 +34,9 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         requested_model=run.requested_model,
         approval=APPROVALS.number(run.approval),
     )
+    payload = json.loads(run.trigger_payload_json or "{}")
+    if payload:  # no trigger: the field stays unset
+        proto.trigger_payload.update(payload)
     json_format.Parse(run.router_decision_json, proto.router_decision, ignore_unknown_fields=True)
     proto.usage.tokens_in = run.tokens_in
     proto.usage.tokens_out = run.tokens_out

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import grpc
+from google.protobuf import json_format
 
 from services.memory.personal.domain import PersonalSettingsDomain, SettingsValues, instruction_page_ids_of
 from services.memory.personal.models import PersonalSettings
@@ -13,15 +16,18 @@ pb = memory_service_pb2
 
 
 def settings_to_proto(settings: PersonalSettings) -> memory_pb2.PersonalSettings:
-    return memory_pb2.PersonalSettings(
+    proto = memory_pb2.PersonalSettings(
         user_id=settings.user_id,
         display_name=settings.display_name,
-        avatar_json=settings.avatar_json,
         instruction_page_ids=instruction_page_ids_of(settings),
         active_instruction_page_id=settings.active_instruction_page_id,
         chat_mode=settings.chat_mode,  # type: ignore[arg-type]
         default_model=settings.default_model,
     )
+    avatar = json.loads(settings.avatar_json or "{}")
+    if avatar:  # no avatar: the field stays unset
+        proto.avatar.update(avatar)
+    return proto
 
 
 class PersonalSettingsRpcs:
@@ -41,7 +47,7 @@ class PersonalSettingsRpcs:
         s = request.settings
         values = SettingsValues(
             display_name=s.display_name,
-            avatar_json=s.avatar_json,
+            avatar=json_format.MessageToDict(s.avatar),
             instruction_page_ids=list(s.instruction_page_ids),
             active_instruction_page_id=s.active_instruction_page_id,
             chat_mode=s.chat_mode,
