@@ -14,10 +14,11 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from sse_starlette import EventSourceResponse
 
 from gateway import deps, responses
-from gateway.api import BUSY_POLICIES, check_message, entry_json
+from gateway.api import check_message, entry_json
 from gateway.deps import PageSize, PageToken, User, rpc
+from gateway.enums import BUSY_POLICIES, HANDOFF_STATES, INJECTION_STRATEGIES, SEGMENT_STATES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
+from gateway.events import message_dict
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
 from services.shared.identity import user_metadata
@@ -32,7 +33,7 @@ EMPTY_VIEW = {"thread_id": "", "partial_view": False, "next_page_token": "", "pr
 
 def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
     data = message_dict(agent)
-    data["injection_strategy"] = short_enum(data.get("injection_strategy", ""), "INJECTION_STRATEGY_")
+    data["injection_strategy"] = json_name(INJECTION_STRATEGIES, agent.injection_strategy)
     return data
 
 
@@ -181,8 +182,8 @@ def segment_json(segment: threads_pb2.Segment) -> dict[str, Any]:
     data = message_dict(segment)
     for key in ("first_sequence", "last_sequence", "entry_count", "char_count"):
         data[key] = int(data.get(key, 0))
-    data["state"] = short_enum(data.get("state", ""), "SEGMENT_STATE_")
-    data["handoff_state"] = short_enum(data.get("handoff_state", ""), "HANDOFF_STATE_")
+    data["state"] = json_name(SEGMENT_STATES, segment.state)
+    data["handoff_state"] = json_name(HANDOFF_STATES, segment.handoff_state)
     return data
 
 

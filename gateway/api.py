@@ -12,6 +12,7 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, responses
 from gateway.deps import PageSize, PageToken, User, rpc
+from gateway.enums import BUSY_POLICIES, ROLES, json_name
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
 from gateway.schemas import (
@@ -22,16 +23,12 @@ from gateway.schemas import (
     UpdateConversationBody,
 )
 from gateway.streams import stream_run
-from services.shared.enums import EnumNames
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
-
-BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
-ROLES = EnumNames(threads_pb2.Role)
 
 
 def check_message(request: Request, message: str) -> None:
@@ -148,7 +145,7 @@ async def archive_conversation(conversation_id: str, request: Request, user: Use
 
 def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
     data = message_dict(entry)
-    data["role"] = ROLES.name(entry.role, "unspecified")
+    data["role"] = json_name(ROLES, entry.role)
     data["sequence"] = entry.sequence
     return data
 

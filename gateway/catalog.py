@@ -12,22 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, responses
 from gateway.deps import PageSize, PageToken, User, rpc
-from gateway.events import message_dict, short_enum
+from gateway.enums import AUTO_USE, MODEL_PROFILES, json_name
+from gateway.events import message_dict
 from gateway.schemas import EnablementBody
 from gateway.suggestions import suggest
-from services.shared.enums import EnumNames
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-# No auto_use in the body is UNSPECIFIED: the enablement's override is kept.
-AUTO_USE = EnumNames(router_service_pb2.AutoUseOverride)
-
 
 def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
     data = message_dict(model)
-    data["profile"] = short_enum(data.get("profile", ""), "MODEL_PROFILE_")
+    data["profile"] = json_name(MODEL_PROFILES, model.profile)
     data["label"] = model.id
     return data
 

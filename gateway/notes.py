@@ -11,21 +11,19 @@ from google.protobuf.field_mask_pb2 import FieldMask
 
 from gateway import deps, responses
 from gateway.deps import PageSize, PageToken, User, rpc
+from gateway.enums import NOTE_KINDS, SAVE_OUTCOMES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
+from gateway.events import message_dict
 from gateway.project import DEFAULT_PROJECT, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
-from services.shared.enums import EnumNames
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-KINDS = EnumNames(memory_pb2.NoteKind)
-
 
 def note_json(note: memory_pb2.Note) -> dict[str, Any]:
     data = message_dict(note)
-    data["kind"] = short_enum(data.get("kind", ""), "NOTE_KIND_")
+    data["kind"] = json_name(NOTE_KINDS, note.kind)
     return data
 
 
@@ -81,7 +79,7 @@ async def create_note(
             request_id=body.request_id or str(uuid.uuid4()),
             note=memory_pb2.Note(
                 project_id=project_id or DEFAULT_PROJECT,
-                kind=KINDS.number(body.kind),
+                kind=NOTE_KINDS.number(body.kind),
                 title=body.title,
                 body=body.body,
                 tags=body.tags,
@@ -92,7 +90,7 @@ async def create_note(
     )
     return {
         "note": note_json(response.note),
-        "outcome": short_enum(memory_pb2.SaveOutcome.Name(response.outcome), "SAVE_OUTCOME_"),
+        "outcome": json_name(SAVE_OUTCOMES, response.outcome),
     }
 
 
@@ -111,7 +109,7 @@ async def update_note(note_id: str, body: UpdateNoteBody, request: Request, user
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "give at least one field to change")
     if "kind" in fields:
-        fields["kind"] = KINDS.number(fields["kind"])
+        fields["kind"] = NOTE_KINDS.number(fields["kind"])
     response = await rpc(
         request,
         deps.memory(request).UpdateNote,

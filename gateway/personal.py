@@ -12,10 +12,10 @@ from fastapi import Query, Request
 
 from gateway import deps, responses
 from gateway.deps import PageSize, PageToken, User, rpc
+from gateway.enums import CHAT_MODES, DIFF_LINE_KINDS, INSTRUCTION_PAGE_STATES, PROPOSAL_STATES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
+from gateway.events import message_dict
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
-from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -23,9 +23,6 @@ from switchboard.router.v1 import router_service_pb2
 log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
 
-CHAT_MODES = EnumNames(memory_pb2.ChatMode)
-# No state ("") is UNSPECIFIED: proposals in any state.
-PROPOSAL_STATES = EnumNames(pages_pb2.ProposalState)
 # Shown by the page next to the instruction page switch: a shared page steers
 # the agent of everyone who made it theirs.
 SHARED_PAGE_NOTICE = (
@@ -167,7 +164,7 @@ async def list_instruction_pages(
     pages = []
     for page in response.pages:
         data = message_dict(page)
-        data["state"] = short_enum(data.get("state", ""), "INSTRUCTION_PAGE_STATE_")
+        data["state"] = json_name(INSTRUCTION_PAGE_STATES, page.state)
         data["version"] = int(data.get("version", 0))
         pages.append(data)
     return {
@@ -265,17 +262,17 @@ def diff_json(diff: pages_pb2.TextDiff) -> dict[str, Any]:
     data = message_dict(diff)
     for key in ("added_lines", "removed_lines"):
         data[key] = int(data.get(key, 0))
-    for hunk in data.get("hunks", []):
+    for hunk, proto_hunk in zip(data.get("hunks", []), diff.hunks, strict=True):
         for key in ("old_start", "old_lines", "new_start", "new_lines"):
             hunk[key] = int(hunk.get(key, 0))
-        for line in hunk.get("lines", []):
-            line["kind"] = short_enum(line.get("kind", ""), "DIFF_LINE_KIND_")
+        for line, proto_line in zip(hunk.get("lines", []), proto_hunk.lines, strict=True):
+            line["kind"] = json_name(DIFF_LINE_KINDS, proto_line.kind)
     return data
 
 
 def proposal_json(proposal: pages_pb2.Proposal) -> dict[str, Any]:
     data = message_dict(proposal)
-    data["state"] = short_enum(data.get("state", ""), "PROPOSAL_STATE_")
+    data["state"] = json_name(PROPOSAL_STATES, proposal.state)
     data["base_version"] = int(data.get("base_version", 0))
     data["accepted_version"] = int(data.get("accepted_version", 0))
     data["diff"] = diff_json(proposal.diff)
