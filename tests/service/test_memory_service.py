@@ -346,6 +346,12 @@ async def test_the_avatar_is_bounded_and_cleared_by_an_empty_one(stub: Stub) -> 
         grpc.StatusCode.INVALID_ARGUMENT,
         "ERROR_REASON_INVALID_ARGUMENT",
     )
+    # NaN is a double, not a JSON number: refused, not a server error.
+    await expect_error(
+        update(_avatar({"size": float("nan")}), ["avatar"]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
     # The old string field's path is no field of the contract any more.
     await expect_error(
         update(AVATAR, ["avatar_json"]), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT"

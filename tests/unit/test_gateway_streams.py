@@ -234,6 +234,20 @@ async def test_bad_requests_are_refused_before_any_rpc(
     assert error["code"] in ("INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE") and error["message"]
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"avatar": {"hat": {"size": NaN}}}', b'{"avatar": {"sizes": [1, Infinity]}}']
+)
+async def test_an_avatar_number_json_cannot_carry_is_refused_before_any_rpc(
+    no_services: httpx.AsyncClient, body: bytes
+) -> None:
+    # Python's JSON reader accepts NaN and Infinity; a Struct cannot carry them.
+    response = await no_services.put(
+        "/api/agent/personal-settings", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "INVALID_ARGUMENT"
+
+
 async def test_a_stuck_last_write_ends_the_response_after_the_send_timeout() -> None:
     """sse_starlette bounds each event's write but not the response's last
     (empty) one; a client that stopped reading would keep the response, its
