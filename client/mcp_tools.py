@@ -16,7 +16,7 @@ refused by the SDK against each tool's input schema. For a resource, an
 object that is missing (or another user's) is the protocol's not-found
 error (-32602), any other refusal a resource error carrying the same body.
 
-``save_note`` applies the engine's write guard (services.engine.write_guard)
+``save_note`` applies the write guard the engine's tools apply (services.shared.write_guard)
 before anything is written: the note is saved only when the user's own
 message (``request``, quoted word for word) asks to save or remember, and
 holds no word that message does not."""
@@ -36,7 +36,7 @@ from pydantic import Field
 from client.api import Api, ApiRefusal, segment
 from client.events import describe
 from client.messages import say
-from services.engine.write_guard import asks_to_save, check_write
+from services.shared.write_guard import asks_to_save, check_write
 
 ApiFor = Callable[[Context], Api]
 

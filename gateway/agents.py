@@ -9,17 +9,18 @@ import uuid
 from typing import Annotated, Any
 
 import grpc
-from fastapi import Query, Request, Response
+from fastapi import Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
-from gateway.api import BUSY_POLICIES, check_message, entry_json
+from gateway.api import check_message, entry_json
 from gateway.auth import caller_role
 from gateway.deps import User, rpc
+from gateway.enums import BUSY_POLICIES, HANDOFF_STATES, INJECTION_STRATEGIES, SEGMENT_STATES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
-from gateway.params import Id, PageToken
+from gateway.events import message_dict
+from gateway.params import Id, PageSize, PageToken
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
 from services.shared.identity import user_metadata
@@ -34,7 +35,7 @@ EMPTY_VIEW = {"thread_id": "", "partial_view": False, "next_page_token": "", "pr
 
 def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
     data = message_dict(agent)
-    data["injection_strategy"] = short_enum(data.get("injection_strategy", ""), "INJECTION_STRATEGY_")
+    data["injection_strategy"] = json_name(INJECTION_STRATEGIES, agent.injection_strategy)
     return data
 
 
@@ -42,7 +43,7 @@ def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
 async def list_agents(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_size: PageSize = 50,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     response = await rpc(
@@ -165,7 +166,7 @@ async def ask_agent(
             target_agent_id=agent_id,
             message=body.message,
             correlation_id=body.correlation_id,
-            busy_policy=BUSY_POLICIES[body.busy_policy],
+            busy_policy=BUSY_POLICIES.number(body.busy_policy),
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user, caller_role(request)),
@@ -181,7 +182,7 @@ async def agent_entries(
     requester: Annotated[str, params.text(64, description="only this requester's exchanges")] = "",
     correlation_id: Annotated[str, params.text(128, description="only this request and its answers")] = "",
     descending: bool = False,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_size: PageSize = 100,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """A view of the agent's live thread: all of it, one requester's
@@ -234,8 +235,8 @@ def segment_json(segment: threads_pb2.Segment) -> dict[str, Any]:
     data = message_dict(segment)
     for key in ("first_sequence", "last_sequence", "entry_count", "char_count"):
         data[key] = int(data.get(key, 0))
-    data["state"] = short_enum(data.get("state", ""), "SEGMENT_STATE_")
-    data["handoff_state"] = short_enum(data.get("handoff_state", ""), "HANDOFF_STATE_")
+    data["state"] = json_name(SEGMENT_STATES, segment.state)
+    data["handoff_state"] = json_name(HANDOFF_STATES, segment.handoff_state)
     return data
 
 
@@ -244,7 +245,7 @@ async def agent_segments(
     agent_id: Id,
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_size: PageSize = 100,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The segments of the agent's live thread, oldest first: each rotation

@@ -12,9 +12,10 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
+from gateway.enums import BUSY_POLICIES, ROLES, json_name
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
-from gateway.params import Id, LastEventId, PageToken
+from gateway.params import Id, LastEventId, PageSize, PageToken
 from gateway.schemas import (
     AllowedSourcesBody,
     CreateConversationBody,
@@ -29,12 +30,6 @@ from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
-
-BUSY_POLICIES = {
-    "queue": engine_service_pb2.BUSY_POLICY_QUEUE,
-    "reject": engine_service_pb2.BUSY_POLICY_REJECT,
-    "interrupt": engine_service_pb2.BUSY_POLICY_INTERRUPT,
-}
 
 
 def check_message(request: Request, message: str) -> None:
@@ -63,7 +58,7 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
 async def list_conversations(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_size: PageSize = 50,
     page_token: PageToken = "",
     q: Annotated[str, params.text(200, description="only titles containing this text")] = "",
     include_archived: bool = False,
@@ -151,7 +146,7 @@ async def archive_conversation(conversation_id: Id, request: Request, user: User
 
 def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
     data = message_dict(entry)
-    data["role"] = threads_pb2.Role.Name(entry.role).removeprefix("ROLE_").lower()
+    data["role"] = json_name(ROLES, entry.role)
     data["sequence"] = entry.sequence
     return data
 
@@ -163,7 +158,7 @@ async def list_entries(
     conversation_id: Id,
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_size: PageSize = 100,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The conversation's messages in order (user and assistant turns)."""
@@ -204,7 +199,7 @@ async def post_message(
             requested_model=body.model,
             surface=engine_pb2.SURFACE_CHAT,
             forced_skills=body.forced_skills,
-            busy_policy=BUSY_POLICIES[body.busy_policy],
+            busy_policy=BUSY_POLICIES.number(body.busy_policy),
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),

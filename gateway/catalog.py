@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
+from gateway.enums import AUTO_USE, MODEL_PROFILES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
-from gateway.params import Id, PageToken
+from gateway.events import message_dict
+from gateway.params import Id, PageSize, PageToken
 from gateway.schemas import CreateSkillBody, EnablementBody, UpdateSkillBody
 from gateway.suggestions import suggest
 from switchboard.router.v1 import router_pb2, router_service_pb2
@@ -23,17 +24,10 @@ from switchboard.threads.v1 import threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-AUTO_USE = {
-    None: router_service_pb2.AUTO_USE_OVERRIDE_UNSPECIFIED,
-    "inherit": router_service_pb2.AUTO_USE_OVERRIDE_INHERIT,
-    "on": router_service_pb2.AUTO_USE_OVERRIDE_ON,
-    "off": router_service_pb2.AUTO_USE_OVERRIDE_OFF,
-}
-
 
 def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
     data = message_dict(model)
-    data["profile"] = short_enum(data.get("profile", ""), "MODEL_PROFILE_")
+    data["profile"] = json_name(MODEL_PROFILES, model.profile)
     data["label"] = model.id
     return data
 
@@ -84,7 +78,7 @@ def skill_json(skill: router_pb2.Skill) -> dict[str, Any]:
 async def list_skills(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_size: PageSize = 100,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The skill catalog by name, with the caller's enabled and effective_auto_use."""
@@ -156,7 +150,7 @@ async def set_skill_enablement(
         request,
         deps.router_stub(request).SetSkillEnablement,
         router_service_pb2.SetSkillEnablementRequest(
-            skill_id=skill_id, enabled=body.enabled, auto_use=AUTO_USE[body.auto_use]
+            skill_id=skill_id, enabled=body.enabled, auto_use=AUTO_USE.number(body.auto_use or "")
         ),
         user,
     )

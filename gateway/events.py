@@ -8,6 +8,14 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from gateway.enums import (
+    APPROVALS,
+    RUN_STATUSES,
+    SKILL_INVOCATIONS,
+    STEP_STATUSES,
+    SURFACES,
+    json_name,
+)
 from switchboard.engine.v1 import engine_pb2
 
 
@@ -24,21 +32,17 @@ def _usage(data: dict[str, Any]) -> None:
         data["usage"] = {key: int(value) for key, value in usage.items()}
 
 
-def short_enum(value: str, prefix: str) -> str:
-    return value[len(prefix) :].lower() if value.startswith(prefix) else value.lower()
-
-
 def event_data(event: engine_pb2.RunEvent) -> tuple[str, dict[str, Any]]:
     kind = event.WhichOneof("kind") or "unknown"
     data = message_dict(getattr(event, kind)) if kind != "unknown" else {}
     if kind == "step":
-        data["status"] = short_enum(data.get("status", ""), "STEP_STATUS_")
+        data["status"] = json_name(STEP_STATUSES, event.step.status)
     if kind == "final":
         _usage(data)
-        data["status"] = short_enum(data.get("status", ""), "RUN_STATUS_")  # done | waiting_approval
+        data["status"] = json_name(RUN_STATUSES, event.final.status)  # done | waiting_approval
     if kind == "skill_used":
         data = data.get("skill", {})
-        data["invocation"] = short_enum(data.get("invocation", ""), "SKILL_INVOCATION_")
+        data["invocation"] = json_name(SKILL_INVOCATIONS, event.skill_used.skill.invocation)
     data["run_id"] = event.run_id
     data["sequence"] = event.sequence
     return kind, data
@@ -51,15 +55,15 @@ def to_sse(event: engine_pb2.RunEvent) -> dict[str, str]:
 
 def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     data = message_dict(run)
-    data["status"] = short_enum(data.get("status", ""), "RUN_STATUS_")
-    data["surface"] = short_enum(data.get("surface", ""), "SURFACE_")
-    for skill in data.get("skills", []):
-        skill["invocation"] = short_enum(skill.get("invocation", ""), "SKILL_INVOCATION_")
+    data["status"] = json_name(RUN_STATUSES, run.status)
+    data["surface"] = json_name(SURFACES, run.surface)
+    for skill, use in zip(data.get("skills", []), run.skills, strict=True):
+        skill["invocation"] = json_name(SKILL_INVOCATIONS, use.invocation)
     usage = data.pop("usage", {})
     data["tokens_in"] = int(usage.get("tokens_in", 0))
     data["tokens_out"] = int(usage.get("tokens_out", 0))
     # Decided on its proposal: "accepted" or "refused"; "" otherwise.
-    data["approval"] = short_enum(data.get("approval", ""), "APPROVAL_DECISION_").replace("unspecified", "")
+    data["approval"] = APPROVALS.name(run.approval)
     for layer in data.get("layers", []):
         layer["size_chars"] = int(layer.get("size_chars", 0))
         layer["size_tokens"] = int(layer.get("size_tokens", 0))
@@ -69,5 +73,5 @@ def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     decision = run.router_decision
     data["router_decision"] = json_format.MessageToDict(decision.skills, preserving_proto_field_name=True)
     data["model_decision"] = json_format.MessageToDict(decision.model, preserving_proto_field_name=True)
-    data["trigger_payload"] = json.loads(data.pop("trigger_payload_json") or "{}")
+    data.setdefault("trigger_payload", {})  # a message: unset when the run had no trigger
     return data

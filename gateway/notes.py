@@ -6,31 +6,25 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import Query, Request, Response
+from fastapi import Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
+from gateway.enums import NOTE_KINDS, SAVE_OUTCOMES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
-from gateway.params import Id, PageToken
+from gateway.events import message_dict
+from gateway.params import Id, PageSize, PageToken
 from gateway.project import DEFAULT_PROJECT, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-KINDS = {
-    "decision": memory_pb2.NOTE_KIND_DECISION,
-    "feature_summary": memory_pb2.NOTE_KIND_FEATURE_SUMMARY,
-    "preference": memory_pb2.NOTE_KIND_PREFERENCE,
-    "fact": memory_pb2.NOTE_KIND_FACT,
-}
-
 
 def note_json(note: memory_pb2.Note) -> dict[str, Any]:
     data = message_dict(note)
-    data["kind"] = short_enum(data.get("kind", ""), "NOTE_KIND_")
+    data["kind"] = json_name(NOTE_KINDS, note.kind)
     return data
 
 
@@ -40,7 +34,7 @@ async def list_notes(
     user: User,
     q: Annotated[str, params.text(2000, description="search: the recall runs use")] = "",
     project_id: ProjectId = "",
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_size: PageSize = 100,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The caller's notes, newest first; with `q`, the notes a run asking
@@ -86,7 +80,7 @@ async def create_note(
             request_id=body.request_id or str(uuid.uuid4()),
             note=memory_pb2.Note(
                 project_id=project_id or DEFAULT_PROJECT,
-                kind=KINDS[body.kind],
+                kind=NOTE_KINDS.number(body.kind),
                 title=body.title,
                 body=body.body,
                 tags=body.tags,
@@ -97,7 +91,7 @@ async def create_note(
     )
     return {
         "note": note_json(response.note),
-        "outcome": short_enum(memory_pb2.SaveOutcome.Name(response.outcome), "SAVE_OUTCOME_"),
+        "outcome": json_name(SAVE_OUTCOMES, response.outcome),
     }
 
 
@@ -116,7 +110,7 @@ async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user:
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "give at least one field to change")
     if "kind" in fields:
-        fields["kind"] = KINDS[fields["kind"]]
+        fields["kind"] = NOTE_KINDS.number(fields["kind"])
     response = await rpc(
         request,
         deps.memory(request).UpdateNote,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path, Query, Request
+from fastapi import Path, Request
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.params import Id, PageToken
+from gateway.params import Id, PageSize, PageToken
 from gateway.personal import page_json
 from gateway.schemas import RestoreBody, UpdatePageBody
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
@@ -24,7 +24,7 @@ router = responses.ApiRouter(prefix="/api/agent")
 async def list_pages(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
+    page_size: PageSize = 100,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The pages the caller can read: theirs and those shared with them

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 from fastapi import Header, Path, Query
 
+from services.shared.pagination import MAX_PAGE_SIZE
+
 # The ids the services make (UUIDs, slugs like an agent's id): letters,
 # digits and . _ : - , starting with a letter or digit.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
@@ -23,6 +25,10 @@ TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"
 Id = Annotated[str, Path(min_length=1, max_length=ID_MAX, pattern=ID_PATTERN)]
 # A name chosen by the caller (a live-state agent name): one line of text.
 Name = Annotated[str, Path(min_length=1, max_length=ID_MAX, pattern=r"^[^\x00-\x1f\x7f]+$")]
+# A listing route's paging, passed on to its List RPC: the service applies the
+# size's default and reads the token; a size above the services' bound or a
+# malformed token is refused here.
+PageSize = Annotated[int, Query(ge=0, le=MAX_PAGE_SIZE)]
 PageToken = Annotated[str, Query(max_length=2000, pattern=TOKEN_PATTERN)]
 # The run event sequence a client resumes after (SSE ids are int64 sequences).
 LastEventId = Annotated[str, Header(max_length=18, pattern=r"^[0-9]*$")]

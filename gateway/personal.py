@@ -4,7 +4,6 @@ every ownership itself."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Annotated, Any
 
@@ -13,9 +12,10 @@ from fastapi import Query, Request
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
+from gateway.enums import CHAT_MODES, DIFF_LINE_KINDS, INSTRUCTION_PAGE_STATES, PROPOSAL_STATES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict, short_enum
-from gateway.params import Id, PageToken
+from gateway.events import message_dict
+from gateway.params import Id, PageSize, PageToken
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
@@ -24,13 +24,6 @@ from switchboard.router.v1 import router_service_pb2
 log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
 
-CHAT_MODES = {"sidebar": memory_pb2.CHAT_MODE_SIDEBAR, "floating": memory_pb2.CHAT_MODE_FLOATING}
-PROPOSAL_STATES = {
-    "": pages_pb2.PROPOSAL_STATE_UNSPECIFIED,
-    "pending": pages_pb2.PROPOSAL_STATE_PENDING,
-    "accepted": pages_pb2.PROPOSAL_STATE_ACCEPTED,
-    "refused": pages_pb2.PROPOSAL_STATE_REFUSED,
-}
 # Shown by the page next to the instruction page switch: a shared page steers
 # the agent of everyone who made it theirs.
 SHARED_PAGE_NOTICE = (
@@ -41,9 +34,8 @@ SHARED_PAGE_NOTICE = (
 
 def settings_json(settings: memory_pb2.PersonalSettings) -> dict[str, Any]:
     data = message_dict(settings)
-    mode = short_enum(data.get("chat_mode", ""), "CHAT_MODE_")
-    data["chat_mode"] = mode if mode in CHAT_MODES else "sidebar"
-    data["avatar"] = json.loads(data.pop("avatar_json") or "{}")
+    data["chat_mode"] = CHAT_MODES.name(settings.chat_mode, "sidebar")
+    data.setdefault("avatar", {})  # a message: unset when the user has none
     data["default_model"] = data.get("default_model") or "auto"
     data["instruction_page_notice"] = SHARED_PAGE_NOTICE
     return data
@@ -95,10 +87,10 @@ async def update_personal_settings(
         values.display_name = body.display_name
         paths.append("display_name")
     if body.avatar is not None:
-        values.avatar_json = json.dumps(body.avatar, separators=(",", ":"))
-        paths.append("avatar_json")
+        values.avatar.update(body.avatar)
+        paths.append("avatar")
     if body.chat_mode is not None:
-        values.chat_mode = CHAT_MODES[body.chat_mode]
+        values.chat_mode = CHAT_MODES.number(body.chat_mode)
         paths.append("chat_mode")
     if body.default_model is not None:
         model = body.default_model.strip()
@@ -160,7 +152,7 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
 async def list_instruction_pages(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_size: PageSize = 50,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The caller's instruction pages, each readable or not, and the active one."""
@@ -173,7 +165,7 @@ async def list_instruction_pages(
     pages = []
     for page in response.pages:
         data = message_dict(page)
-        data["state"] = short_enum(data.get("state", ""), "INSTRUCTION_PAGE_STATE_")
+        data["state"] = json_name(INSTRUCTION_PAGE_STATES, page.state)
         data["version"] = int(data.get("version", 0))
         pages.append(data)
     return {
@@ -249,7 +241,7 @@ async def list_page_versions(
     page_id: Id,
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_size: PageSize = 50,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """The page's versions, newest first."""
@@ -271,17 +263,17 @@ def diff_json(diff: pages_pb2.TextDiff) -> dict[str, Any]:
     data = message_dict(diff)
     for key in ("added_lines", "removed_lines"):
         data[key] = int(data.get(key, 0))
-    for hunk in data.get("hunks", []):
+    for hunk, proto_hunk in zip(data.get("hunks", []), diff.hunks, strict=True):
         for key in ("old_start", "old_lines", "new_start", "new_lines"):
             hunk[key] = int(hunk.get(key, 0))
-        for line in hunk.get("lines", []):
-            line["kind"] = short_enum(line.get("kind", ""), "DIFF_LINE_KIND_")
+        for line, proto_line in zip(hunk.get("lines", []), proto_hunk.lines, strict=True):
+            line["kind"] = json_name(DIFF_LINE_KINDS, proto_line.kind)
     return data
 
 
 def proposal_json(proposal: pages_pb2.Proposal) -> dict[str, Any]:
     data = message_dict(proposal)
-    data["state"] = short_enum(data.get("state", ""), "PROPOSAL_STATE_")
+    data["state"] = json_name(PROPOSAL_STATES, proposal.state)
     data["base_version"] = int(data.get("base_version", 0))
     data["accepted_version"] = int(data.get("accepted_version", 0))
     data["diff"] = diff_json(proposal.diff)
@@ -294,7 +286,7 @@ async def list_proposals(
     user: User,
     state: Annotated[str, Query(pattern="^(|pending|accepted|refused)$")] = "",
     page_id: Annotated[str, params.optional_id()] = "",
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_size: PageSize = 50,
     page_token: PageToken = "",
 ) -> dict[str, Any]:
     """Proposals the caller can see (their pages', or made for them), newest first."""
@@ -302,7 +294,7 @@ async def list_proposals(
         request,
         deps.pages(request).ListProposals,
         pages_service_pb2.ListProposalsRequest(
-            page_id=page_id, state=PROPOSAL_STATES[state], page_size=page_size, page_token=page_token
+            page_id=page_id, state=PROPOSAL_STATES.number(state), page_size=page_size, page_token=page_token
         ),
         user,
     )

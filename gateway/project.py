@@ -16,7 +16,9 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.events import message_dict, short_enum
+from gateway.enums import IMPORT_OUTCOMES, LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
+from gateway.events import message_dict
+from gateway.params import PageSize, PageToken
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
@@ -77,9 +79,7 @@ async def import_project_files(
         ),
         user,
     )
-    items = [message_dict(i) for i in response.items]
-    for item in items:
-        item["outcome"] = short_enum(item.get("outcome", ""), "IMPORT_OUTCOME_")
+    items = [message_dict(i) | {"outcome": json_name(IMPORT_OUTCOMES, i.outcome)} for i in response.items]
     return {"items": items}
 
 
@@ -88,8 +88,8 @@ async def list_live_state(
     request: Request,
     user: User,
     project_id: ProjectId = "",
-    page_size: Annotated[int, Query(ge=0, le=500)] = 100,
-    page_token: params.PageToken = "",
+    page_size: PageSize = 100,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     """Who is doing what now: the unexpired entries, each with its expiry."""
     response = await rpc(
@@ -166,11 +166,9 @@ async def watch_live_state(request: Request, user: User, project_id: ProjectId =
             async for response in stream:
                 data = {
                     "entries": [message_dict(e) for e in response.entries],
-                    "removal": short_enum(
-                        memory_pb2.LiveStateRemoval.Name(response.removal), "LIVE_STATE_REMOVAL_"
-                    ),
+                    "removal": json_name(LIVE_STATE_REMOVALS, response.removal),
                 }
-                kind = short_enum(memory_pb2.LiveStateEventType.Name(response.type), "LIVE_STATE_EVENT_TYPE_")
+                kind = json_name(LIVE_STATE_EVENT_TYPES, response.type)
                 yield {"event": kind, "data": json.dumps(data, separators=(",", ":"))}
         except grpc.aio.AioRpcError as error:
             # The stream ended (deadline, memory restarting): say so; the

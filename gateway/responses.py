@@ -21,10 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
-from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from sse_starlette import EventSourceResponse
 
+from gateway import enums
+from services.shared.enums import EnumNames
 from switchboard.comments import COMMENTS
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
@@ -132,6 +134,7 @@ _WELL_KNOWN: dict[str, tuple[Any, str]] = {
     "google.protobuf.Timestamp": (str, "RFC 3339 time, UTC (2026-01-31T12:00:00Z)"),
     "google.protobuf.Duration": (str, 'seconds with an "s" suffix ("90s", "1.500s")'),
     "google.protobuf.FieldMask": (str, "comma-separated field paths"),
+    "google.protobuf.Struct": (dict[str, Any], "a JSON object"),
 }
 _DERIVED: dict[str, type[BaseModel]] = {}
 
@@ -208,10 +211,9 @@ def optional(kind: Any, description: str) -> Any:
     return (kind, Field(default=None, description=description))
 
 
-def _short(enum: EnumDescriptor, prefix: str) -> Any:
-    """An override: an enum printed by `events.short_enum` (lower case, prefix cut)."""
-    values = ", ".join(value.name.removeprefix(prefix).lower() for value in enum.values)
-    return required(str, f"lower case without its prefix, one of: {values}")
+def _short(names: EnumNames[Any]) -> Any:
+    """An override: an enum as the routes name it (gateway/enums.py)."""
+    return required(str, enums.documented(names))
 
 
 NEXT_PAGE = "opaque; pass it as page_token for the next page, empty on the last page"
@@ -232,7 +234,7 @@ class ConversationList(Body):
 Entry = proto_model(
     threads_pb2.Entry.DESCRIPTOR,
     "Entry",
-    role=_short(threads_pb2.Role.DESCRIPTOR, "ROLE_"),
+    role=_short(enums.ROLES),
     sequence=required(int, NUMBER),
 )
 
@@ -256,7 +258,7 @@ class AgentEntryPage(EntryPage):
 SkillUse = proto_model(
     engine_pb2.SkillUse.DESCRIPTOR,
     "RunSkillUse",
-    invocation=_short(engine_pb2.SkillInvocation.DESCRIPTOR, "SKILL_INVOCATION_"),
+    invocation=_short(enums.SKILL_INVOCATIONS),
 )
 InstructionLayer = proto_model(
     engine_pb2.InstructionLayer.DESCRIPTOR,
@@ -267,9 +269,9 @@ InstructionLayer = proto_model(
 Run = proto_model(
     engine_pb2.Run.DESCRIPTOR,
     "Run",
-    drop=("usage", "trigger_payload_json"),
-    status=_short(engine_pb2.RunStatus.DESCRIPTOR, "RUN_STATUS_"),
-    surface=_short(engine_pb2.Surface.DESCRIPTOR, "SURFACE_"),
+    drop=("usage",),
+    status=_short(enums.RUN_STATUSES),
+    surface=_short(enums.SURFACES),
     approval=required(str, 'lower case without its prefix: "accepted", "refused", or "" while undecided'),
     skills=required(list[SkillUse], ""),  # type: ignore[valid-type]
     layers=required(list[InstructionLayer], ""),  # type: ignore[valid-type]
@@ -282,7 +284,7 @@ Run = proto_model(
         dict[str, Any],
         "the model router's choice (ModelDecision): model, reason, routed, fallback; {} before routing",
     ),
-    trigger_payload=required(dict[str, Any], "what triggered the run; {} for a message"),
+    trigger_payload=required(dict[str, Any], "{} for a run no trigger started"),
 )
 
 
@@ -318,7 +320,7 @@ class SkillFeedbackResult(Body):
 Agent = proto_model(
     threads_pb2.Agent.DESCRIPTOR,
     "Agent",
-    injection_strategy=_short(threads_pb2.InjectionStrategy.DESCRIPTOR, "INJECTION_STRATEGY_"),
+    injection_strategy=_short(enums.INJECTION_STRATEGIES),
 )
 
 
@@ -336,8 +338,8 @@ Segment = proto_model(
     last_sequence=required(int, NUMBER),
     entry_count=required(int, NUMBER),
     char_count=required(int, NUMBER),
-    state=_short(threads_pb2.SegmentState.DESCRIPTOR, "SEGMENT_STATE_"),
-    handoff_state=_short(threads_pb2.HandoffState.DESCRIPTOR, "HANDOFF_STATE_"),
+    state=_short(enums.SEGMENT_STATES),
+    handoff_state=_short(enums.HANDOFF_STATES),
 )
 
 
@@ -382,9 +384,7 @@ class AgentThreadImport(Body):
 ModelOption = proto_model(
     router_pb2.ModelOption.DESCRIPTOR,
     "ModelOption",
-    profile=required(
-        str, _short(router_pb2.ModelProfile.DESCRIPTOR, "MODEL_PROFILE_")[1].description + '; "" for auto'
-    ),
+    profile=required(str, _short(enums.MODEL_PROFILES)[1].description + '; "" for auto'),
     label=required(str, "what a menu shows"),
     context_window=optional(int, "absent for auto"),
 )
@@ -444,7 +444,7 @@ class SuggestedActions(Body):
 Note = proto_model(
     memory_pb2.Note.DESCRIPTOR,
     "Note",
-    kind=_short(memory_pb2.NoteKind.DESCRIPTOR, "NOTE_KIND_"),
+    kind=_short(enums.NOTE_KINDS),
     score=optional(float, "with q only: the recall score, higher is closer"),
 )
 
@@ -467,9 +467,8 @@ class NoteSaved(Body):
 PersonalSettings = proto_model(
     memory_pb2.PersonalSettings.DESCRIPTOR,
     "PersonalSettings",
-    drop=("avatar_json",),
     chat_mode=required(str, "sidebar or floating (never saved: sidebar)"),
-    avatar=required(dict[str, Any], "the avatar and accessories, the page's own JSON; {} when unset"),
+    avatar=required(dict[str, Any], "{} when unset"),
     default_model=required(str, 'a configured model id, or "auto" for Auto'),
     instruction_page_notice=required(str, "the warning the page shows next to the instruction page switch"),
 )
@@ -496,7 +495,7 @@ class InstructionPageAdded(InstructionPageState):
 InstructionPage = proto_model(
     pages_pb2.InstructionPage.DESCRIPTOR,
     "InstructionPage",
-    state=_short(pages_pb2.InstructionPageState.DESCRIPTOR, "INSTRUCTION_PAGE_STATE_"),
+    state=_short(enums.INSTRUCTION_PAGE_STATES),
     version=required(int, NUMBER),
 )
 
@@ -545,7 +544,7 @@ class PageVersionList(Body):
 DiffLine = proto_model(
     pages_pb2.DiffLine.DESCRIPTOR,
     "DiffLine",
-    kind=_short(pages_pb2.DiffLineKind.DESCRIPTOR, "DIFF_LINE_KIND_"),
+    kind=_short(enums.DIFF_LINE_KINDS),
 )
 DiffHunk = proto_model(
     pages_pb2.DiffHunk.DESCRIPTOR,
@@ -566,7 +565,7 @@ TextDiff = proto_model(
 Proposal = proto_model(
     pages_pb2.Proposal.DESCRIPTOR,
     "Proposal",
-    state=_short(pages_pb2.ProposalState.DESCRIPTOR, "PROPOSAL_STATE_"),
+    state=_short(enums.PROPOSAL_STATES),
     base_version=required(int, NUMBER),
     accepted_version=required(int, NUMBER),
     diff=required(TextDiff, ""),
@@ -595,7 +594,7 @@ ProjectContext = proto_model(memory_pb2.ProjectContext.DESCRIPTOR)
 ImportItem = proto_model(
     memory_pb2.ImportItem.DESCRIPTOR,
     "ImportItem",
-    outcome=_short(memory_pb2.ImportOutcome.DESCRIPTOR, "IMPORT_OUTCOME_"),
+    outcome=_short(enums.IMPORT_OUTCOMES),
 )
 
 

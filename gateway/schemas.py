@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a JSON value is finite (NaN and infinity, which
+    Python's JSON reader accepts, are no JSON numbers and no Struct values)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
 
 
 class AllowedSourcesBody(BaseModel):
@@ -62,6 +75,13 @@ class PersonalSettingsBody(BaseModel):
     chat_mode: Literal["sidebar", "floating"] | None = None
     # "" or "auto" = Auto; otherwise a configured model id (GET /models).
     default_model: str | None = Field(default=None, max_length=100)
+
+    @field_validator("avatar")
+    @classmethod
+    def _avatar_numbers_are_finite(cls, avatar: dict[str, Any] | None) -> dict[str, Any] | None:
+        if avatar is not None and not _finite(avatar):
+            raise ValueError("the avatar's numbers must be finite (no NaN or Infinity)")
+        return avatar
 
 
 class InstructionPageBody(BaseModel):

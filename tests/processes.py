@@ -17,7 +17,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.healthcheck import check
 
@@ -81,6 +83,32 @@ async def wait_grpc_serving(address: str, log: Path, timeout: float = 60.0) -> N
             pass
         await asyncio.sleep(0.3)
     raise AssertionError(f"{address} never became SERVING:\n{log.read_text()[-3000:]}")
+
+
+async def wait_channel_serving(
+    channel: grpc.aio.Channel,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    timeout: float,
+    interval: float = 0.05,
+    error: type[Exception] = RuntimeError,
+) -> None:
+    """Returns once the server behind ``channel`` (started as ``process``)
+    reports SERVING; ``error`` with the end of its log when the process exits
+    first or ``timeout`` passes. Polls every ``interval``, so a cold start is
+    measured to that precision."""
+    health = health_pb2_grpc.HealthStub(channel)
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise error(f"{process.args} did not come up:\n{log.read_text()[-4000:]}")
+        try:
+            reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+            if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        except grpc.aio.AioRpcError:
+            pass
+        await asyncio.sleep(interval)
 
 
 async def wait_http_ok(url: str, log: Path, timeout: float = 60.0) -> None:

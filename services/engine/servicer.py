@@ -78,7 +78,7 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     async def RecordApprovalDecision(
         self, request: engine_service_pb2.RecordApprovalDecisionRequest, context: Context
     ) -> engine_service_pb2.RecordApprovalDecisionResponse:
-        decision = {v: k for k, v in APPROVALS.items()}.get(request.decision, "")
+        decision = APPROVALS.name(request.decision)
         run = await self._runs.record_approval(caller_user(context), request.run_id, decision)
         return engine_service_pb2.RecordApprovalDecisionResponse(run=run_to_proto(run))
 

@@ -17,13 +17,13 @@
 Tool results are data, not instructions: every result is wrapped in a
 ``<tool-result>`` block that says so, and text inside that could close the
 block early is neutralised, so content read by a tool cannot pass for the
-user or the system (see also services.engine.remember: only the user's own
+user or the system (see also services.shared.remember: only the user's own
 message can ask to change the agent's instructions).
 
 Who may write: the tools that write durable memory (``save_note``,
 ``propose_instruction_update``, ``ask_agent``) run only when the user's own
 message of this run (``ToolContext.request``) asked for that write, and only
-with the user's own words (services.engine.write_guard); a refusal is an
+with the user's own words (services.shared.write_guard); a refusal is an
 error result plus a notice the engine shows the user."""
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from services.engine.connectors import Connector
 from services.engine.mcp_tools import McpHub, McpUnavailable, split_mcp_tool_name
 from services.engine.providers.base import ChatMessage, ToolCallChunk, ToolSpec
-from services.engine.write_guard import (
+from services.shared.errors import DomainError
+from services.shared.write_guard import (
     Refusal,
     asks_instruction_update,
     asks_to_save,
     check_write,
     names_agent,
 )
-from services.shared.errors import DomainError
 from switchboard.threads.v1 import threads_pb2
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ class ToolContext:
     # not start, sources a web-only model does not get...).
     notices: list[str] = field(default_factory=list)
     # The user's own message of this run: the only text that may ask for a
-    # write, and the only words a write may hold (services.engine.write_guard).
+    # write, and the only words a write may hold (services.shared.write_guard).
     # Empty: every write is refused.
     request: str = ""
     # Who the run speaks as ("personal" in a chat; the asked agent in an
@@ -662,7 +662,7 @@ class ToolRegistry:
 
 def _authorise(tool: str, context: ToolContext, *, asked: bool, texts: Sequence[str], what: str) -> None:
     """Raises WriteRefused unless the user's message asked for this write,
-    in the words it would store (services.engine.write_guard)."""
+    in the words it would store (services.shared.write_guard)."""
     refusal = check_write(tool, context.request, asked=asked, texts=texts, what=what)
     if refusal is not None:
         raise WriteRefused(refusal)

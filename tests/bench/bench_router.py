@@ -31,7 +31,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.router.fit import DEFAULT_FIXTURE, load_fixture
 from services.router.server import open_servicer
@@ -50,6 +48,7 @@ from services.router.settings import RouterSettings
 from services.shared.embeddings import EmbedderName
 from services.shared.identity import user_metadata
 from switchboard.router.v1 import router_pb2, router_service_pb2, router_service_pb2_grpc
+from tests.processes import free_port, wait_channel_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 60.0
@@ -149,12 +148,6 @@ async def in_process(skills: int, n: int, texts: list[str], folder: Path) -> dic
             await close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def resident_mb(pid: int) -> dict[str, float]:
     """VmRSS (now) and VmHWM (peak) of a process, in MB."""
     fields = dict(
@@ -192,18 +185,7 @@ async def service_process(
         )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        health = health_pb2_grpc.HealthStub(channel)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {service} did not come up:\n{log.read_text()[-4000:]}")
-            try:
-                reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    break
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.05)
+        await wait_channel_serving(channel, process, log, READY_TIMEOUT)
         facts["cold_start_s"] = round(time.perf_counter() - spawned, 2)
         yield channel
         facts["resident_mb"] = resident_mb(process.pid)

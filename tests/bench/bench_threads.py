@@ -46,7 +46,6 @@ import random
 import shlex
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -60,12 +59,12 @@ from typing import Any
 
 import asyncpg
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.shared.identity import user_metadata
 from services.shared.pagination import decode_token, encode_token
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 from tests.bench.bench_runs import cpu_seconds, git_commit, machine, percentile, profiled
+from tests.processes import free_port, wait_channel_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("sqlite", "postgres")
@@ -101,12 +100,6 @@ def stats(values: list[float]) -> dict[str, float]:
         "p99_ms": round(percentile(values, 99), 3),
         "mean_ms": round(sum(values) / len(values), 3),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # The service and its database
@@ -159,18 +152,7 @@ async def threads_service(url: str, folder: Path) -> AsyncIterator[tuple[int, gr
         )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        health = health_pb2_grpc.HealthStub(channel)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise BenchError(f"the threads service did not come up:\n{log.read_text()[-4000:]}")
-            try:
-                reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    break
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.1)
+        await wait_channel_serving(channel, process, log, READY_TIMEOUT, interval=0.1, error=BenchError)
         yield process.pid, channel
     finally:
         await channel.close()

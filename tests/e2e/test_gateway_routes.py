@@ -2,7 +2,9 @@
 services), on SQLite and PostgreSQL: every route as its owner uses it, then
 the cross-user matrix — bob calls every route with alice's ids and gets 404
 exactly as for an id that does not exist, and no list shows him alice's
-objects."""
+objects. What the gateway decides alone (the route table, bodies refused
+before any call) is checked in-process: tests/unit/test_gateway_routes.py and
+tests/unit/test_gateway_streams.py."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from services.shared.identity import user_metadata
 from switchboard.memory.v1 import pages_service_pb2, pages_service_pb2_grpc
 from tests.e2e.conftest import Launched
 from tests.e2e.sse import SseEvent, read_events
+from tests.gateway_routes import MATRIX
 
 MISSING = "00000000-0000-4000-8000-000000000000"
 
@@ -201,7 +204,7 @@ def test_runs_of_a_conversation_and_cancel(alice: httpx.Client, world: World) ->
     assert gone.status_code == 204
 
 
-def test_sources_and_suggested_actions(alice: httpx.Client, world: World) -> None:
+def test_the_sources_a_conversation_can_allow(alice: httpx.Client, world: World) -> None:
     sources = alice.get("/api/agent/sources", params={"conversation_id": world.conversation}).json()
     assert sources["workspace"] == {
         "kind": "workspace",
@@ -210,10 +213,6 @@ def test_sources_and_suggested_actions(alice: httpx.Client, world: World) -> Non
         "checked": True,
     }
     assert sources["connectors"] == [] and sources["mcp_servers"] == []
-    actions = alice.get(
-        "/api/agent/suggested-actions", params={"page_type": "meeting_notes", "selection": "Ship on Friday"}
-    ).json()
-    assert 2 <= len(actions["actions"]) <= 4 and actions["starts_run"] is False
 
 
 def test_a_conversations_sources_are_replaced(alice: httpx.Client, world: World) -> None:
@@ -254,7 +253,6 @@ def test_an_agent_is_renamed_its_model_changed_and_its_thread_exported_and_impor
     renamed = alice.patch("/api/agent/agents/ops-e2e", json={"display_name": "Operations", "model": "auto"})
     assert renamed.status_code == 200, renamed.text
     assert renamed.json()["display_name"] == "Operations" and renamed.json()["model"] == "auto"
-    assert alice.patch("/api/agent/agents/ops-e2e", json={}).status_code == 400
     assert alice.patch("/api/agent/agents/nobody-e2e", json={"model": "auto"}).status_code == 404
     stream(alice, "/api/agent/agents/ops-e2e/asks", {"message": "Is the pager quiet?", "requester": "qa"})
 
@@ -302,7 +300,6 @@ def test_project_context_import_and_live_state_watched_as_sse(alice: httpx.Clien
     ).json()["items"]
     assert [i["outcome"] for i in items][2] == "skipped"
     assert alice.get("/api/agent/project-context").json()["body"].strip() == "# Imported rules"
-    assert alice.get("/api/agent/project-context", params={"project_id": "bad id!"}).status_code == 400
 
     with alice.stream("GET", "/api/agent/live-state/events") as response:
         assert response.status_code == 200
@@ -320,7 +317,6 @@ def test_project_context_import_and_live_state_watched_as_sse(alice: httpx.Clien
     assert bob.get("/api/agent/live-state").json()["entries"] == []  # each user's own project
     assert alice.delete("/api/agent/live-state/main").status_code == 204
     assert alice.get("/api/agent/live-state").json()["entries"] == []
-    assert alice.put("/api/agent/live-state/qa", json={"activity": ""}).status_code == 400
 
 
 def test_an_instruction_page_is_edited_into_versions_and_restored(alice: httpx.Client) -> None:
@@ -340,14 +336,12 @@ def test_an_instruction_page_is_edited_into_versions_and_restored(alice: httpx.C
         json={"body": "- Be long.\n", "expected_version": created["version"]},
     )
     assert stale.status_code == 409, stale.text
-    assert alice.patch(f"/api/agent/pages/{created['id']}", json={}).status_code == 400
     restored = alice.post(f"/api/agent/pages/{created['id']}/versions/{created['version']}/restore", json={})
     assert restored.status_code == 200, restored.text
     assert restored.json()["body"] == created["body"] and restored.json()["version"] == created["version"] + 2
     versions = alice.get(f"/api/agent/pages/{created['id']}/versions").json()["versions"]
     assert [v["version"] for v in versions][:3] == [created["version"] + n for n in (2, 1, 0)]
     assert versions[0]["restored_from_version"] == created["version"]
-    assert alice.post(f"/api/agent/pages/{created['id']}/versions/0/restore").status_code == 400
 
 
 def test_notes_are_written_searched_edited_and_deleted(alice: httpx.Client) -> None:
@@ -365,8 +359,6 @@ def test_notes_are_written_searched_edited_and_deleted(alice: httpx.Client) -> N
     assert edited.status_code == 200 and alice.get(f"/api/agent/notes/{note['id']}").json()[
         "body"
     ].startswith("We deploy on Wednesdays")
-    assert alice.patch(f"/api/agent/notes/{note['id']}", json={}).status_code == 400
-    assert alice.post("/api/agent/notes", json={"kind": "gossip", "title": "x"}).status_code == 400
     assert alice.delete(f"/api/agent/notes/{note['id']}").status_code == 204
     assert alice.get(f"/api/agent/notes/{note['id']}").status_code == 404
 
@@ -382,119 +374,6 @@ def test_the_launchers_development_token_is_accepted(launched: Launched) -> None
     # The laptop's one person administers it: the development token is an admin's.
     me = httpx.get(f"{launched.url}/api/agent/me", headers={"Authorization": f"Bearer {token}"})
     assert me.json() == {"user": "local", "role": "admin"}
-
-
-def test_openapi_documents_every_route(launched: Launched) -> None:
-    paths = httpx.get(f"{launched.url}/openapi.json").json()["paths"]
-    expected = {
-        "/api/agent/personal-settings": {"get", "put"},
-        "/api/agent/personal-settings/instructions-page": {"post"},
-        "/api/agent/conversations/{conversation_id}": {"get", "patch"},
-        "/api/agent/conversations/{conversation_id}/sources": {"put"},
-        "/api/agent/conversations/{conversation_id}/runs": {"get"},
-        "/api/agent/runs/{run_id}": {"get"},
-        "/api/agent/runs/{run_id}/cancel": {"post"},
-        "/api/agent/runs/{run_id}/feedback": {"post"},
-        "/api/agent/proposals/{proposal_id}/accept": {"post"},
-        "/api/agent/models": {"get"},
-        "/api/agent/sources": {"get"},
-        "/api/agent/suggested-actions": {"get"},
-        "/api/agent/agents/{agent_id}/asks": {"post"},
-        "/api/agent/agents/{agent_id}/entries": {"get"},
-        "/api/agent/agents/{agent_id}": {"get", "patch"},
-        "/api/agent/agents/{agent_id}/segments": {"get"},
-        "/api/agent/agents/{agent_id}/export": {"get"},
-        "/api/agent/agents/import": {"post"},
-        "/api/agent/project-context": {"get", "put"},
-        "/api/agent/project-context/import": {"post"},
-        "/api/agent/live-state": {"get"},
-        "/api/agent/live-state/events": {"get"},
-        "/api/agent/live-state/{agent_id}": {"put", "delete"},
-    }
-    for path, methods in expected.items():
-        assert methods <= set(paths[path]), path
-
-
-# The matrix: (method, path template, body[, status]). {c} conversation,
-# {r} run, {s} skill, {p} page, {q} proposal. Status 404 unless given.
-MATRIX: list[tuple[Any, ...]] = [
-    ("GET", "/api/agent/conversations/{c}", None),
-    ("PATCH", "/api/agent/conversations/{c}", {"title": "mine now"}),
-    (
-        "PUT",
-        "/api/agent/conversations/{c}/sources",
-        {"workspace": False, "connectors": [], "mcp_servers": []},
-    ),
-    ("POST", "/api/agent/conversations/{c}/archive", None),
-    ("GET", "/api/agent/conversations/{c}/entries", None),
-    ("GET", "/api/agent/conversations/{c}/runs", None),
-    ("POST", "/api/agent/conversations/{c}/messages", {"message": "hello"}),
-    ("GET", "/api/agent/sources?conversation_id={c}", None),
-    ("GET", "/api/agent/runs/{r}", None),
-    ("GET", "/api/agent/runs/{r}/events", None),
-    ("POST", "/api/agent/runs/{r}/cancel", None),
-    ("POST", "/api/agent/runs/{r}/feedback", {"skill_id": "{s}"}),
-    ("GET", "/api/agent/pages/{p}", None),
-    ("GET", "/api/agent/pages/{p}/versions", None),
-    ("POST", "/api/agent/personal-settings/instructions-page", {"page_id": "{p}"}),
-    # Names a page of bob's own list: any page outside it is 409 "add it
-    # first", alice's exactly like a missing one.
-    ("PUT", "/api/agent/personal-settings/instructions-page/active", {"page_id": "{p}"}, 409),
-    ("DELETE", "/api/agent/personal-settings/instruction-pages/{p}", None),
-    ("GET", "/api/agent/proposals/{q}", None),
-    ("POST", "/api/agent/proposals/{q}/accept", None),
-    ("POST", "/api/agent/proposals/{q}/refuse", None),
-    ("PATCH", "/api/agent/pages/{p}", {"body": "mine now"}),
-    ("POST", "/api/agent/pages/{p}/versions/{v}/restore", None),
-    ("GET", "/api/agent/notes/{n}", None),
-    ("PATCH", "/api/agent/notes/{n}", {"title": "mine now"}),
-    ("DELETE", "/api/agent/notes/{n}", None),
-]
-
-
-# Routes that name an object shared by design, not per user. Those gated by
-# role or membership are in ROLE_MATRIX below (403, never 404: the object is
-# no secret, the function is not the caller's).
-SHARED_ROUTES = {
-    ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared",
-    ("POST", "/api/agent/agents/{agent_id}/asks"): "the agent's one thread: its members (ROLE_MATRIX)",
-    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread: its members (ROLE_MATRIX)",
-    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry: owner or admin (ROLE_MATRIX)",
-    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread: its members (ROLE_MATRIX)",
-    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread: its members (ROLE_MATRIX)",
-    ("GET", "/api/agent/agents/{agent_id}/members"): "members or admins (ROLE_MATRIX)",
-    ("PUT", "/api/agent/agents/{agent_id}/members/{user_id}"): "owner or admin (ROLE_MATRIX)",
-    ("DELETE", "/api/agent/agents/{agent_id}/members/{user_id}"): "owner or admin (ROLE_MATRIX)",
-    ("PATCH", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
-    ("DELETE", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
-    ("PUT", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
-    ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
-    ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
-}
-_PATH_IDS = {
-    "{c}": "{conversation_id}",
-    "{r}": "{run_id}",
-    "{p}": "{page_id}",
-    "{q}": "{proposal_id}",
-    "{n}": "{note_id}",
-    "{v}": "{version}",
-}
-
-
-def test_every_route_naming_an_object_is_in_the_matrix(launched: Launched) -> None:
-    """A new route with an id in its path fails here until the matrix covers it."""
-    paths = httpx.get(f"{launched.url}/openapi.json").json()["paths"]
-    named = {
-        (method.upper(), path) for path, operations in paths.items() if "{" in path for method in operations
-    }
-    covered = set()
-    for method, template, *_ in MATRIX:
-        path = template.split("?")[0]
-        for short, long in _PATH_IDS.items():
-            path = path.replace(short, long)
-        covered.add((method, path))
-    assert not covered & set(SHARED_ROUTES)
-    assert sorted(named - covered - set(SHARED_ROUTES)) == []
 
 
 def fill(template: Any, ids: dict[str, str]) -> Any:
@@ -656,4 +535,6 @@ def test_the_audit_log_pages_by_keyset_without_repeats(root: httpx.Client, bob: 
     assert times == sorted(times, reverse=True)
     bad = root.get("/api/audit", params={"page_token": "%%%"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
-    assert bob.get("/api/audit", params={"page_token": "%%%"}).status_code == 403
+    assert (
+        bob.get("/api/audit", params={"page_token": "AAAA"}).status_code == 403
+    )  # the function, not the token

@@ -47,3 +47,23 @@ async def expect_error(call: Awaitable[Any], code: grpc.StatusCode, reason: str)
         assert info is not None and info.reason == reason and info.domain == "switchboard.dev", info
         return error
     raise AssertionError(f"expected {code.name}/{reason}, the call succeeded")
+
+
+async def sequences_both_ways(
+    list_entries: Callable[..., Awaitable[Any]], request: Any, user: str
+) -> tuple[list[int], list[int]]:
+    """The entry sequences of a two-way listing (ListEntries), read page by
+    page forward with ``next_page_token`` from ``request`` as given, then
+    backward from the last page with ``previous_page_token``, each in the
+    listing's order: both must equal the listing read whole."""
+    pages = [await list_entries(request, **as_user(user))]
+    while pages[-1].next_page_token:
+        request.page_token = pages[-1].next_page_token
+        pages.append(await list_entries(request, **as_user(user)))
+    back = [pages[-1]]
+    while back[-1].previous_page_token:
+        request.page_token = back[-1].previous_page_token
+        back.append(await list_entries(request, **as_user(user)))
+    forward = [e.sequence for page in pages for e in page.entries]
+    backward = [e.sequence for page in reversed(back) for e in page.entries]
+    return forward, backward

@@ -14,6 +14,7 @@ import pytest
 
 from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
+from services.shared.pagination import encode_token
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
@@ -157,12 +158,23 @@ async def test_list_runs_is_per_user_per_conversation_newest_first(sb: System) -
         grpc.StatusCode.INVALID_ARGUMENT,
         "ERROR_REASON_INVALID_ARGUMENT",
     )
-    bad = engine_service_pb2.ListRunsRequest(conversation_id=conversation_id, page_token="not-a-token")
-    await expect_error(
-        sb.engine.ListRuns(bad, **as_user("alice")),
-        grpc.StatusCode.INVALID_ARGUMENT,
-        "ERROR_REASON_INVALID_ARGUMENT",
-    )
+    # Not a token; a token of another shape (a number for a time, no id); a
+    # negative size: each is the client's mistake, never a server error.
+    for bad in (
+        engine_service_pb2.ListRunsRequest(conversation_id=conversation_id, page_token="not-a-token"),
+        engine_service_pb2.ListRunsRequest(
+            conversation_id=conversation_id, page_token=encode_token({"t": 5})
+        ),
+        engine_service_pb2.ListRunsRequest(
+            conversation_id=conversation_id, page_token=encode_token({"t": "yesterday", "id": "x"})
+        ),
+        engine_service_pb2.ListRunsRequest(conversation_id=conversation_id, page_size=-1),
+    ):
+        await expect_error(
+            sb.engine.ListRuns(bad, **as_user("alice")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ERROR_REASON_INVALID_ARGUMENT",
+        )
 
 
 # "Remember that..." -> a proposal, the run waits for approval

@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
+from google.protobuf.struct_pb2 import Struct
 
 from services.shared.errors import error_info
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
@@ -253,11 +254,22 @@ async def test_recall_in_an_empty_project_is_empty(stub: Stub) -> None:
 # Personal settings
 
 
+def _avatar(value: dict[str, Any]) -> Struct:
+    avatar = Struct()
+    avatar.update(value)
+    return avatar
+
+
+AVATAR = _avatar({"emoji": "🦊", "hat": {"colour": "red", "sizes": [1, 2]}, "shown": True})
+HUGE_AVATAR = _avatar({"emoji": "🦊" * 20_000})
+
+
 async def test_settings_default_for_a_user_without_a_row(stub: Stub) -> None:
     got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
     assert got == memory_pb2.PersonalSettings(
-        user_id="alice", display_name="", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
+        user_id="alice", display_name="", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
     )
+    assert not got.HasField("avatar")
     assert list(got.instruction_page_ids) == [] and got.default_model == ""
     await expect_error(
         stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), timeout=10),
@@ -270,7 +282,7 @@ async def test_update_writes_only_the_masked_fields(stub: Stub) -> None:
     wanted = memory_pb2.PersonalSettings(
         user_id="mallory",  # ignored: the caller is the user
         display_name="Alice",
-        avatar_json='{"emoji": "🦊"}',
+        avatar=AVATAR,
         instruction_page_ids=["p1", "p2", "p1"],
         active_instruction_page_id="p2",
         chat_mode=memory_pb2.CHAT_MODE_FLOATING,
@@ -283,9 +295,9 @@ async def test_update_writes_only_the_masked_fields(stub: Stub) -> None:
         **as_user("alice"),
     )
     assert first.settings == memory_pb2.PersonalSettings(
-        user_id="alice", display_name="Alice", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_FLOATING
+        user_id="alice", display_name="Alice", chat_mode=memory_pb2.CHAT_MODE_FLOATING
     )
-    everything = ["avatar_json", "instruction_page_ids", "active_instruction_page_id", "default_model"]
+    everything = ["avatar", "instruction_page_ids", "active_instruction_page_id", "default_model"]
     await stub.UpdatePersonalSettings(
         pb.UpdatePersonalSettingsRequest(settings=wanted, update_mask=FieldMask(paths=everything)),
         **as_user("alice"),
@@ -302,12 +314,52 @@ async def test_update_writes_only_the_masked_fields(stub: Stub) -> None:
     assert got == memory_pb2.PersonalSettings(
         user_id="alice",
         display_name="Alice",
-        avatar_json='{"emoji": "🦊"}',
+        avatar=AVATAR,
         instruction_page_ids=["p1", "p2"],
         active_instruction_page_id="p2",
         chat_mode=memory_pb2.CHAT_MODE_FLOATING,
         default_model="",  # back to Auto
     )
+
+
+async def test_the_avatar_is_bounded_and_cleared_by_an_empty_one(stub: Stub) -> None:
+    def update(avatar: Struct, paths: list[str]) -> Any:
+        return stub.UpdatePersonalSettings(
+            pb.UpdatePersonalSettingsRequest(
+                settings=memory_pb2.PersonalSettings(avatar=avatar), update_mask=FieldMask(paths=paths)
+            ),
+            **as_user("carol"),
+        )
+
+    await update(AVATAR, ["avatar"])
+    await expect_error(
+        update(HUGE_AVATAR, ["avatar"]), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_TOO_LARGE"
+    )
+    # Nesting deeper than protobuf's parsing depth is refused as unparsable.
+    deep: dict[str, Any] = {}
+    for _ in range(60):
+        deep = {"a": deep}
+    request = pb.UpdatePersonalSettingsRequest(update_mask=FieldMask(paths=["avatar"]))
+    request.settings.avatar.update(deep)  # built in place: copying would parse it
+    await expect_error(
+        stub.UpdatePersonalSettings(request, **as_user("carol")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    # NaN is a double, not a JSON number: refused, not a server error.
+    await expect_error(
+        update(_avatar({"size": float("nan")}), ["avatar"]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    # The old string field's path is no field of the contract any more.
+    await expect_error(
+        update(AVATAR, ["avatar_json"]), grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT"
+    )
+    got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("carol"))).settings
+    assert got.avatar == AVATAR
+    cleared = (await update(Struct(), ["avatar"])).settings
+    assert not cleared.HasField("avatar")
 
 
 async def test_concurrent_updates_of_one_user_all_land(stub: Stub) -> None:
@@ -346,9 +398,7 @@ async def test_settings_are_private_to_their_user(stub: Stub) -> None:
         **as_user("alice"),
     )
     bob = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("bob"))).settings
-    assert bob == memory_pb2.PersonalSettings(
-        user_id="bob", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
-    )
+    assert bob == memory_pb2.PersonalSettings(user_id="bob", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR)
     alice = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
     assert (alice.user_id, alice.display_name, alice.default_model) == ("alice", "Alice", "secret-model")
 
@@ -364,19 +414,18 @@ async def test_bad_settings_updates_are_rejected(stub: Stub) -> None:
     await expect_error(update(["nickname"], display_name="x"), *INVALID)
     await expect_error(update(["user_id"], user_id="bob"), *INVALID)
     await expect_error(update(["display_name", "bogus"], display_name="x"), *INVALID)
-    await expect_error(update(["avatar_json"], avatar_json="[1, 2]"), *INVALID)
-    await expect_error(update(["avatar_json"], avatar_json="{not json"), *INVALID)
+    # An avatar is an object by the contract's type; the old string's path is gone.
+    await expect_error(update(["avatar_json"], avatar=AVATAR), *INVALID)
+    await expect_error(update(["avatar"], avatar=HUGE_AVATAR), *TOO_LARGE)
     await expect_error(update(["chat_mode"]), *INVALID)
     await expect_error(update(["chat_mode"], chat_mode=9), *INVALID)
     await expect_error(update(["instruction_page_ids"], instruction_page_ids=["p", " "]), *INVALID)
     await expect_error(update(["display_name"], display_name="n" * 101), *TOO_LARGE)
     # None of them wrote anything; 100 characters and an unmasked bad field are fine.
     got = (await stub.GetPersonalSettings(pb.GetPersonalSettingsRequest(), **as_user("alice"))).settings
-    assert got == memory_pb2.PersonalSettings(
-        user_id="alice", avatar_json="{}", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR
-    )
-    ok = await update(["display_name"], display_name="n" * 100, avatar_json="[]")
-    assert ok.settings.display_name == "n" * 100 and ok.settings.avatar_json == "{}"
+    assert got == memory_pb2.PersonalSettings(user_id="alice", chat_mode=memory_pb2.CHAT_MODE_SIDEBAR)
+    ok = await update(["display_name"], display_name="n" * 100, avatar=HUGE_AVATAR)
+    assert ok.settings.display_name == "n" * 100 and not ok.settings.HasField("avatar")
 
 
 async def test_notes_are_private_to_their_owner(stub: Stub) -> None:

@@ -11,7 +11,7 @@ the offline model, and with a *compromised* model (tests/fakes/llm_server.py,
 OpenAI wire) that does what the user asked, then obeys the payload it read:
 it calls save_note / propose_instruction_update (and ask_agent) with the
 canary. Whatever the model does, the write tools check who asked
-(services/engine/write_guard.py): 0 notes, 0 proposals, the canary nowhere
+(services/shared/write_guard.py): 0 notes, 0 proposals, the canary nowhere
 new in memory's tables, each refused write an error action and a
 WRITE_REFUSED notice. Positive controls: a user who asks to remember or to
 save still gets the proposal or the note.

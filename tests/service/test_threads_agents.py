@@ -13,7 +13,7 @@ from services.threads.server import build_server
 from services.threads.settings import ThreadsSettings
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error, running, sequences_both_ways
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
 Pair = pb.ListEntriesRequest.ForPair
@@ -197,21 +197,15 @@ async def test_views_page_forwards_and_backwards(stub: Stub) -> None:
         ),
     ]:
         request.page_size = 7
-        pages = [await stub.ListEntries(request, **as_user("u"))]
-        while pages[-1].next_page_token:
-            request.page_token = pages[-1].next_page_token
-            pages.append(await stub.ListEntries(request, **as_user("u")))
-        assert [e.sequence for p in pages for e in p.entries] == expected
-        back = [pages[-1]]
-        while back[-1].previous_page_token:
-            request.page_token = back[-1].previous_page_token
-            back.append(await stub.ListEntries(request, **as_user("u")))
-        assert [e.sequence for p in reversed(back) for e in p.entries] == expected
+        first_token = (await stub.ListEntries(request, **as_user("u"))).next_page_token
+        forward, backward = await sequences_both_ways(stub.ListEntries, request, "u")
+        assert forward == expected
+        assert backward == expected
         # A token of one view is refused by another.
         await expect_error(
             stub.ListEntries(
                 pb.ListEntriesRequest(
-                    for_pair=Pair(requester="architect", target="qa"), page_token=pages[0].next_page_token
+                    for_pair=Pair(requester="architect", target="qa"), page_token=first_token
                 ),
                 **as_user("u"),
             ),

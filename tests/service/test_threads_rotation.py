@@ -24,7 +24,7 @@ from services.threads.server import MIGRATIONS, SERVICE_NAME, build_server, open
 from services.threads.settings import ThreadsSettings
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, expect_error, running, sequences_both_ways
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
 ForAgent = pb.ListEntriesRequest.ForAgent
@@ -162,16 +162,9 @@ async def test_paging_across_many_rotations_never_skips_or_repeats(db_url: str) 
             for size in (2, 5):
                 request.page_size = size
                 request.page_token = ""
-                pages = [await stub.ListEntries(request, **as_user("u"))]
-                while pages[-1].next_page_token:
-                    request.page_token = pages[-1].next_page_token
-                    pages.append(await stub.ListEntries(request, **as_user("u")))
-                assert [e.sequence for p in pages for e in p.entries] == expected
-                back = [pages[-1]]
-                while back[-1].previous_page_token:
-                    request.page_token = back[-1].previous_page_token
-                    back.append(await stub.ListEntries(request, **as_user("u")))
-                assert [e.sequence for p in reversed(back) for e in p.entries] == expected
+                forward, backward = await sequences_both_ways(stub.ListEntries, request, "u")
+                assert forward == expected
+                assert backward == expected
 
 
 async def test_appends_racing_at_the_threshold_close_one_segment_each_time(db_url: str) -> None:

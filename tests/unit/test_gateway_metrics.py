@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,26 +28,29 @@ def test_metrics_include_the_gateways_own_gauges() -> None:
     assert samples["process_resident_memory_bytes"] > 0 and samples["process_open_fds"] > 0
 
 
-def test_the_gauge_reads_the_loop_while_tasks_are_pending() -> None:
-    """Scraped while the loop holds extra tasks, the gauge shows them."""
+async def test_the_gauge_reads_the_loop_while_tasks_are_pending() -> None:
+    """Scraped while the loop holds extra tasks, the gauge shows exactly them.
+
+    The app runs on this test's own loop (its lifespan entered here, requests
+    through httpx.ASGITransport, which runs each request in the calling task
+    and returns once it is over), so no request task of another thread is
+    still finishing when the next scrape counts; the held tasks wait on an
+    event, and are gathered before the last scrape."""
     app = create_app(GatewaySettings())
-    holders: list[asyncio.Task[None]] = []
+    release = asyncio.Event()
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
 
-    @app.post("/test/start")
-    async def start() -> None:
-        holders.extend(asyncio.create_task(asyncio.sleep(3600)) for _ in range(25))
+            async def scrape() -> float:
+                return _samples((await client.get("/metrics")).text)["switchboard_asyncio_tasks"]
 
-    @app.post("/test/stop")
-    async def stop() -> None:
-        for task in holders:
-            task.cancel()
-        await asyncio.gather(*holders, return_exceptions=True)
-
-    with TestClient(app) as client:
-        base = _samples(client.get("/metrics").text)["switchboard_asyncio_tasks"]
-        client.post("/test/start")
-        held = _samples(client.get("/metrics").text)["switchboard_asyncio_tasks"]
-        client.post("/test/stop")
-        released = _samples(client.get("/metrics").text)["switchboard_asyncio_tasks"]
-    assert held >= base + 25
-    assert released <= base + 1
+            base = await scrape()
+            holders = [asyncio.create_task(release.wait()) for _ in range(25)]
+            held = await scrape()
+            release.set()
+            await asyncio.gather(*holders)
+            released = await scrape()
+    assert base >= 1  # this test's own task at least
+    assert held == base + 25
+    assert released == base

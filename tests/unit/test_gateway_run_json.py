@@ -5,6 +5,8 @@ run (both) and an ask (the model's only)."""
 from __future__ import annotations
 
 from gateway.events import run_json
+from services.engine.models import AgentRun
+from services.engine.runs import run_to_proto
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_pb2
 
@@ -36,3 +38,22 @@ def test_an_ask_has_no_skill_decision() -> None:
     assert record["router_decision"] == {}
     assert record["model_decision"]["reason"] == "l'agent a son propre modèle"
     assert "router_decision_json" not in record
+
+
+def test_the_trigger_payload_is_an_object_from_store_to_record() -> None:
+    # Stored as JSON text, carried as a Struct, shown as the object it was.
+    stored = AgentRun(
+        id="r3",
+        user_id="u",
+        trigger_id="hook-1",
+        trigger_payload_json='{"event": "push", "commits": [{"id": "abc"}], "forced": false}',
+    )
+    run = run_to_proto(stored)
+    assert run.HasField("trigger_payload")
+    record = run_json(run)
+    assert record["trigger_payload"] == {"event": "push", "commits": [{"id": "abc"}], "forced": False}
+    assert "trigger_payload_json" not in record
+    # A run no trigger started: unset on the wire, {} in the record.
+    plain = run_to_proto(AgentRun(id="r4", user_id="u"))
+    assert not plain.HasField("trigger_payload")
+    assert run_json(plain)["trigger_payload"] == {}

@@ -6,6 +6,7 @@ service."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -179,9 +180,16 @@ async def test_a_run_that_ended_is_not_cancelled_when_its_client_leaves() -> Non
     assert engine.cancelled_runs == []
 
 
+@functools.cache
+def refusing_app() -> FastAPI:
+    """One app for every refused request: nothing reaches a service, so no
+    request changes it (its lifespan is never entered)."""
+    return app_with(NoService())
+
+
 @pytest.fixture
 async def no_services() -> AsyncIterator[httpx.AsyncClient]:
-    app = app_with(NoService())
+    app = refusing_app()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
         yield client
 
@@ -208,6 +216,13 @@ async def no_services() -> AsyncIterator[httpx.AsyncClient]:
         ("GET", "/api/agent/agents/qa/entries?requester=a&correlation_id=b", None, 400),
         ("GET", "/api/agent/conversations?page_size=-1", None, 400),
         ("GET", "/api/agent/proposals?state=maybe", None, 400),
+        ("PATCH", "/api/agent/agents/ops", {}, 400),
+        ("GET", "/api/agent/project-context?project_id=bad id!", None, 400),
+        ("PUT", "/api/agent/live-state/qa", {"activity": ""}, 400),
+        ("PATCH", "/api/agent/pages/p", {}, 400),
+        ("POST", "/api/agent/pages/p/versions/0/restore", None, 400),
+        ("PATCH", "/api/agent/notes/n", {}, 400),
+        ("POST", "/api/agent/notes", {"kind": "gossip", "title": "x"}, 400),
     ],
 )
 async def test_bad_requests_are_refused_before_any_rpc(
@@ -217,6 +232,20 @@ async def test_bad_requests_are_refused_before_any_rpc(
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert error["code"] in ("INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE") and error["message"]
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"avatar": {"hat": {"size": NaN}}}', b'{"avatar": {"sizes": [1, Infinity]}}']
+)
+async def test_an_avatar_number_json_cannot_carry_is_refused_before_any_rpc(
+    no_services: httpx.AsyncClient, body: bytes
+) -> None:
+    # Python's JSON reader accepts NaN and Infinity; a Struct cannot carry them.
+    response = await no_services.put(
+        "/api/agent/personal-settings", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "INVALID_ARGUMENT"
 
 
 async def test_a_stuck_last_write_ends_the_response_after_the_send_timeout() -> None:

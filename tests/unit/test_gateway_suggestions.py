@@ -1,9 +1,13 @@
-"""Suggested actions: 2 to 4 deterministic prompt starters from the page context."""
+"""Suggested actions: 2 to 4 deterministic prompt starters from the page
+context, and the route that serves them (in-process: it calls no service)."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
+from gateway.app import create_app
+from gateway.settings import GatewaySettings
 from gateway.suggestions import _BY_TYPE, _FR, MAX_EXCERPT, PAGE_TYPES, suggest
 
 
@@ -41,3 +45,20 @@ def test_every_starter_is_in_french_too(page_type: str) -> None:
     assert all(f.label != e.label and f.prompt != e.prompt for f, e in zip(french, english, strict=True))
     assert french[0].label == "Résumer la sélection"
     assert french[0].prompt == "Résume le texte sélectionné.\n\n> Livrer la bêta vendredi"
+
+
+@pytest.mark.parametrize(("language", "word"), [("en", "Summarise"), ("fr", "Résume")])
+async def test_the_route_offers_starters_and_never_starts_a_run(language: str, word: str) -> None:
+    transport = httpx.ASGITransport(app=create_app(GatewaySettings()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        response = await client.get(
+            "/api/agent/suggested-actions",
+            params={"page_type": "meeting_notes", "selection": "Ship on Friday", "language": language},
+        )
+    assert response.status_code == 200, response.text
+    actions = response.json()
+    assert 2 <= len(actions["actions"]) <= 4 and actions["starts_run"] is False
+    assert (
+        actions["actions"][0]["prompt"].startswith(word)
+        and "Ship on Friday" in actions["actions"][0]["prompt"]
+    )

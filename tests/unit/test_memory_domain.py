@@ -138,29 +138,29 @@ def test_recall_limit() -> None:
 def test_settings_changes_only_masked_fields() -> None:
     values = SettingsValues(
         display_name="  Ann ",
-        avatar_json='{"emoji": "🦊"}',
+        avatar={"emoji": "🦊", "hat": {"colour": "red", "size": 2.0}},
         instruction_page_ids=["p1", " p2", "p1"],
         chat_mode=2,
         default_model="m",
     )
     assert settings_changes(values, {"display_name"}) == {"display_name": "Ann"}
-    changes = settings_changes(values, {"instruction_page_ids", "chat_mode", "avatar_json"})
+    changes = settings_changes(values, {"instruction_page_ids", "chat_mode", "avatar"})
     assert changes == {
         "instruction_page_ids_json": json.dumps(["p1", "p2"]),
         "chat_mode": 2,
-        "avatar_json": '{"emoji": "🦊"}',
+        "avatar_json": '{"emoji":"🦊","hat":{"colour":"red","size":2.0}}',
     }
-    # An empty avatar_json in the mask clears it back to the default.
-    assert settings_changes(SettingsValues(), {"avatar_json"}) == {"avatar_json": "{}"}
+    # An empty avatar in the mask clears it back to the default.
+    assert settings_changes(SettingsValues(), {"avatar"}) == {"avatar_json": "{}"}
 
 
 @pytest.mark.parametrize(
     ("values", "path", "error"),
     [
         (SettingsValues(display_name="x" * 101), "display_name", TooLarge),
-        (SettingsValues(avatar_json="[]"), "avatar_json", InvalidArgument),
-        (SettingsValues(avatar_json='"text"'), "avatar_json", InvalidArgument),
-        (SettingsValues(avatar_json="{"), "avatar_json", InvalidArgument),
+        # The contract's Struct makes any avatar an object; its size is still bounded.
+        (SettingsValues(avatar={"emoji": "x" * 16_400}), "avatar", TooLarge),
+        (SettingsValues(avatar={"hat": ["é" * 1000] * 17}), "avatar", TooLarge),
         (SettingsValues(chat_mode=0), "chat_mode", InvalidArgument),
         (SettingsValues(chat_mode=3), "chat_mode", InvalidArgument),
         (SettingsValues(instruction_page_ids=["ok", ""]), "instruction_page_ids", InvalidArgument),

@@ -14,7 +14,6 @@ from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.models import AgentRun, SkillRun
 from services.engine.providers.base import ChatMessage
-from services.engine.remember import remembered_fact
 from services.engine.runs.context import ChatContextReader, EntryMaker
 from services.engine.runs.generation import Models
 from services.engine.runs.optional import OptionalServices
@@ -25,6 +24,7 @@ from services.engine.runs.titles import Titles
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tokens import prompt_tokens
 from services.engine.tools import AllowedSources, ToolContext
+from services.shared.remember import remembered_fact
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_service_pb2

@@ -8,17 +8,12 @@ from google.protobuf import json_format
 
 from services.engine.models import AgentRun
 from services.engine.runs.outcome import STATUSES
+from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2
 
-SURFACES: dict[engine_pb2.Surface.ValueType, str] = {
-    engine_pb2.SURFACE_CHAT: "chat",
-    engine_pb2.SURFACE_EDITOR: "editor",
-    engine_pb2.SURFACE_AGENT: "agent",
-}
-APPROVALS = {
-    "accepted": engine_pb2.APPROVAL_DECISION_ACCEPTED,
-    "refused": engine_pb2.APPROVAL_DECISION_REFUSED,
-}
+# Stored as "chat", "editor", "agent"; "accepted", "refused" ("" undecided).
+SURFACES = EnumNames(engine_pb2.Surface)
+APPROVALS = EnumNames(engine_pb2.ApprovalDecision)
 
 
 def run_to_proto(run: AgentRun) -> engine_pb2.Run:
@@ -28,18 +23,20 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         user_id=run.user_id,
         conversation_id=run.conversation_id or "",
         parent_run_id=run.parent_run_id or "",
-        surface={v: k for k, v in SURFACES.items()}.get(run.surface, engine_pb2.SURFACE_UNSPECIFIED),
+        surface=SURFACES.number(run.surface),
         trigger_id=run.trigger_id or "",
-        trigger_payload_json=run.trigger_payload_json,
-        status=STATUSES.get(run.status, engine_pb2.RUN_STATUS_UNSPECIFIED),
+        status=STATUSES.number(run.status),
         provider=run.provider or "",
         model=run.model or "",
         credits=run.credits,
         error=run.error or "",
         request_id=run.request_id or "",
         requested_model=run.requested_model,
-        approval=APPROVALS.get(run.approval, engine_pb2.APPROVAL_DECISION_UNSPECIFIED),
+        approval=APPROVALS.number(run.approval),
     )
+    payload = json.loads(run.trigger_payload_json or "{}")
+    if payload:  # no trigger: the field stays unset
+        proto.trigger_payload.update(payload)
     json_format.Parse(run.router_decision_json, proto.router_decision, ignore_unknown_fields=True)
     proto.usage.tokens_in = run.tokens_in
     proto.usage.tokens_out = run.tokens_out

@@ -14,7 +14,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -30,7 +29,7 @@ from services.engine.runs.asks import AgentAsks
 from services.engine.runs.chat import ChatWork
 from services.engine.runs.convert import APPROVALS, SURFACES
 from services.engine.runs.generation import Models
-from services.engine.runs.outcome import STATUS_NAMES
+from services.engine.runs.outcome import STATUSES
 from services.engine.runs.recorder import Recorder, is_terminal
 from services.engine.runs.requests import AskSpec, BusyPolicy, RunLimits, RunRequest
 from services.engine.runs.titles import Titles
@@ -39,7 +38,7 @@ from services.engine.tools import AllowedSources, ToolRegistry
 from services.shared import deadlines
 from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.metrics import RUN_SECONDS, RUNS, trace_exemplar
-from services.shared.pagination import decode_token, encode_token
+from services.shared.pagination import as_instant, as_text, page_of, page_request
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 
@@ -121,7 +120,7 @@ class RunService:
             agent_id=request.ask.target if request.ask else None,
             parent_run_id=(request.ask.parent_run_id or None) if request.ask else None,
             conversation_id=thread_id,
-            surface=SURFACES.get(request.surface, "chat"),
+            surface=SURFACES.name(request.surface, "chat"),
             request_id=request.request_id or None,
             requested_model=request.requested_model,
             instance_id=self._instance_id,
@@ -238,24 +237,15 @@ class RunService:
         """The user's runs of a conversation, newest first, one page."""
         if not conversation_id:
             raise InvalidArgument("conversation_id is required", field="conversation_id")
-        if requested_size < 0:
-            raise InvalidArgument("page_size must not be negative", field="page_size")
-        size = min(requested_size or 20, 100)
-        cursor = decode_token(token)
-        before = None
-        if cursor:
-            try:
-                before = (datetime.fromisoformat(str(cursor["t"])), str(cursor["id"]))
-            except (KeyError, ValueError) as exc:
-                raise InvalidArgument(
-                    "page_token is not a token this service issued", field="page_token"
-                ) from exc
-        rows = list(await self._repo.list_runs(user, conversation_id, before, size + 1))
-        next_token = ""
-        if len(rows) > size:
-            last = rows[size - 1]
-            next_token = encode_token({"t": last.started_at.isoformat(), "id": last.id})
-        return rows[:size], next_token
+        size, before = page_request(
+            requested_size,
+            token,
+            lambda cursor: (as_instant(cursor["t"]), as_text(cursor["id"])),
+            default=20,
+            maximum=100,
+        )
+        rows = await self._repo.list_runs(user, conversation_id, before, size + 1)
+        return page_of(rows, size, lambda last: {"t": last.started_at.isoformat(), "id": last.id})
 
     async def cancel(self, user: str, run_id: str) -> AgentRun:
         """Stops a running run: at once when it executes here, within
@@ -271,7 +261,7 @@ class RunService:
     async def record_approval(self, user: str, run_id: str, decision: str) -> AgentRun:
         """The user decided on the proposal the run waited on: the run is done,
         with the decision. Repeating the same decision changes nothing."""
-        if decision not in APPROVALS:
+        if decision not in APPROVALS.names:
             raise InvalidArgument("decision must be ACCEPTED or REFUSED", field="decision")
         run = await self.get(user, run_id)
         if run.status == "waiting_approval":
@@ -328,7 +318,7 @@ class RunService:
                             final = await self._chat.work(run, request, recorder, needs_title, budget)
                 finally:
                     self._working.discard(run.id)  # past this point CancelRun no longer interrupts
-                status, error = STATUS_NAMES[final.status], None
+                status, error = STATUSES.name(final.status), None
                 terminal: dict[str, Any] = {"final": final}
             except asyncio.CancelledError:
                 if run.id in self._cancelling:

@@ -13,19 +13,13 @@ from google.protobuf import json_format
 
 from services.engine.models import AgentAction, SkillRun
 from services.engine.tools import SourceRead
+from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_service_pb2
 
-# Run statuses as stored, and as the contract names them.
-STATUSES = {
-    "running": engine_pb2.RUN_STATUS_RUNNING,
-    "waiting_approval": engine_pb2.RUN_STATUS_WAITING_APPROVAL,
-    "done": engine_pb2.RUN_STATUS_DONE,
-    "failed": engine_pb2.RUN_STATUS_FAILED,
-    "cancelled": engine_pb2.RUN_STATUS_CANCELLED,
-    "budget_exceeded": engine_pb2.RUN_STATUS_BUDGET_EXCEEDED,
-}
-STATUS_NAMES = {value: name for name, value in STATUSES.items()}
+# Run statuses as stored ("running", "waiting_approval", "done"...), and as
+# the contract numbers them.
+STATUSES = EnumNames(engine_pb2.RunStatus)
 
 
 @dataclass

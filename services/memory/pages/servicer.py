@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import grpc
 
 from services.memory.pages.diffs import TextDiff
-from services.memory.pages.domain import PagesDomain, PageView, ProposalView
+from services.memory.pages.domain import InstructionList, PagesDomain, PageView, ProposalView
 from services.memory.pages.models import PageVersion, Proposal
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
@@ -85,6 +87,23 @@ def proposal_to_proto(proposal: Proposal, diff: TextDiff | None = None) -> pages
 
 def view_to_proto(view: ProposalView) -> pages_pb2.Proposal:
     return proposal_to_proto(view.proposal, view.diff)
+
+
+# The responses that end with the caller's instruction pages and the active one.
+WithInstructionList = TypeVar(
+    "WithInstructionList",
+    pb.CreateInstructionPageResponse,
+    pb.AddInstructionPageResponse,
+    pb.RemoveInstructionPageResponse,
+    pb.SetActiveInstructionPageResponse,
+)
+
+
+def with_instruction_list(response: WithInstructionList, ids: InstructionList) -> WithInstructionList:
+    """``response`` with the caller's instruction page ids and active page set."""
+    response.instruction_page_ids.extend(ids.page_ids)
+    response.active_instruction_page_id = ids.active_page_id
+    return response
 
 
 class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
@@ -199,11 +218,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         view, ids = await self._domain.create_instruction_page(
             caller_user(context), request.request_id, request.template_id, request.title
         )
-        return pb.CreateInstructionPageResponse(
-            page=page_to_proto(view),
-            instruction_page_ids=ids.page_ids,
-            active_instruction_page_id=ids.active_page_id,
-        )
+        return with_instruction_list(pb.CreateInstructionPageResponse(page=page_to_proto(view)), ids)
 
     async def AddInstructionPage(
         self, request: pb.AddInstructionPageRequest, context: grpc.aio.ServicerContext
@@ -211,25 +226,19 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         ids = await self._domain.add_instruction_page(
             caller_user(context), request.page_id, request.make_active
         )
-        return pb.AddInstructionPageResponse(
-            instruction_page_ids=ids.page_ids, active_instruction_page_id=ids.active_page_id
-        )
+        return with_instruction_list(pb.AddInstructionPageResponse(), ids)
 
     async def RemoveInstructionPage(
         self, request: pb.RemoveInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.RemoveInstructionPageResponse:
         ids = await self._domain.remove_instruction_page(caller_user(context), request.page_id)
-        return pb.RemoveInstructionPageResponse(
-            instruction_page_ids=ids.page_ids, active_instruction_page_id=ids.active_page_id
-        )
+        return with_instruction_list(pb.RemoveInstructionPageResponse(), ids)
 
     async def SetActiveInstructionPage(
         self, request: pb.SetActiveInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetActiveInstructionPageResponse:
         ids = await self._domain.set_active_instruction_page(caller_user(context), request.page_id)
-        return pb.SetActiveInstructionPageResponse(
-            instruction_page_ids=ids.page_ids, active_instruction_page_id=ids.active_page_id
-        )
+        return with_instruction_list(pb.SetActiveInstructionPageResponse(), ids)
 
     async def ListInstructionPages(
         self, request: pb.ListInstructionPagesRequest, context: grpc.aio.ServicerContext

@@ -4,8 +4,9 @@ the checks of each field an update's mask names. No gRPC here."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from services.memory.personal.models import PersonalSettings
 from services.memory.personal.repository import PersonalSettingsRepository
@@ -16,12 +17,12 @@ from services.shared.masks import masked_fields
 # (tests/unit/test_memory_domain.py keeps them in step with the contract).
 CHAT_MODES = frozenset({1, 2})
 MAX_DISPLAY_NAME_CHARS = 100
-MAX_AVATAR_JSON_CHARS = 16_384
+MAX_AVATAR_JSON_CHARS = 16_384  # the avatar as compact JSON, as stored
 MAX_INSTRUCTION_PAGES = 100
 SETTINGS_PATHS = frozenset(
     {
         "display_name",
-        "avatar_json",
+        "avatar",
         "instruction_page_ids",
         "active_instruction_page_id",
         "chat_mode",
@@ -39,7 +40,7 @@ class SettingsValues:
     """Candidate values of an update; only the fields named by the mask are written."""
 
     display_name: str = ""
-    avatar_json: str = ""
+    avatar: Mapping[str, Any] = field(default_factory=dict)
     instruction_page_ids: Sequence[str] = ()
     active_instruction_page_id: str = ""
     chat_mode: int = 0
@@ -75,19 +76,13 @@ def settings_changes(values: SettingsValues, paths: set[str]) -> dict[str, objec
                 field="settings.display_name",
             )
         changes["display_name"] = display_name
-    if "avatar_json" in paths:
-        # An empty string in the mask clears the field, i.e. back to the default "{}".
-        avatar_json = values.avatar_json.strip() or "{}"
+    if "avatar" in paths:
+        # Stored as compact JSON; an empty avatar in the mask clears it ("{}").
+        avatar_json = json.dumps(dict(values.avatar), ensure_ascii=False, separators=(",", ":"))
         if len(avatar_json) > MAX_AVATAR_JSON_CHARS:
             raise TooLarge(
-                f"avatar_json is longer than {MAX_AVATAR_JSON_CHARS} characters", field="settings.avatar_json"
+                f"avatar is longer than {MAX_AVATAR_JSON_CHARS} characters as JSON", field="settings.avatar"
             )
-        try:
-            avatar = json.loads(avatar_json)
-        except ValueError as exc:
-            raise InvalidArgument("avatar_json is not valid JSON", field="settings.avatar_json") from exc
-        if not isinstance(avatar, dict):
-            raise InvalidArgument("avatar_json must be a JSON object", field="settings.avatar_json")
         changes["avatar_json"] = avatar_json
     if "instruction_page_ids" in paths:
         pages = list(dict.fromkeys(page.strip() for page in values.instruction_page_ids))

@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -312,7 +313,6 @@ class Run(_message.Message):
     PARENT_RUN_ID_FIELD_NUMBER: _builtins.int
     SURFACE_FIELD_NUMBER: _builtins.int
     TRIGGER_ID_FIELD_NUMBER: _builtins.int
-    TRIGGER_PAYLOAD_JSON_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     PROVIDER_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
@@ -328,6 +328,7 @@ class Run(_message.Message):
     LAYERS_FIELD_NUMBER: _builtins.int
     APPROVAL_FIELD_NUMBER: _builtins.int
     ROUTER_DECISION_FIELD_NUMBER: _builtins.int
+    TRIGGER_PAYLOAD_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The run's id (UUID), assigned by the engine."""
     agent_id: _builtins.str
@@ -342,8 +343,6 @@ class Run(_message.Message):
     """Where the run was started from."""
     trigger_id: _builtins.str
     """The trigger that started the run; "" (nothing starts runs from triggers yet)."""
-    trigger_payload_json: _builtins.str
-    """What the trigger carried, a JSON object; "{}" without a trigger."""
     status: Global___RunStatus.ValueType
     """Where the run is in its lifecycle."""
     provider: _builtins.str
@@ -394,6 +393,12 @@ class Run(_message.Message):
         the run reaches routing, and kept whatever the run's end.
         """
 
+    @_builtins.property
+    def trigger_payload(self) -> _struct_pb2.Struct:
+        """What the trigger carried, as the trigger sent it (a JSON object: its
+        shape is the trigger's, e.g. a webhook's body); empty without a trigger.
+        """
+
     def __init__(
         self,
         *,
@@ -404,7 +409,6 @@ class Run(_message.Message):
         parent_run_id: _builtins.str = ...,
         surface: Global___Surface.ValueType = ...,
         trigger_id: _builtins.str = ...,
-        trigger_payload_json: _builtins.str = ...,
         status: Global___RunStatus.ValueType = ...,
         provider: _builtins.str = ...,
         model: _builtins.str = ...,
@@ -420,10 +424,11 @@ class Run(_message.Message):
         layers: _abc.Iterable[Global___InstructionLayer] | None = ...,
         approval: Global___ApprovalDecision.ValueType = ...,
         router_decision: Global___RouterDecision | None = ...,
+        trigger_payload: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "trigger_payload", b"trigger_payload", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload_json", b"trigger_payload_json", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

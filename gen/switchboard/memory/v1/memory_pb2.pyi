@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -493,19 +494,15 @@ class PersonalSettings(_message.Message):
 
     USER_ID_FIELD_NUMBER: _builtins.int
     DISPLAY_NAME_FIELD_NUMBER: _builtins.int
-    AVATAR_JSON_FIELD_NUMBER: _builtins.int
     INSTRUCTION_PAGE_IDS_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
     CHAT_MODE_FIELD_NUMBER: _builtins.int
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
+    AVATAR_FIELD_NUMBER: _builtins.int
     user_id: _builtins.str
     """Whose settings; output only."""
     display_name: _builtins.str
     """The name the agent calls the user; at most 100 characters, "" = none."""
-    avatar_json: _builtins.str
-    """Avatar and accessories, a JSON object of the web page's own shape (at
-    most 16 KiB); "" or "{}" = none.
-    """
     active_instruction_page_id: _builtins.str
     """The one of them runs read; "" = none."""
     chat_mode: Global___ChatMode.ValueType
@@ -518,20 +515,26 @@ class PersonalSettings(_message.Message):
         PagesService, not UpdatePersonalSettings.
         """
 
+    @_builtins.property
+    def avatar(self) -> _struct_pb2.Struct:
+        """Avatar and accessories: an object of the web page's own shape (the page
+        sets `emoji`), at most 16 KiB as compact JSON; empty = none.
+        """
+
     def __init__(
         self,
         *,
         user_id: _builtins.str = ...,
         display_name: _builtins.str = ...,
-        avatar_json: _builtins.str = ...,
         instruction_page_ids: _abc.Iterable[_builtins.str] | None = ...,
         active_instruction_page_id: _builtins.str = ...,
         chat_mode: Global___ChatMode.ValueType = ...,
         default_model: _builtins.str = ...,
+        avatar: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["avatar", b"avatar"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instruction_page_id", b"active_instruction_page_id", "avatar_json", b"avatar_json", "chat_mode", b"chat_mode", "default_model", b"default_model", "display_name", b"display_name", "instruction_page_ids", b"instruction_page_ids", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instruction_page_id", b"active_instruction_page_id", "avatar", b"avatar", "chat_mode", b"chat_mode", "default_model", b"default_model", "display_name", b"display_name", "instruction_page_ids", b"instruction_page_ids", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from services.engine.remember import remembered_fact
+from services.shared.remember import remembered_fact
 from services.shared.text import fold
 
 # The tools that write durable memory (the engine notices each refusal).
@@ -92,7 +92,7 @@ def asks_to_save(message: str) -> bool:
 
 def asks_instruction_update(message: str) -> bool:
     """Whether the user's message asks to remember something or to change
-    the instructions (the "remember that…" of services.engine.remember, or
+    the instructions (the "remember that…" of services.shared.remember, or
     anywhere in the message)."""
     return remembered_fact(message) is not None or _INSTRUCTIONS.search(_folded(message)) is not None
 

@@ -1,4 +1,4 @@
-"""Who may write (services/engine/write_guard.py): a write tool runs only
+"""Who may write (services/shared/write_guard.py): a write tool runs only
 when the user's own message asked for it, with the user's own words; a
 refused write is an error result with a notice, and never reaches the
 backend. The whole-system fixtures are in tests/service/test_prompt_injection.py."""
@@ -11,7 +11,7 @@ import pytest
 
 from services.engine.providers.base import ToolCallChunk
 from services.engine.tools import AllowedSources, ToolContext, ToolRegistry
-from services.engine.write_guard import (
+from services.shared.write_guard import (
     asks_instruction_update,
     asks_to_save,
     check_write,

@@ -1,0 +1,74 @@
+"""The gateway routes that name a user's object, as the cross-user matrix
+(tests/e2e/test_gateway_routes.py) calls them as another user, and the routes
+that name an object shared by design. tests/unit/test_gateway_routes.py checks
+against the app's OpenAPI that every route with an id in its path is in one of
+the two."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The matrix: (method, path template, body[, status]). {c} conversation,
+# {r} run, {s} skill, {p} page, {q} proposal. Status 404 unless given.
+MATRIX: list[tuple[Any, ...]] = [
+    ("GET", "/api/agent/conversations/{c}", None),
+    ("PATCH", "/api/agent/conversations/{c}", {"title": "mine now"}),
+    (
+        "PUT",
+        "/api/agent/conversations/{c}/sources",
+        {"workspace": False, "connectors": [], "mcp_servers": []},
+    ),
+    ("POST", "/api/agent/conversations/{c}/archive", None),
+    ("GET", "/api/agent/conversations/{c}/entries", None),
+    ("GET", "/api/agent/conversations/{c}/runs", None),
+    ("POST", "/api/agent/conversations/{c}/messages", {"message": "hello"}),
+    ("GET", "/api/agent/sources?conversation_id={c}", None),
+    ("GET", "/api/agent/runs/{r}", None),
+    ("GET", "/api/agent/runs/{r}/events", None),
+    ("POST", "/api/agent/runs/{r}/cancel", None),
+    ("POST", "/api/agent/runs/{r}/feedback", {"skill_id": "{s}"}),
+    ("GET", "/api/agent/pages/{p}", None),
+    ("GET", "/api/agent/pages/{p}/versions", None),
+    ("POST", "/api/agent/personal-settings/instructions-page", {"page_id": "{p}"}),
+    # Names a page of bob's own list: any page outside it is 409 "add it
+    # first", alice's exactly like a missing one.
+    ("PUT", "/api/agent/personal-settings/instructions-page/active", {"page_id": "{p}"}, 409),
+    ("DELETE", "/api/agent/personal-settings/instruction-pages/{p}", None),
+    ("GET", "/api/agent/proposals/{q}", None),
+    ("POST", "/api/agent/proposals/{q}/accept", None),
+    ("POST", "/api/agent/proposals/{q}/refuse", None),
+    ("PATCH", "/api/agent/pages/{p}", {"body": "mine now"}),
+    ("POST", "/api/agent/pages/{p}/versions/{v}/restore", None),
+    ("GET", "/api/agent/notes/{n}", None),
+    ("PATCH", "/api/agent/notes/{n}", {"title": "mine now"}),
+    ("DELETE", "/api/agent/notes/{n}", None),
+]
+
+
+# Routes that name an object shared by design, not per user. Those gated by
+# role or membership are in ROLE_MATRIX below (403, never 404: the object is
+# no secret, the function is not the caller's).
+SHARED_ROUTES = {
+    ("GET", "/api/agent/agents/{agent_id}"): "agents are the project's, shared",
+    ("POST", "/api/agent/agents/{agent_id}/asks"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/entries"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("PATCH", "/api/agent/agents/{agent_id}"): "the registry: owner or admin (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/segments"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/export"): "the agent's one thread: its members (ROLE_MATRIX)",
+    ("GET", "/api/agent/agents/{agent_id}/members"): "members or admins (ROLE_MATRIX)",
+    ("PUT", "/api/agent/agents/{agent_id}/members/{user_id}"): "owner or admin (ROLE_MATRIX)",
+    ("DELETE", "/api/agent/agents/{agent_id}/members/{user_id}"): "owner or admin (ROLE_MATRIX)",
+    ("PATCH", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
+    ("DELETE", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
+    ("PUT", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
+    ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
+    ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
+}
+PATH_IDS = {
+    "{c}": "{conversation_id}",
+    "{r}": "{run_id}",
+    "{p}": "{page_id}",
+    "{q}": "{proposal_id}",
+    "{n}": "{note_id}",
+    "{v}": "{version}",
+}
