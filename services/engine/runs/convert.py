@@ -14,6 +14,7 @@ SURFACES: dict[engine_pb2.Surface.ValueType, str] = {
     engine_pb2.SURFACE_CHAT: "chat",
     engine_pb2.SURFACE_EDITOR: "editor",
     engine_pb2.SURFACE_AGENT: "agent",
+    engine_pb2.SURFACE_SCHEDULE: "schedule",
 }
 APPROVALS = {
     "accepted": engine_pb2.APPROVAL_DECISION_ACCEPTED,
