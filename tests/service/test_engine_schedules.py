@@ -35,7 +35,7 @@ from switchboard.engine.v1 import (
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
 from tests.service.harness import as_user, expect_error, running
-from tests.service.system import System, system
+from tests.service.system import System, collect, system
 
 pb = schedules_service_pb2
 # Every five minutes: the clock moves by whole ticks, far from any real wait.
@@ -128,6 +128,13 @@ async def test_bad_schedules_are_refused_and_store_nothing(sb: System) -> None:
         )
     listed = await sb.schedules.ListSchedules(pb.ListSchedulesRequest(), **as_user("alice"))
     assert list(listed.schedules) == []
+    # A client cannot pass its run off as a scheduled one.
+    spoofed = engine_service_pb2.StartRunRequest(
+        conversation_id=mine, message="hi", surface=engine_pb2.SURFACE_SCHEDULE
+    )
+    await expect_error(
+        collect(sb.engine.StartRun(spoofed, **as_user("alice"))), invalid, "ERROR_REASON_INVALID_ARGUMENT"
+    )
     await expect_error(
         sb.schedules.ListSchedules(pb.ListSchedulesRequest(page_token="garbage"), **as_user("alice")),
         invalid,
