@@ -26,7 +26,7 @@ class ScheduleBody(BaseModel):
 
     cron: str = Field(min_length=1, max_length=200)
     time_zone: str = Field(default="", max_length=64)
-    # Length is checked by the engine (400 with ERROR_REASON_TOO_LARGE).
+    # Length is checked by the engine (413 beyond its limit).
     message: str = Field(min_length=1)
     conversation_id: str = Field(default="", max_length=36)
     agent_id: str = Field(default="", max_length=128)
