@@ -1,12 +1,18 @@
 """Schedules over HTTP against the real processes (launcher, four services),
 on SQLite and PostgreSQL: a per-second schedule starts ordinary runs marked
 `schedule` on the conversation; bad input is a 400 with its reason, another
-user's conversation or schedule a 404; pause, resume and delete."""
+user's conversation or schedule a 404; pause, resume and delete; and the
+same through the terminal client, in English and French."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -122,3 +128,66 @@ def test_another_users_conversation_and_schedule_look_missing(alice: httpx.Clien
         assert response.status_code == 404, (method, path, response.text)
     assert schedule["id"] not in {s["id"] for s in bob.get("/api/schedules").json()["schedules"]}
     assert alice.get(f"/api/schedules/{schedule['id']}").json()["paused"] is False
+
+
+# The terminal client's `switchboard schedules`, as a real subprocess.
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def switchboard(
+    launched: Launched, tmp_path: Path, *args: str, lang: str = "C.UTF-8"
+) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SWITCHBOARD_")}
+    env = {key: value for key, value in env.items() if key not in ("LC_ALL", "LC_MESSAGES")}
+    env |= {
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'gen'}",
+        "HOME": str(tmp_path),
+        "PYTHONIOENCODING": "utf-8",
+        "LANG": lang,
+        "SWITCHBOARD_URL": launched.url,
+        "SWITCHBOARD_TOKEN": launched.token("alice"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "client", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+    )
+
+
+def test_the_terminal_client_manages_schedules_in_english_and_french(
+    launched: Launched, alice: httpx.Client, tmp_path: Path
+) -> None:
+    target = conversation(alice)
+    created = switchboard(
+        launched, tmp_path, "--json", "schedules", "create", "0 9 * * MON", "Plan de la semaine",
+        "--tz", "Europe/Paris", "--conversation", target,
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    schedule = json.loads(created.stdout)
+    assert schedule["cron"] == "0 9 * * MON" and schedule["conversation_id"] == target
+    try:
+        listed = switchboard(launched, tmp_path, "schedules", "list")
+        assert listed.returncode == 0 and schedule["id"] in listed.stdout
+        english = switchboard(launched, tmp_path, "schedules", "pause", schedule["id"])
+        assert english.returncode == 0, english.stderr
+        assert "paused" in english.stdout and "0 runs, 0 missed" in english.stdout
+        french = switchboard(launched, tmp_path, "schedules", "show", schedule["id"], lang="fr_FR.UTF-8")
+        assert "en pause" in french.stdout and "0 runs, 0 manqués" in french.stdout
+        assert "Plan de la semaine" in french.stdout
+        resumed = switchboard(launched, tmp_path, "--json", "schedules", "resume", schedule["id"])
+        assert json.loads(resumed.stdout)["paused"] is False
+        bad = switchboard(
+            launched, tmp_path, "schedules", "create", "61 * * * *", "x", "--conversation", target
+        )
+        assert bad.returncode == 2 and "INVALID_ARGUMENT" in bad.stderr
+        missing = switchboard(launched, tmp_path, "schedules", "show", "00000000-0000-4000-8000-000000000000")
+        assert missing.returncode == 3
+    finally:
+        deleted = switchboard(launched, tmp_path, "schedules", "delete", schedule["id"])
+        assert deleted.returncode == 0, deleted.stderr
+    assert alice.get(f"/api/schedules/{schedule['id']}").status_code == 404
