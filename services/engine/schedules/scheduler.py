@@ -66,7 +66,11 @@ class Scheduler:
         now = utcnow()
         started = 0
         for row in await self._repo.due(now, now - self._stale_after, BATCH):
-            started += await self._run_schedule(row, now)
+            try:
+                started += await self._run_schedule(row, now)
+            except Exception:  # noqa: BLE001 - one schedule's failure must not stop the others
+                # A claimed tick stays pending: it is started once stale.
+                log.exception("schedule %s: tick failed", row.id)
         return started
 
     async def _run_schedule(self, row: Schedule, now: datetime) -> int:
