@@ -23,6 +23,7 @@ from sqlmodel import col
 from services.engine.lease_models import EngineLease
 from services.engine.models import AgentAction, AgentRun, RunEventRow, SkillRun
 from services.shared.lease import take
+from services.shared.metrics import RETENTION_PRUNED
 from services.shared.time import utcnow
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class Retention:
         if self._policy.run_events is not None:
             events += await self._prune_events(now - self._policy.run_events)
         if runs or events:
+            RETENTION_PRUNED.labels("runs").inc(runs)
+            RETENTION_PRUNED.labels("run_events").inc(events)
             log.info("retention pruned %d runs and %d run events", runs, events)
         return Pruned(runs, events)
 

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col
 
 from services.shared.lease import take
+from services.shared.metrics import RETENTION_PRUNED
 from services.shared.time import utcnow
 from services.threads.lease_models import ThreadsLease
 from services.threads.models import Entry, Segment, Thread
@@ -77,6 +78,7 @@ class ConversationRetention:
                 )
                 pruned += result.rowcount
         if pruned:
+            RETENTION_PRUNED.labels("conversations").inc(pruned)
             log.info("retention pruned %d archived conversations", pruned)
         return pruned
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col
@@ -90,8 +91,10 @@ async def test_a_prune_racing_a_running_run_removes_only_old_ended_runs(
     run_id = first.event.run_id
     clock.advance((2 * DAY).total_seconds())
     retention = Retention(database, RetentionPolicy(runs=DAY), 3600, "engine-a")
+    counted = REGISTRY.get_sample_value("switchboard_retention_pruned_total", {"kind": "runs"}) or 0.0
     pruned = await retention.prune(utcnow())
     assert pruned.runs == 2 and pruned.run_events > 0
+    assert REGISTRY.get_sample_value("switchboard_retention_pruned_total", {"kind": "runs"}) == counted + 2
     for gone in old:
         assert not await run_exists(sb, gone) and await event_count(database, gone) == 0
     # The running run and every event it wrote so far are all there...

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import update
 from sqlmodel import col
 
@@ -82,6 +83,11 @@ async def until(
             return schedule
         assert asyncio.get_running_loop().time() < deadline, schedule
         await asyncio.sleep(0.02)
+
+
+def ticks_counted(outcome: str) -> float:
+    """The in-process engine's switchboard_schedule_ticks_total{outcome}."""
+    return REGISTRY.get_sample_value("switchboard_schedule_ticks_total", {"outcome": outcome}) or 0.0
 
 
 def move_to(clock: MovableClock, moment: datetime, past: float = 1.0) -> None:
@@ -251,6 +257,7 @@ async def test_ticks_that_passed_while_nothing_ran_are_counted_missed_not_replay
     target = await conversation(sb)
     schedule = await create(sb, conversation_id=target)
     first = schedule.next_run_time.ToDatetime(tzinfo=UTC)
+    missed_before = ticks_counted("missed")
     # Twelve ticks later, 30 s after the twelfth: within the 60 s grace it
     # runs (late); the eleven before it are missed.
     twelfth = first + timedelta(minutes=55)
@@ -265,6 +272,7 @@ async def test_ticks_that_passed_while_nothing_ran_are_counted_missed_not_replay
     later = await until(lambda: get(sb, schedule.id), lambda s: s.missed_count > 11)
     assert (later.run_count, later.missed_count) == (1, 11 + 12)
     assert len(await scheduled_runs(sb, target, schedule.id)) == 1
+    assert ticks_counted("missed") - missed_before == 23  # the engine's metric says the same
 
 
 async def test_a_tick_whose_target_is_gone_records_why(sb: System, clock: MovableClock) -> None:

@@ -28,6 +28,7 @@ from services.engine.schedules.cron import Cron, plan
 from services.engine.schedules.models import Schedule
 from services.engine.schedules.repository import SchedulesRepository
 from services.shared.errors import DependencyUnavailable, DomainError
+from services.shared.metrics import SCHEDULE_TICKS
 from services.shared.time import aware, utcnow
 from switchboard.engine.v1 import engine_pb2
 
@@ -93,6 +94,7 @@ class Scheduler:
                 # it again is harmless (the same request_id), forgetting it is not.
                 owed.append(pending)
             if tick_plan.missed:
+                SCHEDULE_TICKS.labels("missed").inc(len(tick_plan.missed))
                 log.warning("schedule %s missed %d tick(s)", row.id, len(tick_plan.missed))
             if tick_plan.run is not None:
                 owed.append(tick_plan.run)
@@ -125,6 +127,7 @@ class Scheduler:
         except DomainError as exc:  # the target is gone, the message no longer fits...
             run_id, error = "", exc.message
             log.warning("schedule %s: tick %s could not start: %s", row.id, tick, error)
+        SCHEDULE_TICKS.labels("failed" if error else "started").inc()
         await self._repo.started(row.id, tick, run_id, error)
 
     async def loop(self) -> None:
