@@ -72,8 +72,7 @@ async def open_run_service(
     request is served; its closers, and the drainer that gives in-flight runs
     the shutdown grace (then settles them "interrupted")."""
     engine = await open_database(settings, MIGRATIONS)
-    runs, closers, drain = await _open_runs(settings, collaborators, engine)
-    return runs, closers, drain
+    return await _open_runs(settings, collaborators, engine)
 
 
 async def _open_runs(
