@@ -38,6 +38,12 @@ class ApiRefusal(Exception):
         }
 
 
+def url(path: str) -> str:
+    """A path of the agent API (``/conversations``), or a whole API path
+    (``/api/schedules``) for the routes outside it."""
+    return path if path.startswith("/api/") else API + path
+
+
 def segment(value: str) -> str:
     """One path segment, quoted: an id holding "/", "?" or ".." stays one segment."""
     return quote(value, safe="")
@@ -74,7 +80,7 @@ class Api:
     ) -> dict[str, Any]:
         with _reachable():
             response = await self._client.request(
-                method, API + path, json=body, params=params, headers=self._headers
+                method, url(path), json=body, params=params, headers=self._headers
             )
             if response.status_code >= 400:
                 raise _refusal(response.status_code, response.content)

@@ -6,6 +6,7 @@
     switchboard agents list|register|update              the agents registry
     switchboard threads show|export|import               an agent's shared thread
     switchboard context import FOLDER                    a project folder's .ideai files
+    switchboard schedules list|create|show|pause|resume|delete   scheduled runs
     switchboard skills list / models list                the catalogs
     switchboard mcp                                      Switchboard's MCP tools over stdio
 
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 
 from client import exits, messages
 from client.api import Api, ApiRefusal
-from client.commands import Context, UsageError, registry, runs, threads
+from client.commands import Context, UsageError, registry, runs, schedules, threads
 from client.messages import say
 from client.output import Output
 from client.settings import ClientSettings, load_settings
@@ -78,6 +79,7 @@ def parser() -> argparse.ArgumentParser:
     runs.add(commands, common)
     registry.add(commands, common)
     threads.add(commands, common)
+    schedules.add(commands, common)
     commands.add_parser(
         "mcp",
         help="serve Switchboard's tools to an agent CLI over MCP (stdio)",

@@ -77,6 +77,25 @@ TEXTS: dict[str, tuple[str, str]] = {
     "settings": ("settings: {error}", "réglages : {error}"),
     "interrupted": ("interrupted", "interrompu"),
     "model received": ("What the model received", "Ce que le modèle a reçu"),
+    "schedule": (
+        "schedule {id}: {cron} ({zone}) on {target}",
+        "planification {id} : {cron} ({zone}) sur {target}",
+    ),
+    "paused": ("paused", "en pause"),
+    "next tick": ("next run {time}", "prochain run {time}"),
+    "schedule counts": (
+        "{runs} runs, {missed} missed, last run {last}",
+        "{runs} runs, {missed} manqués, dernier run {last}",
+    ),
+    "schedule error": (
+        "the last tick could not run: {error}",
+        "le dernier déclenchement n'a pas pu s'exécuter : {error}",
+    ),
+    "schedule deleted": ("deleted schedule {id}", "planification {id} supprimée"),
+    "zone": ("zone", "fuseau"),
+    "target": ("target", "cible"),
+    "next": ("next", "prochain"),
+    "runs/missed": ("runs/missed", "runs/manqués"),
 }
 # `runs show`: a run record's fields.
 FIELDS: dict[str, tuple[str, str]] = {

@@ -30,6 +30,7 @@ from gateway import (
     pages,
     personal,
     project,
+    schedules,
     trace_redaction,
 )
 from gateway.auth import COOKIE, Authenticator
@@ -38,7 +39,7 @@ from gateway.settings import GatewaySettings
 from gateway.tokens import TokenFile
 from services.shared.clients import open_channel
 from services.shared.telemetry import tracing_enabled
-from switchboard.engine.v1 import engine_service_pb2_grpc
+from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
@@ -62,6 +63,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             )
         }
         app.state.engine = engine_service_pb2_grpc.EngineServiceStub(channels["engine"])
+        app.state.schedules = schedules_service_pb2_grpc.ScheduleServiceStub(channels["engine"])
         app.state.threads = threads_service_pb2_grpc.ThreadsServiceStub(channels["threads"])
         app.state.memory = memory_service_pb2_grpc.MemoryServiceStub(channels["memory"])
         app.state.pages = pages_service_pb2_grpc.PagesServiceStub(channels["memory"])
@@ -90,7 +92,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     # Tasks that must outlive their request (CancelRun after a client left).
     app.state.background = set()
-    for module in (api, personal, pages, catalog, agents, project, notes, openai_compat, audit):
+    for module in (api, personal, pages, catalog, agents, project, notes, schedules, openai_compat, audit):
         app.include_router(module.router)
     app.add_exception_handler(errors.ApiError, errors.api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, errors.rpc_error_handler)

@@ -12,7 +12,7 @@ from gateway.auth import caller_role, current_user
 from gateway.settings import GatewaySettings
 from services.shared.clients import call
 from services.shared.identity import user_metadata
-from switchboard.engine.v1 import engine_service_pb2_grpc
+from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
@@ -27,6 +27,10 @@ def settings(request: Request) -> GatewaySettings:
 
 def engine(request: Request) -> engine_service_pb2_grpc.EngineServiceStub:
     return request.app.state.engine  # type: ignore[no-any-return]
+
+
+def schedules(request: Request) -> schedules_service_pb2_grpc.ScheduleServiceStub:
+    return request.app.state.schedules  # type: ignore[no-any-return]
 
 
 def threads(request: Request) -> threads_service_pb2_grpc.ThreadsServiceStub:

@@ -42,6 +42,11 @@ MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/notes/{n}", None),
     ("PATCH", "/api/agent/notes/{n}", {"title": "mine now"}),
     ("DELETE", "/api/agent/notes/{n}", None),
+    ("POST", "/api/schedules", {"cron": "0 9 * * *", "message": "mine now", "conversation_id": "{c}"}),
+    ("GET", "/api/schedules/{h}", None),
+    ("POST", "/api/schedules/{h}/pause", None),
+    ("POST", "/api/schedules/{h}/resume", None),
+    ("DELETE", "/api/schedules/{h}", None),
 ]
 
 
@@ -71,4 +76,5 @@ PATH_IDS = {
     "{q}": "{proposal_id}",
     "{n}": "{note_id}",
     "{v}": "{version}",
+    "{h}": "{schedule_id}",
 }

@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+import grpc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.engine.automation import start_automation
 from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators, GrpcTransport
 from services.engine.mcp_tools import McpHub, parse_mcp_servers
@@ -19,11 +24,17 @@ from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
 from services.engine.tool_backend import EngineToolBackend
 from services.engine.tools import ToolRegistry
-from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, registrar, start_service
-from switchboard.engine.v1 import engine_service_pb2, engine_service_pb2_grpc
+from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, start_service
+from switchboard.engine.v1 import (
+    engine_service_pb2,
+    engine_service_pb2_grpc,
+    schedules_service_pb2,
+    schedules_service_pb2_grpc,
+)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = engine_service_pb2.DESCRIPTOR.services_by_name["EngineService"].full_name
+SCHEDULE_SERVICE_NAME = schedules_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name
 
 
 def providers(settings: EngineSettings, collaborators: Collaborators) -> dict[str, LLMProvider]:
@@ -61,6 +72,12 @@ async def open_run_service(
     request is served; its closers, and the drainer that gives in-flight runs
     the shutdown grace (then settles them "interrupted")."""
     engine = await open_database(settings, MIGRATIONS)
+    return await _open_runs(settings, collaborators, engine)
+
+
+async def _open_runs(
+    settings: EngineSettings, collaborators: Collaborators, engine: AsyncEngine
+) -> tuple[RunService, list[Closer], Drainer]:
     runs = RunService(
         RunsRepository(engine),
         collaborators,
@@ -98,11 +115,20 @@ async def build_server(settings: EngineSettings) -> RunningService:
         settings.call_timeout,
         timeouts={"router": settings.router_timeout},
     )
-    runs, closers, drain = await open_run_service(settings, Collaborators(transport))
-    add = engine_service_pb2_grpc.add_EngineServiceServicer_to_server
+    collaborators = Collaborators(transport)
+    database = await open_database(settings, MIGRATIONS)
+    runs, closers, drain = await _open_runs(settings, collaborators, database)
+    automation = start_automation(settings, database, collaborators, runs)
+
+    async def stop_then_drain(grace: float | None) -> None:
+        await automation.stop()  # no scheduled run starts during the drain
+        await drain(grace)
+
+    def register(server: grpc.aio.Server) -> Sequence[str]:
+        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(runs), server)
+        schedules_service_pb2_grpc.add_ScheduleServiceServicer_to_server(automation.servicer, server)
+        return [SERVICE_NAME, SCHEDULE_SERVICE_NAME]
+
     return await start_service(
-        settings,
-        registrar(add, EngineServicer(runs), SERVICE_NAME),
-        [transport.close, *closers],
-        drainers=[drain],
+        settings, register, [transport.close, *closers, automation.stop], drainers=[stop_then_drain]
     )

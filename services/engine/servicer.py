@@ -40,6 +40,9 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
         self, request: engine_service_pb2.StartRunRequest, context: Context
     ) -> AsyncIterator[engine_service_pb2.StartRunResponse]:
         user = caller_user(context)
+        if request.surface == engine_pb2.SURFACE_SCHEDULE:
+            # Only the engine's scheduler starts scheduled runs.
+            raise InvalidArgument("surface SCHEDULE is set by the engine's scheduler", field="surface")
         run_id = await self._runs.start(
             RunRequest(
                 user=user,

@@ -71,6 +71,19 @@ class EngineSettings(ServiceSettings):
     connectors: str = ""
     # How often an engine looks for CancelRun requests made on another replica.
     cancel_poll_seconds: float = Field(default=0.5, gt=0)
+    # Schedules: how often each replica looks for due ticks (seconds), and
+    # how late a tick may still run: a tick no engine claimed within this
+    # grace of its time (every engine was stopped) is counted missed, never
+    # replayed.
+    schedule_poll_seconds: float = Field(default=1.0, gt=0)
+    schedule_misfire_grace_seconds: float = Field(default=60.0, ge=0)
+    # Retention (0 = keep forever, the default): run events of runs that
+    # ended more than this many days ago; runs themselves (with their events,
+    # actions and skill runs). A running run, or one waiting for approval, is
+    # never pruned. The prune runs once per interval across replicas.
+    retention_run_events_days: float = Field(default=0.0, ge=0)
+    retention_runs_days: float = Field(default=0.0, ge=0)
+    retention_interval_seconds: float = Field(default=3600.0, gt=0)
     # Prompt and answer text on `chat` spans; off unless asked for (the
     # OpenTelemetry GenAI instrumentations' own switch is honoured too).
     capture_message_content: bool = Field(

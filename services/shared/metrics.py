@@ -55,6 +55,17 @@ RUN_SECONDS = Histogram(
     ["status"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900),
 )
+SCHEDULE_TICKS = Counter(
+    "switchboard_schedule_ticks_total",
+    "Schedule ticks claimed by this engine, by outcome: started (its run began), "
+    "missed (no engine ran it within the grace), failed (its run could not start).",
+    ["outcome"],
+)
+RETENTION_PRUNED = Counter(
+    "switchboard_retention_pruned_total",
+    "Records deleted by retention: runs, run_events, conversations.",
+    ["kind"],
+)
 LLM_TOKENS = Counter(
     "switchboard_llm_tokens_total",
     "Tokens sent to (input) and received from (output) LLM providers.",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from datetime import timedelta
 from pathlib import Path
 
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
@@ -10,6 +13,7 @@ from services.threads.domain import ThreadsDomain
 from services.threads.export import ThreadArchive
 from services.threads.memory_handoff import MemoryHandoff
 from services.threads.repository import ThreadsRepository
+from services.threads.retention import ConversationRetention
 from services.threads.rotation import HandoffSummarizer, PendingHandoff, Rotation, RotationPolicy
 from services.threads.servicer import ThreadsServicer
 from services.threads.sessions import ProviderSessions
@@ -37,7 +41,24 @@ async def open_servicer(
     rotation = Rotation(repository, policy, summarizer or PendingHandoff())
     domain = ThreadsDomain(repository, settings.max_entry_chars, rotation)
     archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars)
+    if settings.retention_archived_conversations_days:
+        keep = timedelta(days=settings.retention_archived_conversations_days)
+        retention = ConversationRetention(
+            engine, keep, settings.retention_interval_seconds, settings.instance_id
+        )
+        closers.append(cancelling(asyncio.create_task(retention.loop())))
     return ThreadsServicer(domain, ProviderSessions(repository), rotation, archive), closers
+
+
+def cancelling(task: asyncio.Task[None]) -> Closer:
+    """A closer that stops a background loop."""
+
+    async def close() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return close
 
 
 async def build_server(settings: ThreadsSettings) -> RunningService:

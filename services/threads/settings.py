@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import uuid
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -26,3 +28,10 @@ class ThreadsSettings(ServiceSettings):
     memory_address: str = ""
     # Deadline of each call to memory, in seconds.
     call_timeout: float = Field(default=5.0, gt=0)
+    # Retention: archived conversations (with their entries) are deleted
+    # this many days after they were archived; 0 = kept forever (default).
+    # The prune runs once per interval (seconds) across replicas.
+    retention_archived_conversations_days: float = Field(default=0.0, ge=0)
+    retention_interval_seconds: float = Field(default=3600.0, gt=0)
+    # Names this replica as the holder of the prune's lease (diagnostics).
+    instance_id: str = Field(default_factory=lambda: uuid.uuid4().hex)

@@ -37,6 +37,7 @@ class World:
     page: str
     proposals: list[str]
     note: str
+    schedule: str
 
 
 def client_for(launched: Launched, user: str) -> httpx.Client:
@@ -92,7 +93,19 @@ def world(launched: Launched, alice: httpx.Client) -> World:
     note = alice.post(
         "/api/agent/notes", json={"kind": "decision", "title": "Supplier", "body": "Alice pays the supplier."}
     )
-    return World(conversation, final["run_id"], skill, page["id"], proposals, note.json()["note"]["id"])
+    schedule = alice.post(
+        "/api/schedules",
+        json={"cron": "0 9 * * MON", "message": "Weekly plan", "conversation_id": conversation},
+    )
+    return World(
+        conversation,
+        final["run_id"],
+        skill,
+        page["id"],
+        proposals,
+        note.json()["note"]["id"],
+        schedule.json()["id"],
+    )
 
 
 def test_personal_settings_are_per_user(alice: httpx.Client, bob: httpx.Client) -> None:
@@ -397,6 +410,7 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
         "q": world.proposals[0],
         "n": world.note,
         "v": "1",
+        "h": world.schedule,
     }
     missing = {key: MISSING for key in alices} | {"s": world.skill, "v": "1"}
     theirs = bob.request(method, fill(path, alices), json=fill(body, alices))
@@ -412,9 +426,9 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
     # The message names the id asked for, nothing of alice's object.
     assert shape["message"].replace(world.conversation, "ID").replace(world.run, "ID").replace(
         world.page, "ID"
-    ).replace(world.proposals[0], "ID").replace(world.note, "ID") == nobody.json()["error"][
-        "message"
-    ].replace(MISSING, "ID")
+    ).replace(world.proposals[0], "ID").replace(world.note, "ID").replace(
+        world.schedule, "ID"
+    ) == nobody.json()["error"]["message"].replace(MISSING, "ID")
 
 
 def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Client, world: World) -> None:
@@ -437,6 +451,8 @@ def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Cl
         == "Alice's supplier thread"
     )
     assert alice.get(f"/api/agent/proposals/{world.proposals[1]}").status_code == 200
+    assert world.schedule not in {s["id"] for s in bob.get("/api/schedules").json()["schedules"]}
+    assert alice.get(f"/api/schedules/{world.schedule}").json()["paused"] is False
 
 
 def test_a_huge_id_in_a_path_is_refused_cleanly(alice: httpx.Client, launched: Launched) -> None:

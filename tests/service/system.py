@@ -19,7 +19,7 @@ from services.router.settings import RouterSettings
 from services.shared.bootstrap import RunningService
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
-from switchboard.engine.v1 import engine_service_pb2_grpc
+from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import handoff_service_pb2_grpc, memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
@@ -35,6 +35,7 @@ class System:
     pages: pages_service_pb2_grpc.PagesServiceStub
     handoff: handoff_service_pb2_grpc.HandoffServiceStub
     router: router_service_pb2_grpc.RouterServiceStub
+    schedules: schedules_service_pb2_grpc.ScheduleServiceStub
     database_urls: dict[str, str]
     services: dict[str, RunningService]
 
@@ -91,6 +92,7 @@ async def system(
             pages=pages_service_pb2_grpc.PagesServiceStub(memory_channel),
             handoff=handoff_service_pb2_grpc.HandoffServiceStub(memory_channel),
             router=router_service_pb2_grpc.RouterServiceStub(router_channel),
+            schedules=schedules_service_pb2_grpc.ScheduleServiceStub(engine_channel),
             database_urls=urls,
             services={"threads": threads, "memory": memory, "router": router, "engine": engine},
         )

@@ -23,7 +23,7 @@ from gateway import api_docs, openai_compat, responses
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from switchboard.comments import COMMENTS
-from switchboard.engine.v1 import engine_service_pb2
+from switchboard.engine.v1 import engine_service_pb2, schedules_service_pb2
 from switchboard.memory.v1 import memory_service_pb2, pages_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
@@ -193,6 +193,7 @@ def _fake_app(full: bool) -> FastAPI:
         "memory": memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"],
         "pages": pages_service_pb2.DESCRIPTOR.services_by_name["PagesService"],
         "router": router_service_pb2.DESCRIPTOR.services_by_name["RouterService"],
+        "schedules": schedules_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"],
     }
     for name, service in services.items():
         setattr(app.state, name, FakeService(service, full))
@@ -227,6 +228,7 @@ BODIES: dict[str, Any] = {
     "POST /api/agent/notes": {"title": "n"},
     "POST /v1/chat/completions": {"model": "auto", "messages": [{"role": "user", "content": "hello"}]},
     "PATCH /api/agent/notes/{note_id}": {"title": "n"},
+    "POST /api/schedules": {"cron": "0 9 * * *", "message": "m", "conversation_id": "c"},
 }
 # Second calls that take another branch of the same route.
 QUERIES: dict[str, list[dict[str, str]]] = {

@@ -124,6 +124,8 @@ class RunService:
             request_id=request.request_id or None,
             requested_model=request.requested_model,
             instance_id=self._instance_id,
+            trigger_id=request.trigger_id or None,
+            trigger_payload_json=request.trigger_payload_json,
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.

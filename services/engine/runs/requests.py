@@ -57,6 +57,10 @@ class RunRequest:
     allowed: AllowedSources | None = None
     # The client application's own instructions (OpenAI-compatible requests).
     client_instructions: str = ""
+    # What started the run when no client did (a schedule's id), and what
+    # it carried (a JSON object).
+    trigger_id: str = ""
+    trigger_payload_json: str = "{}"
 
 
 @dataclass(frozen=True)

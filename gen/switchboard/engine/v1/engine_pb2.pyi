@@ -37,6 +37,10 @@ class _SurfaceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Surface.Value
     """An editor (a page being edited); runs like a chat run."""
     SURFACE_AGENT: _Surface.ValueType  # 3
     """An inter-agent ask (AskAgent); set by the engine, not by StartRun callers."""
+    SURFACE_SCHEDULE: _Surface.ValueType  # 4
+    """A scheduled run (ScheduleService): started by the engine at one of the
+    schedule's ticks; the run's trigger_id is the schedule's id.
+    """
 
 class Surface(_Surface, metaclass=_SurfaceEnumTypeWrapper):
     """Where a run was started from. Values this engine does not know are kept
@@ -51,6 +55,10 @@ SURFACE_EDITOR: Surface.ValueType  # 2
 """An editor (a page being edited); runs like a chat run."""
 SURFACE_AGENT: Surface.ValueType  # 3
 """An inter-agent ask (AskAgent); set by the engine, not by StartRun callers."""
+SURFACE_SCHEDULE: Surface.ValueType  # 4
+"""A scheduled run (ScheduleService): started by the engine at one of the
+schedule's ticks; the run's trigger_id is the schedule's id.
+"""
 Global___Surface: _TypeAlias = Surface  # noqa: Y015
 
 class _RunStatus:
@@ -342,7 +350,9 @@ class Run(_message.Message):
     surface: Global___Surface.ValueType
     """Where the run was started from."""
     trigger_id: _builtins.str
-    """The trigger that started the run; "" (nothing starts runs from triggers yet)."""
+    """The trigger that started the run: the schedule's id for a SCHEDULE run;
+    "" for a run a client started.
+    """
     status: Global___RunStatus.ValueType
     """Where the run is in its lifecycle."""
     provider: _builtins.str

@@ -42,7 +42,8 @@ class EngineServiceStub:
     event (final or error). Idempotent on request_id: a retry with the same id
     streams the existing run instead of starting a second one.
     Errors, before any event: INVALID_ARGUMENT (blank message, no
-    conversation_id, a negative budget, an unknown model or busy_policy;
+    conversation_id, a negative budget, an unknown model or busy_policy,
+    surface SCHEDULE;
     ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
     conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
     active; the model's provider is not available here).
@@ -88,7 +89,8 @@ class EngineServiceAsyncStub(EngineServiceStub):
     event (final or error). Idempotent on request_id: a retry with the same id
     streams the existing run instead of starting a second one.
     Errors, before any event: INVALID_ARGUMENT (blank message, no
-    conversation_id, a negative budget, an unknown model or busy_policy;
+    conversation_id, a negative budget, an unknown model or busy_policy,
+    surface SCHEDULE;
     ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
     conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
     active; the model's provider is not available here).
@@ -137,7 +139,8 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         event (final or error). Idempotent on request_id: a retry with the same id
         streams the existing run instead of starting a second one.
         Errors, before any event: INVALID_ARGUMENT (blank message, no
-        conversation_id, a negative budget, an unknown model or busy_policy;
+        conversation_id, a negative budget, an unknown model or busy_policy,
+        surface SCHEDULE;
         ERROR_REASON_TOO_LARGE past the message limit), NOT_FOUND (the
         conversation), FAILED_PRECONDITION (busy_policy REJECT while a run is
         active; the model's provider is not available here).

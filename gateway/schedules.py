@@ -1,0 +1,151 @@
+"""The caller's scheduled runs: create, list, read, pause, resume, delete
+(the engine's ScheduleService). Each tick starts an ordinary run, listed
+with the conversation's runs, with surface `schedule`."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gateway import deps, responses
+from gateway.deps import User, rpc
+from gateway.events import message_dict
+from switchboard.engine.v1 import schedules_pb2, schedules_service_pb2
+
+router = responses.ApiRouter(prefix="/api/schedules")
+
+
+class ScheduleBody(BaseModel):
+    """A new schedule: when (cron, time_zone), what (message), where (exactly
+    one of conversation_id and agent_id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cron: str = Field(min_length=1, max_length=200)
+    time_zone: str = Field(default="", max_length=64)
+    # Length is checked by the engine (413 beyond its limit).
+    message: str = Field(min_length=1)
+    conversation_id: str = Field(default="", max_length=36)
+    agent_id: str = Field(default="", max_length=128)
+    # Idempotency key: a retried POST returns the schedule it created.
+    request_id: str = Field(default="", max_length=128)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ScheduleBody:
+        if bool(self.conversation_id) == bool(self.agent_id):
+            raise ValueError("give exactly one target: conversation_id or agent_id")
+        return self
+
+
+_COUNT = "how many; a number"
+Schedule = responses.proto_model(
+    schedules_pb2.Schedule.DESCRIPTOR,
+    "Schedule",
+    run_count=responses.required(int, _COUNT),
+    missed_count=responses.required(int, _COUNT),
+)
+
+
+class ScheduleList(responses.Body):
+    """A page of the caller's schedules, oldest first."""
+
+    schedules: list[Schedule] = Field(description="the schedules of this page")  # type: ignore[valid-type]
+    next_page_token: str = Field(description=responses.NEXT_PAGE)
+
+
+def schedule_json(schedule: schedules_pb2.Schedule) -> dict[str, Any]:
+    data = message_dict(schedule)
+    for count in ("run_count", "missed_count"):
+        data[count] = int(data.get(count, 0))
+    return data
+
+
+@router.get("", response_model=ScheduleList, tags=["schedules"])
+async def list_schedules(
+    request: Request,
+    user: User,
+    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
+    page_token: Annotated[str, Query(max_length=2000)] = "",
+) -> dict[str, Any]:
+    response = await rpc(
+        request,
+        deps.schedules(request).ListSchedules,
+        schedules_service_pb2.ListSchedulesRequest(page_size=page_size, page_token=page_token),
+        user,
+    )
+    return {
+        "schedules": [schedule_json(s) for s in response.schedules],
+        "next_page_token": response.next_page_token,
+    }
+
+
+@router.post("", response_model=Schedule, status_code=201, tags=["schedules"])
+async def create_schedule(body: ScheduleBody, request: Request, user: User) -> dict[str, Any]:
+    """A cron expression that does not parse or an unknown time zone is a
+    400; a conversation that is not the caller's, or an unknown agent, 404."""
+    schedule = schedules_pb2.Schedule(cron=body.cron, time_zone=body.time_zone, message=body.message)
+    if body.conversation_id:
+        schedule.conversation_id = body.conversation_id
+    else:
+        schedule.agent_id = body.agent_id
+    response = await rpc(
+        request,
+        deps.schedules(request).CreateSchedule,
+        schedules_service_pb2.CreateScheduleRequest(
+            request_id=body.request_id or str(uuid.uuid4()), schedule=schedule
+        ),
+        user,
+    )
+    return schedule_json(response.schedule)
+
+
+@router.get("/{schedule_id}", response_model=Schedule, tags=["schedules"])
+async def get_schedule(schedule_id: str, request: Request, user: User) -> dict[str, Any]:
+    """With its counts: runs started, ticks missed (and the last one)."""
+    response = await rpc(
+        request,
+        deps.schedules(request).GetSchedule,
+        schedules_service_pb2.GetScheduleRequest(schedule_id=schedule_id),
+        user,
+    )
+    return schedule_json(response.schedule)
+
+
+@router.post("/{schedule_id}/pause", response_model=Schedule, tags=["schedules"])
+async def pause_schedule(schedule_id: str, request: Request, user: User) -> dict[str, Any]:
+    """No run starts until it is resumed; pausing twice changes nothing."""
+    response = await rpc(
+        request,
+        deps.schedules(request).PauseSchedule,
+        schedules_service_pb2.PauseScheduleRequest(schedule_id=schedule_id),
+        user,
+    )
+    return schedule_json(response.schedule)
+
+
+@router.post("/{schedule_id}/resume", response_model=Schedule, tags=["schedules"])
+async def resume_schedule(schedule_id: str, request: Request, user: User) -> dict[str, Any]:
+    """From the first tick after now; ticks that passed while paused are not run."""
+    response = await rpc(
+        request,
+        deps.schedules(request).ResumeSchedule,
+        schedules_service_pb2.ResumeScheduleRequest(schedule_id=schedule_id),
+        user,
+    )
+    return schedule_json(response.schedule)
+
+
+@router.delete("/{schedule_id}", status_code=204, tags=["schedules"])
+async def delete_schedule(schedule_id: str, request: Request, user: User) -> Response:
+    """The runs it started stay."""
+    await rpc(
+        request,
+        deps.schedules(request).DeleteSchedule,
+        schedules_service_pb2.DeleteScheduleRequest(schedule_id=schedule_id),
+        user,
+        idempotent=False,
+    )
+    return Response(status_code=204)
