@@ -39,6 +39,7 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         request_id=run.request_id or "",
         requested_model=run.requested_model,
         approval=APPROVALS.get(run.approval, engine_pb2.APPROVAL_DECISION_UNSPECIFIED),
+        webhook_url=run.webhook_url or "",
     )
     json_format.Parse(run.router_decision_json, proto.router_decision, ignore_unknown_fields=True)
     proto.usage.tokens_in = run.tokens_in

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
@@ -78,11 +78,18 @@ class RunService:
         self._titles = Titles(collaborators, providers, limits)
         self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
         self._asks = AgentAsks(collaborators, models, self._loop)
+        # Called once a run's end (and its webhook's outbox row) is recorded.
+        self._on_end: Callable[[], None] = lambda: None
 
     def attach_tools(self, tools: ToolRegistry) -> None:
         """The tools runs may use (built after the service: the ask_agent tool
         runs asks through it)."""
         self._loop.attach(tools)
+
+    def notify_end(self, callback: Callable[[], None]) -> None:
+        """``callback`` is called each time a run's end is recorded here (the
+        webhook worker wakes up rather than waiting for its next poll)."""
+        self._on_end = callback
 
     # Start and follow
 
@@ -125,6 +132,7 @@ class RunService:
             request_id=request.request_id or None,
             requested_model=request.requested_model,
             instance_id=self._instance_id,
+            webhook_url=request.webhook_url or None,
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
@@ -394,6 +402,7 @@ class RunService:
                         {"status": status, "error": error, **outcome.columns()},
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
                         outcome.journal,
+                        webhook_url=run.webhook_url,
                     )
         except Exception:
             # Never show clients events that are not stored: end their
@@ -402,6 +411,7 @@ class RunService:
             self._unrecorded.add(run.id)
             await feed.close()
             return
+        self._on_end()
         for event in unwritten:
             await feed.publish(event, last=event is unwritten[-1])
 
@@ -426,7 +436,9 @@ class RunService:
                 error=engine_pb2.RunError(code="INTERRUPTED", message="the engine running this run stopped"),
             )
             event.create_time.GetCurrentTime()
-            if await self._repo.settle_if_running(run.id, INTERRUPTED, event.SerializeToString(), sequence):
+            if await self._repo.settle_if_running(
+                run.id, INTERRUPTED, event.SerializeToString(), sequence, run.webhook_url
+            ):
                 settled += 1
                 RUNS.labels("failed").inc()
                 log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
@@ -438,10 +450,16 @@ class RunService:
                 run_id=run_id, sequence=sequence, error=engine_pb2.RunError(code=code, message=message)
             )
             event.create_time.GetCurrentTime()
-            if await self._repo.settle_if_running(run_id, message, event.SerializeToString(), sequence):
+            stored = await self._repo.get_run(run_id)
+            webhook_url = stored.webhook_url if stored is not None else None
+            if await self._repo.settle_if_running(
+                run_id, message, event.SerializeToString(), sequence, webhook_url
+            ):
                 settled += 1
                 log.warning("settled run %s failed: its end could not be recorded", run_id)
             self._unrecorded.discard(run_id)
+        if settled:
+            self._on_end()
         return settled
 
     async def maintain(self) -> None:

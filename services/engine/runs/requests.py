@@ -57,6 +57,8 @@ class RunRequest:
     allowed: AllowedSources | None = None
     # The client application's own instructions (OpenAI-compatible requests).
     client_instructions: str = ""
+    # Where the run's record is POSTed once it ends (checked by the caller).
+    webhook_url: str = ""
 
 
 @dataclass(frozen=True)

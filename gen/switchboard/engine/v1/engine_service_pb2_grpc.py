@@ -73,6 +73,11 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.FromString,
                 _registered_method=True)
+        self.ListWebhookDeliveries = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/ListWebhookDeliveries',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -147,6 +152,15 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWebhookDeliveries(self, request, context):
+        """A run's webhook: its URL, where its delivery stands, and every delivery
+        attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+        an empty URL, state UNSPECIFIED and no attempts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -184,6 +198,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.AskAgent,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.SerializeToString,
+            ),
+            'ListWebhookDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhookDeliveries,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -379,6 +398,33 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/AskAgent',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhookDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/ListWebhookDeliveries',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

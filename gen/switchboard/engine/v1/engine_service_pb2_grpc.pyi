@@ -73,6 +73,11 @@ class EngineServiceStub:
     correlation id on every entry; streams the run's events like StartRun.
     Idempotent on request_id. NOT_FOUND for an unknown target agent.
     """
+    ListWebhookDeliveries: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListWebhookDeliveriesRequest, _engine_service_pb2.ListWebhookDeliveriesResponse]
+    """A run's webhook: its URL, where its delivery stands, and every delivery
+    attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+    an empty URL, state UNSPECIFIED and no attempts.
+    """
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
@@ -118,6 +123,11 @@ class EngineServiceAsyncStub(EngineServiceStub):
     thread (every requester's asks land there), with the requester and the
     correlation id on every entry; streams the run's events like StartRun.
     Idempotent on request_id. NOT_FOUND for an unknown target agent.
+    """
+    ListWebhookDeliveries: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListWebhookDeliveriesRequest, _engine_service_pb2.ListWebhookDeliveriesResponse]  # type: ignore[assignment]
+    """A run's webhook: its URL, where its delivery stands, and every delivery
+    attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+    an empty URL, state UNSPECIFIED and no attempts.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -203,6 +213,17 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         thread (every requester's asks land there), with the requester and the
         correlation id on every entry; streams the run's events like StartRun.
         Idempotent on request_id. NOT_FOUND for an unknown target agent.
+        """
+
+    @_abc_1.abstractmethod
+    def ListWebhookDeliveries(
+        self,
+        request: _engine_service_pb2.ListWebhookDeliveriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.ListWebhookDeliveriesResponse, _abc.Awaitable[_engine_service_pb2.ListWebhookDeliveriesResponse]]:
+        """A run's webhook: its URL, where its delivery stands, and every delivery
+        attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+        an empty URL, state UNSPECIFIED and no attempts.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
