@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 
 from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
+from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import outbox_row
-from services.engine.webhooks.tables import WebhookOutbox
 from services.shared.db import is_unique_violation, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing, retry_transient
 from services.shared.errors import FailedPrecondition

@@ -61,6 +61,7 @@ def test_public_https_urls_are_accepted(url: str) -> None:
         ("https://[fd12::1]/hook", "private"),
         ("https://[::ffff:10.0.0.1]/hook", "private"),  # IPv4-mapped
         ("https://192.0.2.1/hook", "private"),  # documentation range
+        ("https://" + "x" * 70 + ".example.com/", "not valid"),  # a DNS label is at most 63
         ("https://0.0.0.0/hook", "unicast"),
         ("https://224.0.0.1/hook", "unicast"),
     ],

@@ -1,7 +1,7 @@
 from sqlmodel import SQLModel
 
 import services.engine.models  # noqa: F401 - registers the tables on SQLModel.metadata
-import services.engine.webhooks.tables  # noqa: F401 - the webhook tables too
+import services.engine.webhooks.models  # noqa: F401 - the webhook tables too
 from services.shared.migrations import run_env
 
 run_env(SQLModel.metadata)

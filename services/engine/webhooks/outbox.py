@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, and_, or_, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 
-from services.engine.webhooks.tables import DELIVERED, FAILED, PENDING, WebhookDelivery, WebhookOutbox
+from services.engine.webhooks.models import DELIVERED, FAILED, PENDING, WebhookDelivery, WebhookOutbox
 from services.shared.db import session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing
 from services.shared.time import utcnow

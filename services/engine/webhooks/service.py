@@ -3,8 +3,8 @@ names, and reading back how its delivery went."""
 
 from __future__ import annotations
 
+from services.engine.webhooks.models import DELIVERED, FAILED, PENDING
 from services.engine.webhooks.outbox import OutboxRepository
-from services.engine.webhooks.tables import DELIVERED, FAILED, PENDING
 from services.engine.webhooks.urls import UrlPolicy, check_url
 from services.shared.errors import FailedPrecondition
 from services.shared.time import to_timestamp

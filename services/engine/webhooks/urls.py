@@ -90,6 +90,10 @@ def check_url(url: str, policy: UrlPolicy) -> SplitResult:
         raise refuse("must not carry credentials")
     if parts.fragment:
         raise refuse("must not have a fragment")
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        raise refuse(f"has a host name that is not valid: {exc}") from exc
     literal = _literal(host)
     loopback = _is_loopback_name(host) or (literal is not None and literal.is_loopback)
     if loopback and not (policy.allow_loopback or policy.allow_private):

@@ -23,9 +23,9 @@ from tenacity import RetryCallState, Retrying, wait_exponential_jitter
 
 from services.engine.repository import RunsRepository
 from services.engine.runs.convert import run_to_proto
+from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import Attempt, OutboxRepository
 from services.engine.webhooks.signing import signed_headers
-from services.engine.webhooks.tables import WebhookOutbox
 from services.engine.webhooks.urls import RefusedAddress, UrlPolicy, check_url, resolve_allowed
 from services.shared.errors import InvalidArgument
 from services.shared.time import aware, utcnow
@@ -182,7 +182,7 @@ class WebhookWorker:
                 )
         except TimeoutError:
             return result(0, f"timed out after {self._limits.timeout:g} s")
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure to POST is this attempt's error
             return result(0, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         if 200 <= response.status_code < 300:
             return result(response.status_code, "")
