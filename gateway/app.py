@@ -28,6 +28,7 @@ from gateway import (
     pages,
     personal,
     project,
+    webhooks,
 )
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
@@ -86,7 +87,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     # Tasks that must outlive their request (CancelRun after a client left).
     app.state.background = set()
-    for module in (api, personal, pages, catalog, agents, project, notes, openai_compat):
+    for module in (api, personal, pages, catalog, agents, project, notes, webhooks, openai_compat):
         app.include_router(module.router)
     app.add_exception_handler(errors.ApiError, errors.api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, errors.rpc_error_handler)

@@ -319,6 +319,12 @@ class WebhookDeliveries(Body):
     deliveries: list[WebhookDelivery] = Field(description="the attempts, oldest first")  # type: ignore[valid-type]
 
 
+class WebhookDefault(Body):
+    """A conversation's or agent's default webhook."""
+
+    webhook_url: str = Field(description='used by its runs that name none; "" when none')
+
+
 class DisableAutoUseAction(Body):
     """The request that turns "Use automatically" off for the caller."""
 

@@ -57,6 +57,13 @@ class MessageBody(BaseModel):
     background: bool = False
 
 
+class WebhookDefaultBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # The default webhook of a conversation's or agent's runs; "" removes it.
+    webhook_url: str = Field(max_length=2048)
+
+
 class PersonalSettingsBody(BaseModel):
     """Only the fields present are written; the others keep their value."""
 

@@ -19,7 +19,7 @@ from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
 from services.engine.tool_backend import EngineToolBackend
 from services.engine.tools import ToolRegistry
-from services.engine.webhooks.outbox import OutboxRepository
+from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
 from services.engine.webhooks.service import Webhooks
 from services.engine.webhooks.signing import load_secret
 from services.engine.webhooks.urls import UrlPolicy
@@ -108,6 +108,8 @@ async def open_run_service(
         settings.instance_id,
     )
     runs.notify_end(worker.wake)
+    webhooks = Webhooks(outbox, DefaultsRepository(engine), collaborators, policy, bool(secret))
+    runs.use_webhook_defaults(webhooks.default_for)
     await runs.heartbeat()
     await runs.settle_orphans(at_start=True)
     background = [
@@ -129,7 +131,7 @@ async def open_run_service(
         # (a last step, INTERRUPTED) reaches clients before their streams close.
         await runs.close(None if grace is None else grace * 0.8)
 
-    return runs, Webhooks(outbox, policy, bool(secret)), [engine.dispose, mcp.close, stop_maintenance], drain
+    return runs, webhooks, [engine.dispose, mcp.close, stop_maintenance], drain
 
 
 async def build_server(settings: EngineSettings) -> RunningService:

@@ -124,3 +124,15 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     ) -> engine_service_pb2.ListWebhookDeliveriesResponse:
         run = await self._runs.get(caller_user(context), request.run_id)
         return await self._webhooks.deliveries(run.id, run.webhook_url or "")
+
+    async def SetWebhookDefault(
+        self, request: engine_service_pb2.SetWebhookDefaultRequest, context: Context
+    ) -> engine_service_pb2.SetWebhookDefaultResponse:
+        url = await self._webhooks.set_default(caller_user(context), request.target, request.webhook_url)
+        return engine_service_pb2.SetWebhookDefaultResponse(webhook_url=url)
+
+    async def GetWebhookDefault(
+        self, request: engine_service_pb2.GetWebhookDefaultRequest, context: Context
+    ) -> engine_service_pb2.GetWebhookDefaultResponse:
+        url = await self._webhooks.get_default(caller_user(context), request.target)
+        return engine_service_pb2.GetWebhookDefaultResponse(webhook_url=url)

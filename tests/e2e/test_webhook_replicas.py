@@ -181,6 +181,26 @@ async def test_a_refused_webhook_is_400_and_starts_nothing(webhooks: Webhooks, u
         assert runs.json()["runs"] == []
 
 
+async def test_a_conversation_default_webhook_through_http(webhooks: Webhooks) -> None:
+    async with webhooks.client() as client:
+        conversation = (await client.post("/api/agent/conversations", json={})).json()["id"]
+        path = f"/api/agent/conversations/{conversation}/webhook"
+        assert (await client.get(path)).json() == {"webhook_url": ""}
+        refused = await client.put(path, json={"webhook_url": "https://192.168.1.1/hook"})
+        assert refused.status_code == 400 and "webhook_url" in refused.json()["error"]["message"]
+        put = await client.put(path, json={"webhook_url": webhooks.receiver.url})
+        assert put.status_code == 200 and put.json() == {"webhook_url": webhooks.receiver.url}
+        assert (await client.get(path)).json() == {"webhook_url": webhooks.receiver.url}
+        answer = await client.post(
+            f"/api/agent/conversations/{conversation}/messages", json={"message": "hi", "background": True}
+        )
+        run_id = answer.json()["run_id"]
+        record = await settled(client, run_id)
+        assert record["webhook_url"] == webhooks.receiver.url and record["state"] == "delivered"
+        assert (await client.get("/api/agent/agents/no-such-agent/webhook")).status_code == 404
+        assert (await client.get(f"/api/agent/conversations/{conversation}/webhook?x=1")).status_code == 200
+
+
 async def test_kill_9_mid_attempt_then_restart_delivers_exactly_once(webhooks: Webhooks) -> None:
     before = len(webhooks.receiver.requests)
     webhooks.receiver.script = ["hang"]

@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
-from switchboard.threads.v1 import threads_service_pb2
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.service.harness import as_user, expect_error, running
@@ -323,3 +323,88 @@ async def test_a_restarted_engine_delivers_what_the_last_one_left(make_database:
         assert [d.status_code for d in record.deliveries] == [200]
         requests = receiver.wait_for(2)
         assert {r.headers["webhook-id"] for r in requests} == {f"msg_{run_id}"}
+
+
+# Default webhooks of conversations and agents
+
+
+def target(conversation_id: str = "", agent_id: str = "") -> engine_service_pb2.WebhookDefaultTarget:
+    return engine_service_pb2.WebhookDefaultTarget(conversation_id=conversation_id, agent_id=agent_id)
+
+
+async def set_default(
+    sb: System, where: engine_service_pb2.WebhookDefaultTarget, url: str, user: str = "alice"
+) -> str:
+    request = engine_service_pb2.SetWebhookDefaultRequest(target=where, webhook_url=url)
+    return (await sb.engine.SetWebhookDefault(request, **as_user(user))).webhook_url
+
+
+async def get_default(sb: System, where: engine_service_pb2.WebhookDefaultTarget, user: str = "alice") -> str:
+    request = engine_service_pb2.GetWebhookDefaultRequest(target=where)
+    return (await sb.engine.GetWebhookDefault(request, **as_user(user))).webhook_url
+
+
+async def test_a_conversation_default_serves_runs_that_name_no_webhook(
+    make_database: DatabaseFactory, receiver: WebhookReceiver
+) -> None:
+    with webhook_receiver() as other:
+        async with system(make_database, **FAST_RETRIES) as sb:
+            conversation_id = await conversation(sb)
+            assert await get_default(sb, target(conversation_id)) == ""
+            assert await set_default(sb, target(conversation_id), receiver.url) == receiver.url
+            assert await get_default(sb, target(conversation_id)) == receiver.url
+            first = (await collect(start(sb.engine, conversation_id, "")))[-1].run_id
+            (request,) = await receiver.arrived(1)
+            assert request.headers["webhook-id"] == f"msg_{first}"
+            # A run's own webhook_url wins over the default.
+            second = (await collect(start(sb.engine, conversation_id, other.url)))[-1].run_id
+            (request,) = await other.arrived(1)
+            assert request.headers["webhook-id"] == f"msg_{second}"
+            # Removed: the next run is not delivered.
+            assert await set_default(sb, target(conversation_id), "") == ""
+            third = (await collect(start(sb.engine, conversation_id, "")))[-1].run_id
+            assert (await deliveries(sb.engine, third)).webhook_url == ""
+            # Another user's default is theirs alone: bob cannot read or set alice's.
+            for call in (
+                get_default(sb, target(conversation_id), "bob"),
+                set_default(sb, target(conversation_id), receiver.url, "bob"),
+            ):
+                await expect_error(call, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
+        assert len(receiver.requests) == 1
+
+
+async def test_an_agent_default_serves_the_callers_asks(
+    make_database: DatabaseFactory, receiver: WebhookReceiver
+) -> None:
+    async with system(make_database, **FAST_RETRIES) as sb:
+        spec = threads_pb2.Agent(id="helper", display_name="Helper", persona="Helps.")
+        await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=spec), **as_user("alice"))
+        await set_default(sb, target(agent_id="helper"), receiver.url)
+        ask = engine_service_pb2.AskAgentRequest(requester="alice", target_agent_id="helper", message="Hi")
+        events = await collect(sb.engine.AskAgent(ask, metadata=as_user("alice")["metadata"], timeout=30))
+        (request,) = await receiver.arrived(1)
+        run = Webhook(SECRET).verify(request.body, request.headers)["data"]["run"]
+        assert run["id"] == events[-1].run_id and run["agent_id"] == "helper"
+        await expect_error(
+            set_default(sb, target(agent_id="nobody"), receiver.url),
+            grpc.StatusCode.NOT_FOUND,
+            "ERROR_REASON_NOT_FOUND",
+        )
+
+
+async def test_a_default_is_checked_like_a_runs_webhook(make_database: DatabaseFactory) -> None:
+    async with system(make_database, **FAST_RETRIES) as sb:
+        conversation_id = await conversation(sb)
+        for url in ("https://10.0.0.1/hook", "http://example.com/", "nope"):
+            await expect_error(
+                set_default(sb, target(conversation_id), url),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "ERROR_REASON_INVALID_ARGUMENT",
+            )
+        for where in (target(), target(conversation_id, "helper")):
+            await expect_error(
+                set_default(sb, where, "https://example.com/hook"),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "ERROR_REASON_INVALID_ARGUMENT",
+            )
+        assert await get_default(sb, target(conversation_id)) == ""

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -80,6 +80,8 @@ class RunService:
         self._asks = AgentAsks(collaborators, models, self._loop)
         # Called once a run's end (and its webhook's outbox row) is recorded.
         self._on_end: Callable[[], None] = lambda: None
+        # The user's default webhook of a conversation or agent (kind, id).
+        self._webhook_default: Callable[[str, str, str], Awaitable[str]] | None = None
 
     def attach_tools(self, tools: ToolRegistry) -> None:
         """The tools runs may use (built after the service: the ask_agent tool
@@ -90,6 +92,11 @@ class RunService:
         """``callback`` is called each time a run's end is recorded here (the
         webhook worker wakes up rather than waiting for its next poll)."""
         self._on_end = callback
+
+    def use_webhook_defaults(self, lookup: Callable[[str, str, str], Awaitable[str]]) -> None:
+        """``lookup(user, kind, id)`` gives the default webhook of a run that
+        names none: its conversation's ("conversation") or agent's ("agent")."""
+        self._webhook_default = lookup
 
     # Start and follow
 
@@ -106,6 +113,7 @@ class RunService:
             await self._collab.get_agent(request.user, request.ask.target)
             thread_id = (await self._collab.ensure_agent_thread(request.user, request.ask.target)).id
             needs_title = False
+            request = await self._with_default_webhook(request, "agent", request.ask.target)
         else:
             if not request.conversation_id:
                 raise InvalidArgument("conversation_id is required", field="conversation_id")
@@ -113,6 +121,7 @@ class RunService:
             thread_id, needs_title = conversation.id, not conversation.title
             allowed = AllowedSources.from_proto(conversation.allowed_sources)
             request = dataclasses.replace(request, allowed=allowed)
+            request = await self._with_default_webhook(request, "conversation", conversation.id)
         if request.request_id and request.busy_policy != BusyPolicy.QUEUE:
             # A retry must not be refused or cancel its own first attempt. With
             # QUEUE (the default) nothing happens before the insert, whose
@@ -137,6 +146,12 @@ class RunService:
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
         return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
+
+    async def _with_default_webhook(self, request: RunRequest, kind: str, target_id: str) -> RunRequest:
+        if request.webhook_url or self._webhook_default is None:
+            return request
+        url = await self._webhook_default(request.user, kind, target_id)
+        return dataclasses.replace(request, webhook_url=url) if url else request
 
     async def _apply_busy_policy(self, user: str, thread_id: str, policy: BusyPolicy) -> None:
         """INTERRUPT cancels the caller's own active runs (another user's run

@@ -1,6 +1,6 @@
 """Tables of run webhooks: the outbox (one row per ended run that names a
-webhook, written in the transaction that ends the run) and the journal of
-delivery attempts."""
+webhook, written in the transaction that ends the run), the journal of
+delivery attempts, and users' default webhooks of conversations and agents."""
 
 from __future__ import annotations
 
@@ -49,3 +49,18 @@ class WebhookDelivery(SQLModel, table=True):
     error: str = ""
     create_time: datetime = Field(default_factory=utcnow)
     duration_ms: int = 0
+
+
+class WebhookDefault(SQLModel, table=True):
+    """A user's default webhook for the runs of one conversation or agent
+    that name none. Kept in the engine (not on the threads service's
+    conversations and agents): the engine alone checks webhook URLs against
+    its address policy, and reads the default where it starts the run."""
+
+    __tablename__ = "webhook_defaults"
+
+    user_id: str = Field(primary_key=True, max_length=128)
+    target_kind: str = Field(primary_key=True, max_length=16)  # conversation | agent
+    target_id: str = Field(primary_key=True, max_length=64)
+    url: str = Field(max_length=2048)
+    update_time: datetime = Field(default_factory=utcnow)

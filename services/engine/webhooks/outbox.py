@@ -17,12 +17,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, update
+from sqlalchemy import ColumnElement, and_, delete, or_, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 
-from services.engine.webhooks.models import DELIVERED, FAILED, PENDING, WebhookDelivery, WebhookOutbox
-from services.shared.db import session_factory
+from services.engine.webhooks.models import (
+    DELIVERED,
+    FAILED,
+    PENDING,
+    WebhookDefault,
+    WebhookDelivery,
+    WebhookOutbox,
+)
+from services.shared.db import dialect_insert, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing
 from services.shared.time import utcnow
 
@@ -151,6 +158,45 @@ class OutboxRepository:
                 .order_by(col(WebhookDelivery.attempt), col(WebhookDelivery.create_time))
             )
             return row, attempts.all()
+
+
+class DefaultsRepository:
+    """Users' default webhooks of their conversations and agents."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._sessions = session_factory(engine)
+
+    @db_retry
+    async def get(self, user_id: str, kind: str, target_id: str) -> str:
+        async with self._sessions() as session:
+            row = await session.get(WebhookDefault, (user_id, kind, target_id))
+            return row.url if row is not None else ""
+
+    @db_retry
+    async def put(self, user_id: str, kind: str, target_id: str, url: str) -> None:
+        """Sets the default (``""`` removes it); idempotent."""
+        async with self._sessions() as session:
+            if not url:
+                await session.exec(
+                    delete(WebhookDefault).where(
+                        col(WebhookDefault.user_id) == user_id,
+                        col(WebhookDefault.target_kind) == kind,
+                        col(WebhookDefault.target_id) == target_id,
+                    )
+                )
+            else:
+                # An upsert: two concurrent first PUTs cannot collide on the key.
+                now = utcnow()
+                statement = dialect_insert(session, WebhookDefault).values(
+                    user_id=user_id, target_kind=kind, target_id=target_id, url=url, update_time=now
+                )
+                await session.exec(
+                    statement.on_conflict_do_update(
+                        index_elements=["user_id", "target_kind", "target_id"],
+                        set_={"url": url, "update_time": now},
+                    )
+                )
+            await session.commit()
 
 
 def outbox_row(run_id: str, url: str) -> dict[str, Any]:

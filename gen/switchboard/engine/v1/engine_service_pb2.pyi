@@ -124,7 +124,7 @@ class StartRunRequest(_message.Message):
     or http on loopback where the operator allows it for development. A URL
     that is malformed or names a private, loopback, link-local or otherwise
     special address (unless the operator allows those) is INVALID_ARGUMENT.
-    "" = no webhook.
+    "" = the conversation's default webhook (SetWebhookDefault), if any.
     """
     background: _builtins.bool
     """Do not stream the run: the stream carries only the run_started event (the
@@ -617,3 +617,125 @@ class ListWebhookDeliveriesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListWebhookDeliveriesResponse: _TypeAlias = ListWebhookDeliveriesResponse  # noqa: Y015
+
+@_typing.final
+class WebhookDefaultTarget(_message.Message):
+    """Whose default webhook: exactly one of the two is set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    """One of the caller's conversations: its chat runs."""
+    agent_id: _builtins.str
+    """An agent the caller can read: the runs of the caller's asks to it."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "conversation_id", b"conversation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WebhookDefaultTarget: _TypeAlias = WebhookDefaultTarget  # noqa: Y015
+
+@_typing.final
+class SetWebhookDefaultRequest(_message.Message):
+    """Sets or removes a default webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The URL (same rules as StartRunRequest.webhook_url); "" removes it."""
+    @_builtins.property
+    def target(self) -> Global___WebhookDefaultTarget:
+        """The conversation or agent."""
+
+    def __init__(
+        self,
+        *,
+        target: Global___WebhookDefaultTarget | None = ...,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["target", b"target", "webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetWebhookDefaultRequest: _TypeAlias = SetWebhookDefaultRequest  # noqa: Y015
+
+@_typing.final
+class SetWebhookDefaultResponse(_message.Message):
+    """The default as stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The default webhook now; "" when removed."""
+    def __init__(
+        self,
+        *,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetWebhookDefaultResponse: _TypeAlias = SetWebhookDefaultResponse  # noqa: Y015
+
+@_typing.final
+class GetWebhookDefaultRequest(_message.Message):
+    """Reads a default webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def target(self) -> Global___WebhookDefaultTarget:
+        """The conversation or agent."""
+
+    def __init__(
+        self,
+        *,
+        target: Global___WebhookDefaultTarget | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebhookDefaultRequest: _TypeAlias = GetWebhookDefaultRequest  # noqa: Y015
+
+@_typing.final
+class GetWebhookDefaultResponse(_message.Message):
+    """A default webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The default webhook; "" when none."""
+    def __init__(
+        self,
+        *,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebhookDefaultResponse: _TypeAlias = GetWebhookDefaultResponse  # noqa: Y015

@@ -1,6 +1,7 @@
 """Run webhooks: the URL a run names (agent_runs.webhook_url), the outbox
 of ended runs whose record is to be POSTed there (written with the run's
-end, claimed by a lease), and the journal of delivery attempts.
+end, claimed by a lease), the journal of delivery attempts, and users'
+default webhooks of conversations and agents.
 
 Revision ID: engine_0006_webhooks
 Revises: engine_0005
@@ -43,9 +44,18 @@ def upgrade() -> None:
         sa.Column("duration_ms", sa.Integer(), nullable=False),
     )
     op.create_index("ix_webhook_deliveries_run", "webhook_deliveries", ["run_id", "attempt"])
+    op.create_table(
+        "webhook_defaults",
+        sa.Column("user_id", sa.String(length=128), primary_key=True),
+        sa.Column("target_kind", sa.String(length=16), primary_key=True),
+        sa.Column("target_id", sa.String(length=64), primary_key=True),
+        sa.Column("url", sa.String(length=2048), nullable=False),
+        sa.Column("update_time", sa.DateTime(timezone=True), nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("webhook_defaults")
     op.drop_index("ix_webhook_deliveries_run", table_name="webhook_deliveries")
     op.drop_table("webhook_deliveries")
     op.drop_index("ix_webhook_outbox_due", table_name="webhook_outbox")
