@@ -141,24 +141,30 @@ class WebhookWorker:
         return retry_at if retry_at <= deadline else None
 
     async def _attempt(self, row: WebhookOutbox) -> Attempt:
+        """One attempt, name resolution included, within ``timeout`` (so it
+        always ends well inside its claim's lease)."""
         at = utcnow()
         began = time.monotonic()
-
-        def result(status: int, error: str) -> Attempt:
-            return Attempt(status, error[:500], int((time.monotonic() - began) * 1000), at)
-
-        if self._signer is None:
-            return result(0, "webhooks are not configured on this engine (no secret)")
         try:
-            parts = check_url(row.url, self._policy)
-            address = await resolve_allowed(parts, self._policy)
+            async with asyncio.timeout(self._limits.timeout):
+                status, error = await self._post(row, at)
+        except TimeoutError:
+            status, error = 0, f"timed out after {self._limits.timeout:g} s"
         except (InvalidArgument, RefusedAddress) as exc:
-            return result(0, f"refused: {getattr(exc, 'message', None) or exc}")
-        except OSError as exc:
-            return result(0, f"could not resolve {parts.hostname}: {exc}")
+            status, error = 0, f"refused: {getattr(exc, 'message', None) or exc}"
+        except Exception as exc:  # noqa: BLE001 - any failure to POST is this attempt's error
+            status, error = 0, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return Attempt(status, error[:500], int((time.monotonic() - began) * 1000), at)
+
+    async def _post(self, row: WebhookOutbox, at: datetime) -> tuple[int, str]:
+        """(status code, error) of POSTing the run's record once."""
+        if self._signer is None:
+            return 0, "webhooks are not configured on this engine (no secret)"
+        parts = check_url(row.url, self._policy)
+        address = await resolve_allowed(parts, self._policy)
         stored = await self._runs.get_run(row.run_id)
         if stored is None:
-            return result(0, "the run no longer exists")
+            return 0, "the run no longer exists"
         body = body_of(
             json_format.MessageToDict(
                 run_to_proto(stored),
@@ -170,23 +176,19 @@ class WebhookWorker:
         headers = signed_headers(self._signer, row.webhook_id, at, body)
         # Connect to the address just checked, under the URL's own name
         # (Host header, TLS server name and certificate check).
-        host = parts.hostname or ""
-        headers["host"] = parts.netloc.rpartition("@")[2]
+        headers["host"] = parts.netloc
         target = f"[{address}]" if address.version == 6 else str(address)
         url = parts._replace(netloc=f"{target}:{parts.port}" if parts.port else target).geturl()
-        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-        try:
-            async with asyncio.timeout(self._limits.timeout):
-                response = await self._client.post(
-                    url, content=body.encode(), headers=headers, extensions=extensions
-                )
-        except TimeoutError:
-            return result(0, f"timed out after {self._limits.timeout:g} s")
-        except Exception as exc:  # noqa: BLE001 - any failure to POST is this attempt's error
-            return result(0, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        extensions = {"sni_hostname": parts.hostname or ""} if parts.scheme == "https" else {}
+        # Streamed, and the answer's body never read: only its status counts.
+        request = self._client.build_request(
+            "POST", url, content=body.encode(), headers=headers, extensions=extensions
+        )
+        response = await self._client.send(request, stream=True)
+        await response.aclose()
         if 200 <= response.status_code < 300:
-            return result(response.status_code, "")
-        return result(response.status_code, f"HTTP {response.status_code}")
+            return response.status_code, ""
+        return response.status_code, f"HTTP {response.status_code}"
 
     async def close(self) -> None:
         """Stops in-flight attempts and frees their rows for another worker."""
