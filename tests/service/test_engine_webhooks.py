@@ -56,10 +56,11 @@ def start(
     *,
     background: bool = False,
     budget: engine_pb2.Budget | None = None,
+    message: str = "Summarise what a webhook is",
 ) -> grpc.aio.UnaryStreamCall:
     request = engine_service_pb2.StartRunRequest(
         conversation_id=conversation_id,
-        message="Summarise what a webhook is",
+        message=message,
         surface=engine_pb2.SURFACE_CHAT,
         webhook_url=webhook_url,
         background=background,
@@ -241,7 +242,9 @@ async def test_a_background_run_goes_on_without_a_stream(
     make_database: DatabaseFactory, receiver: WebhookReceiver
 ) -> None:
     async with system(make_database, offline_token_delay=0.02, **FAST_RETRIES) as sb:
-        events = await collect(start(sb.engine, await conversation(sb), receiver.url, background=True))
+        french = "Résume en une phrase ce qu'est un « webhook »"
+        call = start(sb.engine, await conversation(sb), receiver.url, background=True, message=french)
+        events = await collect(call)
         assert [e.WhichOneof("kind") for e in events] == ["run_started"]
         run_id = events[0].run_id
         # Nobody follows the run: it ends all the same, and says so by webhook.
