@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ class Received:
     headers: dict[str, str]
     body: bytes
     answer: str
+    # time.monotonic() when the request arrived.
+    at: float
 
 
 class WebhookReceiver:
@@ -37,7 +40,13 @@ class WebhookReceiver:
                 with receiver._changed:
                     answer = receiver.script.pop(0) if receiver.script else receiver.default
                     receiver.requests.append(
-                        Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, answer)
+                        Received(
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                            answer,
+                            time.monotonic(),
+                        )
                     )
                     receiver._changed.notify_all()
                 if answer == "hang":
