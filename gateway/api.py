@@ -14,7 +14,7 @@ from sse_starlette import EventSourceResponse
 from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.events import message_dict, run_json, short_enum
+from gateway.events import message_dict, run_json
 from gateway.schemas import (
     AllowedSourcesBody,
     CreateConversationBody,
@@ -30,6 +30,12 @@ from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
+# A run's webhook delivery state as the route shows it ("" for nothing to deliver yet).
+DELIVERY_STATES = {
+    engine_service_pb2.WEBHOOK_DELIVERY_STATE_PENDING: "pending",
+    engine_service_pb2.WEBHOOK_DELIVERY_STATE_DELIVERED: "delivered",
+    engine_service_pb2.WEBHOOK_DELIVERY_STATE_FAILED: "failed",
+}
 BUSY_POLICIES = {
     "queue": engine_service_pb2.BUSY_POLICY_QUEUE,
     "reject": engine_service_pb2.BUSY_POLICY_REJECT,
@@ -310,16 +316,13 @@ async def webhook_deliveries(run_id: str, request: Request, user: User) -> dict[
         engine_service_pb2.ListWebhookDeliveriesRequest(run_id=run_id),
         user,
     )
-    state = short_enum(
-        engine_service_pb2.WebhookDeliveryState.Name(response.state), "WEBHOOK_DELIVERY_STATE_"
-    )
     deliveries = [message_dict(d) for d in response.deliveries]
     for delivery in deliveries:
         delivery["duration_ms"] = int(delivery.get("duration_ms", 0))
     return {
         "webhook_url": response.webhook_url,
         "webhook_id": response.webhook_id,
-        "state": state.replace("unspecified", ""),
+        "state": DELIVERY_STATES.get(response.state, ""),
         "deliveries": deliveries,
     }
 
