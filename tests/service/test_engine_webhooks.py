@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 from standardwebhooks import Webhook
 
 from services.engine.server import build_server as build_engine
@@ -121,6 +122,7 @@ async def test_a_run_that_ends_posts_its_signed_record(
 async def test_failed_attempts_are_retried_under_the_same_id(
     make_database: DatabaseFactory,
 ) -> None:
+    retries = REGISTRY.get_sample_value("switchboard_webhook_attempts_total", {"outcome": "retry"}) or 0
     with webhook_receiver(["500", "503"]) as receiver:
         async with system(make_database, **FAST_RETRIES) as sb:
             events = await collect(start(sb.engine, await conversation(sb), receiver.url))
@@ -132,6 +134,11 @@ async def test_failed_attempts_are_retried_under_the_same_id(
             (2, 503, "HTTP 503"),
             (3, 200, ""),
         ]
+        # The engine runs in this process: its counters are here.
+        assert (
+            REGISTRY.get_sample_value("switchboard_webhook_attempts_total", {"outcome": "retry"})
+            == retries + 2
+        )
         requests = receiver.wait_for(3)
         assert len(requests) == 3
         assert {r.headers["webhook-id"] for r in requests} == {f"msg_{run_id}"}

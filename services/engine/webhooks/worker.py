@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 import httpx
 from google.protobuf import json_format
+from prometheus_client import Counter, Histogram
 from standardwebhooks import Webhook
 from tenacity import RetryCallState, Retrying, wait_exponential_jitter
 
@@ -31,6 +32,17 @@ from services.shared.errors import InvalidArgument
 from services.shared.time import aware, utcnow
 
 log = logging.getLogger(__name__)
+
+# By outcome: delivered (a 2xx), retry (failed, due again), failed (failed,
+# and the retry time is over). No label holds a run or a URL.
+ATTEMPTS = Counter(
+    "switchboard_webhook_attempts_total", "Webhook delivery attempts, by outcome.", ["outcome"]
+)
+ATTEMPT_SECONDS = Histogram(
+    "switchboard_webhook_attempt_seconds",
+    "Duration of webhook delivery attempts.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 
 EVENT_TYPE = "run.ended"
 
@@ -119,7 +131,11 @@ class WebhookWorker:
     async def _deliver(self, row: WebhookOutbox) -> None:
         try:
             attempt = await self._attempt(row)
-            await self._outbox.record(row, self._owner, attempt, self._retry_at(row, attempt))
+            retry_at = self._retry_at(row, attempt)
+            await self._outbox.record(row, self._owner, attempt, retry_at)
+            outcome = "delivered" if attempt.delivered else "retry" if retry_at else "failed"
+            ATTEMPTS.labels(outcome).inc()
+            ATTEMPT_SECONDS.observe(attempt.duration_ms / 1000)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the lease expires and another attempt follows
