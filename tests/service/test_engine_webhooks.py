@@ -9,6 +9,7 @@ without a stream."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
@@ -16,8 +17,11 @@ import pytest
 from prometheus_client import REGISTRY
 from standardwebhooks import Webhook
 
+from services.engine.models import AgentRun
+from services.engine.repository import RunsRepository
 from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
+from services.shared.db import create_engine
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
@@ -418,3 +422,31 @@ async def test_a_default_is_checked_like_a_runs_webhook(make_database: DatabaseF
                 "ERROR_REASON_INVALID_ARGUMENT",
             )
         assert await get_default(sb, target(conversation_id)) == ""
+
+
+async def test_a_run_whose_engine_died_is_delivered_when_it_is_settled(
+    make_database: DatabaseFactory, receiver: WebhookReceiver
+) -> None:
+    async with system(make_database, lease_seconds=0.6, **FAST_RETRIES) as sb:
+        # A run left `running` by an engine that no longer holds a lease (as
+        # after its kill -9 mid-run): a live engine settles it "interrupted",
+        # and that settlement is delivered like any end.
+        database = create_engine(sb.database_urls["engine"])
+        try:
+            run = AgentRun(
+                id=str(uuid.uuid4()),
+                user_id="alice",
+                conversation_id=await conversation(sb),
+                instance_id="dead-engine",
+                webhook_url=receiver.url,
+            )
+            started = engine_pb2.RunEvent(run_id=run.id, sequence=1, run_started=engine_pb2.RunStarted())
+            await RunsRepository(database).insert_run(run, started.SerializeToString())
+        finally:
+            await database.dispose()
+        (request,) = await receiver.arrived(1)
+        delivered = Webhook(SECRET).verify(request.body, request.headers)["data"]["run"]
+        assert delivered["id"] == run.id
+        assert delivered["status"] == "RUN_STATUS_FAILED" and delivered["error"] == "interrupted"
+        record = await until(lambda: deliveries(sb.engine, run.id), settled)
+        assert [d.status_code for d in record.deliveries] == [200]
