@@ -8,11 +8,12 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
+from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import BUSY_POLICIES, ROLES, json_name
+from gateway.enums import BUSY_POLICIES, DELIVERY_STATES, ROLES, json_name
 from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
 from gateway.params import Id, LastEventId, PageSize, PageToken
@@ -23,7 +24,7 @@ from gateway.schemas import (
     MessageBody,
     UpdateConversationBody,
 )
-from gateway.streams import stream_run
+from gateway.streams import first_event, stream_run
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -183,13 +184,22 @@ async def list_entries(
 
 @router.post(
     "/conversations/{conversation_id}/messages",
-    **responses.event_stream(responses.RUN_EVENTS),
+    **responses.event_stream(
+        responses.RUN_EVENTS,
+        {
+            202: {
+                "model": responses.BackgroundRun,
+                "description": 'With `"background": true`: the run started and goes on without a stream',
+            }
+        },
+    ),
     tags=["runs"],
 )
 async def post_message(
     conversation_id: Id, body: MessageBody, request: Request, user: User
 ) -> EventSourceResponse | Response:
-    """Starts a run on the message and streams its events (see Server-Sent Events)."""
+    """Starts a run on the message and streams its events (see Server-Sent
+    Events); with `"background": true`, answers 202 with the run's id at once."""
     check_message(request, body.message)
     stream = deps.engine(request).StartRun(
         engine_service_pb2.StartRunRequest(
@@ -200,11 +210,32 @@ async def post_message(
             surface=engine_pb2.SURFACE_CHAT,
             forced_skills=body.forced_skills,
             busy_policy=BUSY_POLICIES.number(body.busy_policy),
+            webhook_url=body.webhook_url,
+            background=body.background,
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),
     )
+    if body.background:
+        return await _background(stream)
     return await stream_run(stream, request, user)
+
+
+async def _background(stream: Any) -> Response:
+    """202 with the run's id: the engine's stream carries only the run's first
+    event, and the run does not depend on anyone listening."""
+    try:
+        first = await first_event(stream)
+    finally:
+        stream.cancel()
+    if first is None:  # the engine always sends run_started; never seen
+        raise ApiError(502, "BAD_GATEWAY", "the engine started no run", "ERROR_REASON_DEPENDENCY_UNAVAILABLE")
+    location = f"/api/agent/runs/{first.run_id}"
+    return JSONResponse(
+        {"run_id": first.run_id, "status": "running", "events": f"{location}/events"},
+        status_code=202,
+        headers={"Location": location},
+    )
 
 
 @router.get("/conversations/{conversation_id}/runs", response_model=responses.RunList, tags=["runs"])
@@ -263,6 +294,27 @@ async def run_events(
         metadata=user_metadata(user),
     )
     return await stream_run(stream, request, user)
+
+
+@router.get("/runs/{run_id}/deliveries", response_model=responses.WebhookDeliveries, tags=["runs"])
+async def webhook_deliveries(run_id: Id, request: Request, user: User) -> dict[str, Any]:
+    """The run's webhook: where its delivery stands and every attempt
+    (status code or error, time), oldest first."""
+    response = await rpc(
+        request,
+        deps.engine(request).ListWebhookDeliveries,
+        engine_service_pb2.ListWebhookDeliveriesRequest(run_id=run_id),
+        user,
+    )
+    deliveries = [message_dict(d) for d in response.deliveries]
+    for delivery in deliveries:
+        delivery["duration_ms"] = int(delivery.get("duration_ms", 0))
+    return {
+        "webhook_url": response.webhook_url,
+        "webhook_id": response.webhook_id,
+        "state": DELIVERY_STATES.name(response.state),
+        "deliveries": deliveries,
+    }
 
 
 @router.post("/runs/{run_id}/cancel", response_model=responses.Run, tags=["runs"])

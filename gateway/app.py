@@ -32,6 +32,7 @@ from gateway import (
     project,
     schedules,
     trace_redaction,
+    webhooks,
 )
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
@@ -92,7 +93,19 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     # Tasks that must outlive their request (CancelRun after a client left).
     app.state.background = set()
-    for module in (api, personal, pages, catalog, agents, project, notes, schedules, openai_compat, audit):
+    for module in (
+        api,
+        personal,
+        pages,
+        catalog,
+        agents,
+        project,
+        notes,
+        schedules,
+        webhooks,
+        openai_compat,
+        audit,
+    ):
         app.include_router(module.router)
     app.add_exception_handler(errors.ApiError, errors.api_error_handler)
     app.add_exception_handler(grpc.aio.AioRpcError, errors.rpc_error_handler)

@@ -25,6 +25,8 @@ SURFACES = EnumNames(engine_pb2.Surface)
 SKILL_INVOCATIONS = EnumNames(engine_pb2.SkillInvocation)
 APPROVALS = EnumNames(engine_pb2.ApprovalDecision)
 BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
+# A run's webhook delivery ("" while there is nothing to deliver yet).
+DELIVERY_STATES = EnumNames(engine_service_pb2.WebhookDeliveryState)
 # Threads.
 ROLES = EnumNames(threads_pb2.Role)
 INJECTION_STRATEGIES = EnumNames(threads_pb2.InjectionStrategy)

@@ -29,7 +29,7 @@ from gateway import enums
 from services.shared.enums import EnumNames
 from switchboard.comments import COMMENTS
 from switchboard.common.v1 import common_pb2
-from switchboard.engine.v1 import engine_pb2
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, pages_pb2
 from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
@@ -293,6 +293,39 @@ class RunList(Body):
 
     runs: list[Run] = Field(description="the runs of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class BackgroundRun(Body):
+    """A run started without a stream (`"background": true`)."""
+
+    run_id: str = Field(description="the run's id: GET /api/agent/runs/{run_id} follows it")
+    status: str = Field(description='"running"')
+    events: str = Field(description="the run's events route (Server-Sent Events, resumable)")
+
+
+WebhookDelivery = proto_model(
+    engine_service_pb2.WebhookDelivery.DESCRIPTOR,
+    "WebhookDelivery",
+    duration_ms=required(int, NUMBER),
+)
+
+
+class WebhookDeliveries(Body):
+    """A run's webhook and every delivery attempt, oldest first."""
+
+    webhook_url: str = Field(description='the webhook the run names; "" when none')
+    webhook_id: str = Field(description='the `webhook-id` header of every attempt; "" before the run ends')
+    state: str = Field(
+        description='"pending" (attempts go on), "delivered", "failed" (retry time over), '
+        'or "" (no webhook, or the run has not ended)'
+    )
+    deliveries: list[WebhookDelivery] = Field(description="the attempts, oldest first")  # type: ignore[valid-type]
+
+
+class WebhookDefault(Body):
+    """A conversation's or agent's default webhook."""
+
+    webhook_url: str = Field(description='used by its runs that name none; "" when none')
 
 
 class DisableAutoUseAction(Body):

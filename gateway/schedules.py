@@ -5,14 +5,15 @@ with the conversation's runs, with surface `schedule`."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Query, Request, Response
+from fastapi import Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.events import message_dict
+from gateway.params import Id, PageSize, PageToken
 from switchboard.engine.v1 import schedules_pb2, schedules_service_pb2
 
 router = responses.ApiRouter(prefix="/api/schedules")
@@ -67,8 +68,8 @@ def schedule_json(schedule: schedules_pb2.Schedule) -> dict[str, Any]:
 async def list_schedules(
     request: Request,
     user: User,
-    page_size: Annotated[int, Query(ge=0, le=500)] = 50,
-    page_token: Annotated[str, Query(max_length=2000)] = "",
+    page_size: PageSize = 50,
+    page_token: PageToken = "",
 ) -> dict[str, Any]:
     response = await rpc(
         request,
@@ -103,7 +104,7 @@ async def create_schedule(body: ScheduleBody, request: Request, user: User) -> d
 
 
 @router.get("/{schedule_id}", response_model=Schedule, tags=["schedules"])
-async def get_schedule(schedule_id: str, request: Request, user: User) -> dict[str, Any]:
+async def get_schedule(schedule_id: Id, request: Request, user: User) -> dict[str, Any]:
     """With its counts: runs started, ticks missed (and the last one)."""
     response = await rpc(
         request,
@@ -115,7 +116,7 @@ async def get_schedule(schedule_id: str, request: Request, user: User) -> dict[s
 
 
 @router.post("/{schedule_id}/pause", response_model=Schedule, tags=["schedules"])
-async def pause_schedule(schedule_id: str, request: Request, user: User) -> dict[str, Any]:
+async def pause_schedule(schedule_id: Id, request: Request, user: User) -> dict[str, Any]:
     """No run starts until it is resumed; pausing twice changes nothing."""
     response = await rpc(
         request,
@@ -127,7 +128,7 @@ async def pause_schedule(schedule_id: str, request: Request, user: User) -> dict
 
 
 @router.post("/{schedule_id}/resume", response_model=Schedule, tags=["schedules"])
-async def resume_schedule(schedule_id: str, request: Request, user: User) -> dict[str, Any]:
+async def resume_schedule(schedule_id: Id, request: Request, user: User) -> dict[str, Any]:
     """From the first tick after now; ticks that passed while paused are not run."""
     response = await rpc(
         request,
@@ -139,7 +140,7 @@ async def resume_schedule(schedule_id: str, request: Request, user: User) -> dic
 
 
 @router.delete("/{schedule_id}", status_code=204, tags=["schedules"])
-async def delete_schedule(schedule_id: str, request: Request, user: User) -> Response:
+async def delete_schedule(schedule_id: Id, request: Request, user: User) -> Response:
     """The runs it started stay."""
     await rpc(
         request,

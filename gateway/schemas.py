@@ -62,6 +62,19 @@ class MessageBody(BaseModel):
     # When a run is already active on the conversation: wait for it (queue),
     # refuse with 409 (reject), or cancel it (interrupt).
     busy_policy: Literal["queue", "reject", "interrupt"] = "queue"
+    # Where the run's record is POSTed once it ends (signed, retried; see
+    # docs/operations.md, "Webhooks"); "" = none. The engine checks it.
+    webhook_url: str = Field(default="", max_length=2048)
+    # Do not stream: answer 202 with the run's id at once; the run goes on
+    # and is followed with GET /runs/{id}, its events route or the webhook.
+    background: bool = False
+
+
+class WebhookDefaultBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # The default webhook of a conversation's or agent's runs; "" removes it.
+    webhook_url: str = Field(max_length=2048)
 
 
 class PersonalSettingsBody(BaseModel):

@@ -42,6 +42,9 @@ MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/notes/{n}", None),
     ("PATCH", "/api/agent/notes/{n}", {"title": "mine now"}),
     ("DELETE", "/api/agent/notes/{n}", None),
+    ("GET", "/api/agent/runs/{r}/deliveries", None),
+    ("GET", "/api/agent/conversations/{c}/webhook", None),
+    ("PUT", "/api/agent/conversations/{c}/webhook", {"webhook_url": ""}),
     ("POST", "/api/schedules", {"cron": "0 9 * * *", "message": "mine now", "conversation_id": "{c}"}),
     ("GET", "/api/schedules/{h}", None),
     ("POST", "/api/schedules/{h}/pause", None),
@@ -67,6 +70,8 @@ SHARED_ROUTES = {
     ("DELETE", "/api/agent/skills/{skill_id}"): "the workspace catalog: admins (ROLE_MATRIX)",
     ("PUT", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
     ("DELETE", "/api/agent/live-state/{agent_id}"): "an agent id within the caller's own live state",
+    ("GET", "/api/agent/agents/{agent_id}/webhook"): "the caller's own default webhook for a shared agent",
+    ("PUT", "/api/agent/agents/{agent_id}/webhook"): "the caller's own default webhook for a shared agent",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
 }
 PATH_IDS = {

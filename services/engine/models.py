@@ -51,6 +51,8 @@ class AgentRun(SQLModel, table=True):
     instance_id: str = Field(default="", max_length=64)
     # Set by CancelRun; the engine executing the run polls it (any replica).
     cancel_requested: bool = False
+    # Where the run's record is POSTed once it ends (services.engine.webhooks).
+    webhook_url: str | None = Field(default=None, max_length=2048)
 
 
 class RunEventRow(SQLModel, table=True):

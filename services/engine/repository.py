@@ -12,6 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 
 from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
+from services.engine.webhooks.models import WebhookOutbox
+from services.engine.webhooks.outbox import outbox_row
 from services.shared.db import is_unique_violation, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing, retry_transient
 from services.shared.errors import FailedPrecondition
@@ -110,9 +112,11 @@ class RunsRepository:
         values: dict[str, Any],
         events: Sequence[tuple[int, bytes]],
         journal: Sequence[AgentAction | SkillRun] = (),
+        webhook_url: str | None = None,
     ) -> None:
         """Settles the run and writes its last events, its actions and its
-        skill runs in one transaction."""
+        skill runs in one transaction; with its webhook's outbox row when it
+        names one (so an ended run is always delivered, and delivered once)."""
 
         async def write(attempt: int) -> None:
             async with self._engine.begin() as connection:
@@ -128,6 +132,10 @@ class RunsRepository:
                     await connection.execute(
                         self._insert(RunEventRow, attempt),
                         [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
+                    )
+                if webhook_url:
+                    await connection.execute(
+                        self._insert(WebhookOutbox, attempt), [outbox_row(run_id, webhook_url)]
                     )
 
         await retry_transient(write, "RunsRepository.finish_run")
@@ -269,8 +277,11 @@ class RunsRepository:
             return (await session.exec(query)).all()
 
     @db_retry
-    async def settle_if_running(self, run_id: str, error: str, event: bytes, sequence: int) -> bool:
-        """Marks a run failed unless it finished meanwhile; writes its terminal event."""
+    async def settle_if_running(
+        self, run_id: str, error: str, event: bytes, sequence: int, webhook_url: str | None = None
+    ) -> bool:
+        """Marks a run failed unless it finished meanwhile; writes its
+        terminal event, and its webhook's outbox row when it names one."""
         async with self._sessions() as session:
             result = await session.exec(
                 update(AgentRun)
@@ -281,5 +292,7 @@ class RunsRepository:
                 await session.rollback()
                 return False
             session.add(RunEventRow(run_id=run_id, sequence=sequence, payload=event))
+            if webhook_url:
+                session.add(WebhookOutbox(**outbox_row(run_id, webhook_url)))
             await session.commit()
             return True

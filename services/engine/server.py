@@ -24,6 +24,11 @@ from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
 from services.engine.tool_backend import EngineToolBackend
 from services.engine.tools import ToolRegistry
+from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
+from services.engine.webhooks.service import Webhooks
+from services.engine.webhooks.signing import load_secret
+from services.engine.webhooks.urls import UrlPolicy
+from services.engine.webhooks.worker import WebhookLimits, WebhookWorker
 from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, start_service
 from switchboard.engine.v1 import (
     engine_service_pb2,
@@ -65,21 +70,41 @@ def run_limits(settings: EngineSettings) -> RunLimits:
     )
 
 
+def webhook_policy(settings: EngineSettings) -> UrlPolicy:
+    return UrlPolicy(
+        allow_loopback=settings.webhook_allow_loopback,
+        allow_private=settings.webhook_allow_private_addresses,
+    )
+
+
+def webhook_limits(settings: EngineSettings) -> WebhookLimits:
+    return WebhookLimits(
+        timeout=settings.webhook_timeout,
+        retry_seconds=settings.webhook_retry_seconds,
+        backoff_initial=settings.webhook_backoff_initial,
+        backoff_max=settings.webhook_backoff_max,
+        poll_seconds=settings.webhook_poll_seconds,
+        concurrency=settings.webhook_concurrency,
+    )
+
+
 async def open_run_service(
     settings: EngineSettings, collaborators: Collaborators
-) -> tuple[RunService, list[Closer], Drainer]:
+) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
     """The run service with its lease taken and orphans settled, before any
-    request is served; its closers, and the drainer that gives in-flight runs
-    the shutdown grace (then settles them "interrupted")."""
+    request is served, and its webhooks (their worker delivers what a
+    previous engine left undelivered); the closers, and the drainer that
+    gives in-flight runs the shutdown grace (then settles them "interrupted")."""
     engine = await open_database(settings, MIGRATIONS)
     return await _open_runs(settings, collaborators, engine)
 
 
 async def _open_runs(
     settings: EngineSettings, collaborators: Collaborators, engine: AsyncEngine
-) -> tuple[RunService, list[Closer], Drainer]:
+) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
+    repository = RunsRepository(engine)
     runs = RunService(
-        RunsRepository(engine),
+        repository,
         collaborators,
         providers(settings, collaborators),
         run_limits(settings),
@@ -88,15 +113,34 @@ async def _open_runs(
     mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
     connectors = [CONNECTORS[name]() for name in settings.connector_names]
     runs.attach_tools(ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp))
+    secret = settings.webhook_secret.get_secret_value()
+    outbox = OutboxRepository(engine)
+    policy = webhook_policy(settings)
+    worker = WebhookWorker(
+        outbox,
+        repository,
+        load_secret(secret) if secret else None,
+        policy,
+        webhook_limits(settings),
+        settings.instance_id,
+    )
+    runs.notify_end(worker.wake)
+    webhooks = Webhooks(outbox, DefaultsRepository(engine), collaborators, policy, bool(secret))
+    runs.use_webhook_defaults(webhooks.default_for)
     await runs.heartbeat()
     await runs.settle_orphans(at_start=True)
-    background = [asyncio.create_task(runs.maintain()), asyncio.create_task(runs.watch_cancellations())]
+    background = [
+        asyncio.create_task(runs.maintain()),
+        asyncio.create_task(runs.watch_cancellations()),
+        asyncio.create_task(worker.run()),
+    ]
 
     async def stop_maintenance() -> None:
         for task in background:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await worker.close()
 
     # Closed in reverse order: lease maintenance first, then the database.
     async def drain(grace: float | None) -> None:
@@ -104,7 +148,7 @@ async def _open_runs(
         # (a last step, INTERRUPTED) reaches clients before their streams close.
         await runs.close(None if grace is None else grace * 0.8)
 
-    return runs, [engine.dispose, mcp.close, stop_maintenance], drain
+    return runs, webhooks, [engine.dispose, mcp.close, stop_maintenance], drain
 
 
 async def build_server(settings: EngineSettings) -> RunningService:
@@ -117,7 +161,7 @@ async def build_server(settings: EngineSettings) -> RunningService:
     )
     collaborators = Collaborators(transport)
     database = await open_database(settings, MIGRATIONS)
-    runs, closers, drain = await _open_runs(settings, collaborators, database)
+    runs, webhooks, closers, drain = await _open_runs(settings, collaborators, database)
     automation = start_automation(settings, database, collaborators, runs)
 
     async def stop_then_drain(grace: float | None) -> None:
@@ -125,7 +169,7 @@ async def build_server(settings: EngineSettings) -> RunningService:
         await drain(grace)
 
     def register(server: grpc.aio.Server) -> Sequence[str]:
-        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(runs), server)
+        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(runs, webhooks), server)
         schedules_service_pb2_grpc.add_ScheduleServiceServicer_to_server(automation.servicer, server)
         return [SERVICE_NAME, SCHEDULE_SERVICE_NAME]
 

@@ -9,6 +9,7 @@ import grpc
 
 from services.engine.budget import RunBudget
 from services.engine.runs import APPROVALS, AskSpec, BusyPolicy, RunRequest, RunService, run_to_proto
+from services.engine.webhooks.service import Webhooks
 from services.shared.enums import EnumNames
 from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_user
@@ -33,8 +34,9 @@ def _budget(budget: engine_pb2.Budget) -> RunBudget:
 
 
 class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
-    def __init__(self, runs: RunService) -> None:
+    def __init__(self, runs: RunService, webhooks: Webhooks) -> None:
         self._runs = runs
+        self._webhooks = webhooks
 
     async def StartRun(
         self, request: engine_service_pb2.StartRunRequest, context: Context
@@ -55,10 +57,14 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 budget=_budget(request.budget),
                 busy_policy=_busy_policy(request.busy_policy),
                 client_instructions=request.client_instructions,
+                webhook_url=self._webhooks.check(request.webhook_url),
             )
         )
         async for event in self._runs.follow(user, run_id, 0):
             yield engine_service_pb2.StartRunResponse(event=event)
+            if request.background:
+                # The run goes on in its own task; the caller only needed its id.
+                return
 
     async def GetRun(
         self, request: engine_service_pb2.GetRunRequest, context: Context
@@ -115,3 +121,21 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
         )
         async for event in events:
             yield engine_service_pb2.AskAgentResponse(event=event)
+
+    async def ListWebhookDeliveries(
+        self, request: engine_service_pb2.ListWebhookDeliveriesRequest, context: Context
+    ) -> engine_service_pb2.ListWebhookDeliveriesResponse:
+        run = await self._runs.get(caller_user(context), request.run_id)
+        return await self._webhooks.deliveries(run.id, run.webhook_url or "")
+
+    async def SetWebhookDefault(
+        self, request: engine_service_pb2.SetWebhookDefaultRequest, context: Context
+    ) -> engine_service_pb2.SetWebhookDefaultResponse:
+        url = await self._webhooks.set_default(caller_user(context), request.target, request.webhook_url)
+        return engine_service_pb2.SetWebhookDefaultResponse(webhook_url=url)
+
+    async def GetWebhookDefault(
+        self, request: engine_service_pb2.GetWebhookDefaultRequest, context: Context
+    ) -> engine_service_pb2.GetWebhookDefaultResponse:
+        url = await self._webhooks.get_default(caller_user(context), request.target)
+        return engine_service_pb2.GetWebhookDefaultResponse(webhook_url=url)

@@ -3,12 +3,13 @@ from __future__ import annotations
 import uuid
 from typing import Self
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from services.engine.connectors import TestMailConnector
 from services.engine.mcp_tools import parse_mcp_servers
 from services.engine.providers.config import ProviderConfig, parse_provider_configs
+from services.engine.webhooks.signing import load_secret
 from services.shared.settings import ServiceSettings
 
 # Connectors that can be switched on by name.
@@ -69,6 +70,26 @@ class EngineSettings(ServiceSettings):
     # conversation must still allow each one (its allowed_sources).
     mcp_servers_json: str = "[]"
     connectors: str = ""
+    # Webhooks (docs/operations.md, "Webhooks"): the secret every delivery is
+    # signed with (Standard Webhooks: "whsec_" + base64 of 24-64 random
+    # bytes); "" = runs cannot name a webhook.
+    webhook_secret: SecretStr = SecretStr("")
+    # Development: webhooks to loopback addresses (and http to them).
+    webhook_allow_loopback: bool = False
+    # Webhooks to private, link-local and other non-public addresses
+    # (receivers inside the operator's own network). Refused by default.
+    webhook_allow_private_addresses: bool = False
+    # Each delivery attempt's time limit, in seconds.
+    webhook_timeout: float = Field(default=10.0, gt=0)
+    # Attempts go on for this long after the run's end, with a jittered
+    # exponential backoff from webhook_backoff_initial to webhook_backoff_max.
+    webhook_retry_seconds: float = Field(default=3600.0, ge=0)
+    webhook_backoff_initial: float = Field(default=1.0, gt=0)
+    webhook_backoff_max: float = Field(default=300.0, gt=0)
+    # How often due deliveries are looked for (a run that ends on this
+    # engine wakes its worker at once), and attempts in flight at once.
+    webhook_poll_seconds: float = Field(default=1.0, gt=0)
+    webhook_concurrency: int = Field(default=8, ge=1, le=100)
     # How often an engine looks for CancelRun requests made on another replica.
     cancel_poll_seconds: float = Field(default=0.5, gt=0)
     # Schedules: how often each replica looks for due ticks (seconds), and
@@ -111,6 +132,8 @@ class EngineSettings(ServiceSettings):
             raise ValueError(
                 f"title_model must be 'provider/model' with a provider of {sorted(known - {'offline'})}"
             )
+        if secret := self.webhook_secret.get_secret_value():
+            load_secret(secret)
         unknown = set(self.connector_names) - set(CONNECTORS)
         if unknown:
             raise ValueError(f"unknown connectors {sorted(unknown)}; known: {sorted(CONNECTORS)}")

@@ -806,7 +806,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
             closers += closing
             router, closing = await open_router(RouterSettings(database_url=url["router"], embedder=embedder))
             closers += closing
-            runs, closing, drain = await open_run_service(
+            runs, _, closing, drain = await open_run_service(
                 EngineSettings(database_url=url["engine"]),
                 Collaborators(
                     InProcessTransport(threads, memory.memory, memory.pages, memory.handoff, router)

@@ -92,6 +92,8 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("POST", f"/api/agent/conversations/{MISSING}/archive", None),
         ("POST", f"/api/agent/conversations/{MISSING}/messages", schemas.MessageBody),
         ("POST", f"/api/agent/runs/{MISSING}/cancel", None),
+        ("PUT", f"/api/agent/conversations/{MISSING}/webhook", schemas.WebhookDefaultBody),
+        ("PUT", f"/api/agent/agents/{MISSING}/webhook", schemas.WebhookDefaultBody),
         ("POST", f"/api/agent/runs/{MISSING}/feedback", schemas.FeedbackBody),
         ("PUT", "/api/agent/personal-settings", schemas.PersonalSettingsBody),
         ("POST", "/api/agent/personal-settings/instructions-page", schemas.InstructionPageBody),

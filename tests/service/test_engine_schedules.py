@@ -8,13 +8,13 @@ is started by another. Time moves on the test's clock, not by waiting."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from google.protobuf.json_format import MessageToDict
 from prometheus_client import REGISTRY
 from sqlalchemy import update
 from sqlmodel import col
@@ -229,7 +229,7 @@ async def test_a_tick_starts_an_ordinary_run_marked_scheduled(sb: System, clock:
     ).run
     assert run.surface == engine_pb2.SURFACE_SCHEDULE
     assert run.trigger_id == schedule.id and run.conversation_id == target
-    assert json.loads(run.trigger_payload_json) == {"schedule_id": schedule.id, "tick": tick.isoformat()}
+    assert MessageToDict(run.trigger_payload) == {"schedule_id": schedule.id, "tick": tick.isoformat()}
     assert run.request_id == tick_request_id(schedule.id, tick)
     # It is an ordinary run: it answers on the conversation and ends done.
     events = sb.engine.WatchRun(engine_service_pb2.WatchRunRequest(run_id=run.id), **as_user("alice"))
@@ -325,7 +325,7 @@ async def test_two_replicas_run_each_tick_once(sb: System, clock: MovableClock) 
             )
             tick += timedelta(minutes=5)
     runs = await scheduled_runs(sb, target, schedule.id)
-    ticks = [json.loads(run.trigger_payload_json)["tick"] for run in runs]
+    ticks = [run.trigger_payload["tick"] for run in runs]
     assert len(runs) == 8 and len(set(ticks)) == 8
     assert (await get(sb, schedule.id)).missed_count == 0
 

@@ -229,6 +229,8 @@ BODIES: dict[str, Any] = {
     "POST /v1/chat/completions": {"model": "auto", "messages": [{"role": "user", "content": "hello"}]},
     "PATCH /api/agent/notes/{note_id}": {"title": "n"},
     "POST /api/schedules": {"cron": "0 9 * * *", "message": "m", "conversation_id": "c"},
+    "PUT /api/agent/conversations/{conversation_id}/webhook": {"webhook_url": "https://example.com/h"},
+    "PUT /api/agent/agents/{agent_id}/webhook": {"webhook_url": ""},
 }
 # Second calls that take another branch of the same route.
 QUERIES: dict[str, list[dict[str, str]]] = {

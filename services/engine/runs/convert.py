@@ -33,6 +33,7 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         request_id=run.request_id or "",
         requested_model=run.requested_model,
         approval=APPROVALS.number(run.approval),
+        webhook_url=run.webhook_url or "",
     )
     payload = json.loads(run.trigger_payload_json or "{}")
     if payload:  # no trigger: the field stays unset

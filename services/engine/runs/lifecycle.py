@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -77,11 +77,25 @@ class RunService:
         self._titles = Titles(collaborators, providers, limits)
         self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
         self._asks = AgentAsks(collaborators, models, self._loop)
+        # Called once a run's end (and its webhook's outbox row) is recorded.
+        self._on_end: Callable[[], None] = lambda: None
+        # The user's default webhook of a conversation or agent (kind, id).
+        self._webhook_default: Callable[[str, str, str], Awaitable[str]] | None = None
 
     def attach_tools(self, tools: ToolRegistry) -> None:
         """The tools runs may use (built after the service: the ask_agent tool
         runs asks through it)."""
         self._loop.attach(tools)
+
+    def notify_end(self, callback: Callable[[], None]) -> None:
+        """``callback`` is called each time a run's end is recorded here (the
+        webhook worker wakes up rather than waiting for its next poll)."""
+        self._on_end = callback
+
+    def use_webhook_defaults(self, lookup: Callable[[str, str, str], Awaitable[str]]) -> None:
+        """``lookup(user, kind, id)`` gives the default webhook of a run that
+        names none: its conversation's ("conversation") or agent's ("agent")."""
+        self._webhook_default = lookup
 
     # Start and follow
 
@@ -98,6 +112,7 @@ class RunService:
             await self._collab.get_agent(request.user, request.ask.target)
             thread_id = (await self._collab.ensure_agent_thread(request.user, request.ask.target)).id
             needs_title = False
+            request = await self._with_default_webhook(request, "agent", request.ask.target)
         else:
             if not request.conversation_id:
                 raise InvalidArgument("conversation_id is required", field="conversation_id")
@@ -105,6 +120,7 @@ class RunService:
             thread_id, needs_title = conversation.id, not conversation.title
             allowed = AllowedSources.from_proto(conversation.allowed_sources)
             request = dataclasses.replace(request, allowed=allowed)
+            request = await self._with_default_webhook(request, "conversation", conversation.id)
         if request.request_id and request.busy_policy != BusyPolicy.QUEUE:
             # A retry must not be refused or cancel its own first attempt. With
             # QUEUE (the default) nothing happens before the insert, whose
@@ -126,10 +142,17 @@ class RunService:
             instance_id=self._instance_id,
             trigger_id=request.trigger_id or None,
             trigger_payload_json=request.trigger_payload_json,
+            webhook_url=request.webhook_url or None,
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
         return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
+
+    async def _with_default_webhook(self, request: RunRequest, kind: str, target_id: str) -> RunRequest:
+        if request.webhook_url or self._webhook_default is None:
+            return request
+        url = await self._webhook_default(request.user, kind, target_id)
+        return dataclasses.replace(request, webhook_url=url) if url else request
 
     async def _apply_busy_policy(self, user: str, thread_id: str, policy: BusyPolicy) -> None:
         """INTERRUPT cancels the caller's own active runs (another user's run
@@ -387,6 +410,7 @@ class RunService:
                         {"status": status, "error": error, **outcome.columns()},
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
                         outcome.journal,
+                        webhook_url=run.webhook_url,
                     )
         except Exception:
             # Never show clients events that are not stored: end their
@@ -395,6 +419,7 @@ class RunService:
             self._unrecorded.add(run.id)
             await feed.close()
             return
+        self._on_end()
         for event in unwritten:
             await feed.publish(event, last=event is unwritten[-1])
 
@@ -419,7 +444,9 @@ class RunService:
                 error=engine_pb2.RunError(code="INTERRUPTED", message="the engine running this run stopped"),
             )
             event.create_time.GetCurrentTime()
-            if await self._repo.settle_if_running(run.id, INTERRUPTED, event.SerializeToString(), sequence):
+            if await self._repo.settle_if_running(
+                run.id, INTERRUPTED, event.SerializeToString(), sequence, run.webhook_url
+            ):
                 settled += 1
                 RUNS.labels("failed").inc()
                 log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
@@ -431,10 +458,16 @@ class RunService:
                 run_id=run_id, sequence=sequence, error=engine_pb2.RunError(code=code, message=message)
             )
             event.create_time.GetCurrentTime()
-            if await self._repo.settle_if_running(run_id, message, event.SerializeToString(), sequence):
+            stored = await self._repo.get_run(run_id)
+            webhook_url = stored.webhook_url if stored is not None else None
+            if await self._repo.settle_if_running(
+                run_id, message, event.SerializeToString(), sequence, webhook_url
+            ):
                 settled += 1
                 log.warning("settled run %s failed: its end could not be recorded", run_id)
             self._unrecorded.discard(run_id)
+        if settled:
+            self._on_end()
         return settled
 
     async def maintain(self) -> None:

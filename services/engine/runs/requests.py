@@ -61,6 +61,8 @@ class RunRequest:
     # it carried (a JSON object).
     trigger_id: str = ""
     trigger_payload_json: str = "{}"
+    # Where the run's record is POSTed once it ends (checked by the caller).
+    webhook_url: str = ""
 
 
 @dataclass(frozen=True)

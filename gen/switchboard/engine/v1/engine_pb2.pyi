@@ -337,6 +337,7 @@ class Run(_message.Message):
     APPROVAL_FIELD_NUMBER: _builtins.int
     ROUTER_DECISION_FIELD_NUMBER: _builtins.int
     TRIGGER_PAYLOAD_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The run's id (UUID), assigned by the engine."""
     agent_id: _builtins.str
@@ -372,6 +373,10 @@ class Run(_message.Message):
     approval: Global___ApprovalDecision.ValueType
     """A run that ended waiting for approval: what the user decided on its
     proposal (the run is then `done`).
+    """
+    webhook_url: _builtins.str
+    """Where the run's record is POSTed when it ends (StartRunRequest.webhook_url);
+    "" = none. ListWebhookDeliveries tells how the delivery went.
     """
     @_builtins.property
     def usage(self) -> _common_pb2.Usage:
@@ -435,10 +440,11 @@ class Run(_message.Message):
         approval: Global___ApprovalDecision.ValueType = ...,
         router_decision: Global___RouterDecision | None = ...,
         trigger_payload: _struct_pb2.Struct | None = ...,
+        webhook_url: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "trigger_payload", b"trigger_payload", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from switchboard.engine.v1 import engine_pb2 as _engine_pb2
@@ -50,6 +51,34 @@ BUSY_POLICY_INTERRUPT: BusyPolicy.ValueType  # 3
 """Cancel the active runs, then run."""
 Global___BusyPolicy: _TypeAlias = BusyPolicy  # noqa: Y015
 
+class _WebhookDeliveryState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _WebhookDeliveryStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WebhookDeliveryState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    WEBHOOK_DELIVERY_STATE_UNSPECIFIED: _WebhookDeliveryState.ValueType  # 0
+    """The run has no webhook, or has not ended yet."""
+    WEBHOOK_DELIVERY_STATE_PENDING: _WebhookDeliveryState.ValueType  # 1
+    """The run ended; its record is not delivered yet (attempts go on)."""
+    WEBHOOK_DELIVERY_STATE_DELIVERED: _WebhookDeliveryState.ValueType  # 2
+    """The receiver answered 2xx to one attempt."""
+    WEBHOOK_DELIVERY_STATE_FAILED: _WebhookDeliveryState.ValueType  # 3
+    """Every attempt failed until the engine's retry time ran out."""
+
+class WebhookDeliveryState(_WebhookDeliveryState, metaclass=_WebhookDeliveryStateEnumTypeWrapper):
+    """Where a run's webhook delivery stands."""
+
+WEBHOOK_DELIVERY_STATE_UNSPECIFIED: WebhookDeliveryState.ValueType  # 0
+"""The run has no webhook, or has not ended yet."""
+WEBHOOK_DELIVERY_STATE_PENDING: WebhookDeliveryState.ValueType  # 1
+"""The run ended; its record is not delivered yet (attempts go on)."""
+WEBHOOK_DELIVERY_STATE_DELIVERED: WebhookDeliveryState.ValueType  # 2
+"""The receiver answered 2xx to one attempt."""
+WEBHOOK_DELIVERY_STATE_FAILED: WebhookDeliveryState.ValueType  # 3
+"""Every attempt failed until the engine's retry time ran out."""
+Global___WebhookDeliveryState: _TypeAlias = WebhookDeliveryState  # noqa: Y015
+
 @_typing.final
 class StartRunRequest(_message.Message):
     """A user's message to their personal agent, on one of their conversations."""
@@ -65,6 +94,8 @@ class StartRunRequest(_message.Message):
     BUDGET_FIELD_NUMBER: _builtins.int
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
     CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    BACKGROUND_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key, at most 128 characters; "" = none (a
     retry then starts another run).
@@ -87,6 +118,19 @@ class StartRunRequest(_message.Message):
     instruction page; "" = none. At most 32,000 characters; a longer text
     is cut, and the run's layer record says so.
     """
+    webhook_url: _builtins.str
+    """Where to POST the run's record once it ends, whatever its status
+    (signed per Standard Webhooks, retried for a bounded time): an https URL,
+    or http on loopback where the operator allows it for development. A URL
+    that is malformed or names a private, loopback, link-local or otherwise
+    special address (unless the operator allows those) is INVALID_ARGUMENT.
+    "" = the conversation's default webhook (SetWebhookDefault), if any.
+    """
+    background: _builtins.bool
+    """Do not stream the run: the stream carries only the run_started event (the
+    run's id) and ends; the run keeps going without any listener. Follow it
+    with GetRun, WatchRun or the webhook.
+    """
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Skills forced by the user (`/name` or the menu)."""
@@ -107,10 +151,12 @@ class StartRunRequest(_message.Message):
         budget: _engine_pb2.Budget | None = ...,
         busy_policy: Global___BusyPolicy.ValueType = ...,
         client_instructions: _builtins.str = ...,
+        webhook_url: _builtins.str = ...,
+        background: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["background", b"background", "budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -469,3 +515,227 @@ class AskAgentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AskAgentResponse: _TypeAlias = AskAgentResponse  # noqa: Y015
+
+@_typing.final
+class WebhookDelivery(_message.Message):
+    """One attempt at delivering a run's record to its webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    STATUS_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    DURATION_MS_FIELD_NUMBER: _builtins.int
+    attempt: _builtins.int
+    """1, 2, 3... in the order the attempts were made."""
+    status_code: _builtins.int
+    """The receiver's HTTP status; 0 when it gave none (timeout, refused
+    connection, refused address).
+    """
+    error: _builtins.str
+    """Why the attempt failed ("" for a 2xx): "HTTP 500", "timed out", ..."""
+    duration_ms: _builtins.int
+    """How long it took, in milliseconds."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When the attempt was made."""
+
+    def __init__(
+        self,
+        *,
+        attempt: _builtins.int = ...,
+        status_code: _builtins.int = ...,
+        error: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        duration_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "create_time", b"create_time", "duration_ms", b"duration_ms", "error", b"error", "status_code", b"status_code"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WebhookDelivery: _TypeAlias = WebhookDelivery  # noqa: Y015
+
+@_typing.final
+class ListWebhookDeliveriesRequest(_message.Message):
+    """The run whose deliveries to read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run's id."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWebhookDeliveriesRequest: _TypeAlias = ListWebhookDeliveriesRequest  # noqa: Y015
+
+@_typing.final
+class ListWebhookDeliveriesResponse(_message.Message):
+    """A run's webhook and its delivery attempts."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    WEBHOOK_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    DELIVERIES_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The webhook the run names; "" when none."""
+    webhook_id: _builtins.str
+    """The `webhook-id` header of every attempt (the receiver dedupes on it);
+    "" while the run has not ended.
+    """
+    state: Global___WebhookDeliveryState.ValueType
+    """Where the delivery stands."""
+    @_builtins.property
+    def deliveries(self) -> _containers.RepeatedCompositeFieldContainer[Global___WebhookDelivery]:
+        """Every attempt, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        webhook_url: _builtins.str = ...,
+        webhook_id: _builtins.str = ...,
+        state: Global___WebhookDeliveryState.ValueType = ...,
+        deliveries: _abc.Iterable[Global___WebhookDelivery] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliveries", b"deliveries", "state", b"state", "webhook_id", b"webhook_id", "webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWebhookDeliveriesResponse: _TypeAlias = ListWebhookDeliveriesResponse  # noqa: Y015
+
+@_typing.final
+class WebhookDefaultTarget(_message.Message):
+    """Whose default webhook: exactly one of the two is set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONVERSATION_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    conversation_id: _builtins.str
+    """One of the caller's conversations: its chat runs."""
+    agent_id: _builtins.str
+    """An agent the caller can read: the runs of the caller's asks to it."""
+    def __init__(
+        self,
+        *,
+        conversation_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "conversation_id", b"conversation_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WebhookDefaultTarget: _TypeAlias = WebhookDefaultTarget  # noqa: Y015
+
+@_typing.final
+class SetWebhookDefaultRequest(_message.Message):
+    """Sets or removes a default webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The URL (same rules as StartRunRequest.webhook_url); "" removes it."""
+    @_builtins.property
+    def target(self) -> Global___WebhookDefaultTarget:
+        """The conversation or agent."""
+
+    def __init__(
+        self,
+        *,
+        target: Global___WebhookDefaultTarget | None = ...,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["target", b"target", "webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetWebhookDefaultRequest: _TypeAlias = SetWebhookDefaultRequest  # noqa: Y015
+
+@_typing.final
+class SetWebhookDefaultResponse(_message.Message):
+    """The default as stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The default webhook now; "" when removed."""
+    def __init__(
+        self,
+        *,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetWebhookDefaultResponse: _TypeAlias = SetWebhookDefaultResponse  # noqa: Y015
+
+@_typing.final
+class GetWebhookDefaultRequest(_message.Message):
+    """Reads a default webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def target(self) -> Global___WebhookDefaultTarget:
+        """The conversation or agent."""
+
+    def __init__(
+        self,
+        *,
+        target: Global___WebhookDefaultTarget | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebhookDefaultRequest: _TypeAlias = GetWebhookDefaultRequest  # noqa: Y015
+
+@_typing.final
+class GetWebhookDefaultResponse(_message.Message):
+    """A default webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    """The default webhook; "" when none."""
+    def __init__(
+        self,
+        *,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWebhookDefaultResponse: _TypeAlias = GetWebhookDefaultResponse  # noqa: Y015

@@ -73,6 +73,21 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.FromString,
                 _registered_method=True)
+        self.ListWebhookDeliveries = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/ListWebhookDeliveries',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesResponse.FromString,
+                _registered_method=True)
+        self.SetWebhookDefault = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/SetWebhookDefault',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetWebhookDefaultRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetWebhookDefaultResponse.FromString,
+                _registered_method=True)
+        self.GetWebhookDefault = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/GetWebhookDefault',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -148,6 +163,34 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWebhookDeliveries(self, request, context):
+        """A run's webhook: its URL, where its delivery stands, and every delivery
+        attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+        an empty URL, state UNSPECIFIED and no attempts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetWebhookDefault(self, request, context):
+        """Sets the caller's default webhook of one of their conversations (its chat
+        runs) or of an agent (its ask runs): used by every run of it that names
+        no webhook_url. "" removes it. The URL is checked as StartRun checks
+        webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
+        conversation or agent the caller cannot read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWebhookDefault(self, request, context):
+        """The caller's default webhook of a conversation or agent ("" when none).
+        NOT_FOUND as SetWebhookDefault.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +228,21 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.AskAgent,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.SerializeToString,
+            ),
+            'ListWebhookDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhookDeliveries,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesResponse.SerializeToString,
+            ),
+            'SetWebhookDefault': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWebhookDefault,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetWebhookDefaultRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetWebhookDefaultResponse.SerializeToString,
+            ),
+            'GetWebhookDefault': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWebhookDefault,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -380,6 +438,87 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/AskAgent',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.AskAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhookDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/ListWebhookDeliveries',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListWebhookDeliveriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWebhookDefault(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/SetWebhookDefault',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetWebhookDefaultRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetWebhookDefaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWebhookDefault(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/GetWebhookDefault',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,22 @@ class EngineServiceStub:
     correlation id on every entry; streams the run's events like StartRun.
     Idempotent on request_id. NOT_FOUND for an unknown target agent.
     """
+    ListWebhookDeliveries: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListWebhookDeliveriesRequest, _engine_service_pb2.ListWebhookDeliveriesResponse]
+    """A run's webhook: its URL, where its delivery stands, and every delivery
+    attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+    an empty URL, state UNSPECIFIED and no attempts.
+    """
+    SetWebhookDefault: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.SetWebhookDefaultRequest, _engine_service_pb2.SetWebhookDefaultResponse]
+    """Sets the caller's default webhook of one of their conversations (its chat
+    runs) or of an agent (its ask runs): used by every run of it that names
+    no webhook_url. "" removes it. The URL is checked as StartRun checks
+    webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
+    conversation or agent the caller cannot read.
+    """
+    GetWebhookDefault: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.GetWebhookDefaultRequest, _engine_service_pb2.GetWebhookDefaultResponse]
+    """The caller's default webhook of a conversation or agent ("" when none).
+    NOT_FOUND as SetWebhookDefault.
+    """
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
@@ -120,6 +136,22 @@ class EngineServiceAsyncStub(EngineServiceStub):
     thread (every requester's asks land there), with the requester and the
     correlation id on every entry; streams the run's events like StartRun.
     Idempotent on request_id. NOT_FOUND for an unknown target agent.
+    """
+    ListWebhookDeliveries: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListWebhookDeliveriesRequest, _engine_service_pb2.ListWebhookDeliveriesResponse]  # type: ignore[assignment]
+    """A run's webhook: its URL, where its delivery stands, and every delivery
+    attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+    an empty URL, state UNSPECIFIED and no attempts.
+    """
+    SetWebhookDefault: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.SetWebhookDefaultRequest, _engine_service_pb2.SetWebhookDefaultResponse]  # type: ignore[assignment]
+    """Sets the caller's default webhook of one of their conversations (its chat
+    runs) or of an agent (its ask runs): used by every run of it that names
+    no webhook_url. "" removes it. The URL is checked as StartRun checks
+    webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
+    conversation or agent the caller cannot read.
+    """
+    GetWebhookDefault: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.GetWebhookDefaultRequest, _engine_service_pb2.GetWebhookDefaultResponse]  # type: ignore[assignment]
+    """The caller's default webhook of a conversation or agent ("" when none).
+    NOT_FOUND as SetWebhookDefault.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -206,6 +238,40 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         thread (every requester's asks land there), with the requester and the
         correlation id on every entry; streams the run's events like StartRun.
         Idempotent on request_id. NOT_FOUND for an unknown target agent.
+        """
+
+    @_abc_1.abstractmethod
+    def ListWebhookDeliveries(
+        self,
+        request: _engine_service_pb2.ListWebhookDeliveriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.ListWebhookDeliveriesResponse, _abc.Awaitable[_engine_service_pb2.ListWebhookDeliveriesResponse]]:
+        """A run's webhook: its URL, where its delivery stands, and every delivery
+        attempt in order. NOT_FOUND as GetRun; a run without a webhook answers
+        an empty URL, state UNSPECIFIED and no attempts.
+        """
+
+    @_abc_1.abstractmethod
+    def SetWebhookDefault(
+        self,
+        request: _engine_service_pb2.SetWebhookDefaultRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.SetWebhookDefaultResponse, _abc.Awaitable[_engine_service_pb2.SetWebhookDefaultResponse]]:
+        """Sets the caller's default webhook of one of their conversations (its chat
+        runs) or of an agent (its ask runs): used by every run of it that names
+        no webhook_url. "" removes it. The URL is checked as StartRun checks
+        webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
+        conversation or agent the caller cannot read.
+        """
+
+    @_abc_1.abstractmethod
+    def GetWebhookDefault(
+        self,
+        request: _engine_service_pb2.GetWebhookDefaultRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.GetWebhookDefaultResponse, _abc.Awaitable[_engine_service_pb2.GetWebhookDefaultResponse]]:
+        """The caller's default webhook of a conversation or agent ("" when none).
+        NOT_FOUND as SetWebhookDefault.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
