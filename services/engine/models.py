@@ -18,6 +18,9 @@ class AgentRun(SQLModel, table=True):
         Index("ix_agent_runs_conversation", "conversation_id"),
         Index("ix_agent_runs_started_at", "started_at"),
         Index("ix_agent_runs_status_instance", "status", "instance_id"),
+        # The run quotas count a user's running runs and recent starts.
+        Index("ix_agent_runs_user_status", "user_id", "status"),
+        Index("ix_agent_runs_user_started_at", "user_id", "started_at"),
     )
 
     id: str = Field(primary_key=True, max_length=36)

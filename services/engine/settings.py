@@ -69,6 +69,12 @@ class EngineSettings(ServiceSettings):
     # conversation must still allow each one (its allowed_sources).
     mcp_servers_json: str = "[]"
     connectors: str = ""
+    # Per-user run quotas (0 = no limit), enforced where runs are created, on
+    # every surface, from the database (so across replicas): runs executing
+    # at once, and runs started within the last minute. A refusal is
+    # RESOURCE_EXHAUSTED (HTTP 429) with a retry delay.
+    max_concurrent_runs_per_user: int = Field(default=20, ge=0)
+    runs_per_minute_per_user: int = Field(default=120, ge=0)
     # How often an engine looks for CancelRun requests made on another replica.
     cancel_poll_seconds: float = Field(default=0.5, gt=0)
     # Prompt and answer text on `chat` spans; off unless asked for (the

@@ -2,6 +2,7 @@
 // with the gateway's message), and run streams read as SSE with resumption.
 
 import { t } from "./i18n.js";
+import { refusalMessage } from "./refusals.js";
 
 // The API base comes from the page (a module script runs once <body> is parsed).
 export const API = document.body.dataset.api;
@@ -33,8 +34,9 @@ export async function json(path, options = {}) {
     body = {};
   }
   if (!response.ok) {
-    const error = new Error(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+    const error = new Error(refusalMessage(response, body));
     error.status = response.status;
+    error.reason = body.error ? body.error.reason : "";
     throw error;
   }
   return body;
@@ -99,7 +101,7 @@ export async function followRun(request, onEvent, { onError, attempts = 5 } = {}
     if (response.status === 204) return;
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
-      onError(body.error ? body.error.message : `${response.status} ${response.statusText}`);
+      onError(refusalMessage(response, body));
       return;
     }
     try {

@@ -160,7 +160,10 @@ class RunService:
             )
         )
         reject_busy = request.busy_policy == BusyPolicy.REJECT
-        if await self._repo.insert_run(run, started.SerializeToString(), reject_busy) is None:
+        inserted = await self._repo.insert_run(
+            run, started.SerializeToString(), reject_busy, quota=self._limits.quota
+        )
+        if inserted is None:
             # A retry with the same request_id (maybe concurrent) created it first.
             existing = await self._repo.run_by_request(request.user, request.request_id)
             assert existing is not None

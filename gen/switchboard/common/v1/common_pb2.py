@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/common/v1/common.proto\x12\x15switchboard.common.v1\".\n\x05Usage\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03*\xf7\x01\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x02\x12\x1a\n\x16\x45RROR_REASON_TOO_LARGE\x10\x03\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x04\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x05\x12\'\n#ERROR_REASON_DEPENDENCY_UNAVAILABLE\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/common/v1/common.proto\x12\x15switchboard.common.v1\".\n\x05Usage\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03*\xd7\x02\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x02\x12\x1a\n\x16\x45RROR_REASON_TOO_LARGE\x10\x03\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x04\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x05\x12\'\n#ERROR_REASON_DEPENDENCY_UNAVAILABLE\x10\x06\x12\x1d\n\x19\x45RROR_REASON_RATE_LIMITED\x10\x07\x12\x1e\n\x1a\x45RROR_REASON_TOO_MANY_RUNS\x10\x08\x12\x1f\n\x1b\x45RROR_REASON_QUOTA_EXCEEDED\x10\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,7 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.common.v1.commo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ERRORREASON']._serialized_start=110
-  _globals['_ERRORREASON']._serialized_end=357
+  _globals['_ERRORREASON']._serialized_end=453
   _globals['_USAGE']._serialized_start=61
   _globals['_USAGE']._serialized_end=107
 # @@protoc_insertion_point(module_scope)

@@ -37,6 +37,18 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The caller did not identify itself (no user in metadata)."""
     ERROR_REASON_DEPENDENCY_UNAVAILABLE: _ErrorReason.ValueType  # 6
     """A downstream service could not be reached."""
+    ERROR_REASON_RATE_LIMITED: _ErrorReason.ValueType  # 7
+    """The caller started more runs in the last minute than its quota allows;
+    google.rpc.RetryInfo says when the oldest of them leaves the window.
+    """
+    ERROR_REASON_TOO_MANY_RUNS: _ErrorReason.ValueType  # 8
+    """The caller has as many runs executing at once as its quota allows;
+    google.rpc.RetryInfo suggests when to try again.
+    """
+    ERROR_REASON_QUOTA_EXCEEDED: _ErrorReason.ValueType  # 9
+    """A per-user or per-object storage quota is full (instruction pages,
+    pending proposals): delete or decide something first.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Domain used in every google.rpc.ErrorInfo that a Switchboard service returns.
@@ -57,6 +69,18 @@ ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 5
 """The caller did not identify itself (no user in metadata)."""
 ERROR_REASON_DEPENDENCY_UNAVAILABLE: ErrorReason.ValueType  # 6
 """A downstream service could not be reached."""
+ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 7
+"""The caller started more runs in the last minute than its quota allows;
+google.rpc.RetryInfo says when the oldest of them leaves the window.
+"""
+ERROR_REASON_TOO_MANY_RUNS: ErrorReason.ValueType  # 8
+"""The caller has as many runs executing at once as its quota allows;
+google.rpc.RetryInfo suggests when to try again.
+"""
+ERROR_REASON_QUOTA_EXCEEDED: ErrorReason.ValueType  # 9
+"""A per-user or per-object storage quota is full (instruction pages,
+pending proposals): delete or decide something first.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
