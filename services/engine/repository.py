@@ -104,14 +104,14 @@ class RunsRepository:
         now = utcnow()
         mine = AgentRun.user_id == run.user_id
         running = await connection.scalar(select(func.count()).where(mine, AgentRun.status == "running"))
-        in_window = col(AgentRun.started_at) > quota.window_start(now)
+        in_window = col(AgentRun.created_at) > quota.window_start(now)
         recent = int(await connection.scalar(select(func.count()).where(mine, in_window)) or 0)
         leaving = None
         if (index := quota.leaving_index(recent)) is not None:
             query = (
-                select(AgentRun.started_at)
+                select(AgentRun.created_at)
                 .where(mine, in_window)
-                .order_by(col(AgentRun.started_at))
+                .order_by(col(AgentRun.created_at))
                 .offset(index)
                 .limit(1)
             )
