@@ -145,3 +145,40 @@ async def test_runs_per_minute_counts_starts_until_they_leave_the_minute(
         events = await collect(start(sb.engine, chat))
         assert events[-1].WhichOneof("kind") == "final"
     await expect_error(first_event(start(sb.engine, chat)), *RATE_LIMITED)
+
+
+# Memory's quota through a run
+
+
+@pytest.fixture
+async def one_proposal(make_database: DatabaseFactory) -> AsyncIterator[System]:
+    """Memory keeps one pending proposal per page."""
+    async with system(make_database, memory_settings={"max_pending_proposals": 1}) as running_system:
+        yield running_system
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Remember that I prefer bullet lists", "Remember that my team is Mobile"),
+        ("Retiens que je préfère les listes à puces", "Retiens que mon équipe est Mobile"),
+    ],
+)
+async def test_a_full_memory_quota_is_a_quota_notice_not_unavailable(
+    one_proposal: System, first: str, second: str
+) -> None:
+    sb = one_proposal
+    chat = await conversation(sb)
+    proposed = await collect(start(sb.engine, chat, text=first))
+    assert proposed[-1].final.status == engine_pb2.RUN_STATUS_WAITING_APPROVAL
+
+    refused = await collect(start(sb.engine, chat, text=second))
+    notices = {e.notice.code: e.notice.message for e in refused if e.WhichOneof("kind") == "notice"}
+    assert "MEMORY_UNAVAILABLE" not in notices
+    assert "QUOTA_EXCEEDED" in notices and "1 pending proposals" in notices["QUOTA_EXCEEDED"], notices
+    assert not [e for e in refused if e.WhichOneof("kind") == "proposal"]
+    final = refused[-1]
+    assert final.WhichOneof("kind") == "final" and final.final.status == engine_pb2.RUN_STATUS_DONE
+    assert "Nothing was changed" in final.final.text
+    run = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=final.run_id), **as_user("alice"))
+    assert run.run.status == engine_pb2.RUN_STATUS_DONE

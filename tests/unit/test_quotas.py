@@ -161,7 +161,7 @@ def test_the_openai_shape_is_rate_limit_exceeded_with_retry_after() -> None:
     # Nothing was created: the SDKs may retry after the delay.
     assert "x-should-retry" not in response.headers
     # A conversation was created for the request: a retry would create another.
-    openai.headers["X-Switchboard-Conversation-Id"] = "c"
+    openai.headers["X-Switchboard-Conversation"] = "c"
     assert error_response(openai).headers["x-should-retry"] == "false"
 
 
