@@ -61,7 +61,8 @@ class ErrorDetail(Body):
     )
     retry_after_seconds: int | None = Field(
         default=None,
-        description="a quota's refusal (429) that waiting lifts: whole seconds to wait, as the Retry-After header",
+        description="a quota's refusal (429) that waiting lifts: "
+        "whole seconds to wait, as the Retry-After header",
     )
 
 

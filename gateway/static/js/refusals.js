@@ -27,5 +27,7 @@ export function refusalMessage(response, body) {
   if (!sentence) return error.message;
   const wait = retryAfter(error, response.headers);
   const when = wait === null ? "" : ` ${t("Try again in {seconds} s.", { seconds: wait })}`;
-  return `${t(sentence)}${when}`;
+  // Which memory quota is full is in the API's words only (in English).
+  const which = error.reason === "ERROR_REASON_QUOTA_EXCEEDED" && error.message ? ` (${error.message})` : "";
+  return `${t(sentence)}${when}${which}`;
 }
