@@ -103,11 +103,15 @@ class RunsRepository:
             await connection.execute(select(lock))
         now = utcnow()
         mine = AgentRun.user_id == run.user_id
-        running = await connection.scalar(select(func.count()).where(mine, AgentRun.status == "running"))
         in_window = col(AgentRun.created_at) > quota.window_start(now)
-        recent = int(await connection.scalar(select(func.count()).where(mine, in_window)) or 0)
+        # Both counts in one round trip, each on its own index.
+        counts = select(
+            select(func.count()).where(mine, AgentRun.status == "running").scalar_subquery(),
+            select(func.count()).where(mine, in_window).scalar_subquery(),
+        )
+        running, recent = (await connection.execute(counts)).one()
         leaving = None
-        if (index := quota.leaving_index(recent)) is not None:
+        if (index := quota.leaving_index(int(recent))) is not None:
             query = (
                 select(AgentRun.created_at)
                 .where(mine, in_window)
@@ -116,7 +120,7 @@ class RunsRepository:
                 .limit(1)
             )
             leaving = await connection.scalar(query)
-        return quota.refusal(int(running or 0), recent, leaving, now)
+        return quota.refusal(int(running), int(recent), leaving, now)
 
     @staticmethod
     async def _has_request(connection: AsyncConnection, run: AgentRun) -> bool:
