@@ -5,16 +5,19 @@ a run as a quota notice, not as memory being unavailable."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 
-from services.shared.errors import retry_delay
+from services.engine.server import build_server as build_engine
+from services.engine.settings import EngineSettings
+from services.shared.errors import error_info, retry_delay
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
-from tests.service.harness import as_user, expect_error
+from tests.service.harness import as_user, expect_error, running
 from tests.service.system import System, collect, system
 
 TOO_MANY_RUNS = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_TOO_MANY_RUNS")
@@ -59,12 +62,17 @@ async def cancel(sb: System, call: grpc.aio.UnaryStreamCall, run_id: str, user: 
 
 
 @pytest.fixture
-async def held(make_database: DatabaseFactory) -> AsyncIterator[System]:
-    """One run at a time per user; the offline model writes a token a
-    second, so a run stays executing until it is cancelled."""
+def at_once() -> int:
+    return 1
+
+
+@pytest.fixture
+async def held(make_database: DatabaseFactory, at_once: int) -> AsyncIterator[System]:
+    """``at_once`` runs at a time per user; the offline model writes a token
+    a second, so a run stays executing until it is cancelled."""
     async with system(
         make_database,
-        max_concurrent_runs_per_user=1,
+        max_concurrent_runs_per_user=at_once,
         runs_per_minute_per_user=0,
         offline_token_delay=1.0,
         cancel_poll_seconds=0.1,
@@ -96,6 +104,49 @@ async def test_a_second_run_at_once_is_refused_until_the_first_ends(held: System
     again = start(sb.engine, chat)
     assert (await first_event(again)).WhichOneof("kind") == "run_started"
     again.cancel()
+
+
+@pytest.mark.parametrize("at_once", [2])
+async def test_replicas_racing_on_one_database_admit_exactly_the_limit(held: System, backend: str) -> None:
+    """Six starts at once, alternating between two engine replicas on one
+    PostgreSQL database: the user's lock makes the counts exact, so two
+    runs start and four are refused. (SQLite is one process per file:
+    replicas need PostgreSQL.)"""
+    if backend != "postgres":
+        pytest.skip("engine replicas share a PostgreSQL database only (docs/operations.md, Scaling)")
+    sb = held
+    other = EngineSettings(
+        port=0,
+        database_url=sb.database_urls["engine"],
+        threads_address=f"127.0.0.1:{sb.services['threads'].port}",
+        memory_address=f"127.0.0.1:{sb.services['memory'].port}",
+        router_address=f"127.0.0.1:{sb.services['router'].port}",
+        instance_id="replica-b",
+        max_concurrent_runs_per_user=2,
+        runs_per_minute_per_user=0,
+        offline_token_delay=1.0,
+    )
+    chats = [await conversation(sb) for _ in range(6)]
+    async with running(build_engine, other) as (_, channel):
+        replica_b = engine_service_pb2_grpc.EngineServiceStub(channel)
+        engines = [sb.engine, replica_b]
+        calls = [start(engines[index % 2], chat) for index, chat in enumerate(chats)]
+
+        async def outcome(call: grpc.aio.UnaryStreamCall) -> str:
+            try:
+                return (await first_event(call)).run_id
+            except grpc.aio.AioRpcError as error:
+                info = error_info(error)
+                return info.reason if info is not None else error.code().name
+
+        outcomes = await asyncio.gather(*(outcome(call) for call in calls))
+        started = [
+            (call, run) for call, run in zip(calls, outcomes, strict=True) if not run.startswith("ERROR_")
+        ]
+        assert sorted(o for o in outcomes if o.startswith("ERROR_")) == ["ERROR_REASON_TOO_MANY_RUNS"] * 4
+        assert len(started) == 2
+        for call, run_id in started:
+            await cancel(sb, call, run_id)
 
 
 # Runs per minute
