@@ -5,7 +5,8 @@ names of go-grpc-prometheus (what existing Grafana dashboards expect):
   ``grpc_server_handling_seconds`` for every method, labelled by type,
   service and method;
 * the engine adds ``switchboard_runs_total`` / ``switchboard_run_duration_seconds``
-  by status and ``switchboard_llm_tokens_total`` by provider, model and type.
+  by status, ``switchboard_run_refusals_total`` by quota reason and
+  ``switchboard_llm_tokens_total`` by provider, model and type.
 
 Labels never hold a user, run or conversation id: their number would grow
 without bound. Each process serves its own /metrics on ``metrics_port``
@@ -46,6 +47,11 @@ RUN_SECONDS = Histogram(
     "Run duration from record to settlement, by final status.",
     ["status"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900),
+)
+RUN_REFUSALS = Counter(
+    "switchboard_run_refusals_total",
+    "Runs refused by the per-user run quotas, by ErrorInfo reason.",
+    ["reason"],
 )
 LLM_TOKENS = Counter(
     "switchboard_llm_tokens_total",

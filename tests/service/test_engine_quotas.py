@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 
 from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
@@ -42,6 +43,11 @@ def start(
         request_id=request_id, conversation_id=conversation_id, message=text, surface=engine_pb2.SURFACE_CHAT
     )
     return engine.StartRun(request, metadata=as_user(user)["metadata"], timeout=30)
+
+
+def refusals(reason: str) -> float:
+    """The engine's count of runs refused for ``reason`` (this process's registry)."""
+    return REGISTRY.get_sample_value("switchboard_run_refusals_total", {"reason": reason}) or 0.0
 
 
 async def first_event(call: grpc.aio.UnaryStreamCall) -> engine_pb2.RunEvent:
@@ -87,8 +93,10 @@ async def test_a_second_run_at_once_is_refused_until_the_first_ends(held: System
     run_id = (await first_event(first)).run_id
 
     # Another conversation, another surface: the limit is the user's.
+    refused_before = refusals("ERROR_REASON_TOO_MANY_RUNS")
     error = await expect_error(first_event(start(sb.engine, await conversation(sb))), *TOO_MANY_RUNS)
     assert retry_delay(error) == 5
+    assert refusals("ERROR_REASON_TOO_MANY_RUNS") == refused_before + 1
     assert "at most 1 at once" in (error.details() or "")
     # A retry of the held run's request is that run again, not a refusal.
     replay = start(sb.engine, chat, request_id="first")
