@@ -22,20 +22,25 @@ API = "/api/agent"
 class ApiRefusal(Exception):
     """The API said no: its HTTP status and its error body's code, message and reason."""
 
-    def __init__(self, status: int, code: str, message: str, reason: str = "") -> None:
+    def __init__(
+        self, status: int, code: str, message: str, reason: str = "", retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.reason = status, code, message, reason
+        # Seconds to wait before retrying (a quota's 429), when the API said.
+        self.retry_after = retry_after
 
     def as_dict(self) -> dict[str, object]:
         """The API's own error body, with its HTTP status."""
-        return {
-            "error": {
-                "code": self.code,
-                "message": self.message,
-                "reason": self.reason,
-                "status": self.status,
-            }
+        error: dict[str, object] = {
+            "code": self.code,
+            "message": self.message,
+            "reason": self.reason,
+            "status": self.status,
         }
+        if self.retry_after is not None:
+            error["retry_after_seconds"] = self.retry_after
+        return {"error": error}
 
 
 def url(path: str) -> str:
@@ -83,7 +88,7 @@ class Api:
                 method, url(path), json=body, params=params, headers=self._headers
             )
             if response.status_code >= 400:
-                raise _refusal(response.status_code, response.content)
+                raise _refusal(response.status_code, response.content, response.headers.get("Retry-After"))
             if response.status_code == 204 or not response.content:
                 return {}
             data = response.json()
@@ -101,7 +106,9 @@ class Api:
         with _reachable():
             async with self._client.stream(method, API + path, json=body, headers=headers) as response:
                 if response.status_code >= 400:
-                    raise _refusal(response.status_code, await response.aread())
+                    raise _refusal(
+                        response.status_code, await response.aread(), response.headers.get("Retry-After")
+                    )
                 kind, data, event_id = "message", list[str](), ""
                 async for line in response.aiter_lines():
                     field, _, value = line.partition(":")
@@ -133,9 +140,13 @@ def _reachable() -> Iterator[None]:
         ) from None
 
 
-def _refusal(status: int, content: bytes) -> ApiRefusal:
+def _refusal(status: int, content: bytes, retry_after: str | None = None) -> ApiRefusal:
+    """The API's error body; ``retry_after``: its Retry-After header."""
+    wait = int(retry_after) if retry_after and retry_after.isdigit() else None
     try:
         error = json.loads(content)["error"]
-        return ApiRefusal(status, str(error["code"]), str(error["message"]), str(error.get("reason", "")))
+        return ApiRefusal(
+            status, str(error["code"]), str(error["message"]), str(error.get("reason", "")), wait
+        )
     except (ValueError, KeyError, TypeError):
-        return ApiRefusal(status, "HTTP_ERROR", f"the API answered HTTP {status}")
+        return ApiRefusal(status, "HTTP_ERROR", f"the API answered HTTP {status}", "", wait)

@@ -76,6 +76,20 @@ TEXTS: dict[str, tuple[str, str]] = {
     ),
     "settings": ("settings: {error}", "réglages : {error}"),
     "interrupted": ("interrupted", "interrompu"),
+    # A quota's refusal (HTTP 429), by its reason; {wait}: "retry in N s" or "".
+    "ERROR_REASON_RATE_LIMITED": (
+        "too many runs started in the last minute{wait}",
+        "trop de runs lancés dans la dernière minute{wait}",
+    ),
+    "ERROR_REASON_TOO_MANY_RUNS": (
+        "too many runs in progress at once; wait for one to end or cancel one{wait}",
+        "trop de runs en cours à la fois ; attendez qu'un run se termine ou annulez-en un{wait}",
+    ),
+    "ERROR_REASON_QUOTA_EXCEEDED": (
+        "a memory quota is full; delete or decide something first{wait}",
+        "un quota de la mémoire est plein ; supprimez ou décidez quelque chose d'abord{wait}",
+    ),
+    "retry in": ("; retry in {seconds} s", " ; réessayez dans {seconds} s"),
     "model received": ("What the model received", "Ce que le modèle a reçu"),
     "schedule": (
         "schedule {id}: {cron} ({zone}) on {target}",

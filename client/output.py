@@ -17,6 +17,11 @@ from rich.table import Table
 from client.api import ApiRefusal
 from client.messages import say
 
+# The refusals of a quota (HTTP 429), which have a sentence of their own.
+QUOTA_REASONS = frozenset(
+    {"ERROR_REASON_RATE_LIMITED", "ERROR_REASON_TOO_MANY_RUNS", "ERROR_REASON_QUOTA_EXCEEDED"}
+)
+
 
 class Output:
     def __init__(self, *, as_json: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None):
@@ -69,6 +74,10 @@ class Output:
         """The API's error, as the API said it: its body with --json, else one line on stderr."""
         if self.json:
             self.stderr.write(json.dumps(refusal.as_dict(), ensure_ascii=False) + "\n")
+        elif refusal.reason in QUOTA_REASONS:
+            # A quota: what it is and when to retry in the user's language, then the API's words.
+            wait = say("retry in", seconds=refusal.retry_after) if refusal.retry_after is not None else ""
+            self.error(f"{say(refusal.reason, wait=wait)} ({refusal.message}; HTTP {refusal.status})")
         else:
             self.error(f"{refusal.code}: {refusal.message} (HTTP {refusal.status})")
             if refusal.status == 403:

@@ -7,6 +7,7 @@ gRPC status name (or an HTTP-level one: PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED),
 from __future__ import annotations
 
 import logging
+import math
 
 import grpc
 from fastapi import Request
@@ -14,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.shared.errors import error_info
+from services.shared.errors import error_info, retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,27 @@ HTTP_STATUS = {
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
-# Reasons that refine the status: an oversize field is 413, not 400.
-REASON_STATUS = {"ERROR_REASON_TOO_LARGE": 413}
+# Reasons that refine the status: an oversize field is 413, not 400; every
+# quota's refusal (runs at once, runs per minute, memory) is 429.
+REASON_STATUS = {
+    "ERROR_REASON_TOO_LARGE": 413,
+    "ERROR_REASON_RATE_LIMITED": 429,
+    "ERROR_REASON_TOO_MANY_RUNS": 429,
+    "ERROR_REASON_QUOTA_EXCEEDED": 429,
+}
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, reason: str = "") -> None:
+    def __init__(
+        self, status: int, code: str, message: str, reason: str = "", retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.reason = status, code, message, reason
+        # Whole seconds to wait before retrying (Retry-After), when the service said.
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
 
 
 def error_body(code: str, message: str, reason: str = "", **extra: object) -> dict[str, object]:
@@ -61,12 +75,17 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> ApiError:
         if status < 500 or status in (503, 504)
         else "internal error"
     )
-    return ApiError(status, error.code().name, message, reason)
+    delay = retry_delay(error)
+    retry_after = max(1, math.ceil(delay)) if delay is not None else None
+    return ApiError(status, error.code().name, message, reason, retry_after)
 
 
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return JSONResponse(error_body(exc.code, exc.message, exc.reason), status_code=exc.status)
+    extra = {"retry_after_seconds": exc.retry_after} if exc.retry_after is not None else {}
+    return JSONResponse(
+        error_body(exc.code, exc.message, exc.reason, **extra), status_code=exc.status, headers=exc.headers()
+    )
 
 
 async def rpc_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -73,6 +73,9 @@ ERROR_TYPES = {
     413: "invalid_request_error",
     429: "rate_limit_error",
 }
+# The quotas' refusals, which OpenAI's clients know as rate_limit_exceeded
+# (memory's storage quota is not among them: it is not a run's).
+RATE_LIMIT_REASONS = frozenset({"ERROR_REASON_RATE_LIMITED", "ERROR_REASON_TOO_MANY_RUNS"})
 # A run that fails after it started: its error event's code -> HTTP status.
 RUN_ERROR_STATUS = {"BUDGET_EXCEEDED": 429, "CANCELLED": 499, "INTERRUPTED": 503}
 
@@ -122,7 +125,9 @@ def _translate(exc: Exception) -> OpenAIError | None:
     if isinstance(exc, grpc.aio.AioRpcError):
         exc = from_rpc_error(exc)
     if isinstance(exc, ApiError):
-        return OpenAIError(exc.status, exc.code.lower(), exc.message)
+        if exc.reason in RATE_LIMIT_REASONS:
+            return OpenAIError(429, "rate_limit_exceeded", exc.message, headers=exc.headers())
+        return OpenAIError(exc.status, exc.code.lower(), exc.message, headers=exc.headers())
     if isinstance(exc, RequestValidationError):
         problems = exc.errors()
         first = problems[0] if problems else {}
@@ -140,15 +145,18 @@ def _refusal(exc: ApiError | grpc.aio.AioRpcError, param: str | None, headers: d
     """A service's refusal, naming the field and what was already created."""
     error = _translate(exc)
     assert error is not None
-    error.param, error.headers = param, headers
+    error.param, error.headers = param, {**error.headers, **headers}
     return error
 
 
 def error_response(error: OpenAIError) -> JSONResponse:
     headers = dict(error.headers)
-    if error.status != 503 or error.headers:
-        # The SDKs retry 409, 429 and 5xx: only a 503 before anything was
-        # written is safe (and worth) repeating.
+    created = {name for name in headers if name != "Retry-After"}
+    waits = error.status == 429 and "Retry-After" in headers
+    if (error.status != 503 and not waits) or created:
+        # The SDKs retry 409, 429 and 5xx: only a 503, or a rate limit's 429
+        # with its Retry-After, before anything was written is safe (and
+        # worth) repeating.
         headers["x-should-retry"] = "false"
     body = openai_error(error.status, error.message, error.code, error.param)
     return JSONResponse(body, status_code=error.status, headers=headers)

@@ -62,6 +62,11 @@ class ErrorDetail(Body):
     details: list[ErrorProblem] | None = Field(
         default=None, description="a request that failed validation (400): every problem"
     )
+    retry_after_seconds: int | None = Field(
+        default=None,
+        description="a quota's refusal (429) that waiting lifts: "
+        "whole seconds to wait, as the Retry-After header",
+    )
 
 
 class ErrorResponse(Body):

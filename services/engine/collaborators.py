@@ -15,12 +15,19 @@ from services.shared.clients import call, open_channel
 from services.shared.errors import (
     DependencyUnavailable,
     DomainError,
+    Exhausted,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    QuotaExceeded,
+    RateLimited,
+    TooManyRuns,
+    error_info,
+    retry_delay,
 )
 from services.shared.identity import user_metadata
+from switchboard.common.v1 import common_pb2
 from switchboard.memory.v1 import (
     handoff_pb2,
     handoff_service_pb2,
@@ -35,6 +42,11 @@ from switchboard.memory.v1 import (
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
+# The quota refusals of other services, by ErrorInfo reason.
+EXHAUSTED: dict[str, type[Exhausted]] = {
+    common_pb2.ErrorReason.Name(kind.reason): kind for kind in (QuotaExceeded, RateLimited, TooManyRuns)
+}
+
 
 def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
     """A downstream failure as the engine's own error: client mistakes keep
@@ -48,6 +60,14 @@ def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
         return InvalidArgument(error.details() or "invalid argument")
     if code == grpc.StatusCode.FAILED_PRECONDITION:
         return FailedPrecondition(f"{service}: {error.details() or 'failed precondition'}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        # A quota's refusal keeps its reason and retry delay: the user can
+        # act on it, unlike an outage. Without ErrorInfo it is gRPC's own
+        # (a message over the size limit): the service failed.
+        info = error_info(error)
+        exhausted = EXHAUSTED.get(info.reason) if info is not None else None
+        if exhausted is not None:
+            return exhausted(error.details() or "quota exceeded", retry_delay(error))
     return DependencyUnavailable(f"{service} service failed: {code.name} {error.details() or ''}".strip())
 
 

@@ -18,6 +18,9 @@ class AgentRun(SQLModel, table=True):
         Index("ix_agent_runs_conversation", "conversation_id"),
         Index("ix_agent_runs_started_at", "started_at"),
         Index("ix_agent_runs_status_instance", "status", "instance_id"),
+        # The run quotas count a user's running runs and recent starts.
+        Index("ix_agent_runs_user_status", "user_id", "status"),
+        Index("ix_agent_runs_user_created_at", "user_id", "created_at"),
     )
 
     id: str = Field(primary_key=True, max_length=36)
@@ -45,6 +48,10 @@ class AgentRun(SQLModel, table=True):
     approval: str = ""
     error: str | None = None
     started_at: datetime = Field(default_factory=utcnow)
+    # When the engine accepted the run, by its own (injectable) clock: the
+    # per-minute run quota counts these. started_at is the database's clock
+    # on PostgreSQL (the order of a thread's runs).
+    created_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
     request_id: str | None = Field(default=None, max_length=128)
     requested_model: str = ""

@@ -8,16 +8,21 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel import col, select
 
 from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
+from services.engine.quotas import RunQuota
 from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import outbox_row
 from services.shared.db import is_unique_violation, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing, retry_transient
-from services.shared.errors import FailedPrecondition
+from services.shared.errors import Exhausted, FailedPrecondition
 from services.shared.time import utcnow
+
+# The first key of the user's advisory lock (two-key form): apart from the
+# threads' one-key locks, so a user id never shares a lock with a thread.
+QUOTA_LOCK_CLASS = 19
 
 
 class RunsRepository:
@@ -35,13 +40,16 @@ class RunsRepository:
 
     @db_retry
     async def insert_run(
-        self, run: AgentRun, first_event: bytes, reject_busy: bool = False
+        self, run: AgentRun, first_event: bytes, reject_busy: bool = False, quota: RunQuota | None = None
     ) -> AgentRun | None:
         """Writes the run row with its first event in one transaction. None when
         the user already has a run with this request_id (the caller replays it).
         ``reject_busy``: FailedPrecondition instead when a run is active on the
         thread — checked in the same transaction (under the thread's lock on
-        PostgreSQL), so concurrent requests cannot all find the thread idle."""
+        PostgreSQL), so concurrent requests cannot all find the thread idle.
+        ``quota``: the user's run quota, checked the same way under a lock of
+        the user's (TooManyRuns / RateLimited), so concurrent requests on
+        several replicas cannot all fit under it."""
         try:
             async with self._engine.begin() as connection:
                 if connection.dialect.name == "postgresql" and run.conversation_id:
@@ -66,6 +74,12 @@ class RunsRepository:
                             "a run is already active on this conversation; retry later or queue",
                             **({"active_run_id": own[0]} if own else {}),
                         )
+                if quota is not None and quota.limits_anything:
+                    refusal = await self._quota_refusal(connection, run, quota)
+                    if refusal is not None:
+                        if run.request_id and await self._has_request(connection, run):
+                            return None  # a retry of a run that fitted: it is replayed, not refused
+                        raise refusal
                 await connection.execute(insert(AgentRun), [run.model_dump()])
                 await connection.execute(
                     insert(RunEventRow), [{"run_id": run.id, "sequence": 1, "payload": first_event}]
@@ -80,6 +94,42 @@ class RunsRepository:
             if run.request_id:
                 return None
             raise
+
+    @staticmethod
+    async def _quota_refusal(connection: AsyncConnection, run: AgentRun, quota: RunQuota) -> Exhausted | None:
+        """The user's running runs and recent starts, read after taking the
+        user's lock on PostgreSQL (SQLite has a single writer per file), and
+        what the quota says of one more run."""
+        if connection.dialect.name == "postgresql":
+            lock = func.pg_advisory_xact_lock(QUOTA_LOCK_CLASS, func.hashtext(run.user_id))
+            await connection.execute(select(lock))
+        now = utcnow()
+        mine = AgentRun.user_id == run.user_id
+        in_window = col(AgentRun.created_at) > quota.window_start(now)
+        # Both counts in one round trip, each on its own index.
+        counts = select(
+            select(func.count()).where(mine, AgentRun.status == "running").scalar_subquery(),
+            select(func.count()).where(mine, in_window).scalar_subquery(),
+        )
+        running, recent = (await connection.execute(counts)).one()
+        leaving = None
+        if (index := quota.leaving_index(int(recent))) is not None:
+            query = (
+                select(AgentRun.created_at)
+                .where(mine, in_window)
+                .order_by(col(AgentRun.created_at))
+                .offset(index)
+                .limit(1)
+            )
+            leaving = await connection.scalar(query)
+        return quota.refusal(int(running), int(recent), leaving, now)
+
+    @staticmethod
+    async def _has_request(connection: AsyncConnection, run: AgentRun) -> bool:
+        query = select(AgentRun.id).where(
+            AgentRun.user_id == run.user_id, AgentRun.request_id == run.request_id
+        )
+        return (await connection.execute(query)).first() is not None
 
     @db_retry
     async def run_by_request(self, user_id: str, request_id: str) -> AgentRun | None:

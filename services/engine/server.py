@@ -17,6 +17,7 @@ from services.engine.collaborators import Collaborators, GrpcTransport
 from services.engine.mcp_tools import McpHub, parse_mcp_servers
 from services.engine.providers.base import LLMProvider
 from services.engine.providers.registry import build_providers
+from services.engine.quotas import RunQuota
 from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
@@ -67,6 +68,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         cancel_poll_seconds=settings.cancel_poll_seconds,
         fallback_model=settings.fallback_model,
         title_model=settings.title_model,
+        quota=RunQuota(settings.max_concurrent_runs_per_user, settings.runs_per_minute_per_user),
     )
 
 

@@ -90,6 +90,12 @@ class EngineSettings(ServiceSettings):
     # engine wakes its worker at once), and attempts in flight at once.
     webhook_poll_seconds: float = Field(default=1.0, gt=0)
     webhook_concurrency: int = Field(default=8, ge=1, le=100)
+    # Per-user run quotas (0 = no limit), enforced where runs are created, on
+    # every surface, from the database (so across replicas): runs executing
+    # at once, and runs started within the last minute. A refusal is
+    # RESOURCE_EXHAUSTED (HTTP 429) with a retry delay.
+    max_concurrent_runs_per_user: int = Field(default=20, ge=0)
+    runs_per_minute_per_user: int = Field(default=120, ge=0)
     # How often an engine looks for CancelRun requests made on another replica.
     cancel_poll_seconds: float = Field(default=0.5, gt=0)
     # Schedules: how often each replica looks for due ticks (seconds), and

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from services.engine.connectors import Connector
 from services.engine.mcp_tools import McpHub, McpUnavailable, split_mcp_tool_name
 from services.engine.providers.base import ChatMessage, ToolCallChunk, ToolSpec
-from services.shared.errors import DomainError
+from services.shared.errors import DomainError, Exhausted, QuotaExceeded, RateLimited, TooManyRuns
 from services.shared.write_guard import (
     Refusal,
     asks_instruction_update,
@@ -223,12 +223,23 @@ class ToolResult:
     is_error: bool
     proposal: InstructionProposal | None = None
     # For the user, as a notice: a write this run's user did not ask for (or
-    # not in their words) was refused.
+    # not in their words) was refused (WRITE_REFUSED), or a quota refused the
+    # call (its reason without the ERROR_REASON_ prefix: QUOTA_EXCEEDED...).
     notice: str | None = None
+    notice_code: str = "WRITE_REFUSED"
 
     def message(self) -> ChatMessage:
         """The result as the "tool" message that answers the call."""
         return ChatMessage(role="tool", content=self.content, tool_call_id=self.call_id)
+
+
+# The notice of a tool call a quota refused: memory full, or (ask_agent) the
+# run quotas.
+QUOTA_NOTICES: dict[type[Exhausted], str] = {
+    QuotaExceeded: "QUOTA_EXCEEDED",
+    RateLimited: "RATE_LIMITED",
+    TooManyRuns: "TOO_MANY_RUNS",
+}
 
 
 # Delimiting results
@@ -523,10 +534,14 @@ class ToolRegistry:
         family = "mcp" if mcp_name else builtin.family if builtin else "tools"
 
         def result(
-            body: str, error: bool, proposal: InstructionProposal | None = None, notice: str | None = None
+            body: str,
+            error: bool,
+            proposal: InstructionProposal | None = None,
+            notice: str | None = None,
+            notice_code: str = "WRITE_REFUSED",
         ) -> ToolResult:
             content = wrap_result(call.name, body, error=error, limit=self._limit)
-            return ToolResult(call.call_id, call.name, family, content, error, proposal, notice)
+            return ToolResult(call.call_id, call.name, family, content, error, proposal, notice, notice_code)
 
         try:
             arguments = _arguments(call)
@@ -550,6 +565,12 @@ class ToolRegistry:
             return result(str(exc), True, notice=exc.notice)
         except ToolRefused as exc:
             return result(str(exc), True)
+        except Exhausted as exc:
+            # A quota, not an outage: the user learns which one and what to do.
+            code = QUOTA_NOTICES.get(type(exc), "QUOTA_EXCEEDED")
+            return result(
+                exc.message, True, notice=f"{call.name} was refused: {exc.message}", notice_code=code
+            )
         except DomainError as exc:
             return result(exc.message, True)
         except Exception:  # noqa: BLE001 - a tool's failure is the model's to read, not the run's end

@@ -8,10 +8,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -27,6 +29,10 @@ ERROR_DOMAIN = "switchboard.dev"
 class DomainError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.INTERNAL
     reason: common_pb2.ErrorReason.ValueType = common_pb2.ERROR_REASON_UNSPECIFIED
+
+    # Seconds after which a retry may succeed, sent as google.rpc.RetryInfo
+    # (None: no RetryInfo, retrying the same call will not help by waiting).
+    retry_after: float | None = None
 
     def __init__(self, message: str, **metadata: str) -> None:
         super().__init__(message)
@@ -75,6 +81,35 @@ class DependencyUnavailable(DomainError):
     reason = common_pb2.ERROR_REASON_DEPENDENCY_UNAVAILABLE
 
 
+class Exhausted(DomainError):
+    """A quota refused the call: RESOURCE_EXHAUSTED with its reason, and with
+    RetryInfo when waiting ``retry_after`` seconds lets it through."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, retry_after: float | None = None, **metadata: str) -> None:
+        super().__init__(message, **metadata)
+        self.retry_after = retry_after
+
+
+class RateLimited(Exhausted):
+    """Too many runs started within the rate window."""
+
+    reason = common_pb2.ERROR_REASON_RATE_LIMITED
+
+
+class TooManyRuns(Exhausted):
+    """Too many runs executing at once."""
+
+    reason = common_pb2.ERROR_REASON_TOO_MANY_RUNS
+
+
+class QuotaExceeded(Exhausted):
+    """A storage quota is full: waiting does not help, freeing room does."""
+
+    reason = common_pb2.ERROR_REASON_QUOTA_EXCEEDED
+
+
 # A refusal may quote what the client sent (an id, a name). The message goes
 # out twice in the trailers (grpc-message and the status details), which gRPC
 # caps at 8 KiB: a long quote would turn the refusal into RESOURCE_EXHAUSTED
@@ -94,8 +129,15 @@ def to_status(error: DomainError) -> grpc.Status:
     )
     detail = any_pb2.Any()
     detail.Pack(info)
+    details = [detail]
+    if error.retry_after is not None:
+        retry = any_pb2.Any()
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(timedelta(seconds=max(error.retry_after, 0.0)))
+        retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+        details.append(retry)
     message = _cut(error.message, MAX_MESSAGE_CHARS)
-    status = status_pb2.Status(code=error.code.value[0], message=message, details=[detail])
+    status = status_pb2.Status(code=error.code.value[0], message=message, details=details)
     return rpc_status.to_status(status)
 
 
@@ -142,12 +184,22 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
     """The ErrorInfo detail of a failed call, if the service sent one."""
+    info = error_details_pb2.ErrorInfo()
+    return info if _unpack(error, info) else None
+
+
+def retry_delay(error: grpc.aio.AioRpcError) -> float | None:
+    """The RetryInfo delay of a failed call in seconds, if the service sent one."""
+    info = error_details_pb2.RetryInfo()
+    return info.retry_delay.ToTimedelta().total_seconds() if _unpack(error, info) else None
+
+
+def _unpack(error: grpc.aio.AioRpcError, into: Message) -> bool:
     status = rpc_status.from_call(error)
     if status is None:
-        return None
+        return False
     for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    return None
+        if detail.Is(into.DESCRIPTOR):
+            detail.Unpack(into)
+            return True
+    return False

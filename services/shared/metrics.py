@@ -5,7 +5,8 @@ names of go-grpc-prometheus (what existing Grafana dashboards expect):
   ``grpc_server_handling_seconds`` for every method, labelled by type,
   service and method;
 * the engine adds ``switchboard_runs_total`` / ``switchboard_run_duration_seconds``
-  by status and ``switchboard_llm_tokens_total`` by provider, model and type;
+  by status, ``switchboard_run_refusals_total`` by quota reason and
+  ``switchboard_llm_tokens_total`` by provider, model and type;
 * database retries (services/shared/db_retry.py): ``switchboard_db_retries_total``,
   each attempt made again after a connection failure, and
   ``switchboard_db_retry_outcomes_total`` by outcome, how each unit of work
@@ -65,6 +66,11 @@ RETENTION_PRUNED = Counter(
     "switchboard_retention_pruned_total",
     "Records deleted by retention: runs, run_events, conversations.",
     ["kind"],
+)
+RUN_REFUSALS = Counter(
+    "switchboard_run_refusals_total",
+    "Runs refused by the per-user run quotas, by ErrorInfo reason.",
+    ["reason"],
 )
 LLM_TOKENS = Counter(
     "switchboard_llm_tokens_total",

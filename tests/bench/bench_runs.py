@@ -508,6 +508,15 @@ def embedder_env(embedder: str) -> dict[str, str]:
 
 # The distributed path: the launcher's five processes, over HTTP + SSE
 
+# The benchmark's one user runs at concurrency 32 and thousands of runs a
+# minute: the per-user run quotas are set out of its reach, so every run still
+# pays for the check (its counts under the user's lock) without being refused.
+QUOTA_OUT_OF_REACH = 1_000_000
+NO_QUOTAS = {
+    "SWITCHBOARD_ENGINE_MAX_CONCURRENT_RUNS_PER_USER": str(QUOTA_OUT_OF_REACH),
+    "SWITCHBOARD_ENGINE_RUNS_PER_MINUTE_PER_USER": str(QUOTA_OUT_OF_REACH),
+}
+
 
 @asynccontextmanager
 async def launched(
@@ -520,7 +529,7 @@ async def launched(
     raise_fd_limit()  # inherited by the gateway: 1,000 SSE clients need more than 1,024 descriptors
     log = folder / "launcher.log"
     # --no-auth: the same gateway work as the runs recorded before tokens existed.
-    process = start_launcher(folder, {**os.environ, **extra_env}, "--no-auth")
+    process = start_launcher(folder, {**os.environ, **NO_QUOTAS, **extra_env}, "--no-auth")
     kids: dict[str, int] = {}
     try:
         try:
@@ -807,7 +816,11 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
             router, closing = await open_router(RouterSettings(database_url=url["router"], embedder=embedder))
             closers += closing
             runs, _, closing, drain = await open_run_service(
-                EngineSettings(database_url=url["engine"]),
+                EngineSettings(
+                    database_url=url["engine"],
+                    max_concurrent_runs_per_user=QUOTA_OUT_OF_REACH,
+                    runs_per_minute_per_user=QUOTA_OUT_OF_REACH,
+                ),
                 Collaborators(
                     InProcessTransport(threads, memory.memory, memory.pages, memory.handoff, router)
                 ),

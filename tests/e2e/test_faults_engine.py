@@ -352,6 +352,10 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(providers),
             "SWITCHBOARD_ENGINE_MCP_SERVERS_JSON": json.dumps([mcp]),
             "SWITCHBOARD_ENGINE_SHUTDOWN_GRACE": str(SHUTDOWN_GRACE),
+            # One user crowds an agent with 50 asks at once, again and again:
+            # the per-user run quotas (tests/e2e/test_quotas.py) are off here.
+            "SWITCHBOARD_ENGINE_MAX_CONCURRENT_RUNS_PER_USER": "0",
+            "SWITCHBOARD_ENGINE_RUNS_PER_MINUTE_PER_USER": "0",
         }
         engine_database = urls.get("engine") or str(data / "engine.db")
         assert zygote.stdout is not None

@@ -24,7 +24,7 @@ from tests.service.harness import as_user, expect_error
 
 NOT_FOUND = (grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
 PRECONDITION = (grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_FAILED_PRECONDITION")
-EXHAUSTED = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_TOO_LARGE")
+EXHAUSTED = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_QUOTA_EXCEEDED")
 
 
 @dataclass

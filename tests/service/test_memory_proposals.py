@@ -20,7 +20,7 @@ Stub = pages_service_pb2_grpc.PagesServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
 NOT_FOUND = (grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
 PRECONDITION = (grpc.StatusCode.FAILED_PRECONDITION, "ERROR_REASON_FAILED_PRECONDITION")
-EXHAUSTED = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_TOO_LARGE")
+EXHAUSTED = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_QUOTA_EXCEEDED")
 
 BODY = "# My Switchboard AI\n\n## Desired tone\n\n- friendly\n\n## Habits\n\n- mornings\n"
 PROPOSED = (

@@ -14,6 +14,7 @@ from services.engine.connectors import ConnectorItem, TestMailConnector
 from services.engine.mcp_tools import McpHub, McpServerConfig, parse_mcp_servers, split_mcp_tool_name
 from services.engine.providers.base import ToolCallChunk
 from services.engine.tools import AllowedSources, ToolContext, ToolRegistry, wrap_result
+from services.shared.errors import Exhausted, QuotaExceeded, RateLimited, TooManyRuns
 from switchboard.threads.v1 import threads_pb2
 from tests.fakes.tool_backend import FakeToolBackend
 
@@ -275,6 +276,39 @@ async def test_a_failing_backend_is_an_error_result_not_an_exception(
     result = await registry.execute(call("search_workspace", query="beta"), ctx)
     assert result.is_error and "memory service failed: UNAVAILABLE" in result.content
     assert ctx.sources_read == []
+
+
+@pytest.mark.parametrize(
+    ("refusal", "notice_code"),
+    [
+        (QuotaExceeded("page 'p' has 50 pending proposals already; decide some first"), "QUOTA_EXCEEDED"),
+        (RateLimited("you started 120 runs in the last 60 s", retry_after=3), "RATE_LIMITED"),
+        (TooManyRuns("you have 20 runs in progress", retry_after=5), "TOO_MANY_RUNS"),
+    ],
+)
+async def test_a_quota_refusal_is_an_error_result_with_its_own_notice(
+    registry: ToolRegistry, backend: FakeToolBackend, refusal: Exhausted, notice_code: str
+) -> None:
+    async def refuse(*_args: object, **_kwargs: object) -> None:
+        raise refusal
+
+    backend.propose_instruction_update = refuse  # type: ignore[method-assign]
+    backend.ask_agent = refuse  # type: ignore[method-assign]
+    proposal = await registry.execute(
+        call("propose_instruction_update", addition="I am a PM"),
+        context(request="Add to my instructions: I am a PM"),
+    )
+    ask = await registry.execute(
+        call("ask_agent", agent="qa", message="Is the build green?"),
+        context(request="ask qa: Is the build green?"),
+    )
+    for result in (proposal, ask):
+        assert result.is_error and refusal.message in result.content
+        assert (
+            result.notice_code == notice_code
+            and result.notice is not None
+            and refusal.message in result.notice
+        )
 
 
 # Results are data

@@ -107,6 +107,21 @@ async def test_a_403_tool_error_carries_a_hint_of_what_to_do() -> None:
     assert "add-member" in error["hint"] and "admin" in error["hint"]
 
 
+async def test_a_quotas_429_is_a_tool_error_with_its_reason_and_delay() -> None:
+    body = {
+        "error": {
+            "code": "RESOURCE_EXHAUSTED",
+            "message": "you started 3 runs in the last 60 s and may start at most 3; retry in 41 s",
+            "reason": "ERROR_REASON_RATE_LIMITED",
+            "retry_after_seconds": 41,
+        }
+    }
+    api = api_on(lambda _: httpx.Response(429, json=body, headers={"Retry-After": "41"}), [])
+    async with Client(build_server(lambda _: api)) as client:
+        error = error_of(await client.call_tool("ask_agent", {"target": "qa", "message": "Hello?"}))
+    assert error == {**body["error"], "status": 429}
+
+
 async def test_a_gateway_that_does_not_answer_is_unavailable_not_a_crash() -> None:
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)

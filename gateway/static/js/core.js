@@ -2,6 +2,7 @@
 // with the gateway's message), and run streams read as SSE with resumption.
 
 import { t } from "./i18n.js";
+import { refusalMessage } from "./refusals.js";
 
 // The API base comes from the page (a module script runs once <body> is parsed).
 export const API = document.body.dataset.api;
@@ -33,8 +34,9 @@ export async function json(path, options = {}) {
     body = {};
   }
   if (!response.ok) {
-    const error = new Error(refusalText(response, body));
+    const error = new Error(refusalMessage(response, body));
     error.status = response.status;
+    error.reason = body.error ? body.error.reason : "";
     throw error;
   }
   return body;
@@ -43,12 +45,6 @@ export async function json(path, options = {}) {
 // The API's refusal as the reader sees it. A 403 is a matter of role or
 // membership: a sentence in the reader's language says which, then the
 // API's own reason (what was refused, who can allow it).
-export function refusalText(response, body) {
-  const message = body.error ? body.error.message : `${response.status} ${response.statusText}`;
-  if (response.status !== 403) return message;
-  return `${t("Not allowed: this needs an admin, or the agent's owner to add you as a member.")} (${message})`;
-}
-
 // Every action's failure is shown: in the view's own status line when there
 // is one, else in the page-wide alert.
 export function showError(error, target = $("alert")) {
@@ -108,7 +104,7 @@ export async function followRun(request, onEvent, { onError, attempts = 5 } = {}
     if (response.status === 204) return;
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
-      onError(refusalText(response, body));
+      onError(refusalMessage(response, body));
       return;
     }
     try {

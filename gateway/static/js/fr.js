@@ -327,4 +327,20 @@ export const FR = {
   Blockers: "Blocages",
   "Last correlated answer": "Dernière réponse corrélée",
   "(none)": "(aucun)",
+  // Quotas (refusals.js, notices.js)
+  "You started too many requests in the last minute.": "Vous avez lancé trop de demandes dans la dernière minute.",
+  "You have too many requests in progress: wait for one to end, or stop one.":
+    "Vous avez trop de demandes en cours : attendez qu'une se termine, ou arrêtez-en une.",
+  "Your memory is full here: delete or decide something first.":
+    "Votre mémoire est pleine ici : supprimez ou décidez quelque chose d'abord.",
+  "Try again in {seconds} s.": "Réessayez dans {seconds} s.",
+  "Memory is full: nothing was written. Delete or decide something first.":
+    "La mémoire est pleine : rien n'a été écrit. Supprimez ou décidez quelque chose d'abord.",
+  "Another agent could not be asked: too many requests were started in the last minute.":
+    "Un autre agent n'a pas pu être interrogé : trop de demandes ont été lancées dans la dernière minute.",
+  "Another agent could not be asked: too many requests are in progress.":
+    "Un autre agent n'a pas pu être interrogé : trop de demandes sont en cours.",
+  "A memory quota is full.": "Un quota de la mémoire est plein.",
+  "Too many requests were started in the last minute.": "Trop de demandes ont été lancées dans la dernière minute.",
+  "Too many requests are in progress.": "Trop de demandes sont en cours.",
 };

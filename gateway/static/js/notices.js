@@ -33,6 +33,9 @@ export const NOTICE_TEXT = {
     "The agent's injection strategy cannot be used with this provider: its own strategy delivers the same context.",
   ),
   PROVIDER_SWITCHED: tLater("Provider switched: the agent starts from the handoff summary and the recent entries."),
+  QUOTA_EXCEEDED: tLater("Memory is full: nothing was written. Delete or decide something first."),
+  RATE_LIMITED: tLater("Another agent could not be asked: too many requests were started in the last minute."),
+  TOO_MANY_RUNS: tLater("Another agent could not be asked: too many requests are in progress."),
 };
 
 // The run errors whose cause is worth a sentence of its own.
@@ -47,6 +50,9 @@ export const ERROR_TEXT = {
   ERROR_REASON_TOO_LARGE: tLater("The request is too large."),
   ERROR_REASON_FAILED_PRECONDITION: tLater("The run could not start in this state."),
   ERROR_REASON_PERMISSION_DENIED: tLater("You are not allowed to ask this agent or read its thread."),
+  ERROR_REASON_QUOTA_EXCEEDED: tLater("A memory quota is full."),
+  ERROR_REASON_RATE_LIMITED: tLater("Too many requests were started in the last minute."),
+  ERROR_REASON_TOO_MANY_RUNS: tLater("Too many requests are in progress."),
 };
 
 // The section headings of a handoff summary, as memory writes them.

@@ -36,8 +36,15 @@ from services.engine.runs.titles import Titles
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, ToolRegistry
 from services.shared import deadlines
-from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
-from services.shared.metrics import RUN_SECONDS, RUNS, trace_exemplar
+from services.shared.errors import (
+    DomainError,
+    Exhausted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    TooLarge,
+)
+from services.shared.metrics import RUN_REFUSALS, RUN_SECONDS, RUNS, trace_exemplar
 from services.shared.pagination import as_instant, as_text, page_of, page_request
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
@@ -184,7 +191,14 @@ class RunService:
             )
         )
         reject_busy = request.busy_policy == BusyPolicy.REJECT
-        if await self._repo.insert_run(run, started.SerializeToString(), reject_busy) is None:
+        try:
+            inserted = await self._repo.insert_run(
+                run, started.SerializeToString(), reject_busy, quota=self._limits.quota
+            )
+        except Exhausted as refusal:
+            RUN_REFUSALS.labels(common_pb2.ErrorReason.Name(refusal.reason)).inc()
+            raise
+        if inserted is None:
             # A retry with the same request_id (maybe concurrent) created it first.
             existing = await self._repo.run_by_request(request.user, request.request_id)
             assert existing is not None

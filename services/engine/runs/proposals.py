@@ -10,7 +10,7 @@ from services.engine.remember import with_fact
 from services.engine.runs.context import EntryMaker
 from services.engine.runs.recorder import Recorder
 from services.engine.tools import SourceRead
-from services.shared.errors import FailedPrecondition
+from services.shared.errors import FailedPrecondition, QuotaExceeded
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 from switchboard.threads.v1 import threads_pb2
@@ -34,17 +34,20 @@ async def propose_to_remember(
                 "your active instruction page cannot be read; choose another one before asking me to remember"
             )
         page_id, title, body = page.page_id, page.title, page.body
-        if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
-            created = await collab.create_instruction_page(user, f"{run.id}:instruction-page")
-            page_id, title, body = created.id, created.title, created.body
-        proposal = await collab.create_proposal(
-            user,
-            f"{run.id}:proposal",
-            page_id,
-            with_fact(body, fact),
-            f"The user asked me to remember: {fact}",
-            run_id=run.id,
-        )
+        try:
+            if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
+                created = await collab.create_instruction_page(user, f"{run.id}:instruction-page")
+                page_id, title, body = created.id, created.title, created.body
+            proposal = await collab.create_proposal(
+                user,
+                f"{run.id}:proposal",
+                page_id,
+                with_fact(body, fact),
+                f"The user asked me to remember: {fact}",
+                run_id=run.id,
+            )
+        except QuotaExceeded as exc:
+            return await _refused_by_quota(collab, run, user, fact, exc, rec, entry)
     rec.emit(
         proposal=engine_pb2.ProposalMade(
             proposal_id=proposal.id,
@@ -66,3 +69,26 @@ async def propose_to_remember(
     )
     rec.outcome.sources = [SourceRead("page", page_id, title)]
     return engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_WAITING_APPROVAL)
+
+
+async def _refused_by_quota(
+    collab: Collaborators,
+    run: AgentRun,
+    user: str,
+    fact: str,
+    exc: QuotaExceeded,
+    rec: Recorder,
+    entry: EntryMaker,
+) -> engine_pb2.Final:
+    """Memory is up but full (too many pending proposals, too many
+    instruction pages): the run says which quota and ends done, with nothing
+    proposed. Not "memory is unavailable": the user can free room."""
+    rec.notice("QUOTA_EXCEEDED", f"memory refused the proposal: {exc.message}")
+    text = f"I could not propose remembering {fact!r}: {exc.message}. Nothing was changed."
+    await collab.append_entries(
+        user,
+        run.conversation_id or "",
+        f"{run.id}:assistant",
+        [entry(threads_pb2.ROLE_ASSISTANT, text, "engine")],
+    )
+    return engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_DONE)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from services.engine.budget import RunBudget
+from services.engine.quotas import RunQuota
 from services.engine.tools import AllowedSources
 from switchboard.engine.v1 import engine_pb2
 
@@ -99,6 +100,8 @@ class RunLimits:
     # cut of the request.
     title_model: str = ""
     title_timeout_seconds: float = 20.0
+    # Per-user run quotas, checked when a run is inserted.
+    quota: RunQuota = RunQuota()
 
 
 # The project whose context and memory agents share (one per workspace for now).

@@ -124,8 +124,8 @@ class ToolLoop:
                             span.set_status(trace.StatusCode.ERROR)
                 status = "error" if result.is_error else "ok"
                 rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=status))
-                if result.notice:  # a write the user did not ask for (tools.WriteRefused)
-                    rec.notice("WRITE_REFUSED", result.notice)
+                if result.notice:  # a write the user did not ask for, or a quota's refusal
+                    rec.notice(result.notice_code, result.notice)
                 rec.outcome.actions.append(
                     AgentAction(
                         id=str(uuid.uuid4()),

@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import grpc
-
 from services.memory.pages.diffs import TextDiff, diff_texts
 from services.memory.pages.models import (
     PROPOSAL_PENDING,
@@ -34,7 +32,13 @@ from services.memory.pages.models import (
 )
 from services.memory.pages.repository import PagesRepository, ProposalDecided, VersionWrite
 from services.memory.personal.repository import PersonalSettingsRepository
-from services.shared.errors import DomainError, FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    QuotaExceeded,
+    TooLarge,
+)
 from services.shared.masks import masked_fields
 from services.shared.pagination import (
     Cursor,
@@ -47,7 +51,6 @@ from services.shared.pagination import (
     page_request,
 )
 from services.shared.time import utcnow
-from switchboard.common.v1 import common_pb2
 
 MAX_TITLE_CHARS = 200
 MAX_ID_CHARS = 128
@@ -67,13 +70,6 @@ PAGE_PATHS = frozenset({"title", "body"})
 INSTRUCTIONS_NONE = 1
 INSTRUCTIONS_READABLE = 2
 INSTRUCTIONS_UNREADABLE = 3
-
-
-class LimitReached(DomainError):
-    """A per-object quota is full (RESOURCE_EXHAUSTED)."""
-
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
-    reason = common_pb2.ERROR_REASON_TOO_LARGE
 
 
 @dataclass(frozen=True)
@@ -501,7 +497,7 @@ class PagesDomain:
         template = self.template(template_id)
         current = await self._instruction_list(user_id)
         if len(current.page_ids) >= MAX_INSTRUCTION_PAGES:
-            raise LimitReached(
+            raise QuotaExceeded(
                 f"at most {MAX_INSTRUCTION_PAGES} instruction pages", field="instruction_page_ids"
             )
         view = await self.create_page(user_id, request_id, title.strip() or template.title, template.body)
@@ -517,7 +513,7 @@ class PagesDomain:
         ids = current.page_ids
         if page_id not in ids:
             if len(ids) >= MAX_INSTRUCTION_PAGES:
-                raise LimitReached(
+                raise QuotaExceeded(
                     f"at most {MAX_INSTRUCTION_PAGES} instruction pages", field="instruction_page_ids"
                 )
             ids = [*ids, page_id]
@@ -620,7 +616,7 @@ class PagesDomain:
                 field="proposed_body",
             )
         if await self._repo.pending_proposals(page.id) >= self._max_pending_proposals:
-            raise LimitReached(
+            raise QuotaExceeded(
                 f"page {page.id!r} has {self._max_pending_proposals} pending proposals already; "
                 "decide some first",
                 page_id=page.id,

@@ -43,6 +43,18 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     write, an agent the caller is not a member of). Only for objects the
     caller may know exist: another user's private object stays NOT_FOUND.
     """
+    ERROR_REASON_RATE_LIMITED: _ErrorReason.ValueType  # 8
+    """The caller started more runs in the last minute than its quota allows;
+    google.rpc.RetryInfo says when the oldest of them leaves the window.
+    """
+    ERROR_REASON_TOO_MANY_RUNS: _ErrorReason.ValueType  # 9
+    """The caller has as many runs executing at once as its quota allows;
+    google.rpc.RetryInfo suggests when to try again.
+    """
+    ERROR_REASON_QUOTA_EXCEEDED: _ErrorReason.ValueType  # 10
+    """A per-user or per-object storage quota is full (instruction pages,
+    pending proposals): delete or decide something first.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Domain used in every google.rpc.ErrorInfo that a Switchboard service returns.
@@ -67,6 +79,18 @@ ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 7
 """The caller's role or membership does not allow the call (an admin-only
 write, an agent the caller is not a member of). Only for objects the
 caller may know exist: another user's private object stays NOT_FOUND.
+"""
+ERROR_REASON_RATE_LIMITED: ErrorReason.ValueType  # 8
+"""The caller started more runs in the last minute than its quota allows;
+google.rpc.RetryInfo says when the oldest of them leaves the window.
+"""
+ERROR_REASON_TOO_MANY_RUNS: ErrorReason.ValueType  # 9
+"""The caller has as many runs executing at once as its quota allows;
+google.rpc.RetryInfo suggests when to try again.
+"""
+ERROR_REASON_QUOTA_EXCEEDED: ErrorReason.ValueType  # 10
+"""A per-user or per-object storage quota is full (instruction pages,
+pending proposals): delete or decide something first.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
