@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -189,6 +190,10 @@ async def run(args: argparse.Namespace) -> int:
             )
             return 2
     extra_env = {}
+    if not (os.environ.get("SWITCHBOARD_IDENTITY_KEY") or os.environ.get("SWITCHBOARD_IDENTITY_KEY_FILE")):
+        # The services trust only identity tokens signed with this key: a new
+        # one per start, known to the five processes alone (docs/security.md).
+        extra_env["SWITCHBOARD_IDENTITY_KEY"] = secrets.token_urlsafe(32)
     if args.offline_token_delay:
         extra_env["SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY"] = str(args.offline_token_delay)
     token = ""

@@ -97,6 +97,7 @@ async def build_server(settings: EngineSettings) -> RunningService:
         settings.router_address,
         settings.call_timeout,
         timeouts={"router": settings.router_timeout},
+        credentials=settings.channel_credentials(),
     )
     runs, closers, drain = await open_run_service(settings, Collaborators(transport))
     add = engine_service_pb2_grpc.add_EngineServiceServicer_to_server
