@@ -7,6 +7,10 @@ minted with the system's key. Health checks and reflection stay open."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 
@@ -18,8 +22,10 @@ from google.protobuf.descriptor import MethodDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from services.shared.bootstrap import start_service
 from services.shared.identity import IDENTITY_METADATA_KEY, user_metadata
-from services.shared.identity_tokens import ALGORITHM, AUDIENCE, ISSUER, current
+from services.shared.identity_tokens import ALGORITHM, AUDIENCE, ISSUER, IdentityKeyError, current
+from services.shared.settings import ServiceSettings
 from switchboard.threads.v1 import threads_service_pb2 as threads_pb
 from switchboard.threads.v1 import threads_service_pb2_grpc
 from tests.conftest import DatabaseFactory, MovableClock
@@ -163,3 +169,19 @@ async def test_the_user_is_the_tokens_and_another_users_token_sees_nothing_of_he
         # The bare header naming alice next to bob's token changes nothing.
         await threads.GetConversation(read, metadata=(*user_metadata("bob"), ("x-switchboard-user", "alice")))
     assert hidden.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_service_without_an_identity_key_does_not_start() -> None:
+    with pytest.raises(IdentityKeyError, match="SWITCHBOARD_IDENTITY_KEY"):
+        await start_service(ServiceSettings(port=0, identity_key=""), lambda _server: [])
+
+
+@pytest.mark.parametrize("module", ["services.router", "gateway"])
+async def test_a_process_started_without_an_identity_key_exits_at_once_saying_why(module: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_IDENTITY_KEY")}
+    env["SWITCHBOARD_ROUTER_EMBEDDER"] = "hashing"
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "no identity key: set SWITCHBOARD_IDENTITY_KEY or SWITCHBOARD_IDENTITY_KEY_FILE" in done.stderr
