@@ -57,13 +57,16 @@ class RunningService:
     health: health.aio.HealthServicer
     closers: list[Closer] = field(default_factory=list)
     drainers: list[Drainer] = field(default_factory=list)
+    # The plaintext health-only server, when health_port is set.
+    probe_server: grpc.aio.Server | None = None
 
     async def stop(self, grace: float | None) -> None:
         """Health NOT_SERVING first so load balancers stop sending, then let
         in-flight calls and work finish within one ``grace`` (concurrently, so
         shutdown never takes longer), then release resources."""
         await self.health.enter_graceful_shutdown()
-        await asyncio.gather(self.server.stop(grace), *(drain(grace) for drain in self.drainers))
+        probes = [] if self.probe_server is None else [self.probe_server.stop(grace)]
+        await asyncio.gather(self.server.stop(grace), *probes, *(drain(grace) for drain in self.drainers))
         for close in reversed(self.closers):
             await close()
 
@@ -148,6 +151,7 @@ async def start_service(
     else:
         port = server.add_secure_port(settings.address, credentials)
     await server.start()
+    probe_server = await _start_probe_server(settings, health_servicer)
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
@@ -157,7 +161,21 @@ async def start_service(
         port,
         "plaintext" if credentials is None else "TLS",
     )
-    return RunningService(server, port, health_servicer, list(closers), list(drainers))
+    return RunningService(server, port, health_servicer, list(closers), list(drainers), probe_server)
+
+
+async def _start_probe_server(
+    settings: ServiceSettings, health_servicer: health.aio.HealthServicer
+) -> grpc.aio.Server | None:
+    """The same health statuses on a plaintext port of their own: nothing
+    else is served there, so it needs neither TLS nor an identity."""
+    if not settings.health_port:
+        return None
+    probe_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe_server)
+    probe_server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+    await probe_server.start()
+    return probe_server
 
 
 async def open_database(settings: ServiceSettings, migrations_dir: Path) -> AsyncEngine:

@@ -84,6 +84,9 @@ class ServiceSettings(SecuritySettings):
         default=None, validation_alias=AliasChoices("SWITCHBOARD_TLS_CERT_FILE")
     )
     tls_key_file: Path | None = Field(default=None, validation_alias=AliasChoices("SWITCHBOARD_TLS_KEY_FILE"))
+    # A second, plaintext port serving grpc.health.v1 alone (0: none), for
+    # probes that cannot speak TLS (Kubernetes' native gRPC probe).
+    health_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
