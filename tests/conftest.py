@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,20 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from services.shared.identity_tokens import configure as configure_identity
-from services.shared.settings import SecuritySettings
 from services.shared.time import set_clock
 from services.shared.timer import set_timer
 from tests.databases import BACKENDS, database_url, drop_templates
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
-
-# The identity key of the whole run: services started in-process, the
-# processes tests launch (they inherit this environment) and the tests' own
-# calls (user_metadata) sign and verify with it.
-if not os.environ.get("SWITCHBOARD_IDENTITY_KEY_FILE"):
-    os.environ.setdefault("SWITCHBOARD_IDENTITY_KEY", "tests-" + secrets.token_urlsafe(32))
-configure_identity(SecuritySettings().identity_tokens())
 
 
 @pytest.fixture(scope="session", autouse=True)

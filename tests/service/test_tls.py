@@ -4,6 +4,7 @@ the service; a plaintext client or one trusting another CA does not."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services.healthcheck import check
 from services.router.server import build_server
 from services.router.settings import RouterSettings
 from services.shared.clients import open_channel
@@ -97,6 +99,8 @@ async def test_a_client_trusting_the_services_certificate_calls_it_over_tls(
     async with open_channel(f"{host}:{tls_port}", credentials) as channel:
         listed = await list_models(channel)
     assert listed.models, "the router lists its configured models"
+    # The health-check command speaks TLS with the same CA.
+    assert await asyncio.to_thread(check, f"{host}:{tls_port}", "", 5.0, credentials) == "SERVING"
 
 
 async def test_a_plaintext_client_or_one_trusting_another_ca_is_refused(
