@@ -8,8 +8,9 @@ caller that can reach a service port could claim to be anyone.
 HS256 with a shared secret, on purpose: four of the five processes mint
 tokens on a user's behalf, so all of them would hold the signing key under an
 asymmetric scheme too (only the router would be spared it), and an HMAC
-costs a few microseconds on every call of the hot path where a signature
-check of EdDSA/ES256 costs tens. The key is therefore a secret of every
+is cheaper than an EdDSA/ES256 signature on the hot path (tokens are also
+cached: minted once per user for half their lifetime, verified once per
+process). The key is therefore a secret of every
 process alike (docs/security.md). PyJWT, maintained and already the
 ecosystem's default, does the encoding and the signature; the times are
 checked here against the process's injectable clock (services.shared.time),
