@@ -27,8 +27,8 @@ if _version_not_supported:
 
 class RouterServiceStub:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
@@ -100,8 +100,8 @@ class RouterServiceStub:
 
 class RouterServiceServicer:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
@@ -267,8 +267,8 @@ def add_RouterServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class RouterService:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is

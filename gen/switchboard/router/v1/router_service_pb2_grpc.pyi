@@ -28,8 +28,8 @@ GRPC_VERSION: str
 
 class RouterServiceStub:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
@@ -87,8 +87,8 @@ class RouterServiceStub:
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
@@ -142,8 +142,8 @@ class RouterServiceAsyncStub(RouterServiceStub):
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is

@@ -27,7 +27,7 @@ if _version_not_supported:
 
 class ThreadsServiceStub:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -149,7 +149,7 @@ class ThreadsServiceStub:
 
 class ThreadsServiceServicer:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -442,7 +442,7 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ThreadsService:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is

@@ -28,7 +28,7 @@ GRPC_VERSION: str
 
 class ThreadsServiceStub:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -119,7 +119,7 @@ class ThreadsServiceStub:
 @_typing.type_check_only
 class ThreadsServiceAsyncStub(ThreadsServiceStub):
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -206,7 +206,7 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
 
 class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
