@@ -91,8 +91,8 @@ class IdentityTokens:
         self._keys = list(keys)
         self._lifetime = lifetime
         self._leeway = leeway
-        # (user, role) -> (token, the time after which a fresh one is minted)
-        self._minted: dict[tuple[str, str], tuple[str, float]] = {}
+        # (user, role) -> (token, issued at, the time after which a fresh one is minted)
+        self._minted: dict[tuple[str, str], tuple[str, float, float]] = {}
         self._verified: OrderedDict[str, Caller] = OrderedDict()
 
     @property
@@ -105,10 +105,11 @@ class IdentityTokens:
 
     def mint(self, user: str, role: str = DEFAULT_ROLE) -> str:
         """A token for ``user``; the same one while more than half its
-        lifetime is left (minting is on every call's path)."""
+        lifetime is left (minting is on every call's path). A clock set back
+        (a test's) gets a new one too: a token issued in the future is refused."""
         now = utcnow().timestamp()
         kept = self._minted.get((user, role))
-        if kept is not None and now < kept[1]:
+        if kept is not None and kept[1] <= now < kept[2]:
             return kept[0]
         issued = int(now)
         claims = {
@@ -122,7 +123,7 @@ class IdentityTokens:
         token = jwt.encode(claims, self._keys[0], algorithm=ALGORITHM)
         if len(self._minted) > _VERIFIED_CACHE_SIZE:
             self._minted.clear()  # a bound for a process acting for very many users
-        self._minted[(user, role)] = (token, issued + self._lifetime / 2)
+        self._minted[(user, role)] = (token, issued, issued + self._lifetime / 2)
         return token
 
     def verify(self, token: str) -> Caller:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -29,8 +29,30 @@ async def running(
         await service.stop(None)
 
 
-def as_user(user: str) -> dict[str, Any]:
-    return {"metadata": user_metadata(user), "timeout": 10}
+class AsUser(Mapping[str, Any]):
+    """A call's keyword arguments for ``user`` (``stub.M(request, **as_user("alice"))``):
+    its identity token is minted when the call is made, not when the module
+    was imported, since a token lives a minute and a run of the suite longer."""
+
+    def __init__(self, user: str, timeout: float) -> None:
+        self._user, self._timeout = user, timeout
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "metadata":
+            return user_metadata(self._user)
+        if key == "timeout":
+            return self._timeout
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("metadata", "timeout"))
+
+    def __len__(self) -> int:
+        return 2
+
+
+def as_user(user: str, timeout: float = 10) -> AsUser:
+    return AsUser(user, timeout)
 
 
 async def expect_error(call: Awaitable[Any], code: grpc.StatusCode, reason: str) -> grpc.aio.AioRpcError:

@@ -169,3 +169,13 @@ def test_a_process_without_keys_mints_nothing() -> None:
             user_metadata("alice")
     finally:
         configure(kept)
+
+
+def test_a_clock_set_back_gets_a_token_issued_now_not_the_one_from_the_future(clock: MovableClock) -> None:
+    tokens = IdentityTokens([KEY])
+    clock.advance(3600)
+    future = tokens.mint("alice")
+    clock.advance(-3600)
+    now = tokens.mint("alice")
+    assert now != future
+    assert tokens.verify(now).user == "alice"
