@@ -10,6 +10,7 @@ import uvicorn
 from gateway import tokens
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from services.shared.identity_tokens import IdentityKeyError
 from services.shared.telemetry import setup_logging, setup_telemetry
 
 
@@ -19,8 +20,13 @@ def main() -> None:
     settings = GatewaySettings()
     setup_logging(settings.log_level, "gateway")
     setup_telemetry("gateway", settings.otlp_endpoint)
+    try:
+        app = create_app(settings)
+    except IdentityKeyError as error:
+        print(f"gateway cannot start: {error}", file=sys.stderr)
+        sys.exit(2)
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),

@@ -39,6 +39,7 @@ from gateway.limits import BodySizeLimit
 from gateway.settings import GatewaySettings
 from gateway.tokens import TokenFile
 from services.shared.clients import open_channel
+from services.shared.identity_tokens import configure as configure_identity
 from services.shared.telemetry import tracing_enabled
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
@@ -50,12 +51,15 @@ STATIC = Path(__file__).parent / "static"
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     catalog.check_sources_settings(settings.connectors_json, settings.mcp_servers_json)
+    # The identity tokens its calls to the services carry (IdentityKeyError without a key).
+    configure_identity(settings.identity_tokens())
+    credentials = settings.channel_credentials()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # One channel per service for the process's life.
         channels = {
-            name: open_channel(address)
+            name: open_channel(address, credentials)
             for name, address in (
                 ("engine", settings.engine_address),
                 ("threads", settings.threads_address),

@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
     grpc.StatusCode.OUT_OF_RANGE: 400,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
     grpc.StatusCode.PERMISSION_DENIED: 403,
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.ALREADY_EXISTS: 409,
@@ -69,6 +68,12 @@ def error_body(code: str, message: str, reason: str = "", **extra: object) -> di
 def from_rpc_error(error: grpc.aio.AioRpcError) -> ApiError:
     info = error_info(error)
     reason = info.reason if info is not None else ""
+    if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+        # The gateway signs every identity it sends: a service refusing one is
+        # the deployment's fault (the processes' identity keys differ, or their
+        # clocks drift beyond the leeway), never the HTTP client's. 500; the
+        # service's reason is in the gateway's log.
+        return ApiError(500, "INTERNAL", "internal error", reason)
     status = REASON_STATUS.get(reason) or HTTP_STATUS.get(error.code(), 500)
     message = (
         error.details() or error.code().name.lower()

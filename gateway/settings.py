@@ -6,10 +6,15 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from services.shared.settings import SecuritySettings
 
 
-class GatewaySettings(BaseSettings):
+class GatewaySettings(SecuritySettings):
+    """The gateway's own settings, and the identity key and services' CA it
+    shares with the services (SecuritySettings)."""
+
     model_config = SettingsConfigDict(
         env_prefix="SWITCHBOARD_GATEWAY_", frozen=True, extra="ignore", populate_by_name=True
     )

@@ -13,10 +13,12 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,6 +166,15 @@ async def stop_all(children: list[Child], grace: float = 15.0) -> None:
             await task
 
 
+def identity_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The services trust only identity tokens signed with the key they
+    share: the one the environment sets, else a new one per start, known to
+    the five processes alone (docs/security.md)."""
+    if environ.get("SWITCHBOARD_IDENTITY_KEY") or environ.get("SWITCHBOARD_IDENTITY_KEY_FILE"):
+        return {}
+    return {"SWITCHBOARD_IDENTITY_KEY": secrets.token_urlsafe(32)}
+
+
 def dev_token(data_dir: Path, tokens_file: Path, user: str) -> str:
     """The development token of ``user``: the one kept in the data dir while
     the tokens file still holds its hash, else a new one with the admin role
@@ -196,7 +207,7 @@ async def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    extra_env = {}
+    extra_env = identity_env(os.environ)
     if args.offline_token_delay:
         extra_env["SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY"] = str(args.offline_token_delay)
     token = ""

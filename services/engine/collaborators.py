@@ -90,8 +90,11 @@ class GrpcTransport:
         router_address: str,
         timeout: float,
         timeouts: Mapping[str, float] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        self._channels = [open_channel(a) for a in (threads_address, memory_address, router_address)]
+        self._channels = [
+            open_channel(a, credentials) for a in (threads_address, memory_address, router_address)
+        ]
         threads, memory, router = self._channels
         self._stubs: dict[str, Any] = {
             "threads": threads_service_pb2_grpc.ThreadsServiceStub(threads),

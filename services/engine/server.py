@@ -160,6 +160,7 @@ async def build_server(settings: EngineSettings) -> RunningService:
         settings.router_address,
         settings.call_timeout,
         timeouts={"router": settings.router_timeout},
+        credentials=settings.channel_credentials(),
     )
     collaborators = Collaborators(transport)
     database = await open_database(settings, MIGRATIONS)

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ from services.shared import db_retry
 from services.shared.db import create_engine
 from services.shared.deadlines import DeadlineInterceptor
 from services.shared.errors import ErrorMappingInterceptor
+from services.shared.identity_guard import IdentityInterceptor
+from services.shared.identity_tokens import IdentityKeyError, configure
 from services.shared.metrics import MetricsInterceptor, serve_metrics
 from services.shared.migrations import upgrade_to_head
 from services.shared.request_guard import RequestGuardInterceptor
@@ -54,13 +57,16 @@ class RunningService:
     health: health.aio.HealthServicer
     closers: list[Closer] = field(default_factory=list)
     drainers: list[Drainer] = field(default_factory=list)
+    # The plaintext health-only server, when health_port is set.
+    probe_server: grpc.aio.Server | None = None
 
     async def stop(self, grace: float | None) -> None:
         """Health NOT_SERVING first so load balancers stop sending, then let
         in-flight calls and work finish within one ``grace`` (concurrently, so
         shutdown never takes longer), then release resources."""
         await self.health.enter_graceful_shutdown()
-        await asyncio.gather(self.server.stop(grace), *(drain(grace) for drain in self.drainers))
+        probes = [] if self.probe_server is None else [self.probe_server.stop(grace)]
+        await asyncio.gather(self.server.stop(grace), *probes, *(drain(grace) for drain in self.drainers))
         for close in reversed(self.closers):
             await close()
 
@@ -110,11 +116,15 @@ async def start_service(
     drainers: Sequence[Drainer] = (),
 ) -> RunningService:
     """Builds and starts the server; ``register`` adds the servicers and returns
-    their full service names (for health and reflection)."""
+    their full service names (for health and reflection). The process's
+    identity tokens come from ``settings``: IdentityKeyError without a key."""
+    configure(settings.identity_tokens())
+    credentials = settings.server_credentials()
     server = grpc.aio.server(
         # Tracing outermost (but for the stream closer, which makes sure of it):
         # its span covers the whole call, closed in the call's own task.
-        # The request guard inside metrics, so a refused request is counted INVALID_ARGUMENT.
+        # The request guard inside metrics, so a refused request is counted INVALID_ARGUMENT;
+        # the identity check before it, so an unknown caller learns nothing about its request.
         interceptors=[
             StreamClosingInterceptor(),
             *server_interceptors(),
@@ -122,6 +132,7 @@ async def start_service(
                 [
                     MetricsInterceptor(),
                     ErrorMappingInterceptor(),
+                    IdentityInterceptor(),
                     RequestGuardInterceptor(),
                     DeadlineInterceptor(),
                 ]
@@ -135,12 +146,36 @@ async def start_service(
     reflection.enable_server_reflection(
         [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
     )
-    port = server.add_insecure_port(settings.address)
+    if credentials is None:
+        port = server.add_insecure_port(settings.address)
+    else:
+        port = server.add_secure_port(settings.address, credentials)
     await server.start()
+    probe_server = await _start_probe_server(settings, health_servicer)
     for name in ["", *names]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("%s serving on %s:%d", settings.service_name, settings.host, port)
-    return RunningService(server, port, health_servicer, list(closers), list(drainers))
+    log.info(
+        "%s serving on %s:%d (%s)",
+        settings.service_name,
+        settings.host,
+        port,
+        "plaintext" if credentials is None else "TLS",
+    )
+    return RunningService(server, port, health_servicer, list(closers), list(drainers), probe_server)
+
+
+async def _start_probe_server(
+    settings: ServiceSettings, health_servicer: health.aio.HealthServicer
+) -> grpc.aio.Server | None:
+    """The same health statuses on a plaintext port of their own: nothing
+    else is served there, so it needs neither TLS nor an identity."""
+    if not settings.health_port:
+        return None
+    probe_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe_server)
+    probe_server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+    await probe_server.start()
+    return probe_server
 
 
 async def open_database(settings: ServiceSettings, migrations_dir: Path) -> AsyncEngine:
@@ -194,6 +229,12 @@ def main(
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
     args = parser.parse_args()
     setup_logging(settings.log_level, settings.service_name)
+    if args.command == "serve":
+        try:
+            settings.identity_tokens()  # fail fast, before opening anything
+        except IdentityKeyError as error:
+            print(f"{settings.service_name} cannot start: {error}", file=sys.stderr)
+            sys.exit(2)
     if args.command == "migrate":
         asyncio.run(migrate(settings, migrations_dir))
         log.info("%s database at the newest revision", settings.service_name)

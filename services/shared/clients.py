@@ -35,7 +35,13 @@ _CHANNEL_OPTIONS = [
 ]
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.aio.Channel:
+    """A channel to ``address``: TLS when ``credentials`` are given
+    (SecuritySettings.channel_credentials), else plaintext."""
+    if credentials is not None:
+        return grpc.aio.secure_channel(
+            address, credentials, options=_CHANNEL_OPTIONS, interceptors=client_interceptors()
+        )
     return grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS, interceptors=client_interceptors())
 
 

@@ -1,39 +1,38 @@
 """The caller's identity, carried in gRPC metadata from the gateway to every
-service; each service checks ownership itself with it. The role ("admin" or
-"user") travels beside the user: function-level permissions (admin-only
-catalog and registry writes) read it with :func:`caller_role`."""
+service as a short-lived signed token (services.shared.identity_tokens);
+each service checks ownership itself with it."""
 
 from __future__ import annotations
-
-from typing import Literal
 
 import grpc
 
 from services.shared.errors import Unauthenticated
+from services.shared.identity_tokens import DEFAULT_ROLE, Caller, current
 
-USER_METADATA_KEY = "x-switchboard-user"
-ROLE_METADATA_KEY = "x-switchboard-role"
-
-Role = Literal["admin", "user"]
-ROLES: tuple[Role, ...] = ("admin", "user")
+IDENTITY_METADATA_KEY = "x-switchboard-identity"
 
 
-def user_metadata(user_id: str, role: str = "user") -> tuple[tuple[str, str], ...]:
-    return ((USER_METADATA_KEY, user_id), (ROLE_METADATA_KEY, role))
+def user_metadata(user_id: str, role: str = DEFAULT_ROLE) -> tuple[tuple[str, str], ...]:
+    """The metadata of a call made for ``user_id``: a token this process signs."""
+    return ((IDENTITY_METADATA_KEY, current().mint(user_id, role)),)
+
+
+def caller(context: grpc.aio.ServicerContext) -> Caller:
+    """The verified caller; UNAUTHENTICATED when the call carries no valid
+    token (none, a bare user name, another key's, expired)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == IDENTITY_METADATA_KEY and value:
+            return current().verify(str(value))
+    raise Unauthenticated(f"the call carries no identity token (metadata {IDENTITY_METADATA_KEY})")
 
 
 def caller_user(context: grpc.aio.ServicerContext) -> str:
-    """The user the call acts for; UNAUTHENTICATED when the metadata lacks one."""
-    for key, value in context.invocation_metadata() or ():
-        if key == USER_METADATA_KEY and value:
-            return str(value)
-    raise Unauthenticated("the call carries no user (metadata x-switchboard-user)")
+    """The user the call acts for."""
+    return caller(context).user
 
 
 def caller_role(context: grpc.aio.ServicerContext) -> str:
-    """The caller's role: "admin" only when the metadata says so exactly;
-    anything else (missing, unknown) is "user", the role with fewer rights."""
-    for key, value in context.invocation_metadata() or ():
-        if key == ROLE_METADATA_KEY:
-            return "admin" if value == "admin" else "user"
-    return "user"
+    """The caller's verified role: "admin" only when the token says so
+    exactly; anything else is "user", the role with fewer rights.
+    Function-level permissions (admin-only catalog and registry writes) read it."""
+    return "admin" if caller(context).role == "admin" else "user"

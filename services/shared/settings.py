@@ -5,11 +5,54 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+import grpc
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.shared.identity_tokens import IdentityTokens, parse_keys
 
-class ServiceSettings(BaseSettings):
+
+class SecuritySettings(BaseSettings):
+    """What every process that calls or serves gRPC shares (the services and
+    the gateway): the identity key and the CA of the services' certificates.
+    The names carry no service prefix: every process reads the same ones."""
+
+    # populate_by_name: code and tests may pass identity_key=... as well as the env name.
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    # The secret identity tokens are signed with (HS256; docs/security.md):
+    # whitespace-separated, the first signs, each one verifies (rotation).
+    identity_key: SecretStr = Field(
+        default=SecretStr(""), validation_alias=AliasChoices("SWITCHBOARD_IDENTITY_KEY")
+    )
+    # A file holding the key(s) the same way (a mounted Secret); added after identity_key's.
+    identity_key_file: Path | None = Field(
+        default=None, validation_alias=AliasChoices("SWITCHBOARD_IDENTITY_KEY_FILE")
+    )
+    # Lifetime of a minted identity token, seconds, and the clock skew allowed when checking one.
+    identity_token_seconds: float = Field(
+        default=60.0, gt=0, validation_alias=AliasChoices("SWITCHBOARD_IDENTITY_TOKEN_SECONDS")
+    )
+    identity_leeway_seconds: float = Field(
+        default=5.0, ge=0, validation_alias=AliasChoices("SWITCHBOARD_IDENTITY_LEEWAY_SECONDS")
+    )
+    # PEM CA bundle that signed the services' certificates: set, calls to
+    # other services use TLS and check their certificate; empty, plaintext.
+    tls_ca_file: Path | None = Field(default=None, validation_alias=AliasChoices("SWITCHBOARD_TLS_CA_FILE"))
+
+    def identity_tokens(self) -> IdentityTokens:
+        """The process's minter and verifier; IdentityKeyError without a usable key."""
+        keys = parse_keys(self.identity_key.get_secret_value(), self.identity_key_file)
+        return IdentityTokens(keys, self.identity_token_seconds, self.identity_leeway_seconds)
+
+    def channel_credentials(self) -> grpc.ChannelCredentials | None:
+        """TLS credentials for calls to other services (None: plaintext)."""
+        if self.tls_ca_file is None:
+            return None
+        return grpc.ssl_channel_credentials(root_certificates=self.tls_ca_file.read_bytes())
+
+
+class ServiceSettings(SecuritySettings):
     """Fields common to every gRPC service. Subclasses set ``env_prefix``
     (``SWITCHBOARD_THREADS_`` ...) and ``service_name``."""
 
@@ -35,6 +78,15 @@ class ServiceSettings(BaseSettings):
     metrics_port: int = 0
     # Seconds in-flight RPCs get to finish after SIGTERM.
     shutdown_grace: float = 10.0
+    # PEM certificate (chain) and private key this service serves TLS with;
+    # both set: TLS only on its port; neither: plaintext (the loopback default).
+    tls_cert_file: Path | None = Field(
+        default=None, validation_alias=AliasChoices("SWITCHBOARD_TLS_CERT_FILE")
+    )
+    tls_key_file: Path | None = Field(default=None, validation_alias=AliasChoices("SWITCHBOARD_TLS_KEY_FILE"))
+    # A second, plaintext port serving grpc.health.v1 alone (0: none), for
+    # probes that cannot speak TLS (Kubernetes' native gRPC probe).
+    health_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -45,3 +97,13 @@ class ServiceSettings(BaseSettings):
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def server_credentials(self) -> grpc.ServerCredentials | None:
+        """TLS credentials for this service's port (None: plaintext);
+        ValueError when only one of the certificate and the key is set."""
+        if self.tls_cert_file is None and self.tls_key_file is None:
+            return None
+        if self.tls_cert_file is None or self.tls_key_file is None:
+            raise ValueError("TLS needs both SWITCHBOARD_TLS_CERT_FILE and SWITCHBOARD_TLS_KEY_FILE")
+        pair = (self.tls_key_file.read_bytes(), self.tls_cert_file.read_bytes())
+        return grpc.ssl_server_credentials([pair])

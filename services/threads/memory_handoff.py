@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import grpc
+
 from services.shared.clients import call, open_channel
 from services.shared.identity import user_metadata
 from services.threads.models import Entry, Segment
@@ -50,8 +52,10 @@ def handoff_entries(entries: Sequence[Entry]) -> list[handoff_pb2.HandoffEntry]:
 class MemoryHandoff:
     """A HandoffSummarizer over memory's HandoffService."""
 
-    def __init__(self, memory_address: str, timeout: float) -> None:
-        self._channel = open_channel(memory_address)
+    def __init__(
+        self, memory_address: str, timeout: float, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
+        self._channel = open_channel(memory_address, credentials)
         self._stub = handoff_service_pb2_grpc.HandoffServiceStub(self._channel)
         self._timeout = timeout
 

@@ -33,7 +33,9 @@ async def open_servicer(
     engine = await open_database(settings, MIGRATIONS)
     closers: list[Closer] = [engine.dispose]
     if summarizer is None and settings.memory_address:
-        memory_handoff = MemoryHandoff(settings.memory_address, settings.call_timeout)
+        memory_handoff = MemoryHandoff(
+            settings.memory_address, settings.call_timeout, settings.channel_credentials()
+        )
         closers.insert(0, memory_handoff.close)
         summarizer = memory_handoff
     repository = ThreadsRepository(session_factory(engine))

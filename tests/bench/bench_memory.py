@@ -126,13 +126,12 @@ async def bench_one(embedder_name: str, count: int, queries: int) -> dict[str, A
         seeding_s = time.perf_counter() - started
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.port}")
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
-        metadata = user_metadata(USER)
 
         async def rpc(query: str) -> int:
             request = memory_service_pb2.RecallNotesRequest(
                 project_id=PROJECT, query=query, persona="architect", limit=5
             )
-            return len((await stub.RecallNotes(request, metadata=metadata, timeout=60)).notes)
+            return len((await stub.RecallNotes(request, metadata=user_metadata(USER), timeout=60)).notes)
 
         started = time.perf_counter()
         assert await rpc("warm-up query for the index") >= 0

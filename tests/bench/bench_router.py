@@ -209,17 +209,20 @@ async def over_rpc(
 ) -> dict[str, float]:
     async with router_process(folder, embedder, facts) as channel:
         stub = router_service_pb2_grpc.RouterServiceStub(channel)
-        meta = user_metadata("bench", "admin")
         for skill in generated_skills(skills - 23):
             await stub.CreateSkill(
-                router_service_pb2.CreateSkillRequest(skill=skill), metadata=meta, timeout=30
+                router_service_pb2.CreateSkillRequest(skill=skill),
+                metadata=user_metadata("bench", "admin"),
+                timeout=30,
             )
         # The first route finds the new descriptions without vectors and
         # embeds them in the background (lexical only meanwhile); not measured.
         started = time.perf_counter()
         while True:
             warm = await stub.RouteSkills(
-                router_service_pb2.RouteSkillsRequest(text="warm up"), metadata=meta, timeout=120
+                router_service_pb2.RouteSkillsRequest(text="warm up"),
+                metadata=user_metadata("bench"),
+                timeout=120,
             )
             if warm.decision.embedder or time.perf_counter() - started > 600:
                 break
@@ -228,7 +231,9 @@ async def over_rpc(
 
         async def call(text: str) -> None:
             await stub.RouteSkills(
-                router_service_pb2.RouteSkillsRequest(text=text, offline=True), metadata=meta, timeout=10
+                router_service_pb2.RouteSkillsRequest(text=text, offline=True),
+                metadata=user_metadata("bench"),
+                timeout=10,
             )
 
         return stats(await timed(call, texts, n, 50))

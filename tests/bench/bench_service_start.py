@@ -42,14 +42,13 @@ WARM_UP = 20
 
 async def calls(service: str, channel: grpc.aio.Channel) -> tuple[list[str], Callable[[str], Awaitable[Any]]]:
     """The texts to send and the call that sends one."""
-    meta = user_metadata("bench")
     if service == "router":
         router = router_service_pb2_grpc.RouterServiceStub(channel)
         requests = json.loads((FIXTURES / "router/skill_requests.json").read_text())["requests"]
 
         def route(text: str) -> Awaitable[Any]:
             request = rpb.RouteSkillsRequest(text=text, offline=True)
-            return router.RouteSkills(request, metadata=meta, timeout=30)  # type: ignore[no-any-return]
+            return router.RouteSkills(request, metadata=user_metadata("bench"), timeout=30)  # type: ignore[no-any-return]
 
         return [r["text"] for r in requests], route
     memory = memory_service_pb2_grpc.MemoryServiceStub(channel)
@@ -58,11 +57,11 @@ async def calls(service: str, channel: grpc.aio.Channel) -> tuple[list[str], Cal
         note = memory_pb2.Note(
             project_id="p", kind=n["kind"], title=n["title"], body=n["body"], tags=n["tags"]
         )
-        await memory.CreateNote(mpb.CreateNoteRequest(note=note), metadata=meta, timeout=30)
+        await memory.CreateNote(mpb.CreateNoteRequest(note=note), metadata=user_metadata("bench"), timeout=30)
 
     def recall(text: str) -> Awaitable[Any]:
         request = mpb.RecallNotesRequest(project_id="p", query=text, limit=5)
-        return memory.RecallNotes(request, metadata=meta, timeout=30)  # type: ignore[no-any-return]
+        return memory.RecallNotes(request, metadata=user_metadata("bench"), timeout=30)  # type: ignore[no-any-return]
 
     return [q["query"] for q in recall_set["queries"]], recall
 

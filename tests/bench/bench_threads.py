@@ -70,7 +70,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("sqlite", "postgres")
 ADMIN_URL = os.environ.get("SWITCHBOARD_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 USER = "bench"
-METADATA = user_metadata(USER)
+
 TIMEOUT = 30.0
 READY_TIMEOUT = 60.0
 STOP_GRACE = 20.0
@@ -192,12 +192,12 @@ class Meter:
 async def new_agent_thread(stub: threads_service_pb2_grpc.ThreadsServiceStub, agent_id: str) -> str:
     await stub.CreateAgent(
         threads_service_pb2.CreateAgentRequest(agent=threads_pb2.Agent(id=agent_id, display_name=agent_id)),
-        metadata=METADATA,
+        metadata=user_metadata(USER),
         timeout=TIMEOUT,
     )
     reply = await stub.EnsureAgentThread(
         threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent_id),
-        metadata=METADATA,
+        metadata=user_metadata(USER),
         timeout=TIMEOUT,
     )
     return str(reply.thread.id)
@@ -233,7 +233,7 @@ async def appends(
             )
             request.entries[0].correlation_id = request.request_id
             started = time.perf_counter()
-            reply = await stub.AppendEntries(request, metadata=METADATA, timeout=TIMEOUT)
+            reply = await stub.AppendEntries(request, metadata=user_metadata(USER), timeout=TIMEOUT)
             latencies.append((time.perf_counter() - started) * 1000)
             if len(reply.entries) != batch:
                 raise BenchError(f"AppendEntries wrote {len(reply.entries)} entries, not {batch}")
@@ -458,7 +458,7 @@ async def timed_reads(
     for _ in range(count):
         request = make()
         started = time.perf_counter()
-        reply = await stub.ListEntries(request, metadata=METADATA, timeout=TIMEOUT)
+        reply = await stub.ListEntries(request, metadata=user_metadata(USER), timeout=TIMEOUT)
         latencies.append((time.perf_counter() - started) * 1000)
         check(reply, request)
     return latencies
@@ -495,7 +495,7 @@ async def measure_reads(
         request: threads_service_pb2.ListEntriesRequest,
     ) -> threads_service_pb2.ListEntriesResponse:
         reply: threads_service_pb2.ListEntriesResponse = await stub.ListEntries(
-            request, metadata=METADATA, timeout=TIMEOUT
+            request, metadata=user_metadata(USER), timeout=TIMEOUT
         )
         return reply
 

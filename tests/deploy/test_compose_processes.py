@@ -8,6 +8,7 @@ database URLs (fresh test databases) and no trace collector."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -85,6 +86,8 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
             "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": f"127.0.0.1:{ports['engine']}",
             "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
             "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
+            # What `${SWITCHBOARD_IDENTITY_KEY:?...}` takes from the shell.
+            "SWITCHBOARD_IDENTITY_KEY": os.environ["SWITCHBOARD_IDENTITY_KEY"],
         }
         # Every service serves /metrics on the one port Prometheus scrapes, each
         # in a container of its own; here they share a host, so each gets its own.

@@ -79,8 +79,14 @@ def test_each_grpc_service_has_a_deployment_with_grpc_probes_and_a_headless_serv
         pod = deployments[name]["spec"]["template"]
         container = pod["spec"]["containers"][0]
         assert container["args"] == [f"services.{name}", "serve"]
+        # Kubernetes' gRPC probe cannot speak TLS: where the port serves TLS
+        # (production), it asks the plaintext health-only port.
+        env = {item["name"]: item.get("value") for item in container["env"]}
+        probed = int(env.get(f"SWITCHBOARD_{name.upper()}_HEALTH_PORT") or port)
+        if "SWITCHBOARD_TLS_CERT_FILE" in env:
+            assert probed != port, name
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"]["port"] == port, (name, probe)
+            assert container[probe]["grpc"]["port"] == probed, (name, probe)
         assert {"cpu", "memory"} <= set(container["resources"]["requests"]), name
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         # Prometheus finds /metrics where the service serves it.
@@ -106,6 +112,37 @@ def test_the_gateway_has_http_probes_and_reaches_the_services_by_dns(resources: 
     assert tokens["name"].startswith("switchboard-gateway")
 
 
+def test_every_process_signs_and_checks_identities_with_the_key_from_one_secret(
+    resources: list[dict[str, Any]],
+) -> None:
+    deployments = by_kind(resources, "Deployment")
+    assert set(deployments) >= {*GRPC_SERVICES, "gateway"}
+    for name in (*GRPC_SERVICES, "gateway"):
+        container = deployments[name]["spec"]["template"]["spec"]["containers"][0]
+        env = {item["name"]: item for item in container["env"]}
+        key = env["SWITCHBOARD_IDENTITY_KEY"]["valueFrom"]["secretKeyRef"]
+        assert key["name"].startswith("switchboard-identity") and key["key"] == "key", name
+
+
+def test_production_serves_and_checks_tls_from_the_certificate_secret() -> None:
+    deployments = by_kind(kustomize_build("production"), "Deployment")
+    for name in (*GRPC_SERVICES, "gateway"):
+        pod = deployments[name]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = {item["name"]: item.get("value") for item in container["env"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["grpc-tls"]["secret"]["secretName"] == "switchboard-grpc-tls", name
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert env["SWITCHBOARD_TLS_CA_FILE"] == f"{mounts['grpc-tls']}/ca.crt", name
+        if name != "gateway":
+            assert env["SWITCHBOARD_TLS_CERT_FILE"] == f"{mounts['grpc-tls']}/tls.crt", name
+            assert env["SWITCHBOARD_TLS_KEY_FILE"] == f"{mounts['grpc-tls']}/tls.key", name
+    # The dev overlay stays plaintext.
+    for deployment in by_kind(kustomize_build("dev"), "Deployment").values():
+        names = {item["name"] for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert not {n for n in names if n.startswith("SWITCHBOARD_TLS_")}
+
+
 def test_engine_and_gateway_autoscale_on_cpu(resources: list[dict[str, Any]]) -> None:
     autoscalers = by_kind(resources, "HorizontalPodAutoscaler")
     assert {hpa["spec"]["scaleTargetRef"]["name"] for hpa in autoscalers.values()} == {"engine", "gateway"}
@@ -128,7 +165,7 @@ def test_the_migrations_job_migrates_every_service_and_services_do_not(
 
 def test_only_the_dev_overlay_ships_secrets_and_a_database() -> None:
     dev, production = kustomize_build("dev"), kustomize_build("production")
-    assert {"switchboard-database", "switchboard-gateway"} <= {
+    assert {"switchboard-database", "switchboard-gateway", "switchboard-identity"} <= {
         name.rsplit("-", 1)[0] for name in by_kind(dev, "Secret")
     }
     assert "postgres" in by_kind(dev, "StatefulSet")

@@ -27,7 +27,6 @@ from tests.processes import child_env, free_port, process, wait_grpc_serving
 
 ROUTER_TIMEOUT = 1.0
 SKILL = "meeting-notes-to-actions"
-WHO = user_metadata("alice")
 
 
 @dataclass
@@ -39,7 +38,7 @@ class System:
     async def run(self, text: str = "Summarise our meeting") -> list[engine_pb2.RunEvent]:
         conversation = await self.threads.CreateConversation(
             threads_service_pb2.CreateConversationRequest(request_id=uuid.uuid4().hex),
-            metadata=WHO,
+            metadata=user_metadata("alice"),
             timeout=10,
         )
         request = engine_service_pb2.StartRunRequest(
@@ -48,7 +47,7 @@ class System:
             message=text,
             forced_skills=[SKILL],
         )
-        stream = self.engine.StartRun(request, metadata=WHO, timeout=30)
+        stream = self.engine.StartRun(request, metadata=user_metadata("alice"), timeout=30)
         return [response.event async for response in stream]
 
 
@@ -137,32 +136,38 @@ async def test_a_run_goes_on_without_router_or_memory_and_is_refused_without_thr
     assert len(notices(no_memory, "MEMORY_UNAVAILABLE")) == 1
     assert len(notices(no_memory, "ROUTER_UNAVAILABLE")) == 1
     run = await system.engine.GetRun(
-        engine_service_pb2.GetRunRequest(run_id=no_memory[0].run_id), metadata=WHO, timeout=10
+        engine_service_pb2.GetRunRequest(run_id=no_memory[0].run_id),
+        metadata=user_metadata("alice"),
+        timeout=10,
     )
     assert run.run.status == engine_pb2.RUN_STATUS_DONE and run.run.model == "switchboard-offline-balanced"
 
     # Threads gone: the run cannot be recorded, so it is refused at once,
     # with the cause, before any model call and without a run record.
     conversation = await system.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(request_id=uuid.uuid4().hex), metadata=WHO, timeout=10
+        threads_service_pb2.CreateConversationRequest(request_id=uuid.uuid4().hex),
+        metadata=user_metadata("alice"),
+        timeout=10,
     )
     await kill(system.processes["threads"])
     request = engine_service_pb2.StartRunRequest(
         request_id=uuid.uuid4().hex, conversation_id=conversation.conversation.id, message="hello"
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        async for _ in system.engine.StartRun(request, metadata=WHO, timeout=30):
+        async for _ in system.engine.StartRun(request, metadata=user_metadata("alice"), timeout=30):
             pass
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "threads" in (refused.value.details() or "")
     listed = await system.engine.ListRuns(
         engine_service_pb2.ListRunsRequest(conversation_id=conversation.conversation.id),
-        metadata=WHO,
+        metadata=user_metadata("alice"),
         timeout=10,
     )
     assert list(listed.runs) == []
     # And the engine itself still serves what it holds.
     again = await system.engine.GetRun(
-        engine_service_pb2.GetRunRequest(run_id=healthy[0].run_id), metadata=WHO, timeout=10
+        engine_service_pb2.GetRunRequest(run_id=healthy[0].run_id),
+        metadata=user_metadata("alice"),
+        timeout=10,
     )
     assert again.run.status == engine_pb2.RUN_STATUS_DONE

@@ -440,7 +440,6 @@ async def _events(call: Any) -> list[engine_pb2.RunEvent]:
 async def _follow_ups(stack: Stack, agent: str, conversation: str) -> None:
     """A new ask on the agent's thread and a new message on the conversation
     (straight to the engine) both run at once: never queued behind a dead run."""
-    metadata = user_metadata(USER)
     async with grpc.aio.insecure_channel(stack.engine_address) as channel:
         engine = engine_service_pb2_grpc.EngineServiceStub(channel)
         ask = engine_service_pb2.AskAgentRequest(
@@ -451,8 +450,8 @@ async def _follow_ups(stack: Stack, agent: str, conversation: str) -> None:
         )
         for events in await asyncio.gather(
             # wait_for_ready: the engine may have just restarted on this address.
-            _events(engine.AskAgent(ask, metadata=metadata, timeout=60, wait_for_ready=True)),
-            _events(engine.StartRun(message, metadata=metadata, timeout=60, wait_for_ready=True)),
+            _events(engine.AskAgent(ask, metadata=user_metadata(USER), timeout=60, wait_for_ready=True)),
+            _events(engine.StartRun(message, metadata=user_metadata(USER), timeout=60, wait_for_ready=True)),
         ):
             assert events[-1].WhichOneof("kind") == "final", events[-1]
             assert not [e for e in events if e.WhichOneof("kind") == "step" and e.step.key == "queued"]
@@ -548,15 +547,15 @@ async def test_kill_9_mid_stream_and_mid_tool_call_settles_both_runs_and_frees_t
     # One live provider session on the streamer's thread, kept across the kills.
     async with grpc.aio.insecure_channel(stack.threads_address) as channel:
         threads = threads_service_pb2_grpc.ThreadsServiceStub(channel)
-        metadata = user_metadata(USER)
         thread = await threads.EnsureAgentThread(
-            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="streamer"), metadata=metadata
+            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="streamer"),
+            metadata=user_metadata(USER),
         )
         assert not thread.created
         request = threads_service_pb2.ListProviderSessionsRequest(
             agent_thread_id=thread.thread.id, include_released=True
         )
-        sessions = (await threads.ListProviderSessions(request, metadata=metadata)).sessions
+        sessions = (await threads.ListProviderSessions(request, metadata=user_metadata(USER))).sessions
         assert [(s.provider_id, s.HasField("release_time")) for s in sessions] == [("slow", False)]
     # A killed engine's MCP server (its tool call in flight) does not outlive
     # it: only the live engine's is left.
@@ -701,29 +700,30 @@ async def _crowd(
     it is queued (the asks that find the thread free go on to their answers).
     Checks one thread, one provider session, and that no two asks ever worked
     on the thread at the same time. Returns (answered, cancelled)."""
-    metadata = user_metadata(USER)
     spec = threads_pb2.Agent(id=agent, model="agent-model")
-    await threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=spec), metadata=metadata)
+    await threads.CreateAgent(
+        threads_service_pb2.CreateAgentRequest(agent=spec), metadata=user_metadata(USER)
+    )
     asks = [Ask() for _ in range(CONCURRENT_ASKS)]
 
     async def one(ask: Ask, index: int) -> None:
         request = engine_service_pb2.AskAgentRequest(
             requester=f"asker{index}", target_agent_id=agent, message=f"question {index}?"
         )
-        call = engine.AskAgent(request, metadata=metadata, timeout=120, wait_for_ready=True)
+        call = engine.AskAgent(request, metadata=user_metadata(USER), timeout=120, wait_for_ready=True)
         async for response in call:
             event = response.event
             ask.events.append(event)
             if event.HasField("step") and event.step.key == "queued" and event.step.status == STARTED:
                 cancel = engine_service_pb2.CancelRunRequest(run_id=ask.run_id)
-                await engine.CancelRun(cancel, metadata=metadata, timeout=30)
+                await engine.CancelRun(cancel, metadata=user_metadata(USER), timeout=30)
 
     await asyncio.wait_for(asyncio.gather(*(one(ask, i) for i, ask in enumerate(asks))), 120)
 
     # One live thread: every ask ran on it.
     assert len({a.events[0].run_started.conversation_id for a in asks}) == 1
     thread = await threads.EnsureAgentThread(
-        threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent), metadata=metadata
+        threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent), metadata=user_metadata(USER)
     )
     assert not thread.created and thread.thread.id == asks[0].events[0].run_started.conversation_id
     # Taking turns: no ask left the queue before the one working had ended.
@@ -734,7 +734,7 @@ async def _crowd(
         threads_service_pb2.ListProviderSessionsRequest(
             agent_thread_id=thread.thread.id, include_released=True
         ),
-        metadata=metadata,
+        metadata=user_metadata(USER),
     )
     (session,) = listed.sessions
     assert session.provider_id == "agent" and not session.HasField("release_time")
@@ -748,7 +748,8 @@ async def _crowd(
     assert sum(not text.startswith(resumed) for text in finals) == 1, finals
     # Each answer right after its question on the thread.
     entries = await threads.ListEntries(
-        threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=200), metadata=metadata
+        threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=200),
+        metadata=user_metadata(USER),
     )
     rows = list(entries.entries)
     answers = [i for i, e in enumerate(rows) if e.role == threads_pb2.ROLE_ASSISTANT]

@@ -202,11 +202,12 @@ async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_ses
     """One shared thread per agent, at scale: asks for one agent arriving on two engine replicas
     at once land on its one live thread, queue there (each answer right after
     its question), and bind one live provider session."""
-    metadata = user_metadata("alice")
     async with grpc.aio.insecure_channel(replicas.threads_address) as threads_channel:
         threads = threads_service_pb2_grpc.ThreadsServiceStub(threads_channel)
         agent = threads_pb2.Agent(id="qa", model="offline-fast")
-        await threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=agent), metadata=metadata)
+        await threads.CreateAgent(
+            threads_service_pb2.CreateAgentRequest(agent=agent), metadata=user_metadata("alice")
+        )
         channels = [grpc.aio.insecure_channel(address) for address in replicas.engine_addresses]
         try:
             engines = [engine_service_pb2_grpc.EngineServiceStub(channel) for channel in channels]
@@ -215,7 +216,7 @@ async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_ses
                 request = engine_service_pb2.AskAgentRequest(
                     requester=f"agent{index}", target_agent_id="qa", message=f"status of task {index}?"
                 )
-                call = engines[index % 2].AskAgent(request, metadata=metadata, timeout=120)
+                call = engines[index % 2].AskAgent(request, metadata=user_metadata("alice"), timeout=120)
                 return [response.event async for response in call]
 
             results = await asyncio.gather(*(ask(index) for index in range(6)))
@@ -226,12 +227,13 @@ async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_ses
         instances = {row["instance_id"] for row in await replicas.runs()}
         assert instances == set(ENGINES)  # both engines ran asks
         thread = await threads.EnsureAgentThread(
-            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="qa"), metadata=metadata
+            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="qa"),
+            metadata=user_metadata("alice"),
         )
         assert not thread.created  # the asks made it; one thread
         listed = await threads.ListEntries(
             threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=100),
-            metadata=metadata,
+            metadata=user_metadata("alice"),
         )
         entries = list(listed.entries)
         assert len(entries) == 12
@@ -240,6 +242,6 @@ async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_ses
             assert answer.sequence == question.sequence + 1
         sessions = await threads.ListProviderSessions(
             threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread.thread.id),
-            metadata=metadata,
+            metadata=user_metadata("alice"),
         )
         assert len(sessions.sessions) == 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -29,11 +29,33 @@ async def running(
         await service.stop(None)
 
 
-def as_user(user: str, role: str = "user") -> dict[str, Any]:
-    return {"metadata": user_metadata(user, role), "timeout": 10}
+class AsUser(Mapping[str, Any]):
+    """A call's keyword arguments for ``user`` (``stub.M(request, **as_user("alice"))``):
+    its identity token is minted when the call is made, not when the module
+    was imported, since a token lives a minute and a run of the suite longer."""
+
+    def __init__(self, user: str, role: str, timeout: float) -> None:
+        self._user, self._role, self._timeout = user, role, timeout
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "metadata":
+            return user_metadata(self._user, self._role)
+        if key == "timeout":
+            return self._timeout
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("metadata", "timeout"))
+
+    def __len__(self) -> int:
+        return 2
 
 
-def as_admin(user: str) -> dict[str, Any]:
+def as_user(user: str, role: str = "user", timeout: float = 10) -> AsUser:
+    return AsUser(user, role, timeout)
+
+
+def as_admin(user: str) -> AsUser:
     return as_user(user, "admin")
 
 

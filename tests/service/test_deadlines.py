@@ -16,6 +16,7 @@ import pytest
 from services.shared import deadlines
 from services.shared.bootstrap import RunningService, start_service
 from services.shared.clients import call, open_channel
+from services.shared.identity import user_metadata
 from services.shared.settings import ServiceSettings
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
@@ -74,7 +75,9 @@ async def chain() -> AsyncIterator[tuple[Seen, grpc.aio.Channel, list[bool]]]:
 
     async def relay(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         seen.middle_remaining = deadlines.remaining()
-        outgoing = asyncio.ensure_future(call(work_method, request, timeout=DOWNSTREAM_TIMEOUT))
+        outgoing = asyncio.ensure_future(
+            call(work_method, request, timeout=DOWNSTREAM_TIMEOUT, metadata=user_metadata("alice"))
+        )
         seen.relayed.append(outgoing)
         return await (asyncio.shield(outgoing) if shield[0] else outgoing)
 
@@ -108,7 +111,7 @@ async def test_the_downstream_work_stops_within_a_second_of_the_callers_deadline
     relay = channel.unary_unary(f"/{SERVICE}/Relay")
     started = time.monotonic()
     with pytest.raises(grpc.aio.AioRpcError) as failed:
-        await relay(b"", timeout=1.0)
+        await relay(b"", timeout=1.0, metadata=user_metadata("alice"))
     assert failed.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     expired = started + 1.0
 
@@ -140,7 +143,10 @@ async def test_without_an_incoming_deadline_a_call_keeps_its_own_timeout(
     chain: tuple[Seen, grpc.aio.Channel, list[bool]],
 ) -> None:
     seen, channel, _ = chain
-    assert await channel.unary_unary(f"/{SERVICE}/Relay")(b"") == b"no deadline to wait for"
+    assert (
+        await channel.unary_unary(f"/{SERVICE}/Relay")(b"", metadata=user_metadata("alice"))
+        == b"no deadline to wait for"
+    )
     assert seen.middle_remaining is None
     assert seen.downstream_remaining is not None
     assert DOWNSTREAM_TIMEOUT - 2 < seen.downstream_remaining <= DOWNSTREAM_TIMEOUT + CLOCK_SLACK

@@ -95,10 +95,11 @@ async def test_a_stream_abandoned_mid_send_is_closed_in_its_own_task() -> None:
         # A blocking client in a thread of its own, as another process would be.
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             for _ in range(times):
-                responses = channel.unary_stream("/test.Streams/S")(b"", timeout=10)
+                responses = channel.unary_stream("/test.Streams/S")(b"", timeout=10, metadata=identity)
                 assert next(responses) == b"first"
                 responses.cancel()
 
+    identity = user_metadata("alice")
     service = await start_service(ServiceSettings(port=0), register)
     try:
         await asyncio.to_thread(abandon, service.port, 10)

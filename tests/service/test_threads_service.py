@@ -139,11 +139,13 @@ async def test_agents_registry(stub: Stub) -> None:
             pb.CreateAgentRequest(agent=threads_pb2.Agent(id=slug, persona=f"{slug} persona")),
             **as_user("alice"),
         )
-    first = await stub.ListAgents(pb.ListAgentsRequest(page_size=2))
-    second = await stub.ListAgents(pb.ListAgentsRequest(page_size=2, page_token=first.next_page_token))
+    first = await stub.ListAgents(pb.ListAgentsRequest(page_size=2), **as_user("alice"))
+    second = await stub.ListAgents(
+        pb.ListAgentsRequest(page_size=2, page_token=first.next_page_token), **as_user("alice")
+    )
     assert [a.id for a in first.agents] + [a.id for a in second.agents] == ["architect", "main", "qa"]
     await expect_error(
-        stub.GetAgent(pb.GetAgentRequest(agent_id="nobody")),
+        stub.GetAgent(pb.GetAgentRequest(agent_id="nobody"), **as_user("alice")),
         grpc.StatusCode.NOT_FOUND,
         "ERROR_REASON_NOT_FOUND",
     )

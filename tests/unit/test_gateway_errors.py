@@ -18,7 +18,6 @@ def rpc_error(status: grpc.Status) -> grpc.aio.AioRpcError:
     ("code", "http"),
     [
         (grpc.StatusCode.INVALID_ARGUMENT, 400),
-        (grpc.StatusCode.UNAUTHENTICATED, 401),
         (grpc.StatusCode.NOT_FOUND, 404),
         (grpc.StatusCode.FAILED_PRECONDITION, 409),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, 429),
@@ -31,6 +30,18 @@ def rpc_error(status: grpc.Status) -> grpc.aio.AioRpcError:
 def test_status_table(code: grpc.StatusCode, http: int) -> None:
     error = from_rpc_error(grpc.aio.AioRpcError(code, Metadata(), Metadata(), "details"))
     assert (error.status, error.code) == (http, code.name)
+
+
+def test_a_service_refusing_the_gateways_identity_is_a_server_fault_not_the_clients() -> None:
+    refused = from_rpc_error(
+        grpc.aio.AioRpcError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            Metadata(),
+            Metadata(),
+            "the identity token is not signed with this system's key",
+        )
+    )
+    assert (refused.status, refused.code, refused.message) == (500, "INTERNAL", "internal error")
 
 
 def test_domain_errors_keep_their_reason_and_message() -> None:

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import grpc
 
+from services.memory.settings import MemorySettings
+from services.shared.clients import open_channel
 from services.shared.identity import user_metadata
+from services.shared.identity_tokens import configure
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 
 MAX_FILES = 500
@@ -40,9 +43,15 @@ def project_files(folder: Path) -> list[memory_pb2.ProjectFile]:
     ]
 
 
-async def import_folder(address: str, project: str, user: str, folder: Path) -> list[memory_pb2.ImportItem]:
+async def import_folder(
+    address: str,
+    project: str,
+    user: str,
+    folder: Path,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> list[memory_pb2.ImportItem]:
     request = memory_service_pb2.ImportProjectFilesRequest(project_id=project, files=project_files(folder))
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, credentials) as channel:
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
         response = await stub.ImportProjectFiles(request, metadata=user_metadata(user), timeout=60)
     return list(response.items)
@@ -55,8 +64,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--user", required=True, help="the user the notes belong to")
     parser.add_argument("--address", default="127.0.0.1:50054", help="the memory service")
     args = parser.parse_args(argv)
+    # Acting as the user takes the system's identity key, as every service call does.
+    settings = MemorySettings()
     try:
-        items = asyncio.run(import_folder(args.address, args.project, args.user, args.folder))
+        configure(settings.identity_tokens())
+        credentials = settings.channel_credentials()
+        items = asyncio.run(import_folder(args.address, args.project, args.user, args.folder, credentials))
     except (OSError, ValueError) as error:
         print(f"import-project: {error}", file=sys.stderr)
         return 2

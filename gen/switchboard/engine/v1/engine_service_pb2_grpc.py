@@ -27,8 +27,9 @@ if _version_not_supported:
 
 class EngineServiceStub:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry;
-    without it every RPC is UNAUTHENTICATED. Another user's run or
+    The caller's identity travels as a signed token in the
+    `x-switchboard-identity` metadata entry; without a valid one every RPC is
+    UNAUTHENTICATED. Another user's run or
     conversation is NOT_FOUND, like a missing one.
     """
 
@@ -92,8 +93,9 @@ class EngineServiceStub:
 
 class EngineServiceServicer:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry;
-    without it every RPC is UNAUTHENTICATED. Another user's run or
+    The caller's identity travels as a signed token in the
+    `x-switchboard-identity` metadata entry; without a valid one every RPC is
+    UNAUTHENTICATED. Another user's run or
     conversation is NOT_FOUND, like a missing one.
     """
 
@@ -254,8 +256,9 @@ def add_EngineServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class EngineService:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry;
-    without it every RPC is UNAUTHENTICATED. Another user's run or
+    The caller's identity travels as a signed token in the
+    `x-switchboard-identity` metadata entry; without a valid one every RPC is
+    UNAUTHENTICATED. Another user's run or
     conversation is NOT_FOUND, like a missing one.
     """
 

@@ -28,8 +28,9 @@ GRPC_VERSION: str
 
 class EngineServiceStub:
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry;
-    without it every RPC is UNAUTHENTICATED. Another user's run or
+    The caller's identity travels as a signed token in the
+    `x-switchboard-identity` metadata entry; without a valid one every RPC is
+    UNAUTHENTICATED. Another user's run or
     conversation is NOT_FOUND, like a missing one.
     """
 
@@ -94,8 +95,9 @@ class EngineServiceStub:
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry;
-    without it every RPC is UNAUTHENTICATED. Another user's run or
+    The caller's identity travels as a signed token in the
+    `x-switchboard-identity` metadata entry; without a valid one every RPC is
+    UNAUTHENTICATED. Another user's run or
     conversation is NOT_FOUND, like a missing one.
     """
 
@@ -156,8 +158,9 @@ class EngineServiceAsyncStub(EngineServiceStub):
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs: start one and stream its events, read one, resume a stream.
-    The caller's identity travels in the `x-switchboard-user` metadata entry;
-    without it every RPC is UNAUTHENTICATED. Another user's run or
+    The caller's identity travels as a signed token in the
+    `x-switchboard-identity` metadata entry; without a valid one every RPC is
+    UNAUTHENTICATED. Another user's run or
     conversation is NOT_FOUND, like a missing one.
     """
 

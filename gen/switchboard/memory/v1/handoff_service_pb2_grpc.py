@@ -29,7 +29,7 @@ class HandoffServiceStub:
     """Incremental handoff summaries of agent threads. Callers feed a thread's
     new entries as they are appended; the summary folds them at checkpoints,
     so a provider swap never has to summarise at the last moment. Calls need
-    a user in `x-switchboard-user`; agent threads are shared by every
+    a user's `x-switchboard-identity` token; agent threads are shared by every
     requester, so summaries are not per user (a private thread's is).
     """
 
@@ -60,7 +60,7 @@ class HandoffServiceServicer:
     """Incremental handoff summaries of agent threads. Callers feed a thread's
     new entries as they are appended; the summary folds them at checkpoints,
     so a provider swap never has to summarise at the last moment. Calls need
-    a user in `x-switchboard-user`; agent threads are shared by every
+    a user's `x-switchboard-identity` token; agent threads are shared by every
     requester, so summaries are not per user (a private thread's is).
     """
 
@@ -120,7 +120,7 @@ class HandoffService:
     """Incremental handoff summaries of agent threads. Callers feed a thread's
     new entries as they are appended; the summary folds them at checkpoints,
     so a provider swap never has to summarise at the last moment. Calls need
-    a user in `x-switchboard-user`; agent threads are shared by every
+    a user's `x-switchboard-identity` token; agent threads are shared by every
     requester, so summaries are not per user (a private thread's is).
     """
 

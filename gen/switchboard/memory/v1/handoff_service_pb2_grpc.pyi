@@ -30,7 +30,7 @@ class HandoffServiceStub:
     """Incremental handoff summaries of agent threads. Callers feed a thread's
     new entries as they are appended; the summary folds them at checkpoints,
     so a provider swap never has to summarise at the last moment. Calls need
-    a user in `x-switchboard-user`; agent threads are shared by every
+    a user's `x-switchboard-identity` token; agent threads are shared by every
     requester, so summaries are not per user (a private thread's is).
     """
 
@@ -57,7 +57,7 @@ class HandoffServiceAsyncStub(HandoffServiceStub):
     """Incremental handoff summaries of agent threads. Callers feed a thread's
     new entries as they are appended; the summary folds them at checkpoints,
     so a provider swap never has to summarise at the last moment. Calls need
-    a user in `x-switchboard-user`; agent threads are shared by every
+    a user's `x-switchboard-identity` token; agent threads are shared by every
     requester, so summaries are not per user (a private thread's is).
     """
 
@@ -80,7 +80,7 @@ class HandoffServiceServicer(metaclass=_abc_1.ABCMeta):
     """Incremental handoff summaries of agent threads. Callers feed a thread's
     new entries as they are appended; the summary folds them at checkpoints,
     so a provider swap never has to summarise at the last moment. Calls need
-    a user in `x-switchboard-user`; agent threads are shared by every
+    a user's `x-switchboard-identity` token; agent threads are shared by every
     requester, so summaries are not per user (a private thread's is).
     """
 

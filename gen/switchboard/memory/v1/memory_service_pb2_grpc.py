@@ -27,8 +27,8 @@ if _version_not_supported:
 
 class MemoryServiceStub:
     """Project context, durable notes with recall, live state, and personal
-    settings. Every call acts for the user in the `x-switchboard-user` metadata
-    entry: what it reads and writes belongs to that user, and another user's
+    settings. Every call acts for the user of the `x-switchboard-identity`
+    token: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
     the project "default". List RPCs take page_size (0 = 50, at most 500;
     negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
@@ -125,8 +125,8 @@ class MemoryServiceStub:
 
 class MemoryServiceServicer:
     """Project context, durable notes with recall, live state, and personal
-    settings. Every call acts for the user in the `x-switchboard-user` metadata
-    entry: what it reads and writes belongs to that user, and another user's
+    settings. Every call acts for the user of the `x-switchboard-identity`
+    token: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
     the project "default". List RPCs take page_size (0 = 50, at most 500;
     negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
@@ -350,8 +350,8 @@ def add_MemoryServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class MemoryService:
     """Project context, durable notes with recall, live state, and personal
-    settings. Every call acts for the user in the `x-switchboard-user` metadata
-    entry: what it reads and writes belongs to that user, and another user's
+    settings. Every call acts for the user of the `x-switchboard-identity`
+    token: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
     the project "default". List RPCs take page_size (0 = 50, at most 500;
     negative is INVALID_ARGUMENT) and an opaque page_token. A text over its

@@ -28,8 +28,8 @@ GRPC_VERSION: str
 
 class MemoryServiceStub:
     """Project context, durable notes with recall, live state, and personal
-    settings. Every call acts for the user in the `x-switchboard-user` metadata
-    entry: what it reads and writes belongs to that user, and another user's
+    settings. Every call acts for the user of the `x-switchboard-identity`
+    token: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
     the project "default". List RPCs take page_size (0 = 50, at most 500;
     negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
@@ -95,8 +95,8 @@ class MemoryServiceStub:
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
     """Project context, durable notes with recall, live state, and personal
-    settings. Every call acts for the user in the `x-switchboard-user` metadata
-    entry: what it reads and writes belongs to that user, and another user's
+    settings. Every call acts for the user of the `x-switchboard-identity`
+    token: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
     the project "default". List RPCs take page_size (0 = 50, at most 500;
     negative is INVALID_ARGUMENT) and an opaque page_token. A text over its
@@ -158,8 +158,8 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """Project context, durable notes with recall, live state, and personal
-    settings. Every call acts for the user in the `x-switchboard-user` metadata
-    entry: what it reads and writes belongs to that user, and another user's
+    settings. Every call acts for the user of the `x-switchboard-identity`
+    token: what it reads and writes belongs to that user, and another user's
     object is NOT_FOUND exactly like a missing one. An empty project_id means
     the project "default". List RPCs take page_size (0 = 50, at most 500;
     negative is INVALID_ARGUMENT) and an opaque page_token. A text over its

@@ -27,7 +27,7 @@ if _version_not_supported:
 
 class PagesServiceStub:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
-    acts for the user in the `x-switchboard-user` metadata entry; a page the
+    acts for the user of the `x-switchboard-identity` token; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
     like a missing id; a page they can read but not change is
     FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
@@ -150,7 +150,7 @@ class PagesServiceStub:
 
 class PagesServiceServicer:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
-    acts for the user in the `x-switchboard-user` metadata entry; a page the
+    acts for the user of the `x-switchboard-identity` token; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
     like a missing id; a page they can read but not change is
     FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
@@ -441,7 +441,7 @@ def add_PagesServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class PagesService:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
-    acts for the user in the `x-switchboard-user` metadata entry; a page the
+    acts for the user of the `x-switchboard-identity` token; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
     like a missing id; a page they can read but not change is
     FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;

@@ -28,7 +28,7 @@ GRPC_VERSION: str
 
 class PagesServiceStub:
     """Pages with an ACL and versions, instruction pages, proposals. Every call
-    acts for the user in the `x-switchboard-user` metadata entry; a page the
+    acts for the user of the `x-switchboard-identity` token; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
     like a missing id; a page they can read but not change is
     FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
@@ -115,7 +115,7 @@ class PagesServiceStub:
 @_typing.type_check_only
 class PagesServiceAsyncStub(PagesServiceStub):
     """Pages with an ACL and versions, instruction pages, proposals. Every call
-    acts for the user in the `x-switchboard-user` metadata entry; a page the
+    acts for the user of the `x-switchboard-identity` token; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
     like a missing id; a page they can read but not change is
     FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;
@@ -198,7 +198,7 @@ class PagesServiceAsyncStub(PagesServiceStub):
 
 class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
     """Pages with an ACL and versions, instruction pages, proposals. Every call
-    acts for the user in the `x-switchboard-user` metadata entry; a page the
+    acts for the user of the `x-switchboard-identity` token; a page the
     caller cannot read, and a proposal they cannot see, is NOT_FOUND exactly
     like a missing id; a page they can read but not change is
     FAILED_PRECONDITION. List RPCs take page_size (0 = 50, at most 500;

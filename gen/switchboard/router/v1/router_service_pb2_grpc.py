@@ -27,14 +27,14 @@ if _version_not_supported:
 
 class RouterServiceStub:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
-    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    are for admins (the role claim of the identity token): anyone else gets
     PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
     before the request's content. Each catalog write is recorded in the audit
     log in the write's own transaction.
@@ -110,14 +110,14 @@ class RouterServiceStub:
 
 class RouterServiceServicer:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
-    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    are for admins (the role claim of the identity token): anyone else gets
     PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
     before the request's content. Each catalog write is recorded in the audit
     log in the write's own transaction.
@@ -294,14 +294,14 @@ def add_RouterServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class RouterService:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
-    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    are for admins (the role claim of the identity token): anyone else gets
     PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
     before the request's content. Each catalog write is recorded in the audit
     log in the write's own transaction.

@@ -28,14 +28,14 @@ GRPC_VERSION: str
 
 class RouterServiceStub:
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
-    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    are for admins (the role claim of the identity token): anyone else gets
     PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
     before the request's content. Each catalog write is recorded in the audit
     log in the write's own transaction.
@@ -94,14 +94,14 @@ class RouterServiceStub:
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
-    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    are for admins (the role claim of the identity token): anyone else gets
     PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
     before the request's content. Each catalog write is recorded in the audit
     log in the write's own transaction.
@@ -156,14 +156,14 @@ class RouterServiceAsyncStub(RouterServiceStub):
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     """Skill catalog, Skill Router and model router. Every call but RouteModel
-    and ListModels acts for the user in the `x-switchboard-user` metadata
-    entry: enablement, auto_use overrides and feedback are that user's; the
+    and ListModels acts for the user of the `x-switchboard-identity` token
+    (every call needs a valid one): enablement, auto_use overrides and feedback are that user's; the
     catalog itself is the workspace's.
     List RPCs take page_size (0 = 50, at most 500; negative is
     INVALID_ARGUMENT) and an opaque page_token. A text over its limit is
     INVALID_ARGUMENT with reason ERROR_REASON_TOO_LARGE.
     Catalog writes (CreateSkill, UpdateSkill, DeleteSkill) and the audit log
-    are for admins (the `x-switchboard-role` metadata entry): anyone else gets
+    are for admins (the role claim of the identity token): anyone else gets
     PERMISSION_DENIED with reason ERROR_REASON_PERMISSION_DENIED, checked
     before the request's content. Each catalog write is recorded in the audit
     log in the write's own transaction.

@@ -27,7 +27,7 @@ if _version_not_supported:
 
 class ThreadsServiceStub:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -36,7 +36,7 @@ class ThreadsServiceStub:
     included) may ask it or read its thread: anyone else gets
     PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
     on the agent's thread. Changing an agent or its members is for its owner
-    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    or an admin (the role claim of the identity token). Registry writes are
     recorded in the audit log in the write's own transaction.
     """
 
@@ -175,7 +175,7 @@ class ThreadsServiceStub:
 
 class ThreadsServiceServicer:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -184,7 +184,7 @@ class ThreadsServiceServicer:
     included) may ask it or read its thread: anyone else gets
     PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
     on the agent's thread. Changing an agent or its members is for its owner
-    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    or an admin (the role claim of the identity token). Registry writes are
     recorded in the audit log in the write's own transaction.
     """
 
@@ -527,7 +527,7 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ThreadsService:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -536,7 +536,7 @@ class ThreadsService:
     included) may ask it or read its thread: anyone else gets
     PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
     on the agent's thread. Changing an agent or its members is for its owner
-    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    or an admin (the role claim of the identity token). Registry writes are
     recorded in the audit log in the write's own transaction.
     """
 

@@ -28,7 +28,7 @@ GRPC_VERSION: str
 
 class ThreadsServiceStub:
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -37,7 +37,7 @@ class ThreadsServiceStub:
     included) may ask it or read its thread: anyone else gets
     PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
     on the agent's thread. Changing an agent or its members is for its owner
-    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    or an admin (the role claim of the identity token). Registry writes are
     recorded in the audit log in the write's own transaction.
     """
 
@@ -141,7 +141,7 @@ class ThreadsServiceStub:
 @_typing.type_check_only
 class ThreadsServiceAsyncStub(ThreadsServiceStub):
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -150,7 +150,7 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     included) may ask it or read its thread: anyone else gets
     PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
     on the agent's thread. Changing an agent or its members is for its owner
-    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    or an admin (the role claim of the identity token). Registry writes are
     recorded in the audit log in the write's own transaction.
     """
 
@@ -250,7 +250,7 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
 
 class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     """Agents, conversations and the entries of their threads. Conversation calls
-    act for the user in the `x-switchboard-user` metadata entry; another user's
+    act for the user of the `x-switchboard-identity` token; another user's
     conversation is NOT_FOUND. Every List RPC takes page_size (0 = 50, at most
     500; negative is INVALID_ARGUMENT) and an opaque page_token (one this
     service did not issue is INVALID_ARGUMENT). A text over its limit is
@@ -259,7 +259,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     included) may ask it or read its thread: anyone else gets
     PERMISSION_DENIED (reason ERROR_REASON_PERMISSION_DENIED) from every call
     on the agent's thread. Changing an agent or its members is for its owner
-    or an admin (the `x-switchboard-role` metadata entry). Registry writes are
+    or an admin (the role claim of the identity token). Registry writes are
     recorded in the audit log in the write's own transaction.
     """
 
