@@ -34,7 +34,6 @@ pytestmark = pytest.mark.postgres
 
 ENGINES = ("engine-a", "engine-b")
 GRACE_SECONDS = 2.0
-METADATA = user_metadata("alice")
 
 
 @dataclass
@@ -138,7 +137,7 @@ async def test_each_tick_runs_once_or_is_missed_across_replicas_restarts_and_dow
     async with grpc.aio.insecure_channel(cluster.address("threads")) as threads_channel:
         threads = threads_service_pb2_grpc.ThreadsServiceStub(threads_channel)
         created = await threads.CreateConversation(
-            threads_service_pb2.CreateConversationRequest(), metadata=METADATA, timeout=10
+            threads_service_pb2.CreateConversationRequest(), metadata=user_metadata("alice"), timeout=10
         )
         target = created.conversation.id
 
@@ -148,14 +147,16 @@ async def test_each_tick_runs_once_or_is_missed_across_replicas_restarts_and_dow
             async with grpc.aio.insecure_channel(cluster.address(name)) as channel:
                 stub = schedules_service_pb2_grpc.ScheduleServiceStub(channel)
                 request = schedules_service_pb2.GetScheduleRequest(schedule_id=schedule_id)
-                return (await stub.GetSchedule(request, metadata=METADATA, timeout=10)).schedule
+                return (await stub.GetSchedule(request, metadata=user_metadata("alice"), timeout=10)).schedule
         raise AssertionError("no engine is running")
 
     async with grpc.aio.insecure_channel(cluster.address("engine-a")) as channel:
         stub = schedules_service_pb2_grpc.ScheduleServiceStub(channel)
         spec = schedules_pb2.Schedule(cron="* * * * * *", message="ping", conversation_id=target)
         created_schedule = await stub.CreateSchedule(
-            schedules_service_pb2.CreateScheduleRequest(schedule=spec), metadata=METADATA, timeout=10
+            schedules_service_pb2.CreateScheduleRequest(schedule=spec),
+            metadata=user_metadata("alice"),
+            timeout=10,
         )
     schedule_id = created_schedule.schedule.id
     first = created_schedule.schedule.next_run_time.ToDatetime(tzinfo=UTC)
@@ -184,7 +185,9 @@ async def test_each_tick_runs_once_or_is_missed_across_replicas_restarts_and_dow
     async with grpc.aio.insecure_channel(cluster.address("engine-b")) as channel:
         stub = schedules_service_pb2_grpc.ScheduleServiceStub(channel)
         paused = await stub.PauseSchedule(
-            schedules_service_pb2.PauseScheduleRequest(schedule_id=schedule_id), metadata=METADATA, timeout=10
+            schedules_service_pb2.PauseScheduleRequest(schedule_id=schedule_id),
+            metadata=user_metadata("alice"),
+            timeout=10,
         )
     final = paused.schedule
     last = final.last_run_time.ToDatetime(tzinfo=UTC)

@@ -234,6 +234,24 @@ MATRIX: dict[str, list[Case]] = {
         )
     ],
     "EngineService.ListRuns": [Case(_conversation, lambda w, x: E.ListRunsRequest(conversation_id=x), None)],
+    # A run's deliveries are its owner's; a default webhook is set on the caller's own conversation.
+    "EngineService.ListWebhookDeliveries": [
+        Case(_run, lambda w, x: E.ListWebhookDeliveriesRequest(run_id=x))
+    ],
+    "EngineService.GetWebhookDefault": [
+        Case(
+            _conversation,
+            lambda w, x: E.GetWebhookDefaultRequest(target=E.WebhookDefaultTarget(conversation_id=x)),
+        )
+    ],
+    "EngineService.SetWebhookDefault": [
+        Case(
+            _conversation,
+            lambda w, x: E.SetWebhookDefaultRequest(
+                target=E.WebhookDefaultTarget(conversation_id=x), webhook_url=""
+            ),
+        )
+    ],
     # The target agent is shared; the run and its request_id are the caller's.
     "EngineService.AskAgent": [
         Case(
