@@ -33,8 +33,9 @@ class ThreadsTable(TableRepository):
 
     @db_retry
     async def live_agent_thread(self, agent_id: str) -> Thread | None:
-        async with self._sessions() as session:
-            return (await session.exec(live_agent_thread_query(agent_id))).one_or_none()
+        async with self._connect() as connection:
+            row = (await connection.execute(_LIVE_AGENT_THREAD, {"p_agent": agent_id})).one_or_none()
+        return None if row is None else Thread(**row._mapping)
 
     @db_retry
     async def insert_agent_thread(self, thread: Thread) -> bool:
@@ -79,8 +80,10 @@ class ThreadsTable(TableRepository):
 
     @db_retry
     async def get_thread(self, thread_id: str) -> Thread | None:
-        async with self._sessions() as session:
-            return await session.get(Thread, thread_id)
+        """The thread as a detached object, read with Core (no ORM loading)."""
+        async with self._connect() as connection:
+            row = (await connection.execute(_THREAD, {"p_thread": thread_id})).one_or_none()
+        return None if row is None else Thread(**row._mapping)
 
     @db_retry
     async def thread_owner(self, thread_id: str) -> ThreadOwner | None:
@@ -142,6 +145,11 @@ class ThreadsTable(TableRepository):
 
 
 _THREADS = table_of(Thread)
+# Hot-path reads, built once (SQLAlchemy caches their compiled form).
+_THREAD = core_select(_THREADS).where(_THREADS.c.id == bindparam("p_thread"))
+_LIVE_AGENT_THREAD = core_select(_THREADS).where(
+    _THREADS.c.kind == "agent", _THREADS.c.agent_id == bindparam("p_agent"), _THREADS.c.archive_time.is_(None)
+)
 _OWNER = core_select(_THREADS.c.id, _THREADS.c.kind, _THREADS.c.user_id, _THREADS.c.agent_id).where(
     _THREADS.c.id == bindparam("p_thread")
 )
