@@ -13,6 +13,7 @@ from __future__ import annotations
 from services.shared.audit import Actor, new_event
 from services.shared.errors import NotFound, PermissionDenied
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
+from services.threads.owners import ThreadOwner, ThreadOwners
 from services.threads.repository import ThreadsRepository
 
 # Callers acting for several users (the engine's provider-session store, the
@@ -21,8 +22,9 @@ SERVICE_PREFIX = "service:"
 
 
 class AgentAccess:
-    def __init__(self, repository: ThreadsRepository) -> None:
+    def __init__(self, repository: ThreadsRepository, owners: ThreadOwners | None = None) -> None:
         self._repo = repository
+        self.owners = owners if owners is not None else ThreadOwners(repository.thread_owner)
 
     async def agent(self, actor: Actor, agent_id: str) -> Agent:
         """The agent, claimed by ``actor`` (a user, not an admin) when it has
@@ -48,7 +50,7 @@ class AgentAccess:
             agent_id=agent_id,
         )
 
-    async def require_thread_member(self, actor: Actor, thread: Thread) -> None:
+    async def require_thread_member(self, actor: Actor, thread: Thread | ThreadOwner) -> None:
         """For an agent thread, the caller must be a member of its agent."""
         if thread.kind == "agent" and thread.agent_id:
             await self.require_member(actor, thread.agent_id)
@@ -56,7 +58,7 @@ class AgentAccess:
     async def require_thread_id_member(self, actor: Actor, thread_id: str) -> None:
         """Like require_thread_member, by id; an unknown thread is left to
         the call's own NOT_FOUND."""
-        thread = await self._repo.get_thread(thread_id) if thread_id else None
+        thread = await self.owners.get(thread_id) if thread_id else None
         if thread is not None:
             await self.require_thread_member(actor, thread)
 

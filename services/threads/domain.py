@@ -15,9 +15,10 @@ from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
 from services.shared.time import utcnow
 from services.threads.access import AgentAccess
-from services.threads.models import Agent, Entry, Thread, ThreadsAuditEvent
+from services.threads.models import Agent, Thread, ThreadsAuditEvent
+from services.threads.owners import ThreadOwner
 from services.threads.paging import read_page, view_fingerprint
-from services.threads.repository import EntryFilter, NewEntry, ThreadsRepository
+from services.threads.repository import EntryFilter, EntryRow, NewEntry, ThreadsRepository
 from services.threads.rotation import Rotation
 from switchboard.common.v1.common_pb2 import AuditEvent, AuditPosition
 
@@ -45,7 +46,7 @@ class View:
 
 @dataclass(frozen=True)
 class EntriesPage:
-    entries: list[Entry]
+    entries: list[EntryRow]
     next_token: str
     previous_token: str
     thread_id: str
@@ -209,6 +210,14 @@ class ThreadsDomain:
             raise NotFound(f"conversation {conversation_id!r} not found", conversation_id=conversation_id)
         return thread
 
+    async def _own_conversation(self, user_id: str, conversation_id: str) -> ThreadOwner:
+        """Like :meth:`get_conversation` (archived ones included), from the
+        owner cache: for calls that need only to know the caller owns it."""
+        owner = await self.access.owners.get(conversation_id) if conversation_id else None
+        if owner is None or owner.kind != "conversation" or owner.user_id != user_id:
+            raise NotFound(f"conversation {conversation_id!r} not found", conversation_id=conversation_id)
+        return owner
+
     async def list_conversations(
         self,
         user_id: str,
@@ -292,8 +301,8 @@ class ThreadsDomain:
 
     # Entries
 
-    async def _readable_thread(self, actor: Actor, thread_id: str) -> Thread:
-        thread = await self._repo.get_thread(thread_id) if thread_id else None
+    async def _readable_thread(self, actor: Actor, thread_id: str) -> ThreadOwner:
+        thread = await self.access.owners.get(thread_id) if thread_id else None
         # Conversations belong to one user; agent threads to their agent's members.
         if thread is None or (thread.kind == "conversation" and thread.user_id != actor.user):
             raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
@@ -302,7 +311,7 @@ class ThreadsDomain:
 
     async def append_entries(
         self, actor: Actor, thread_id: str, request_id: str, entries: Sequence[NewEntry]
-    ) -> list[Entry]:
+    ) -> list[EntryRow]:
         user_id = actor.user
         if not entries:
             raise InvalidArgument("entries must not be empty", field="entries")
@@ -315,7 +324,8 @@ class ThreadsDomain:
                 raise TooLarge(
                     f"entry content exceeds {self._max_entry_chars} characters", field="entries.content"
                 )
-        target = await self._repo.get_thread(thread_id) if thread_id else None
+        # The owner cache spares a read; the append's UPDATE checks the owner again.
+        target = await self.access.owners.get(thread_id) if thread_id else None
         if target is not None:
             await self.access.require_thread_member(actor, target)
         policy = self._rotation.policy if self._rotation is not None else None
@@ -343,14 +353,14 @@ class ThreadsDomain:
         size = page_size(requested_size)
         fingerprint = view_fingerprint(thread.id, entry_filter, descending)
 
-        async def fetch(position: int | None, ascending: bool, limit: int) -> Sequence[Entry]:
+        async def fetch(position: int | None, ascending: bool, limit: int) -> Sequence[EntryRow]:
             return await self._repo.list_entries(thread.id, entry_filter, position, ascending, limit)
 
         page = await read_page(fetch, descending, size, token, fingerprint)
         partial = entry_filter != EntryFilter()
         return EntriesPage(page.items, page.next_token, page.previous_token, thread.id, partial)
 
-    async def _resolve_view(self, actor: Actor, view: View) -> tuple[Thread, EntryFilter]:
+    async def _resolve_view(self, actor: Actor, view: View) -> tuple[Thread | ThreadOwner, EntryFilter]:
         """The thread a view reads and the filter it applies to it."""
         user_id = actor.user
         if view.kind == "agent":
@@ -366,12 +376,13 @@ class ThreadsDomain:
                 raise InvalidArgument(
                     "for_correlation.correlation_id must not be empty", field="for_correlation.correlation_id"
                 )
-            thread = await self._readable_thread(actor, view.thread_id)
-            return thread, EntryFilter(correlation_id=view.correlation_id)
+            readable = await self._readable_thread(actor, view.thread_id)
+            return readable, EntryFilter(correlation_id=view.correlation_id)
         if view.kind == "conversation":
-            return await self.get_conversation(user_id, view.thread_id), EntryFilter()
-        thread = await self._readable_thread(actor, view.thread_id)
-        return thread, EntryFilter(correlation_id=view.correlation_id)
+            return await self._own_conversation(user_id, view.thread_id), EntryFilter()
+        return await self._readable_thread(actor, view.thread_id), EntryFilter(
+            correlation_id=view.correlation_id
+        )
 
 
 def _agent_detail(agent: Agent) -> str:

@@ -4,8 +4,9 @@ below), never copies."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import BigInteger, Column, DateTime, Index, UniqueConstraint, text
+from sqlalchemy import BigInteger, Column, DateTime, Index, Table, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from services.shared.audit import AuditColumns
@@ -168,3 +169,8 @@ class Segment(SQLModel, table=True):
     open_time: datetime = Field(default_factory=utcnow)
     close_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     handoff_time: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """A model's Core table, for hot-path statements that skip the ORM."""
+    return cast(Table, model.__table__)  # type: ignore[attr-defined]

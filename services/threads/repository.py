@@ -4,14 +4,22 @@ statements in its own module of ``services.threads.tables``."""
 from __future__ import annotations
 
 from services.threads.tables.agents import AgentsTable
-from services.threads.tables.entries import AppendResult, EntriesTable, EntryFilter, NewEntry
+from services.threads.tables.entries import AppendResult, EntriesTable, EntryFilter, EntryRow, NewEntry
 from services.threads.tables.imports import ImportedThread, ImportsTable
 from services.threads.tables.provider_sessions import ProviderSessionsTable
 from services.threads.tables.registry import RegistryTable
 from services.threads.tables.segments import RotationPolicy, SegmentsTable
 from services.threads.tables.threads import ThreadsTable
 
-__all__ = ["AppendResult", "EntryFilter", "ImportedThread", "NewEntry", "RotationPolicy", "ThreadsRepository"]
+__all__ = [
+    "AppendResult",
+    "EntryFilter",
+    "EntryRow",
+    "ImportedThread",
+    "NewEntry",
+    "RotationPolicy",
+    "ThreadsRepository",
+]
 
 
 class ThreadsRepository(

@@ -15,7 +15,7 @@ from services.shared.time import to_timestamp
 from services.threads.domain import ThreadsDomain, View
 from services.threads.export import ThreadArchive, ThreadFile
 from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
-from services.threads.repository import NewEntry
+from services.threads.repository import EntryRow, NewEntry
 from services.threads.rotation import Rotation
 from services.threads.sessions import ProviderSessions
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
@@ -114,7 +114,7 @@ def view_from_proto(request: threads_service_pb2.ListEntriesRequest) -> View:
     return View("thread", thread_id=request.thread_id, correlation_id=request.correlation_id)
 
 
-def entry_to_proto(entry: Entry) -> threads_pb2.Entry:
+def entry_to_proto(entry: Entry | EntryRow) -> threads_pb2.Entry:
     return threads_pb2.Entry(
         id=entry.id,
         thread_id=entry.thread_id,

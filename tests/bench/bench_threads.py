@@ -16,6 +16,9 @@ the generated stub over a real socket, as user ``bench``:
    all on that one thread, so they contend for its sequence), of one entry
    each at concurrency 8 spread over 8 agent threads, and of batches of 10
    entries at concurrency 1 and 8. Each level is warmed up first, unmeasured.
+   Then chat turns at the same levels, one conversation per worker: what the
+   engine asks per chat run (GetConversation, ListEntries of the history
+   newest first, AppendEntries of the user's entry and of the answer).
 2. Seeding: another agent thread gets ``--entries`` entries written directly
    into the service's database (after its migrations ran), in chunks of
    10,000 (sqlite3 executemany in one transaction; asyncpg COPY, then
@@ -271,6 +274,84 @@ async def measure_appends(
         "elapsed_s": round(elapsed, 3),
         "latency": stats(latencies),
         "cpu_ms_per_call": meter.per_call(total),
+    }
+
+
+# Chat turns: the calls the engine makes to the threads service per chat run
+
+
+async def chat_turns(
+    stub: threads_service_pb2_grpc.ThreadsServiceStub, conversations: list[str], concurrency: int, total: int
+) -> tuple[list[float], float]:
+    """``total`` chat turns by ``concurrency`` workers, worker i on
+    conversations[i % len]: what the engine asks per chat run (the
+    conversation, its history newest first, the user's entry, the
+    assistant's entry, each append with a request_id). Returns latencies (ms)."""
+    tickets = iter(range(total))
+
+    async def worker(index: int) -> list[float]:
+        conversation_id = conversations[index % len(conversations)]
+        latencies = []
+        for _ in tickets:
+            run_id = uuid.uuid4().hex
+            started = time.perf_counter()
+            await stub.GetConversation(
+                threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
+                metadata=METADATA,
+                timeout=TIMEOUT,
+            )
+            await stub.ListEntries(
+                threads_service_pb2.ListEntriesRequest(
+                    thread_id=conversation_id, page_size=200, descending=True
+                ),
+                metadata=METADATA,
+                timeout=TIMEOUT,
+            )
+            for role, suffix in ((threads_pb2.ROLE_USER, "user"), (threads_pb2.ROLE_ASSISTANT, "assistant")):
+                entry = threads_pb2.Entry(role=role, source="user", run_id=run_id, content=CONTENT)
+                await stub.AppendEntries(
+                    threads_service_pb2.AppendEntriesRequest(
+                        request_id=f"{run_id}:{suffix}", thread_id=conversation_id, entries=[entry]
+                    ),
+                    metadata=METADATA,
+                    timeout=TIMEOUT,
+                )
+            latencies.append((time.perf_counter() - started) * 1000)
+        return latencies
+
+    started = time.perf_counter()
+    batches = await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return [value for batch in batches for value in batch], time.perf_counter() - started
+
+
+async def measure_chat(
+    args: argparse.Namespace,
+    stub: threads_service_pb2_grpc.ThreadsServiceStub,
+    pid: int,
+    label: str,
+    concurrency: int,
+    profiles: dict[str, Any],
+) -> dict[str, Any]:
+    conversations = []
+    for _ in range(concurrency):
+        created = await stub.CreateConversation(
+            threads_service_pb2.CreateConversationRequest(title="bench"), metadata=METADATA, timeout=TIMEOUT
+        )
+        conversations.append(created.conversation.id)
+    total = max(1, args.appends // 2)
+    await chat_turns(stub, conversations, concurrency, max(1, args.warmup // 2))
+    meter = Meter(pid)
+    meter.start()
+    with profiled(args.profile, label, {"threads": pid}, profiles):
+        latencies, elapsed = await chat_turns(stub, conversations, concurrency, total)
+    print(f"  {label}: done", file=sys.stderr, flush=True)
+    return {
+        "concurrency": concurrency,
+        "turns": total,
+        "calls_per_turn": 4,
+        "turns_per_s": round(total / elapsed, 1),
+        "latency": stats(latencies),
+        "cpu_ms_per_turn": meter.per_call(total),
     }
 
 
@@ -633,6 +714,10 @@ async def bench_backend(args: argparse.Namespace, backend: str, folder: Path) ->
                 result["appends"][f"batch{args.batch}_c{c}"] = await scenario(
                     f"batch{args.batch}_c{c}", one, c, args.batch, max(1, args.appends // args.batch)
                 )
+            result["chat"] = {
+                f"c{c}": await measure_chat(args, stub, pid, f"{backend}_chat_c{c}", c, profiles)
+                for c in args.concurrency
+            }
 
             big_agent = "bench-big"
             big_thread = await new_agent_thread(stub, big_agent)
@@ -714,6 +799,20 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {s['calls_per_s']:.0f} | {s['entries_per_s']:.0f} | {s['latency']['p50_ms']:.2f} "
                 f"| {s['latency']['p99_ms']:.2f} | {cpu['threads']:.2f} + {cpu['bench']:.2f} |"
             )
+        if result.get("chat"):
+            lines += [
+                "",
+                "| Chat turn (GetConversation, ListEntries, AppendEntries ×2) | Concurrency | Turns "
+                "| Turns/s | p50 (ms) | p99 (ms) | CPU ms/turn (service + bench) |",
+                "|---|---:|---:|---:|---:|---:|---:|",
+            ]
+            for key, t in result["chat"].items():
+                cpu = t["cpu_ms_per_turn"]
+                lines.append(
+                    f"| {key} | {t['concurrency']} | {t['turns']} | {t['turns_per_s']:.0f} "
+                    f"| {t['latency']['p50_ms']:.2f} | {t['latency']['p99_ms']:.2f} "
+                    f"| {cpu['threads']:.2f} + {cpu['bench']:.2f} |"
+                )
         seed = result["seed"]
         analyze = f", then VACUUM ANALYZE {seed['vacuum_analyze_s']} s" if seed["vacuum_analyze_s"] else ""
         lines += [

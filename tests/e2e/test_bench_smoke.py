@@ -198,6 +198,10 @@ def test_threads_bench_smoke_writes_every_number(tmp_path: Path) -> None:
                 scenario["calls_per_s"] * scenario["entries_per_call"], rel=0.01
             )
             assert 0 < scenario["latency"]["p50_ms"] <= scenario["latency"]["p99_ms"]
+        assert set(result["chat"]) == {"c1", "c8"}
+        for turn in result["chat"].values():
+            assert turn["turns"] == 50 and turn["turns_per_s"] > 0 and turn["cpu_ms_per_turn"]["threads"] > 0
+            assert 0 < turn["latency"]["p50_ms"] <= turn["latency"]["p99_ms"]
         assert result["seed"]["entries"] == 2000 and result["seed"]["elapsed_s"] >= 0
         assert set(result["reads"]) >= {"first", "middle", "previous", "last", "pair", "correlation"}
         for read in result["reads"].values():

@@ -226,3 +226,49 @@ async def test_update_conversation_replaces_the_allowed_sources(stub: Any) -> No
         pb.GetConversationRequest(conversation_id=created.conversation.id), **as_user("alice")
     )
     assert list(got.conversation.allowed_sources.mcp_servers) == ["calc"]
+
+
+async def test_cached_owner_still_refuses_another_user_and_keeps_archived_conversations_usable(
+    stub: Stub,
+) -> None:
+    """The owner of a conversation is cached once the service has seen it:
+    another user is still NOT_FOUND and writes nothing, and an archived
+    conversation takes and shows entries as it did before archiving."""
+    mine = await create(stub, "Cached")
+    entry = threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="first")
+    # Alice's append and read put the conversation's owner in the cache.
+    await stub.AppendEntries(pb.AppendEntriesRequest(thread_id=mine.id, entries=[entry]), **as_user("alice"))
+    await stub.ListEntries(pb.ListEntriesRequest(thread_id=mine.id), **as_user("alice"))
+    bob = threads_pb2.Entry(role=threads_pb2.ROLE_USER, content="bob was here")
+    for call in [
+        stub.AppendEntries(pb.AppendEntriesRequest(thread_id=mine.id, entries=[bob]), **as_user("bob")),
+        stub.ListEntries(pb.ListEntriesRequest(thread_id=mine.id), **as_user("bob")),
+        stub.ListEntries(
+            pb.ListEntriesRequest(
+                for_conversation=pb.ListEntriesRequest.ForConversation(conversation_id=mine.id)
+            ),
+            **as_user("bob"),
+        ),
+        stub.ListEntries(
+            pb.ListEntriesRequest(
+                for_correlation=pb.ListEntriesRequest.ForCorrelation(thread_id=mine.id, correlation_id="c")
+            ),
+            **as_user("bob"),
+        ),
+    ]:
+        await expect_error(call, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
+    await stub.ArchiveConversation(pb.ArchiveConversationRequest(conversation_id=mine.id), **as_user("alice"))
+    later = threads_pb2.Entry(role=threads_pb2.ROLE_ASSISTANT, content="after archiving")
+    appended = await stub.AppendEntries(
+        pb.AppendEntriesRequest(thread_id=mine.id, entries=[later]), **as_user("alice")
+    )
+    assert [e.sequence for e in appended.entries] == [2]
+    listed = await stub.ListEntries(
+        pb.ListEntriesRequest(
+            for_conversation=pb.ListEntriesRequest.ForConversation(conversation_id=mine.id)
+        ),
+        **as_user("alice"),
+    )
+    assert [e.content for e in listed.entries] == ["first", "after archiving"]
+    got = await stub.GetConversation(pb.GetConversationRequest(conversation_id=mine.id), **as_user("alice"))
+    assert got.conversation.archived

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import async_sessionmaker
+from typing import cast
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 
@@ -13,3 +15,9 @@ class TableRepository:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        self._engine = cast(AsyncEngine, sessions.kw["bind"])
+
+    def _connect(self) -> AsyncConnection:
+        """A connection without an ORM session (no identity map, no unit of
+        work), for the hot path's Core reads: ``async with self._connect()``."""
+        return self._engine.connect()

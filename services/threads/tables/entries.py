@@ -6,16 +6,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, false, insert, or_, update
+from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import col
+from sqlmodel import select as sqlmodel_select
 
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
 from services.shared.time import utcnow
-from services.threads.models import Entry, Segment, Thread
+from services.threads.models import Entry, Segment, Thread, table_of
 from services.threads.tables.base import TableRepository
 from services.threads.tables.segments import RotationPolicy, count_and_rotate
 
@@ -33,6 +36,32 @@ class NewEntry:
     tool_call_id: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class EntryRow:
+    """An entry as read or written on the hot path: a plain row, no ORM
+    object (no identity map, no attribute instrumentation)."""
+
+    id: str
+    thread_id: str
+    sequence: int
+    requester: str
+    target: str
+    correlation_id: str
+    role: int
+    source: str
+    run_id: str
+    content: str
+    tool_calls_json: str
+    tool_call_id: str
+    request_id: str | None
+    request_index: int
+    create_time: datetime
+
+    @classmethod
+    def of(cls, row: Row[Any]) -> EntryRow:
+        return cls(**row._mapping)
+
+
 @dataclass(frozen=True)
 class EntryFilter:
     """Which entries of a thread a view shows; empty fields do not filter."""
@@ -44,7 +73,7 @@ class EntryFilter:
 
 @dataclass(frozen=True)
 class AppendResult:
-    entries: list[Entry]
+    entries: list[EntryRow]
     # Segments this append closed (at most one): their handoff is pending.
     closed: list[Segment]
 
@@ -55,7 +84,7 @@ class EntriesTable(TableRepository):
 
     async def append_entries(
         self, thread_id: str, user_id: str, request_id: str, entries: Sequence[NewEntry]
-    ) -> list[Entry] | None:
+    ) -> list[EntryRow] | None:
         """:meth:`append` without rotation (segment counters still kept)."""
         result = await self.append(thread_id, user_id, request_id, entries, None)
         return None if result is None else result.entries
@@ -99,35 +128,47 @@ class EntriesTable(TableRepository):
                 # a row lock on PostgreSQL, the write lock on SQLite; no gap, no
                 # duplicate. Conversations belong to one user; agent threads
                 # to the project's agents.
-                result = await session.exec(
-                    update(Thread)
-                    .where(
-                        col(Thread.id) == thread_id,
-                        or_(_agent_thread_accepts(entries), col(Thread.user_id) == user_id),
-                    )
-                    .values(last_sequence=Thread.last_sequence + len(entries), update_time=now)
-                    .returning(col(Thread.last_sequence), col(Thread.kind))
+                connection = await session.connection()
+                result = await connection.execute(
+                    _RESERVE,
+                    {
+                        "p_thread": thread_id,
+                        "p_user": user_id,
+                        "p_agent": _agent_target(entries),
+                        "p_count": len(entries),
+                        "p_now": now,
+                    },
                 )
                 reserved = result.one_or_none()
                 if reserved is None:
                     return None
                 last, kind = int(reserved[0]), str(reserved[1])
+                first = last - len(entries) + 1
                 rows = [
-                    Entry(
+                    EntryRow(
                         id=str(uuid.uuid4()),
                         thread_id=thread_id,
-                        sequence=last - len(entries) + index + 1,
+                        sequence=first + index,
+                        requester=entry.requester,
+                        target=entry.target,
+                        correlation_id=entry.correlation_id,
+                        role=entry.role,
+                        source=entry.source,
+                        run_id=entry.run_id,
+                        content=entry.content,
+                        tool_calls_json=entry.tool_calls_json,
+                        tool_call_id=entry.tool_call_id,
                         request_id=request_id or None,
                         request_index=index,
                         create_time=now,
-                        **entry.__dict__,
                     )
                     for index, entry in enumerate(entries)
                 ]
-                await session.exec(insert(Entry), params=[row.model_dump() for row in rows])
+                await connection.execute(insert(ENTRIES), [_values(row) for row in rows])
                 closed: list[Segment] = []
                 if kind == "agent":
-                    closed = await count_and_rotate(session, thread_id, rows, now, rotation)
+                    chars = sum(len(row.content) for row in rows)
+                    closed = await count_and_rotate(session, thread_id, last, chars, len(rows), now, rotation)
                 await session.commit()
                 return AppendResult(rows, closed)
             except IntegrityError as exc:
@@ -138,45 +179,46 @@ class EntriesTable(TableRepository):
         return AppendResult(await self._entries_of_request(thread_id, request_id), [])
 
     @db_retry
-    async def _entries_of_request(self, thread_id: str, request_id: str) -> list[Entry]:
-        async with self._sessions() as session:
-            query = (
-                select(Entry)
-                .where(Entry.thread_id == thread_id, Entry.request_id == request_id)
-                .order_by(col(Entry.request_index))
-            )
-            return list((await session.exec(query)).all())
+    async def _entries_of_request(self, thread_id: str, request_id: str) -> list[EntryRow]:
+        query = (
+            select(ENTRIES)
+            .where(ENTRIES.c.thread_id == thread_id, ENTRIES.c.request_id == request_id)
+            .order_by(ENTRIES.c.request_index)
+        )
+        async with self._connect() as connection:
+            return [EntryRow.of(row) for row in await connection.execute(query)]
 
     @db_retry
     async def list_entries(
         self, thread_id: str, view: EntryFilter, position: int | None, ascending: bool, limit: int
-    ) -> Sequence[Entry]:
+    ) -> list[EntryRow]:
         """Entries by sequence, strictly after ``position`` (ascending) or before
         it (descending, newest first). Each filter has an index ending in
         sequence: (thread_id, sequence), (thread_id, correlation_id, sequence),
         (thread_id, requester, target, sequence); no scan of the thread."""
-        async with self._sessions() as session:
-            query = select(Entry).where(Entry.thread_id == thread_id)
-            if view.correlation_id:
-                query = query.where(Entry.correlation_id == view.correlation_id)
-            if view.requester:
-                query = query.where(Entry.requester == view.requester)
-            if view.target:
-                query = query.where(Entry.target == view.target)
-            if ascending:
-                query = query.where(col(Entry.sequence) > (position or 0)).order_by(col(Entry.sequence))
-            else:
-                if position is not None:
-                    query = query.where(col(Entry.sequence) < position)
-                query = query.order_by(col(Entry.sequence).desc())
-            return (await session.exec(query.limit(limit))).all()
+        c = ENTRIES.c
+        query = select(ENTRIES).where(c.thread_id == thread_id)
+        if view.correlation_id:
+            query = query.where(c.correlation_id == view.correlation_id)
+        if view.requester:
+            query = query.where(c.requester == view.requester)
+        if view.target:
+            query = query.where(c.target == view.target)
+        if ascending:
+            query = query.where(c.sequence > (position or 0)).order_by(c.sequence)
+        else:
+            if position is not None:
+                query = query.where(c.sequence < position)
+            query = query.order_by(c.sequence.desc())
+        async with self._connect() as connection:
+            return [EntryRow.of(row) for row in await connection.execute(query.limit(limit))]
 
     @db_retry
     async def entries_between(self, thread_id: str, first: int, last: int) -> Sequence[Entry]:
         """Entries first..last (sequence numbers, inclusive), in order."""
         async with self._sessions() as session:
             query = (
-                select(Entry)
+                sqlmodel_select(Entry)
                 .where(
                     Entry.thread_id == thread_id, col(Entry.sequence) >= first, col(Entry.sequence) <= last
                 )
@@ -185,10 +227,34 @@ class EntriesTable(TableRepository):
             return (await session.exec(query)).all()
 
 
-def _agent_thread_accepts(entries: Sequence[NewEntry]) -> Any:
-    """An agent thread takes entries from any caller (one trust domain, seed
-    000) when each names a requester and targets the thread's agent."""
+def _agent_target(entries: Sequence[NewEntry]) -> str | None:
+    """The agent whose thread may take these entries from any caller (one
+    trust domain, seed 000): each names a requester and all target that one
+    agent. None otherwise (``agent_id = NULL`` matches no thread)."""
     targets = {entry.target for entry in entries}
     if len(targets) != 1 or not all(entry.requester for entry in entries):
-        return false()
-    return and_(col(Thread.kind) == "agent", col(Thread.agent_id) == targets.pop())
+        return None
+    return targets.pop()
+
+
+def _values(row: EntryRow) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in EntryRow.__slots__}
+
+
+THREADS: Table = table_of(Thread)
+ENTRIES: Table = table_of(Entry)
+
+# The append's first statement, built once (SQLAlchemy caches its compiled
+# form): reserves the sequence numbers of the thread the caller may write to.
+_RESERVE = (
+    update(THREADS)
+    .where(
+        THREADS.c.id == bindparam("p_thread"),
+        or_(
+            and_(THREADS.c.kind == "agent", THREADS.c.agent_id == bindparam("p_agent")),
+            THREADS.c.user_id == bindparam("p_user"),
+        ),
+    )
+    .values(last_sequence=THREADS.c.last_sequence + bindparam("p_count"), update_time=bindparam("p_now"))
+    .returning(THREADS.c.last_sequence, THREADS.c.kind)
+)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
+from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete, select
 
@@ -15,7 +16,7 @@ from services.shared.audit import AuditLog, record
 from services.shared.db import dialect_insert, is_unique_violation
 from services.shared.db_retry import db_retry
 from services.shared.time import utcnow
-from services.threads.models import Agent, AgentMember, ThreadsAuditEvent
+from services.threads.models import Agent, AgentMember, ThreadsAuditEvent, table_of
 from services.threads.tables.base import TableRepository
 
 
@@ -78,8 +79,9 @@ class RegistryTable(TableRepository):
 
     @db_retry
     async def is_member(self, agent_id: str, user_id: str) -> bool:
-        async with self._sessions() as session:
-            return await session.get(AgentMember, (agent_id, user_id)) is not None
+        async with self._connect() as connection:
+            found = await connection.execute(_MEMBER, {"p_agent": agent_id, "p_user": user_id})
+            return found.first() is not None
 
     @db_retry
     async def members(self, agent_id: str) -> Sequence[str]:
@@ -114,3 +116,10 @@ async def add_member(session: Any, agent_id: str, user_id: str) -> None:
     row = {"agent_id": agent_id, "user_id": user_id, "create_time": utcnow()}
     table: Any = AgentMember.__table__  # type: ignore[attr-defined]
     await session.exec(dialect_insert(session, table).values(**row).on_conflict_do_nothing())
+
+
+_MEMBERS = table_of(AgentMember)
+# Checked on every call to an agent's thread: built once, no ORM loading.
+_MEMBER = core_select(_MEMBERS.c.user_id).where(
+    _MEMBERS.c.agent_id == bindparam("p_agent"), _MEMBERS.c.user_id == bindparam("p_user")
+)

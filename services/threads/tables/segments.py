@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import update
+from sqlalchemy import Table, bindparam, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.shared.db_retry import db_retry
 from services.shared.time import utcnow
-from services.threads.models import Entry, Segment
+from services.threads.models import Segment, table_of
 from services.threads.tables.base import TableRepository
 
 
@@ -84,37 +84,49 @@ def open_segment(thread_id: str, number: int, first_sequence: int, now: datetime
 async def count_and_rotate(
     session: AsyncSession,
     thread_id: str,
-    rows: Sequence[Entry],
+    last: int,
+    chars: int,
+    count: int,
     now: datetime,
     rotation: RotationPolicy | None,
 ) -> list[Segment]:
-    """Inside the append's transaction: adds ``rows`` to the open segment and,
-    when ``rotation`` says it is full, closes it (handoff pending) and opens
-    the next one. Returns the closed segment, if any."""
-    last = rows[-1].sequence
-    chars = sum(len(row.content) for row in rows)
-    result = await session.exec(
-        update(Segment)
-        .where(col(Segment.thread_id) == thread_id, col(Segment.status) == "open")
-        .values(
-            entry_count=Segment.entry_count + len(rows),
-            char_count=Segment.char_count + chars,
-            last_sequence=last,
-        )
-        .returning(Segment)
+    """Inside the append's transaction: adds ``count`` entries (up to sequence
+    ``last``, ``chars`` characters) to the open segment and, when ``rotation``
+    says it is full, closes it (handoff pending) and opens the next one.
+    Returns the closed segment, if any. The counting UPDATE returns only the
+    counters: a segment is loaded as an object only when it closes."""
+    connection = await session.connection()
+    result = await connection.execute(
+        _COUNT, {"p_thread": thread_id, "p_count": count, "p_chars": chars, "p_last": last}
     )
     # Every agent thread has its open segment: created with the thread (or by
     # the import, or the 0003 migration), and the next opened when one closes.
-    segment = result.scalar_one()
-    if rotation is None or not rotation.closes(segment.entry_count, segment.char_count):
+    number, entry_count, char_count = result.one()
+    if rotation is None or not rotation.closes(entry_count, char_count):
         return []
     closed = await session.exec(
         update(Segment)
-        .where(col(Segment.thread_id) == thread_id, col(Segment.number) == segment.number)
+        .where(col(Segment.thread_id) == thread_id, col(Segment.number) == number)
         .values(status="closed", handoff_status="pending", close_time=now)
         .returning(Segment)
     )
     closed_segment = closed.scalar_one()
-    session.add(open_segment(thread_id, segment.number + 1, last + 1, now))
+    session.add(open_segment(thread_id, number + 1, last + 1, now))
     await session.flush()
     return [closed_segment]
+
+
+SEGMENTS: Table = table_of(Segment)
+
+# Built once (SQLAlchemy caches its compiled form): counts an append into the
+# thread's open segment.
+_COUNT = (
+    update(SEGMENTS)
+    .where(SEGMENTS.c.thread_id == bindparam("p_thread"), SEGMENTS.c.status == "open")
+    .values(
+        entry_count=SEGMENTS.c.entry_count + bindparam("p_count"),
+        char_count=SEGMENTS.c.char_count + bindparam("p_chars"),
+        last_sequence=bindparam("p_last"),
+    )
+    .returning(SEGMENTS.c.number, SEGMENTS.c.entry_count, SEGMENTS.c.char_count)
+)

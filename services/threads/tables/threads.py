@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, tuple_, update
+from sqlalchemy import and_, bindparam, or_, tuple_, update
+from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
-from services.threads.models import Thread
+from services.threads.models import Thread, table_of
+from services.threads.owners import ThreadOwner
 from services.threads.tables.base import TableRepository
 from services.threads.tables.segments import open_segment
 
@@ -31,8 +33,9 @@ class ThreadsTable(TableRepository):
 
     @db_retry
     async def live_agent_thread(self, agent_id: str) -> Thread | None:
-        async with self._sessions() as session:
-            return (await session.exec(live_agent_thread_query(agent_id))).one_or_none()
+        async with self._connect() as connection:
+            row = (await connection.execute(_LIVE_AGENT_THREAD, {"p_agent": agent_id})).one_or_none()
+        return None if row is None else Thread(**row._mapping)
 
     @db_retry
     async def insert_agent_thread(self, thread: Thread) -> bool:
@@ -77,8 +80,17 @@ class ThreadsTable(TableRepository):
 
     @db_retry
     async def get_thread(self, thread_id: str) -> Thread | None:
-        async with self._sessions() as session:
-            return await session.get(Thread, thread_id)
+        """The thread as a detached object, read with Core (no ORM loading)."""
+        async with self._connect() as connection:
+            row = (await connection.execute(_THREAD, {"p_thread": thread_id})).one_or_none()
+        return None if row is None else Thread(**row._mapping)
+
+    @db_retry
+    async def thread_owner(self, thread_id: str) -> ThreadOwner | None:
+        """The thread's immutable ownership facts, in one indexed read."""
+        async with self._connect() as connection:
+            row = (await connection.execute(_OWNER, {"p_thread": thread_id})).one_or_none()
+        return None if row is None else ThreadOwner(*row)
 
     @db_retry
     async def list_conversations(
@@ -130,3 +142,14 @@ class ThreadsTable(TableRepository):
             thread = result.scalar_one_or_none()
             await session.commit()
             return thread
+
+
+_THREADS = table_of(Thread)
+# Hot-path reads, built once (SQLAlchemy caches their compiled form).
+_THREAD = core_select(_THREADS).where(_THREADS.c.id == bindparam("p_thread"))
+_LIVE_AGENT_THREAD = core_select(_THREADS).where(
+    _THREADS.c.kind == "agent", _THREADS.c.agent_id == bindparam("p_agent"), _THREADS.c.archive_time.is_(None)
+)
+_OWNER = core_select(_THREADS.c.id, _THREADS.c.kind, _THREADS.c.user_id, _THREADS.c.agent_id).where(
+    _THREADS.c.id == bindparam("p_thread")
+)
