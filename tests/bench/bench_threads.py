@@ -297,14 +297,14 @@ async def chat_turns(
             started = time.perf_counter()
             await stub.GetConversation(
                 threads_service_pb2.GetConversationRequest(conversation_id=conversation_id),
-                metadata=METADATA,
+                metadata=user_metadata(USER),
                 timeout=TIMEOUT,
             )
             await stub.ListEntries(
                 threads_service_pb2.ListEntriesRequest(
                     thread_id=conversation_id, page_size=200, descending=True
                 ),
-                metadata=METADATA,
+                metadata=user_metadata(USER),
                 timeout=TIMEOUT,
             )
             for role, suffix in ((threads_pb2.ROLE_USER, "user"), (threads_pb2.ROLE_ASSISTANT, "assistant")):
@@ -313,7 +313,7 @@ async def chat_turns(
                     threads_service_pb2.AppendEntriesRequest(
                         request_id=f"{run_id}:{suffix}", thread_id=conversation_id, entries=[entry]
                     ),
-                    metadata=METADATA,
+                    metadata=user_metadata(USER),
                     timeout=TIMEOUT,
                 )
             latencies.append((time.perf_counter() - started) * 1000)
@@ -335,7 +335,9 @@ async def measure_chat(
     conversations = []
     for _ in range(concurrency):
         created = await stub.CreateConversation(
-            threads_service_pb2.CreateConversationRequest(title="bench"), metadata=METADATA, timeout=TIMEOUT
+            threads_service_pb2.CreateConversationRequest(title="bench"),
+            metadata=user_metadata(USER),
+            timeout=TIMEOUT,
         )
         conversations.append(created.conversation.id)
     total = max(1, args.appends // 2)
