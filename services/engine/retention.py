@@ -22,7 +22,7 @@ from sqlmodel import col
 
 from services.engine.lease_models import EngineLease
 from services.engine.models import AgentAction, AgentRun, RunEventRow, SkillRun
-from services.shared.lease import take
+from services.shared.lease import OncePerInterval
 from services.shared.metrics import RETENTION_PRUNED
 from services.shared.time import utcnow
 
@@ -76,15 +76,13 @@ class Retention:
     ) -> None:
         self._engine = engine
         self._policy = policy
-        self._interval = interval_seconds
-        self._holder = holder
+        self._interval = OncePerInterval(engine, EngineLease, LEASE, holder, interval_seconds)
 
     async def prune_if_due(self) -> Pruned | None:
         """Prunes when this replica takes the interval's lease; None when
         another replica (or this one) pruned within the interval."""
-        async with self._engine.begin() as connection:
-            if not await take(connection, EngineLease, LEASE, self._holder, self._interval):
-                return None
+        if not await self._interval.due():
+            return None
         return await self.prune(utcnow())
 
     async def prune(self, now: datetime) -> Pruned:
@@ -163,4 +161,4 @@ class Retention:
                 await self.prune_if_due()
             except Exception:  # noqa: BLE001 - keep pruning through a database blip
                 log.exception("retention prune failed")
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self._interval.seconds)

@@ -22,10 +22,11 @@ Each service declares its own table of leases: a subclass of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import DateTime, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel import Field, SQLModel, col
 
 from services.shared.db_retry import insert_skipping_existing
@@ -84,3 +85,20 @@ async def release(connection: AsyncConnection, table: type[LeaseRow], name: str,
     await connection.execute(
         update(table).where(col(table.name) == name, col(table.holder) == holder).values(expires_at=utcnow())
     )
+
+
+@dataclass(frozen=True)
+class OncePerInterval:
+    """Work that runs once per ``seconds`` across the replicas sharing
+    ``engine``'s database (a prune): :meth:`due` takes the lease ``name`` for
+    ``holder`` in its own transaction and says whether this replica won it."""
+
+    engine: AsyncEngine
+    table: type[LeaseRow]
+    name: str
+    holder: str
+    seconds: float
+
+    async def due(self) -> bool:
+        async with self.engine.begin() as connection:
+            return await take(connection, self.table, self.name, self.holder, self.seconds)

@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, and_, delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col
 
-from services.shared.lease import take
+from services.shared.lease import OncePerInterval
 from services.shared.metrics import RETENTION_PRUNED
 from services.shared.time import utcnow
 from services.threads.lease_models import ThreadsLease
@@ -42,15 +42,13 @@ class ConversationRetention:
     def __init__(self, engine: AsyncEngine, keep: timedelta, interval_seconds: float, holder: str) -> None:
         self._engine = engine
         self._keep = keep
-        self._interval = interval_seconds
-        self._holder = holder
+        self._interval = OncePerInterval(engine, ThreadsLease, LEASE, holder, interval_seconds)
 
     async def prune_if_due(self) -> int | None:
         """Prunes when this replica takes the interval's lease; None when
         another replica (or this one) pruned within the interval."""
-        async with self._engine.begin() as connection:
-            if not await take(connection, ThreadsLease, LEASE, self._holder, self._interval):
-                return None
+        if not await self._interval.due():
+            return None
         return await self.prune(utcnow())
 
     async def prune(self, now: datetime) -> int:
@@ -89,4 +87,4 @@ class ConversationRetention:
                 await self.prune_if_due()
             except Exception:  # noqa: BLE001 - keep pruning through a database blip
                 log.exception("retention prune failed")
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self._interval.seconds)
