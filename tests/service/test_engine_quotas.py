@@ -114,14 +114,14 @@ async def test_a_second_run_at_once_is_refused_until_the_first_ends(held: System
     again.cancel()
 
 
+# Engine replicas share a PostgreSQL database only (SQLite is one process per
+# file: docs/operations.md, Scaling), so this one runs on PostgreSQL alone.
+@pytest.mark.parametrize("backend", ["postgres"])
 @pytest.mark.parametrize("at_once", [2])
 async def test_replicas_racing_on_one_database_admit_exactly_the_limit(held: System, backend: str) -> None:
     """Six starts at once, alternating between two engine replicas on one
     PostgreSQL database: the user's lock makes the counts exact, so two
-    runs start and four are refused. (SQLite is one process per file:
-    replicas need PostgreSQL.)"""
-    if backend != "postgres":
-        pytest.skip("engine replicas share a PostgreSQL database only (docs/operations.md, Scaling)")
+    runs start and four are refused."""
     sb = held
     other = EngineSettings(
         port=0,
