@@ -110,8 +110,9 @@ async def test_a_second_run_at_once_is_refused_until_the_first_ends(held: System
 
     await cancel(sb, first, run_id)
     again = start(sb.engine, chat)
-    assert (await first_event(again)).WhichOneof("kind") == "run_started"
-    again.cancel()
+    started = await first_event(again)
+    assert started.WhichOneof("kind") == "run_started"
+    await cancel(sb, again, started.run_id)  # ended here, not drained through the shutdown grace
 
 
 # Engine replicas share a PostgreSQL database only (SQLite is one process per
