@@ -1,8 +1,11 @@
 """Who a thread belongs to, cached in the process. A thread's kind, its user
 (a conversation) and its agent (an agent thread) are set when it is created
-and never change, and threads are never deleted, so an ownership check needs
-no read once the thread has been seen. Only these facts are cached: whether a
-conversation is archived, its title and its sequence are always read."""
+and never change, so an ownership check needs no read once the thread has
+been seen. Only these facts are cached: whether a conversation is archived,
+its title and its sequence are always read. The one deletion, retention's
+prune of long-archived conversations, cannot make a cached owner wrong: ids
+are never reused, so another user still gets NOT_FOUND, and an append still
+needs the thread's row (its UPDATE checks it)."""
 
 from __future__ import annotations
 
