@@ -1,22 +1,29 @@
 """python -m gateway: serves the ASGI app with uvicorn.
-python -m gateway tokens create|list|revoke: manages the hashed tokens file."""
+python -m gateway tokens create|list|revoke|role: manages the hashed tokens file."""
 
 from __future__ import annotations
 
 import sys
 
-import uvicorn
-
-from gateway import tokens
-from gateway.app import create_app
-from gateway.settings import GatewaySettings
-from services.shared.identity_tokens import IdentityKeyError
-from services.shared.telemetry import setup_logging, setup_telemetry
-
 
 def main() -> None:
     if sys.argv[1:2] == ["tokens"]:
+        # The token commands need none of the web app: importing it (FastAPI,
+        # the MCP SDK, the database layer) would triple their start-up.
+        from gateway import tokens
+
         sys.exit(tokens.main(sys.argv[2:]))
+    serve()
+
+
+def serve() -> None:
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.settings import GatewaySettings
+    from services.shared.identity_tokens import IdentityKeyError
+    from services.shared.telemetry import setup_logging, setup_telemetry
+
     settings = GatewaySettings()
     setup_logging(settings.log_level, "gateway")
     setup_telemetry("gateway", settings.otlp_endpoint)

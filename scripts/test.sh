@@ -47,7 +47,8 @@ echo "== lint and types"
 .venv/bin/mypy services gateway client
 
 echo "== tests"
-# One worker per core, whole modules per worker (--dist loadfile) so a module's
-# launched system and fixtures stay in one process; SWITCHBOARD_TEST_WORKERS=0
-# runs in this process only.
-.venv/bin/pytest -n "${SWITCHBOARD_TEST_WORKERS:-auto}" --dist loadfile "$@"
+# One worker per core, whole groups per worker (--dist loadgroup): a group is a
+# module, or the e2e modules that share one launched system (tests/conftest.py),
+# so a module's fixtures and a system stay in one process;
+# SWITCHBOARD_TEST_WORKERS=0 runs in this process only.
+.venv/bin/pytest -n "${SWITCHBOARD_TEST_WORKERS:-auto}" --dist loadgroup "$@"

@@ -13,8 +13,17 @@ import pytest
 from services.shared.time import set_clock
 from services.shared.timer import set_timer
 from tests.databases import BACKENDS, database_url, drop_templates
+from tests.worker_groups import WorkerGroups, write_groups
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(WorkerGroups(), "switchboard-worker-groups")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    write_groups(config, items)
 
 
 @pytest.fixture(scope="session", autouse=True)
