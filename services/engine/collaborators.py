@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import grpc
+from google.protobuf import field_mask_pb2
 
 from services.shared.clients import call, open_channel
 from services.shared.errors import (
@@ -312,6 +313,37 @@ class Collaborators:
             await self._call("pages", "GetActiveInstructions", request, user),
         )
 
+    async def chat_context(
+        self,
+        user: str,
+        thread_id: str,
+        project_id: str,
+        recall_query: str | None,
+        settings: bool,
+        live_state_entries: int,
+    ) -> memory_service_pb2.GetChatContextResponse:
+        """What a chat run reads from memory, in one call: recall for
+        ``recall_query`` (None: no recall), the personal settings when
+        ``settings``, the active instruction page, the project context, the
+        first ``live_state_entries`` of the live state and the thread's
+        handoff summary."""
+        parts = ["active_instructions", "project_context", "live_state", "handoff_summary"]
+        if recall_query is not None:
+            parts.append("recalled_notes")
+        if settings:
+            parts.append("settings")
+        request = memory_service_pb2.GetChatContextRequest(
+            thread_id=thread_id,
+            project_id=project_id,
+            read_mask=field_mask_pb2.FieldMask(paths=parts),
+            recall_query=recall_query or "",
+            live_state_page_size=live_state_entries,
+        )
+        return cast(
+            memory_service_pb2.GetChatContextResponse,
+            await self._call("memory", "GetChatContext", request, user),
+        )
+
     async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page:
         request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id)
         return cast(pages_pb2.Page, (await self._call("pages", "CreateInstructionPage", request, user)).page)
@@ -418,4 +450,19 @@ class Collaborators:
         )
         return cast(
             router_service_pb2.RouteModelResponse, await self._call("router", "RouteModel", request, user)
+        )
+
+    async def route_message(
+        self, user: str, text: str, forced: Sequence[str], requested: str, default: str, offline: bool
+    ) -> router_service_pb2.RouteMessageResponse:
+        """A chat message's skills and model in one call."""
+        request = router_service_pb2.RouteMessageRequest(
+            text=text,
+            forced_skills=forced,
+            requested_model=requested,
+            default_model=default,
+            offline=offline,
+        )
+        return cast(
+            router_service_pb2.RouteMessageResponse, await self._call("router", "RouteMessage", request, user)
         )

@@ -1,8 +1,9 @@
 """The memory service: its three gRPC services over one database, and the
 server. Each concept is a package of its own (servicer -> domain ->
 repository): ``notes``, ``pages`` (and proposals), ``handoff``, ``context``
-(project context and live state) and ``personal`` (personal settings);
-this module wires them together."""
+(project context and live state), ``personal`` (personal settings) and
+``chat`` (a chat run's read of all of them in one call); this module wires
+them together."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import grpc
 
+from services.memory.chat.domain import ChatContextDomain
 from services.memory.context.domain import ContextDomain
 from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.repository import ContextRepository
@@ -81,35 +83,37 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         settings.max_note_chars,
         settings.duplicate_cosine,
     )
-    servicer = MemoryServicer(
-        PersonalSettingsDomain(personal),
-        notes,
-        ContextDomain(contexts, notes, settings.max_context_chars),
-        LiveStateDomain(
-            contexts, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
-        ),
+    personal_settings = PersonalSettingsDomain(personal)
+    contexts_domain = ContextDomain(contexts, notes, settings.max_context_chars)
+    live = LiveStateDomain(
+        contexts, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
     )
-    pages = PagesServicer(
-        PagesDomain(
-            PagesRepository(sessions),
-            personal,
-            settings.max_page_chars,
-            settings.max_pending_proposals,
-        )
+    pages_domain = PagesDomain(
+        PagesRepository(sessions),
+        personal,
+        settings.max_page_chars,
+        settings.max_pending_proposals,
     )
     summary_model = settings.summary_model
     summariser = ModelSummariser(ModelCompleter(summary_model, os.environ)) if summary_model else None
     if summariser is not None:
         closers.append(summariser.close)
-    handoff = HandoffServicer(
-        HandoffDomain(
-            HandoffRepository(sessions),
-            RuleSummariser(),
-            settings.handoff_checkpoint_every,
-            model=summariser,
-            model_timeout=settings.summary_model_timeout,
-        )
+    handoff_domain = HandoffDomain(
+        HandoffRepository(sessions),
+        RuleSummariser(),
+        settings.handoff_checkpoint_every,
+        model=summariser,
+        model_timeout=settings.summary_model_timeout,
     )
+    servicer = MemoryServicer(
+        personal_settings,
+        notes,
+        contexts_domain,
+        live,
+        ChatContextDomain(notes, personal_settings, pages_domain, contexts_domain, live, handoff_domain),
+    )
+    pages = PagesServicer(pages_domain)
+    handoff = HandoffServicer(handoff_domain)
     return Servicers(servicer, pages, handoff), closers
 
 

@@ -1,9 +1,12 @@
-"""MemoryService: the RPCs of notes, of project context and live state, and
-of personal settings, each written in its concept's package and gathered
-here into the one gRPC service the contract defines."""
+"""MemoryService: the RPCs of notes, of project context and live state, of
+personal settings, and the chat run's one-call context read, each written in
+its concept's package and gathered here into the one gRPC service the
+contract defines."""
 
 from __future__ import annotations
 
+from services.memory.chat.domain import ChatContextDomain
+from services.memory.chat.servicer import ChatContextRpcs
 from services.memory.context.domain import ContextDomain
 from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.servicer import ContextRpcs
@@ -15,7 +18,11 @@ from switchboard.memory.v1 import memory_service_pb2_grpc
 
 
 class MemoryServicer(
-    NotesRpcs, ContextRpcs, PersonalSettingsRpcs, memory_service_pb2_grpc.MemoryServiceServicer
+    NotesRpcs,
+    ContextRpcs,
+    PersonalSettingsRpcs,
+    ChatContextRpcs,
+    memory_service_pb2_grpc.MemoryServiceServicer,
 ):
     def __init__(
         self,
@@ -23,8 +30,10 @@ class MemoryServicer(
         notes: NotesDomain,
         contexts: ContextDomain,
         live: LiveStateDomain,
+        chat: ChatContextDomain,
     ) -> None:
         self._settings = settings
         self._notes = notes
         self._contexts = contexts
         self._live = live
+        self._chat = chat

@@ -419,3 +419,20 @@ class RouterDomain:
     def route_model(self, text: str, requested_model: str, default_model: str, offline: bool) -> ModelRoute:
         _check_text(text, "text", required=False)
         return route_model(self._models, text, requested_model, default_model, offline=offline)
+
+    # Both routers for one chat message
+
+    async def route_message(
+        self,
+        user: str,
+        text: str,
+        forced_skills: Sequence[str],
+        requested_model: str,
+        default_model: str,
+        offline: bool,
+    ) -> tuple[SkillRoute, ModelRoute]:
+        """The skills and the model for one message, as route_skills and
+        route_model decide them. The model first: it reads no database, so a
+        request it refuses costs no routing."""
+        model = self.route_model(text, requested_model, default_model, offline)
+        return await self.route_skills(user, text, forced_skills, offline), model

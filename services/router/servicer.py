@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias, cast
+from typing import Any, TypeAlias, cast
 
 import grpc
 
-from services.router.domain import AutoUseChange, RouterDomain, SkillView
-from services.router.model_routing import ModelOption
+from services.router.domain import AutoUseChange, RouterDomain, SkillRoute, SkillView
+from services.router.model_routing import ModelOption, ModelRoute
 from services.router.models import SkillFeedback
 from services.router.skill_router import Decision
 from services.shared.audit import Actor
@@ -82,6 +82,27 @@ def model_to_proto(option: ModelOption) -> router_pb2.ModelOption:
         expensive=option.expensive,
         context_window=option.context_window,
     )
+
+
+def _skill_route_fields(route: SkillRoute) -> dict[str, Any]:
+    return {
+        "skills": [
+            router_pb2.ChosenSkill(skill_id=s.skill_id, name=s.name, forced=s.forced, body=s.body)
+            for s in route.skills
+        ],
+        "decision": decision_to_proto(route.decision),
+    }
+
+
+def _model_route_fields(route: ModelRoute) -> dict[str, Any]:
+    return {
+        "model": model_to_proto(route.model),
+        "reason": route.reason,
+        "routed": route.routed,
+        "request_profile": _PROFILES.number(route.request_profile or ""),
+        "web_only": route.model.web_only,
+        "notices": route.notices,
+    }
 
 
 def feedback_to_proto(feedback: SkillFeedback) -> router_pb2.SkillFeedback:
@@ -166,13 +187,7 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
         route = await self._domain.route_skills(
             caller_user(context), request.text, list(request.forced_skills), request.offline
         )
-        return router_service_pb2.RouteSkillsResponse(
-            skills=[
-                router_pb2.ChosenSkill(skill_id=s.skill_id, name=s.name, forced=s.forced, body=s.body)
-                for s in route.skills
-            ],
-            decision=decision_to_proto(route.decision),
-        )
+        return router_service_pb2.RouteSkillsResponse(**_skill_route_fields(route))
 
     async def CreateSkillFeedback(
         self, request: router_service_pb2.CreateSkillFeedbackRequest, context: Context
@@ -208,11 +223,20 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
         route = self._domain.route_model(
             request.text, request.requested_model, request.default_model, request.offline
         )
-        return router_service_pb2.RouteModelResponse(
-            model=model_to_proto(route.model),
-            reason=route.reason,
-            routed=route.routed,
-            request_profile=_PROFILES.number(route.request_profile or ""),
-            web_only=route.model.web_only,
-            notices=route.notices,
+        return router_service_pb2.RouteModelResponse(**_model_route_fields(route))
+
+    async def RouteMessage(
+        self, request: router_service_pb2.RouteMessageRequest, context: Context
+    ) -> router_service_pb2.RouteMessageResponse:
+        skills, model = await self._domain.route_message(
+            caller_user(context),
+            request.text,
+            list(request.forced_skills),
+            request.requested_model,
+            request.default_model,
+            request.offline,
+        )
+        return router_service_pb2.RouteMessageResponse(
+            skills=router_pb2.SkillRoute(**_skill_route_fields(skills)),
+            model=router_pb2.ModelRoute(**_model_route_fields(model)),
         )

@@ -182,8 +182,8 @@ EXPECTED_SPANS = {
     "/switchboard.engine.v1.EngineService/StartRun",
     "invoke_agent personal",
     "/switchboard.threads.v1.ThreadsService/AppendEntries",
-    "/switchboard.memory.v1.MemoryService/RecallNotes",
-    "/switchboard.router.v1.RouterService/RouteSkills",
+    "/switchboard.memory.v1.MemoryService/GetChatContext",
+    "/switchboard.router.v1.RouterService/RouteMessage",
 }
 
 

@@ -400,6 +400,21 @@ MATRIX: dict[str, list[Case]] = {
             _random_project,
         )
     ],
+    # One call of a chat run's context step: the thread's summary is the
+    # caller's conversation's only, the project's parts are per user.
+    "MemoryService.GetChatContext": [
+        Case(
+            _conversation,
+            lambda w, x: M.GetChatContextRequest(thread_id=x, recall_query=f"launch plan friday {MARK}"),
+            None,
+        ),
+        Case(
+            _project,
+            lambda w, x: M.GetChatContextRequest(project_id=x, recall_query=f"launch plan friday {MARK}"),
+            None,
+            _random_project,
+        ),
+    ],
     "MemoryService.GetProjectContext": [
         Case(_project, lambda w, x: M.GetProjectContextRequest(project_id=x), missing=_random_project)
     ],
@@ -571,6 +586,7 @@ OWN_READS: list[tuple[str, Message]] = [
     ("MemoryService.ListNotes", M.ListNotesRequest()),
     ("MemoryService.RecallNotes", M.RecallNotesRequest(query=f"launch plan {MARK}")),
     ("MemoryService.GetPersonalSettings", M.GetPersonalSettingsRequest()),
+    ("MemoryService.GetChatContext", M.GetChatContextRequest(recall_query=f"launch plan {MARK}")),
     ("PagesService.ListPages", P.ListPagesRequest()),
     ("PagesService.ListProposals", P.ListProposalsRequest()),
     ("PagesService.ListInstructionPages", P.ListInstructionPagesRequest()),

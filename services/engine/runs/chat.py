@@ -27,7 +27,7 @@ from services.engine.tools import AllowedSources, ToolContext
 from services.shared.remember import remembered_fact
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
-from switchboard.router.v1 import router_service_pb2
+from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
 
 
@@ -74,7 +74,7 @@ class ChatWork:
         if fact is not None:
             return await propose_to_remember(self._collab, run, user, fact, context.page, rec, entry)
 
-        fallback = router_service_pb2.RouteModelResponse(model=self._models.fallback_model)
+        fallback = router_pb2.ModelRoute(model=self._models.fallback_model)
         skills, model = await self._route(
             run, request, context.settings.default_model, rec, optional, fallback
         )
@@ -150,23 +150,22 @@ class ChatWork:
         default_model: str,
         rec: Recorder,
         optional: OptionalServices,
-        fallback: router_service_pb2.RouteModelResponse,
-    ) -> tuple[router_service_pb2.RouteSkillsResponse, router_service_pb2.RouteModelResponse]:
-        """The "routing" step: skills and model, chosen together. The skills
-        applied are said as events; they and the decision go in the outcome."""
+        fallback: router_pb2.ModelRoute,
+    ) -> tuple[router_pb2.SkillRoute, router_pb2.ModelRoute]:
+        """The "routing" step: skills and model, chosen together in one call
+        (without the router: no skill, and ``fallback``). The skills applied
+        are said as events; they and the decision go in the outcome."""
         user, text, offline = request.user, request.message, self._models.offline
         async with rec.step("routing", "Choosing skills and model"):
-            skills, model = await asyncio.gather(
-                optional(
-                    "router",
-                    self._collab.route_skills(user, text, request.forced_skills, offline),
-                    router_service_pb2.RouteSkillsResponse(),
+            routed = await optional(
+                "router",
+                self._collab.route_message(
+                    user, text, request.forced_skills, request.requested_model, default_model, offline
                 ),
-                optional(
-                    "router",
-                    self._collab.route_model(user, text, request.requested_model, default_model, offline),
-                    fallback,
-                ),
+                None,
+            )
+            skills, model = (
+                (routed.skills, routed.model) if routed is not None else (router_pb2.SkillRoute(), fallback)
             )
             if skills.decision.arbiter_error:
                 message = f"{skills.decision.arbiter_error}; the skills were chosen without it"

@@ -14,13 +14,13 @@ from services.engine import instructions
 from services.engine.collaborators import Collaborators
 from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
-from services.engine.runs.optional import OptionalServices, ready
+from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
 from services.engine.runs.requests import PROJECT_ID, RunLimits, RunRequest
 from services.engine.tokens import Counter
 from services.engine.tools import AllowedSources, SourceRead, ToolContext, mentioned_pages, reads_workspace
 from services.shared.errors import DependencyUnavailable, NotFound
-from switchboard.memory.v1 import handoff_pb2, memory_pb2, pages_pb2, pages_service_pb2
+from switchboard.memory.v1 import handoff_pb2, memory_pb2, memory_service_pb2, pages_pb2
 from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -34,7 +34,7 @@ class ChatContext:
 
     recalled: Sequence[memory_pb2.RecalledNote]
     settings: memory_pb2.PersonalSettings
-    page: pages_service_pb2.GetActiveInstructionsResponse
+    page: pages_pb2.ActiveInstructions
     project: str
     live: list[memory_pb2.LiveStateEntry]
     summary: handoff_pb2.HandoffSummary
@@ -71,34 +71,31 @@ class ChatContextReader:
         allowed = request.allowed or AllowedSources()
         collab, limits = self._collab, self._limits
         async with rec.step("context", "Reading context"):
-            # Recall, settings, the instruction page, the working context,
-            # the conversation's summary and recording the user's message are
-            # independent. The settings only matter for the user's default
-            # model: not read when the request names one.
-            (recalled, settings, page), (project, live, summary, _) = await asyncio.gather(
-                asyncio.gather(
-                    optional("memory", collab.recall(user, text, ""), ()) if allowed.memory else ready(()),
-                    optional("memory", collab.personal_settings(user), memory_pb2.PersonalSettings())
-                    if not request.requested_model
-                    else ready(memory_pb2.PersonalSettings()),
-                    optional(
-                        "memory",
-                        collab.active_instructions(user),
-                        pages_service_pb2.GetActiveInstructionsResponse(),
+            # Memory's parts come in one call beside recording the user's
+            # message. Recall only when the conversation allows memory; the
+            # settings only matter for the user's default model: not read
+            # when the request names one.
+            read, _ = await asyncio.gather(
+                optional(
+                    "memory",
+                    collab.chat_context(
+                        user,
+                        thread,
+                        PROJECT_ID,
+                        text if allowed.memory else None,
+                        settings=not request.requested_model,
+                        live_state_entries=limits.live_state_entries,
                     ),
+                    memory_service_pb2.GetChatContextResponse(),
                 ),
-                asyncio.gather(
-                    optional("memory", collab.project_context(user, PROJECT_ID), ""),
-                    optional("memory", collab.live_state(user, PROJECT_ID, limits.live_state_entries), []),
-                    optional(
-                        "memory",
-                        collab.handoff_summary(user, thread, checkpoint=False),
-                        handoff_pb2.HandoffSummary(),
-                    ),
-                    collab.append_entries(
-                        user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
-                    ),
+                collab.append_entries(
+                    user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
                 ),
+            )
+            summary = (
+                read.handoff_summary
+                if read.HasField("handoff_summary")
+                else handoff_pb2.HandoffSummary(thread_id=thread)
             )
             # The turns after the summary; this run's own message comes last, apart.
             earlier = [
@@ -106,18 +103,19 @@ class ChatContextReader:
                 for e in await collab.entries_after(user, thread, summary.last_folded_sequence)
                 if e.run_id != run.id
             ]
+        page = read.active_instructions
         return ChatContext(
-            recalled=recalled,
-            settings=settings,
+            recalled=read.recalled_notes,
+            settings=read.settings,
             page=page,
-            project=project,
-            live=live,
+            project=read.project_context.body,
+            live=list(read.live_state),
             summary=summary,
             earlier=earlier,
             instruction_page=self._instruction_layer(page, rec),
         )
 
-    def _instruction_layer(self, page: pages_service_pb2.GetActiveInstructionsResponse, rec: Recorder) -> str:
+    def _instruction_layer(self, page: pages_pb2.ActiveInstructions, rec: Recorder) -> str:
         """The active instruction page as a layer, within its budget. A page
         the user can no longer read is skipped with a notice, never a failure."""
         if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:

@@ -15,7 +15,7 @@ from services.engine.models import AgentAction, SkillRun
 from services.engine.tools import SourceRead
 from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2
-from switchboard.router.v1 import router_service_pb2
+from switchboard.router.v1 import router_pb2, router_service_pb2
 
 # Run statuses as stored ("running", "waiting_approval", "done"...), and as
 # the contract numbers them.
@@ -39,7 +39,9 @@ class Outcome:
     actions: list[AgentAction] = dataclasses.field(default_factory=list)
     skill_runs: list[SkillRun] = dataclasses.field(default_factory=list)
 
-    def record_model(self, route: router_service_pb2.RouteModelResponse, fallback: bool = False) -> None:
+    def record_model(
+        self, route: router_service_pb2.RouteModelResponse | router_pb2.ModelRoute, fallback: bool = False
+    ) -> None:
         """The model that answers, and the router's reasons for it
         (``fallback``: the router could not be reached)."""
         self.provider, self.model = route.model.provider, route.model.model

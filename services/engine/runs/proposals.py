@@ -12,7 +12,7 @@ from services.engine.runs.recorder import Recorder
 from services.engine.tools import SourceRead
 from services.shared.errors import FailedPrecondition, QuotaExceeded
 from switchboard.engine.v1 import engine_pb2
-from switchboard.memory.v1 import pages_pb2, pages_service_pb2
+from switchboard.memory.v1 import pages_pb2
 from switchboard.threads.v1 import threads_pb2
 
 
@@ -21,7 +21,7 @@ async def propose_to_remember(
     run: AgentRun,
     user: str,
     fact: str,
-    page: pages_service_pb2.GetActiveInstructionsResponse,
+    page: pages_pb2.ActiveInstructions,
     rec: Recorder,
     entry: EntryMaker,
 ) -> engine_pb2.Final:

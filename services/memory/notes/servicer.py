@@ -7,6 +7,7 @@ import grpc
 from services.memory.notes.domain import NewNote, NoteFields, NotesDomain
 from services.memory.notes.lexical import tags_of
 from services.memory.notes.models import Note
+from services.memory.notes.recall import Recalled
 from services.memory.notes.repository import NoteFilter
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
@@ -27,6 +28,15 @@ def note_to_proto(note: Note) -> memory_pb2.Note:
         create_time=to_timestamp(note.create_time),
         update_time=to_timestamp(note.update_time),
         source=note.source or "",
+    )
+
+
+def recalled_to_proto(recalled: Recalled) -> memory_pb2.RecalledNote:
+    return memory_pb2.RecalledNote(
+        note=note_to_proto(recalled.note),
+        score=recalled.score,
+        lexical_rank=recalled.lexical_rank,
+        embedding_rank=recalled.embedding_rank,
     )
 
 
@@ -101,14 +111,4 @@ class NotesRpcs:
             request.limit,
             request.mode,
         )
-        return pb.RecallNotesResponse(
-            notes=[
-                memory_pb2.RecalledNote(
-                    note=note_to_proto(r.note),
-                    score=r.score,
-                    lexical_rank=r.lexical_rank,
-                    embedding_rank=r.embedding_rank,
-                )
-                for r in recalled
-            ]
-        )
+        return pb.RecallNotesResponse(notes=[recalled_to_proto(r) for r in recalled])

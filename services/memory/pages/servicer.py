@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
 from services.memory.pages.diffs import TextDiff
-from services.memory.pages.domain import InstructionList, PagesDomain, PageView, ProposalView
+from services.memory.pages.domain import (
+    ActiveInstructions,
+    InstructionList,
+    PagesDomain,
+    PageView,
+    ProposalView,
+)
 from services.memory.pages.models import PageVersion, Proposal
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
@@ -29,6 +35,22 @@ def page_to_proto(view: PageView) -> pages_pb2.Page:
         create_time=to_timestamp(page.create_time),
         update_time=to_timestamp(page.update_time),
     )
+
+
+def _active_fields(active: ActiveInstructions) -> dict[str, Any]:
+    page = active.page
+    return {
+        "state": active.state,
+        "page_id": active.page_id,
+        "title": page.title if page else "",
+        "body": page.body if page else "",
+        "version": page.version if page else 0,
+        "notice": active.notice,
+    }
+
+
+def active_instructions_to_proto(active: ActiveInstructions) -> pages_pb2.ActiveInstructions:
+    return pages_pb2.ActiveInstructions(**_active_fields(active))
 
 
 def version_to_proto(version: PageVersion) -> pages_pb2.PageVersion:
@@ -265,15 +287,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         self, request: pb.GetActiveInstructionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetActiveInstructionsResponse:
         active = await self._domain.active_instructions(caller_user(context))
-        page = active.page
-        return pb.GetActiveInstructionsResponse(
-            state=active.state,  # type: ignore[arg-type]
-            page_id=active.page_id,
-            title=page.title if page else "",
-            body=page.body if page else "",
-            version=page.version if page else 0,
-            notice=active.notice,
-        )
+        return pb.GetActiveInstructionsResponse(**_active_fields(active))
 
     # Proposals
 

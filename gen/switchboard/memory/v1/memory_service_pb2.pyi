@@ -10,7 +10,9 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from switchboard.memory.v1 import handoff_pb2 as _handoff_pb2
 from switchboard.memory.v1 import memory_pb2 as _memory_pb2
+from switchboard.memory.v1 import pages_pb2 as _pages_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -864,3 +866,106 @@ class UpdatePersonalSettingsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UpdatePersonalSettingsResponse: _TypeAlias = UpdatePersonalSettingsResponse  # noqa: Y015
+
+@_typing.final
+class GetChatContextRequest(_message.Message):
+    """What a chat run's context step reads."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    READ_MASK_FIELD_NUMBER: _builtins.int
+    RECALL_QUERY_FIELD_NUMBER: _builtins.int
+    RECALL_LIMIT_FIELD_NUMBER: _builtins.int
+    LIVE_STATE_PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    thread_id: _builtins.str
+    """The conversation whose handoff summary to read; "" reads none."""
+    project_id: _builtins.str
+    """The project of the recall, the project context and the live state; "" = "default"."""
+    recall_query: _builtins.str
+    """What to recall notes for (the user's message)."""
+    recall_limit: _builtins.int
+    """At most this many recalled notes (0 = 5, at most 50)."""
+    live_state_page_size: _builtins.int
+    """At most this many live state entries (0 = 50, at most 500)."""
+    @_builtins.property
+    def read_mask(self) -> _field_mask_pb2.FieldMask:
+        """The parts to read, as paths of GetChatContextResponse (recalled_notes,
+        settings, active_instructions, project_context, live_state,
+        handoff_summary); empty reads them all.
+        """
+
+    def __init__(
+        self,
+        *,
+        thread_id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        read_mask: _field_mask_pb2.FieldMask | None = ...,
+        recall_query: _builtins.str = ...,
+        recall_limit: _builtins.int = ...,
+        live_state_page_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["read_mask", b"read_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["live_state_page_size", b"live_state_page_size", "project_id", b"project_id", "read_mask", b"read_mask", "recall_limit", b"recall_limit", "recall_query", b"recall_query", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetChatContextRequest: _TypeAlias = GetChatContextRequest  # noqa: Y015
+
+@_typing.final
+class GetChatContextResponse(_message.Message):
+    """The parts read; a part left out of read_mask is empty."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECALLED_NOTES_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
+    ACTIVE_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    PROJECT_CONTEXT_FIELD_NUMBER: _builtins.int
+    LIVE_STATE_FIELD_NUMBER: _builtins.int
+    HANDOFF_SUMMARY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def recalled_notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.RecalledNote]:
+        """Notes relevant to recall_query, best first (as RecallNotes)."""
+
+    @_builtins.property
+    def settings(self) -> _memory_pb2.PersonalSettings:
+        """The caller's settings, or the defaults (as GetPersonalSettings)."""
+
+    @_builtins.property
+    def active_instructions(self) -> _pages_pb2.ActiveInstructions:
+        """The active instruction page (as PagesService.GetActiveInstructions)."""
+
+    @_builtins.property
+    def project_context(self) -> _memory_pb2.ProjectContext:
+        """The project's context; unset until something writes it."""
+
+    @_builtins.property
+    def live_state(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.LiveStateEntry]:
+        """The first live_state_page_size unexpired entries, by agent id."""
+
+    @_builtins.property
+    def handoff_summary(self) -> _handoff_pb2.HandoffSummary:
+        """The conversation's summary; unset when nothing was recorded for it (or
+        it is another user's, which reads exactly like that).
+        """
+
+    def __init__(
+        self,
+        *,
+        recalled_notes: _abc.Iterable[_memory_pb2.RecalledNote] | None = ...,
+        settings: _memory_pb2.PersonalSettings | None = ...,
+        active_instructions: _pages_pb2.ActiveInstructions | None = ...,
+        project_context: _memory_pb2.ProjectContext | None = ...,
+        live_state: _abc.Iterable[_memory_pb2.LiveStateEntry] | None = ...,
+        handoff_summary: _handoff_pb2.HandoffSummary | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active_instructions", b"active_instructions", "handoff_summary", b"handoff_summary", "project_context", b"project_context", "settings", b"settings"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instructions", b"active_instructions", "handoff_summary", b"handoff_summary", "live_state", b"live_state", "project_context", b"project_context", "recalled_notes", b"recalled_notes", "settings", b"settings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetChatContextResponse: _TypeAlias = GetChatContextResponse  # noqa: Y015

@@ -121,6 +121,11 @@ class MemoryServiceStub:
                 request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdatePersonalSettingsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdatePersonalSettingsResponse.FromString,
                 _registered_method=True)
+        self.GetChatContext = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/GetChatContext',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetChatContextRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetChatContextResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -257,6 +262,19 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetChatContext(self, request, context):
+        """What a chat run reads before its model call, in one call: recall for
+        its message, the personal settings, the active instruction page, the
+        project context, the live state and the conversation's handoff summary
+        (each read as its own RPC reads it). An unreadable instruction page is
+        a state of active_instructions, never an error; a project without a
+        context and a conversation without a summary leave their field unset.
+        INVALID_ARGUMENT for an unknown read_mask path or a negative page size.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -339,6 +357,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.UpdatePersonalSettings,
                     request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdatePersonalSettingsRequest.FromString,
                     response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdatePersonalSettingsResponse.SerializeToString,
+            ),
+            'GetChatContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetChatContext,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetChatContextRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetChatContextResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -780,6 +803,33 @@ class MemoryService:
             '/switchboard.memory.v1.MemoryService/UpdatePersonalSettings',
             switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdatePersonalSettingsRequest.SerializeToString,
             switchboard_dot_memory_dot_v1_dot_memory__service__pb2.UpdatePersonalSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetChatContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/GetChatContext',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetChatContextRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetChatContextResponse.FromString,
             options,
             channel_credentials,
             insecure,

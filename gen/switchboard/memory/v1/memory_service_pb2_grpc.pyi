@@ -91,6 +91,15 @@ class MemoryServiceStub:
     mask, instruction page fields (PagesService sets them), an avatar_json
     that is not a JSON object, an unspecified chat_mode.
     """
+    GetChatContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetChatContextRequest, _memory_service_pb2.GetChatContextResponse]
+    """What a chat run reads before its model call, in one call: recall for
+    its message, the personal settings, the active instruction page, the
+    project context, the live state and the conversation's handoff summary
+    (each read as its own RPC reads it). An unreadable instruction page is
+    a state of active_instructions, never an error; a project without a
+    context and a conversation without a summary leave their field unset.
+    INVALID_ARGUMENT for an unknown read_mask path or a negative page size.
+    """
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -154,6 +163,15 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
     mask, instruction page fields (PagesService sets them), an avatar_json
     that is not a JSON object, an unspecified chat_mode.
+    """
+    GetChatContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetChatContextRequest, _memory_service_pb2.GetChatContextResponse]  # type: ignore[assignment]
+    """What a chat run reads before its model call, in one call: recall for
+    its message, the personal settings, the active instruction page, the
+    project context, the live state and the conversation's handoff summary
+    (each read as its own RPC reads it). An unreadable instruction page is
+    a state of active_instructions, never an error; a project without a
+    context and a conversation without a summary leave their field unset.
+    INVALID_ARGUMENT for an unknown read_mask path or a negative page size.
     """
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -311,6 +329,21 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Writes the fields named in update_mask. INVALID_ARGUMENT for an empty
         mask, instruction page fields (PagesService sets them), an avatar_json
         that is not a JSON object, an unspecified chat_mode.
+        """
+
+    @_abc_1.abstractmethod
+    def GetChatContext(
+        self,
+        request: _memory_service_pb2.GetChatContextRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetChatContextResponse, _abc.Awaitable[_memory_service_pb2.GetChatContextResponse]]:
+        """What a chat run reads before its model call, in one call: recall for
+        its message, the personal settings, the active instruction page, the
+        project context, the live state and the conversation's handoff summary
+        (each read as its own RPC reads it). An unreadable instruction page is
+        a state of active_instructions, never an error; a project without a
+        context and a conversation without a summary leave their field unset.
+        INVALID_ARGUMENT for an unknown read_mask path or a negative page size.
         """
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

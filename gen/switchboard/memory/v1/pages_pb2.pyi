@@ -454,6 +454,51 @@ class InstructionTemplate(_message.Message):
 Global___InstructionTemplate: _TypeAlias = InstructionTemplate  # noqa: Y015
 
 @_typing.final
+class ActiveInstructions(_message.Message):
+    """The caller's active instruction page as a run reads it: its text, or
+    that there is none, or that it can no longer be read (a run skips it with
+    a notice; it is never an error).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    PAGE_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    NOTICE_FIELD_NUMBER: _builtins.int
+    state: Global___InstructionPageState.ValueType
+    """NONE, READABLE or UNREADABLE."""
+    page_id: _builtins.str
+    """The active page; "" for NONE."""
+    title: _builtins.str
+    """Set when readable."""
+    body: _builtins.str
+    """The page's text, when readable."""
+    version: _builtins.int
+    """The page's version, when readable."""
+    notice: _builtins.str
+    """Why the page cannot be used (UNREADABLE), for the run's notice."""
+    def __init__(
+        self,
+        *,
+        state: Global___InstructionPageState.ValueType = ...,
+        page_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        body: _builtins.str = ...,
+        version: _builtins.int = ...,
+        notice: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "notice", b"notice", "page_id", b"page_id", "state", b"state", "title", b"title", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActiveInstructions: _TypeAlias = ActiveInstructions  # noqa: Y015
+
+@_typing.final
 class InstructionPage(_message.Message):
     """One of the caller's instruction pages (settings.instruction_page_ids)."""
 

@@ -362,6 +362,84 @@ class ModelOption(_message.Message):
 Global___ModelOption: _TypeAlias = ModelOption  # noqa: Y015
 
 @_typing.final
+class SkillRoute(_message.Message):
+    """The Skill Router's answer for one request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILLS_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skills(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChosenSkill]:
+        """The forced skills, or at most 2 automatic ones."""
+
+    @_builtins.property
+    def decision(self) -> Global___SkillDecision:
+        """The full decision record (kept on the run)."""
+
+    def __init__(
+        self,
+        *,
+        skills: _abc.Iterable[Global___ChosenSkill] | None = ...,
+        decision: Global___SkillDecision | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "skills", b"skills"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SkillRoute: _TypeAlias = SkillRoute  # noqa: Y015
+
+@_typing.final
+class ModelRoute(_message.Message):
+    """The model router's answer for one request."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ROUTED_FIELD_NUMBER: _builtins.int
+    REQUEST_PROFILE_FIELD_NUMBER: _builtins.int
+    WEB_ONLY_FIELD_NUMBER: _builtins.int
+    NOTICES_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why this model: the classification and the rule applied."""
+    routed: _builtins.bool
+    """True when Auto chose it; false for a model given by id."""
+    request_profile: Global___ModelProfile.ValueType
+    """The class of the request (fast / balanced / strong); unspecified when
+    the model was chosen by hand.
+    """
+    web_only: _builtins.bool
+    """The chosen model gets no workspace context: warn before sending."""
+    @_builtins.property
+    def model(self) -> Global___ModelOption:
+        """The chosen model."""
+
+    @_builtins.property
+    def notices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Things to show before sending (web-only, expensive model)."""
+
+    def __init__(
+        self,
+        *,
+        model: Global___ModelOption | None = ...,
+        reason: _builtins.str = ...,
+        routed: _builtins.bool = ...,
+        request_profile: Global___ModelProfile.ValueType = ...,
+        web_only: _builtins.bool = ...,
+        notices: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "notices", b"notices", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelRoute: _TypeAlias = ModelRoute  # noqa: Y015
+
+@_typing.final
 class SkillFeedback(_message.Message):
     """"This skill was not relevant": a counter-example for the Skill Router's
     labelled fixture.

@@ -730,3 +730,75 @@ class ListAuditEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAuditEventsResponse: _TypeAlias = ListAuditEventsResponse  # noqa: Y015
+
+@_typing.final
+class RouteMessageRequest(_message.Message):
+    """A chat message to choose skills and a model for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    FORCED_SKILLS_FIELD_NUMBER: _builtins.int
+    REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
+    DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
+    OFFLINE_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    """The user's message; at most 32,000 characters."""
+    requested_model: _builtins.str
+    """"" or "auto" routes; anything else must be a configured model id."""
+    default_model: _builtins.str
+    """The user's default model from personal settings ("" = Auto)."""
+    offline: _builtins.bool
+    """Deterministic decision only (no LLM arbitration), and Auto picks the
+    deterministic test (offline provider) model.
+    """
+    @_builtins.property
+    def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Skill names forced by the user, as in RouteSkillsRequest."""
+
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        forced_skills: _abc.Iterable[_builtins.str] | None = ...,
+        requested_model: _builtins.str = ...,
+        default_model: _builtins.str = ...,
+        offline: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "forced_skills", b"forced_skills", "offline", b"offline", "requested_model", b"requested_model", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RouteMessageRequest: _TypeAlias = RouteMessageRequest  # noqa: Y015
+
+@_typing.final
+class RouteMessageResponse(_message.Message):
+    """The skills and the model chosen for the message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SKILLS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def skills(self) -> _router_pb2.SkillRoute:
+        """As RouteSkills answers."""
+
+    @_builtins.property
+    def model(self) -> _router_pb2.ModelRoute:
+        """As RouteModel answers."""
+
+    def __init__(
+        self,
+        *,
+        skills: _router_pb2.SkillRoute | None = ...,
+        model: _router_pb2.ModelRoute | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "skills", b"skills"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "skills", b"skills"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RouteMessageResponse: _TypeAlias = RouteMessageResponse  # noqa: Y015

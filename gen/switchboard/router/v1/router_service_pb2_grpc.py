@@ -106,6 +106,11 @@ class RouterServiceStub:
                 request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
+        self.RouteMessage = channel.unary_unary(
+                '/switchboard.router.v1.RouterService/RouteMessage',
+                request_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteMessageRequest.SerializeToString,
+                response_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteMessageResponse.FromString,
+                _registered_method=True)
 
 
 class RouterServiceServicer:
@@ -221,6 +226,15 @@ class RouterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RouteMessage(self, request, context):
+        """A chat message's skills and model in one call: RouteSkills' answer and
+        RouteModel's for the same text, with their errors (the first met fails
+        the call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RouterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +297,11 @@ def add_RouterServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsRequest.FromString,
                     response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'RouteMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RouteMessage,
+                    request_deserializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteMessageRequest.FromString,
+                    response_serializer=switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteMessageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -621,6 +640,33 @@ class RouterService:
             '/switchboard.router.v1.RouterService/ListModels',
             switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsRequest.SerializeToString,
             switchboard_dot_router_dot_v1_dot_router__service__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RouteMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.router.v1.RouterService/RouteMessage',
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteMessageRequest.SerializeToString,
+            switchboard_dot_router_dot_v1_dot_router__service__pb2.RouteMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -90,6 +90,11 @@ class RouterServiceStub:
     "auto" is not one of them (RouteModel resolves it). The list is the
     service's configuration, the same for every caller. Needs no user.
     """
+    RouteMessage: _grpc.UnaryUnaryMultiCallable[_router_service_pb2.RouteMessageRequest, _router_service_pb2.RouteMessageResponse]
+    """A chat message's skills and model in one call: RouteSkills' answer and
+    RouteModel's for the same text, with their errors (the first met fails
+    the call).
+    """
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
@@ -152,6 +157,11 @@ class RouterServiceAsyncStub(RouterServiceStub):
     """The configured models in configuration order, for a model selector;
     "auto" is not one of them (RouteModel resolves it). The list is the
     service's configuration, the same for every caller. Needs no user.
+    """
+    RouteMessage: _aio.UnaryUnaryMultiCallable[_router_service_pb2.RouteMessageRequest, _router_service_pb2.RouteMessageResponse]  # type: ignore[assignment]
+    """A chat message's skills and model in one call: RouteSkills' answer and
+    RouteModel's for the same text, with their errors (the first met fails
+    the call).
     """
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -284,6 +294,17 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
         """The configured models in configuration order, for a model selector;
         "auto" is not one of them (RouteModel resolves it). The list is the
         service's configuration, the same for every caller. Needs no user.
+        """
+
+    @_abc_1.abstractmethod
+    def RouteMessage(
+        self,
+        request: _router_service_pb2.RouteMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_router_service_pb2.RouteMessageResponse, _abc.Awaitable[_router_service_pb2.RouteMessageResponse]]:
+        """A chat message's skills and model in one call: RouteSkills' answer and
+        RouteModel's for the same text, with their errors (the first met fails
+        the call).
         """
 
 def add_RouterServiceServicer_to_server(servicer: RouterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

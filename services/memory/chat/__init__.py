@@ -1,0 +1,1 @@
+"""What a chat run reads from memory before its model call, in one call."""
