@@ -15,6 +15,7 @@ that every process drained and exited cleanly."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ import pytest
 
 from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
 from tests.e2e.otlp import Receiver, start_receiver
+from tests.fakes.llm_server import FakeServer, openai_app, serve
 from tests.processes import free_port, launcher_ready, start_launcher, stop_popen
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +88,22 @@ def recording_env(base_url: str) -> dict[str, str]:
         ),
         "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded]),
     }
+
+
+_recording: FakeServer | None = None
+
+
+def shared_recording() -> FakeServer:
+    """One recording OpenAI-compatible server per test process for the
+    modules that launch with :func:`recording_env`: the same address makes
+    the same launch settings, so those modules share one launched system.
+    Each test sets the answers it needs and reads the requests it caused."""
+    global _recording
+    if _recording is None:
+        manager = serve(openai_app)
+        _recording = manager.__enter__()
+        atexit.register(manager.__exit__, None, None, None)
+    return _recording
 
 
 def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:

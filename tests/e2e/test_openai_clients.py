@@ -15,16 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.engine.instructions import CLIENT_HEADING, TITLE_SYSTEM
-from tests.e2e import web
-from tests.e2e.conftest import Launched, recording_env
-from tests.fakes.llm_server import openai_app, serve
+from tests.e2e.conftest import Launched, recording_env, shared_recording
 
 # A recording OpenAI-compatible server beside the offline models; a request
 # names it as the model `recorded`.
-_recording = serve(openai_app)
-RECORDING = _recording.__enter__()
+RECORDING = shared_recording()
 LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")
-recording_server = web.stop_at_module_end(lambda: _recording.__exit__(None, None, None))
 CONVERSATION = "X-Switchboard-Conversation"
 RUN = "X-Switchboard-Run"
 

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 import grpc
 import httpx
 import pytest
+import pytest_asyncio
 
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
@@ -27,7 +27,10 @@ from tests.databases import postgres_database
 from tests.e2e.sse import SseEvent, read_events
 from tests.processes import child_env, free_port, process, wait_grpc_serving, wait_http_ok
 
-pytestmark = pytest.mark.postgres
+# One stack of processes for the module: the tests leave each other's rows
+# alone (each reads only the runs it started), and the one that kills an
+# engine runs last.
+pytestmark = [pytest.mark.postgres, pytest.mark.asyncio(loop_scope="module")]
 
 TOKEN = "replica-token"
 ENGINES = ("engine-a", "engine-b")
@@ -56,8 +59,9 @@ class Replicas:
             await connection.close()
 
 
-@pytest.fixture
-async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Replicas]:
+    tmp_path = tmp_path_factory.mktemp("replicas")
     ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES, "gw1", "gw2")}
     engines_target = "ipv4:" + ",".join(f"127.0.0.1:{ports[name]}" for name in ENGINES)
     async with AsyncExitStack() as stack:
@@ -152,6 +156,59 @@ async def test_a_stream_started_on_one_gateway_resumes_on_the_other(replicas: Re
     assert "".join(e.data["text"] for e in head + tail if e.event == "delta")
 
 
+async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_session(
+    replicas: Replicas,
+) -> None:
+    """One shared thread per agent, at scale: asks for one agent arriving on two engine replicas
+    at once land on its one live thread, queue there (each answer right after
+    its question), and bind one live provider session."""
+    earlier = {row["id"] for row in await replicas.runs()}
+    async with grpc.aio.insecure_channel(replicas.threads_address) as threads_channel:
+        threads = threads_service_pb2_grpc.ThreadsServiceStub(threads_channel)
+        agent = threads_pb2.Agent(id="qa", model="offline-fast")
+        await threads.CreateAgent(
+            threads_service_pb2.CreateAgentRequest(agent=agent), metadata=user_metadata("alice")
+        )
+        channels = [grpc.aio.insecure_channel(address) for address in replicas.engine_addresses]
+        try:
+            engines = [engine_service_pb2_grpc.EngineServiceStub(channel) for channel in channels]
+
+            async def ask(index: int) -> list[engine_pb2.RunEvent]:
+                request = engine_service_pb2.AskAgentRequest(
+                    requester=f"agent{index}", target_agent_id="qa", message=f"status of task {index}?"
+                )
+                call = engines[index % 2].AskAgent(request, metadata=user_metadata("alice"), timeout=120)
+                return [response.event async for response in call]
+
+            results = await asyncio.gather(*(ask(index) for index in range(6)))
+        finally:
+            for channel in channels:
+                await channel.close()
+        assert all(events[-1].WhichOneof("kind") == "final" for events in results)
+        asks = [row for row in await replicas.runs() if row["id"] not in earlier]
+        assert len(asks) == 6
+        assert {row["instance_id"] for row in asks} == set(ENGINES)  # both engines ran asks
+        thread = await threads.EnsureAgentThread(
+            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="qa"),
+            metadata=user_metadata("alice"),
+        )
+        assert not thread.created  # the asks made it; one thread
+        listed = await threads.ListEntries(
+            threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=100),
+            metadata=user_metadata("alice"),
+        )
+        entries = list(listed.entries)
+        assert len(entries) == 12
+        for question, answer in zip(entries[::2], entries[1::2], strict=True):
+            assert question.correlation_id == answer.correlation_id
+            assert answer.sequence == question.sequence + 1
+        sessions = await threads.ListProviderSessions(
+            threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread.thread.id),
+            metadata=user_metadata("alice"),
+        )
+        assert len(sessions.sessions) == 1
+
+
 async def test_kill_9_of_one_engine_settles_only_its_runs_and_every_client_gets_a_terminal_event(
     replicas: Replicas,
 ) -> None:
@@ -194,54 +251,3 @@ async def test_kill_9_of_one_engine_settles_only_its_runs_and_every_client_gets_
             assert (terminal.event, terminal.data["code"]) == ("error", "INTERRUPTED")
         else:
             assert terminal.event == "final"
-
-
-async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_session(
-    replicas: Replicas,
-) -> None:
-    """One shared thread per agent, at scale: asks for one agent arriving on two engine replicas
-    at once land on its one live thread, queue there (each answer right after
-    its question), and bind one live provider session."""
-    async with grpc.aio.insecure_channel(replicas.threads_address) as threads_channel:
-        threads = threads_service_pb2_grpc.ThreadsServiceStub(threads_channel)
-        agent = threads_pb2.Agent(id="qa", model="offline-fast")
-        await threads.CreateAgent(
-            threads_service_pb2.CreateAgentRequest(agent=agent), metadata=user_metadata("alice")
-        )
-        channels = [grpc.aio.insecure_channel(address) for address in replicas.engine_addresses]
-        try:
-            engines = [engine_service_pb2_grpc.EngineServiceStub(channel) for channel in channels]
-
-            async def ask(index: int) -> list[engine_pb2.RunEvent]:
-                request = engine_service_pb2.AskAgentRequest(
-                    requester=f"agent{index}", target_agent_id="qa", message=f"status of task {index}?"
-                )
-                call = engines[index % 2].AskAgent(request, metadata=user_metadata("alice"), timeout=120)
-                return [response.event async for response in call]
-
-            results = await asyncio.gather(*(ask(index) for index in range(6)))
-        finally:
-            for channel in channels:
-                await channel.close()
-        assert all(events[-1].WhichOneof("kind") == "final" for events in results)
-        instances = {row["instance_id"] for row in await replicas.runs()}
-        assert instances == set(ENGINES)  # both engines ran asks
-        thread = await threads.EnsureAgentThread(
-            threads_service_pb2.EnsureAgentThreadRequest(target_agent_id="qa"),
-            metadata=user_metadata("alice"),
-        )
-        assert not thread.created  # the asks made it; one thread
-        listed = await threads.ListEntries(
-            threads_service_pb2.ListEntriesRequest(thread_id=thread.thread.id, page_size=100),
-            metadata=user_metadata("alice"),
-        )
-        entries = list(listed.entries)
-        assert len(entries) == 12
-        for question, answer in zip(entries[::2], entries[1::2], strict=True):
-            assert question.correlation_id == answer.correlation_id
-            assert answer.sequence == question.sequence + 1
-        sessions = await threads.ListProviderSessions(
-            threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread.thread.id),
-            metadata=user_metadata("alice"),
-        )
-        assert len(sessions.sessions) == 1

@@ -11,18 +11,14 @@ import httpx
 import pytest
 
 from services.engine.instructions import TITLE_SYSTEM
-from tests.e2e import web
-from tests.e2e.conftest import Launched, recording_env
+from tests.e2e.conftest import Launched, recording_env, shared_recording
 from tests.e2e.otlp import ReceivedSpan
 from tests.e2e.sse import SseEvent, read_events
-from tests.fakes.llm_server import openai_app, serve
 
 # A recording OpenAI-compatible server beside the offline models: Auto never
 # picks it (an offline model of each profile comes first); a message names it.
-_recording = serve(openai_app)
-RECORDING = _recording.__enter__()
+RECORDING = shared_recording()
 LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")
-recording_server = web.stop_at_module_end(lambda: _recording.__exit__(None, None, None))
 
 
 @pytest.fixture

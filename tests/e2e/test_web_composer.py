@@ -6,17 +6,18 @@ proposal shows again after a reload and can still be decided."""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 
 from playwright.sync_api import Page, expect
 
-from tests.e2e import web
+from tests.e2e import test_web_page, web
 from tests.e2e.conftest import Launched
 from tests.e2e.web import create_instruction_page, send, shot
 
-LAUNCH_ENV = {"SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}])}
+# The web page's settings (the test mailbox among them): the two modules share
+# one launched system.
+LAUNCH_ENV = test_web_page.LAUNCH_ENV
 
 browser = web.browser
 page = web.page
