@@ -10,7 +10,9 @@ names of go-grpc-prometheus (what existing Grafana dashboards expect):
 * database retries (services/shared/db_retry.py): ``switchboard_db_retries_total``,
   each attempt made again after a connection failure, and
   ``switchboard_db_retry_outcomes_total`` by outcome, how each unit of work
-  that met one ended.
+  that met one ended;
+* ``switchboard_event_loop_info{loop}``, 1 for the event loop the process
+  serves on (``uvloop`` or ``asyncio``, services/shared/event_loop.py).
 
 Labels never hold a user, run or conversation id: their number would grow
 without bound. A trace id rides along instead as an exemplar (the
@@ -28,7 +30,7 @@ from contextlib import asynccontextmanager
 
 import grpc
 from opentelemetry import trace
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from services.shared.handlers import Scope, around_calls
 
@@ -93,6 +95,12 @@ DB_RETRY_OUTCOMES = Counter(
 # has a series before the first failure instead of "no data".
 for _outcome in ("recovered", "gave_up", "failed"):
     DB_RETRY_OUTCOMES.labels(_outcome)
+
+EVENT_LOOP = Gauge(
+    "switchboard_event_loop_info",
+    "1 for the event loop this process serves on: uvloop or asyncio.",
+    ["loop"],
+)
 
 
 def trace_exemplar() -> dict[str, str] | None:

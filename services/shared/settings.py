@@ -9,6 +9,7 @@ import grpc
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.shared.event_loop import EventLoopName
 from services.shared.identity_tokens import IdentityTokens, parse_keys
 
 
@@ -74,6 +75,11 @@ class ServiceSettings(SecuritySettings):
     database_retry_seconds: float = Field(default=20.0, ge=0)
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
+    # The event loop the service runs on (services/shared/event_loop.py):
+    # uvloop, or asyncio's own. One name for every service.
+    event_loop: EventLoopName = Field(
+        default="uvloop", validation_alias=AliasChoices("SWITCHBOARD_EVENT_LOOP")
+    )
     # Prometheus /metrics on this port (0: not served).
     metrics_port: int = 0
     # Seconds in-flight RPCs get to finish after SIGTERM.

@@ -85,6 +85,11 @@ REPETITIONS = (
     {"sqlite": int(_REPEAT), "postgres": int(_REPEAT)} if _REPEAT else {"sqlite": 10, "postgres": 20}
 )
 EXIT_MARK = "faults-engine exit status"
+# The services package first, as in ``python -m services.engine``: it turns
+# gRPC's fork handlers off before grpc is loaded (this module loads grpc
+# before it), so the engines start their MCP servers and CLI agents as they
+# do in production.
+ZYGOTE = "import services; from tests.e2e.test_faults_engine import _zygote; _zygote()"
 STARTED = engine_pb2.STEP_STATUS_STARTED
 MODELS = [
     *(
@@ -270,7 +275,7 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     with ExitStack() as exits:
         # The zygote's imports overlap the other services' start-up.
         zygote = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2e.test_faults_engine"],
+            [sys.executable, "-c", ZYGOTE],
             cwd=ROOT,
             env=child_env({}),
             stdin=subprocess.PIPE,
@@ -789,7 +794,3 @@ async def test_concurrent_asks_for_one_agent_share_one_thread_and_one_session(st
         f"and one session each time: {answered} answered, {cancelled} cancelled while queued, "
         f"in {time.monotonic() - began:.1f} s"
     )
-
-
-if __name__ == "__main__":
-    _zygote()

@@ -299,6 +299,21 @@ def test_prometheus_metrics_count_rpcs_runs_tokens_and_sse_clients(
     assert "alice" not in every_key
 
 
+def test_every_grpc_service_process_serves_on_uvloop(launched: Launched) -> None:
+    """Each of the four processes reports the loop it runs on
+    (services/shared/event_loop.py): uvloop, the default."""
+    loops = {}
+    for service, port in launched.metrics_ports.items():
+        samples = scrape(f"http://127.0.0.1:{port}/metrics")
+        loops[service] = sorted(
+            key for key, value in samples.items() if key.startswith("switchboard_event_loop_info{") and value
+        )
+    assert loops == {
+        service: ['switchboard_event_loop_info{loop="uvloop"}']
+        for service in ("threads", "memory", "router", "engine")
+    }
+
+
 def test_pin_rename_and_find_a_conversation(client: httpx.Client) -> None:
     """Over HTTP: the first exchange titles a conversation
     automatically; renaming makes the title manual for good; pinned ones come
