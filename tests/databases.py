@@ -200,18 +200,14 @@ class _Databases:
             await drop_database(f"{_BASE_URL}/{name}")
 
     async def _reset(self, name: str, service: str | None) -> bool:
-        admin = await _admin()
-        try:
-            # Whatever the test left connected (a killed service, a leaked pool) goes.
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = $1 AND pid <> pg_backend_pid()",
-                name,
-            )
-        finally:
-            await admin.close()
         connection = await asyncpg.connect(f"{_SERVER}/{name}", timeout=10)
         try:
+            # Whatever the test left connected (a killed service, a leaked pool)
+            # goes; asked from inside the database, which spares a connection.
+            await connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
             await connection.execute("SET lock_timeout = '10s'")
             if service is None:
                 async with connection.transaction():
