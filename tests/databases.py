@@ -85,6 +85,23 @@ async def _migrate(url: str, service: str) -> None:
         await engine.dispose()  # no connection left: the template can be cloned
 
 
+async def _prepare_template(url: str, service: str) -> None:
+    """Migrates a template. The router's also gets its catalog's vectors for
+    the hashing embedder the tests run it with, stored as its first start
+    would store them: each test's router then reuses them, as a restarted
+    router does, instead of embedding and writing them again. (A router's
+    first start, embedding and storing, is tested on databases of their own:
+    tests/service/test_embedder_change.py.)"""
+    await _migrate(url, service)
+    if service == "router":
+        from services.router.server import open_domain
+        from services.router.settings import RouterSettings
+
+        _, closers = await open_domain(RouterSettings(port=0, database_url=url, embedder="hashing"))
+        for close in reversed(closers):
+            await close()  # the engine disposed last: no connection left
+
+
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -131,7 +148,7 @@ class _Databases:
                 finally:
                     await admin.close()
                 self.made.add(name)
-                await _migrate(f"{_BASE_URL}/{name}", service)
+                await _prepare_template(f"{_BASE_URL}/{name}", service)
                 connection = await asyncpg.connect(f"{_SERVER}/{name}", timeout=10)
                 try:
                     schema = [r[0] for r in await connection.fetch(_SCHEMA_QUERY)]
@@ -155,7 +172,7 @@ class _Databases:
                 if self.folder is None:
                     self.folder = Path(tempfile.mkdtemp(prefix="sb-templates-"))
                 path = self.folder / f"{service}.db"
-                await _migrate(f"sqlite+aiosqlite:///{path}", service)
+                await _prepare_template(f"sqlite+aiosqlite:///{path}", service)
                 self.sqlite_templates[service] = path
             return self.sqlite_templates[service]
 
@@ -183,18 +200,14 @@ class _Databases:
             await drop_database(f"{_BASE_URL}/{name}")
 
     async def _reset(self, name: str, service: str | None) -> bool:
-        admin = await _admin()
-        try:
-            # Whatever the test left connected (a killed service, a leaked pool) goes.
-            await admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = $1 AND pid <> pg_backend_pid()",
-                name,
-            )
-        finally:
-            await admin.close()
         connection = await asyncpg.connect(f"{_SERVER}/{name}", timeout=10)
         try:
+            # Whatever the test left connected (a killed service, a leaked pool)
+            # goes; asked from inside the database, which spares a connection.
+            await connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
             await connection.execute("SET lock_timeout = '10s'")
             if service is None:
                 async with connection.transaction():

@@ -13,6 +13,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from services.shared.outbound_tls import sdk_context
+
 
 class CompletionModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,13 +64,21 @@ class ModelCompleter:
             import openai
 
             self._openai = openai.AsyncOpenAI(
-                base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout
+                base_url=config.base_url,
+                api_key=key,
+                max_retries=0,
+                timeout=config.timeout,
+                http_client=openai.DefaultAsyncHttpxClient(verify=sdk_context()),
             )
         else:
             import anthropic
 
             self._anthropic = anthropic.AsyncAnthropic(
-                base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout
+                base_url=config.base_url,
+                api_key=key,
+                max_retries=0,
+                timeout=config.timeout,
+                http_client=anthropic.DefaultAsyncHttpxClient(verify=sdk_context()),
             )
 
     async def complete(self, system: str, user: str) -> str:

@@ -4,10 +4,13 @@ own ``migrations/`` folder and its own version table."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command, context
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, MetaData
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,11 +22,24 @@ def alembic_config(migrations_dir: Path, service_name: str) -> Config:
     return config
 
 
+@functools.cache
+def _heads(migrations_dir: Path) -> frozenset[str]:
+    """The newest revisions of a folder: its files do not change while the
+    process runs, so they are read (parsed, each one) once."""
+    return frozenset(ScriptDirectory(str(migrations_dir)).get_heads())
+
+
 async def upgrade_to_head(engine: AsyncEngine, migrations_dir: Path, service_name: str) -> None:
-    """Brings the database to the newest revision (a no-op when it is there)."""
+    """Brings the database to the newest revision (a no-op when it is there).
+    A database already there, as at most starts, is told by its version table
+    alone, without loading the revisions and the migration environment anew."""
     config = alembic_config(migrations_dir, service_name)
+    version_table = config.attributes["version_table"]
 
     def _upgrade(connection: Connection) -> None:
+        current = MigrationContext.configure(connection, opts={"version_table": version_table})
+        if frozenset(current.get_current_heads()) == _heads(migrations_dir):
+            return
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

@@ -269,5 +269,7 @@ def serve(app_factory: Any) -> Iterator[FakeServer]:
     try:
         yield FakeServer(f"http://127.0.0.1:{port}", script)
     finally:
-        server.should_exit = True
+        # Without waiting out a request still in flight (a "slow:" answer its
+        # client gave up on): nobody is left to read it.
+        server.should_exit = server.force_exit = True
         thread.join(10)

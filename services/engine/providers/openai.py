@@ -23,6 +23,7 @@ from services.engine.providers.base import (
     UsageChunk,
 )
 from services.engine.providers.config import ProviderConfig
+from services.shared.outbound_tls import sdk_context
 
 
 def _error(name: str, exc: openai.OpenAIError) -> ProviderError:
@@ -57,7 +58,11 @@ class OpenAIProvider:
         self._config = config
         # Local servers (Ollama...) accept any key; the SDK insists on one.
         self._client = openai.AsyncOpenAI(
-            base_url=config.base_url, api_key=api_key or "unused", max_retries=0, timeout=config.timeout
+            base_url=config.base_url,
+            api_key=api_key or "unused",
+            max_retries=0,
+            timeout=config.timeout,
+            http_client=openai.DefaultAsyncHttpxClient(verify=sdk_context()),
         )
 
     async def stream(

@@ -29,6 +29,7 @@ from services.engine.webhooks.outbox import Attempt, OutboxRepository
 from services.engine.webhooks.signing import signed_headers
 from services.engine.webhooks.urls import RefusedAddress, UrlPolicy, check_url, resolve_allowed
 from services.shared.errors import InvalidArgument
+from services.shared.outbound_tls import httpx_context
 from services.shared.time import aware, utcnow
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,9 @@ class WebhookWorker:
             multiplier=limits.backoff_initial, max=limits.backoff_max, jitter=limits.backoff_initial
         )
         # Redirects are not followed: a 3xx could point inside the network.
-        self._client = httpx.AsyncClient(follow_redirects=False, timeout=limits.timeout)
+        self._client = httpx.AsyncClient(
+            follow_redirects=False, timeout=limits.timeout, verify=httpx_context()
+        )
 
     def wake(self) -> None:
         """A run ended here: look for due rows now."""
