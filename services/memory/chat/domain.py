@@ -5,7 +5,6 @@ turns "nothing written yet" into an absent part instead of an error."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -20,6 +19,7 @@ from services.memory.pages.domain import ActiveInstructions, PagesDomain
 from services.memory.personal.domain import PersonalSettingsDomain
 from services.memory.personal.models import PersonalSettings
 from services.shared.errors import InvalidArgument, NotFound
+from services.shared.together import all_or_none
 
 RECALLED_NOTES = "recalled_notes"
 SETTINGS = "settings"
@@ -106,7 +106,7 @@ class ChatContextDomain:
         one read would fail the others), but an unreadable instruction page
         is a state of ``instructions``, never an error."""
         wanted = set(query.parts)
-        recalled, settings, instructions, project_context, live, summary = await asyncio.gather(
+        recalled, settings, instructions, project_context, live, summary = await all_or_none(
             self._notes.recall(user, query.project_id, query.recall_query, "", query.recall_limit)
             if RECALLED_NOTES in wanted
             else _absent([]),
