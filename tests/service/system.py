@@ -82,7 +82,11 @@ async def system(
             threads_address=f"127.0.0.1:{threads.port}",
             memory_address=f"127.0.0.1:{memory.port}",
             router_address=f"127.0.0.1:{router.port}",
-            **engine_settings,
+            # The four services and the test share one event loop here, on a
+            # machine shared with another test worker: the 1 s production
+            # routing deadline is not what these tests check, and a busy loop
+            # can miss it (a test of that deadline sets its own).
+            **{"router_timeout": 10.0, **engine_settings},
         )
         engine, engine_channel = await stack.enter_async_context(running(build_engine, settings))
         yield System(
