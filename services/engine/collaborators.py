@@ -299,13 +299,6 @@ class Collaborators:
             (await self._call("memory", "RecallNotes", request, user)).notes,
         )
 
-    async def personal_settings(self, user: str) -> memory_pb2.PersonalSettings:
-        request = memory_service_pb2.GetPersonalSettingsRequest()
-        return cast(
-            memory_pb2.PersonalSettings,
-            (await self._call("memory", "GetPersonalSettings", request, user)).settings,
-        )
-
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
         request = pages_service_pb2.GetActiveInstructionsRequest()
         return cast(
@@ -389,11 +382,6 @@ class Collaborators:
         except NotFound:
             return ""
 
-    async def live_state(self, user: str, project_id: str, limit: int) -> list[memory_pb2.LiveStateEntry]:
-        """Who is doing what on the project now (unexpired entries)."""
-        request = memory_service_pb2.ListLiveStateRequest(project_id=project_id, page_size=limit)
-        return list((await self._call("memory", "ListLiveState", request, user)).entries)
-
     async def record_handoff(
         self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry], private: bool = False
     ) -> None:
@@ -433,14 +421,6 @@ class Collaborators:
         return cast(handoff_pb2.HandoffSummary, response.summary)
 
     # Router
-
-    async def route_skills(
-        self, user: str, text: str, forced: Sequence[str], offline: bool
-    ) -> router_service_pb2.RouteSkillsResponse:
-        request = router_service_pb2.RouteSkillsRequest(text=text, forced_skills=forced, offline=offline)
-        return cast(
-            router_service_pb2.RouteSkillsResponse, await self._call("router", "RouteSkills", request, user)
-        )
 
     async def route_model(
         self, user: str, text: str, requested: str, default: str, offline: bool

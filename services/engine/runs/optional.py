@@ -16,11 +16,6 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-async def ready(value: _T) -> _T:
-    """A value where a call is expected (a call the run need not make)."""
-    return value
-
-
 class OptionalServices:
     NOTICES = {
         "memory": (
