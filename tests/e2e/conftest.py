@@ -120,6 +120,7 @@ class _System:
     receiver_server: grpc.Server
     database_urls: dict[str, str]  # service -> URL (PostgreSQL)
     modules: int = 0  # how many modules have taken it (the next namespace)
+    log_seen: int = 0  # the launcher log's length when the current module took it
 
 
 def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
@@ -189,16 +190,37 @@ class SystemPool:
     def take(self, backend: str, settings: dict[str, str]) -> Launched:
         key: LaunchKey = tuple(sorted(settings.items()))
         current = self.running.get(backend)
-        if current is not None and current.key != key:
+        if current is not None and (current.key != key or current.launched.process.poll() is not None):
             del self.running[backend]
-            _stop(current)
+            _stop(current, check=current.launched.process.poll() is None)
         if backend not in self.running:
             self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
         system = self.running[backend]
+        system.log_seen = system.launched.log.stat().st_size
         namespace = system.modules
         system.modules += 1
         assert namespace < NAMESPACES, "more modules share one system than it has users for"
         return replace(system.launched, namespace=namespace)
+
+    def check_alive(self, backend: str) -> None:
+        """Fails, with the launcher's log, when a process of the backend's
+        system died during the module (the launcher restarts it, and no
+        module here kills one) or the whole system is gone: then the next
+        module gets a new system instead of a dead one."""
+        system = self.running.get(backend)
+        if system is None:
+            return
+        raw = system.launched.log.read_bytes()
+        log = raw.decode(errors="replace")
+        if system.launched.process.poll() is None:
+            since = raw[system.log_seen :].decode(errors="replace")
+            restarted = [line for line in since.splitlines() if " exited with code " in line]
+            assert not restarted, f"a process of the launched system ({backend}) died:\n{log[-6000:]}"
+            return
+        del self.running[backend]
+        code = system.launched.process.returncode
+        _stop(system, check=False)
+        raise AssertionError(f"the launched system ({backend}) exited with {code}:\n{log[-6000:]}")
 
     def close(self) -> None:
         systems, self.running = list(self.running.values()), {}
@@ -232,9 +254,12 @@ def _no_idle_system(request: pytest.FixtureRequest, launch_pool: SystemPool) -> 
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def launched(request: pytest.FixtureRequest, launch_pool: SystemPool) -> Launched:
-    """The module's system on each backend, with its own users."""
-    return launch_pool.take(str(request.param), launch_settings(request.module))
+def launched(request: pytest.FixtureRequest, launch_pool: SystemPool) -> Iterator[Launched]:
+    """The module's system on each backend, with its own users; still
+    running when the module ends (checked)."""
+    backend = str(request.param)
+    yield launch_pool.take(backend, launch_settings(request.module))
+    launch_pool.check_alive(backend)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

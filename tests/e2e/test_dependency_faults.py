@@ -7,7 +7,6 @@ a run whose messages cannot be recorded is refused before any model call."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
@@ -83,7 +82,7 @@ async def system(tmp_path: Path) -> AsyncIterator[System]:
         # A stopped process must be able to hear its SIGTERM.
         for child in processes.values():
             if child.returncode is None:
-                os.kill(child.pid, signal.SIGCONT)
+                child.send_signal(signal.SIGCONT)
 
 
 def kinds(events: list[engine_pb2.RunEvent]) -> list[str]:
@@ -108,11 +107,11 @@ async def test_a_run_goes_on_without_router_or_memory_and_is_refused_without_thr
 
     # Router slow: stopped, so every routing call waits for its deadline.
     router = system.processes["router"]
-    os.kill(router.pid, signal.SIGSTOP)
+    router.send_signal(signal.SIGSTOP)
     started = time.monotonic()
     slow = await system.run()
     elapsed = time.monotonic() - started
-    os.kill(router.pid, signal.SIGCONT)
+    router.send_signal(signal.SIGCONT)
     assert slow[-1].final.status == engine_pb2.RUN_STATUS_DONE, kinds(slow)
     assert len(notices(slow, "ROUTER_UNAVAILABLE")) == 1  # one notice for both routing calls
     assert "DEADLINE_EXCEEDED" in notices(slow, "ROUTER_UNAVAILABLE")[0].message

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -170,12 +171,10 @@ def _serving(address: str) -> Callable[[], bool]:
     return lambda: check(address, "", 1.0) == "SERVING"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def _running(pidfd: int) -> bool:
+    """Whether the process behind ``pidfd`` still runs (its pidfd turns
+    readable when it exits)."""
+    return not select.select([pidfd], [], [], 0)[0]
 
 
 @dataclass
@@ -190,7 +189,10 @@ class Stack:
     slow: FakeServer
     tool: FakeServer
     zygote: subprocess.Popen[bytes]
-    engine_pid: int = 0
+    # The running engine as a pidfd: the zygote reaps engines as they exit,
+    # and a signal by pid could reach a later process given the same pid
+    # (another test's service: pids wrap at 32768 here).
+    engine: int = -1
     starts: list[float] = field(default_factory=list)
 
     @property
@@ -204,28 +206,34 @@ class Stack:
         spec = {"env": self.engine_env, "log": str(self.engine_log)}
         self.zygote.stdin.write(json.dumps(spec).encode() + b"\n")
         self.zygote.stdin.flush()
-        self.engine_pid = int(self.zygote.stdout.readline())
+        pid = int(self.zygote.stdout.readline())
+        if self.engine >= 0:
+            os.close(self.engine)
+        self.engine = os.pidfd_open(pid)  # at once: it cannot have exited and its pid be reused yet
         _wait(_serving(self.engine_address), "the engine", self.engine_log)
         self.starts.append(time.monotonic() - began)
 
     def signal_engine(self, signum: int) -> None:
-        os.kill(self.engine_pid, signum)
+        signal.pidfd_send_signal(self.engine, signum)
 
     def wait_engine_gone(self, timeout: float) -> None:
-        pid = self.engine_pid
-        _wait(lambda: not _alive(pid), f"the end of engine {pid}", self.engine_log, timeout)
+        engine = self.engine
+        _wait(lambda: not _running(engine), "the end of the engine", self.engine_log, timeout)
 
     def kill_engine(self) -> None:
         self.signal_engine(signal.SIGKILL)
         self.wait_engine_gone(10)
 
     def stop_engine(self) -> None:
-        if self.engine_pid and _alive(self.engine_pid):
+        if self.engine >= 0 and _running(self.engine):
             self.signal_engine(signal.SIGTERM)
             try:
                 self.wait_engine_gone(30)
             except AssertionError:
                 self.signal_engine(signal.SIGKILL)
+        if self.engine >= 0:
+            os.close(self.engine)
+            self.engine = -1
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.gateway, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
