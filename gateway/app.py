@@ -40,7 +40,7 @@ from gateway.settings import GatewaySettings
 from gateway.tokens import TokenFile
 from services.shared.clients import open_channel
 from services.shared.identity_tokens import configure as configure_identity
-from services.shared.telemetry import tracing_enabled
+from services.shared.telemetry import flush_telemetry, tracing_enabled
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
@@ -81,6 +81,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         finally:
             for channel in channels.values():
                 await channel.close()
+            # Now, not at exit: uvicorn ends the process by raising the
+            # SIGTERM it caught again, so no exit handler runs after this.
+            await asyncio.to_thread(flush_telemetry)
 
     app = FastAPI(
         title="Switchboard gateway",

@@ -42,6 +42,12 @@ def tracing_enabled() -> bool:
     return _provider is not None
 
 
+def flush_telemetry() -> None:
+    """Exports the spans still pending (blocking, a few seconds at most)."""
+    if _provider is not None:
+        _provider.force_flush(timeout_millis=5000)
+
+
 def shutdown_telemetry() -> None:
     """Flushes pending spans; called last on shutdown."""
     if _provider is not None:

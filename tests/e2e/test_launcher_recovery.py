@@ -8,7 +8,9 @@
   afterwards. The measured kill-to-healthy times are printed (see
   docs/reliability.md).
 * Ctrl-C (SIGINT) stops every process in order: the gateway first, then the
-  engine, then the services it depends on; the launcher exits 0.
+  engine, then the services it depends on; the launcher exits 0. Each
+  process exports its pending spans as it stops (the module's exporters
+  never export on their own schedule).
 * A process that keeps crashing stops the launcher, with a message naming
   it, and a non-zero exit (its own small launcher, on SQLite: the policy is
   not the database's business).
@@ -32,6 +34,7 @@ import httpx
 import pytest
 
 from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
+from tests.e2e.otlp import Receiver, start_receiver
 from tests.e2e.sse import SseEvent, read_events
 from tests.processes import launcher_ready, start_launcher, stop_popen
 
@@ -46,6 +49,7 @@ class System:
     process: subprocess.Popen[bytes]
     log: Path
     backend: str
+    traces: Receiver | None = None
 
     def children(self) -> dict[str, int]:
         """The launcher's children now: process name -> pid."""
@@ -58,9 +62,12 @@ class System:
         return found
 
 
-def _launch(folder: Path, backend: str, *options: str) -> tuple[System, dict[str, str]]:
+def _launch(
+    folder: Path, backend: str, *options: str, traces: dict[str, str] | None = None
+) -> tuple[System, dict[str, str]]:
     env = {
         **os.environ,
+        **(traces or {}),
         "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:recovery",
         # A dead engine's runs are settled "interrupted" soon after its restart.
         "SWITCHBOARD_ENGINE_LEASE_SECONDS": "3",
@@ -86,11 +93,16 @@ def _launch(folder: Path, backend: str, *options: str) -> tuple[System, dict[str
 @pytest.fixture(scope="module", params=BACKENDS)
 def system(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     folder = tmp_path_factory.mktemp(f"recovery-{request.param}")
-    launched, urls = _launch(folder, str(request.param), "--offline-token-delay", "0.25")
+    receiver_server, receiver, port = start_receiver()
+    # Spans are exported only as each process stops (the schedule is an hour).
+    traces = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_BSP_SCHEDULE_DELAY": "3600000"}
+    launched, urls = _launch(folder, str(request.param), "--offline-token-delay", "0.25", traces=traces)
+    launched.traces = receiver
     try:
         yield launched
     finally:
         stop_popen(launched.process)
+        receiver_server.stop(None)
         for service, url in urls.items():
             asyncio.run(give_back_database(url, service))
 
@@ -207,7 +219,17 @@ def test_a_killed_process_is_restarted_and_the_stream_ends(
             break
 
 
-def test_ctrl_c_stops_every_process_in_order(system: System, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_stops_every_process_in_order(
+    system: System, client: httpx.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run just before: each process holds its spans, exported only as it stops.
+    conversation = client.post("/api/agent/conversations", json={"title": "last"}).json()["id"]
+    with client.stream(
+        "POST", f"/api/agent/conversations/{conversation}/messages", json={"message": "Bye"}
+    ) as run:
+        events = list(read_events(run))
+    assert events[-1].event == "final", [e.event for e in events]
+    run_id = events[0].data["run_id"]
     children = system.children()
     system.process.send_signal(signal.SIGINT)
     assert system.process.wait(60) == 0
@@ -216,6 +238,10 @@ def test_ctrl_c_stops_every_process_in_order(system: System, capsys: pytest.Capt
     order = [log.index(f"{name} shutting down") for name in ("engine", "threads", "memory", "router")]
     assert order[0] < min(order[1:]), "the engine stops before the services it calls"
     assert "Traceback" not in log, log[-3000:]
+    assert system.traces is not None
+    traced = {span.trace_id for span in system.traces.spans if span.run_id == run_id}
+    exported = {span.service for span in system.traces.spans if span.trace_id in traced}
+    assert exported == {f"switchboard-{name}" for name in ("gateway", *SERVICES)}, exported
     with capsys.disabled():
         print(
             f"\nrestart (kill to healthy) seconds on {system.backend} (engine, threads, gateway): "
