@@ -104,8 +104,16 @@ def plan(ports: dict[str, int], data_dir: Path, extra_env: dict[str, str]) -> li
 
 
 async def pump(name: str, stream: asyncio.StreamReader, color: bool) -> None:
+    """Copies a child's output to ours, line by line, for as long as it
+    lives: a child whose output nobody reads blocks on its next write."""
     prefix = f"\x1b[{COLORS[name]}m{name:>7}\x1b[0m | " if color else f"{name:>7} | "
-    while line := await stream.readline():
+    while True:
+        try:
+            line = await stream.readline()
+        except ValueError:  # longer than the stream's buffer: the reader dropped it
+            line = b"[a line longer than 64 KiB, left out]\n"
+        if not line:
+            return
         sys.stdout.write(prefix + line.decode(errors="replace"))
         sys.stdout.flush()
 
