@@ -34,7 +34,7 @@ def create_engine(url: str) -> AsyncEngine:
             cursor.close()
 
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    return create_async_engine(url, pool_size=10, max_overflow=10)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
