@@ -258,7 +258,9 @@ def serve(app_factory: Any) -> Iterator[FakeServer]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = uvicorn.Config(app_factory(script), host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        app_factory(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
