@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.healthcheck import check
+from tests.databases import SERVICES, postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +72,39 @@ def stop_popen(child: subprocess.Popen[bytes], grace: float = 60.0) -> int:
             child.wait()
             raise
     return int(child.returncode)
+
+
+@asynccontextmanager
+async def backing_services(
+    folder: Path, ports: Mapping[str, int], prefix: str, settings: Mapping[str, str]
+) -> AsyncIterator[tuple[dict[str, str], dict[str, str]]]:
+    """Threads, memory and router as processes on ``ports``, for the tests
+    that start engines (and gateways) of their own beside them: each of the
+    four services gets a PostgreSQL database (``<prefix>_<service>``).
+    Yields each service's database URL and the settings every process of
+    such a stack shares (hashing embedders, the engine's addresses of the
+    three, then ``settings``). Everything stops, in reverse, after the block."""
+    async with AsyncExitStack() as stack:
+        urls = {
+            name: await stack.enter_async_context(postgres_database(f"{prefix}_{name}", name))
+            for name in SERVICES
+        }
+        common = {
+            **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},
+            "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
+            "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
+            **{
+                f"SWITCHBOARD_ENGINE_{n.upper()}_ADDRESS": f"127.0.0.1:{ports[n]}"
+                for n in ("threads", "memory", "router")
+            },
+            **settings,
+        }
+        for name in ("threads", "memory", "router"):
+            env = child_env({**common, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])})
+            log = folder / f"{name}.log"
+            await stack.enter_async_context(process([sys.executable, "-m", f"services.{name}"], env, log))
+            await wait_grpc_serving(f"127.0.0.1:{ports[name]}", log)
+        yield urls, common
 
 
 async def wait_grpc_serving(address: str, log: Path, timeout: float = 60.0) -> None:

@@ -23,9 +23,8 @@ import pytest_asyncio
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
-from tests.databases import postgres_database
 from tests.e2e.sse import SseEvent, read_events
-from tests.processes import child_env, free_port, process, wait_grpc_serving, wait_http_ok
+from tests.processes import backing_services, child_env, free_port, process, wait_grpc_serving, wait_http_ok
 
 # One stack of processes for the module: the tests leave each other's rows
 # alone (each reads only the runs it started), and the one that kills an
@@ -65,17 +64,7 @@ async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Re
     ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES, "gw1", "gw2")}
     engines_target = "ipv4:" + ",".join(f"127.0.0.1:{ports[name]}" for name in ENGINES)
     async with AsyncExitStack() as stack:
-        urls = {
-            name: await stack.enter_async_context(postgres_database(f"sbreplicas_{name}", name))
-            for name in ("threads", "memory", "router", "engine")
-        }
-        common = {
-            **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},
-            "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
-            "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
-            "SWITCHBOARD_ENGINE_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
-            "SWITCHBOARD_ENGINE_MEMORY_ADDRESS": f"127.0.0.1:{ports['memory']}",
-            "SWITCHBOARD_ENGINE_ROUTER_ADDRESS": f"127.0.0.1:{ports['router']}",
+        settings = {
             "SWITCHBOARD_ENGINE_LEASE_SECONDS": str(LEASE_SECONDS),
             "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": str(TOKEN_DELAY),
             "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": engines_target,
@@ -83,11 +72,9 @@ async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Re
             "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
             "SWITCHBOARD_GATEWAY_STREAM_RESUME_SECONDS": "30",
         }
-        for name in ("threads", "memory", "router"):
-            env = child_env({**common, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])})
-            log = tmp_path / f"{name}.log"
-            await stack.enter_async_context(process([sys.executable, "-m", f"services.{name}"], env, log))
-            await wait_grpc_serving(f"127.0.0.1:{ports[name]}", log)
+        urls, common = await stack.enter_async_context(
+            backing_services(tmp_path, ports, "sbreplicas", settings)
+        )
         engine_processes = {}
         for name in ENGINES:
             overrides = {"SWITCHBOARD_ENGINE_PORT": str(ports[name]), "SWITCHBOARD_ENGINE_INSTANCE_ID": name}

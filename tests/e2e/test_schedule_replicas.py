@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,8 +27,8 @@ import pytest
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import schedules_pb2, schedules_service_pb2, schedules_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
-from tests.databases import postgres_database
-from tests.processes import child_env, free_port, process, wait_grpc_serving
+from tests.polling import until
+from tests.processes import backing_services, child_env, free_port, process, wait_grpc_serving
 
 pytestmark = pytest.mark.postgres
 
@@ -87,44 +87,18 @@ class Cluster:
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES)}
     async with AsyncExitStack() as stack:
-        urls = {
-            name: await stack.enter_async_context(postgres_database(f"sbschedules_{name}", name))
-            for name in ("threads", "memory", "router", "engine")
-        }
-        common = {
-            **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},
-            "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
-            "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
-            "SWITCHBOARD_ENGINE_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
-            "SWITCHBOARD_ENGINE_MEMORY_ADDRESS": f"127.0.0.1:{ports['memory']}",
-            "SWITCHBOARD_ENGINE_ROUTER_ADDRESS": f"127.0.0.1:{ports['router']}",
+        settings = {
             "SWITCHBOARD_ENGINE_LEASE_SECONDS": "2",
             "SWITCHBOARD_ENGINE_SCHEDULE_POLL_SECONDS": "0.1",
             "SWITCHBOARD_ENGINE_SCHEDULE_MISFIRE_GRACE_SECONDS": str(GRACE_SECONDS),
         }
-        for name in ("threads", "memory", "router"):
-            env = child_env({**common, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])})
-            log = tmp_path / f"{name}.log"
-            await stack.enter_async_context(process([sys.executable, "-m", f"services.{name}"], env, log))
-            await wait_grpc_serving(f"127.0.0.1:{ports[name]}", log)
+        urls, common = await stack.enter_async_context(
+            backing_services(tmp_path, ports, "sbschedules", settings)
+        )
         running = Cluster(stack, tmp_path, common, ports, urls["engine"])
         for name in ENGINES:
             await running.start_engine(name)
         yield running
-
-
-async def until(
-    read: Callable[[], Awaitable[schedules_pb2.Schedule]],
-    done: Callable[[schedules_pb2.Schedule], bool],
-    timeout: float = 60.0,
-) -> schedules_pb2.Schedule:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        schedule = await read()
-        if done(schedule):
-            return schedule
-        assert asyncio.get_running_loop().time() < deadline, schedule
-        await asyncio.sleep(0.1)
 
 
 def instant(stamp: str) -> datetime:
@@ -165,12 +139,12 @@ async def test_each_tick_runs_once_or_is_missed_across_replicas_restarts_and_dow
         return read(schedule_id)
 
     # Both replicas polling.
-    await until(schedule, lambda s: s.run_count >= 5)
+    await until(schedule, lambda s: s.run_count >= 5, timeout=60)
     # One replica restarts; the other goes on meanwhile.
     await cluster.stop_engine("engine-a")
     before_restart = (await schedule()).run_count
     await cluster.start_engine("engine-a")
-    await until(schedule, lambda s: s.run_count >= before_restart + 4)
+    await until(schedule, lambda s: s.run_count >= before_restart + 4, timeout=60)
     # Both stop, for longer than the misfire grace; then both come back.
     await cluster.stop_engine("engine-a")
     await cluster.stop_engine("engine-b")
@@ -179,8 +153,8 @@ async def test_each_tick_runs_once_or_is_missed_across_replicas_restarts_and_dow
     resumed = datetime.now(UTC)
     for name in ENGINES:
         await cluster.start_engine(name)
-    back = await until(schedule, lambda s: s.missed_count > 0)
-    await until(schedule, lambda s: s.run_count >= back.run_count + 3)
+    back = await until(schedule, lambda s: s.missed_count > 0, timeout=60)
+    await until(schedule, lambda s: s.run_count >= back.run_count + 3, timeout=60)
 
     async with grpc.aio.insecure_channel(cluster.address("engine-b")) as channel:
         stub = schedules_service_pb2_grpc.ScheduleServiceStub(channel)

@@ -20,9 +20,8 @@ import pytest
 import pytest_asyncio
 from standardwebhooks import Webhook
 
-from tests.databases import postgres_database
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
-from tests.processes import child_env, free_port, process, wait_grpc_serving, wait_http_ok
+from tests.processes import backing_services, child_env, free_port, process, wait_grpc_serving, wait_http_ok
 
 # One system for the module (six processes): each test reads only its own runs.
 pytestmark = [pytest.mark.postgres, pytest.mark.asyncio(loop_scope="module")]
@@ -61,17 +60,7 @@ async def webhooks(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[We
     ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES, "gateway")}
     with webhook_receiver() as receiver:
         async with AsyncExitStack() as stack:
-            urls = {
-                name: await stack.enter_async_context(postgres_database(f"sbwebhooks_{name}", name))
-                for name in ("threads", "memory", "router", "engine")
-            }
-            common = {
-                **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},
-                "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
-                "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
-                "SWITCHBOARD_ENGINE_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
-                "SWITCHBOARD_ENGINE_MEMORY_ADDRESS": f"127.0.0.1:{ports['memory']}",
-                "SWITCHBOARD_ENGINE_ROUTER_ADDRESS": f"127.0.0.1:{ports['router']}",
+            settings = {
                 "SWITCHBOARD_ENGINE_WEBHOOK_SECRET": SECRET,
                 "SWITCHBOARD_ENGINE_WEBHOOK_ALLOW_LOOPBACK": "true",
                 "SWITCHBOARD_ENGINE_WEBHOOK_TIMEOUT": str(ATTEMPT_TIMEOUT),
@@ -83,11 +72,9 @@ async def webhooks(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[We
                 "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
                 "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
             }
-            for name in ("threads", "memory", "router"):
-                env = child_env({**common, f"SWITCHBOARD_{name.upper()}_PORT": str(ports[name])})
-                log = tmp_path / f"{name}.log"
-                await stack.enter_async_context(process([sys.executable, "-m", f"services.{name}"], env, log))
-                await wait_grpc_serving(f"127.0.0.1:{ports[name]}", log)
+            urls, common = await stack.enter_async_context(
+                backing_services(tmp_path, ports, "sbwebhooks", settings)
+            )
             engines: dict[str, asyncio.subprocess.Process] = {}
             starts = 0
 

@@ -7,8 +7,7 @@ is started by another. Time moves on the test's clock, not by waiting."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -35,6 +34,7 @@ from switchboard.engine.v1 import (
 )
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
+from tests.polling import until
 from tests.service.harness import as_user, expect_error, running
 from tests.service.system import System, collect, system
 
@@ -68,21 +68,6 @@ async def create(
 async def get(sb: System, schedule_id: str, user: str = "alice") -> schedules_pb2.Schedule:
     response = await sb.schedules.GetSchedule(pb.GetScheduleRequest(schedule_id=schedule_id), **as_user(user))
     return response.schedule
-
-
-async def until(
-    read: Callable[[], Awaitable[schedules_pb2.Schedule]],
-    done: Callable[[schedules_pb2.Schedule], bool],
-    timeout: float = 20.0,
-) -> schedules_pb2.Schedule:
-    """Polls the schedule until ``done`` (the engine's loop works on its own)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        schedule = await read()
-        if done(schedule):
-            return schedule
-        assert asyncio.get_running_loop().time() < deadline, schedule
-        await asyncio.sleep(0.02)
 
 
 def ticks_counted(outcome: str) -> float:

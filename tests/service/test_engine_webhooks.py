@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -26,6 +26,7 @@ from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
+from tests.polling import until
 from tests.service.harness import as_user, expect_error, running
 from tests.service.system import System, collect, system
 
@@ -80,18 +81,6 @@ async def deliveries(
     return await engine.ListWebhookDeliveries(
         engine_service_pb2.ListWebhookDeliveriesRequest(run_id=run_id), **as_user("alice")
     )
-
-
-async def until(
-    read: Callable[[], Awaitable[engine_service_pb2.ListWebhookDeliveriesResponse]],
-    done: Callable[[engine_service_pb2.ListWebhookDeliveriesResponse], bool],
-    timeout: float = 30.0,
-) -> engine_service_pb2.ListWebhookDeliveriesResponse:
-    """Polls ``read`` until ``done`` holds (the delivery is asynchronous)."""
-    async with asyncio.timeout(timeout):
-        while not done(response := await read()):
-            await asyncio.sleep(0.05)
-    return response
 
 
 def settled(response: engine_service_pb2.ListWebhookDeliveriesResponse) -> bool:
