@@ -22,9 +22,9 @@ from services.threads.settings import ThreadsSettings
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import handoff_service_pb2_grpc, memory_service_pb2_grpc, pages_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
-from switchboard.threads.v1 import threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 from tests.conftest import DatabaseFactory
-from tests.service.harness import running
+from tests.service.harness import as_user, running
 
 
 @dataclass
@@ -104,3 +104,11 @@ async def system(
 
 async def collect(call: grpc.aio.UnaryStreamCall) -> list[Any]:
     return [response.event async for response in call]
+
+
+async def conversation(sb: System, user: str = "alice") -> str:
+    """A new conversation of ``user``'s, by id."""
+    created = await sb.threads.CreateConversation(
+        threads_service_pb2.CreateConversationRequest(), **as_user(user)
+    )
+    return created.conversation.id

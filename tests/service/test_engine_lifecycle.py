@@ -17,23 +17,15 @@ from services.engine.settings import EngineSettings
 from services.shared.pagination import encode_token
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
-from switchboard.threads.v1 import threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.service.harness import as_user, expect_error, running
-from tests.service.system import System, collect, system
+from tests.service.system import System, collect, conversation, system
 
 
 @pytest.fixture
 async def sb(make_database: DatabaseFactory) -> AsyncIterator[System]:
     async with system(make_database, offline_token_delay=0.05, cancel_poll_seconds=0.1) as running_system:
         yield running_system
-
-
-async def conversation(sb: System, user: str = "alice") -> str:
-    created = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **as_user(user)
-    )
-    return created.conversation.id
 
 
 def start(

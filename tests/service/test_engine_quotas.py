@@ -19,17 +19,10 @@ from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
 from tests.service.harness import as_user, expect_error, running
-from tests.service.system import System, collect, system
+from tests.service.system import System, collect, conversation, system
 
 TOO_MANY_RUNS = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_TOO_MANY_RUNS")
 RATE_LIMITED = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_RATE_LIMITED")
-
-
-async def conversation(sb: System, user: str = "alice") -> str:
-    created = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **as_user(user)
-    )
-    return created.conversation.id
 
 
 def start(

@@ -22,10 +22,9 @@ from services.engine.settings import EngineSettings
 from services.shared.db import create_engine
 from services.shared.time import utcnow
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
-from switchboard.threads.v1 import threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
 from tests.service.harness import as_user
-from tests.service.system import System, collect, system
+from tests.service.system import System, collect, conversation, system
 
 DAY = timedelta(days=1)
 
@@ -43,13 +42,6 @@ async def database(sb: System) -> AsyncIterator[AsyncEngine]:
         yield engine
     finally:
         await engine.dispose()
-
-
-async def conversation(sb: System) -> str:
-    created = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **as_user("alice")
-    )
-    return created.conversation.id
 
 
 def start(sb: System, conversation_id: str, text: str = "hi") -> grpc.aio.UnaryStreamCall:

@@ -36,7 +36,7 @@ from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
 from tests.polling import until
 from tests.service.harness import as_user, expect_error, running
-from tests.service.system import System, collect, system
+from tests.service.system import System, collect, conversation, system
 
 pb = schedules_service_pb2
 # Every five minutes: the clock moves by whole ticks, far from any real wait.
@@ -48,13 +48,6 @@ ENGINE_OPTIONS = {"schedule_poll_seconds": 0.05, "schedule_misfire_grace_seconds
 async def sb(make_database: DatabaseFactory, clock: MovableClock) -> AsyncIterator[System]:
     async with system(make_database, **ENGINE_OPTIONS) as running_system:
         yield running_system
-
-
-async def conversation(sb: System, user: str = "alice") -> str:
-    created = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **as_user(user)
-    )
-    return created.conversation.id
 
 
 async def create(

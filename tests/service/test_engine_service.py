@@ -25,20 +25,13 @@ from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
 from tests.service.harness import as_user, expect_error
-from tests.service.system import System, collect, system
+from tests.service.system import System, collect, conversation, system
 
 
 @pytest.fixture
 async def sb(make_database: DatabaseFactory) -> AsyncIterator[System]:
     async with system(make_database) as running_system:
         yield running_system
-
-
-async def conversation(sb: System, user: str = "alice") -> str:
-    response = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **as_user(user)
-    )
-    return response.conversation.id
 
 
 async def count_runs(url: str) -> int:

@@ -28,7 +28,7 @@ from tests.conftest import DatabaseFactory
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 from tests.polling import until
 from tests.service.harness import as_user, expect_error, running
-from tests.service.system import System, collect, system
+from tests.service.system import System, collect, conversation, system
 
 # A Standard Webhooks secret (whsec_ + base64 of 32 bytes), for tests only.
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
@@ -46,13 +46,6 @@ State = engine_service_pb2.WebhookDeliveryState
 async def receiver() -> AsyncIterator[WebhookReceiver]:
     with webhook_receiver() as running_receiver:
         yield running_receiver
-
-
-async def conversation(sb: System, user: str = "alice") -> str:
-    created = await sb.threads.CreateConversation(
-        threads_service_pb2.CreateConversationRequest(), **as_user(user)
-    )
-    return created.conversation.id
 
 
 def start(
