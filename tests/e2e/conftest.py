@@ -19,6 +19,8 @@ import atexit
 import json
 import os
 import subprocess
+import sys
+import tempfile
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -73,20 +75,36 @@ class Launched:
         return {"Authorization": f"Bearer {self.token(user)}"}
 
 
+# The MCP configuration of the headless agent CLI that recording_env
+# configures (tests/fakes/agent_cli.py): the module that asks it writes it
+# once the gateway's port is known.
+CLI_AGENT_MCP_CONFIG = Path(tempfile.mkdtemp(prefix="sb-mcp-")) / "mcp.json"
+
+
 def recording_env(base_url: str) -> dict[str, str]:
-    """Settings for a recording OpenAI-compatible server at ``base_url``
-    beside the offline models: Auto never picks it (an offline model of each
-    profile comes first); a request names it as the model `recorded`."""
+    """Settings for a recording OpenAI-compatible server at ``base_url`` and
+    a headless agent CLI beside the offline models: Auto never picks either
+    (an offline model of each profile comes first); a request names them as
+    the models `recorded` and `agent-model`."""
     offline = [
         {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
         for p in ("fast", "balanced", "strong")
     ]
     recorded = {"id": "recorded", "provider": "recording", "model": "model-x", "profile": "strong"}
+    cli_agent = {"id": "agent-model", "provider": "agent-cli", "model": "agent-x", "profile": "balanced"}
+    cli = [sys.executable, str(ROOT / "tests" / "fakes" / "agent_cli.py"), "--context-from", "stdin"]
+    providers = [
+        {"name": "recording", "kind": "openai", "base_url": base_url},
+        {
+            "name": "agent-cli",
+            "kind": "cli",
+            "command": [*cli, "--mcp-config", str(CLI_AGENT_MCP_CONFIG), "{prompt}"],
+            "context_strategy": "stdin",
+        },
+    ]
     return {
-        "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(
-            [{"name": "recording", "kind": "openai", "base_url": base_url}]
-        ),
-        "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded]),
+        "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(providers),
+        "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded, cli_agent]),
     }
 
 

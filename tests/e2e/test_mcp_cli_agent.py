@@ -14,43 +14,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
-from services.router.model_routing import DEFAULT_MODELS_JSON
-from tests.e2e.conftest import Launched
+from tests.e2e.conftest import CLI_AGENT_MCP_CONFIG, Launched, recording_env, shared_recording
 from tests.e2e.sse import read_events
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE = ROOT / "tests" / "fakes" / "agent_cli.py"
-# Written once the system is up (the gateway's port is only known then).
-MCP_CONFIG = Path(tempfile.mkdtemp(prefix="sb-mcp-")) / "mcp.json"
-PROVIDER = {
-    "name": "agent-cli",
-    "kind": "cli",
-    "command": [
-        sys.executable,
-        str(FAKE),
-        "--context-from",
-        "stdin",
-        "--mcp-config",
-        str(MCP_CONFIG),
-        "{prompt}",
-    ],
-    "context_strategy": "stdin",
-}
-MODELS = [
-    *json.loads(DEFAULT_MODELS_JSON),
-    {"id": "agent-model", "provider": "agent-cli", "model": "agent-x", "profile": "balanced"},
-]
-LAUNCH_ENV = {
-    "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps([PROVIDER]),
-    "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
-}
+# The system of the recording modules, whose engine has the fake agent CLI
+# as the model `agent-model`, configured with this MCP configuration.
+LAUNCH_ENV = recording_env(f"{shared_recording().url}/v1")
+MCP_CONFIG = CLI_AGENT_MCP_CONFIG
 
 
 @pytest.fixture(scope="module")
