@@ -155,6 +155,10 @@ def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         # The canned mailbox, so runs can call a tool (conversations still opt in).
         "SWITCHBOARD_ENGINE_CONNECTORS": "testmail",
+        # Two asks (four entries) close an agent thread's segment, so a test
+        # can see a seam and its handoff summary (the MCP handoff resource,
+        # the page's thread viewer) without a thousand entries.
+        "SWITCHBOARD_THREADS_ROTATE_AFTER_ENTRIES": "4",
         # A test module may add settings of its own (e.g. the web page's).
         **dict(key),
     }

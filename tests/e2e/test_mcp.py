@@ -29,8 +29,8 @@ from tests.e2e.conftest import Launched
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = ("http", "stdio")
-# Two asks (four entries) close a thread's segment, so an agent has a handoff summary.
-LAUNCH_ENV = {"SWITCHBOARD_THREADS_ROTATE_AFTER_ENTRIES": "4"}
+# Two asks (four entries) close a thread's segment, so an agent has a handoff
+# summary: every launched system rotates that soon (tests/e2e/conftest.py).
 
 
 @asynccontextmanager

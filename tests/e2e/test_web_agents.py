@@ -36,11 +36,11 @@ MODELS = [
     {"id": "offline-fast", "provider": "offline", "model": "switchboard-offline-fast", "profile": "fast"},
     SCRIPTED_MODEL,
 ]
+# Two asks (four entries) close a segment, as on every launched system
+# (tests/e2e/conftest.py): the viewer shows the seam.
 LAUNCH_ENV = {
     "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
     **scripted_provider_env(SCRIPTED),
-    # Two asks (four entries) close a segment: the viewer shows the seam.
-    "SWITCHBOARD_THREADS_ROTATE_AFTER_ENTRIES": "4",
     # Answers slow enough (several seconds) to watch one stream from outside.
     "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.15",
 }
