@@ -12,14 +12,24 @@ it appends the group to node ids that pytest no longer lets it change). So
 each worker, which imports the modules, writes the group of every test it
 collected to a file the controller named, and the controller's scheduler
 reads it when it splits the work: this scheduler replaces xdist's for
-``--dist loadgroup``."""
+``--dist loadgroup``.
+
+Groups are handed out heaviest first, by the seconds their modules took in a
+recorded run (tests/durations.json; a module missing from it counts half a
+second per test): a worker that takes a long group last would end the run
+alone. ``python -m tests.worker_groups JUNIT.xml`` records the file again
+from a run's JUnit report (``scripts/test.sh --junitxml=JUNIT.xml``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import sys
 import tempfile
+import xml.etree.ElementTree as ET
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +37,39 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 GROUPS_FILE = "switchboard_groups_file"
+DURATIONS = Path(__file__).with_name("durations.json")
+# What a module missing from DURATIONS weighs, per test (seconds).
+UNKNOWN_TEST_SECONDS = 0.5
+
+
+def load_durations(path: Path = DURATIONS) -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def group_weight(tests: list[str], durations: dict[str, float]) -> float:
+    """The recorded seconds of the modules of ``tests`` (node ids)."""
+    counts: dict[str, int] = {}
+    for nodeid in tests:
+        module = nodeid.split("::", 1)[0]
+        counts[module] = counts.get(module, 0) + 1
+    return sum(durations.get(module, UNKNOWN_TEST_SECONDS * n) for module, n in counts.items())
+
+
+class HeaviestFirst(OrderedDict[str, dict[str, bool]]):
+    """xdist's queue of work units (a group -> its tests): the scheduler
+    takes the next one with ``popitem(last=False)``, which here is the
+    heaviest left (the first of equals)."""
+
+    def __init__(self, weight: Callable[[list[str]], float]) -> None:
+        super().__init__()
+        self._weight = weight
+
+    def popitem(self, last: bool = True) -> tuple[str, dict[str, bool]]:
+        group = max(self, key=lambda g: self._weight(list(self[g])))
+        return group, self.pop(group)
 
 
 def worker_group(item: pytest.Item) -> str:
@@ -38,12 +81,14 @@ def worker_group(item: pytest.Item) -> str:
 
 
 class GroupScheduling(LoadScopeScheduling):
-    """Whole groups per worker, in collection order."""
+    """Whole groups per worker, heaviest first."""
 
     def __init__(self, config: pytest.Config, log: Any, groups_file: Path) -> None:
         super().__init__(config, log)
         self._groups_file = groups_file
         self._groups: dict[str, str] | None = None
+        durations = load_durations()
+        self.workqueue = HeaviestFirst(lambda tests: group_weight(tests, durations))
 
     def _split_scope(self, nodeid: str) -> str:
         # Called once every worker has collected, so the file is written.
@@ -83,3 +128,26 @@ def write_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
     partial = Path(f"{target}.{os.getpid()}")
     partial.write_text(content)
     partial.replace(target)
+
+
+def record_durations(junit: Path, target: Path = DURATIONS) -> dict[str, float]:
+    """Each module's seconds in a JUnit report (its tests' times summed),
+    written to ``target``."""
+    root = Path(__file__).resolve().parents[1]
+    seconds: dict[str, float] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        parts = (case.get("classname") or "").split(".")
+        # The module is the longest prefix that is a file (a class may follow).
+        module = next(
+            (m for n in range(len(parts), 0, -1) if (root / (m := "/".join(parts[:n]) + ".py")).is_file()),
+            None,
+        )
+        if module is not None:
+            seconds[module] = seconds.get(module, 0.0) + float(case.get("time") or 0.0)
+    durations = {module: round(value, 1) for module, value in sorted(seconds.items())}
+    target.write_text(json.dumps(durations, indent=1) + "\n")
+    return durations
+
+
+if __name__ == "__main__":
+    record_durations(Path(sys.argv[1]))

@@ -11,6 +11,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from tests.worker_groups import HeaviestFirst, group_weight, load_durations, record_durations
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CONFTEST = """
@@ -69,3 +71,32 @@ def test_modules_with_the_same_launch_settings_run_on_one_worker(tmp_path: Path)
     assert workers["test_f_default"] == workers["test_g_default"], workers
     # Both workers took work: the groups were split, not all sent to one.
     assert {worker for seen in workers.values() for worker in seen} == {"gw0", "gw1"}, workers
+
+
+def test_the_heaviest_group_left_is_handed_out_first() -> None:
+    durations = {"tests/e2e/test_long.py": 90.0, "tests/unit/test_quick.py": 1.0}
+    queue = HeaviestFirst(lambda tests: group_weight(tests, durations))
+    queue["tests/unit/test_quick.py"] = {f"tests/unit/test_quick.py::test_{i}": False for i in range(50)}
+    # Not in the durations: half a second per test.
+    queue["tests/service/test_new.py"] = {f"tests/service/test_new.py::test_{i}": False for i in range(30)}
+    queue["launch-abc"] = {"tests/e2e/test_long.py::test_a": False, "tests/e2e/test_long.py::test_b": False}
+    order = [queue.popitem(last=False)[0] for _ in range(3)]
+    assert order == ["launch-abc", "tests/service/test_new.py", "tests/unit/test_quick.py"]
+    assert not queue
+
+
+def test_durations_are_recorded_per_module_from_a_junit_report(tmp_path: Path) -> None:
+    report = tmp_path / "junit.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.unit.test_worker_groups" name="a" time="1.25"/>'
+        '<testcase classname="tests.unit.test_worker_groups" name="b" time="0.5"/>'
+        '<testcase classname="tests.e2e.test_fuzz" name="c" time="3"/>'
+        '<testcase classname="tests.unit.test_nothing_here" name="d" time="9"/>'
+        "</testsuite></testsuites>"
+    )
+    target = tmp_path / "durations.json"
+    recorded = record_durations(report, target)
+    assert recorded == {"tests/e2e/test_fuzz.py": 3.0, "tests/unit/test_worker_groups.py": 1.8}
+    assert load_durations(target) == recorded
+    assert load_durations(tmp_path / "missing.json") == {}
