@@ -106,12 +106,11 @@ class ChatContextDomain:
         one read would fail the others), but an unreadable instruction page
         is a state of ``instructions``, never an error."""
         wanted = set(query.parts)
-        recalled, settings, instructions, project_context, live, summary = await all_or_none(
+        recalled, (settings, instructions), project_context, live, summary = await all_or_none(
             self._notes.recall(user, query.project_id, query.recall_query, "", query.recall_limit)
             if RECALLED_NOTES in wanted
             else _absent([]),
-            self._settings.get_personal_settings(user) if SETTINGS in wanted else _absent(None),
-            self._pages.active_instructions(user) if ACTIVE_INSTRUCTIONS in wanted else _absent(None),
+            self._settings_and_instructions(user, SETTINGS in wanted, ACTIVE_INSTRUCTIONS in wanted),
             _or_none(self._contexts.get_context(user, query.project_id))
             if PROJECT_CONTEXT in wanted
             else _absent(None),
@@ -130,3 +129,12 @@ class ChatContextDomain:
             live_state=live.entries if live is not None else (),
             summary=summary,
         )
+
+    async def _settings_and_instructions(
+        self, user: str, settings: bool, instructions: bool
+    ) -> tuple[PersonalSettings | None, ActiveInstructions | None]:
+        """The settings and the active instructions, as asked: both from one
+        read of the settings row, which lists the instruction pages."""
+        row = await self._settings.get_personal_settings(user) if settings or instructions else None
+        active = await self._pages.active_instructions(user, row) if instructions else None
+        return (row if settings else None), active

@@ -31,6 +31,7 @@ from services.memory.pages.models import (
     Proposal,
 )
 from services.memory.pages.repository import PagesRepository, ProposalDecided, VersionWrite
+from services.memory.personal.models import PersonalSettings
 from services.memory.personal.repository import PersonalSettingsRepository
 from services.shared.errors import (
     FailedPrecondition,
@@ -455,11 +456,7 @@ class PagesDomain:
     # Instruction pages
 
     async def _instruction_list(self, user_id: str) -> InstructionList:
-        settings = await self._settings.get_settings(user_id)
-        if settings is None:
-            return InstructionList([], "")
-        ids = [str(page) for page in json.loads(settings.instruction_page_ids_json or "[]")]
-        return InstructionList(ids, settings.active_instruction_page_id)
+        return _listed(await self._settings.get_settings(user_id))
 
     async def _save_instruction_list(self, user_id: str, ids: list[str], active: str) -> InstructionList:
         saved = await self._settings.upsert_settings(
@@ -569,10 +566,13 @@ class PagesDomain:
             )
         return infos, offset_token(start + size, len(current.page_ids)), current.active_page_id
 
-    async def active_instructions(self, user_id: str) -> ActiveInstructions:
+    async def active_instructions(
+        self, user_id: str, settings: PersonalSettings | None = None
+    ) -> ActiveInstructions:
         """What the engine puts in the instruction layer: the active page's
-        text, or NONE, or UNREADABLE with a notice (never an error)."""
-        current = await self._instruction_list(user_id)
+        text, or NONE, or UNREADABLE with a notice (never an error).
+        ``settings``: the user's settings, when the caller read them already."""
+        current = _listed(settings) if settings is not None else await self._instruction_list(user_id)
         if not current.active_page_id:
             return ActiveInstructions(INSTRUCTIONS_NONE)
         page = await self._readable_or_none(user_id, current.active_page_id)
@@ -777,3 +777,11 @@ class PagesDomain:
                 f"decision_reason is longer than {MAX_REASON_CHARS} characters", field="decision_reason"
             )
         return reason
+
+
+def _listed(settings: PersonalSettings | None) -> InstructionList:
+    """The instruction pages a settings row lists (none without a row)."""
+    if settings is None:
+        return InstructionList([], "")
+    ids = [str(page) for page in json.loads(settings.instruction_page_ids_json or "[]")]
+    return InstructionList(ids, settings.active_instruction_page_id)
