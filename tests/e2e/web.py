@@ -31,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 RUN_TIMEOUT = 20_000
+# How long an expectation waits for the page (Playwright's default is 5 s):
+# on a loaded machine, a click's request and the page's re-render can take
+# longer, and an expectation that holds returns as soon as it does.
+expect.set_options(timeout=10_000)
 
 
 MARKDOWN = (

@@ -368,8 +368,9 @@ async def test_a_run_through_a_configured_cli_provider(
     providers = [config(tmp_path, "flag")]
     async with cli_system(make_database, providers) as sb:
         user = as_user("alice")
+        # Titled, so no background title call reaches the CLI after the run.
         conversation = await sb.threads.CreateConversation(
-            threads_service_pb2.CreateConversationRequest(), **user
+            threads_service_pb2.CreateConversationRequest(title="CLI"), **user
         )
         request = engine_service_pb2.StartRunRequest(
             request_id="r-cli", conversation_id=conversation.conversation.id, message=PROMPT,
