@@ -63,7 +63,7 @@ SEED_SKILLS = [
         "builtin": False,
         "auto_use": True,
     },
-    # Built-ins are only used when forced in this phase (seed 002 P2-T13),
+    # Built-ins are only used when forced in this phase,
     # whatever auto_use says.
     {
         "id": "5f0c1a2e-8d4b-4c3a-9e71-0a6b2d9c4e04",
