@@ -64,6 +64,7 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         capture_message_content=settings.capture_message_content,
         provider_attempts=settings.provider_attempts,
         instruction_page_budget_chars=settings.instruction_page_budget_chars,
+        history_cache_bytes=settings.history_cache_mb * 1024 * 1024,
         default_budget=RunBudget(settings.max_run_tokens, settings.max_run_steps, settings.max_run_seconds),
         cancel_poll_seconds=settings.cancel_poll_seconds,
         fallback_model=settings.fallback_model,

@@ -58,6 +58,11 @@ class EngineSettings(ServiceSettings):
     # Longest instruction page put in a prompt (characters); a longer page is
     # cut at a line break, and the run says so with a notice.
     instruction_page_budget_chars: int = Field(default=8000, ge=100)
+    # Conversations' earlier entries kept between runs, so that a run reads
+    # only the entries added since the last one (services/engine/entry_log.py);
+    # in MiB of encoded entries, least recently used conversation out first.
+    # 0: every run reads its conversation's whole history.
+    history_cache_mb: int = Field(default=32, ge=0)
     # A run's budget when its request sets none (0 = no limit): tokens in +
     # out over its model calls, model and tool steps, wall-clock seconds. A run
     # that reaches one ends budget_exceeded.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from services.engine import history as conversation
 from services.engine import instructions
 from services.engine.collaborators import Collaborators
+from services.engine.entry_log import EntryLog
 from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
 from services.engine.runs.optional import OptionalServices
@@ -55,6 +56,7 @@ class ChatContextReader:
     def __init__(self, collaborators: Collaborators, limits: RunLimits) -> None:
         self._collab = collaborators
         self._limits = limits
+        self._entries = EntryLog(collaborators.entries_after, limits.history_cache_bytes)
 
     async def read(
         self,
@@ -100,7 +102,7 @@ class ChatContextReader:
             # The turns after the summary; this run's own message comes last, apart.
             earlier = [
                 e
-                for e in await collab.entries_after(user, thread, summary.last_folded_sequence)
+                for e in await self._entries.after(user, thread, summary.last_folded_sequence)
                 if e.run_id != run.id
             ]
         page = read.active_instructions

@@ -80,6 +80,8 @@ class RunLimits:
     provider_attempts: int = 3
     # Longest instruction page put in the prompt; longer ones are cut, with a notice.
     instruction_page_budget_chars: int = 8000
+    # Conversations' earlier entries kept between runs (bytes; 0: none).
+    history_cache_bytes: int = 32 * 1024 * 1024
     # What a run may spend when its request sets no budget.
     default_budget: RunBudget = RunBudget(max_tokens=200_000, max_steps=20, max_seconds=600.0)
     # How often this instance looks for cancellations asked on other replicas.
