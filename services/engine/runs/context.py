@@ -56,7 +56,12 @@ class ChatContextReader:
     def __init__(self, collaborators: Collaborators, limits: RunLimits) -> None:
         self._collab = collaborators
         self._limits = limits
-        self._entries = EntryLog(collaborators.entries_after, limits.history_cache_bytes)
+        self._entries = EntryLog(self._entries_after, limits.history_cache_bytes)
+
+    async def _entries_after(
+        self, user: str, thread: str, after_sequence: int, page_size: int
+    ) -> list[threads_pb2.Entry]:
+        return await self._collab.entries_after(user, thread, after_sequence, page_size)
 
     async def read(
         self,
