@@ -11,14 +11,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.shared import sqlite_inline
-
 
 def create_engine(url: str) -> AsyncEngine:
     """An engine for ``url``; for SQLite, creates the folder and turns on WAL so
-    readers never wait for the writer, and runs statements on the event
-    loop's thread (services.shared.sqlite_inline), waiting for another
-    process's lock on aiosqlite's thread."""
+    readers never wait for the writer, and a busy timeout instead of errors."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -28,18 +24,12 @@ def create_engine(url: str) -> AsyncEngine:
         # sleeps 1-100 ms per retry. Statements here take well under 1 ms.
         engine = create_async_engine(url, pool_size=1, max_overflow=0)
 
-        @event.listens_for(engine.sync_engine, "do_connect")
-        def _inline_connection(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-            return dialect.loaded_dbapi.connect(*cargs, async_creator_fn=sqlite_inline.connect, **cparams)
-
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-            # A locked file fails a statement at once; it then waits on
-            # aiosqlite's thread (services.shared.sqlite_inline).
-            cursor.execute("PRAGMA busy_timeout=0")
+            cursor.execute("PRAGMA busy_timeout=5000")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 

@@ -909,9 +909,7 @@ async def count_sql(run_once: RunOnce, runs: int) -> dict[str, float]:
     ]
     for name, hook in hooks:
         event.listen(Engine, name, hook)
-    # The database calls handed off to a connection's thread and back: on
-    # SQLite only the waits for another process's lock
-    # (services.shared.sqlite_inline runs the rest on the loop's thread).
+    # Every database call is a hand-off to a connection's thread and back.
     bridge = aiosqlite.core.Connection
     execute: Any = bridge._execute
 
