@@ -16,6 +16,7 @@ Bounded by the entries' encoded size, least recently used conversation first.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -67,9 +68,11 @@ class EntryLog:
         else:
             start = max(after_sequence, log.last)
             new = await self._read_after(user, thread_id, start, NEW_ENTRIES_PAGE)
-            # The entries the summary has folded since are dropped.
-            folded = [e for e in log.entries if e.sequence <= after_sequence]
-            entries = log.entries[len(folded) :] + new
+            # The entries the summary has folded since are dropped (a prefix:
+            # the log is in sequence order).
+            kept_from = bisect.bisect_right(log.entries, after_sequence, key=lambda e: e.sequence)
+            folded = log.entries[:kept_from]
+            entries = log.entries[kept_from:] + new
             size = log.size - sum(e.ByteSize() for e in folded) + sum(e.ByteSize() for e in new)
         self._keep(key, _Log(after_sequence, entries, size))
         return list(entries)
