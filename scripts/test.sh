@@ -19,6 +19,14 @@ if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$(sha256sum package-lock.json | cut -
   sha256sum package-lock.json | cut -d' ' -f1 > "$npm_stamp"
 fi
 
+# pytest rewrites the asserts of every test module at collection, in each
+# worker, and caches the result as bytecode only where bytecode may be
+# written (some machines set PYTHONDONTWRITEBYTECODE). Collecting once here,
+# beside the single-threaded checks below, leaves the workers that cache.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/pytest --collect-only -q -p no:cacheprovider > /dev/null 2>&1 &
+collect_pid=$!
+
 echo "== web page: vendored modules match package-lock.json"
 scripts/vendor-web.sh --check
 echo "== web page: ESLint, Prettier, every string translated"
@@ -51,6 +59,8 @@ mypy_log=$(mktemp)
 trap 'rm -rf "$fresh" "$mypy_log"' EXIT
 .venv/bin/mypy services gateway client > "$mypy_log" 2>&1 &
 mypy_pid=$!
+
+wait "$collect_pid" || true  # its errors, if any, are the tests' own to report
 
 echo "== tests"
 # One worker per core, whole groups per worker (--dist loadgroup): a group is a

@@ -5,8 +5,6 @@ one ships in a package, else the estimate corrected by reported usage)."""
 
 from __future__ import annotations
 
-import bpe_openai
-
 from services.engine import history
 from services.engine.providers.base import ChatMessage, ToolCallChunk
 from services.engine.tokens import CHARS_PER_TOKEN, MAX_CORRECTION, TokenCounters, message_tokens
@@ -104,6 +102,10 @@ def test_folded_turns_become_requests_and_answers_never_tool_results_as_text() -
 
 
 def test_openai_models_are_counted_with_their_own_vocabulary() -> None:
+    # Imported here: the package loads every vocabulary it ships at import
+    # (about a second), which collecting the suite would pay in each worker.
+    import bpe_openai
+
     counters = TokenCounters()
     counter = counters.counter("openai", "gpt-4o-mini")
     text = "Prépare la facture du client Dupont pour mardi, s'il te plaît."
