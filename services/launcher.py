@@ -33,6 +33,8 @@ from services.shared import timer
 COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
 DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
 STARTUP_TIMEOUT = 60.0
+# With --ephemeral-ports, start-ups tried when a picked port was taken meanwhile.
+EPHEMERAL_ATTEMPTS = 3
 
 
 @dataclass
@@ -132,13 +134,30 @@ async def start(child: Child, color: bool) -> None:
     child.pumps.append(asyncio.create_task(pump(child.name, child.process.stdout, color)))
 
 
+class StartFailed(RuntimeError):
+    """``child`` exited or never turned healthy during start-up."""
+
+    def __init__(self, child: Child, message: str) -> None:
+        super().__init__(message)
+        self.child = child
+
+    @property
+    def port_taken(self) -> bool:
+        """It exited and its port answers: another process bound the port
+        between the launcher picking it and the child binding it."""
+        process = self.child.process
+        return process is not None and process.returncode is not None and port_in_use(self.child.port)
+
+
 async def wait_healthy(child: Child) -> None:
     """gRPC health SERVING for a service, /healthz 200 for the gateway."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         assert child.process is not None
         if child.process.returncode is not None:
-            raise RuntimeError(f"{child.name} exited with code {child.process.returncode} during start-up")
+            raise StartFailed(
+                child, f"{child.name} exited with code {child.process.returncode} during start-up"
+            )
         try:
             if child.name == "gateway":
                 async with httpx.AsyncClient() as client:
@@ -156,7 +175,7 @@ async def wait_healthy(child: Child) -> None:
         except (grpc.aio.AioRpcError, httpx.HTTPError):
             pass
         await asyncio.sleep(0.1)
-    raise RuntimeError(f"{child.name} was not healthy after {STARTUP_TIMEOUT:.0f}s")
+    raise StartFailed(child, f"{child.name} was not healthy after {STARTUP_TIMEOUT:.0f}s")
 
 
 async def stop_all(children: list[Child], grace: float = 15.0) -> None:
@@ -201,11 +220,19 @@ def dev_token(data_dir: Path, tokens_file: Path, user: str) -> str:
     return token
 
 
+async def start_all(children: list[Child], color: bool) -> None:
+    """Starts the processes in dependency order, each group once the one
+    before is healthy; StartFailed names the first that is not."""
+    # Threads, memory and router have no dependencies: start them together.
+    for group in (children[:3], children[3:4], children[4:]):
+        for child in group:
+            await start(child, color)
+        await asyncio.gather(*(wait_healthy(child) for child in group))
+
+
 async def run(args: argparse.Namespace) -> int:
     names = list(DEFAULT_PORTS)
-    if args.ephemeral_ports:
-        ports = {name: free_port() for name in names}
-    else:
+    if not args.ephemeral_ports:
         ports = {name: DEFAULT_PORTS[name] + args.port_offset for name in names}
         busy = [f"{name} ({port})" for name, port in ports.items() if port_in_use(port)]
         if busy:
@@ -229,22 +256,28 @@ async def run(args: argparse.Namespace) -> int:
         user = os.environ.get("SWITCHBOARD_GATEWAY_DEV_USER") or "local"
         token = dev_token(args.data_dir.resolve(), tokens_file, user)
         extra_env["SWITCHBOARD_GATEWAY_TOKENS_FILE"] = str(tokens_file)
-    children = plan(ports, args.data_dir.resolve(), extra_env)
     color = sys.stdout.isatty()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        # Threads, memory and router have no dependencies: start them together.
-        for group in (children[:3], children[3:4], children[4:]):
-            for child in group:
-                await start(child, color)
-            await asyncio.gather(*(wait_healthy(child) for child in group))
-    except RuntimeError as error:
-        print(f"Switchboard failed to start: {error}", file=sys.stderr)
-        await stop_all(children)
-        return 1
+    for attempt in range(1, EPHEMERAL_ATTEMPTS + 1):
+        if args.ephemeral_ports:
+            ports = {name: free_port() for name in names}
+        children = plan(ports, args.data_dir.resolve(), extra_env)
+        try:
+            await start_all(children, color)
+        except StartFailed as error:
+            await stop_all(children)
+            # A free port is only free until someone binds it: another
+            # program on the machine may take it before the child does.
+            if args.ephemeral_ports and error.port_taken and attempt < EPHEMERAL_ATTEMPTS:
+                taken = f"{error.child.name}'s port {error.child.port}"
+                note(f"{taken} was taken meanwhile; starting on other ports")
+                continue
+            print(f"Switchboard failed to start: {error}", file=sys.stderr)
+            return 1
+        break
     url = f"http://127.0.0.1:{ports['gateway']}"
     external = [
         name
@@ -317,7 +350,7 @@ async def watch(
         note(f"{child.name} restarted: healthy {timer.monotonic() - died:.2f}s after it exited")
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m services.launcher", description=__doc__)
     parser.add_argument("--data-dir", type=Path, default=Path(".data"), help="folder of the SQLite files")
     parser.add_argument("--port-offset", type=int, default=0, help="add N to every default port")
@@ -346,7 +379,11 @@ def main() -> None:
         default=RestartPolicy.base,
         help="seconds before restarting a crashed process, doubled for each recent crash",
     )
-    sys.exit(asyncio.run(run(parser.parse_args())))
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    sys.exit(asyncio.run(run(parse())))
 
 
 if __name__ == "__main__":

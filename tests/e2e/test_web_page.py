@@ -257,6 +257,24 @@ def test_suggested_actions_follow_the_selection_in_the_conversation(page: Page) 
     expect(page.locator("#log .run")).to_have_count(1)  # prefilled, not sent
 
 
+def test_a_rename_begun_while_the_answer_streams_survives_the_lists_refresh(page: Page) -> None:
+    """The list is drawn again when a run ends; a title being typed meanwhile
+    stays, with its focus, and is saved."""
+    page.fill("#message", "Write the weekly status report for my team")
+    page.click("#send")
+    run = page.locator("#log .run").first
+    expect(run.locator('.steps li[data-key="generate"]')).to_have_class("started", timeout=RUN_TIMEOUT)
+    active = page.locator("#conversations li.active")
+    active.locator(".rename").click()
+    page.locator(".rename-input").press_sequentially("Rapport d'équipe")
+    expect(run).to_have_attribute("data-status", "done", timeout=RUN_TIMEOUT)
+    expect(page.locator("#send")).to_be_enabled()  # the list was drawn again after the run
+    expect(page.locator(".rename-input")).to_be_focused()
+    page.keyboard.type(" — semaine 49")
+    page.keyboard.press("Enter")
+    expect(active.locator(".open")).to_have_text("Rapport d'équipe — semaine 49")
+
+
 def test_reloading_mid_run_resumes_the_stream(page: Page, launched: Launched) -> None:
     page.fill("#message", "Write the weekly status report for my team")
     page.click("#send")

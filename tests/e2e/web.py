@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -213,5 +214,9 @@ def send(page: Page, text: str) -> Locator:
     page.fill("#message", text)
     page.click("#send")
     run = page.locator("#log .run").nth(before)
+    # Ended as the page shows it (every ending sets data-status), not only
+    # the Send button enabled again: that alone can be seen before the run's
+    # block is in the log.
+    expect(run).to_have_attribute("data-status", re.compile(r"\w"), timeout=RUN_TIMEOUT)
     expect(page.locator("#send")).to_be_enabled(timeout=RUN_TIMEOUT)
     return run

@@ -28,7 +28,16 @@ export async function loadConversations() {
   const asked = ++listing;
   const { conversations } = await json("/conversations" + (q ? `?q=${encodeURIComponent(q)}` : ""));
   // Answers may come back out of order: only the newest request's is drawn.
-  if (asked === listing) $("conversations").replaceChildren(...conversations.map(conversationItem));
+  if (asked !== listing) return conversations;
+  // A title being renamed stays as the person left it: a refresh that lands
+  // meanwhile (after a run, another click) must not take their typing away.
+  const input = $("conversations").querySelector(".rename-input");
+  const editing = input?.closest("li");
+  const focused = document.activeElement === input;
+  $("conversations").replaceChildren(
+    ...conversations.map((c) => (editing && editing.dataset.id === c.id ? editing : conversationItem(c))),
+  );
+  if (focused && input.isConnected) input.focus();
   return conversations;
 }
 
@@ -75,10 +84,14 @@ function conversationItem(c) {
     input.focus();
     input.select();
     input.onkeydown = guard(async (event) => {
-      if (event.key === "Escape") await loadConversations();
+      if (event.key === "Escape") {
+        input.remove(); // no longer renaming: the refresh draws the item again
+        await loadConversations();
+      }
       if (event.key !== "Enter" || !input.value.trim()) return;
       event.preventDefault();
       await json(`/conversations/${c.id}`, { method: "PATCH", body: JSON.stringify({ title: input.value.trim() }) });
+      input.remove();
       await loadConversations();
     });
   };

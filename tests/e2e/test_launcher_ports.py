@@ -1,0 +1,64 @@
+"""The launcher's --ephemeral-ports (what tests and benchmarks start
+systems with): a port picked free can be bound by another program before the
+child binds it; the launcher then starts the system again on other ports
+instead of failing (or, worse, taking the other program's /healthz for its
+gateway's)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services import launcher
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another program listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(180)
+async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
+    tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    picks = iter(range(5))
+    real_free_port = launcher.free_port
+
+    def free_port() -> int:
+        # The first round's last pick is the gateway's (DEFAULT_PORTS' order).
+        return held_port if next(picks, None) == 4 else real_free_port()
+
+    monkeypatch.setattr(launcher, "free_port", free_port)
+    ready = tmp_path / "ready.json"
+    args = launcher.parse(
+        ["--ephemeral-ports", "--no-auth", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)]
+    )
+    running = asyncio.create_task(launcher.run(args))
+    try:
+        for _ in range(900):
+            if ready.exists() or running.done():
+                break
+            await asyncio.sleep(0.1)
+        assert not running.done(), capsys.readouterr()
+        ports = json.loads(ready.read_text())["ports"]
+        assert ports["gateway"] != held_port
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports['gateway']}") as client:
+            assert (await client.get("/healthz")).status_code == 200
+        out = capsys.readouterr().out
+        assert f"gateway's port {held_port} was taken meanwhile; starting on other ports" in out
+    finally:
+        if not running.done():
+            os.kill(os.getpid(), signal.SIGTERM)  # the launcher's own stop signal
+        assert await asyncio.wait_for(running, 60) == 0
