@@ -15,8 +15,9 @@ PostgreSQL's DROP DATABASE forces a checkpoint of the whole server (seconds
 on a busy machine), so a test's database is not dropped after it: it is
 emptied (connections closed, every row deleted and the template's rows put
 back, referenced tables first; an empty database loses its schema) and
-handed to the next test that asks for the same kind. A database whose schema a test changed is dropped
-instead. The pooled databases are dropped once, at the end of the run."""
+handed to the next test that asks for the same kind. A database whose
+schema a test changed is dropped instead. The pooled databases are dropped
+once, at the end of the run."""
 
 from __future__ import annotations
 
