@@ -1382,20 +1382,16 @@ def header(report: dict[str, Any]) -> str:
     )
 
 
-def _interrupted(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     # A SIGTERM (kill, pkill, a CI timeout) ends the benchmark as Ctrl-C does:
     # the systems it launched are stopped, not left running.
-    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         report = asyncio.run(bench(args, argv))
-    except KeyboardInterrupt as interrupt:
-        sys.exit(f"interrupted ({interrupt or 'Ctrl-C'}): the systems it launched are stopped")
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the systems it launched are stopped")
     path = write(args.out, report)
     print(f"\n{header(report)}\n")
     print(markdown(report))
