@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +151,30 @@ class StartFailed(RuntimeError):
 
 async def wait_healthy(child: Child) -> None:
     """gRPC health SERVING for a service, /healthz 200 for the gateway."""
+    if child.name != "gateway":
+
+        async def serving() -> bool:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{child.port}") as channel:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=1
+                )
+            return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+        await _poll(child, serving)
+        return
+    # One HTTP client for the whole wait: a client per poll built a TLS
+    # context each time, which was most of the launcher's start-up CPU.
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{child.port}", timeout=1) as http:
+
+        async def answers() -> bool:
+            return (await http.get("/healthz")).status_code == 200
+
+        await _poll(child, answers)
+
+
+async def _poll(child: Child, healthy: Callable[[], Awaitable[bool]]) -> None:
+    """``healthy()`` every 0.1 s until it is true; StartFailed when the child
+    exits first or the start-up timeout passes."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         assert child.process is not None
@@ -159,19 +183,8 @@ async def wait_healthy(child: Child) -> None:
                 child, f"{child.name} exited with code {child.process.returncode} during start-up"
             )
         try:
-            if child.name == "gateway":
-                async with httpx.AsyncClient() as client:
-                    if (
-                        await client.get(f"http://127.0.0.1:{child.port}/healthz", timeout=1)
-                    ).status_code == 200:
-                        return
-            else:
-                async with grpc.aio.insecure_channel(f"127.0.0.1:{child.port}") as channel:
-                    reply = await health_pb2_grpc.HealthStub(channel).Check(
-                        health_pb2.HealthCheckRequest(), timeout=1
-                    )
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
+            if await healthy():
+                return
         except (grpc.aio.AioRpcError, httpx.HTTPError):
             pass
         await asyncio.sleep(0.1)
