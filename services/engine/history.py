@@ -16,11 +16,12 @@ any service.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.engine.providers.base import ChatMessage, ToolCallChunk
-from services.engine.tokens import Counter, message_tokens
+from services.engine.tokens import Counter, TokenCounters, message_tokens
 from switchboard.memory.v1 import handoff_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -66,7 +67,75 @@ def _messages(entries: Sequence[threads_pb2.Entry]) -> list[ChatMessage]:
     return messages
 
 
-def turns(entries: Sequence[threads_pb2.Entry], counter: Counter) -> list[Turn]:
+def _tokens(messages: Sequence[ChatMessage], counter: Counter) -> int:
+    return sum(message_tokens(counter, m) for m in messages)
+
+
+@dataclass
+class _Kept:
+    messages: tuple[ChatMessage, ...]
+    chars: int
+    # By counter name, for the counters whose counts never change (an exact
+    # vocabulary, the offline words): an estimate follows reported usage.
+    tokens: dict[str, int]
+
+
+class TurnCache:
+    """The messages of turns already built, and their exact token counts.
+    Entries never change once written, so a run of a long conversation
+    builds and counts only the turns the last run did not have, instead of
+    every earlier turn again (the entries themselves are kept between runs
+    too: services/engine/entry_log.py). Bounded by the characters of the
+    messages kept, least recently used first out."""
+
+    def __init__(self, max_chars: int) -> None:
+        self._max_chars = max_chars
+        # By the turn's first and last entry and how many it has: a run's
+        # entries are appended in order, so a turn that grew has a new key.
+        self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
+        self._chars = 0
+
+    def turn(self, group: Sequence[threads_pb2.Entry], counter: Counter) -> Turn | None:
+        if not group[0].id:  # entries that were never stored have no identity to key on
+            return _turn(group, counter)
+        key = (group[0].id, group[-1].id, len(group))
+        kept = self._kept.get(key)
+        if kept is None:
+            messages = tuple(_messages(group))
+            chars = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
+            kept = _Kept(messages, chars, {})
+            self._keep(key, kept)
+        else:
+            self._kept.move_to_end(key)
+        if not kept.messages:
+            return None
+        exact = not TokenCounters.corrects(counter)
+        tokens = kept.tokens.get(counter.name) if exact else None
+        if tokens is None:
+            tokens = _tokens(kept.messages, counter)
+            if exact:
+                kept.tokens[counter.name] = tokens
+        return Turn(group[0].run_id, tuple(group), kept.messages, tokens)
+
+    def _keep(self, key: tuple[str, str, int], kept: _Kept) -> None:
+        if kept.chars > self._max_chars:
+            return
+        self._kept[key] = kept
+        self._chars += kept.chars
+        while self._chars > self._max_chars:
+            _, dropped = self._kept.popitem(last=False)
+            self._chars -= dropped.chars
+
+
+def _turn(group: Sequence[threads_pb2.Entry], counter: Counter) -> Turn | None:
+    """The turn of one run's entries, counted; None when nothing of it can be sent."""
+    messages = tuple(_messages(group))
+    return Turn(group[0].run_id, tuple(group), messages, _tokens(messages, counter)) if messages else None
+
+
+def turns(
+    entries: Sequence[threads_pb2.Entry], counter: Counter, cache: TurnCache | None = None
+) -> list[Turn]:
     """Entries (oldest first) grouped into turns by the run that wrote them."""
     groups: list[list[threads_pb2.Entry]] = []
     for entry in entries:
@@ -74,13 +143,8 @@ def turns(entries: Sequence[threads_pb2.Entry], counter: Counter) -> list[Turn]:
             groups[-1].append(entry)
         else:
             groups.append([entry])
-    built = []
-    for group in groups:
-        messages = _messages(group)
-        if messages:
-            tokens = sum(message_tokens(counter, m) for m in messages)
-            built.append(Turn(group[0].run_id, tuple(group), tuple(messages), tokens))
-    return built
+    built = (cache.turn(group, counter) if cache else _turn(group, counter) for group in groups)
+    return [turn for turn in built if turn is not None]
 
 
 def split(

@@ -223,6 +223,7 @@ def test_context_bench_smoke_measures_every_counter_and_the_fold() -> None:
         row = results[counter]
         assert row["history_tokens"] > 20 * 2 * 60 // 2 and row["kept_turns"] == 20
         assert 0 < row["turns_and_split"]["p50_ms"] <= row["total"]["p50_ms"]
+        assert row["turns_and_split_kept"]["p50_ms"] > 0
     # Each counter sees the same text differently: the exact vocabulary is not the estimate.
     assert results["o200k_base (OpenAI)"]["history_tokens"] != results["estimate (others)"]["history_tokens"]
     fold = results["fold"]

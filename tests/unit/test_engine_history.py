@@ -130,3 +130,82 @@ def test_other_models_are_estimated_and_the_estimate_follows_reported_usage() ->
     for _ in range(50):
         counters.observe(counter, "claude-x", 1, 1_000_000)
     assert counters.correction("claude-x") == MAX_CORRECTION
+
+
+class CountingWords:
+    """The offline words counter, counting its own calls."""
+
+    name = "words"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, text: str) -> int:
+        self.calls += 1
+        return WORDS(text)
+
+
+def stored(sequence: int, run: str, role: int, content: str = "", **extra: object) -> threads_pb2.Entry:
+    """An entry as the threads service returns it: with its id."""
+    return entry(sequence, run, role, content, id=f"entry-{sequence}", **extra)
+
+
+CONVERSATION = [
+    stored(1, "r1", USER, "Quand est la fenêtre de déploiement ?"),
+    stored(2, "r1", ASSISTANT, "Jeudi, de 14 h à 16 h."),
+    stored(3, "r2", USER, "When is the deploy window?"),
+    stored(4, "r2", ASSISTANT, "Thursday, 2 to 4 pm."),
+]
+
+
+def test_a_turn_seen_before_is_neither_built_nor_counted_again() -> None:
+    cache, counter = history.TurnCache(max_chars=10_000), CountingWords()
+    first = history.turns(CONVERSATION, counter, cache)
+    assert first == history.turns(CONVERSATION, WORDS)  # what the uncached path builds
+    calls = counter.calls
+    assert calls > 0
+    later = [*CONVERSATION, stored(5, "r3", USER, "Et vendredi ?"), stored(6, "r3", ASSISTANT, "Non.")]
+    again = history.turns(later, counter, cache)
+    assert again[:2] == first and [t.run_id for t in again] == ["r1", "r2", "r3"]
+    assert counter.calls - calls == 2  # only the new turn's two messages
+
+
+def test_a_turn_that_grew_is_built_again() -> None:
+    cache = history.TurnCache(max_chars=10_000)
+    call = threads_pb2.ToolCall(id="c1", name="read_page", arguments='{"page_id": "p"}')
+    started = [
+        *CONVERSATION[:2],
+        stored(3, "r2", USER, "Lis la page p"),
+        stored(4, "r2", ASSISTANT, "", tool_calls=[call]),
+    ]
+    # The call has no result yet: it is left out, and the turn is the message alone.
+    assert [len(t.messages) for t in history.turns(started, WORDS, cache)] == [2, 1]
+    finished = [
+        *started,
+        stored(5, "r2", TOOL, "texte de la page", tool_call_id="c1"),
+        stored(6, "r2", ASSISTANT, "Voilà."),
+    ]
+    grown = history.turns(finished, WORDS, cache)
+    assert grown == history.turns(finished, WORDS) and [len(t.messages) for t in grown] == [2, 4]
+
+
+def test_an_estimate_is_counted_again_as_reported_usage_moves_it() -> None:
+    counters = TokenCounters()
+    estimate = counters.counter("anthropic", "claude-x")
+    cache = history.TurnCache(max_chars=10_000)
+    before = sum(t.tokens for t in history.turns(CONVERSATION, estimate, cache))
+    counters.observe(estimate, "claude-x", estimated=100, reported=150)
+    after = sum(t.tokens for t in history.turns(CONVERSATION, estimate, cache))
+    assert after > before
+    assert after == sum(t.tokens for t in history.turns(CONVERSATION, estimate))
+
+
+def test_the_cache_keeps_at_most_its_characters_and_still_answers() -> None:
+    cache = history.TurnCache(max_chars=60)
+    long = [
+        stored(i, f"r{i // 2}", USER if i % 2 == 0 else ASSISTANT, f"réponse numéro {i} " * 3)
+        for i in range(40)
+    ]
+    assert history.turns(long, WORDS, cache) == history.turns(long, WORDS)
+    assert cache._chars <= 60  # noqa: SLF001 - the bound itself
+    assert history.turns(long, WORDS, cache) == history.turns(long, WORDS)

@@ -57,6 +57,7 @@ class ChatContextReader:
         self._collab = collaborators
         self._limits = limits
         self._entries = EntryLog(self._entries_after, limits.history_cache_bytes)
+        self._turns = conversation.TurnCache(limits.history_cache_bytes)
 
     async def _entries_after(
         self, user: str, thread: str, after_sequence: int, page_size: int
@@ -217,7 +218,7 @@ class ChatContextReader:
         window = model.context_window or self._limits.default_context_window
         reserve = min(provider.max_output_tokens, window // 4)
         budget = window - reserve - fixed
-        turns = conversation.turns(earlier, counter)
+        turns = conversation.turns(earlier, counter, self._turns)
 
         def summary_tokens(text: str) -> int:
             return counter(conversation.SUMMARY_HEADING + "\n" + text) if text else 0
