@@ -80,13 +80,18 @@ class _Kept:
     tokens: dict[str, int]
 
 
+# What a kept turn counts for besides its text (its key and records), so
+# that turns with no text are bounded too.
+TURN_OVERHEAD_CHARS = 200
+
+
 class TurnCache:
     """The messages of turns already built, and their exact token counts.
     Entries never change once written, so a run of a long conversation
     builds and counts only the turns the last run did not have, instead of
     every earlier turn again (the entries themselves are kept between runs
     too: services/engine/entry_log.py). Bounded by the characters of the
-    messages kept, least recently used first out."""
+    messages kept (and an overhead per turn), least recently used first out."""
 
     def __init__(self, max_chars: int) -> None:
         self._max_chars = max_chars
@@ -102,8 +107,8 @@ class TurnCache:
         kept = self._kept.get(key)
         if kept is None:
             messages = tuple(_messages(group))
-            chars = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
-            kept = _Kept(messages, chars, {})
+            text = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
+            kept = _Kept(messages, TURN_OVERHEAD_CHARS + text, {})
             self._keep(key, kept)
         else:
             self._kept.move_to_end(key)

@@ -60,8 +60,10 @@ class EngineSettings(ServiceSettings):
     instruction_page_budget_chars: int = Field(default=8000, ge=100)
     # Conversations' earlier entries kept between runs, so that a run reads
     # only the entries added since the last one (services/engine/entry_log.py);
-    # in MiB of encoded entries, least recently used conversation out first.
-    # 0: every run reads its conversation's whole history.
+    # in MiB of encoded entries, least recently used conversation out first;
+    # the same again, in characters, for the turns built from them
+    # (services/engine/history.py, TurnCache).
+    # 0: every run reads, builds and counts its conversation's whole history.
     history_cache_mb: int = Field(default=32, ge=0)
     # A run's budget when its request sets none (0 = no limit): tokens in +
     # out over its model calls, model and tool steps, wall-clock seconds. A run

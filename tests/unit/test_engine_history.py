@@ -201,11 +201,16 @@ def test_an_estimate_is_counted_again_as_reported_usage_moves_it() -> None:
 
 
 def test_the_cache_keeps_at_most_its_characters_and_still_answers() -> None:
-    cache = history.TurnCache(max_chars=60)
+    bound = 3 * (history.TURN_OVERHEAD_CHARS + 60)
+    cache = history.TurnCache(max_chars=bound)
     long = [
         stored(i, f"r{i // 2}", USER if i % 2 == 0 else ASSISTANT, f"réponse numéro {i} " * 3)
         for i in range(40)
     ]
     assert history.turns(long, WORDS, cache) == history.turns(long, WORDS)
-    assert cache._chars <= 60  # noqa: SLF001 - the bound itself
+    assert 0 < cache._chars <= bound  # noqa: SLF001 - the bound itself
     assert history.turns(long, WORDS, cache) == history.turns(long, WORDS)
+    # Turns without text count too: a zero budget keeps nothing at all.
+    empty = history.TurnCache(max_chars=0)
+    blank = [stored(i, f"r{i}", USER, "") for i in range(1, 30)]
+    assert len(history.turns(blank, WORDS, empty)) == 29 and not empty._kept  # noqa: SLF001
