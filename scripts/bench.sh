@@ -28,6 +28,9 @@
 # pip into .bench/peer-venv): the same runs through the same client, one table
 # with the ratios. Merges a "peer" key into benchmarks.json.
 #   scripts/bench.sh peer [--smoke] [--runs N] [--concurrency 1,8,32] [--jobs-per-worker 1,10,32] [--out DIR]
+# The CPU of a whole system's start, per process, for one or more checkouts
+# started alternately (e.g. --code /tmp/before --code .).
+#   scripts/bench.sh start [--code DIR]... [--starts 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -39,5 +42,6 @@ case "${1:-}" in
   memory) shift; exec .venv/bin/python -m tests.bench.bench_memory "$@" ;;
   context) shift; exec .venv/bin/python -m tests.bench.bench_context "$@" ;;
   peer) shift; exec .venv/bin/python -m tests.bench.bench_peer "$@" ;;
+  start) shift; exec .venv/bin/python -m tests.bench.bench_system_start "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"
