@@ -141,11 +141,13 @@ class SentencePieceIds:
     The wheel's own tokenizer is a pure-Python port: exact, but it parses the
     vocabulary into Python objects at every load (about 1 s of CPU, paid by
     each router and memory process at start-up) and tokenizes about ten
-    times slower. The library gives the same ids but one: it merges a run of
-    characters the vocabulary lacks into one unknown id, where the port,
-    whose ids every stored vector was made from, gives one per character.
-    This class splits such runs, so the vectors stay the port's (checked
-    against it, tests/unit/test_shared_search.py)."""
+    times slower. The library's ids differ from the port's, whose ids every
+    stored vector was made from, in one way: it merges a run of characters
+    the vocabulary lacks into one unknown id where the port gives one per
+    character. This class splits such runs, so the vectors stay the port's
+    (checked against it, tests/unit/test_shared_search.py). Only a tie
+    between two segmentations of equal score (a run of one repeated letter)
+    comes out in another order, which moves that text's vector slightly."""
 
     def __init__(self, model_file: Path) -> None:
         import sentencepiece
