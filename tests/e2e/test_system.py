@@ -173,8 +173,9 @@ def test_the_web_page_and_openapi_are_served(launched: Launched) -> None:
 
 
 EXPECTED_SERVICES = {f"switchboard-{name}" for name in ("gateway", "engine", "router", "threads", "memory")}
+REQUEST_SPAN = "POST /api/agent/conversations/{conversation_id}/messages"
 EXPECTED_SPANS = {
-    "POST /api/agent/conversations/{conversation_id}/messages",
+    REQUEST_SPAN,
     "/switchboard.engine.v1.EngineService/StartRun",
     "invoke_agent personal",
     "/switchboard.threads.v1.ThreadsService/AppendEntries",
@@ -185,16 +186,22 @@ EXPECTED_SPANS = {
 
 def run_trace(launched: Launched, run_id: str) -> list[ReceivedSpan]:
     """Every span of the run's trace(s). Spans arrive in batches from five
-    processes, the gateway's request span last (it ends with the stream):
-    wait for the whole trace."""
+    processes, a span after its children (a server span ends with its
+    stream): wait for the whole trace, every span's parent among them but
+    the gateway's request span's (none, or the browser's). The names alone
+    are not enough: the gateway's client span of StartRun has the engine's
+    server span's name, and may arrive first."""
     deadline = time.monotonic() + 20
     while True:
         spans = launched.traces.snapshot()
         traces = {s.trace_id for s in spans if s.run_id == run_id}
         in_trace = [s for s in spans if s.trace_id in traces]
-        complete = EXPECTED_SERVICES <= {s.service for s in in_trace} and EXPECTED_SPANS <= {
-            s.name for s in in_trace
-        }
+        ids = {s.span_id for s in in_trace}
+        complete = (
+            EXPECTED_SERVICES <= {s.service for s in in_trace}
+            and EXPECTED_SPANS <= {s.name for s in in_trace}
+            and all(s.parent_span_id in ids for s in in_trace if s.name != REQUEST_SPAN)
+        )
         if complete or time.monotonic() > deadline:
             return in_trace
         time.sleep(0.2)
