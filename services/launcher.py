@@ -43,6 +43,7 @@ class Child:
     module: str
     port: int
     env: dict[str, str]
+    metrics_port: int = 0  # its Prometheus port, when the launcher picked one
     process: asyncio.subprocess.Process | None = None
     pumps: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -58,8 +59,15 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def plan(ports: dict[str, int], data_dir: Path, extra_env: dict[str, str]) -> list[Child]:
-    """The processes and their environment; addresses point at each other."""
+def plan(
+    ports: dict[str, int],
+    data_dir: Path,
+    extra_env: dict[str, str],
+    metrics_ports: dict[str, int] | None = None,
+) -> list[Child]:
+    """The processes and their environment; addresses point at each other.
+    ``metrics_ports``: a Prometheus port for each gRPC service (the gateway
+    serves /metrics on its own port)."""
     addr = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     base = {**os.environ, "SWITCHBOARD_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", **extra_env}
     children = [
@@ -102,6 +110,10 @@ def plan(ports: dict[str, int], data_dir: Path, extra_env: dict[str, str]) -> li
             },
         )
     )
+    for child in children:
+        if metrics_ports and child.name in metrics_ports:
+            child.metrics_port = metrics_ports[child.name]
+            child.env[f"SWITCHBOARD_{child.name.upper()}_METRICS_PORT"] = str(child.metrics_port)
     return children
 
 
@@ -142,11 +154,15 @@ class StartFailed(RuntimeError):
         self.child = child
 
     @property
-    def port_taken(self) -> bool:
-        """It exited and its port answers: another process bound the port
-        between the launcher picking it and the child binding it."""
-        process = self.child.process
-        return process is not None and process.returncode is not None and port_in_use(self.child.port)
+    def port_taken(self) -> int | None:
+        """The port of the child's that answers although it exited: another
+        process bound it between the launcher picking it and the child
+        binding it. None when there is none."""
+        process, child = self.child.process, self.child
+        if process is None or process.returncode is None:
+            return None
+        ports = [child.port] + ([child.metrics_port] if child.metrics_port else [])
+        return next((port for port in ports if port_in_use(port)), None)
 
 
 async def wait_healthy(child: Child) -> None:
@@ -274,19 +290,22 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    metrics_ports: dict[str, int] = {}
     for attempt in range(1, EPHEMERAL_ATTEMPTS + 1):
         if args.ephemeral_ports:
+            # Metrics too, on ports of their own, reported in the ready file.
             ports = {name: free_port() for name in names}
-        children = plan(ports, args.data_dir.resolve(), extra_env)
+            metrics_ports = {name: free_port() for name in names if name != "gateway"}
+        children = plan(ports, args.data_dir.resolve(), extra_env, metrics_ports)
         try:
             await start_all(children, color)
         except StartFailed as error:
             await stop_all(children)
             # A free port is only free until someone binds it: another
             # program on the machine may take it before the child does.
-            if args.ephemeral_ports and error.port_taken and attempt < EPHEMERAL_ATTEMPTS:
-                taken = f"{error.child.name}'s port {error.child.port}"
-                note(f"{taken} was taken meanwhile; starting on other ports")
+            taken = error.port_taken
+            if args.ephemeral_ports and taken and attempt < EPHEMERAL_ATTEMPTS:
+                note(f"{error.child.name}'s port {taken} was taken meanwhile; starting on other ports")
                 continue
             print(f"Switchboard failed to start: {error}", file=sys.stderr)
             return 1
@@ -310,7 +329,8 @@ async def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     if args.ready_file:
-        args.ready_file.write_text(json.dumps({"url": url, "ports": ports, "dev_token": token}))
+        ready = {"url": url, "ports": ports, "metrics_ports": metrics_ports, "dev_token": token}
+        args.ready_file.write_text(json.dumps(ready))
     policy = RestartPolicy(args.max_crashes, args.crash_window, args.restart_backoff)
     failed: list[str] = []
     watchers = [asyncio.create_task(watch(child, color, policy, stop, failed)) for child in children]

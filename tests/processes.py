@@ -158,16 +158,19 @@ async def wait_http_ok(url: str, log: Path, timeout: float = 60.0) -> None:
     raise AssertionError(f"{url} never answered 200:\n{log.read_text()[-3000:]}")
 
 
-def start_launcher(folder: Path, env: Mapping[str, str], *options: str) -> subprocess.Popen[bytes]:
+def start_launcher(
+    folder: Path, env: Mapping[str, str], *options: str, code: Path = ROOT
+) -> subprocess.Popen[bytes]:
     """``python -m services.launcher`` on free ports: the five processes, on
     SQLite files under ``folder``/data unless ``env`` names databases; its
-    output in ``folder``/launcher.log. Wait for it with :func:`launcher_ready`."""
+    output in ``folder``/launcher.log. Wait for it with :func:`launcher_ready`.
+    ``code``: the checkout whose services run (``env`` sets its PYTHONPATH)."""
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "launcher.log").open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "services.launcher", "--ephemeral-ports", *options]
             + ["--ready-file", str(folder / "ready.json"), "--data-dir", str(folder / "data")],
-            cwd=ROOT,
+            cwd=code,
             env=dict(env),
             stdout=out,
             stderr=subprocess.STDOUT,

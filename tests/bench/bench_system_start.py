@@ -19,48 +19,33 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.bench.bench_runs import children, cpu_seconds
-from tests.processes import ROOT
+from tests.processes import ROOT, launcher_ready, start_launcher, stop_popen
 
 READY_TIMEOUT = 120.0
 
 
-def start_once(code: Path, data: Path) -> dict[str, float]:
-    """One start of ``code``'s system on ``data``: CPU seconds per process
-    at ready, and ``ready_s``; the system is stopped again."""
-    ready = data / "ready.json"
-    ready.unlink(missing_ok=True)
+def start_once(code: Path, folder: Path) -> dict[str, float]:
+    """One start of ``code``'s system on ``folder``/data: CPU seconds per
+    process at ready, and ``ready_s``; the system is stopped again."""
+    (folder / "ready.json").unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": f"{code}:{ROOT / 'gen'}"}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     spawned = time.perf_counter()
-    with (data / "launcher.log").open("ab") as log:
-        launcher = subprocess.Popen(
-            [sys.executable, "-m", "services.launcher", "--ephemeral-ports", "--no-auth"]
-            + ["--data-dir", str(data), "--ready-file", str(ready)],
-            cwd=code,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    launcher = start_launcher(folder, env, "--no-auth", code=code)
     try:
-        while not ready.exists() or not ready.read_text().strip():
-            if launcher.poll() is not None or time.perf_counter() - spawned > READY_TIMEOUT:
-                raise RuntimeError(f"{code}: the system did not start; see {data / 'launcher.log'}")
-            time.sleep(0.02)
+        launcher_ready(launcher, folder, READY_TIMEOUT)
         facts = {"ready_s": time.perf_counter() - spawned}
         for name, pid in {"launcher": launcher.pid, **children(launcher.pid)}.items():
             facts[name] = sum(cpu_seconds(pid))
         return facts
     finally:
-        launcher.terminate()
-        launcher.wait(60)
+        stop_popen(launcher)
 
 
 def main() -> None:

@@ -30,11 +30,10 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from services.launcher import port_in_use
 from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
 from tests.e2e.otlp import Receiver, start_receiver
 from tests.fakes.llm_server import FakeServer, openai_app, serve
-from tests.processes import free_port, launcher_ready, start_launcher, stop_popen
+from tests.processes import launcher_ready, start_launcher, stop_popen
 
 ROOT = Path(__file__).resolve().parents[2]
 USERS = ("alice", "bob", "root")
@@ -42,9 +41,6 @@ USERS = ("alice", "bob", "root")
 ADMINS = ("root",)
 # Modules that can share one system; each takes the next namespace of users.
 NAMESPACES = 64
-# Start-ups tried when a metrics port picked here was taken before its
-# service bound it.
-PORT_ATTEMPTS = 3
 T = TypeVar("T")
 LaunchKey = tuple[tuple[str, str], ...]
 
@@ -146,26 +142,6 @@ class _System:
 
 
 def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
-    """A started system. The launcher picks its services' ports and starts
-    again on others when one is taken meanwhile; the metrics ports picked
-    here get the same treatment (another worker's processes bind free ports
-    too)."""
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        system, failure = _launch_once(backend, key, folder / f"attempt-{attempt}")
-        if system is not None:
-            return system
-        if not failure.metrics_port_taken or attempt == PORT_ATTEMPTS:
-            pytest.fail(failure.message)
-    raise AssertionError("unreachable")
-
-
-@dataclass
-class _LaunchFailure:
-    message: str
-    metrics_port_taken: bool
-
-
-def _launch_once(backend: str, key: LaunchKey, folder: Path) -> tuple[_System | None, _LaunchFailure]:
     receiver_server, receiver, receiver_port = start_receiver()
     tokens = [
         token_of(user_id(u, n)) + ":" + user_id(u, n) + (":admin" if u in ADMINS else "")
@@ -186,10 +162,6 @@ def _launch_once(backend: str, key: LaunchKey, folder: Path) -> tuple[_System | 
         # A test module may add settings of its own (e.g. the web page's).
         **dict(key),
     }
-    # Each gRPC service serves Prometheus metrics on a port of its own.
-    metrics_ports = {service: free_port() for service in SERVICES}
-    for service, port in metrics_ports.items():
-        env[f"SWITCHBOARD_{service.upper()}_METRICS_PORT"] = str(port)
     database_urls: dict[str, str] = {}
     for service in SERVICES:  # migrated already: the services start without migrating
         if backend == "postgres":
@@ -199,16 +171,19 @@ def _launch_once(backend: str, key: LaunchKey, folder: Path) -> tuple[_System | 
         else:
             _blocking(sqlite_file(folder / "data" / f"{service}.db", service))
     process = start_launcher(folder, env)
-    launched = Launched("", {}, process, folder / "launcher.log", receiver, backend, metrics_ports)
+    launched = Launched("", {}, process, folder / "launcher.log", receiver, backend, {})
     system = _System(key, launched, receiver_server, database_urls)
     try:
         info = launcher_ready(process, folder, timeout=90)
     except RuntimeError as error:
         _stop(system, check=False)
-        # Our processes are gone: a metrics port that answers is someone else's.
-        return None, _LaunchFailure(str(error), any(port_in_use(p) for p in metrics_ports.values()))
-    system.launched = replace(system.launched, url=info["url"], ports=info["ports"])
-    return system, _LaunchFailure("", False)
+        pytest.fail(str(error))
+    # Each gRPC service serves Prometheus metrics on a port the launcher picked.
+    metrics_ports = {name: int(port) for name, port in info["metrics_ports"].items()}
+    system.launched = replace(
+        system.launched, url=info["url"], ports=info["ports"], metrics_ports=metrics_ports
+    )
+    return system
 
 
 def _stop(system: _System, check: bool = True) -> None:

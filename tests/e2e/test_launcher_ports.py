@@ -29,16 +29,24 @@ def held_port() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
+# The first round picks the five processes' ports in DEFAULT_PORTS' order
+# (the gateway's last, the fifth), then the four services' metrics ports
+# (the engine's first, the sixth).
+@pytest.mark.parametrize(("child", "pick"), [("gateway", 4), ("engine", 5)], ids=["gateway", "metrics"])
 @pytest.mark.timeout(180)
 async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
-    tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    held_port: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    child: str,
+    pick: int,
 ) -> None:
-    picks = iter(range(5))
+    picks = iter(range(pick + 1))
     real_free_port = launcher.free_port
 
     def free_port() -> int:
-        # The first round's last pick is the gateway's (DEFAULT_PORTS' order).
-        return held_port if next(picks, None) == 4 else real_free_port()
+        return held_port if next(picks, None) == pick else real_free_port()
 
     monkeypatch.setattr(launcher, "free_port", free_port)
     ready = tmp_path / "ready.json"
@@ -54,10 +62,11 @@ async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
         assert not running.done(), capsys.readouterr()
         ports = json.loads(ready.read_text())["ports"]
         assert ports["gateway"] != held_port
+        assert held_port not in json.loads(ready.read_text())["metrics_ports"].values()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports['gateway']}") as client:
             assert (await client.get("/healthz")).status_code == 200
         out = capsys.readouterr().out
-        assert f"gateway's port {held_port} was taken meanwhile; starting on other ports" in out
+        assert f"{child}'s port {held_port} was taken meanwhile; starting on other ports" in out
     finally:
         if not running.done():
             os.kill(os.getpid(), signal.SIGTERM)  # the launcher's own stop signal
