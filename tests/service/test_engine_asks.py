@@ -353,3 +353,39 @@ async def test_asking_back_up_the_chain_is_refused_as_a_cycle(sb: System, remote
     refused = remote.script.requests[1]["messages"][-1]["content"]
     assert 'status="error"' in refused and "main → qa → main" in refused and "cycle" in refused
     assert await thread_entries(sb, "main") == []  # nothing was asked
+
+
+@pytest.mark.parametrize(
+    "question", ["Quand livre-t-on la version 2 ?", "When do we ship version 2?"], ids=["fr", "en"]
+)
+async def test_without_the_router_an_ask_is_answered_by_the_fallback_model_with_one_notice(
+    make_database: DatabaseFactory, remote: FakeServer, question: str
+) -> None:
+    """The router is optional to an ask as to a chat run: the ask goes on
+    with the engine's fallback model (here the recording provider's) and
+    the same composed context, and says so once."""
+    providers = [{"name": "remote", "kind": "openai", "base_url": f"{remote.url}/v1"}]
+    async with system(
+        make_database, providers_json=json.dumps(providers), fallback_model="remote/model-fallback"
+    ) as sb:
+        persona = "Vérifie chaque livraison."
+        spec = threads_pb2.Agent(id="qa", display_name="QA", persona=persona, model="auto")
+        await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=spec), **as_user(USER))
+        await sb.services["router"].stop(None)
+        remote.script.steps = ["say:Mardi. / Tuesday."]
+        events = await collect(ask(sb, "main", "qa", question))
+
+        assert events[-1].WhichOneof("kind") == "final", events[-1]
+        assert events[-1].final.text == "Mardi. / Tuesday." and events[-1].final.model == "model-fallback"
+        notices = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
+        assert [n.code for n in notices] == ["ROUTER_UNAVAILABLE"]
+        (request,) = remote.script.requests
+        assert request["model"] == "model-fallback"
+        system_prompt = request["messages"][0]
+        assert system_prompt["role"] == "system" and persona in system_prompt["content"]
+        assert request["messages"][-1] == {"role": "user", "content": f"main asks: {question}"}
+        run = (
+            await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=events[0].run_id), **as_user(USER))
+        ).run
+        assert run.status == engine_pb2.RUN_STATUS_DONE and run.router_decision.model.fallback
+        assert run.router_decision.model.model.model == "model-fallback"

@@ -24,6 +24,7 @@ from services.engine.collaborators import Collaborators
 from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
 from services.engine.runs.generation import Models
+from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
 from services.engine.runs.requests import PROJECT_ID, AskSpec, RunRequest
 from services.engine.runs.tool_loop import ToolLoop
@@ -31,6 +32,7 @@ from services.engine.tools import AllowedSources, SourceRead, ToolContext
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import handoff_pb2
+from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2
 
 INJECTION_STRATEGIES = {
@@ -121,12 +123,15 @@ class AgentAsks:
                 run_id=run.id,
             )
 
+        # Recall, the project context and the router are optional, as in a
+        # chat run: without them the ask goes on, with one notice each.
+        optional = OptionalServices(rec)
         async with rec.step("context", f"Reading {ask.target}'s thread and memory"):
             agent = await self._collab.get_agent(user, ask.target)
             (tail, open_from), recalled, project = await asyncio.gather(
                 self._collab.transcript_tail(user, thread, TRANSCRIPT_TAIL),
-                self._collab.recall(user, text, agent.persona),
-                self._collab.project_context(user, PROJECT_ID),
+                optional("memory", self._collab.recall(user, text, agent.persona), []),
+                optional("memory", self._collab.project_context(user, PROJECT_ID), ""),
             )
             asked = await self._collab.append_entries(
                 user, thread, f"{run.id}:ask", [entry(threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")]
@@ -134,7 +139,10 @@ class AgentAsks:
 
         async with rec.step("routing", "Choosing the model"):
             offline = self._models.offline
-            route = await self._collab.route_model(user, text, agent.model or "auto", "", offline)
+            fallback = router_pb2.ModelRoute(model=self._models.fallback_model)
+            route: router_service_pb2.RouteModelResponse | router_pb2.ModelRoute = await optional(
+                "router", self._collab.route_model(user, text, agent.model or "auto", "", offline), fallback
+            )
             chosen = route.model
             provider = self._models.provider(chosen.provider)
             summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
@@ -206,7 +214,7 @@ class AgentAsks:
             ],
         )
         outcome = rec.outcome
-        outcome.record_model(route)
+        outcome.record_model(route, fallback=route is fallback)
         outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
         outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
         outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
