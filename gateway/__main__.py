@@ -21,6 +21,7 @@ def serve() -> None:
 
     from gateway.app import create_app
     from gateway.settings import GatewaySettings
+    from services.shared import exit_codes
     from services.shared.identity_tokens import IdentityKeyError
     from services.shared.telemetry import setup_logging, setup_telemetry
 
@@ -31,7 +32,7 @@ def serve() -> None:
         app = create_app(settings)
     except IdentityKeyError as error:
         print(f"gateway cannot start: {error}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exit_codes.BAD_IDENTITY_KEY)
     uvicorn.run(
         app,
         host=settings.host,

@@ -28,7 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.tokens import create_token, hash_token, read_records
 from services.launcher_restarts import CrashHistory, RestartPolicy
-from services.shared import timer
+from services.shared import exit_codes, timer
 
 COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
 DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
@@ -154,15 +154,20 @@ class StartFailed(RuntimeError):
         self.child = child
 
     @property
-    def port_taken(self) -> int | None:
-        """The port of the child's that answers although it exited: another
-        process bound it between the launcher picking it and the child
-        binding it. None when there is none."""
+    def port_taken(self) -> str | None:
+        """Which port of the child's another process took between the
+        launcher picking it and the child binding it ("port 8123", or "port"
+        when the child said so but it is free again), None when the child
+        failed otherwise. A service says so by its exit status; the gateway
+        (uvicorn exits 1) only by the port still answering."""
         process, child = self.child.process, self.child
         if process is None or process.returncode is None:
             return None
         ports = [child.port] + ([child.metrics_port] if child.metrics_port else [])
-        return next((port for port in ports if port_in_use(port)), None)
+        answering = next((port for port in ports if port_in_use(port)), None)
+        if answering is not None:
+            return f"port {answering}"
+        return "port" if process.returncode == exit_codes.CANNOT_LISTEN else None
 
 
 async def wait_healthy(child: Child) -> None:
@@ -305,7 +310,7 @@ async def run(args: argparse.Namespace) -> int:
             # program on the machine may take it before the child does.
             taken = error.port_taken
             if args.ephemeral_ports and taken and attempt < EPHEMERAL_ATTEMPTS:
-                note(f"{error.child.name}'s port {taken} was taken meanwhile; starting on other ports")
+                note(f"{error.child.name}'s {taken} was taken meanwhile; starting on other ports")
                 continue
             print(f"Switchboard failed to start: {error}", file=sys.stderr)
             return 1

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,15 @@ class MovableClock:
 
     def advance(self, seconds: float) -> None:
         self._skipped += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another program listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.shared import db_retry
+from services.shared import db_retry, exit_codes
 from services.shared.db import create_engine
 from services.shared.deadlines import DeadlineInterceptor
 from services.shared.errors import ErrorMappingInterceptor
@@ -148,10 +148,13 @@ async def start_service(
     reflection.enable_server_reflection(
         [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
     )
-    if credentials is None:
-        port = server.add_insecure_port(settings.address)
-    else:
-        port = server.add_secure_port(settings.address, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(settings.address)
+        else:
+            port = server.add_secure_port(settings.address, credentials)
+    except RuntimeError as error:  # gRPC's "Failed to bind to address"
+        raise CannotListen(f"cannot listen on {settings.address}: {error}") from error
     await server.start()
     probe_server = await _start_probe_server(settings, health_servicer)
     for name in ["", *names]:
@@ -169,6 +172,10 @@ async def start_service(
     return RunningService(server, port, health_servicer, list(closers), list(drainers), probe_server)
 
 
+class CannotListen(RuntimeError):
+    """An address the service must listen on cannot be bound."""
+
+
 async def _start_probe_server(
     settings: ServiceSettings, health_servicer: health.aio.HealthServicer
 ) -> grpc.aio.Server | None:
@@ -178,7 +185,11 @@ async def _start_probe_server(
         return None
     probe_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe_server)
-    probe_server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+    address = f"{settings.host}:{settings.health_port}"
+    try:
+        probe_server.add_insecure_port(address)
+    except RuntimeError as error:
+        raise CannotListen(f"cannot listen on {address} (health probes): {error}") from error
     await probe_server.start()
     return probe_server
 
@@ -244,11 +255,19 @@ def main(
             settings.identity_tokens()  # fail fast, before opening anything
         except IdentityKeyError as error:
             print(f"{settings.service_name} cannot start: {error}", file=sys.stderr)
-            sys.exit(2)
+            sys.exit(exit_codes.BAD_IDENTITY_KEY)
     if args.command == "migrate":
         run(migrate(settings, migrations_dir), settings.event_loop)
         log.info("%s database at the newest revision", settings.service_name)
         return
     setup_telemetry(settings.service_name, settings.otlp_endpoint)
-    serve_metrics(settings.host, settings.metrics_port)
-    run(_serve(settings, build), settings.event_loop)
+    try:
+        try:
+            serve_metrics(settings.host, settings.metrics_port)
+        except OSError as error:
+            address = f"{settings.host}:{settings.metrics_port}"
+            raise CannotListen(f"cannot listen on {address} (metrics): {error}") from error
+        run(_serve(settings, build), settings.event_loop)
+    except CannotListen as error:
+        print(f"{settings.service_name} cannot start: {error}", file=sys.stderr)
+        sys.exit(exit_codes.CANNOT_LISTEN)

@@ -10,23 +10,12 @@ import asyncio
 import json
 import os
 import signal
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from services import launcher
-
-
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port another program listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        yield int(sock.getsockname()[1])
 
 
 # The first round picks the five processes' ports in DEFAULT_PORTS' order
