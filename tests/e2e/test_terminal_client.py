@@ -1,13 +1,22 @@
 """The terminal client (``switchboard``, here ``python -m client``) against the
-launched system: each command run as a real subprocess with SWITCHBOARD_URL
-and SWITCHBOARD_TOKEN (or a config file), checked against what the HTTP API
-then holds. Plain output when stdout is a pipe, JSON with --json, the
-API's error messages and the exit codes of client.exits; one chat driven
-in a pseudo-terminal shows its live steps and streamed answer. The module
-keeps the default launch settings, so it shares a system with others."""
+launched system, checked against what the HTTP API then holds: plain output
+when stdout is a pipe, JSON with --json, the API's error messages and the
+exit codes of client.exits; one chat driven in a pseudo-terminal shows its
+live steps and streamed answer. The module keeps the default launch
+settings, so it shares a system with others.
+
+Each command runs the client's ``main`` with the environment, standard
+streams and exit status of a process of its own (``run_client``), over real
+sockets to the launched gateway: a Python process per command cost about a
+second of CPU each, 158 of them per suite run. What only a process shows
+(reading the config file under HOME and the environment, the exit status
+through ``sys.exit``, a terminal) runs as real subprocesses of
+``python -m client``."""
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import pty
@@ -25,6 +34,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from client import cli
 from tests.e2e.conftest import Launched
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +65,31 @@ def environment(home: Path, url: str | None, token: str | None) -> dict[str, str
     return env
 
 
+def run_client(args: list[str], env: dict[str, str], stdin: str) -> subprocess.CompletedProcess[str]:
+    """``client.cli.main(args)`` (what ``python -m client`` runs) as a process
+    would: ``env`` as its whole environment, ``stdin`` on its standard input,
+    its output captured from pipes (no terminal), its status from its return
+    or ``sys.exit`` (argparse's usage errors)."""
+    saved_env, saved_streams = dict(os.environ), (sys.stdin, sys.stdout, sys.stderr)
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), out, err
+    try:
+        code = cli.main(args)
+    except SystemExit as exited:
+        code = exited.code if isinstance(exited.code, int) else 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+    return subprocess.CompletedProcess(["switchboard", *args], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def switchboard(launched: Launched, tmp_path: Path):  # type: ignore[no-untyped-def]
-    """Runs ``python -m client ARGS`` as alice (or ``token=``), returning the finished process."""
+    """Runs the client with ARGS as alice (or ``token=``), returning the
+    finished command; ``process=True`` runs ``python -m client`` itself."""
 
     def run(
         *args: str,
@@ -65,11 +97,15 @@ def switchboard(launched: Launched, tmp_path: Path):  # type: ignore[no-untyped-
         url: str | None = launched.url,
         stdin: str | None = None,
         env: dict[str, str] | None = None,
+        process: bool = False,
     ) -> subprocess.CompletedProcess[str]:
+        environ = {**environment(tmp_path, url, token), **(env or {})}
+        if not process:
+            return run_client(list(args), environ, stdin or "")
         return subprocess.run(
             [sys.executable, "-m", "client", *args],
             cwd=ROOT,
-            env={**environment(tmp_path, url, token), **(env or {})},
+            env=environ,
             input=stdin if stdin is not None else "",
             capture_output=True,
             text=True,
@@ -373,31 +409,33 @@ def test_context_import_sends_a_project_folders_ideai_files(  # type: ignore[no-
 def test_settings_come_from_a_config_file_under_the_environment_and_errors_have_exit_codes(  # type: ignore[no-untyped-def]
     switchboard, launched: Launched, tmp_path: Path
 ) -> None:
+    # Real processes: the config file under HOME, the environment over it,
+    # and each failure's exit status through sys.exit.
+    client = functools.partial(switchboard, process=True)
     config = tmp_path / ".config" / "switchboard" / "config.toml"  # the default place, under HOME
     config.parent.mkdir(parents=True)
     config.write_text(f'url = "{launched.url}"\ntoken = "{launched.token("bob")}"\n', encoding="utf-8")
-    from_file = switchboard("models", "list", "--json", url=None, token=None)
+    from_file = client("models", "list", "--json", url=None, token=None)
     assert from_file.returncode == 0, from_file.stderr
     # The environment wins over the file: a wrong token there is refused (401: exit 4).
-    refused = switchboard("models", "list", url=None, token="pas-un-jeton")
+    refused = client("models", "list", url=None, token="pas-un-jeton")
     assert refused.returncode == 4 and "UNAUTHENTICATED" in refused.stderr, refused.stderr
-    as_json = switchboard("models", "list", "--json", url=None, token="pas-un-jeton")
+    as_json = client("models", "list", "--json", url=None, token="pas-un-jeton")
     assert json.loads(as_json.stderr)["error"]["status"] == 401
     other = tmp_path / "other.toml"
     other.write_text(f'url = "{launched.url}"\ntoken = "{launched.token("alice")}"\n', encoding="utf-8")
-    assert switchboard("--config", str(other), "models", "list", url=None, token=None).returncode == 0
+    assert client("--config", str(other), "models", "list", url=None, token=None).returncode == 0
     assert (
-        switchboard("models", "list", url=None, token=None, env={"SWITCHBOARD_CONFIG": str(other)}).returncode
-        == 0
+        client("models", "list", url=None, token=None, env={"SWITCHBOARD_CONFIG": str(other)}).returncode == 0
     )
     broken = tmp_path / "broken.toml"
     broken.write_text("url = \n", encoding="utf-8")
-    assert switchboard("models", "list", "--config", str(broken)).returncode == 2
-    assert switchboard("models", "list", "--config", str(tmp_path / "absent.toml")).returncode == 2
+    assert client("models", "list", "--config", str(broken)).returncode == 2
+    assert client("models", "list", "--config", str(tmp_path / "absent.toml")).returncode == 2
 
-    unreachable = switchboard("models", "list", url="http://127.0.0.1:9")
+    unreachable = client("models", "list", url="http://127.0.0.1:9")
     assert unreachable.returncode == 6 and "did not answer" in unreachable.stderr
-    usage = switchboard("runs", "frobnicate")
+    usage = client("runs", "frobnicate")
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
 
 
