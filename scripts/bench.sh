@@ -31,6 +31,9 @@
 # The CPU of a whole system's start, per process, for one or more checkouts
 # started alternately (e.g. --code /tmp/before --code .).
 #   scripts/bench.sh start [--code DIR]... [--starts 3]
+# What a gRPC call, a streamed message, an HTTP request, an SSE event and a
+# SQLite statement and commit cost alone, and one run's fixed pieces together.
+#   scripts/bench.sh hops [--calls 2000] [--smoke]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -43,5 +46,6 @@ case "${1:-}" in
   context) shift; exec .venv/bin/python -m tests.bench.bench_context "$@" ;;
   peer) shift; exec .venv/bin/python -m tests.bench.bench_peer "$@" ;;
   start) shift; exec .venv/bin/python -m tests.bench.bench_system_start "$@" ;;
+  hops) shift; exec .venv/bin/python -m tests.bench.bench_hops "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

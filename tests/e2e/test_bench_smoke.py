@@ -228,3 +228,21 @@ def test_context_bench_smoke_measures_every_counter_and_the_fold() -> None:
     assert results["o200k_base (OpenAI)"]["history_tokens"] != results["estimate (others)"]["history_tokens"]
     fold = results["fold"]
     assert fold["folded_turns"] > 0 and fold["kept_turns"] > 0 and fold["summary_chars"] > 0
+
+
+def test_hops_bench_smoke_prices_every_piece_of_a_run() -> None:
+    """`scripts/bench.sh hops --smoke`: a gRPC call and stream and an HTTP
+    request and SSE stream between real processes, SQLite statements, and
+    one run's fixed pieces priced from them."""
+    from tests.bench import bench_hops
+
+    result = bench_hops.main(["--smoke"])
+    costs = result["per_piece_ms"]
+    assert set(costs) == {*bench_hops.RUN_PIECES, "sqlite3_statement_alone"}
+    # Measured directly; a streamed message is a difference of two streams,
+    # which a smoke run's few calls may not resolve.
+    assert all(costs[piece] > 0 for piece in ("grpc_unary", "http_request", "sql_statement")), costs
+    assert all(isinstance(cost, float) for cost in costs.values()), costs
+    # A statement through SQLAlchemy and a thread hand-off costs more than sqlite3's own.
+    assert costs["sql_statement"] > costs["sqlite3_statement_alone"]
+    assert result["run_total_ms"] == round(sum(result["run_ms"].values()), 2) > 0

@@ -1,0 +1,269 @@
+"""What the pieces every run is made of cost on this machine, alone: a gRPC
+unary call and a streamed message between two processes, an HTTP request and
+an SSE event between two processes (FastAPI on uvicorn, as the gateway), and
+a SQLite statement and commit through SQLAlchemy (as the services) and
+through sqlite3 alone. CPU is summed over client and server.
+
+    scripts/bench.sh hops [--calls 2000] [--smoke]
+
+It ends with what one chat run's fixed pieces cost together, by the counts
+of docs/benchmarks.md ("what a run is made of"): a floor under any run on
+this design that no lever inside the services can remove."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+
+from tests.bench.bench_runs import cpu_seconds
+from tests.processes import ROOT, child_env, free_port
+
+# One chat run's pieces, counted from the floor's call table and SQL counts
+# (docs/benchmarks.md): the gateway's POST and its SSE stream of the run's
+# events; the gateway's StartRun stream from the engine; the engine's unary
+# calls (GetChatContext, AppendEntries twice, ListEntries, RouteMessage, and
+# the gateway's own GetConversation); SQL statements and commits over the
+# four databases.
+RUN_PIECES = {
+    "http_request": 1,
+    "sse_event": 10,
+    "grpc_unary": 6,
+    "grpc_streamed": 10,
+    "sql_statement": 24,
+    "sql_commit": 8,
+}
+# A message of a stream costs the difference between a stream of 1 and
+# one of 1 + STREAMED, divided by STREAMED.
+STREAMED = 20
+TARGET_MS = 10.0  # the lean run path's CPU per run, all processes
+
+_BYTES = (lambda b: b, lambda b: b)  # no protobuf: the transport alone
+
+
+# The servers, each in a process of its own.
+
+
+async def _serve_grpc(port: int) -> None:
+    async def echo(request: bytes, _context: Any) -> bytes:
+        return request
+
+    async def stream(request: bytes, _context: Any) -> AsyncIterator[bytes]:
+        for _ in range(int(request)):
+            yield b"x" * 64
+
+    handlers = {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo, *_BYTES),
+        "Stream": grpc.unary_stream_rpc_method_handler(stream, *_BYTES),
+    }
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Hops", handlers)])
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
+def _serve_http(port: int) -> None:
+    import uvicorn
+    from fastapi import FastAPI
+    from sse_starlette.sse import EventSourceResponse
+
+    app = FastAPI()
+
+    @app.get("/json")
+    async def as_json() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/sse")
+    async def sse(n: int) -> EventSourceResponse:
+        async def events() -> AsyncIterator[dict[str, str]]:
+            for i in range(n):
+                yield {"id": str(i), "event": "step", "data": json.dumps({"i": i})}
+
+        return EventSourceResponse(events())
+
+    print("ready", flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def _server(kind: str, port: int) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "tests.bench.bench_hops", "--serve", kind, "--port", str(port)]
+    process = subprocess.Popen(argv, cwd=ROOT, env=child_env({}), stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    return process
+
+
+# Measuring: the client is this process.
+
+
+async def _measured(calls: int, server_pid: int | None, one: Callable[[], Awaitable[None]]) -> float:
+    """CPU ms per call, this process's and the server's (if another), after a warm-up."""
+
+    def spent() -> float:
+        return time.process_time() + (sum(cpu_seconds(server_pid)) if server_pid else 0.0)
+
+    for _ in range(max(calls // 10, 5)):
+        await one()
+    before = spent()
+    for _ in range(calls):
+        await one()
+    return (spent() - before) / calls * 1e3
+
+
+async def _grpc_costs(calls: int) -> dict[str, float]:
+    port = free_port()
+    server = _server("grpc", port)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            await channel.channel_ready()
+            echo = channel.unary_unary("/bench.Hops/Echo", *_BYTES)
+            stream = channel.unary_stream("/bench.Hops/Stream", *_BYTES)
+
+            async def unary() -> None:
+                await echo(b"x" * 64)
+
+            async def streamed(n: int) -> None:
+                async for _ in stream(str(n).encode()):
+                    pass
+
+            one_call = await _measured(calls, server.pid, unary)
+            with_one = await _measured(calls // 5, server.pid, lambda: streamed(1))
+            with_more = await _measured(calls // 5, server.pid, lambda: streamed(1 + STREAMED))
+        return {"grpc_unary": one_call, "grpc_streamed": (with_more - with_one) / STREAMED}
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def _http_costs(calls: int) -> dict[str, float]:
+    port = free_port()
+    server = _server("http", port)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            for _ in range(100):
+                try:
+                    await client.get("/json")
+                    break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+
+            async def request() -> None:
+                (await client.get("/json")).raise_for_status()
+
+            async def sse(n: int) -> None:
+                async with client.stream("GET", "/sse", params={"n": n}) as response:
+                    async for _ in response.aiter_bytes():
+                        pass
+
+            one_request = await _measured(calls, server.pid, request)
+            with_one = await _measured(calls // 5, server.pid, lambda: sse(1))
+            with_more = await _measured(calls // 5, server.pid, lambda: sse(1 + STREAMED))
+        return {"http_request": one_request, "sse_event": (with_more - with_one) / STREAMED}
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def _sql_costs(calls: int, folder: Path) -> dict[str, float]:
+    from sqlalchemy import text
+
+    from services.shared.db import create_engine
+
+    engine = create_engine(f"sqlite+aiosqlite:///{folder / 'hops.db'}")
+    async with engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)"))
+        await connection.execute(text("INSERT INTO t (id, body) VALUES (1, 'un')"))
+    rows = iter(range(2, 10**9))
+
+    async def read() -> None:
+        async with engine.connect() as connection:
+            (await connection.execute(text("SELECT body FROM t WHERE id = 1"))).one()
+
+    async def write() -> None:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text("INSERT INTO t (id, body) VALUES (:id, 'deux')"), {"id": next(rows)}
+            )
+
+    statement = await _measured(calls, None, read)
+    transaction = await _measured(calls, None, write)
+    await engine.dispose()
+
+    raw = sqlite3.connect(folder / "hops.db")
+    started = time.process_time()
+    for _ in range(calls):
+        raw.execute("SELECT body FROM t WHERE id = 1").fetchone()
+    raw_statement = (time.process_time() - started) / calls * 1e3
+    raw.close()
+    return {
+        "sql_statement": statement,
+        "sql_commit": max(transaction - statement, 0.0),
+        "sqlite3_statement_alone": raw_statement,
+    }
+
+
+def report(costs: dict[str, float]) -> dict[str, Any]:
+    run = {piece: round(count * costs[piece], 2) for piece, count in RUN_PIECES.items()}
+    return {
+        "per_piece_ms": {k: round(v, 4) for k, v in costs.items()},
+        "run_pieces": RUN_PIECES,
+        "run_ms": run,
+        "run_total_ms": round(sum(run.values()), 2),
+        "target_ms": TARGET_MS,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--smoke", action="store_true", help="a few calls, to check the bench runs")
+    parser.add_argument("--serve", choices=["grpc", "http"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve == "grpc":
+        from services.shared.event_loop import run
+
+        run(_serve_grpc(args.port), "uvloop")
+        return {}
+    if args.serve == "http":
+        _serve_http(args.port)
+        return {}
+    calls = 50 if args.smoke else args.calls
+
+    async def measure() -> dict[str, float]:
+        with tempfile.TemporaryDirectory() as folder:
+            return {
+                **await _grpc_costs(calls),
+                **await _http_costs(calls),
+                **await _sql_costs(calls, Path(folder)),
+            }
+
+    from services.shared.event_loop import run
+
+    result = report(run(measure(), "uvloop"))
+    lines = ["| piece | CPU ms each | per run | CPU ms per run |", "|---|---:|---:|---:|"]
+    for piece, each in result["per_piece_ms"].items():
+        count = RUN_PIECES.get(piece)
+        per_run = f"{result['run_ms'][piece]:.2f}" if count else "—"
+        lines.append(f"| {piece} | {each:.3f} | {count or '—'} | {per_run} |")
+    lines.append(
+        f"| **one run's fixed pieces** | | | **{result['run_total_ms']:.2f}** (target {TARGET_MS} in all) |"
+    )
+    print("\n".join(lines))
+    return result
+
+
+if __name__ == "__main__":
+    main()
