@@ -2,7 +2,7 @@
 unary call and a streamed message between two processes, an HTTP request and
 an SSE event between two processes (FastAPI on uvicorn, as the gateway), and
 a SQLite statement and commit through SQLAlchemy (as the services) and
-through sqlite3 alone. CPU is summed over client and server.
+through sqlite3 alone, and embedding a request with the default model. CPU is summed over client and server.
 
     scripts/bench.sh hops [--calls 2000] [--smoke]
 
@@ -35,7 +35,8 @@ from tests.processes import ROOT, child_env, free_port
 # events; the gateway's StartRun stream from the engine; the engine's unary
 # calls (GetChatContext, AppendEntries twice, ListEntries, RouteMessage, and
 # the gateway's own GetConversation); SQL statements and commits over the
-# four databases.
+# four databases; the router's embedding of the request (the default
+# multilingual model), which routing needs on every run.
 RUN_PIECES = {
     "http_request": 1,
     "sse_event": 10,
@@ -43,6 +44,7 @@ RUN_PIECES = {
     "grpc_streamed": 10,
     "sql_statement": 24,
     "sql_commit": 8,
+    "embed_request": 1,
 }
 # A message of a stream costs the difference between a stream of 1 and
 # one of 1 + STREAMED, divided by STREAMED.
@@ -214,6 +216,19 @@ async def _sql_costs(calls: int, folder: Path) -> dict[str, float]:
     }
 
 
+async def _embed_cost(calls: int) -> dict[str, float]:
+    from services.shared.embeddings import EmbedderName, load_embedder
+
+    embedder = load_embedder(EmbedderName.USE_MULTILINGUAL.value)
+    texts = ["Quand est la fenêtre de déploiement ?", "When is the deploy window?"]
+
+    async def one() -> None:
+        embedder.embed([texts[0]])
+        texts.reverse()
+
+    return {"embed_request": await _measured(max(calls // 10, 20), None, one)}
+
+
 def report(costs: dict[str, float]) -> dict[str, Any]:
     run = {piece: round(count * costs[piece], 2) for piece, count in RUN_PIECES.items()}
     return {
@@ -248,6 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 **await _grpc_costs(calls),
                 **await _http_costs(calls),
                 **await _sql_costs(calls, Path(folder)),
+                **await _embed_cost(calls),
             }
 
     from services.shared.event_loop import run
