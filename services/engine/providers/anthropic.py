@@ -25,8 +25,7 @@ from services.engine.providers.base import (
     UsageChunk,
     tool_arguments,
 )
-from services.engine.providers.config import ProviderConfig
-from services.shared.outbound_tls import sdk_context
+from services.engine.providers.config import ProviderConfig, sdk_client_options
 
 # Error types of the API's error objects that another attempt may get past.
 _RETRYABLE_TYPES = ("overloaded_error", "rate_limit_error", "api_error", "timeout_error")
@@ -90,11 +89,7 @@ class AnthropicProvider:
         self.max_output_tokens = config.max_output_tokens
         self._config = config
         self._client = anthropic.AsyncAnthropic(
-            base_url=config.base_url,
-            api_key=api_key or "unused",
-            max_retries=0,
-            timeout=config.timeout,
-            http_client=anthropic.DefaultAsyncHttpxClient(verify=sdk_context()),
+            **sdk_client_options(config, api_key, anthropic.DefaultAsyncHttpxClient)
         )
 
     async def stream(

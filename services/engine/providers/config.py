@@ -5,9 +5,12 @@ the registry that builds them."""
 from __future__ import annotations
 
 import re
-from typing import Literal, Self
+from collections.abc import Callable
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from services.shared.outbound_tls import sdk_context
 
 
 class CliEvents(BaseModel):
@@ -117,3 +120,19 @@ def check_cli_config(config: ProviderConfig) -> None:
             raise ValueError(f"provider {name!r}: session_pattern: {exc}") from exc
         if groups < 1:
             raise ValueError(f"provider {name!r}: session_pattern needs a group for the session id")
+
+
+def sdk_client_options(
+    config: ProviderConfig, api_key: str, http_client: Callable[..., Any]
+) -> dict[str, Any]:
+    """What an API provider's SDK client is built with: the endpoint, no
+    retries of its own (the engine retries and reports attempts), the
+    provider's timeout, and the outbound TLS trust. Local servers (Ollama...)
+    accept any key; the SDKs insist on one."""
+    return {
+        "base_url": config.base_url,
+        "api_key": api_key or "unused",
+        "max_retries": 0,
+        "timeout": config.timeout,
+        "http_client": http_client(verify=sdk_context()),
+    }

@@ -22,8 +22,7 @@ from services.engine.providers.base import (
     ToolSpec,
     UsageChunk,
 )
-from services.engine.providers.config import ProviderConfig
-from services.shared.outbound_tls import sdk_context
+from services.engine.providers.config import ProviderConfig, sdk_client_options
 
 
 def _error(name: str, exc: openai.OpenAIError) -> ProviderError:
@@ -56,13 +55,8 @@ class OpenAIProvider:
         self.kind = "openai"
         self.max_output_tokens = config.max_output_tokens
         self._config = config
-        # Local servers (Ollama...) accept any key; the SDK insists on one.
         self._client = openai.AsyncOpenAI(
-            base_url=config.base_url,
-            api_key=api_key or "unused",
-            max_retries=0,
-            timeout=config.timeout,
-            http_client=openai.DefaultAsyncHttpxClient(verify=sdk_context()),
+            **sdk_client_options(config, api_key, openai.DefaultAsyncHttpxClient)
         )
 
     async def stream(
