@@ -28,6 +28,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_connection,
     AsyncAdapt_aiosqlite_cursor,
     AsyncAdapt_aiosqlite_dbapi,
+    AsyncAdapt_aiosqlite_ss_cursor,
 )
 from sqlalchemy.util.concurrency import await_
 
@@ -117,12 +118,33 @@ class Cursor(AsyncAdapt_aiosqlite_cursor):
         self._rows = collections.deque(rows)
 
 
+class ServerSideCursor(AsyncAdapt_aiosqlite_ss_cursor):
+    """A streamed result (``stream_results``) keeps aiosqlite's own cursor,
+    which reports nothing back: after it, a transaction may be open."""
+
+    __slots__ = ()
+
+    def execute(self, operation: Any, parameters: Any = None) -> Any:
+        self._may_open_a_transaction()
+        return super().execute(operation, parameters)
+
+    def executemany(self, operation: Any, seq_of_parameters: Any) -> Any:
+        self._may_open_a_transaction()
+        return super().executemany(operation, seq_of_parameters)
+
+    def _may_open_a_transaction(self) -> None:
+        connection = self._adapt_connection
+        assert isinstance(connection, Connection)
+        connection.in_transaction = True
+
+
 class Connection(AsyncAdapt_aiosqlite_connection):
     """aiosqlite's connection adapter, with single hand-off cursors and no
     hand-off to end a transaction that is not open."""
 
     __slots__ = ("in_transaction",)
     _cursor_cls = Cursor
+    _ss_cursor_cls = ServerSideCursor
 
     def __init__(self, dbapi: Any, connection: Any) -> None:  # an aiosqlite.Connection
         super().__init__(dbapi, connection)

@@ -5,6 +5,7 @@ transaction is open."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,3 +127,16 @@ async def test_a_failed_statement_raises_sqlalchemys_error_and_the_connection_go
     async with engine.connect() as connection:
         values = (await connection.execute(text("SELECT x FROM t ORDER BY x"))).scalars().all()
     assert values == ["même"]
+
+
+async def test_a_streamed_write_is_committed(engine: AsyncEngine, tmp_path: Path) -> None:
+    """A server-side cursor (stream_results) is aiosqlite's own and reports
+    no transaction state: the commit after it still reaches SQLite."""
+    async with engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE t (x TEXT)"))  # leaves no transaction open
+    async with engine.connect() as connection:
+        result = await connection.stream(text("INSERT INTO t VALUES ('flux') RETURNING x"))
+        assert [tuple(row) async for row in result] == [("flux",)]
+        await connection.commit()
+    with sqlite3.connect(tmp_path / "one.db") as other:  # sees committed rows only
+        assert other.execute("SELECT x FROM t").fetchall() == [("flux",)]
