@@ -12,7 +12,8 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -111,6 +112,21 @@ class MethodHandlerCache(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         )
 
 
+class CannotListen(RuntimeError):
+    """An address the service must listen on cannot be bound."""
+
+
+@contextmanager
+def _listening(address: str, what: str = "") -> Iterator[None]:
+    """A failure to bind ``address`` (gRPC's RuntimeError "Failed to bind to
+    address", the metrics server's OSError) as CannotListen, naming it."""
+    try:
+        yield
+    except (RuntimeError, OSError) as error:
+        purpose = f" ({what})" if what else ""
+        raise CannotListen(f"cannot listen on {address}{purpose}: {error}") from error
+
+
 async def start_service(
     settings: ServiceSettings,
     register: Callable[[grpc.aio.Server], Sequence[str]],
@@ -148,13 +164,11 @@ async def start_service(
     reflection.enable_server_reflection(
         [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
     )
-    try:
+    with _listening(settings.address):
         if credentials is None:
             port = server.add_insecure_port(settings.address)
         else:
             port = server.add_secure_port(settings.address, credentials)
-    except RuntimeError as error:  # gRPC's "Failed to bind to address"
-        raise CannotListen(f"cannot listen on {settings.address}: {error}") from error
     await server.start()
     probe_server = await _start_probe_server(settings, health_servicer)
     for name in ["", *names]:
@@ -172,10 +186,6 @@ async def start_service(
     return RunningService(server, port, health_servicer, list(closers), list(drainers), probe_server)
 
 
-class CannotListen(RuntimeError):
-    """An address the service must listen on cannot be bound."""
-
-
 async def _start_probe_server(
     settings: ServiceSettings, health_servicer: health.aio.HealthServicer
 ) -> grpc.aio.Server | None:
@@ -186,10 +196,8 @@ async def _start_probe_server(
     probe_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probe_server)
     address = f"{settings.host}:{settings.health_port}"
-    try:
+    with _listening(address, "health probes"):
         probe_server.add_insecure_port(address)
-    except RuntimeError as error:
-        raise CannotListen(f"cannot listen on {address} (health probes): {error}") from error
     await probe_server.start()
     return probe_server
 
@@ -262,11 +270,8 @@ def main(
         return
     setup_telemetry(settings.service_name, settings.otlp_endpoint)
     try:
-        try:
+        with _listening(f"{settings.host}:{settings.metrics_port}", "metrics"):
             serve_metrics(settings.host, settings.metrics_port)
-        except OSError as error:
-            address = f"{settings.host}:{settings.metrics_port}"
-            raise CannotListen(f"cannot listen on {address} (metrics): {error}") from error
         run(_serve(settings, build), settings.event_loop)
     except CannotListen as error:
         print(f"{settings.service_name} cannot start: {error}", file=sys.stderr)

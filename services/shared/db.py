@@ -11,8 +11,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from services.shared import sqlite_driver
-
 
 def create_engine(url: str) -> AsyncEngine:
     """An engine for ``url``; for SQLite, creates the folder and turns on WAL so
@@ -24,7 +22,10 @@ def create_engine(url: str) -> AsyncEngine:
         # One connection per process: writers queue in the pool (a cheap
         # async wait) instead of colliding in SQLite's busy handler, which
         # sleeps 1-100 ms per retry. Statements here take well under 1 ms.
-        # aiosqlite's adapter, one thread hand-off per statement.
+        # aiosqlite's adapter, one thread hand-off per statement (imported
+        # here: a PostgreSQL service never loads aiosqlite).
+        from services.shared import sqlite_driver
+
         options = {"module": sqlite_driver.module()} if parsed.get_driver_name() == "aiosqlite" else {}
         engine = create_async_engine(url, pool_size=1, max_overflow=0, **options)
 

@@ -13,22 +13,23 @@ this design that no lever inside the services can remove."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 import httpx
+from grpc_health.v1 import health, health_pb2_grpc
 
+from services.shared.event_loop import run
 from tests.bench.bench_runs import cpu_seconds
-from tests.processes import ROOT, child_env, free_port
+from tests.processes import ROOT, child_env, free_port, process, wait_grpc_serving, wait_http_ok
 
 # One chat run's pieces, counted from the floor's call table and SQL counts
 # (docs/benchmarks.md): the gateway's POST and its SSE stream of the run's
@@ -71,9 +72,9 @@ async def _serve_grpc(port: int) -> None:
     }
     server = grpc.aio.server()
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Hops", handlers)])
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)  # for the start-up wait
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
-    print("ready", flush=True)
     await server.wait_for_termination()
 
 
@@ -96,15 +97,20 @@ def _serve_http(port: int) -> None:
 
         return EventSourceResponse(events())
 
-    print("ready", flush=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-def _server(kind: str, port: int) -> subprocess.Popen[str]:
+@asynccontextmanager
+async def _server(kind: str, folder: Path) -> AsyncIterator[tuple[int, int]]:
+    """A ``kind`` server in a process of its own, serving: its pid and port."""
+    port, log = free_port(), folder / f"{kind}.log"
     argv = [sys.executable, "-m", "tests.bench.bench_hops", "--serve", kind, "--port", str(port)]
-    process = subprocess.Popen(argv, cwd=ROOT, env=child_env({}), stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-    return process
+    async with process(argv, child_env({}), log, cwd=ROOT) as child:
+        if kind == "grpc":
+            await wait_grpc_serving(f"127.0.0.1:{port}", log)
+        else:
+            await wait_http_ok(f"http://127.0.0.1:{port}/json", log)
+        yield child.pid, port
 
 
 # Measuring: the client is this process.
@@ -124,58 +130,55 @@ async def _measured(calls: int, server_pid: int | None, one: Callable[[], Awaita
     return (spent() - before) / calls * 1e3
 
 
-async def _grpc_costs(calls: int) -> dict[str, float]:
-    port = free_port()
-    server = _server("grpc", port)
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            await channel.channel_ready()
-            echo = channel.unary_unary("/bench.Hops/Echo", *_BYTES)
-            stream = channel.unary_stream("/bench.Hops/Stream", *_BYTES)
+async def _call_and_message(
+    calls: int,
+    server_pid: int,
+    call: Callable[[], Awaitable[None]],
+    stream: Callable[[int], Awaitable[None]],
+) -> tuple[float, float]:
+    """CPU ms of one ``call()``, and of one message more in ``stream(n)``:
+    the difference between a stream of 1 and one of 1 + STREAMED."""
+    one_call = await _measured(calls, server_pid, call)
+    with_one = await _measured(calls // 5, server_pid, lambda: stream(1))
+    with_more = await _measured(calls // 5, server_pid, lambda: stream(1 + STREAMED))
+    return one_call, (with_more - with_one) / STREAMED
 
-            async def unary() -> None:
-                await echo(b"x" * 64)
 
-            async def streamed(n: int) -> None:
-                async for _ in stream(str(n).encode()):
+async def _grpc_costs(calls: int, folder: Path) -> dict[str, float]:
+    async with (
+        _server("grpc", folder) as (pid, port),
+        grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+    ):
+        echo = channel.unary_unary("/bench.Hops/Echo", *_BYTES)
+        stream = channel.unary_stream("/bench.Hops/Stream", *_BYTES)
+
+        async def unary() -> None:
+            await echo(b"x" * 64)
+
+        async def streamed(n: int) -> None:
+            async for _ in stream(str(n).encode()):
+                pass
+
+        call, message = await _call_and_message(calls, pid, unary, streamed)
+    return {"grpc_unary": call, "grpc_streamed": message}
+
+
+async def _http_costs(calls: int, folder: Path) -> dict[str, float]:
+    async with (
+        _server("http", folder) as (pid, port),
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client,
+    ):
+
+        async def request() -> None:
+            (await client.get("/json")).raise_for_status()
+
+        async def sse(n: int) -> None:
+            async with client.stream("GET", "/sse", params={"n": n}) as response:
+                async for _ in response.aiter_bytes():
                     pass
 
-            one_call = await _measured(calls, server.pid, unary)
-            with_one = await _measured(calls // 5, server.pid, lambda: streamed(1))
-            with_more = await _measured(calls // 5, server.pid, lambda: streamed(1 + STREAMED))
-        return {"grpc_unary": one_call, "grpc_streamed": (with_more - with_one) / STREAMED}
-    finally:
-        server.terminate()
-        server.wait(10)
-
-
-async def _http_costs(calls: int) -> dict[str, float]:
-    port = free_port()
-    server = _server("http", port)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            for _ in range(100):
-                try:
-                    await client.get("/json")
-                    break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-
-            async def request() -> None:
-                (await client.get("/json")).raise_for_status()
-
-            async def sse(n: int) -> None:
-                async with client.stream("GET", "/sse", params={"n": n}) as response:
-                    async for _ in response.aiter_bytes():
-                        pass
-
-            one_request = await _measured(calls, server.pid, request)
-            with_one = await _measured(calls // 5, server.pid, lambda: sse(1))
-            with_more = await _measured(calls // 5, server.pid, lambda: sse(1 + STREAMED))
-        return {"http_request": one_request, "sse_event": (with_more - with_one) / STREAMED}
-    finally:
-        server.terminate()
-        server.wait(10)
+        call, message = await _call_and_message(calls, pid, request, sse)
+    return {"http_request": call, "sse_event": message}
 
 
 async def _sql_costs(calls: int, folder: Path) -> dict[str, float]:
@@ -248,8 +251,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve == "grpc":
-        from services.shared.event_loop import run
-
         run(_serve_grpc(args.port), "uvloop")
         return {}
     if args.serve == "http":
@@ -260,13 +261,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     async def measure() -> dict[str, float]:
         with tempfile.TemporaryDirectory() as folder:
             return {
-                **await _grpc_costs(calls),
-                **await _http_costs(calls),
+                **await _grpc_costs(calls, Path(folder)),
+                **await _http_costs(calls, Path(folder)),
                 **await _sql_costs(calls, Path(folder)),
                 **await _embed_cost(calls),
             }
-
-    from services.shared.event_loop import run
 
     result = report(run(measure(), "uvloop"))
     lines = ["| piece | CPU ms each | per run | CPU ms per run |", "|---|---:|---:|---:|"]
