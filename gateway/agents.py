@@ -5,6 +5,7 @@ rotation segments with their handoff summaries, and its export and import."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Annotated, Any
 
@@ -159,7 +160,8 @@ async def ask_agent(
     """Asks an agent: a run of that agent on its one shared thread, with the
     requester and correlation id on every entry; streamed like a message."""
     check_message(request, body.message)
-    stream = deps.engine(request).AskAgent(
+    start = functools.partial(
+        deps.engine(request).AskAgent,
         engine_service_pb2.AskAgentRequest(
             request_id=body.request_id or str(uuid.uuid4()),
             requester=body.requester,
@@ -171,7 +173,7 @@ async def ask_agent(
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user, caller_role(request)),
     )
-    return await stream_run(stream, request, user)
+    return await stream_run(start, request, user)
 
 
 @router.get("/agents/{agent_id}/entries", response_model=responses.AgentEntryPage, tags=["agents"])

@@ -4,7 +4,9 @@ routes live in gateway.personal, gateway.catalog and gateway.agents."""
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
@@ -24,7 +26,7 @@ from gateway.schemas import (
     MessageBody,
     UpdateConversationBody,
 )
-from gateway.streams import first_event, stream_run
+from gateway.streams import open_run, stream_run
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -201,7 +203,8 @@ async def post_message(
     """Starts a run on the message and streams its events (see Server-Sent
     Events); with `"background": true`, answers 202 with the run's id at once."""
     check_message(request, body.message)
-    stream = deps.engine(request).StartRun(
+    start = functools.partial(
+        deps.engine(request).StartRun,
         engine_service_pb2.StartRunRequest(
             request_id=body.request_id or str(uuid.uuid4()),
             conversation_id=conversation_id,
@@ -217,17 +220,15 @@ async def post_message(
         metadata=user_metadata(user),
     )
     if body.background:
-        return await _background(stream)
-    return await stream_run(stream, request, user)
+        return await _background(start)
+    return await stream_run(start, request, user)
 
 
-async def _background(stream: Any) -> Response:
+async def _background(start: Callable[[], Any]) -> Response:
     """202 with the run's id: the engine's stream carries only the run's first
     event, and the run does not depend on anyone listening."""
-    try:
-        first = await first_event(stream)
-    finally:
-        stream.cancel()
+    stream, first = await open_run(start)
+    stream.cancel()
     if first is None:  # the engine always sends run_started; never seen
         raise ApiError(502, "BAD_GATEWAY", "the engine started no run", "ERROR_REASON_DEPENDENCY_UNAVAILABLE")
     location = f"/api/agent/runs/{first.run_id}"
@@ -288,12 +289,13 @@ async def run_events(
 ) -> EventSourceResponse | Response:
     """The run's events after Last-Event-ID (0 = all), then live until it ends."""
     after = int(last_event_id or 0)
-    stream = deps.engine(request).WatchRun(
+    start = functools.partial(
+        deps.engine(request).WatchRun,
         engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),
     )
-    return await stream_run(stream, request, user)
+    return await stream_run(start, request, user)
 
 
 @router.get("/runs/{run_id}/deliveries", response_model=responses.WebhookDeliveries, tags=["runs"])

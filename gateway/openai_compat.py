@@ -27,6 +27,7 @@ relay, resumed on another engine replica the same way."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -48,7 +49,7 @@ from gateway.api import check_message
 from gateway.catalog import configured_models
 from gateway.deps import User, rpc
 from gateway.errors import HTTP_STATUS, ApiError, from_rpc_error
-from gateway.streams import Relay, first_event, sse_response
+from gateway.streams import Relay, open_run, sse_response
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -608,7 +609,8 @@ async def chat_completions(
                 CONVERSATION_HEADER,
             )
         headers: dict[str, str] = {}
-        stream = deps.engine(request).AskAgent(
+        start = functools.partial(
+            deps.engine(request).AskAgent,
             engine_service_pb2.AskAgentRequest(
                 request_id=str(uuid.uuid4()),
                 requester="user",
@@ -622,7 +624,8 @@ async def chat_completions(
     else:
         await _check_model(request, user, body.model)
         headers = await _conversation(request, user, conversation_id, exchange)
-        stream = deps.engine(request).StartRun(
+        start = functools.partial(
+            deps.engine(request).StartRun,
             engine_service_pb2.StartRunRequest(
                 request_id=str(uuid.uuid4()),
                 conversation_id=headers[CONVERSATION_HEADER],
@@ -635,7 +638,7 @@ async def chat_completions(
             metadata=user_metadata(user),
         )
     try:
-        first = await first_event(stream)
+        stream, first = await open_run(start)
     except grpc.aio.AioRpcError as error:
         raise _refusal(error, None, headers) from error
     if first is None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -34,6 +34,7 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.events import to_sse
+from services.shared.clients import retry_unavailable
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 
@@ -50,16 +51,25 @@ def is_terminal(event: engine_pb2.RunEvent) -> bool:
     return event.WhichOneof("kind") in ("final", "error")
 
 
-async def first_event(stream: Any) -> engine_pb2.RunEvent | None:
-    """The stream's first event, None when it has nothing to send (a
-    finished run). Read before any response is started, so a refused run is
-    an HTTP error (400, 404, 413...) rather than a 200 stream."""
-    try:
-        first = await stream.read()
-    except grpc.aio.AioRpcError:
-        stream.cancel()
-        raise
-    return None if first is grpc.aio.EOF else first.event
+async def open_run(start: Callable[[], Any]) -> tuple[Any, engine_pb2.RunEvent | None]:
+    """The stream ``start`` opens, and its first event: None when it has
+    nothing to send (a finished run). Read before any response is started, so
+    a refused run is an HTTP error (400, 404, 413...) rather than a 200 stream.
+
+    An engine replica lost before the first event (UNAVAILABLE: killed,
+    rolled out) is asked again, on the channel's other replicas: every start
+    carries a request_id and watching is a read, so the retry is the same run
+    (its events, or its "interrupted" settlement), never a second one."""
+    async for attempt in retry_unavailable():
+        with attempt:
+            stream = start()
+            try:
+                first = await stream.read()
+            except grpc.aio.AioRpcError:
+                stream.cancel()
+                raise
+            return stream, (None if first is grpc.aio.EOF else first.event)
+    raise AssertionError("unreachable: tenacity reraises the last error")
 
 
 def sse_response(
@@ -75,10 +85,10 @@ def sse_response(
     )
 
 
-async def stream_run(stream: Any, request: Request, user: str) -> EventSourceResponse | Response:
-    """The run's events as SSE, after its first one (see first_event). A
+async def stream_run(start: Callable[[], Any], request: Request, user: str) -> EventSourceResponse | Response:
+    """The run's events as SSE, after its first one (see open_run). A
     stream with nothing left to send (a finished run) is 204."""
-    first = await first_event(stream)
+    stream, first = await open_run(start)
     if first is None:
         return Response(status_code=204)
     return sse_response(Relay(request, user, stream, first).events(), request)

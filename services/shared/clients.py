@@ -63,12 +63,20 @@ async def call(
     is ``timeout``, cut to what is left of the call being served, if any."""
     if not idempotent:
         return await method(request, timeout=bounded(timeout), metadata=metadata)
-    async for attempt in AsyncRetrying(
+    async for attempt in retry_unavailable(attempts):
+        with attempt:
+            return await method(request, timeout=bounded(timeout), metadata=metadata)
+    raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+def retry_unavailable(attempts: int = 3) -> AsyncRetrying:
+    """Tenacity's loop for a call that is safe to repeat: retried with
+    jittered backoff while the service is UNAVAILABLE, every other error (and
+    the last UNAVAILABLE) raised as is. With a round-robin channel a retry
+    goes to another replica when the first is gone."""
+    return AsyncRetrying(
         retry=retry_if_exception(_is_unavailable),
         stop=stop_after_attempt(attempts),
         wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
         reraise=True,
-    ):
-        with attempt:
-            return await method(request, timeout=bounded(timeout), metadata=metadata)
-    raise AssertionError("unreachable: tenacity reraises the last error")
+    )

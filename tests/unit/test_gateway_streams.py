@@ -276,3 +276,124 @@ async def test_a_stuck_last_write_ends_the_response_after_the_send_timeout() -> 
     # The event went out, then the last write was tried and given up.
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body", "http.response.body"]
     assert sent[-1].get("more_body", False) is False
+
+
+def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
+
+
+class LostReplica:
+    """A stream whose engine replica dies before its first event."""
+
+    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+        self.error = error
+        self.cancelled = asyncio.Event()
+
+    async def read(self) -> Any:
+        raise self.error
+
+    def cancel(self) -> bool:
+        self.cancelled.set()
+        return True
+
+
+class FlakyEngine(FakeEngine):
+    """Every way a run's stream is opened (StartRun, AskAgent, WatchRun)
+    fails with ``errors`` in turn before a replica answers; records each
+    request it was sent."""
+
+    def __init__(self, *errors: grpc.aio.AioRpcError) -> None:
+        super().__init__(gap=0)
+        self.errors = list(errors)
+        self.requests: list[Any] = []
+        self.lost: list[LostReplica] = []
+
+    def _open(self, request: Any, after: int = 0) -> Any:
+        self.requests.append(request)
+        if self.errors:
+            self.lost.append(LostReplica(self.errors.pop(0)))
+            return self.lost[-1]
+        call = FakeCall("run-1", after, self.gap)
+        self.calls.append(call)
+        return call
+
+    def StartRun(self, request: engine_service_pb2.StartRunRequest, **_: Any) -> Any:  # noqa: N802
+        return self._open(request)
+
+    def AskAgent(self, request: engine_service_pb2.AskAgentRequest, **_: Any) -> Any:  # noqa: N802
+        return self._open(request)
+
+    def WatchRun(self, request: engine_service_pb2.WatchRunRequest, **_: Any) -> Any:  # noqa: N802
+        return self._open(request, request.after_sequence)
+
+
+LOST = "Stream removed (Socket closed)"
+STREAMS = [
+    ("POST", "/api/agent/conversations/c/messages", {"message": "Résume la réunion d'hier"}),
+    (
+        "POST",
+        "/api/agent/conversations/c/messages",
+        {"message": "Summarise yesterday's meeting", "request_id": "r-7"},
+    ),
+    ("POST", "/api/agent/agents/qa/asks", {"message": "Où en est la tâche 3 ?", "requester": "main"}),
+    ("GET", "/api/agent/runs/run-1/events", None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), STREAMS)
+async def test_a_replica_lost_before_the_first_event_is_asked_again_for_the_same_run(
+    method: str, path: str, body: Any
+) -> None:
+    """The engine replica a start reached dies before answering (kill -9,
+    rollout): the gateway asks again with the same request, so the client
+    gets the run's whole stream, and a start's retry carries the same
+    request_id (the engine's idempotency key), never a second run."""
+    engine = FlakyEngine(rpc_error(grpc.StatusCode.UNAVAILABLE, LOST))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
+    ) as client:
+        response = await client.request(method, path, json=body)
+    assert response.status_code == 200, response.text
+    assert response.text.count("event: delta") == EVENTS - 1 and "event: final" in response.text
+    first, retry = engine.requests
+    assert first == retry
+    if body is not None:
+        assert first.request_id and first.request_id == body.get("request_id", first.request_id)
+        assert first.message == body["message"]
+    assert engine.lost[0].cancelled.is_set()
+
+
+async def test_a_background_start_is_asked_again_too() -> None:
+    engine = FlakyEngine(rpc_error(grpc.StatusCode.UNAVAILABLE, LOST))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
+    ) as client:
+        response = await client.post(
+            "/api/agent/conversations/c/messages", json={"message": "later", "background": True}
+        )
+    assert response.status_code == 202, response.text
+    assert response.json()["run_id"] == "run-1"
+    assert len(engine.requests) == 2 and engine.requests[0].request_id == engine.requests[1].request_id
+
+
+@pytest.mark.parametrize(
+    ("errors", "status", "calls"),
+    [
+        # Refused by the engine: an answer, not a lost replica. Never repeated.
+        ([rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "bad model")], 400, 1),
+        ([rpc_error(grpc.StatusCode.INTERNAL, "bug")], 500, 1),
+        # No replica answers: three tries, then 503.
+        ([rpc_error(grpc.StatusCode.UNAVAILABLE, LOST)] * 3, 503, 3),
+    ],
+)
+async def test_only_a_lost_replica_is_asked_again_and_only_so_often(
+    errors: list[grpc.aio.AioRpcError], status: int, calls: int
+) -> None:
+    engine = FlakyEngine(*errors)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
+    ) as client:
+        response = await client.post("/api/agent/conversations/c/messages", json={"message": "hello"})
+    assert response.status_code == status, response.text
+    assert len(engine.requests) == calls
+    assert all(lost.cancelled.is_set() for lost in engine.lost)
