@@ -2,7 +2,8 @@
 button cancels a streaming run; cancelled, budget exceeded, failed and
 waiting for approval each look distinct and give their cause (after a
 reload too); a model's Markdown is rendered, its HTML sanitised, and code
-blocks have a copy button.
+blocks have a copy button; a stream that keeps dropping is followed until the
+run ends, and one that ends before the run started says so.
 
 The Markdown and the failure come over the real wire from a scripted
 OpenAI-compatible model (a local server the engine calls as a provider);
@@ -14,7 +15,8 @@ from __future__ import annotations
 import json
 import re
 
-from playwright.sync_api import Page, Route, expect
+import pytest
+from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
@@ -22,6 +24,7 @@ from tests.e2e.web import (
     RUN_TIMEOUT,
     SCRIPTED_MODEL,
     create_instruction_page,
+    logged_in,
     scripted_provider_env,
     send,
     shot,
@@ -182,3 +185,67 @@ def test_a_dropped_stream_resumes_with_last_event_id_and_loses_nothing(
     answer = run.locator(".answer").inner_text()
     assert answer.count("You asked") == 1 and "This answer comes from" in answer, answer
     expect(run.locator(".run-status")).to_be_hidden()
+
+
+def cut_after_third_delta(route: Route) -> None:
+    """The real stream, cut short on its way to the page after three pieces of the answer."""
+    response = route.fetch()
+    events = re.split(r"\r?\n\r?\n", response.text())
+    deltas = [n for n, event in enumerate(events) if "event: delta" in event]
+    route.fulfill(response=response, body="\r\n\r\n".join(events[: deltas[2] + 1]) + "\r\n\r\n")
+
+
+def test_a_stream_that_keeps_dropping_is_followed_until_the_run_ends(page: Page) -> None:
+    """After the cut, the next six reconnections fail (more than the page
+    tries in a row): the page asks the run's record, waits while it goes on,
+    and follows it again from the last event it showed, so the whole answer
+    arrives once and the run reads as done (not a block with no ending)."""
+    reconnections: list[str] = []
+    records: list[str] = []
+
+    def drop_six(route: Route) -> None:
+        reconnections.append(route.request.headers.get("last-event-id", ""))
+        if len(reconnections) <= 6:
+            route.abort("connectionreset")
+        else:
+            route.continue_()
+
+    page.on("request", lambda r: records.append(r.url) if re.search(r"/runs/[^/]+$", r.url) else None)
+    page.route("**/messages", cut_after_third_delta)
+    page.route("**/runs/*/events", drop_six)
+    page.fill("#message", "Write a long weekly status report for my team with every detail you know")
+    page.click("#send")
+    run = page.locator("#log .run").last
+    expect(run).to_have_attribute("data-status", "done", timeout=3 * RUN_TIMEOUT)
+    expect(run.locator(".meta")).to_have_text(re.compile("^Model: "))
+    answer = run.locator(".answer").inner_text()
+    assert answer.count("You asked") == 1 and "This answer comes from" in answer, answer
+    expect(run.locator(".run-status")).to_be_hidden()
+    # All seven from the last event shown before the cut.
+    assert len(reconnections) == 7 and len(set(reconnections)) == 1, reconnections
+    assert int(reconnections[0]) > 3, reconnections
+    assert records, "the page asked the run's record before following it again"
+
+
+@pytest.mark.parametrize(
+    ("locale", "ending", "cause"),
+    [
+        ("en-GB", "Failed", "The server closed the stream before the run started."),
+        ("fr-FR", "Échec", "Le serveur a fermé le flux avant le début de l'exécution."),
+    ],
+)
+def test_a_stream_that_ends_before_the_run_started_says_so(
+    browser: Browser, launched: Launched, locale: str, ending: str, cause: str
+) -> None:
+    with logged_in(browser, launched, locale=locale) as page:
+        page.route(
+            "**/messages",
+            lambda route: route.fulfill(status=200, content_type="text/event-stream", body=""),
+        )
+        page.fill("#message", "Bonjour, où en est le projet ?")
+        page.click("#send")
+        status = page.locator("#log .run .run-status")
+        expect(status).to_have_class(re.compile("status-failed"), timeout=RUN_TIMEOUT)
+        expect(status).to_contain_text(ending)
+        expect(status).to_contain_text(cause)
+        expect(page.locator("#send")).to_be_enabled()

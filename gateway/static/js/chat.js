@@ -3,7 +3,7 @@
 // as SSE (steps, answer as Markdown, model, skill, sources read, router
 // decision, how the run ended and why), and instruction proposals.
 
-import { API, $, el, followRun, guard, json } from "./core.js";
+import { API, $, el, followRun, guard, json, sleep } from "./core.js";
 import { language, t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
 import { errorCause, noticeView } from "./notices.js";
@@ -323,12 +323,33 @@ export async function stopRun() {
   }
 }
 
+// How long to wait before following a run again whose stream kept dropping.
+const REFOLLOW_MS = 3000;
+
 async function stream(block, request) {
   setRunning(block);
+  const options = {
+    onError: (message) => showEnding(block, "failed", message),
+  };
+  const onEvent = (event, data) => onRunEvent(block, event, data);
   try {
-    await followRun(request, (event, data) => onRunEvent(block, event, data), {
-      onError: (message) => showEnding(block, "failed", message),
-    });
+    let followed = await followRun(request, onEvent, options);
+    // The stream kept dropping before the run's end: while the run's record
+    // says it goes on, follow it again from the last event seen (Stop still
+    // works); once it has ended, its stored events are read to the end, and
+    // if even that fails the record says how it ended. Never left blank.
+    while (!followed.ended) {
+      const { runId, lastId } = followed;
+      if (!runId) throw new Error(t("The server closed the stream before the run started."));
+      const run = await json(`/runs/${runId}`);
+      if (run.status === "running") await sleep(REFOLLOW_MS);
+      const again = () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": lastId } });
+      followed = await followRun(again, onEvent, { ...options, runId, lastId });
+      if (!followed.ended && run.status !== "running") {
+        showRunRecord(block, run);
+        break;
+      }
+    }
   } catch (error) {
     showEnding(block, "failed", error.message);
   } finally {

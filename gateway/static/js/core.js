@@ -82,30 +82,40 @@ export function parseSse(buffer, onEvent) {
 }
 
 const TERMINAL = new Set(["final", "error"]);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // Reads a run's stream to its end. A connection dropped before the terminal
 // event is reopened on /runs/{id}/events with the last id seen as
-// Last-Event-ID, so no event is lost or shown twice.
-export async function followRun(request, onEvent, { onError, attempts = 5 } = {}) {
-  let runId = null;
-  let lastId = "0";
+// Last-Event-ID, so no event is lost or shown twice. It gives up after
+// `attempts` reopenings in a row that bring no new event (one that does
+// starts the count again). Returns { ended, runId, lastId }: ended once the
+// terminal event came or `onError` was told; otherwise the caller decides
+// (runId and lastId say where to follow from). `runId` and `lastId` given
+// continue a run already followed.
+export async function followRun(request, onEvent, { onError, attempts = 5, runId = null, lastId = "0" } = {}) {
   let ended = false;
   let next = request;
-  for (let attempt = 0; attempt <= attempts && !ended; attempt++) {
+  let failures = 0;
+  const reopen = () => {
+    const resumeFrom = lastId;
+    next = () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": resumeFrom } });
+  };
+  while (!ended && failures <= attempts) {
+    const seen = lastId;
     let response;
     try {
       response = await next();
     } catch {
       if (!runId) throw new Error(t("The server cannot be reached. Check your connection and try again."));
-      await sleep(300 * (attempt + 1));
+      failures += 1;
+      await sleep(300 * failures);
       continue;
     }
-    if (response.status === 204) return;
+    if (response.status === 204) break;
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
       onError(refusalMessage(response, body));
-      return;
+      return { ended: true, runId, lastId };
     }
     try {
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -121,13 +131,14 @@ export async function followRun(request, onEvent, { onError, attempts = 5 } = {}
         });
       }
     } catch {
-      // The connection dropped mid-stream: resume below.
+      // The connection dropped mid-stream: reopened below.
     }
-    if (ended || !runId) return;
-    const resumeFrom = lastId;
-    next = () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": resumeFrom } });
-    if (attempt > 0) await sleep(300 * attempt);
+    if (ended || !runId) break;
+    failures = lastId === seen ? failures + 1 : 0;
+    reopen();
+    if (failures > 0) await sleep(300 * failures);
   }
+  return { ended, runId, lastId };
 }
 
 export function download(name, text, type = "application/json") {
