@@ -9,9 +9,10 @@ write stuck on a full socket for ``sse_send_timeout`` closes the connection —
 the response's last write included (``_Response``).
 
 A stream broken by UNAVAILABLE/UNKNOWN/INTERNAL is reopened with WatchRun
-after the last event sent: the engine replica holding it went away (crash,
-rollout), and another replica serves the rest of the run from the database,
-including the "interrupted" settlement once the dead replica's lease expires.
+after the last event sent (after 50 ms, backing off to once a second): the
+engine replica holding it went away (crash, rollout), and another replica
+serves the rest of the run from the database, including the "interrupted"
+settlement once the dead replica's lease expires.
 
 When the client goes away before the run's terminal event, the run goes on
 (``disconnect_policy=continue``, the default) or is cancelled (``cancel``).
@@ -144,6 +145,7 @@ class Relay:
     async def _pump(self) -> None:
         current, last = self._stream, self._first
         resume_deadline: float | None = None
+        reopened = 0  # in a row, without an event between
         try:
             if not self._offer(to_sse(last), is_terminal(last)):
                 return
@@ -162,7 +164,8 @@ class Relay:
                         self._offer(_interrupted(self.run_id, error), True)
                         return
                     current.cancel()
-                    await asyncio.sleep(min(1.0, self._settings.stream_resume_seconds / 10))
+                    await asyncio.sleep(self._resume_pause(reopened))
+                    reopened += 1
                     current = self._app.state.engine.WatchRun(
                         engine_service_pb2.WatchRunRequest(run_id=self.run_id, after_sequence=last.sequence),
                         timeout=self._settings.run_stream_timeout,
@@ -171,13 +174,19 @@ class Relay:
                     continue
                 if response is grpc.aio.EOF:
                     return
-                resume_deadline = None
+                resume_deadline, reopened = None, 0
                 last = response.event
                 if not self._offer(to_sse(last), is_terminal(last)):
                     return
         finally:
             current.cancel()
             self._queue.put_nowait(None)
+
+    def _resume_pause(self, reopened: int) -> float:
+        """How long to wait before reopening a broken stream: 50 ms at
+        first (another replica, or the restarted one, usually answers at
+        once), doubling each time in a row up to a second."""
+        return float(min(0.05 * 2**reopened, 1.0, self._settings.stream_resume_seconds / 10))
 
     async def events(self) -> AsyncIterator[dict[str, str]]:
         pump = asyncio.create_task(self._pump())

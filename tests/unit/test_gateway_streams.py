@@ -328,6 +328,16 @@ class FlakyEngine(FakeEngine):
 
 
 LOST = "Stream removed (Socket closed)"
+
+
+async def request(engine: Any, method: str, path: str, body: Any = None) -> httpx.Response:
+    """One request to a gateway whose engine is ``engine``."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
+    ) as client:
+        return await client.request(method, path, json=body)
+
+
 STREAMS = [
     ("POST", "/api/agent/conversations/c/messages", {"message": "Résume la réunion d'hier"}),
     (
@@ -349,10 +359,7 @@ async def test_a_replica_lost_before_the_first_event_is_asked_again_for_the_same
     gets the run's whole stream, and a start's retry carries the same
     request_id (the engine's idempotency key), never a second run."""
     engine = FlakyEngine(rpc_error(grpc.StatusCode.UNAVAILABLE, LOST))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
-    ) as client:
-        response = await client.request(method, path, json=body)
+    response = await request(engine, method, path, body)
     assert response.status_code == 200, response.text
     assert response.text.count("event: delta") == EVENTS - 1 and "event: final" in response.text
     first, retry = engine.requests
@@ -365,12 +372,9 @@ async def test_a_replica_lost_before_the_first_event_is_asked_again_for_the_same
 
 async def test_a_background_start_is_asked_again_too() -> None:
     engine = FlakyEngine(rpc_error(grpc.StatusCode.UNAVAILABLE, LOST))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
-    ) as client:
-        response = await client.post(
-            "/api/agent/conversations/c/messages", json={"message": "later", "background": True}
-        )
+    response = await request(
+        engine, "POST", "/api/agent/conversations/c/messages", {"message": "later", "background": True}
+    )
     assert response.status_code == 202, response.text
     assert response.json()["run_id"] == "run-1"
     assert len(engine.requests) == 2 and engine.requests[0].request_id == engine.requests[1].request_id
@@ -390,10 +394,45 @@ async def test_only_a_lost_replica_is_asked_again_and_only_so_often(
     errors: list[grpc.aio.AioRpcError], status: int, calls: int
 ) -> None:
     engine = FlakyEngine(*errors)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t"
-    ) as client:
-        response = await client.post("/api/agent/conversations/c/messages", json={"message": "hello"})
+    response = await request(engine, "POST", "/api/agent/conversations/c/messages", {"message": "hello"})
     assert response.status_code == status, response.text
     assert len(engine.requests) == calls
     assert all(lost.cancelled.is_set() for lost in engine.lost)
+
+
+class BrokenMidRun(FakeCall):
+    """A run's stream whose replica dies after ``events`` events."""
+
+    def __init__(self, run_id: str, events: int) -> None:
+        super().__init__(run_id, 0, 0)
+        self.events = events
+
+    async def read(self) -> Any:
+        if self.next > self.events:
+            raise rpc_error(grpc.StatusCode.UNAVAILABLE, LOST)
+        return await super().read()
+
+
+async def test_a_stream_broken_mid_run_is_reopened_after_the_last_event_sent() -> None:
+    """The replica streaming a run dies after ten events, and the first two
+    reopenings find no replica either: the client still gets every event
+    once, in order, on the same response."""
+    engine = FlakyEngine(*[rpc_error(grpc.StatusCode.UNAVAILABLE, LOST)] * 2)
+    engine.StartRun = lambda request, **_: BrokenMidRun("run-1", 10)  # type: ignore[method-assign]
+    response = await request(
+        engine, "POST", "/api/agent/conversations/c/messages", {"message": "Écris le rapport"}
+    )
+    assert response.status_code == 200, response.text
+    ids = [int(line.removeprefix("id: ")) for line in response.text.splitlines() if line.startswith("id: ")]
+    assert ids == list(range(1, EVENTS + 1))
+    assert [request.after_sequence for request in engine.requests] == [10, 10, 10]
+
+
+def test_reopening_backs_off_from_50_ms_to_a_second() -> None:
+    from gateway.streams import Relay
+
+    relay = Relay.__new__(Relay)
+    relay._settings = GatewaySettings()  # stream_resume_seconds 45
+    assert [relay._resume_pause(n) for n in range(7)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    relay._settings = GatewaySettings(stream_resume_seconds=2)  # never more than a tenth of the window
+    assert relay._resume_pause(5) == 0.2
