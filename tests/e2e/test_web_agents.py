@@ -25,9 +25,11 @@ from tests.e2e.conftest import Launched
 from tests.e2e.web import (
     RUN_TIMEOUT,
     SCRIPTED_MODEL,
+    FailingReconnections,
     scripted_provider_env,
     shot,
     start_scripted_model,
+    stream_cut_after,
 )
 
 FIXTURE_PROJECT = Path(__file__).resolve().parents[1] / "fixtures" / "memory" / "project"
@@ -175,6 +177,30 @@ def test_registry_thread_viewer_rotation_filters_and_provider_swap(page: Page, l
     page.reload()  # the registry keeps the new model
     web.ready(page)
     expect(page.locator("#agent-model")).to_have_value("scripted")
+
+
+def test_an_ask_whose_stream_keeps_dropping_is_followed_to_its_answer(page: Page) -> None:
+    """The ask's stream is cut after three pieces of the answer and the next
+    six reconnections fail: the viewer follows the run again from the last
+    event it showed, and the thread gets the question and the whole answer."""
+    open_agents(page)
+    agent = f"qa-{uuid.uuid4().hex[:6]}"
+    register(page, agent, "QA", "offline-fast")
+    reconnections = FailingReconnections(6)
+    page.route("**/agents/*/asks", stream_cut_after("delta", 3))
+    page.route("**/runs/*/events", reconnections)
+    question = "Quels sont les risques de la mise en production de vendredi ?"
+    page.fill("#ask-requester", "architect")
+    page.fill("#ask-message", question)
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.locator("#ask-send")).to_be_enabled(timeout=3 * RUN_TIMEOUT)
+    entries = page.locator("#thread .entry:not(.live)")
+    expect(entries).to_have_count(2)
+    expect(entries.first).to_contain_text(question)
+    expect(entries.last).to_contain_text("You asked")
+    expect(page.locator("#thread .error, #ask-notices .error")).to_have_count(0)
+    resumed_from = reconnections.resumed_from
+    assert len(resumed_from) == 7 and len(set(resumed_from)) == 1 and int(resumed_from[0]) > 3, resumed_from
 
 
 def test_a_thread_is_exported_as_a_download_and_imported(

@@ -13,7 +13,7 @@ import json
 import re
 import uuid
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, Route, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
@@ -273,6 +273,37 @@ def test_a_rename_begun_while_the_answer_streams_survives_the_lists_refresh(page
     page.keyboard.type(" — semaine 49")
     page.keyboard.press("Enter")
     expect(active.locator(".open")).to_have_text("Rapport d'équipe — semaine 49")
+
+
+def test_a_message_sent_while_a_new_conversation_is_created_goes_to_it(page: Page) -> None:
+    """The server's answer to New conversation is held back while a message
+    is sent: the message waits for it, lands in the new conversation, and
+    its run stays in the log."""
+    held: list[Route] = []
+
+    def hold_creation(route: Route) -> None:
+        if route.request.method == "POST":
+            held.append(route)
+        else:
+            route.fallback()
+
+    page.route("**/api/agent/conversations", hold_creation)
+    with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/api/agent/conversations")):
+        page.click("#new")
+    text = "Rédige le rapport hebdomadaire de l'équipe"
+    page.fill("#message", text)
+    page.click("#send")
+    assert len(held) == 1
+    held[0].fulfill(response=held[0].fetch())
+    run = page.locator("#log .run")
+    expect(run).to_have_count(1)
+    expect(run).to_have_attribute("data-status", "done", timeout=RUN_TIMEOUT)
+    expect(page.locator("#log .user")).to_have_text([text])
+    expect(page.locator("#conversations li.active .open")).to_have_text(text)
+    page.reload()  # what the server kept for the conversation the page shows
+    web.ready(page)
+    expect(page.locator("#log .user")).to_have_text([text])
+    expect(page.locator("#log .run")).to_have_attribute("data-status", "done")
 
 
 def test_reloading_mid_run_resumes_the_stream(page: Page, launched: Launched) -> None:

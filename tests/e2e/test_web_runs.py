@@ -16,19 +16,21 @@ import json
 import re
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
 from tests.e2e.web import (
     RUN_TIMEOUT,
     SCRIPTED_MODEL,
+    FailingReconnections,
     create_instruction_page,
     logged_in,
     scripted_provider_env,
     send,
     shot,
     start_scripted_model,
+    stream_cut_after,
 )
 
 SCRIPTED, stop_scripted = start_scripted_model()
@@ -165,12 +167,6 @@ def test_a_dropped_stream_resumes_with_last_event_id_and_loses_nothing(
     answer (the real stream, cut short on its way to the page): the page
     reattaches with Last-Event-ID and shows the whole answer, once."""
 
-    def cut_short(route: Route) -> None:
-        response = route.fetch()
-        events = re.split(r"\r?\n\r?\n", response.text())
-        deltas = [n for n, event in enumerate(events) if "event: delta" in event]
-        route.fulfill(response=response, body="\r\n\r\n".join(events[: deltas[2] + 1]) + "\r\n\r\n")
-
     reattached: list[str] = []
     page.on(
         "request",
@@ -178,7 +174,7 @@ def test_a_dropped_stream_resumes_with_last_event_id_and_loses_nothing(
             reattached.append(r.headers.get("last-event-id", "")) if r.url.endswith("/events") else None
         ),
     )
-    page.route("**/messages", cut_short)
+    page.route("**/messages", stream_cut_after("delta", 3))
     run = send(page, "Write a long weekly status report for my team with every detail you know")
     expect(run.locator(".meta")).to_have_text(re.compile("^Model: "), timeout=RUN_TIMEOUT)
     assert len(reattached) == 1 and int(reattached[0]) > 3, reattached  # after the last event seen
@@ -187,32 +183,17 @@ def test_a_dropped_stream_resumes_with_last_event_id_and_loses_nothing(
     expect(run.locator(".run-status")).to_be_hidden()
 
 
-def cut_after_third_delta(route: Route) -> None:
-    """The real stream, cut short on its way to the page after three pieces of the answer."""
-    response = route.fetch()
-    events = re.split(r"\r?\n\r?\n", response.text())
-    deltas = [n for n, event in enumerate(events) if "event: delta" in event]
-    route.fulfill(response=response, body="\r\n\r\n".join(events[: deltas[2] + 1]) + "\r\n\r\n")
-
-
 def test_a_stream_that_keeps_dropping_is_followed_until_the_run_ends(page: Page) -> None:
     """After the cut, the next six reconnections fail (more than the page
     tries in a row): the page asks the run's record, waits while it goes on,
     and follows it again from the last event it showed, so the whole answer
     arrives once and the run reads as done (not a block with no ending)."""
-    reconnections: list[str] = []
+    reconnections = FailingReconnections(6)
     records: list[str] = []
 
-    def drop_six(route: Route) -> None:
-        reconnections.append(route.request.headers.get("last-event-id", ""))
-        if len(reconnections) <= 6:
-            route.abort("connectionreset")
-        else:
-            route.continue_()
-
     page.on("request", lambda r: records.append(r.url) if re.search(r"/runs/[^/]+$", r.url) else None)
-    page.route("**/messages", cut_after_third_delta)
-    page.route("**/runs/*/events", drop_six)
+    page.route("**/messages", stream_cut_after("delta", 3))
+    page.route("**/runs/*/events", reconnections)
     page.fill("#message", "Write a long weekly status report for my team with every detail you know")
     page.click("#send")
     run = page.locator("#log .run").last
@@ -222,9 +203,28 @@ def test_a_stream_that_keeps_dropping_is_followed_until_the_run_ends(page: Page)
     assert answer.count("You asked") == 1 and "This answer comes from" in answer, answer
     expect(run.locator(".run-status")).to_be_hidden()
     # All seven from the last event shown before the cut.
-    assert len(reconnections) == 7 and len(set(reconnections)) == 1, reconnections
-    assert int(reconnections[0]) > 3, reconnections
+    resumed_from = reconnections.resumed_from
+    assert len(resumed_from) == 7 and len(set(resumed_from)) == 1, resumed_from
+    assert int(resumed_from[0]) > 3, resumed_from
     assert records, "the page asked the run's record before following it again"
+
+
+def test_the_gateways_stream_interrupted_is_not_taken_for_the_runs_end(page: Page) -> None:
+    """The gateway gives up reopening a broken stream with an error that has
+    no id ("stream interrupted": the stream's end, not the run's): the page
+    reconnects from the last event it showed and the run reads as done."""
+    interrupted = json.dumps(
+        {"code": "UNAVAILABLE", "message": "stream interrupted", "run_id": "{run_id}", "sequence": 0}
+    )
+    reconnections = FailingReconnections(0)
+    page.route("**/messages", stream_cut_after("delta", 3, f"event: error\r\ndata: {interrupted}\r\n\r\n"))
+    page.route("**/runs/*/events", reconnections)
+    run = send(page, "Rédige un long rapport hebdomadaire pour mon équipe avec tous les détails")
+    expect(run).to_have_attribute("data-status", "done")
+    answer = run.locator(".answer").inner_text()
+    assert answer.count("You asked") == 1 and "This answer comes from" in answer, answer
+    expect(run.locator(".run-status")).to_be_hidden()
+    assert len(reconnections.resumed_from) == 1 and int(reconnections.resumed_from[0]) > 3
 
 
 @pytest.mark.parametrize(

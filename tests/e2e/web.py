@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Route as BrowserRoute
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -153,7 +154,14 @@ def logged_in(
     page.goto(f"{launched.url}/?token={launched.token(user)}")
     ready(page)
     if new:
-        page.click("#new")
+        # Created once the server answers and the list shows it active (an
+        # empty log alone holds before that when the last conversation was empty).
+        with page.expect_response(
+            lambda r: r.request.method == "POST" and r.url.endswith("/api/agent/conversations")
+        ) as created:
+            page.click("#new")
+        conversation = created.value.json()["id"]
+        expect(page.locator(f'#conversations li.active[data-id="{conversation}"]')).to_have_count(1)
         expect(page.locator("#log .msg")).to_have_count(0)
     yield page
     context.close()
@@ -220,3 +228,36 @@ def send(page: Page, text: str) -> Locator:
     expect(run).to_have_attribute("data-status", re.compile(r"\w"), timeout=RUN_TIMEOUT)
     expect(page.locator("#send")).to_be_enabled(timeout=RUN_TIMEOUT)
     return run
+
+
+def stream_cut_after(kind: str, count: int, then: str = "") -> Callable[[BrowserRoute], None]:
+    """A route handler: the real stream, cut short on its way to the page
+    after its ``count``-th event of ``kind``, and ``then`` (raw SSE, where
+    ``{run_id}`` is the run's id) after it."""
+
+    def cut(route: BrowserRoute) -> None:
+        response = route.fetch()
+        events = re.split(r"\r?\n\r?\n", response.text())
+        kept = [n for n, event in enumerate(events) if f"event: {kind}" in event][count - 1]
+        run_id = json.loads(events[kept].split("data: ", 1)[1])["run_id"]
+        body = "\r\n\r\n".join(events[: kept + 1]) + "\r\n\r\n" + then.replace("{run_id}", run_id)
+        route.fulfill(response=response, body=body)
+
+    return cut
+
+
+class FailingReconnections:
+    """A route handler for a run's /events: the first ``failures``
+    reconnections are reset, later ones reach the gateway; each one's
+    Last-Event-ID is kept in ``resumed_from``."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.resumed_from: list[str] = []
+
+    def __call__(self, route: BrowserRoute) -> None:
+        self.resumed_from.append(route.request.headers.get("last-event-id", ""))
+        if len(self.resumed_from) <= self.failures:
+            route.abort("connectionreset")
+        else:
+            route.continue_()

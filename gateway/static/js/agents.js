@@ -4,7 +4,7 @@
 // correlation (each labelled a partial view), with the rotation seams and
 // their handoff summaries, exported as a download and imported back.
 
-import { API, $, el, download, followRun, guard, json } from "./core.js";
+import { API, $, el, download, followToEnd, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown, streamMarkdown } from "./markdown.js";
 import { errorCause, localizeHeadings, noticeView } from "./notices.js";
@@ -338,7 +338,7 @@ async function ask(event) {
     live.status.textContent = message;
   };
   try {
-    await followRun(
+    await followToEnd(
       () =>
         fetch(`${API}/agents/${encodeURIComponent(view.current)}/asks`, {
           method: "POST",
@@ -360,7 +360,14 @@ async function ask(event) {
           );
         else if (event === "error") fail(data.message);
       },
-      { onError: fail },
+      // The stream kept dropping and the run ended meanwhile: its record says how.
+      {
+        onError: fail,
+        onEnded: (run) =>
+          run.status === "done"
+            ? undefined
+            : fail(run.error || t("The run ended without an answer ({status}).", { status: run.status })),
+      },
     );
   } catch (error) {
     fail(error.message);

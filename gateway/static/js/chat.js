@@ -3,7 +3,7 @@
 // as SSE (steps, answer as Markdown, model, skill, sources read, router
 // decision, how the run ended and why), and instruction proposals.
 
-import { API, $, el, followRun, guard, json, sleep } from "./core.js";
+import { API, $, el, followRun, followToEnd, guard, json } from "./core.js";
 import { language, t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
 import { errorCause, noticeView } from "./notices.js";
@@ -98,7 +98,25 @@ function conversationItem(c) {
   return item;
 }
 
-export async function openConversation(id) {
+// Opening or creating a conversation draws its log when the server answers:
+// a message sent meanwhile waits for that, so it goes to the conversation
+// the person chose and its run is not wiped from the log.
+let switching = Promise.resolve();
+
+function switchConversation(opening) {
+  switching = opening.catch(() => undefined);
+  return opening;
+}
+
+export function openConversation(id) {
+  return switchConversation(loadConversation(id));
+}
+
+export function newConversation() {
+  return switchConversation(createConversation());
+}
+
+async function loadConversation(id) {
   state.conversationId = id;
   // A reload reopens this conversation (and its run, if one is going).
   sessionStorage.setItem("conversation", id);
@@ -150,7 +168,7 @@ export async function openConversation(id) {
   }
 }
 
-export async function newConversation() {
+async function createConversation() {
   const conversation = await json("/conversations", {
     method: "POST",
     body: JSON.stringify({ allowed_sources: state.allowed || { workspace: true } }),
@@ -216,6 +234,7 @@ async function saveSources() {
   const pick = (kind) =>
     [...document.querySelectorAll(`#sources-popover input[data-kind=${kind}]:checked`)].map((b) => b.dataset.name);
   const allowed = { workspace: $("source-workspace").checked, connectors: pick("connector"), mcp_servers: pick("mcp") };
+  await switching;
   if (!state.conversationId) await newConversation();
   const conversation = await json(`/conversations/${state.conversationId}/sources`, {
     method: "PUT",
@@ -323,33 +342,13 @@ export async function stopRun() {
   }
 }
 
-// How long to wait before following a run again whose stream kept dropping.
-const REFOLLOW_MS = 3000;
-
 async function stream(block, request) {
   setRunning(block);
-  const options = {
-    onError: (message) => showEnding(block, "failed", message),
-  };
-  const onEvent = (event, data) => onRunEvent(block, event, data);
   try {
-    let followed = await followRun(request, onEvent, options);
-    // The stream kept dropping before the run's end: while the run's record
-    // says it goes on, follow it again from the last event seen (Stop still
-    // works); once it has ended, its stored events are read to the end, and
-    // if even that fails the record says how it ended. Never left blank.
-    while (!followed.ended) {
-      const { runId, lastId } = followed;
-      if (!runId) throw new Error(t("The server closed the stream before the run started."));
-      const run = await json(`/runs/${runId}`);
-      if (run.status === "running") await sleep(REFOLLOW_MS);
-      const again = () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": lastId } });
-      followed = await followRun(again, onEvent, { ...options, runId, lastId });
-      if (!followed.ended && run.status !== "running") {
-        showRunRecord(block, run);
-        break;
-      }
-    }
+    await followToEnd(request, (event, data) => onRunEvent(block, event, data), {
+      onError: (message) => showEnding(block, "failed", message),
+      onEnded: (run) => showRunRecord(block, run),
+    });
   } catch (error) {
     showEnding(block, "failed", error.message);
   } finally {
@@ -593,6 +592,7 @@ async function send(text) {
 }
 
 export async function submit() {
+  await switching;
   const text = $("message").value.trim();
   if (!text || state.running) return;
   // A web-only model: say so before sending, and send only once confirmed.

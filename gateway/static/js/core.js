@@ -82,7 +82,7 @@ export function parseSse(buffer, onEvent) {
 }
 
 const TERMINAL = new Set(["final", "error"]);
-export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // Reads a run's stream to its end. A connection dropped before the terminal
 // event is reopened on /runs/{id}/events with the last id seen as
@@ -124,6 +124,10 @@ export async function followRun(request, onEvent, { onError, attempts = 5, runId
         const { value, done } = await reader.read();
         if (done) break;
         buffer = parseSse(buffer + value, (event, data, id) => {
+          // An error without an id is the gateway giving up on the stream
+          // ("stream interrupted"), not a stored event: the run may go on, so
+          // it is reopened like a dropped connection.
+          if (event === "error" && id === null) return;
           if (id !== null) lastId = id;
           if (data.run_id) runId = data.run_id;
           if (TERMINAL.has(event)) ended = true;
@@ -139,6 +143,30 @@ export async function followRun(request, onEvent, { onError, attempts = 5, runId
     if (failures > 0) await sleep(300 * failures);
   }
   return { ended, runId, lastId };
+}
+
+// How long to wait before following a run again whose stream kept dropping.
+const REFOLLOW_MS = 3000;
+
+// Follows a run to its end however often its stream drops: while the run's
+// record says it goes on, it is followed again from the last event seen
+// (Stop still works meanwhile); once it has ended, its stored events are read
+// to the end, and if even that fails `onEnded(run)` gets the record to say
+// how it ended. Never returns without the run's ending told to one of them.
+export async function followToEnd(request, onEvent, { onError, onEnded }) {
+  let followed = await followRun(request, onEvent, { onError });
+  while (!followed.ended) {
+    const { runId, lastId } = followed;
+    if (!runId) throw new Error(t("The server closed the stream before the run started."));
+    const run = await json(`/runs/${runId}`);
+    if (run.status === "running") await sleep(REFOLLOW_MS);
+    const again = () => fetch(`${API}/runs/${runId}/events`, { headers: { "Last-Event-ID": lastId } });
+    followed = await followRun(again, onEvent, { onError, runId, lastId });
+    if (!followed.ended && run.status !== "running") {
+      onEnded(run);
+      return;
+    }
+  }
 }
 
 export function download(name, text, type = "application/json") {

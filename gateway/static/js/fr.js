@@ -113,6 +113,7 @@ export const FR = {
   "Copy failed": "Échec de la copie",
   "The server cannot be reached. Check your connection and try again.":
     "Le serveur est injoignable. Vérifiez votre connexion et réessayez.",
+  "The run ended without an answer ({status}).": "L'exécution s'est terminée sans réponse ({status}).",
   "The server closed the stream before the run started.": "Le serveur a fermé le flux avant le début de l'exécution.",
 
   // Personalisation
