@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -29,12 +30,24 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gateway.tokens import create_token, hash_token, read_records
 from services.launcher_restarts import CrashHistory, RestartPolicy
 from services.shared import exit_codes, timer
+from switchboard.engine.v1 import engine_service_pb2
+from switchboard.memory.v1 import memory_service_pb2
+from switchboard.router.v1 import router_service_pb2
+from switchboard.threads.v1 import threads_service_pb2
 
 COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
 DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
 STARTUP_TIMEOUT = 60.0
 # With --ephemeral-ports, start-ups tried when a picked port was taken meanwhile.
 EPHEMERAL_ATTEMPTS = 3
+# The gRPC service whose health says a child is up: another process answering
+# on the child's port (another service, a peer's server) is not the child.
+HEALTH_SERVICES = {
+    "engine": engine_service_pb2.DESCRIPTOR.services_by_name["EngineService"].full_name,
+    "router": router_service_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name,
+    "threads": threads_service_pb2.DESCRIPTOR.services_by_name["ThreadsService"].full_name,
+    "memory": memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+}
 
 
 @dataclass
@@ -48,10 +61,15 @@ class Child:
     pumps: list[asyncio.Task[None]] = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now. Every socket stays bound until all
+    are picked: one bound and closed at a time, the kernel may hand the same
+    port out twice (two services then fight over it)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def port_in_use(port: int) -> bool:
@@ -177,7 +195,7 @@ async def wait_healthy(child: Child) -> None:
         async def serving() -> bool:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{child.port}") as channel:
                 reply = await health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=1
+                    health_pb2.HealthCheckRequest(service=HEALTH_SERVICES[child.name]), timeout=1
                 )
             return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
@@ -299,8 +317,10 @@ async def run(args: argparse.Namespace) -> int:
     for attempt in range(1, EPHEMERAL_ATTEMPTS + 1):
         if args.ephemeral_ports:
             # Metrics too, on ports of their own, reported in the ready file.
-            ports = {name: free_port() for name in names}
-            metrics_ports = {name: free_port() for name in names if name != "gateway"}
+            metered = [name for name in names if name != "gateway"]
+            picked = iter(free_ports(len(names) + len(metered)))
+            ports = {name: next(picked) for name in names}
+            metrics_ports = {name: next(picked) for name in metered}
         children = plan(ports, args.data_dir.resolve(), extra_env, metrics_ports)
         try:
             await start_all(children, color)

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from services import launcher
 from services.healthcheck import check
 from tests.databases import SERVICES, postgres_database
 
@@ -28,9 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return launcher.free_ports(1)[0]
+
+
+def free_ports(*names: str) -> dict[str, int]:
+    """A distinct free port for each name (picked together: see launcher.free_ports)."""
+    return dict(zip(names, launcher.free_ports(len(names)), strict=True))
 
 
 def child_env(overrides: dict[str, str]) -> dict[str, str]:

@@ -21,7 +21,7 @@ import yaml
 
 from tests.databases import postgres_database
 from tests.e2e.sse import SseEvent, read_events
-from tests.processes import child_env, free_port, process
+from tests.processes import child_env, free_ports, process
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
@@ -61,7 +61,7 @@ async def healthy(name: str, ports: dict[str, int], env: dict[str, str], log: Pa
 
 @pytest.mark.postgres
 async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in (*GRPC_SERVICES, "gateway")}
+    ports = free_ports(*GRPC_SERVICES, "gateway")
     async with AsyncExitStack() as stack:
         urls = {
             name: await stack.enter_async_context(postgres_database(f"sbcompose_{name}"))
@@ -91,7 +91,7 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
         }
         # Every service serves /metrics on the one port Prometheus scrapes, each
         # in a container of its own; here they share a host, so each gets its own.
-        metrics_ports = {name: free_port() for name in GRPC_SERVICES}
+        metrics_ports = free_ports(*GRPC_SERVICES)
         assert scrape_port("gateway") == 8080  # the gateway serves /metrics beside its API
         for name in GRPC_SERVICES:
             variable = f"SWITCHBOARD_{name.upper()}_METRICS_PORT"

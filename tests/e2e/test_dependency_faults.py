@@ -22,7 +22,7 @@ import pytest
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
-from tests.processes import child_env, free_port, process, wait_grpc_serving
+from tests.processes import child_env, free_ports, process, wait_grpc_serving
 
 ROUTER_TIMEOUT = 1.0
 SKILL = "meeting-notes-to-actions"
@@ -52,7 +52,7 @@ class System:
 
 @pytest.fixture
 async def system(tmp_path: Path) -> AsyncIterator[System]:
-    ports = {name: free_port() for name in ("threads", "memory", "router", "engine")}
+    ports = free_ports("threads", "memory", "router", "engine")
     common = {
         "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
         "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",

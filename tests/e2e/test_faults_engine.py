@@ -60,7 +60,7 @@ from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_ser
 from tests.databases import BACKENDS, give_back_database, take_database
 from tests.e2e.sse import SseEvent, read_events
 from tests.fakes.llm_server import FakeServer, openai_app, serve
-from tests.processes import child_env, free_port
+from tests.processes import child_env, free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_CLI = ROOT / "tests" / "fakes" / "agent_cli.py"
@@ -298,7 +298,7 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             for service in ("threads", "memory", "router", "engine"):
                 urls[service] = _blocking(take_database(f"sbfaults_{service}", service))
                 exits.callback(_blocking, give_back_database(urls[service], service))
-        ports = {name: free_port() for name in ("threads", "memory", "router", "engine", "gateway")}
+        ports = free_ports("threads", "memory", "router", "engine", "gateway")
         address = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
         common = {
             "SWITCHBOARD_DATA_DIR": str(data),

@@ -7,6 +7,7 @@ gateway's)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -31,13 +32,16 @@ async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
     child: str,
     pick: int,
 ) -> None:
-    picks = iter(range(pick + 1))
-    real_free_port = launcher.free_port
+    rounds = itertools.count()
+    real_free_ports = launcher.free_ports
 
-    def free_port() -> int:
-        return held_port if next(picks, None) == pick else real_free_port()
+    def free_ports(count: int) -> list[int]:
+        picked = real_free_ports(count)
+        if next(rounds) == 0:  # the first round's pick is taken before its child binds it
+            picked[pick] = held_port
+        return picked
 
-    monkeypatch.setattr(launcher, "free_port", free_port)
+    monkeypatch.setattr(launcher, "free_ports", free_ports)
     ready = tmp_path / "ready.json"
     args = launcher.parse(
         ["--ephemeral-ports", "--no-auth", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready)]

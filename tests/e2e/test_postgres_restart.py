@@ -30,7 +30,7 @@ from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 from tests.private_postgres import PrivateCluster, private_cluster
-from tests.processes import child_env, free_port, process, wait_grpc_serving
+from tests.processes import child_env, free_ports, process, wait_grpc_serving
 
 pytestmark = pytest.mark.postgres
 
@@ -63,7 +63,7 @@ async def system(tmp_path: Path) -> AsyncIterator[System]:
     async with AsyncExitStack() as stack:
         cluster = await stack.enter_async_context(private_cluster())
         urls = {name: await cluster.create_database(f"sb_{name}") for name in SERVICES}
-        ports = {name: free_port() for name in SERVICES}
+        ports = free_ports(*SERVICES)
         addresses = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
         common = {
             **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},

@@ -24,7 +24,7 @@ from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 from tests.e2e.sse import SseEvent, read_events
-from tests.processes import backing_services, child_env, free_port, process, wait_grpc_serving, wait_http_ok
+from tests.processes import backing_services, child_env, free_ports, process, wait_grpc_serving, wait_http_ok
 
 # One stack of processes for the module: the tests leave each other's rows
 # alone (each reads only the runs it started), and the one that kills an
@@ -61,7 +61,7 @@ class Replicas:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Replicas]:
     tmp_path = tmp_path_factory.mktemp("replicas")
-    ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES, "gw1", "gw2")}
+    ports = free_ports("threads", "memory", "router", *ENGINES, "gw1", "gw2")
     engines_target = "ipv4:" + ",".join(f"127.0.0.1:{ports[name]}" for name in ENGINES)
     async with AsyncExitStack() as stack:
         settings = {

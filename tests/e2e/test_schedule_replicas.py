@@ -28,7 +28,7 @@ from services.shared.identity import user_metadata
 from switchboard.engine.v1 import schedules_pb2, schedules_service_pb2, schedules_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 from tests.polling import until
-from tests.processes import backing_services, child_env, free_port, process, wait_grpc_serving
+from tests.processes import backing_services, child_env, free_ports, process, wait_grpc_serving
 
 pytestmark = pytest.mark.postgres
 
@@ -85,7 +85,7 @@ class Cluster:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES)}
+    ports = free_ports("threads", "memory", "router", *ENGINES)
     async with AsyncExitStack() as stack:
         settings = {
             "SWITCHBOARD_ENGINE_LEASE_SECONDS": "2",

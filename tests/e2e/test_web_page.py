@@ -306,6 +306,25 @@ def test_a_message_sent_while_a_new_conversation_is_created_goes_to_it(page: Pag
     expect(page.locator("#log .run")).to_have_attribute("data-status", "done")
 
 
+def test_a_message_sent_while_the_sources_just_ticked_are_saved_reads_them(page: Page) -> None:
+    """The server's answer to saving the sources is held back while a message
+    is sent: the message waits for it, and its run reads the mailbox ticked."""
+    held: list[Route] = []
+    page.route("**/api/agent/conversations/*/sources", lambda route: held.append(route))
+    page.click("#sources-button")
+    with page.expect_request(lambda r: r.method == "PUT" and r.url.endswith("/sources")):
+        page.get_by_label("Test mail").check()
+    page.click("#sources-button")
+    page.fill("#message", "check my mail for invoice")
+    page.click("#send")
+    assert len(held) == 1
+    held[0].fulfill(response=held[0].fetch())
+    run = page.locator("#log .run")
+    expect(run).to_have_attribute("data-status", "done", timeout=RUN_TIMEOUT)
+    expect(run.locator(".answer")).to_contain_text("4711")
+    expect(run.locator(".sources")).to_contain_text("connector: ")
+
+
 def test_reloading_mid_run_resumes_the_stream(page: Page, launched: Launched) -> None:
     page.fill("#message", "Write the weekly status report for my team")
     page.click("#send")

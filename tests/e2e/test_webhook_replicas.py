@@ -21,7 +21,7 @@ import pytest_asyncio
 from standardwebhooks import Webhook
 
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
-from tests.processes import backing_services, child_env, free_port, process, wait_grpc_serving, wait_http_ok
+from tests.processes import backing_services, child_env, free_ports, process, wait_grpc_serving, wait_http_ok
 
 # One system for the module (six processes): each test reads only its own runs.
 pytestmark = [pytest.mark.postgres, pytest.mark.asyncio(loop_scope="module")]
@@ -57,7 +57,7 @@ class Webhooks:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def webhooks(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Webhooks]:
     tmp_path = tmp_path_factory.mktemp("webhooks")
-    ports = {name: free_port() for name in ("threads", "memory", "router", *ENGINES, "gateway")}
+    ports = free_ports("threads", "memory", "router", *ENGINES, "gateway")
     with webhook_receiver() as receiver:
         async with AsyncExitStack() as stack:
             settings = {

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -45,6 +44,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from services.launcher import free_ports
 
 ANSWER = "The deploy window is Tuesday at noon."
 THOUGHT = "The calendar says Tuesday."
@@ -255,11 +256,13 @@ class FakeServer:
 def serve(app_factory: Any) -> Iterator[FakeServer]:
     """Runs the app under uvicorn on a free port, in a thread, for the block."""
     script = Script()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_ports(1)[0]
+    # asyncio's loop, not uvloop: a uvloop object left in a reference cycle
+    # may be freed by the garbage collector of another thread (the test's),
+    # which touches libuv from the wrong thread; a pytest worker once died
+    # of a segfault while collecting garbage beside these servers.
     config = uvicorn.Config(
-        app_factory(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        app_factory(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off", loop="asyncio"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -98,22 +98,23 @@ function conversationItem(c) {
   return item;
 }
 
-// Opening or creating a conversation draws its log when the server answers:
-// a message sent meanwhile waits for that, so it goes to the conversation
-// the person chose and its run is not wiped from the log.
-let switching = Promise.resolve();
+// Changes a message depends on (opening or creating a conversation, saving
+// the sources just ticked) finish before it is sent: sent meanwhile, it would
+// go to the previous conversation (its run then wiped from the log as the new
+// one is drawn) or be read without those sources.
+let settling = Promise.resolve();
 
-function switchConversation(opening) {
-  switching = opening.catch(() => undefined);
-  return opening;
+function beforeNextMessage(change) {
+  settling = Promise.allSettled([settling, change]);
+  return change;
 }
 
 export function openConversation(id) {
-  return switchConversation(loadConversation(id));
+  return beforeNextMessage(loadConversation(id));
 }
 
 export function newConversation() {
-  return switchConversation(createConversation());
+  return beforeNextMessage(createConversation());
 }
 
 async function loadConversation(id) {
@@ -230,11 +231,15 @@ export function renderSourceChecks() {
     : "";
 }
 
-async function saveSources() {
+function saveSources() {
   const pick = (kind) =>
     [...document.querySelectorAll(`#sources-popover input[data-kind=${kind}]:checked`)].map((b) => b.dataset.name);
   const allowed = { workspace: $("source-workspace").checked, connectors: pick("connector"), mcp_servers: pick("mcp") };
-  await switching;
+  return beforeNextMessage(putSources(allowed, settling));
+}
+
+async function putSources(allowed, earlier) {
+  await earlier; // to the conversation being opened, if one is
   if (!state.conversationId) await newConversation();
   const conversation = await json(`/conversations/${state.conversationId}/sources`, {
     method: "PUT",
@@ -592,7 +597,7 @@ async function send(text) {
 }
 
 export async function submit() {
-  await switching;
+  await settling;
   const text = $("message").value.trim();
   if (!text || state.running) return;
   // A web-only model: say so before sending, and send only once confirmed.
