@@ -66,6 +66,12 @@ class Script:
     # The Authorization (OpenAI) or x-api-key (Anthropic) header of each request.
     keys: list[str] = field(default_factory=list)
 
+    def reset(self) -> None:
+        """Nothing scripted or recorded: a server shared by tests starts each one so."""
+        self.steps.clear()
+        self.requests.clear()
+        self.keys.clear()
+
     def next(self, body: dict[str, Any]) -> str:
         self.requests.append(body)
         step = self.steps.pop(0) if self.steps else "ok"

@@ -1,5 +1,6 @@
 """One service in-process on port 0, on a database of the test's own that
-arrives migrated: the fixtures every service-tier module shares.
+arrives migrated: the fixtures every service-tier module shares, and the
+recording providers (``fake``) of the modules that test what a model receives.
 
 ``threads_channel``, ``memory_channel`` and ``router_channel`` are a real
 channel to the running service; a module wraps it in the stubs it needs. A
@@ -9,7 +10,7 @@ module changes a service's settings by overriding ``<service>_options``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -23,6 +24,7 @@ from services.shared.embeddings import EmbedderName
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
 from tests.conftest import DatabaseFactory
+from tests.fakes.llm_server import FakeServer, anthropic_app, openai_app, serve
 from tests.service.harness import running
 
 
@@ -95,3 +97,21 @@ async def memory_channel(memory_settings: MemorySettings) -> AsyncIterator[grpc.
 async def router_channel(router_settings: RouterSettings) -> AsyncIterator[grpc.aio.Channel]:
     async with running(build_router, router_settings) as (_, channel):
         yield channel
+
+
+@pytest.fixture(scope="module", params=["openai", "anthropic"])
+def fake_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, FakeServer]]:
+    """One recording server per module and wire format: stopping uvicorn
+    takes 0.2 s, which per test added up to a quarter of some modules."""
+    kind = str(request.param)
+    with serve(openai_app if kind == "openai" else anthropic_app) as server:
+        yield kind, server
+
+
+@pytest.fixture
+def fake(fake_server: tuple[str, FakeServer]) -> tuple[str, FakeServer]:
+    """A recording OpenAI-compatible or Anthropic provider (each test runs
+    with both), its script and recorded requests fresh for the test."""
+    kind, server = fake_server
+    server.script.reset()
+    return kind, server

@@ -25,10 +25,16 @@ from tests.service.system import System, collect, system
 USER = "alice"
 
 
-@pytest.fixture
-def remote() -> Iterator[FakeServer]:
+@pytest.fixture(scope="module")
+def remote_server() -> Iterator[FakeServer]:
     with serve(openai_app) as server:
         yield server
+
+
+@pytest.fixture
+def remote(remote_server: FakeServer) -> FakeServer:
+    remote_server.script.reset()
+    return remote_server
 
 
 @pytest.fixture

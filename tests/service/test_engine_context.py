@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -32,13 +32,6 @@ from tests.service.system import System, collect, system
 KINDS = ["openai", "anthropic"]
 SMALL_WINDOW = 2048
 ALICE = as_user("alice")
-
-
-@pytest.fixture(params=KINDS)
-def fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, FakeServer]]:
-    kind = str(request.param)
-    with serve(openai_app if kind == "openai" else anthropic_app) as server:
-        yield kind, server
 
 
 @pytest.fixture

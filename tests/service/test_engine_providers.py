@@ -7,7 +7,6 @@ that the run fails with its cause and no text is shown twice."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,20 +24,13 @@ from services.engine.providers.registry import build_providers
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 from tests.conftest import DatabaseFactory
-from tests.fakes.llm_server import ANSWER, INPUT_TOKENS, THOUGHT, FakeServer, anthropic_app, openai_app, serve
+from tests.fakes.llm_server import ANSWER, INPUT_TOKENS, THOUGHT, FakeServer, anthropic_app, serve
 from tests.service.harness import as_user
 from tests.service.system import System, collect, system
 
 KINDS = ["openai", "anthropic"]
 MESSAGES = [ChatMessage("system", "You are terse."), ChatMessage("user", "When is the deploy window?")]
 LOOKUP = ToolSpec("lookup", "Look a word up", {"type": "object", "properties": {"word": {"type": "string"}}})
-
-
-@pytest.fixture(params=KINDS)
-def fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, FakeServer]]:
-    kind = str(request.param)
-    with serve(openai_app if kind == "openai" else anthropic_app) as server:
-        yield kind, server
 
 
 def provider_for(kind: str, server: FakeServer) -> Any:

@@ -7,7 +7,7 @@ timeout or an answer naming no candidate falls back; offline never asks."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from services.router.server import build_server
 from services.router.settings import RouterSettings
 from switchboard.router.v1 import router_pb2, router_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2 as pb
-from tests.fakes.llm_server import FakeServer, anthropic_app, openai_app, serve
+from tests.fakes.llm_server import FakeServer
 from tests.service.harness import as_user, running
 
 ALICE = as_user("alice")
@@ -27,13 +27,6 @@ REQUESTS = {
     "en": "Write down the action items of this morning's meeting",
     "fr": "Rédige les actions à mener de la réunion de ce matin",
 }
-
-
-@pytest.fixture(params=["openai", "anthropic"])
-def fake(request: pytest.FixtureRequest) -> Iterator[tuple[str, FakeServer]]:
-    kind = str(request.param)
-    with serve(openai_app if kind == "openai" else anthropic_app) as server:
-        yield kind, server
 
 
 @pytest.fixture
