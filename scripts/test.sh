@@ -68,9 +68,9 @@ echo "== tests"
 # so a module's fixtures and a system stay in one process;
 # SWITCHBOARD_TEST_WORKERS=0 runs in this process only.
 tests_status=0
-# A worker that crashes (a segfault in a C extension) fails its test and the
-# run goes on without it: xdist's replacement worker, under whole-group
-# scheduling, was never handed work and the run waited forever.
+# A worker that crashes (a segfault in a C extension) fails its test and ends
+# the run: xdist's replacement worker, under whole-group scheduling, was
+# never handed work and the run waited forever.
 .venv/bin/pytest -n "${SWITCHBOARD_TEST_WORKERS:-auto}" --dist loadgroup --max-worker-restart 0 "$@" || tests_status=$?
 
 echo "== types (mypy, run beside the tests)"

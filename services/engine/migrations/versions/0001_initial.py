@@ -1,4 +1,5 @@
-"""agent_runs (seed 002 §4, migration 40), run_events, engine_instances.
+"""agent_runs (one row per run: status, model, usage), run_events (its
+streamed events, the resume point of every stream), engine_instances.
 
 Revision ID: engine_0001
 Revises:

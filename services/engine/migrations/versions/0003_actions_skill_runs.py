@@ -1,5 +1,6 @@
 """agent_actions (the journal of tool calls, with run_id) and skill_runs
-(the skills applied in each run, with their invocation), seed 002 §4.
+(the skills applied in each run, with their invocation): what a run did,
+kept beside the run for its Sources panel and audit.
 
 Revision ID: engine_0003
 Revises: engine_0002
