@@ -36,7 +36,7 @@ from gateway import (
 )
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
-from gateway.settings import GatewaySettings
+from gateway.settings import LAUNCH_ID_HEADER, GatewaySettings
 from gateway.tokens import TokenFile
 from services.shared.clients import open_channel
 from services.shared.identity_tokens import configure as configure_identity
@@ -125,7 +125,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.router.add_route("/mcp", app.state.mcp, include_in_schema=False)
 
     @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, str]:
+    async def healthz(response: Response) -> dict[str, str]:
+        if settings.launch_id:
+            response.headers[LAUNCH_ID_HEADER] = settings.launch_id
         return {"status": "ok"}
 
     @app.get("/favicon.ico", include_in_schema=False)

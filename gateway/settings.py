@@ -10,6 +10,9 @@ from pydantic_settings import SettingsConfigDict
 
 from services.shared.settings import SecuritySettings
 
+# The /healthz response header that carries the gateway's launch_id.
+LAUNCH_ID_HEADER = "X-Switchboard-Launch-Id"
+
 
 class GatewaySettings(SecuritySettings):
     """The gateway's own settings, and the identity key and services' CA it
@@ -21,6 +24,10 @@ class GatewaySettings(SecuritySettings):
 
     host: str = "127.0.0.1"
     port: int = 8080
+    # Set by the launcher for each start: /healthz answers it in the
+    # X-Switchboard-Launch-Id header, so the launcher knows it reached the
+    # gateway it started, not another program on the same port.
+    launch_id: str = ""
     engine_address: str = "127.0.0.1:50051"
     threads_address: str = "127.0.0.1:50053"
     memory_address: str = "127.0.0.1:50054"

@@ -27,6 +27,7 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gateway.settings import LAUNCH_ID_HEADER
 from gateway.tokens import create_token, hash_token, read_records
 from services.launcher_restarts import CrashHistory, RestartPolicy
 from services.shared import exit_codes, timer
@@ -121,6 +122,8 @@ def plan(
             {
                 **base,
                 "SWITCHBOARD_GATEWAY_PORT": str(ports["gateway"]),
+                # /healthz echoes it: another program answering on the port is not our gateway.
+                "SWITCHBOARD_GATEWAY_LAUNCH_ID": secrets.token_hex(8),
                 "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": addr["engine"],
                 "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": addr["threads"],
                 "SWITCHBOARD_GATEWAY_MEMORY_ADDRESS": addr["memory"],
@@ -189,7 +192,9 @@ class StartFailed(RuntimeError):
 
 
 async def wait_healthy(child: Child) -> None:
-    """gRPC health SERVING for a service, /healthz 200 for the gateway."""
+    """gRPC health SERVING for the service's own name; for the gateway,
+    /healthz 200 with the launch id it was started with. Another program on
+    the child's port (a peer's server) is never taken for the child."""
     if child.name != "gateway":
 
         async def serving() -> bool:
@@ -206,7 +211,9 @@ async def wait_healthy(child: Child) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{child.port}", timeout=1) as http:
 
         async def answers() -> bool:
-            return (await http.get("/healthz")).status_code == 200
+            response = await http.get("/healthz")
+            ours = child.env.get("SWITCHBOARD_GATEWAY_LAUNCH_ID", "")
+            return response.status_code == 200 and response.headers.get(LAUNCH_ID_HEADER, "") == ours
 
         await _poll(child, answers)
 

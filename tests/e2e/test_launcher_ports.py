@@ -16,22 +16,32 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.settings import LAUNCH_ID_HEADER
 from services import launcher
 
 
 # The first round picks the five processes' ports in DEFAULT_PORTS' order
 # (the gateway's last, the fifth), then the four services' metrics ports
 # (the engine's first, the sixth).
-@pytest.mark.parametrize(("child", "pick"), [("gateway", 4), ("engine", 5)], ids=["gateway", "metrics"])
+# A port is taken by a program that only listens (held_port), or by a peer's
+# HTTP server that answers 200 to /healthz (peer_http_port): neither is taken
+# for the gateway.
+@pytest.mark.parametrize(
+    ("child", "pick", "holder"),
+    [("gateway", 4, "held_port"), ("gateway", 4, "peer_http_port"), ("engine", 5, "held_port")],
+    ids=["gateway", "gateway-peer-http", "metrics"],
+)
 @pytest.mark.timeout(180)
 async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
     tmp_path: Path,
-    held_port: int,
+    request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     child: str,
     pick: int,
+    holder: str,
 ) -> None:
+    held_port = int(request.getfixturevalue(holder))
     rounds = itertools.count()
     real_free_ports = launcher.free_ports
 
@@ -57,7 +67,8 @@ async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
         assert ports["gateway"] != held_port
         assert held_port not in json.loads(ready.read_text())["metrics_ports"].values()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports['gateway']}") as client:
-            assert (await client.get("/healthz")).status_code == 200
+            healthz = await client.get("/healthz")
+            assert healthz.status_code == 200 and healthz.headers[LAUNCH_ID_HEADER]
         out = capsys.readouterr().out
         assert f"{child}'s port {held_port} was taken meanwhile; starting on other ports" in out
     finally:

@@ -1,7 +1,8 @@
 """The launcher's start-up checks against what else may be on the machine:
 ports picked for one system are distinct, and a child counts as up only
 when its own service answers on its port (not another service, or a peer's
-server, that holds the port)."""
+server, that holds the port): a service by the health of its own name, the
+gateway by the launch id its /healthz echoes."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from fastapi.testclient import TestClient
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from gateway.app import create_app
+from gateway.settings import LAUNCH_ID_HEADER, GatewaySettings
 from services import launcher
 
 
@@ -45,10 +49,10 @@ async def memory_on_a_port() -> AsyncIterator[int]:
     await server.stop(None)
 
 
-async def child_on(name: str, port: int, lives: float) -> launcher.Child:
+async def child_on(name: str, port: int, lives: float, env: dict[str, str] | None = None) -> launcher.Child:
     """A child named ``name`` said to serve on ``port``: a process that lives
     ``lives`` seconds (the real service would have failed to bind)."""
-    child = launcher.Child(name, f"services.{name}", port, {})
+    child = launcher.Child(name, f"services.{name}", port, env or {})
     sleep = f"import time; time.sleep({lives})"
     child.process = await asyncio.create_subprocess_exec(sys.executable, "-c", sleep)
     return child
@@ -75,3 +79,18 @@ def test_the_health_name_checked_is_one_the_service_serves(name: str) -> None:
     server = importlib.import_module(f"services.{name}.server")
     assert launcher.HEALTH_SERVICES[name] == server.SERVICE_NAME
     assert sorted(launcher.HEALTH_SERVICES) == sorted(set(launcher.DEFAULT_PORTS) - {"gateway"})
+
+
+async def test_a_peers_healthz_on_the_gateways_port_is_not_the_gateway(peer_http_port: int) -> None:
+    env = {"SWITCHBOARD_GATEWAY_LAUNCH_ID": "this-launch"}
+    child = await child_on("gateway", peer_http_port, lives=1.5, env=env)
+    with pytest.raises(launcher.StartFailed, match="gateway exited with code 0 during start-up"):
+        await launcher.wait_healthy(child)
+
+
+@pytest.mark.parametrize("launch_id", ["", "this-launch"])
+def test_the_gateways_healthz_echoes_its_launch_id(launch_id: str) -> None:
+    with TestClient(create_app(GatewaySettings(launch_id=launch_id))) as client:
+        response = client.get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+    assert response.headers.get(LAUNCH_ID_HEADER) == (launch_id or None)
