@@ -13,11 +13,11 @@ import json
 import re
 import uuid
 
-from playwright.sync_api import Locator, Page, Route, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
-from tests.e2e.web import RUN_TIMEOUT, send, shot
+from tests.e2e.web import RUN_TIMEOUT, HeldRequests, send, shot
 
 MODELS = [
     {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
@@ -279,22 +279,15 @@ def test_a_message_sent_while_a_new_conversation_is_created_goes_to_it(page: Pag
     """The server's answer to New conversation is held back while a message
     is sent: the message waits for it, lands in the new conversation, and
     its run stays in the log."""
-    held: list[Route] = []
-
-    def hold_creation(route: Route) -> None:
-        if route.request.method == "POST":
-            held.append(route)
-        else:
-            route.fallback()
-
-    page.route("**/api/agent/conversations", hold_creation)
+    creation = HeldRequests("POST")
+    page.route("**/api/agent/conversations", creation)
     with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/api/agent/conversations")):
         page.click("#new")
     text = "Rédige le rapport hebdomadaire de l'équipe"
     page.fill("#message", text)
     page.click("#send")
-    assert len(held) == 1
-    held[0].fulfill(response=held[0].fetch())
+    assert len(creation.held) == 1
+    creation.release()
     run = page.locator("#log .run")
     expect(run).to_have_count(1)
     expect(run).to_have_attribute("data-status", "done", timeout=RUN_TIMEOUT)
@@ -315,15 +308,15 @@ def test_a_message_sent_while_the_sources_just_ticked_are_saved_reads_them(page:
     if mail.is_checked():  # a new conversation starts with the last one's sources
         with page.expect_response(saved):
             mail.uncheck()
-    held: list[Route] = []
-    page.route("**/api/agent/conversations/*/sources", lambda route: held.append(route))
+    save = HeldRequests("PUT")
+    page.route("**/api/agent/conversations/*/sources", save)
     with page.expect_request(lambda r: r.method == "PUT" and r.url.endswith("/sources")):
         mail.check()
     page.click("#sources-button")
     page.fill("#message", "check my mail for invoice")
     page.click("#send")
-    assert len(held) == 1
-    held[0].fulfill(response=held[0].fetch())
+    assert len(save.held) == 1
+    save.release()
     run = page.locator("#log .run")
     expect(run).to_have_attribute("data-status", "done", timeout=RUN_TIMEOUT)
     expect(run.locator(".answer")).to_contain_text("4711")

@@ -261,3 +261,23 @@ class FailingReconnections:
             route.abort("connectionreset")
         else:
             route.continue_()
+
+
+class HeldRequests:
+    """A route handler that holds back the requests of one method (the
+    others go on), as a slow server would, until ``release()`` lets them
+    reach the gateway."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.held: list[BrowserRoute] = []
+
+    def __call__(self, route: BrowserRoute) -> None:
+        if route.request.method == self.method:
+            self.held.append(route)
+        else:
+            route.fallback()
+
+    def release(self) -> None:
+        for route in self.held:
+            route.fulfill(response=route.fetch())

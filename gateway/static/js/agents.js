@@ -363,10 +363,10 @@ async function ask(event) {
       // The stream kept dropping and the run ended meanwhile: its record says how.
       {
         onError: fail,
-        onEnded: (run) =>
-          run.status === "done"
-            ? undefined
-            : fail(run.error || t("The run ended without an answer ({status}).", { status: run.status })),
+        onEnded: (run) => {
+          if (run.status !== "done")
+            fail(run.error || t("The run ended without an answer ({status}).", { status: run.status }));
+        },
       },
     );
   } catch (error) {

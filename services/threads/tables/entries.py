@@ -229,8 +229,9 @@ class EntriesTable(TableRepository):
 
 def _agent_target(entries: Sequence[NewEntry]) -> str | None:
     """The agent whose thread may take these entries from any caller (one
-    trust domain: the agents of one workspace ask each other): each names a requester and all target that one
-    agent. None otherwise (``agent_id = NULL`` matches no thread)."""
+    trust domain: the agents of one workspace ask each other): each names a
+    requester and all target that one agent. None otherwise (``agent_id =
+    NULL`` matches no thread)."""
     targets = {entry.target for entry in entries}
     if len(targets) != 1 or not all(entry.requester for entry in entries):
         return None
