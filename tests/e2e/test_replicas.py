@@ -8,6 +8,7 @@ event through the surviving engine."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,8 +35,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.asyncio(loop_scope="module")]
 TOKEN = "replica-token"
 ENGINES = ("engine-a", "engine-b")
 LEASE_SECONDS = 2.0
-# Offline model pace: a run of this test streams for a few seconds.
-TOKEN_DELAY = 0.15
+# Offline model pace: a run of this test streams for a few seconds (a few
+# dozen tokens), long enough to be mid-answer when a gateway or an engine goes.
+TOKEN_DELAY = 0.05
 
 
 @dataclass
@@ -218,7 +220,15 @@ async def test_kill_9_of_one_engine_settles_only_its_runs_and_every_client_gets_
             break
     assert all(by_engine.values()), f"runs did not spread over both engines: {by_engine}"
 
-    replicas.engine_processes["engine-a"].kill()  # SIGKILL: no drain, no lease release
+    # Frozen first, so that the runs it holds are read while none of them can
+    # end: a run finishing between the read and the kill would be done, not
+    # interrupted.
+    killed = replicas.engine_processes["engine-a"]
+    killed.send_signal(signal.SIGSTOP)
+    running = [row for row in await replicas.runs() if row["status"] == "running"]
+    by_engine = {name: {row["id"] for row in running if row["instance_id"] == name} for name in ENGINES}
+    assert by_engine["engine-a"], "engine-a's runs all ended before it was frozen"
+    killed.kill()  # SIGKILL: no drain, no lease release
     streams = await asyncio.wait_for(asyncio.gather(*pending), timeout=60)
     pool.shutdown()
 
