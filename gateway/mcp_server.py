@@ -52,7 +52,8 @@ class _Body(httpx.AsyncByteStream):
     async def aclose(self) -> None:
         self._left.set()
         try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout=10)
+            async with asyncio.timeout(10):
+                await asyncio.shield(self._task)
         except (TimeoutError, Exception):
             self._task.cancel()
 

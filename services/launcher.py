@@ -243,7 +243,8 @@ async def stop_all(children: list[Child], grace: float = 15.0) -> None:
         if child.process is not None and child.process.returncode is None:
             child.process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(child.process.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await child.process.wait()
             except TimeoutError:
                 child.process.kill()
                 await child.process.wait()

@@ -33,7 +33,7 @@ import re
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -265,7 +265,8 @@ class CliProvider:
             try:
                 async for chunk in self._read_output(process.stdout, outcome):
                     yield chunk
-                status = await asyncio.wait_for(process.wait(), config.timeout)
+                async with asyncio.timeout(config.timeout):
+                    status = await process.wait()
             except TimeoutError as exc:
                 raise ProviderError(
                     self.name, f"no output for {config.timeout:g} s; the CLI was stopped", retryable=True
@@ -295,10 +296,18 @@ class CliProvider:
             await asyncio.to_thread(shutil.rmtree, base, True)
 
     async def _read_output(self, stdout: asyncio.StreamReader, outcome: _Outcome) -> AsyncIterator[TextChunk]:
+        # Each read within the timeout. asyncio.timeout, not wait_for: on
+        # Python 3.11 wait_for loses a cancellation (the user's Stop) that
+        # lands as a read completes.
         timeout = self._config.timeout
+
+        async def within(read: Awaitable[bytes]) -> bytes:
+            async with asyncio.timeout(timeout):
+                return await read
+
         if self._config.output == "text":
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            while data := await asyncio.wait_for(stdout.read(65536), timeout):
+            while data := await within(stdout.read(65536)):
                 if text := decoder.decode(data):
                     outcome.text.append(text)
                     yield TextChunk(text)
@@ -309,7 +318,7 @@ class CliProvider:
         events = self._config.events
         while True:
             try:
-                line = await asyncio.wait_for(stdout.readline(), timeout)
+                line = await within(stdout.readline())
             except ValueError as exc:  # a line beyond MAX_LINE_BYTES
                 raise ProviderError(self.name, f"an output line is too long: {exc}", retryable=False) from exc
             if not line:

@@ -124,8 +124,12 @@ class WebhookWorker:
                 task.add_done_callback(self._done)
             if len(rows) == free and free:
                 continue  # maybe more are due
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
+            # cancellation that lands as the wakeup fires, and this loop
+            # would then outlive the engine's shutdown.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self._limits.poll_seconds)
+                async with asyncio.timeout(self._limits.poll_seconds):
+                    await self._wakeup.wait()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)

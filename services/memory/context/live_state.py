@@ -13,6 +13,7 @@ writes to one agent between two polls arrive as the last of them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -194,10 +195,11 @@ class LiveStateDomain:
             revision, known = await self._read(owner, project)
             yield LiveEvent(EventType.SNAPSHOT, list(known.values()))
             while True:
-                try:
-                    await asyncio.wait_for(wakeup.wait(), self._poll_interval)
-                except TimeoutError:
-                    pass
+                # asyncio.timeout, not wait_for, which on Python 3.11 loses a
+                # cancellation (the watcher leaving) that lands as a write wakes it.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll_interval):
+                        await wakeup.wait()
                 wakeup.clear()
                 now = utcnow()
                 expiring = any(entry.expire_time <= now for entry in known.values())
