@@ -68,15 +68,19 @@ mypy_pid=$!
 wait "$collect_pid" || true  # its errors, if any, are the tests' own to report
 
 echo "== tests"
-# One worker per core, whole groups per worker (--dist loadgroup): a group is a
-# module, or the e2e modules that share one launched system (tests/conftest.py),
-# so a module's fixtures and a system stay in one process;
-# SWITCHBOARD_TEST_WORKERS=0 runs in this process only.
+# One worker more than the cores: with one per core a 2-core machine sat
+# about a fifth idle while tests waited on real processes, streamed answers
+# and browsers, and a third worker ran the suite 7-8 % faster there
+# (docs/operations.md). Whole groups per worker (--dist loadgroup): a group is
+# a module, or the e2e modules that share one launched system
+# (tests/conftest.py), so a module's fixtures and a system stay in one
+# process; SWITCHBOARD_TEST_WORKERS=N sets the count, 0 runs in this process only.
+workers=${SWITCHBOARD_TEST_WORKERS:-$(($(nproc) + 1))}
 tests_status=0
 # A worker that crashes (a segfault in a C extension) fails its test and ends
 # the run: xdist's replacement worker, under whole-group scheduling, was
 # never handed work and the run waited forever.
-.venv/bin/pytest -n "${SWITCHBOARD_TEST_WORKERS:-auto}" --dist loadgroup --max-worker-restart 0 "$@" || tests_status=$?
+.venv/bin/pytest -n "$workers" --dist loadgroup --max-worker-restart 0 "$@" || tests_status=$?
 
 echo "== types (mypy, run beside the tests)"
 mypy_status=0
