@@ -369,6 +369,12 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             # the per-user run quotas (tests/e2e/test_quotas.py) are off here.
             "SWITCHBOARD_ENGINE_MAX_CONCURRENT_RUNS_PER_USER": "0",
             "SWITCHBOARD_ENGINE_RUNS_PER_MINUTE_PER_USER": "0",
+            # A restarted engine's first routing call on a loaded machine can
+            # miss the 1 s production deadline; the ask then goes on with the
+            # fallback model, which swaps the agent's provider. The kills are
+            # what is tested here (tests/e2e/test_dependency_faults.py covers
+            # a run without the router).
+            "SWITCHBOARD_ENGINE_ROUTER_TIMEOUT": "10",
         }
         engine_database = urls.get("engine") or str(data / "engine.db")
         assert zygote.stdout is not None
