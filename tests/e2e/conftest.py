@@ -215,22 +215,24 @@ class SystemPool:
 
     folders: pytest.TempPathFactory
     running: dict[str, _System] = field(default_factory=dict)
+    # Stops launchers in the background: one drains while the next starts.
+    stopper: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=len(BACKENDS), thread_name_prefix="stop")
+    )
 
     def take(self, backend: str, settings: dict[str, str]) -> Launched:
         key: LaunchKey = tuple(sorted(settings.items()))
         current = self.running.get(backend)
         if current is not None and (current.key != key or current.launched.process.poll() is not None):
             del self.running[backend]
-            # The old system drains (a second or two of waiting) while the
-            # new one starts; its exit is checked here, once the new one is up.
+            # It drains (a second or two of waiting) while the next one starts.
             check = current.launched.process.poll() is None
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="system-stop") as stopper:
-                halted = stopper.submit(stop_popen, current.launched.process)
-                try:
-                    self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
-                finally:
-                    _finish(current, halted.result, check)
-        if backend not in self.running:
+            halted = self.stopper.submit(stop_popen, current.launched.process)
+            try:
+                self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
+            finally:
+                _finish(current, halted.result, check)  # once the new one is up
+        elif current is None:
             self.running[backend] = _launch(backend, key, self.folders.mktemp(f"system-{backend}"))
         system = self.running[backend]
         system.log_seen = system.launched.log.stat().st_size
@@ -263,13 +265,12 @@ class SystemPool:
         systems, self.running = list(self.running.values()), {}
         errors: list[BaseException] = []
         # Every system drains at once.
-        with ThreadPoolExecutor(max_workers=max(1, len(systems)), thread_name_prefix="stop") as stopper:
-            halted = [stopper.submit(stop_popen, system.launched.process) for system in systems]
-            for system, halting in zip(systems, halted, strict=True):
-                try:
-                    _finish(system, halting.result, check=True)
-                except BaseException as error:  # noqa: BLE001 - stop the others, then report
-                    errors.append(error)
+        halted = [self.stopper.submit(stop_popen, system.launched.process) for system in systems]
+        for system, halting in zip(systems, halted, strict=True):
+            try:
+                _finish(system, halting.result, check=True)
+            except BaseException as error:  # noqa: BLE001 - stop the others, then report
+                errors.append(error)
         if errors:
             raise errors[0]
 
