@@ -96,6 +96,7 @@ class StartRunRequest(_message.Message):
     CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
     WEBHOOK_URL_FIELD_NUMBER: _builtins.int
     BACKGROUND_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key, at most 128 characters; "" = none (a
     retry then starts another run).
@@ -131,6 +132,11 @@ class StartRunRequest(_message.Message):
     run's id) and ends; the run keeps going without any listener. Follow it
     with GetRun, WatchRun or the webhook.
     """
+    project_id: _builtins.str
+    """The project whose durable notes, context and live state the run reads
+    ("" = the user's personal project). NOT_FOUND when the user is not a
+    member of it.
+    """
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Skills forced by the user (`/name` or the menu)."""
@@ -153,10 +159,11 @@ class StartRunRequest(_message.Message):
         client_instructions: _builtins.str = ...,
         webhook_url: _builtins.str = ...,
         background: _builtins.bool = ...,
+        project_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["background", b"background", "budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface", "webhook_url", b"webhook_url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["background", b"background", "budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "project_id", b"project_id", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -159,6 +159,7 @@ class Agent(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Slug, e.g. "qa": lower-case letters, digits and dashes, at most 64."""
     display_name: _builtins.str
@@ -177,6 +178,11 @@ class Agent(_message.Message):
     owner: _builtins.str
     """The user who owns it (registered it, or first used it after the
     registry gained owners); output only.
+    """
+    project_id: _builtins.str
+    """The project it belongs to: its asks read that project's memory, context
+    and live state, and the project's members may ask it. "" on create = the
+    creator's personal project; always set on output.
     """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
@@ -198,10 +204,11 @@ class Agent(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         owner: _builtins.str = ...,
+        project_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "display_name", b"display_name", "id", b"id", "injection_strategy", b"injection_strategy", "model", b"model", "owner", b"owner", "persona", b"persona", "provider_id", b"provider_id", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "display_name", b"display_name", "id", b"id", "injection_strategy", b"injection_strategy", "model", b"model", "owner", b"owner", "persona", b"persona", "project_id", b"project_id", "provider_id", b"provider_id", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
