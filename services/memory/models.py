@@ -8,13 +8,12 @@ from sqlmodel import Field, SQLModel
 
 
 class Revision(SQLModel, table=True):
-    """A counter per (owner, project, scope), bumped in the same transaction as
+    """A counter per (project, scope), bumped in the same transaction as
     every write of that scope ("notes", "live"). Replicas compare it with what
     they cached instead of trusting process memory."""
 
     __tablename__ = "memory_revisions"
 
-    owner_user_id: str = Field(primary_key=True, max_length=128)
     project_id: str = Field(primary_key=True, max_length=128)
     scope: str = Field(primary_key=True, max_length=16)
     revision: int = 0

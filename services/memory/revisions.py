@@ -1,4 +1,4 @@
-"""Revision counters of the memory service, one per (owner, project, scope).
+"""Revision counters of the memory service, one per (project, scope).
 
 Every write of notes or live state bumps that scope's counter in the same
 transaction, so a replica can tell from one primary-key read whether what it
@@ -18,13 +18,11 @@ NOTES = "notes"
 LIVE = "live"
 
 
-async def bump(session: AsyncSession, owner: str, project: str, scope: str) -> None:
+async def bump(session: AsyncSession, project: str, scope: str) -> None:
     """Adds one to the scope's counter, in the session's transaction."""
-    statement = dialect_insert(session, Revision).values(
-        owner_user_id=owner, project_id=project, scope=scope, revision=1
-    )
+    statement = dialect_insert(session, Revision).values(project_id=project, scope=scope, revision=1)
     statement = statement.on_conflict_do_update(
-        index_elements=[col(Revision.owner_user_id), col(Revision.project_id), col(Revision.scope)],
+        index_elements=[col(Revision.project_id), col(Revision.scope)],
         set_={"revision": Revision.revision + 1},
     )
     await session.exec(statement)
@@ -37,7 +35,7 @@ class RevisionedRepository:
         self._sessions = sessions
 
     @db_retry
-    async def revision(self, owner: str, project: str, scope: str) -> int:
+    async def revision(self, project: str, scope: str) -> int:
         async with self._sessions() as session:
-            row = await session.get(Revision, (owner, project, scope))
+            row = await session.get(Revision, (project, scope))
             return row.revision if row is not None else 0

@@ -1,4 +1,4 @@
-"""The memory service: its three gRPC services over one database, and the
+"""The memory service: its four gRPC services over one database, and the
 server. Each concept is a package of its own (servicer -> domain ->
 repository): ``notes``, ``pages`` (and proposals), ``handoff``, ``context``
 (project context and live state), ``personal`` (personal settings) and
@@ -32,8 +32,13 @@ from services.memory.pages.repository import PagesRepository
 from services.memory.pages.servicer import PagesServicer
 from services.memory.personal.domain import PersonalSettingsDomain
 from services.memory.personal.repository import PersonalSettingsRepository
+from services.memory.projects.domain import ProjectsDomain
+from services.memory.projects.models import MemoryAuditEvent
+from services.memory.projects.repository import ProjectsRepository
+from services.memory.projects.servicer import ProjectsServicer
 from services.memory.servicer import MemoryServicer
 from services.memory.settings import MemorySettings
+from services.shared.audit import AuditLog
 from services.shared.bootstrap import Closer, RunningService, open_database, start_service
 from services.shared.completion import ModelCompleter
 from services.shared.db import session_factory
@@ -46,12 +51,15 @@ from switchboard.memory.v1 import (
     memory_service_pb2_grpc,
     pages_service_pb2,
     pages_service_pb2_grpc,
+    projects_service_pb2,
+    projects_service_pb2_grpc,
 )
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 SERVICE_NAME = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 PAGES_SERVICE_NAME = pages_service_pb2.DESCRIPTOR.services_by_name["PagesService"].full_name
 HANDOFF_SERVICE_NAME = handoff_service_pb2.DESCRIPTOR.services_by_name["HandoffService"].full_name
+PROJECTS_SERVICE_NAME = projects_service_pb2.DESCRIPTOR.services_by_name["ProjectsService"].full_name
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class Servicers:
     memory: MemoryServicer
     pages: PagesServicer
     handoff: HandoffServicer
+    projects: ProjectsServicer
 
 
 async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Closer]]:
@@ -77,16 +86,18 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         background = Background(f"memory reembed ({embedder.name})")
         background.start(lambda progress: reembed(notes_repository, embedder, progress))
         closers.append(background.close)
+    projects = ProjectsDomain(ProjectsRepository(sessions))
     notes = NotesDomain(
         notes_repository,
         NoteIndexes(notes_repository, embedder, settings.recall_min_cosine),
         settings.max_note_chars,
+        projects,
         settings.duplicate_cosine,
     )
     personal_settings = PersonalSettingsDomain(personal)
     contexts_domain = ContextDomain(contexts, notes, settings.max_context_chars)
     live = LiveStateDomain(
-        contexts, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
+        contexts, projects, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
     )
     pages_domain = PagesDomain(
         PagesRepository(sessions),
@@ -114,7 +125,8 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
     )
     pages = PagesServicer(pages_domain)
     handoff = HandoffServicer(handoff_domain)
-    return Servicers(servicer, pages, handoff), closers
+    projects_servicer = ProjectsServicer(projects, AuditLog(MemoryAuditEvent, sessions))
+    return Servicers(servicer, pages, handoff, projects_servicer), closers
 
 
 async def open_servicer(settings: MemorySettings) -> tuple[MemoryServicer, list[Closer]]:
@@ -130,6 +142,7 @@ async def build_server(settings: MemorySettings) -> RunningService:
         memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(servicers.memory, server)
         pages_service_pb2_grpc.add_PagesServiceServicer_to_server(servicers.pages, server)
         handoff_service_pb2_grpc.add_HandoffServiceServicer_to_server(servicers.handoff, server)
-        return [SERVICE_NAME, PAGES_SERVICE_NAME, HANDOFF_SERVICE_NAME]
+        projects_service_pb2_grpc.add_ProjectsServiceServicer_to_server(servicers.projects, server)
+        return [SERVICE_NAME, PAGES_SERVICE_NAME, HANDOFF_SERVICE_NAME, PROJECTS_SERVICE_NAME]
 
     return await start_service(settings, register, closers)

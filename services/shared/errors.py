@@ -62,6 +62,13 @@ class FailedPrecondition(DomainError):
     reason = common_pb2.ERROR_REASON_FAILED_PRECONDITION
 
 
+class AlreadyExists(DomainError):
+    """The object to create exists already (a project id is taken)."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+    reason = common_pb2.ERROR_REASON_ALREADY_EXISTS
+
+
 class PermissionDenied(DomainError):
     """The caller's role or membership does not allow a call on an object it
     may know exists (the catalog, the agent registry). Another user's

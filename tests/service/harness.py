@@ -12,6 +12,7 @@ from services.shared.bootstrap import RunningService
 from services.shared.errors import error_info
 from services.shared.identity import user_metadata
 from services.shared.settings import ServiceSettings
+from switchboard.memory.v1 import projects_pb2, projects_service_pb2, projects_service_pb2_grpc
 
 S = TypeVar("S", bound=ServiceSettings)
 
@@ -89,3 +90,25 @@ async def sequences_both_ways(
     forward = [e.sequence for page in pages for e in page.entries]
     backward = [e.sequence for page in reversed(back) for e in page.entries]
     return forward, backward
+
+
+async def create_projects(channel: grpc.aio.Channel, owner: str, *project_ids: str, **members: str) -> None:
+    """Projects owned by ``owner``, each with ``members`` (user -> "viewer",
+    "editor" or "owner"), through the memory service's ProjectsService."""
+    projects = projects_service_pb2_grpc.ProjectsServiceStub(channel)
+    for project_id in project_ids:
+        await projects.CreateProject(
+            projects_service_pb2.CreateProjectRequest(
+                project=projects_pb2.Project(id=project_id, display_name=project_id.title())
+            ),
+            **as_user(owner),
+        )
+        for user, role in members.items():
+            member = projects_pb2.ProjectMember(
+                project_id=project_id,
+                user_id=user,
+                role=projects_pb2.ProjectRole.Value(f"PROJECT_ROLE_{role.upper()}"),
+            )
+            await projects.SetProjectMember(
+                projects_service_pb2.SetProjectMemberRequest(member=member), **as_user(owner)
+            )

@@ -21,7 +21,12 @@ from services.shared.bootstrap import RunningService
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
-from switchboard.memory.v1 import handoff_service_pb2_grpc, memory_service_pb2_grpc, pages_service_pb2_grpc
+from switchboard.memory.v1 import (
+    handoff_service_pb2_grpc,
+    memory_service_pb2_grpc,
+    pages_service_pb2_grpc,
+    projects_service_pb2_grpc,
+)
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 from tests.conftest import DatabaseFactory
@@ -35,6 +40,7 @@ class System:
     memory: memory_service_pb2_grpc.MemoryServiceStub
     pages: pages_service_pb2_grpc.PagesServiceStub
     handoff: handoff_service_pb2_grpc.HandoffServiceStub
+    projects: projects_service_pb2_grpc.ProjectsServiceStub
     router: router_service_pb2_grpc.RouterServiceStub
     schedules: schedules_service_pb2_grpc.ScheduleServiceStub
     database_urls: dict[str, str]
@@ -76,17 +82,22 @@ async def system(
         urls = await stack.enter_async_context(
             databases(make_database, ("threads", "memory", "router", "engine"))
         )
-        threads, threads_channel = await stack.enter_async_context(
-            running(
-                build_threads,
-                ThreadsSettings(port=0, database_url=urls["threads"], **(threads_settings or {})),
-            )
-        )
         memory, memory_channel = await stack.enter_async_context(
             running(
                 build_memory,
                 MemorySettings(
                     port=0, database_url=urls["memory"], **{"embedder": "hashing", **(memory_settings or {})}
+                ),
+            )
+        )
+        # Threads asks memory who is a member of an agent's project.
+        threads, threads_channel = await stack.enter_async_context(
+            running(
+                build_threads,
+                ThreadsSettings(
+                    port=0,
+                    database_url=urls["threads"],
+                    **{"memory_address": f"127.0.0.1:{memory.port}", **(threads_settings or {})},
                 ),
             )
         )
@@ -117,6 +128,7 @@ async def system(
             memory=memory_service_pb2_grpc.MemoryServiceStub(memory_channel),
             pages=pages_service_pb2_grpc.PagesServiceStub(memory_channel),
             handoff=handoff_service_pb2_grpc.HandoffServiceStub(memory_channel),
+            projects=projects_service_pb2_grpc.ProjectsServiceStub(memory_channel),
             router=router_service_pb2_grpc.RouterServiceStub(router_channel),
             schedules=schedules_service_pb2_grpc.ScheduleServiceStub(engine_channel),
             database_urls=urls,

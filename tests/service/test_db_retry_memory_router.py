@@ -53,8 +53,8 @@ async def column(engine: AsyncEngine, query: str) -> list[Any]:
 def note(request_id: str | None, body: str = "Decision: PostgreSQL in production") -> Note:
     return Note(
         id=str(uuid.uuid4()),
-        owner_user_id="alice",
-        project_id="default",
+        author_user_id="alice",
+        project_id="apollo",
         title="Storage",
         body=body,
         request_id=request_id,
@@ -83,8 +83,8 @@ async def test_memory_writes_whose_commit_replies_are_lost_are_written_once(
         lost.count = 1
         await live.set_live(
             LiveState(
-                owner_user_id="alice",
-                project_id="default",
+                author_user_id="alice",
+                project_id="apollo",
                 agent_id="qa",
                 activity="relit la PR",
                 update_time=now,
@@ -92,7 +92,7 @@ async def test_memory_writes_whose_commit_replies_are_lost_are_written_once(
             ),
             now,
         )
-        assert [row.activity for row in await live.list_live("alice", "default", now)] == ["relit la PR"]
+        assert [row.activity for row in await live.list_live("apollo", now)] == ["relit la PR"]
         assert lost.lost == 3
 
 

@@ -178,7 +178,7 @@ NOTES = [
 
 async def recall(channel: object, query: str, mode: int = memory_pb2.RECALL_MODE_HYBRID) -> list[str]:
     stub = memory_service_pb2_grpc.MemoryServiceStub(channel)  # type: ignore[arg-type]
-    request = mpb.RecallNotesRequest(project_id="p", query=query, limit=5, mode=mode)  # type: ignore[arg-type]
+    request = mpb.RecallNotesRequest(project_id="personal", query=query, limit=5, mode=mode)  # type: ignore[arg-type]
     found = (await stub.RecallNotes(request, **ALICE)).notes
     return [f"{r.note.title}:{r.embedding_rank}" for r in found]
 
@@ -187,7 +187,7 @@ async def test_memory_switching_embedder_is_lexical_until_the_resumable_reembed(
     async with running(build_memory, memory_settings(db_url, HASHING)) as (_, channel):
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
         for title, body in NOTES:
-            note = memory_pb2.Note(project_id="p", kind=1, title=title, body=body)
+            note = memory_pb2.Note(project_id="personal", kind=1, title=title, body=body)
             await stub.CreateNote(mpb.CreateNoteRequest(note=note), **ALICE)
     assert await rows(db_url, "select embedder, embedding_dimension, count(*) from notes group by 1, 2") == [
         ("hashing", 256, len(NOTES))
@@ -228,7 +228,9 @@ async def test_memory_reembeds_by_itself_at_start_up(db_url: str) -> None:
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
         for title, body in NOTES:
             await stub.CreateNote(
-                mpb.CreateNoteRequest(note=memory_pb2.Note(project_id="p", kind=1, title=title, body=body)),
+                mpb.CreateNoteRequest(
+                    note=memory_pb2.Note(project_id="personal", kind=1, title=title, body=body)
+                ),
                 **ALICE,
             )
     async with running(build_memory, memory_settings(db_url, MODEL)) as (_, channel):

@@ -41,6 +41,8 @@ from switchboard.memory.v1 import (
     memory_service_pb2,
     pages_pb2,
     pages_service_pb2,
+    projects_pb2,
+    projects_service_pb2,
 )
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -48,12 +50,13 @@ from tests.conftest import DatabaseFactory
 from tests.service.harness import as_user
 from tests.service.system import System, collect, system
 
-E, M, P, R, T = (
+E, M, P, R, T, J = (
     engine_service_pb2,
     memory_service_pb2,
     pages_service_pb2,
     router_service_pb2,
     threads_service_pb2,
+    projects_service_pb2,
 )
 SERVICES: list[ServiceDescriptor] = [
     module.DESCRIPTOR.services_by_name[name]
@@ -63,6 +66,7 @@ SERVICES: list[ServiceDescriptor] = [
         (M, "MemoryService"),
         (P, "PagesService"),
         (handoff_service_pb2, "HandoffService"),
+        (J, "ProjectsService"),
         (R, "RouterService"),
     )
 ]
@@ -115,6 +119,9 @@ SHARED = {
     "RouterService.UpdateSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
     "RouterService.DeleteSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
     "RouterService.SetSkillEnablement": "a workspace skill; writes only the caller's enablement (checked)",
+    "ThreadsService.ListAgents": "the registry, filtered by project_id, is visible to every user",
+    "ProjectsService.CreateProject": "project ids are names of the deployment: a taken one is ALREADY_EXISTS",
+    "ProjectsService.ListAuditEvents": "the memory service's audit log: admins (ROLE_GATED)",
 }
 
 
@@ -349,14 +356,14 @@ MATRIX: dict[str, list[Case]] = {
             ),
         )
     ],
-    # Memory: notes, project context and live state are the caller's, per project.
+    # Memory: notes, project context and live state are a project's: another
+    # user's project reads exactly like one nobody created, writes included.
     "MemoryService.CreateNote": [
         Case(
             lambda w: w.note_request,
             lambda w, x: M.CreateNoteRequest(
                 request_id=x,
                 note=memory_pb2.Note(
-                    project_id=w.project,
                     kind=memory_pb2.NOTE_KIND_DECISION,
                     title=f"Launch plan {MARK}",
                     body=f"We ship on Friday, {MARK} included.",
@@ -374,8 +381,7 @@ MATRIX: dict[str, list[Case]] = {
                     body=f"We ship on Friday, {MARK} included.",
                 )
             ),
-            None,
-            _random_project,
+            missing=_random_project,
         ),
     ],
     "MemoryService.GetNote": [Case(_note, lambda w, x: M.GetNoteRequest(id=x))],
@@ -390,14 +396,13 @@ MATRIX: dict[str, list[Case]] = {
     ],
     "MemoryService.DeleteNote": [Case(_note, lambda w, x: M.DeleteNoteRequest(id=x))],
     "MemoryService.ListNotes": [
-        Case(_project, lambda w, x: M.ListNotesRequest(project_id=x), None, _random_project)
+        Case(_project, lambda w, x: M.ListNotesRequest(project_id=x), missing=_random_project)
     ],
     "MemoryService.RecallNotes": [
         Case(
             _project,
             lambda w, x: M.RecallNotesRequest(project_id=x, query=f"launch plan friday {MARK}"),
-            None,
-            _random_project,
+            missing=_random_project,
         )
     ],
     # One call of a chat run's context step: the thread's summary is the
@@ -411,8 +416,7 @@ MATRIX: dict[str, list[Case]] = {
         Case(
             _project,
             lambda w, x: M.GetChatContextRequest(project_id=x, recall_query=f"launch plan friday {MARK}"),
-            None,
-            _random_project,
+            missing=_random_project,
         ),
     ],
     "MemoryService.GetProjectContext": [
@@ -424,8 +428,7 @@ MATRIX: dict[str, list[Case]] = {
             lambda w, x: M.UpdateProjectContextRequest(
                 context=memory_pb2.ProjectContext(project_id=x, body="UpdateProjectContext was here")
             ),
-            None,
-            _random_project,
+            missing=_random_project,
         )
     ],
     "MemoryService.ImportProjectFiles": [
@@ -438,8 +441,7 @@ MATRIX: dict[str, list[Case]] = {
                     memory_pb2.ProjectFile(path=".ideai/memory/x.md", content=_IMPORTED_NOTE),
                 ],
             ),
-            None,
-            _random_project,
+            missing=_random_project,
         )
     ],
     "MemoryService.SetLiveState": [
@@ -448,12 +450,11 @@ MATRIX: dict[str, list[Case]] = {
             lambda w, x: M.SetLiveStateRequest(
                 project_id=x, agent_id=w.live_agent, activity="SetLiveState was here"
             ),
-            None,
-            _random_project,
+            missing=_random_project,
         )
     ],
     "MemoryService.ListLiveState": [
-        Case(_project, lambda w, x: M.ListLiveStateRequest(project_id=x), None, _random_project)
+        Case(_project, lambda w, x: M.ListLiveStateRequest(project_id=x), missing=_random_project)
     ],
     "MemoryService.DeleteLiveState": [
         Case(
@@ -463,10 +464,10 @@ MATRIX: dict[str, list[Case]] = {
         )
     ],
     "MemoryService.ClearLiveState": [
-        Case(_project, lambda w, x: M.ClearLiveStateRequest(project_id=x), None, _random_project)
+        Case(_project, lambda w, x: M.ClearLiveStateRequest(project_id=x), missing=_random_project)
     ],
     "MemoryService.WatchLiveState": [
-        Case(_project, lambda w, x: M.WatchLiveStateRequest(project_id=x), None, _random_project, first=1)
+        Case(_project, lambda w, x: M.WatchLiveStateRequest(project_id=x), missing=_random_project, first=1)
     ],
     # user_id is ignored; a page id in the caller's list gives them nothing of it.
     "MemoryService.UpdatePersonalSettings": [
@@ -560,6 +561,44 @@ MATRIX: dict[str, list[Case]] = {
     "PagesService.ListProposals": [Case(_page, lambda w, x: P.ListProposalsRequest(page_id=x), None)],
     "PagesService.AcceptProposal": [Case(_proposal, lambda w, x: P.AcceptProposalRequest(proposal_id=x))],
     "PagesService.RefuseProposal": [Case(_proposal, lambda w, x: P.RefuseProposalRequest(proposal_id=x))],
+    # Projects: another user's project reads exactly like one nobody created.
+    "ProjectsService.GetProject": [
+        Case(_project, lambda w, x: J.GetProjectRequest(id=x), missing=_random_project)
+    ],
+    "ProjectsService.UpdateProject": [
+        Case(
+            _project,
+            lambda w, x: J.UpdateProjectRequest(
+                project=projects_pb2.Project(id=x, display_name="UpdateProject was here"),
+                update_mask=FieldMask(paths=["display_name"]),
+            ),
+            missing=_random_project,
+        )
+    ],
+    "ProjectsService.ListProjectMembers": [
+        Case(_project, lambda w, x: J.ListProjectMembersRequest(project_id=x), missing=_random_project)
+    ],
+    "ProjectsService.SetProjectMember": [
+        Case(
+            _project,
+            lambda w, x: J.SetProjectMemberRequest(
+                member=projects_pb2.ProjectMember(
+                    project_id=x, user_id="mallory", role=projects_pb2.PROJECT_ROLE_OWNER
+                )
+            ),
+            missing=_random_project,
+        )
+    ],
+    "ProjectsService.RemoveProjectMember": [
+        Case(
+            _project,
+            lambda w, x: J.RemoveProjectMemberRequest(project_id=x, user_id="alice"),
+            missing=_random_project,
+        )
+    ],
+    "ProjectsService.CheckProjectAccess": [
+        Case(_project, lambda w, x: J.CheckProjectAccessRequest(project_id=x), missing=_random_project)
+    ],
     # Router: feedback is the caller's; the router keeps the run id as given.
     "RouterService.CreateSkillFeedback": [
         Case(
@@ -608,6 +647,8 @@ def test_every_id_taking_method_is_in_the_matrix() -> None:
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+# Each intruder writes into its own personal project.
+_PERSONAL = re.compile(r"personal-[0-9a-f]{20}")
 
 
 def _stubs(sb: System) -> dict[str, Any]:
@@ -616,6 +657,7 @@ def _stubs(sb: System) -> dict[str, Any]:
         "ThreadsService": sb.threads,
         "MemoryService": sb.memory,
         "PagesService": sb.pages,
+        "ProjectsService": sb.projects,
         "RouterService": sb.router,
     }
 
@@ -654,8 +696,8 @@ async def call(sb: System, user: str, method: str, request: Message, first: int 
 
 
 def _fresh(text: str) -> str:
-    """Two fresh objects differ in their ids and times only."""
-    return _TIME.sub("<TIME>", _UUID.sub("<UUID>", text))
+    """Two fresh objects differ in their ids, times and owners' personal projects only."""
+    return _PERSONAL.sub("<PERSONAL>", _TIME.sub("<TIME>", _UUID.sub("<UUID>", text)))
 
 
 # Alice's objects.
@@ -700,6 +742,9 @@ async def make_world(sb: System) -> World:
     )
     assert asked[-1].WhichOneof("kind") == "final", asked[-1]
     w.ask_run = asked[0].run_id
+    await sb.projects.CreateProject(
+        J.CreateProjectRequest(project=projects_pb2.Project(id=w.project, display_name="Alice's")), **alice
+    )
     note = await sb.memory.CreateNote(
         M.CreateNoteRequest(
             request_id=w.note_request,
@@ -929,6 +974,7 @@ ROLE_GATED: list[tuple[str, Callable[[World, str], Message], bool]] = [
     ),
     ("ThreadsService.ListAgentMembers", lambda w, s: T.ListAgentMembersRequest(agent_id="qa-iso"), True),
     ("ThreadsService.ListAuditEvents", lambda w, s: T.ListAuditEventsRequest(), True),
+    ("ProjectsService.ListAuditEvents", lambda w, s: J.ListAuditEventsRequest(), True),
     (
         "ThreadsService.EnsureAgentThread",
         lambda w, s: T.EnsureAgentThreadRequest(target_agent_id="qa-iso"),

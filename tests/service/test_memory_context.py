@@ -10,7 +10,7 @@ import pytest
 
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
-from tests.service.harness import as_user, expect_error
+from tests.service.harness import as_user, create_projects, expect_error
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 PROJECT = Path(__file__).parents[1] / "fixtures" / "memory" / "project"
@@ -26,7 +26,8 @@ def memory_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-def stub(memory_channel: grpc.aio.Channel) -> Stub:
+async def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    await create_projects(memory_channel, "alice", "acme")
     return Stub(memory_channel)
 
 
@@ -142,10 +143,10 @@ async def test_import_is_idempotent_and_reports_each_file(stub: Stub) -> None:
     assert by_path[".ideai/memory/chat-mode.md"].outcome == M.IMPORT_OUTCOME_UNCHANGED
     updated = (await stub.GetNote(pb.GetNoteRequest(id=retry.note_id), **as_user("alice"))).note
     assert "5 s deadline" in updated.body
-    # Another user's import is theirs alone.
+    # Another user's import lands in their own project, alice's stays as it is.
     theirs = (
         await stub.ImportProjectFiles(
-            pb.ImportProjectFilesRequest(project_id="acme", files=files), **as_user("bob")
+            pb.ImportProjectFilesRequest(project_id="", files=files), **as_user("bob")
         )
     ).items
     assert theirs[0].outcome == M.IMPORT_OUTCOME_CREATED

@@ -18,7 +18,7 @@ from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
 from tests.conftest import MovableClock
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, create_projects, expect_error, running
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -36,13 +36,16 @@ def memory_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-def stub(memory_channel: grpc.aio.Channel) -> Stub:
+async def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    await create_projects(memory_channel, "alice", "acme")
     return Stub(memory_channel)
 
 
-def set_request(agent: str, activity: str, seconds: float = 60, **fields: object) -> pb.SetLiveStateRequest:
+def set_request(
+    agent: str, activity: str, seconds: float = 60, project_id: str = "acme", **fields: object
+) -> pb.SetLiveStateRequest:
     return pb.SetLiveStateRequest(
-        project_id="acme",
+        project_id=project_id,
         agent_id=agent,
         activity=activity,
         ttl=Duration(nanos=int(seconds * 1e9) % 10**9, seconds=int(seconds)),
@@ -50,11 +53,14 @@ def set_request(agent: str, activity: str, seconds: float = 60, **fields: object
     )
 
 
-async def agents(stub: Stub, user: str = "alice", page_size: int = 0) -> list[tuple[str, str]]:
+async def agents(
+    stub: Stub, user: str = "alice", page_size: int = 0, project_id: str = "acme"
+) -> list[tuple[str, str]]:
     seen, token = [], ""
     while True:
         response = await stub.ListLiveState(
-            pb.ListLiveStateRequest(project_id="acme", page_size=page_size, page_token=token), **as_user(user)
+            pb.ListLiveStateRequest(project_id=project_id, page_size=page_size, page_token=token),
+            **as_user(user),
         )
         seen += [(e.agent_id, e.activity) for e in response.entries]
         if not (token := response.next_page_token):
@@ -77,7 +83,9 @@ async def test_set_list_delete_clear(stub: Stub) -> None:
     )
     assert await agents(stub) == [("architect", "reviewing"), ("main", "planning"), ("qa", "writing report")]
     assert await agents(stub, page_size=1) == await agents(stub)
-    assert await agents(stub, user="bob") == []
+    # Bob is no member of acme: its live state reads like a missing project's.
+    await expect_error(agents(stub, user="bob"), *NOT_FOUND)
+    assert await agents(stub, user="bob", project_id="") == []
     await expect_error(
         stub.DeleteLiveState(pb.DeleteLiveStateRequest(project_id="acme", agent_id="qa"), **as_user("bob")),
         *NOT_FOUND,
@@ -135,6 +143,7 @@ async def test_watch_across_replicas(db_url: str, clock: MovableClock) -> None:
         running(build_server, settings(db_url)) as (_, channel_b),
     ):
         a, b = Stub(channel_a), Stub(channel_b)
+        await create_projects(channel_a, "alice", "acme")
         await a.SetLiveState(set_request("main", "planning"), **as_user("alice"))
         stream = b.WatchLiveState(
             pb.WatchLiveStateRequest(project_id="acme"), metadata=as_user("alice")["metadata"]
@@ -147,8 +156,8 @@ async def test_watch_across_replicas(db_url: str, clock: MovableClock) -> None:
         await a.SetLiveState(set_request("qa", "testing", seconds=30), **as_user("alice"))
         event = await next_event(stream)
         assert event.type == M.LIVE_STATE_EVENT_TYPE_SET and event.entries[0].agent_id == "qa"
-        # Another user's writes are not seen.
-        await a.SetLiveState(set_request("main", "bob's"), **as_user("bob"))
+        # Writes in another project (bob's own) are not seen.
+        await a.SetLiveState(set_request("main", "bob's", project_id=""), **as_user("bob"))
         # A delete on the watcher's own replica, then the expiry of qa.
         await b.DeleteLiveState(
             pb.DeleteLiveStateRequest(project_id="acme", agent_id="main"), **as_user("alice")

@@ -14,7 +14,7 @@ from services.shared.embeddings import EmbedderName
 from services.shared.errors import error_info
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
-from tests.service.harness import as_user, expect_error, running
+from tests.service.harness import as_user, create_projects, expect_error, running
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -27,7 +27,8 @@ def settings(db_url: str) -> MemorySettings:
 
 
 @pytest.fixture
-def stub(memory_channel: grpc.aio.Channel) -> Stub:
+async def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    await create_projects(memory_channel, "alice", "acme", "other")
     return Stub(memory_channel)
 
 
@@ -113,7 +114,7 @@ async def test_list_pages_and_filters(stub: Stub) -> None:
             stub, note(f"Topic {word}", f"All about {word} and {word}s", kind=kinds[i % 3], tags=tags)
         )
     await create(stub, note("Elsewhere", "Another project entirely", project_id="other"))
-    await create(stub, note("Bob's", "Not alice's at all"), user="bob")
+    await create(stub, note("Bob's", "Not alice's at all", project_id=""), user="bob")
 
     async def listing(**fields: object) -> list[str]:
         seen, token = [], ""
@@ -167,9 +168,9 @@ async def test_identical_text_is_refused_with_the_existing_id(stub: Stub) -> Non
     )
     assert merged.outcome == memory_pb2.SAVE_OUTCOME_MERGED and "identical text" in merged.reason
     assert merged.note.id == first.id and list(merged.note.tags) == ["infra", "ops"]
-    # Same text in another project or for another user is not a duplicate.
+    # Same text in another project (one of alice's, bob's own) is not a duplicate.
     await create(stub, note("Deploy target", "We deploy on Kubernetes.", project_id="other"))
-    await create(stub, note("Deploy target", "We deploy on Kubernetes."), user="bob")
+    await create(stub, note("Deploy target", "We deploy on Kubernetes.", project_id=""), user="bob")
     listed = await stub.ListNotes(pb.ListNotesRequest(project_id="acme"), **as_user("alice"))
     assert [n.id for n in listed.notes] == [first.id]
 
@@ -265,6 +266,7 @@ async def test_replicas_on_one_database_see_each_others_writes(db_url: str) -> N
         running(build_server, settings(db_url)) as (_, channel_b),
     ):
         a, b = Stub(channel_a), Stub(channel_b)
+        await create_projects(channel_a, "alice", "acme")
         assert await titles(b, "kestrel") == []  # b caches an empty index
         created = (await create(a, note("Kestrel", "The kestrel service owns billing."))).note
         assert await titles(b, "kestrel") == ["Kestrel"]  # b reloads on a's revision

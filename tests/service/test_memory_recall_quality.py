@@ -13,7 +13,7 @@ from services.memory.settings import MemorySettings
 from services.shared.embeddings import EmbedderName
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
-from tests.service.harness import as_user, running
+from tests.service.harness import as_user, create_projects, running
 
 SET = json.loads((Path(__file__).parents[1] / "fixtures" / "memory" / "recall_set.json").read_text())
 K = 5
@@ -27,6 +27,7 @@ async def test_hybrid_recall_at_5_per_language_beats_each_half(db_url: str) -> N
     settings = MemorySettings(port=0, database_url=db_url, embedder=EmbedderName.USE_MULTILINGUAL)
     async with running(build_server, settings) as (_, channel):
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
+        await create_projects(channel, "eval", "set")
         label = {}
         for n in SET["notes"]:
             note = memory_pb2.Note(

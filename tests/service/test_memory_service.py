@@ -11,9 +11,10 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.struct_pb2 import Struct
 
 from services.shared.errors import error_info
+from services.shared.projects import personal_project_id
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as pb
-from tests.service.harness import as_user, expect_error
+from tests.service.harness import as_user, create_projects, expect_error
 
 Stub = memory_service_pb2_grpc.MemoryServiceStub
 INVALID = (grpc.StatusCode.INVALID_ARGUMENT, "ERROR_REASON_INVALID_ARGUMENT")
@@ -38,7 +39,9 @@ def memory_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-def stub(memory_channel: grpc.aio.Channel) -> Stub:
+async def stub(memory_channel: grpc.aio.Channel) -> Stub:
+    # Alice's projects; every other read or write of theirs is in her personal one.
+    await create_projects(memory_channel, "alice", "acme", "other", "empty")
     return Stub(memory_channel)
 
 
@@ -89,11 +92,13 @@ async def test_create_note_returns_the_stored_note(stub: Stub) -> None:
     assert list(created.tags) == ["arch", "rpc"]
     assert created.kind == memory_pb2.NOTE_KIND_DECISION
     assert created.create_time.seconds > 0 and created.update_time == created.create_time
-    # Without a project the note lands in "default", where recall finds it.
+    # Without a project the note lands in the personal project, which
+    # "default" and "personal" also name.
     default = await stub.CreateNote(
         pb.CreateNoteRequest(note=note("Tabs", "Indent with tabs", project_id="")), **as_user("alice")
     )
-    assert default.note.project_id == "default"
+    assert default.note.project_id == personal_project_id("alice")
+    assert await recall(stub, "tabs", project_id="personal") == ["Tabs"]
     assert await recall(stub, "tabs", project_id="") == ["Tabs"]
     assert await recall(stub, "tabs", project_id="default") == ["Tabs"]
     assert await recall(stub, "tabs") == []  # another project
@@ -248,7 +253,7 @@ async def test_recall_ties_prefer_the_most_recent_note(stub: Stub) -> None:
 
 
 async def test_recall_in_an_empty_project_is_empty(stub: Stub) -> None:
-    assert await recall(stub, "anything at all", persona="a persona", project_id="nothing-here") == []
+    assert await recall(stub, "anything at all", persona="a persona", project_id="empty") == []
 
 
 # Personal settings
@@ -428,18 +433,25 @@ async def test_bad_settings_updates_are_rejected(stub: Stub) -> None:
     assert ok.settings.display_name == "n" * 100 and not ok.settings.HasField("avatar")
 
 
-async def test_notes_are_private_to_their_owner(stub: Stub) -> None:
+async def test_personal_notes_are_private_to_their_owner(stub: Stub) -> None:
     request = pb.CreateNoteRequest(
-        request_id="same-key", note=note("Alice's secret plan", "launch on monday")
+        request_id="same-key", note=note("Alice's secret plan", "launch on monday", project_id="")
     )
     alice = (await stub.CreateNote(request, **as_user("alice"))).note
     bob = (await stub.CreateNote(request, **as_user("bob"))).note
-    assert alice.id != bob.id  # idempotency keys are per owner
+    assert alice.id != bob.id  # idempotency keys are per author
+    assert alice.project_id != bob.project_id
     for user, expected in (("alice", alice.id), ("bob", bob.id)):
         recalled = await stub.RecallNotes(
-            pb.RecallNotesRequest(project_id="acme", query="secret plan monday"), **as_user(user)
+            pb.RecallNotesRequest(project_id="", query="secret plan monday"), **as_user(user)
         )
         assert [r.note.id for r in recalled.notes] == [expected]
+    # Another user's personal project, named by its id, reads like a missing one.
+    await expect_error(
+        stub.RecallNotes(pb.RecallNotesRequest(project_id=alice.project_id, query="plan"), **as_user("bob")),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
     await expect_error(
         stub.RecallNotes(pb.RecallNotesRequest(query="plan"), timeout=10),
         grpc.StatusCode.UNAUTHENTICATED,

@@ -43,7 +43,14 @@ from services.engine.repository import RunsRepository
 from services.engine.settings import CONNECTORS
 from services.shared.db import create_engine
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
-from switchboard.memory.v1 import handoff_pb2, memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
+from switchboard.memory.v1 import (
+    handoff_pb2,
+    memory_pb2,
+    memory_service_pb2,
+    pages_pb2,
+    pages_service_pb2,
+    projects_service_pb2,
+)
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.databases import database_url
 from tests.fakes.llm_server import FakeServer, openai_app, serve
@@ -294,6 +301,9 @@ async def check_run(
         compromised = Compromised(case.get("markers") or [canary], case.get("obey") or default_obey(canary))
         llm.script.steps = [compromised] * 3
     await plant_agent_thread(sb, case, user, model)
+    # The user's personal project exists before the run: its creation on
+    # first use is no write of the run's.
+    await sb.projects.CheckProjectAccess(projects_service_pb2.CheckProjectAccessRequest(), **as_user(user))
     before = await memory_state(sb, canary)
     events = await start(sb, user, message, model)
     after = await memory_state(sb, canary)

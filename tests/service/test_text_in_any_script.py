@@ -65,17 +65,17 @@ async def test_memory_saves_and_recalls_text_in_any_script(db_url: str) -> None:
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
         saved = []
         for i, text in enumerate(TEXTS[:-1]):
-            note = memory_pb2.Note(project_id="p", kind=1, title=f"note {i}", body=text)
+            note = memory_pb2.Note(project_id="personal", kind=1, title=f"note {i}", body=text)
             saved.append((await stub.CreateNote(mpb.CreateNoteRequest(note=note), **ALICE)).note.id)
         assert len(set(saved)) == len(saved)
         for text in TEXTS:
             for mode in (memory_pb2.RECALL_MODE_HYBRID, memory_pb2.RECALL_MODE_EMBEDDING):
-                request = mpb.RecallNotesRequest(project_id="p", query=text[:2000], limit=5, mode=mode)
+                request = mpb.RecallNotesRequest(project_id="personal", query=text[:2000], limit=5, mode=mode)
                 found = (await stub.RecallNotes(request, **ALICE)).notes
                 assert len(found) <= 5 and all(r.note.id in saved for r in found), text
         # The Arabic request finds the Chinese note that says the same.
         request = mpb.RecallNotesRequest(
-            project_id="p", query=TEXTS[1], limit=1, mode=memory_pb2.RECALL_MODE_EMBEDDING
+            project_id="personal", query=TEXTS[1], limit=1, mode=memory_pb2.RECALL_MODE_EMBEDDING
         )
         assert [r.note.id for r in (await stub.RecallNotes(request, **ALICE)).notes] in (
             [saved[0]],

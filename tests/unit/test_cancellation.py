@@ -20,6 +20,8 @@ from services.engine.webhooks.urls import UrlPolicy
 from services.engine.webhooks.worker import WebhookLimits, WebhookWorker
 from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.models import LiveState
+from services.memory.projects.domain import Access, Role
+from services.shared.audit import Actor
 
 ROOT = Path(__file__).resolve().parents[2]
 # How many times each interleaving is tried (wait_for lost every one of them).
@@ -68,13 +70,12 @@ async def test_the_webhook_worker_stops_when_cancelled_as_a_run_ends() -> None:
 class OneEntry:
     """A context repository with one live entry and a fixed revision."""
 
-    async def revision(self, owner: str, project: str, kind: str) -> int:
+    async def revision(self, project: str, kind: str) -> int:
         return 1
 
-    async def list_live(self, owner: str, project: str, now: datetime, *args: Any) -> list[LiveState]:
+    async def list_live(self, project: str, now: datetime, *args: Any) -> list[LiveState]:
         stamp = datetime.now(UTC)
         entry = LiveState(
-            owner_user_id=owner,
             project_id=project,
             agent_id="qa",
             activity="testing",
@@ -85,19 +86,26 @@ class OneEntry:
         return [entry]
 
 
+class OneProject:
+    """Projects where every caller reads the project it names."""
+
+    async def access(self, actor: Actor, project: str, need: Role) -> Access:
+        return Access(project, Role.OWNER, actor.user)
+
+
 async def drain(events: Any) -> None:
     async for _event in events:
         pass
 
 
 async def test_a_live_state_watch_stops_when_its_watcher_leaves_as_a_write_wakes_it() -> None:
-    domain = LiveStateDomain(OneEntry(), 60, 600, poll_interval=0.1)  # type: ignore[arg-type]
+    domain = LiveStateDomain(OneEntry(), OneProject(), 60, 600, poll_interval=0.1)  # type: ignore[arg-type]
     for _ in range(TRIES):
-        watch = domain.watch("alice", "acme")
+        watch = domain.watch(Actor("alice", "user"), "acme")
         await anext(watch)  # the snapshot
 
         task = asyncio.create_task(drain(watch))
-        assert await cancel_as_woken(task, lambda: domain._wakeups.notify(("alice", "acme"))), (
+        assert await cancel_as_woken(task, lambda: domain._wakeups.notify("acme")), (
             "the watch went on after its watcher left"
         )
 

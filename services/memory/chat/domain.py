@@ -18,6 +18,8 @@ from services.memory.notes.recall import Recalled
 from services.memory.pages.domain import ActiveInstructions, PagesDomain
 from services.memory.personal.domain import PersonalSettingsDomain
 from services.memory.personal.models import PersonalSettings
+from services.memory.projects.domain import Role
+from services.shared.audit import Actor
 from services.shared.errors import InvalidArgument, NotFound
 from services.shared.together import all_or_none
 
@@ -100,21 +102,24 @@ class ChatContextDomain:
         self._live = live
         self._handoff = handoff
 
-    async def read(self, user: str, query: ChatContextQuery) -> ChatContext:
+    async def read(self, actor: Actor, query: ChatContextQuery) -> ChatContext:
         """The parts ``query`` asks for, read concurrently as ``user``. A
         failing read fails the whole call (memory is one process: what fails
         one read would fail the others), but an unreadable instruction page
         is a state of ``instructions``, never an error."""
         wanted = set(query.parts)
+        user = actor.user
+        project = ""
+        if wanted & {RECALLED_NOTES, PROJECT_CONTEXT, LIVE_STATE}:
+            # One membership check for the three project reads.
+            project = (await self._notes.projects.access(actor, query.project_id, Role.VIEWER)).project_id
         recalled, (settings, instructions), project_context, live, summary = await all_or_none(
-            self._notes.recall(user, query.project_id, query.recall_query, "", query.recall_limit)
+            self._notes.recall_in(project, query.recall_query, "", query.recall_limit)
             if RECALLED_NOTES in wanted
             else _absent([]),
             self._settings_and_instructions(user, SETTINGS in wanted, ACTIVE_INSTRUCTIONS in wanted),
-            _or_none(self._contexts.get_context(user, query.project_id))
-            if PROJECT_CONTEXT in wanted
-            else _absent(None),
-            self._live.list(user, query.project_id, query.live_state_page_size, "")
+            _or_none(self._contexts.context_of(project)) if PROJECT_CONTEXT in wanted else _absent(None),
+            self._live.list_in(project, query.live_state_page_size, "")
             if LIVE_STATE in wanted
             else _absent(None),
             _or_none(self._handoff.summary(query.thread_id, user))

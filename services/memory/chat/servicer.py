@@ -11,7 +11,7 @@ from services.memory.handoff.servicer import summary_to_proto
 from services.memory.notes.servicer import recalled_to_proto
 from services.memory.pages.servicer import active_instructions_to_proto
 from services.memory.personal.servicer import settings_to_proto
-from services.shared.identity import caller_user
+from services.memory.projects.servicer import actor_of
 from switchboard.memory.v1 import memory_service_pb2
 
 pb = memory_service_pb2
@@ -26,7 +26,7 @@ class ChatContextRpcs:
         self, request: pb.GetChatContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetChatContextResponse:
         read = await self._chat.read(
-            caller_user(context),
+            actor_of(context),
             ChatContextQuery(
                 parts=parts_of(list(request.read_mask.paths)),
                 thread_id=request.thread_id,

@@ -24,7 +24,8 @@ from services.memory.context.models import ProjectContextRow
 from services.memory.context.repository import ContextRepository
 from services.memory.notes.domain import Duplicate, NewNote, NoteFields, NotesDomain, clean_fields
 from services.memory.notes.lexical import NOTE_KINDS
-from services.memory.projects import project_of
+from services.memory.projects.domain import Access, Role
+from services.shared.audit import Actor
 from services.shared.errors import DomainError, InvalidArgument, NotFound, TooLarge
 from services.shared.time import aware, utcnow
 
@@ -137,15 +138,23 @@ class ContextDomain:
         self._notes = notes
         self._max_context_chars = max_context_chars
 
-    async def get_context(self, owner: str, project_id: str) -> ProjectContextRow:
-        project = project_of(project_id)
-        row = await self._repo.get_context(owner, project)
+    async def get_context(self, actor: Actor, project_id: str) -> ProjectContextRow:
+        access = await self._notes.projects.access(actor, project_id, Role.VIEWER)
+        return await self.context_of(access.project_id)
+
+    async def context_of(self, project: str) -> ProjectContextRow:
+        """The context of a project the caller was already found to read."""
+        row = await self._repo.get_context(project)
         if row is None:
             raise NotFound(f"project {project!r} has no context yet", field="project_id")
         row.update_time = aware(row.update_time)
         return row
 
-    async def put_context(self, owner: str, project_id: str, body: str) -> ProjectContextRow:
+    async def put_context(self, actor: Actor, project_id: str, body: str) -> ProjectContextRow:
+        access = await self._notes.projects.access(actor, project_id, Role.EDITOR)
+        return await self._put(access, body)
+
+    async def _put(self, access: Access, body: str) -> ProjectContextRow:
         text = body.strip()
         if not text:
             raise InvalidArgument("context.body must not be empty", field="context.body")
@@ -154,18 +163,18 @@ class ContextDomain:
                 f"context.body is longer than {self._max_context_chars} characters", field="context.body"
             )
         row = ProjectContextRow(
-            owner_user_id=owner, project_id=project_of(project_id), body=text, update_time=utcnow()
+            project_id=access.project_id, body=text, author_user_id=access.user, update_time=utcnow()
         )
         return await self._repo.put_context(row)
 
     async def import_files(
-        self, owner: str, project_id: str, files: Sequence[tuple[str, str]]
+        self, actor: Actor, project_id: str, files: Sequence[tuple[str, str]]
     ) -> list[ImportedFile]:
-        project = project_of(project_id)
         if not files:
             raise InvalidArgument("files must not be empty", field="files")
         if len(files) > MAX_IMPORT_FILES:
             raise TooLarge(f"at most {MAX_IMPORT_FILES} files per import", field="files")
+        access = await self._notes.projects.access(actor, project_id, Role.EDITOR)
         seen: set[str] = set()
         report = []
         for path, content in files:
@@ -180,24 +189,24 @@ class ContextDomain:
                 seen.add(relative)
                 try:
                     if relative == CONTEXT_PATH:
-                        report.append(await self._import_context(owner, project, path, content))
+                        report.append(await self._import_context(access, path, content))
                     else:
-                        report.append(await self._import_note(owner, project, path, content))
+                        report.append(await self._import_note(access, path, content))
                 except DomainError as error:  # one bad file does not stop the others
                     report.append(ImportedFile(path, Outcome.SKIPPED, reason=error.message))
         return report
 
-    async def _import_context(self, owner: str, project: str, path: str, content: str) -> ImportedFile:
-        current = await self._repo.get_context(owner, project)
+    async def _import_context(self, access: Access, path: str, content: str) -> ImportedFile:
+        current = await self._repo.get_context(access.project_id)
         if current is not None and current.body == content.strip():
             return ImportedFile(path, Outcome.UNCHANGED)
-        await self.put_context(owner, project, content)
+        await self._put(access, content)
         return ImportedFile(path, Outcome.CREATED if current is None else Outcome.UPDATED)
 
-    async def _import_note(self, owner: str, project: str, path: str, content: str) -> ImportedFile:
+    async def _import_note(self, access: Access, path: str, content: str) -> ImportedFile:
         parsed = parse_memory_file(path, content)
         digest = hashlib.sha256(content.encode()).hexdigest()
-        existing = await self._notes.from_source(owner, project, parsed.source)
+        existing = await self._notes.from_source(access.project_id, parsed.source)
         if existing is not None and existing.source_hash == digest:
             return ImportedFile(path, Outcome.UNCHANGED, note_id=existing.id)
         fields = clean_fields(
@@ -205,10 +214,10 @@ class ContextDomain:
         )
         try:
             if existing is not None:
-                note = await self._notes.rewrite(owner, existing, fields, source_hash=digest)
+                note = await self._notes.rewrite(existing, fields, source_hash=digest)
                 return ImportedFile(path, Outcome.UPDATED, note_id=note.id, reason="the file changed")
             new = NewNote(
-                project_id=project,
+                project_id=access.project_id,
                 kind=fields.kind,
                 title=fields.title,
                 body=fields.body,
@@ -217,7 +226,7 @@ class ContextDomain:
                 source=parsed.source,
                 source_hash=digest,
             )
-            saved = await self._notes.create_note(owner, "", new)
+            saved = await self._notes.create_in(access, "", new)
             return ImportedFile(path, Outcome.CREATED, note_id=saved.note.id)
         except Duplicate as duplicate:
             return ImportedFile(

@@ -22,8 +22,9 @@ from enum import IntEnum
 
 from services.memory.context.models import LiveState
 from services.memory.context.repository import ContextRepository
-from services.memory.projects import project_of
+from services.memory.projects.domain import ProjectsDomain, Role
 from services.memory.revisions import LIVE
+from services.shared.audit import Actor
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import Cursor, as_text, page_of, page_request, same
 from services.shared.time import aware, utcnow
@@ -76,31 +77,37 @@ def _agent(agent_id: str) -> str:
 
 
 class Wakeups:
-    """Process-local wake-up of the watchers of one (owner, project)."""
+    """Process-local wake-up of the watchers of one project."""
 
     def __init__(self) -> None:
-        self._events: defaultdict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
+        self._events: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
 
-    def subscribe(self, key: tuple[str, str]) -> asyncio.Event:
+    def subscribe(self, key: str) -> asyncio.Event:
         event = asyncio.Event()
         self._events[key].add(event)
         return event
 
-    def unsubscribe(self, key: tuple[str, str], event: asyncio.Event) -> None:
+    def unsubscribe(self, key: str, event: asyncio.Event) -> None:
         self._events[key].discard(event)
         if not self._events[key]:
             del self._events[key]
 
-    def notify(self, key: tuple[str, str]) -> None:
+    def notify(self, key: str) -> None:
         for event in self._events.get(key, ()):
             event.set()
 
 
 class LiveStateDomain:
     def __init__(
-        self, repository: ContextRepository, default_ttl: float, max_ttl: float, poll_interval: float
+        self,
+        repository: ContextRepository,
+        projects: ProjectsDomain,
+        default_ttl: float,
+        max_ttl: float,
+        poll_interval: float,
     ) -> None:
         self._repo = repository
+        self._projects = projects
         self._default_ttl = timedelta(seconds=default_ttl)
         self._max_ttl = timedelta(seconds=max_ttl)
         self._poll_interval = poll_interval
@@ -108,7 +115,7 @@ class LiveStateDomain:
 
     async def set(
         self,
-        owner: str,
+        actor: Actor,
         project_id: str,
         agent_id: str,
         activity: str,
@@ -116,7 +123,7 @@ class LiveStateDomain:
         ttl: timedelta | None,
         expire_time: datetime | None,
     ) -> LiveState:
-        project, agent = project_of(project_id), _agent(agent_id)
+        agent = _agent(agent_id)
         activity, detail = activity.strip(), detail.strip()
         if not activity:
             raise InvalidArgument("activity is required", field="activity")
@@ -126,6 +133,7 @@ class LiveStateDomain:
             raise TooLarge(f"detail is longer than {MAX_DETAIL_CHARS} characters", field="detail")
         if ttl is not None and expire_time is not None:
             raise InvalidArgument("give ttl or expire_time, not both", field="ttl")
+        project = (await self._projects.access(actor, project_id, Role.EDITOR)).project_id
         now = utcnow()
         if expire_time is not None:
             ttl = expire_time - now
@@ -141,58 +149,60 @@ class LiveStateDomain:
                 field=field,
             )
         row = LiveState(
-            owner_user_id=owner,
             project_id=project,
             agent_id=agent,
+            author_user_id=actor.user,
             activity=activity,
             detail=detail,
             update_time=now,
             expire_time=now + lifetime,
         )
         saved = await self._repo.set_live(row, now)
-        self._wakeups.notify((owner, project))
+        self._wakeups.notify(project)
         return saved
 
-    async def list(self, owner: str, project_id: str, size: int, token: str) -> LivePage:
-        project = project_of(project_id)
+    async def list(self, actor: Actor, project_id: str, size: int, token: str) -> LivePage:
+        access = await self._projects.access(actor, project_id, Role.VIEWER)
+        return await self.list_in(access.project_id, size, token)
+
+    async def list_in(self, project: str, size: int, token: str) -> LivePage:
+        """A page of a project the caller was already found to read."""
 
         def read(cursor: Cursor) -> str:
             same(cursor.get("p"), project)
             return as_text(cursor.get("a", ""))
 
         limit, after = page_request(size, token, read)
-        rows = [
-            _normalised(r)
-            for r in await self._repo.list_live(owner, project, utcnow(), after or "", limit + 1)
-        ]
+        rows = [_normalised(r) for r in await self._repo.list_live(project, utcnow(), after or "", limit + 1)]
         entries, next_token = page_of(rows, limit, lambda last: {"p": project, "a": last.agent_id})
         return LivePage(entries, next_token)
 
-    async def delete(self, owner: str, project_id: str, agent_id: str) -> None:
-        project, agent = project_of(project_id), _agent(agent_id)
-        if not await self._repo.delete_live(owner, project, agent, utcnow()):
+    async def delete(self, actor: Actor, project_id: str, agent_id: str) -> None:
+        agent = _agent(agent_id)
+        project = (await self._projects.access(actor, project_id, Role.EDITOR)).project_id
+        if not await self._repo.delete_live(project, agent, utcnow()):
             raise NotFound(f"agent {agent!r} has no live state in project {project!r}", field="agent_id")
-        self._wakeups.notify((owner, project))
+        self._wakeups.notify(project)
 
-    async def clear(self, owner: str, project_id: str) -> int:
-        project = project_of(project_id)
-        deleted = await self._repo.delete_live(owner, project, None, utcnow())
-        self._wakeups.notify((owner, project))
+    async def clear(self, actor: Actor, project_id: str) -> int:
+        project = (await self._projects.access(actor, project_id, Role.EDITOR)).project_id
+        deleted = await self._repo.delete_live(project, None, utcnow())
+        self._wakeups.notify(project)
         return deleted
 
-    async def _read(self, owner: str, project: str) -> tuple[int, dict[str, LiveState]]:
+    async def _read(self, project: str) -> tuple[int, dict[str, LiveState]]:
         # The revision first: a write landing between the two reads is seen
         # again at the next poll, never missed.
-        revision = await self._repo.revision(owner, project, LIVE)
-        rows = await self._repo.list_live(owner, project, utcnow())
+        revision = await self._repo.revision(project, LIVE)
+        rows = await self._repo.list_live(project, utcnow())
         return revision, {row.agent_id: _normalised(row) for row in rows}
 
-    async def watch(self, owner: str, project_id: str) -> AsyncIterator[LiveEvent]:
-        project = project_of(project_id)
-        key = (owner, project)
+    async def watch(self, actor: Actor, project_id: str) -> AsyncIterator[LiveEvent]:
+        project = (await self._projects.access(actor, project_id, Role.VIEWER)).project_id
+        key = project
         wakeup = self._wakeups.subscribe(key)
         try:
-            revision, known = await self._read(owner, project)
+            revision, known = await self._read(project)
             yield LiveEvent(EventType.SNAPSHOT, list(known.values()))
             while True:
                 # asyncio.timeout, not wait_for, which on Python 3.11 loses a
@@ -203,9 +213,9 @@ class LiveStateDomain:
                 wakeup.clear()
                 now = utcnow()
                 expiring = any(entry.expire_time <= now for entry in known.values())
-                if not expiring and await self._repo.revision(owner, project, LIVE) == revision:
+                if not expiring and await self._repo.revision(project, LIVE) == revision:
                     continue
-                revision, current = await self._read(owner, project)
+                revision, current = await self._read(project)
                 for event in changes(known, current, utcnow()):
                     yield event
                 known = current

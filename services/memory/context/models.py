@@ -14,9 +14,10 @@ class ProjectContextRow(SQLModel, table=True):
 
     __tablename__ = "project_contexts"
 
-    owner_user_id: str = Field(primary_key=True, max_length=128)
     project_id: str = Field(primary_key=True, max_length=128)
     body: str = ""
+    # Who wrote the current text.
+    author_user_id: str = Field(default="", max_length=128)
     update_time: datetime = Field(default_factory=utcnow)
 
 
@@ -25,9 +26,10 @@ class LiveState(SQLModel, table=True):
 
     __tablename__ = "live_state"
 
-    owner_user_id: str = Field(primary_key=True, max_length=128)
     project_id: str = Field(primary_key=True, max_length=128)
     agent_id: str = Field(primary_key=True, max_length=128)
+    # Who (or whose run) said it.
+    author_user_id: str = Field(default="", max_length=128)
     activity: str = ""
     detail: str = ""
     update_time: datetime = Field(default_factory=utcnow)

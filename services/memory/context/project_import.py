@@ -5,7 +5,8 @@ and ``.ideai/memory/*.md`` into a running memory service, as that user.
 The files are read here, on the client, and sent with ImportProjectFiles:
 the service never reads a path on its own disk, so a folder on a laptop can
 be imported into a memory service running anywhere. Re-running it is safe:
-unchanged files are reported unchanged and nothing is written."""
+unchanged files are reported unchanged and nothing is written. A project
+that does not exist yet is created, owned by the user."""
 
 from __future__ import annotations
 
@@ -21,7 +22,15 @@ from services.memory.settings import MemorySettings
 from services.shared.clients import open_channel
 from services.shared.identity import user_metadata
 from services.shared.identity_tokens import configure
-from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
+from services.shared.projects import is_personal_name
+from switchboard.memory.v1 import (
+    memory_pb2,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+    projects_pb2,
+    projects_service_pb2,
+    projects_service_pb2_grpc,
+)
 
 MAX_FILES = 500
 
@@ -52,15 +61,34 @@ async def import_folder(
 ) -> list[memory_pb2.ImportItem]:
     request = memory_service_pb2.ImportProjectFilesRequest(project_id=project, files=project_files(folder))
     async with open_channel(address, credentials) as channel:
+        if not is_personal_name(project):
+            await ensure_project(projects_service_pb2_grpc.ProjectsServiceStub(channel), project, user)
         stub = memory_service_pb2_grpc.MemoryServiceStub(channel)
         response = await stub.ImportProjectFiles(request, metadata=user_metadata(user), timeout=60)
     return list(response.items)
 
 
+async def ensure_project(
+    stub: projects_service_pb2_grpc.ProjectsServiceStub, project: str, user: str
+) -> None:
+    """Creates the project for ``user`` unless it exists (theirs or not: the
+    import then says NOT_FOUND for a project they are not a member of)."""
+    request = projects_service_pb2.CreateProjectRequest(
+        project=projects_pb2.Project(id=project, display_name=project)
+    )
+    try:
+        await stub.CreateProject(request, metadata=user_metadata(user), timeout=60)
+    except grpc.aio.AioRpcError as error:
+        if error.code() != grpc.StatusCode.ALREADY_EXISTS:
+            raise
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.memory import-project", description=__doc__)
     parser.add_argument("folder", type=Path, help="the project folder (the one holding .ideai/)")
-    parser.add_argument("--project", required=True, help="project id in memory")
+    parser.add_argument(
+        "--project", required=True, help="project id in memory (created for the user when missing)"
+    )
     parser.add_argument("--user", required=True, help="the user the notes belong to")
     parser.add_argument("--address", default="127.0.0.1:50054", help="the memory service")
     args = parser.parse_args(argv)

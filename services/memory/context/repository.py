@@ -1,5 +1,5 @@
 """SQL of project context and live state, through SQLModel async sessions.
-Every write of live state bumps the (owner, project)'s live revision in the
+Every write of live state bumps the project's live revision in the
 same transaction (services.memory.revisions), which watchers poll."""
 
 from __future__ import annotations
@@ -24,17 +24,21 @@ class ContextRepository(RevisionedRepository):
     # Project context
 
     @db_retry
-    async def get_context(self, owner: str, project: str) -> ProjectContextRow | None:
+    async def get_context(self, project: str) -> ProjectContextRow | None:
         async with self._sessions() as session:
-            return await session.get(ProjectContextRow, (owner, project))
+            return await session.get(ProjectContextRow, project)
 
     @db_retry
     async def put_context(self, row: ProjectContextRow) -> ProjectContextRow:
         async with self._sessions() as session:
             statement = dialect_insert(session, ProjectContextRow).values(**row.model_dump())
             statement = statement.on_conflict_do_update(
-                index_elements=[col(ProjectContextRow.owner_user_id), col(ProjectContextRow.project_id)],
-                set_={"body": statement.excluded.body, "update_time": statement.excluded.update_time},
+                index_elements=[col(ProjectContextRow.project_id)],
+                set_={
+                    "body": statement.excluded.body,
+                    "author_user_id": statement.excluded.author_user_id,
+                    "update_time": statement.excluded.update_time,
+                },
             )
             await session.exec(statement)
             await session.commit()
@@ -48,7 +52,6 @@ class ContextRepository(RevisionedRepository):
         async with self._sessions() as session:
             await session.exec(
                 delete(LiveState).where(
-                    col(LiveState.owner_user_id) == row.owner_user_id,
                     col(LiveState.project_id) == row.project_id,
                     col(LiveState.expire_time) <= now,
                 )
@@ -56,28 +59,23 @@ class ContextRepository(RevisionedRepository):
             values = row.model_dump()
             statement = dialect_insert(session, LiveState).values(**values)
             statement = statement.on_conflict_do_update(
-                index_elements=[
-                    col(LiveState.owner_user_id),
-                    col(LiveState.project_id),
-                    col(LiveState.agent_id),
-                ],
+                index_elements=[col(LiveState.project_id), col(LiveState.agent_id)],
                 set_={
                     name: statement.excluded[name]
-                    for name in ("activity", "detail", "update_time", "expire_time")
+                    for name in ("activity", "detail", "author_user_id", "update_time", "expire_time")
                 },
             )
             await session.exec(statement)
-            await bump(session, row.owner_user_id, row.project_id, LIVE)
+            await bump(session, row.project_id, LIVE)
             await session.commit()
         return row
 
     @db_retry
     async def list_live(
-        self, owner: str, project: str, now: datetime, after_agent: str = "", limit: int | None = None
+        self, project: str, now: datetime, after_agent: str = "", limit: int | None = None
     ) -> Sequence[LiveState]:
         """Unexpired entries by agent id, after ``after_agent``."""
         query = select(LiveState).where(
-            LiveState.owner_user_id == owner,
             LiveState.project_id == project,
             col(LiveState.expire_time) > now,
             col(LiveState.agent_id) > after_agent,
@@ -89,10 +87,10 @@ class ContextRepository(RevisionedRepository):
             return (await session.exec(query)).all()
 
     @db_retry
-    async def delete_live(self, owner: str, project: str, agent_id: str | None, now: datetime) -> int:
+    async def delete_live(self, project: str, agent_id: str | None, now: datetime) -> int:
         """Deletes one agent's entry (or all of the project's when None);
         returns how many unexpired entries went."""
-        conditions = [col(LiveState.owner_user_id) == owner, col(LiveState.project_id) == project]
+        conditions = [col(LiveState.project_id) == project]
         if agent_id is not None:
             conditions.append(col(LiveState.agent_id) == agent_id)
         async with self._sessions() as session:
@@ -105,6 +103,6 @@ class ContextRepository(RevisionedRepository):
             ).one()
             await session.exec(delete(LiveState).where(*conditions))
             if live:
-                await bump(session, owner, project, LIVE)
+                await bump(session, project, LIVE)
             await session.commit()
             return int(live)

@@ -11,7 +11,7 @@ import grpc
 from services.memory.context.domain import ContextDomain
 from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.models import LiveState, ProjectContextRow
-from services.shared.identity import caller_user
+from services.memory.projects.servicer import actor_of
 from services.shared.time import from_duration, from_timestamp, to_timestamp
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
@@ -46,14 +46,14 @@ class ContextRpcs:
     async def GetProjectContext(
         self, request: pb.GetProjectContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetProjectContextResponse:
-        row = await self._contexts.get_context(caller_user(context), request.project_id)
+        row = await self._contexts.get_context(actor_of(context), request.project_id)
         return pb.GetProjectContextResponse(context=context_to_proto(row))
 
     async def UpdateProjectContext(
         self, request: pb.UpdateProjectContextRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateProjectContextResponse:
         row = await self._contexts.put_context(
-            caller_user(context), request.context.project_id, request.context.body
+            actor_of(context), request.context.project_id, request.context.body
         )
         return pb.UpdateProjectContextResponse(context=context_to_proto(row))
 
@@ -61,7 +61,7 @@ class ContextRpcs:
         self, request: pb.ImportProjectFilesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ImportProjectFilesResponse:
         report = await self._contexts.import_files(
-            caller_user(context), request.project_id, [(f.path, f.content) for f in request.files]
+            actor_of(context), request.project_id, [(f.path, f.content) for f in request.files]
         )
         return pb.ImportProjectFilesResponse(
             items=[
@@ -87,7 +87,7 @@ class ContextRpcs:
         if ttl is not None and ttl == timedelta(0):
             ttl = None
         row = await self._live.set(
-            caller_user(context),
+            actor_of(context),
             request.project_id,
             request.agent_id,
             request.activity,
@@ -101,7 +101,7 @@ class ContextRpcs:
         self, request: pb.ListLiveStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListLiveStateResponse:
         page = await self._live.list(
-            caller_user(context), request.project_id, request.page_size, request.page_token
+            actor_of(context), request.project_id, request.page_size, request.page_token
         )
         return pb.ListLiveStateResponse(
             entries=[live_to_proto(row) for row in page.entries], next_page_token=page.next_token
@@ -110,19 +110,19 @@ class ContextRpcs:
     async def DeleteLiveState(
         self, request: pb.DeleteLiveStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteLiveStateResponse:
-        await self._live.delete(caller_user(context), request.project_id, request.agent_id)
+        await self._live.delete(actor_of(context), request.project_id, request.agent_id)
         return pb.DeleteLiveStateResponse()
 
     async def ClearLiveState(
         self, request: pb.ClearLiveStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClearLiveStateResponse:
-        deleted = await self._live.clear(caller_user(context), request.project_id)
+        deleted = await self._live.clear(actor_of(context), request.project_id)
         return pb.ClearLiveStateResponse(deleted_count=deleted)
 
     async def WatchLiveState(
         self, request: pb.WatchLiveStateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchLiveStateResponse]:
-        async for event in self._live.watch(caller_user(context), request.project_id):
+        async for event in self._live.watch(actor_of(context), request.project_id):
             yield pb.WatchLiveStateResponse(
                 type=event.type.value,  # type: ignore[arg-type]
                 entries=[live_to_proto(row) for row in event.entries],

@@ -36,7 +36,8 @@ from services.memory.notes.lexical import (
 from services.memory.notes.models import Note
 from services.memory.notes.recall import Mode, NoteIndexes, Recalled, note_text
 from services.memory.notes.repository import ContentConflict, NoteFilter, NotesRepository
-from services.memory.projects import project_of
+from services.memory.projects.domain import Access, ProjectsDomain, Role
+from services.shared.audit import Actor
 from services.shared.embeddings import EmbedderName, embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
@@ -154,9 +155,11 @@ class NotesDomain:
         repository: NotesRepository,
         indexes: NoteIndexes,
         max_note_chars: int,
+        projects: ProjectsDomain,
         duplicate_cosine: float | None = None,
     ) -> None:
         self._repo = repository
+        self.projects = projects
         self._indexes = indexes
         self._max_note_chars = max_note_chars
         name = indexes.embedder.name
@@ -169,10 +172,10 @@ class NotesDomain:
         return to_bytes(rows[0])
 
     async def find_duplicate(
-        self, owner: str, project: str, fields: NoteFields, vector: bytes, exclude: str = ""
+        self, project: str, fields: NoteFields, vector: bytes, exclude: str = ""
     ) -> tuple[Note, str] | None:
         """The project's note that ``fields`` repeats, and why; None if none."""
-        index = await self._indexes.get(owner, project)
+        index = await self._indexes.get(project)
         same = index.by_hash.get(content_hash(fields.title, fields.body))
         if same is not None and same.id != exclude:
             return same, "identical text (ignoring case, accents, punctuation and spacing)"
@@ -183,29 +186,36 @@ class NotesDomain:
         return None
 
     async def create_note(
-        self, owner: str, request_id: str, new: NewNote, policy: int = Policy.REFUSE
+        self, actor: Actor, request_id: str, new: NewNote, policy: int = Policy.REFUSE
+    ) -> Saved:
+        """Saves into the project ``new`` names, which the actor must be an editor of."""
+        access = await self.projects.access(actor, new.project_id, Role.EDITOR)
+        return await self.create_in(access, request_id, new, policy)
+
+    async def create_in(
+        self, access: Access, request_id: str, new: NewNote, policy: int = Policy.REFUSE
     ) -> Saved:
         if policy not in (0, Policy.REFUSE, Policy.MERGE):
             raise InvalidArgument(
                 f"duplicate_policy {policy} is not a known policy", field="duplicate_policy"
             )
         fields = clean_fields(NoteFields(new.kind, new.title, new.body, new.tags), self._max_note_chars)
-        project = project_of(new.project_id)
+        owner, project = access.user, access.project_id
         if request_id:
             earlier = await self._repo.note_by_request(owner, request_id)
             if earlier is not None:  # a retry: the first call's answer
                 return Saved(earlier, merged=False)
         vector = await self._vector(fields)
-        duplicate = await self.find_duplicate(owner, project, fields, vector)
+        duplicate = await self.find_duplicate(project, fields, vector)
         if duplicate is not None:
             # A concurrent retry of this very request may be what we found.
             if (retried := await self._retried(owner, request_id)) is not None:
                 return retried
-            return await self._on_duplicate(owner, duplicate[0], duplicate[1], fields, policy)
+            return await self._on_duplicate(duplicate[0], duplicate[1], fields, policy)
         now = utcnow()
         note = Note(
             id=str(uuid.uuid4()),
-            owner_user_id=owner,
+            author_user_id=owner,
             project_id=project,
             kind=fields.kind,
             title=fields.title,
@@ -228,7 +238,7 @@ class NotesDomain:
             if (retried := await self._retried(owner, request_id)) is not None:
                 return retried
             why = "identical text (ignoring case, accents, punctuation and spacing)"
-            return await self._on_duplicate(owner, conflict.existing, why, fields, policy)
+            return await self._on_duplicate(conflict.existing, why, fields, policy)
 
     async def _retried(self, owner: str, request_id: str) -> Saved | None:
         """The note an earlier call with this request_id saved, if any."""
@@ -237,22 +247,20 @@ class NotesDomain:
         earlier = await self._repo.note_by_request(owner, request_id)
         return Saved(earlier, merged=False) if earlier is not None else None
 
-    async def _on_duplicate(
-        self, owner: str, existing: Note, why: str, fields: NoteFields, policy: int
-    ) -> Saved:
+    async def _on_duplicate(self, existing: Note, why: str, fields: NoteFields, policy: int) -> Saved:
         if policy != Policy.MERGE:
             raise Duplicate(existing, why)
         # The newer wording supersedes the older one; tags accumulate.
         tags = list(dict.fromkeys([*tags_of(existing), *fields.tags]))[:MAX_TAGS]
         merged = replace(fields, tags=tags)
         # A fresh copy: ``existing`` may be the shared index's object.
-        current = await self._repo.get_note(owner, existing.id)
+        current = await self._repo.get_note(existing.id)
         if current is None:  # deleted meanwhile
             raise Duplicate(existing, why)
-        note = await self._write(owner, current, merged, await self._vector(merged))
+        note = await self._write(current, merged, await self._vector(merged))
         return Saved(note, merged=True, reason=f"merged into note {existing.id}: {why}")
 
-    async def _write(self, owner: str, note: Note, fields: NoteFields, vector: bytes) -> Note:
+    async def _write(self, note: Note, fields: NoteFields, vector: bytes) -> Note:
         note.kind, note.title, note.body = fields.kind, fields.title, fields.body
         note.tags_json = json.dumps(list(fields.tags), ensure_ascii=False)
         note.content_hash = content_hash(fields.title, fields.body)
@@ -270,24 +278,34 @@ class NotesDomain:
     def max_note_chars(self) -> int:
         return self._max_note_chars
 
-    async def rewrite(self, owner: str, note: Note, fields: NoteFields, source_hash: str) -> Note:
+    async def rewrite(self, note: Note, fields: NoteFields, source_hash: str) -> Note:
         """Replaces what an imported note says (fields already cleaned)."""
         note.source_hash = source_hash
-        return await self._write(owner, note, fields, await self._vector(fields))
+        return await self._write(note, fields, await self._vector(fields))
 
-    async def from_source(self, owner: str, project: str, source: str) -> Note | None:
+    async def from_source(self, project: str, source: str) -> Note | None:
         """The note an imported memory file became, if any."""
-        return await self._repo.note_by_source(owner, project, source)
+        return await self._repo.note_by_source(project, source)
 
-    async def get_note(self, owner: str, note_id: str) -> Note:
-        note = await self._repo.get_note(owner, _note_id(note_id))
+    async def get_note(self, actor: Actor, note_id: str, need: Role = Role.VIEWER) -> Note:
+        """A note of a project the actor is a member of; NOT_FOUND otherwise,
+        PERMISSION_DENIED when ``need`` is above the actor's role."""
+        note = await self._repo.get_note(_note_id(note_id))
         if note is None:
             raise NotFound(f"note {note_id.strip()!r} not found", field="id")
+        try:
+            await self.projects.access(actor, note.project_id, need)
+        except NotFound:
+            raise NotFound(f"note {note_id.strip()!r} not found", field="id") from None
         return note
 
-    async def list_notes(self, owner: str, where: NoteFilter, size: int, token: str) -> NotePage:
+    async def list_notes(self, actor: Actor, where: NoteFilter, size: int, token: str) -> NotePage:
+        """A project's notes, or (project "") those of every project of the actor."""
         if where.kind and where.kind not in NOTE_KINDS:
             raise InvalidArgument(f"kind {where.kind} is not a known kind", field="kind")
+        if where.project_id:
+            access = await self.projects.access(actor, where.project_id, Role.VIEWER)
+            where = replace(where, project_id=access.project_id)
         view = [where.project_id, where.kind, where.tag]
 
         def read(cursor: Cursor) -> tuple[datetime, str]:
@@ -301,9 +319,9 @@ class NotesDomain:
         )
         return NotePage(notes, next_token)
 
-    async def update_note(self, owner: str, note_id: str, values: NoteFields, paths: Sequence[str]) -> Note:
+    async def update_note(self, actor: Actor, note_id: str, values: NoteFields, paths: Sequence[str]) -> Note:
         paths = masked_fields(paths, NOTE_PATHS)
-        note = await self.get_note(owner, note_id)
+        note = await self.get_note(actor, note_id, Role.EDITOR)
         current = NoteFields(note.kind, note.title, note.body, tags_of(note))
         wanted = NoteFields(
             values.kind if "kind" in paths else current.kind,
@@ -312,21 +330,28 @@ class NotesDomain:
             values.tags if "tags" in paths else current.tags,
         )
         fields = clean_fields(wanted, self._max_note_chars)
-        return await self._write(owner, note, fields, await self._vector(fields))
+        return await self._write(note, fields, await self._vector(fields))
 
-    async def delete_note(self, owner: str, note_id: str) -> None:
-        if not await self._repo.delete_note(owner, _note_id(note_id)):
+    async def delete_note(self, actor: Actor, note_id: str) -> None:
+        note = await self.get_note(actor, note_id, Role.EDITOR)
+        if not await self._repo.delete_note(note.id):
             raise NotFound(f"note {note_id.strip()!r} not found", field="id")
 
     async def recall(
-        self, owner: str, project_id: str, query: str, persona: str, requested_limit: int, mode: int = 0
+        self, actor: Actor, project_id: str, query: str, persona: str, requested_limit: int, mode: int = 0
     ) -> list[Recalled]:
+        access = await self.projects.access(actor, project_id, Role.VIEWER)
+        return await self.recall_in(access.project_id, query, persona, requested_limit, mode)
+
+    async def recall_in(
+        self, project: str, query: str, persona: str, requested_limit: int, mode: int = 0
+    ) -> list[Recalled]:
+        """Recall in a project the caller was already found to read."""
         limit = recall_limit(requested_limit)
         if mode not in (0, *Mode):
             raise InvalidArgument(f"mode {mode} is not a known recall mode", field="mode")
         return await self._indexes.recall(
-            owner,
-            project_of(project_id),
+            project,
             query,
             persona,
             min(limit, MAX_RECALL_LIMIT),

@@ -16,24 +16,22 @@ class Note(SQLModel, table=True):
     __tablename__ = "notes"
     __table_args__ = (
         # Idempotency: a retried CreateNote with the same request_id writes nothing.
-        UniqueConstraint("owner_user_id", "request_id", name="uq_notes_owner_request"),
+        UniqueConstraint("author_user_id", "request_id", name="uq_notes_author_request"),
         # Exact duplicates (same normalised text) are refused by the database
         # itself, so two replicas saving the same note at once write it once.
-        UniqueConstraint(
-            "owner_user_id", "project_id", "content_hash", name="uq_notes_owner_project_content"
-        ),
+        UniqueConstraint("project_id", "content_hash", name="uq_notes_project_content"),
         # An imported memory file maps to one note: re-import updates it.
-        UniqueConstraint("owner_user_id", "project_id", "source", name="uq_notes_owner_project_source"),
-        Index("ix_notes_owner_project_update", "owner_user_id", "project_id", "update_time"),
-        Index("ix_notes_owner_create", "owner_user_id", "create_time", "id"),
+        UniqueConstraint("project_id", "source", name="uq_notes_project_source"),
+        Index("ix_notes_project_update", "project_id", "update_time"),
+        Index("ix_notes_project_create", "project_id", "create_time", "id"),
         Index("ix_notes_embedder", "embedder", "embedding_dimension", "id"),
     )
 
     id: str = Field(primary_key=True, max_length=36)
-    # Notes belong to the user who saved them (directly or through their
-    # agents); recall never crosses users. Sharing across users comes with
-    # project membership.
-    owner_user_id: str = Field(max_length=128)
+    # Notes belong to a project (services/memory/projects): every member
+    # reads them, and recall never crosses projects. The author is the user
+    # who saved it (directly or through an agent's run).
+    author_user_id: str = Field(max_length=128)
     project_id: str = Field(max_length=128)
     kind: int = 0
     title: str = ""

@@ -1,7 +1,7 @@
 """Hybrid recall of durable notes: BM25 and embedding candidates fused by
 reciprocal rank fusion (services.shared.search.rrf_fuse, k=60).
 
-Each (owner, project) gets an in-memory index (the notes, their BM25 inverted
+Each project gets an in-memory index (the notes, their BM25 inverted
 index, their embedding matrix) for speed, but the database stays the source of
 truth: before each use the project's notes revision (one primary-key read) is
 compared with the index's, and the index is rebuilt when another writer, on
@@ -101,7 +101,7 @@ def is_current(note: Note, embedder: str, dimension: int) -> bool:
 
 
 class NoteIndexes:
-    """The per-(owner, project) indexes of one process, checked against the
+    """The per-project indexes of one process, checked against the
     database's revision before every use."""
 
     def __init__(
@@ -115,14 +115,14 @@ class NoteIndexes:
         self.embedder = embedder
         self.inline_embed_limit = inline_embed_limit
         self.min_cosine = MIN_COSINE.get(embedder.name, 0.0) if min_cosine is None else min_cosine
-        self._indexes: OrderedDict[tuple[str, str], ProjectIndex] = OrderedDict()
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._indexes: OrderedDict[str, ProjectIndex] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
         # Projects already reported lexical only: once each, not at every recall.
-        self._reported: set[tuple[str, str]] = set()
+        self._reported: set[str] = set()
 
-    async def get(self, owner: str, project: str) -> ProjectIndex:
-        key = (owner, project)
-        revision = await self._repo.revision(owner, project, NOTES)
+    async def get(self, project: str) -> ProjectIndex:
+        key = project
+        revision = await self._repo.revision(project, NOTES)
         cached = self._indexes.get(key)
         # A lexical-only index is rebuilt at each use: the re-embedding bumps
         # no revision, and its vectors must be used as soon as they are there.
@@ -135,18 +135,18 @@ class NoteIndexes:
             cached = self._indexes.get(key)
             if cached is not None and cached.revision == revision and not cached.lexical_only:
                 return cached
-            index = await self._build(owner, project)
+            index = await self._build(project)
             self._indexes[key] = index
             self._indexes.move_to_end(key)
             while len(self._indexes) > MAX_CACHED_PROJECTS:
                 self._locks.pop(self._indexes.popitem(last=False)[0], None)
             return index
 
-    async def _build(self, owner: str, project: str) -> ProjectIndex:
+    async def _build(self, project: str) -> ProjectIndex:
         # The revision is read before the rows: a write that lands in between
         # makes the index look stale next time (a spare rebuild), never fresh.
-        revision = await self._repo.revision(owner, project, NOTES)
-        notes = list(await self._repo.project_notes(owner, project))
+        revision = await self._repo.revision(project, NOTES)
+        notes = list(await self._repo.project_notes(project))
         name, dimension = self.embedder.name, self.embedder.dimension
         missing = [n for n in notes if not is_current(n, name, dimension)]
         if missing and len(missing) <= self.inline_embed_limit:
@@ -155,8 +155,8 @@ class NoteIndexes:
                 n.embedding, n.embedder, n.embedding_dimension = to_bytes(vector), name, dimension
                 await self._repo.store_embedding(n, n.embedding, name, dimension)
             missing = []
-        if missing and (owner, project) not in self._reported:
-            self._reported.add((owner, project))
+        if missing and project not in self._reported:
+            self._reported.add(project)
             _log.warning(
                 "recall of project %r is lexical only: %d of %d notes have no %s vector yet "
                 "(python -m services.memory reembed)",
@@ -206,13 +206,13 @@ class NoteIndexes:
         return (total / norm).astype(np.float32) if norm else None
 
     async def recall(
-        self, owner: str, project: str, query: str, persona: str, limit: int, mode: Mode = Mode.HYBRID
+        self, project: str, query: str, persona: str, limit: int, mode: Mode = Mode.HYBRID
     ) -> list[Recalled]:
         # Nothing to look for (no term of 2 characters or more): nothing recalled.
         weights = recall_weights(query, persona)
         if not weights:
             return []
-        index = await self.get(owner, project)
+        index = await self.get(project)
         if not index.notes:
             return []
         depth = max(CANDIDATE_FACTOR * limit, MIN_CANDIDATES)

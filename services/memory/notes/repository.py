@@ -1,5 +1,5 @@
 """SQL of durable notes, through SQLModel async sessions. Every write of
-notes bumps the (owner, project)'s notes revision in the same transaction
+notes bumps the project's notes revision in the same transaction
 (services.memory.revisions)."""
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.memory.notes.models import Note
+from services.memory.projects.models import ProjectMemberRow
 from services.memory.revisions import NOTES, RevisionedRepository, bump
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
 
 
 class ContentConflict(Exception):
-    """The write would give the owner two notes with the same normalised text
-    in one project (uq_notes_owner_project_content); ``existing`` is the other."""
+    """The write would give a project two notes with the same normalised text
+    (uq_notes_project_content); ``existing`` is the other."""
 
     def __init__(self, existing: Note) -> None:
         super().__init__(existing.id)
@@ -32,7 +33,7 @@ class ContentConflict(Exception):
 
 @dataclass(frozen=True)
 class NoteFilter:
-    owner_user_id: str
+    member_user_id: str  # "" project: the notes of every project this user is a member of
     project_id: str = ""  # "" = every project
     kind: int = 0  # 0 = every kind
     tag: str = ""  # "" = any tag
@@ -48,7 +49,6 @@ class NotesRepository(RevisionedRepository):
 
     async def _conflict(self, session: AsyncSession, note: Note) -> ContentConflict | None:
         query = select(Note).where(
-            Note.owner_user_id == note.owner_user_id,
             Note.project_id == note.project_id,
             Note.content_hash == note.content_hash,
             Note.id != note.id,
@@ -58,7 +58,7 @@ class NotesRepository(RevisionedRepository):
 
     async def insert_note(self, note: Note) -> Note:
         """Inserts, or returns the note created earlier with the same
-        (owner, request_id): a retried create writes once, concurrent or not.
+        (author, request_id): a retried create writes once, concurrent or not.
         Raises ContentConflict when the project already has the same text."""
         return await retry_if(
             bool(note.request_id), lambda: self._insert_note(note), "NotesRepository.insert_note"
@@ -69,7 +69,7 @@ class NotesRepository(RevisionedRepository):
             session.add(note)
             try:
                 # The bump's statement flushes the insert: both inside the try.
-                await bump(session, note.owner_user_id, note.project_id, NOTES)
+                await bump(session, note.project_id, NOTES)
                 await session.commit()
                 return note
             except IntegrityError as exc:
@@ -78,7 +78,7 @@ class NotesRepository(RevisionedRepository):
             await session.rollback()
             if note.request_id:
                 query = select(Note).where(
-                    Note.owner_user_id == note.owner_user_id, Note.request_id == note.request_id
+                    Note.author_user_id == note.author_user_id, Note.request_id == note.request_id
                 )
                 earlier = (await session.exec(query)).first()
                 if earlier is not None:
@@ -89,23 +89,21 @@ class NotesRepository(RevisionedRepository):
             raise RuntimeError(f"note {note.id} hit an unexpected unique constraint")
 
     @db_retry
-    async def note_by_request(self, owner: str, request_id: str) -> Note | None:
+    async def note_by_request(self, author: str, request_id: str) -> Note | None:
         async with self._sessions() as session:
-            query = select(Note).where(Note.owner_user_id == owner, Note.request_id == request_id)
+            query = select(Note).where(Note.author_user_id == author, Note.request_id == request_id)
             return (await session.exec(query)).first()
 
     @db_retry
-    async def get_note(self, owner: str, note_id: str) -> Note | None:
+    async def get_note(self, note_id: str) -> Note | None:
+        """The note, whatever its project: the caller checks access to it."""
         async with self._sessions() as session:
-            note = await session.get(Note, note_id)
-            return note if note is not None and note.owner_user_id == owner else None
+            return await session.get(Note, note_id)
 
     @db_retry
-    async def note_by_source(self, owner: str, project: str, source: str) -> Note | None:
+    async def note_by_source(self, project: str, source: str) -> Note | None:
         async with self._sessions() as session:
-            query = select(Note).where(
-                Note.owner_user_id == owner, Note.project_id == project, Note.source == source
-            )
+            query = select(Note).where(Note.project_id == project, Note.source == source)
             return (await session.exec(query)).first()
 
     @db_retry
@@ -115,7 +113,7 @@ class NotesRepository(RevisionedRepository):
         async with self._sessions() as session:
             merged = await session.merge(note)
             try:
-                await bump(session, note.owner_user_id, note.project_id, NOTES)
+                await bump(session, note.project_id, NOTES)
                 await session.commit()
                 return merged
             except IntegrityError as exc:
@@ -128,13 +126,13 @@ class NotesRepository(RevisionedRepository):
             raise RuntimeError(f"note {note.id} hit an unexpected unique constraint")
 
     @db_retry
-    async def delete_note(self, owner: str, note_id: str) -> bool:
+    async def delete_note(self, note_id: str) -> bool:
         async with self._sessions() as session:
             note = await session.get(Note, note_id)
-            if note is None or note.owner_user_id != owner:
+            if note is None:
                 return False
             await session.delete(note)
-            await bump(session, owner, note.project_id, NOTES)
+            await bump(session, note.project_id, NOTES)
             await session.commit()
             return True
 
@@ -144,9 +142,13 @@ class NotesRepository(RevisionedRepository):
     ) -> Sequence[Note]:
         """Newest created first (create_time, id descending): keyset order on
         immutable columns, so updates never move a note between pages."""
-        query = select(Note).where(Note.owner_user_id == where.owner_user_id)
         if where.project_id:
-            query = query.where(Note.project_id == where.project_id)
+            query = select(Note).where(Note.project_id == where.project_id)
+        else:
+            member_of = select(ProjectMemberRow.project_id).where(
+                ProjectMemberRow.user_id == where.member_user_id
+            )
+            query = select(Note).where(col(Note.project_id).in_(member_of))
         if where.kind:
             query = query.where(Note.kind == where.kind)
         if where.tag:
@@ -161,12 +163,12 @@ class NotesRepository(RevisionedRepository):
             return (await session.exec(query)).all()
 
     @db_retry
-    async def project_notes(self, user_id: str, project_id: str) -> Sequence[Note]:
-        """A user's notes in a project, newest first (index ix_notes_owner_project_update)."""
+    async def project_notes(self, project_id: str) -> Sequence[Note]:
+        """A project's notes, newest first (index ix_notes_project_update)."""
         async with self._sessions() as session:
             query = (
                 select(Note)
-                .where(Note.owner_user_id == user_id, Note.project_id == project_id)
+                .where(Note.project_id == project_id)
                 .order_by(col(Note.update_time).desc(), col(Note.id))
             )
             return (await session.exec(query)).all()

@@ -9,7 +9,7 @@ from services.memory.notes.lexical import tags_of
 from services.memory.notes.models import Note
 from services.memory.notes.recall import Recalled
 from services.memory.notes.repository import NoteFilter
-from services.shared.identity import caller_user
+from services.memory.projects.servicer import actor_of
 from services.shared.time import to_timestamp
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
@@ -58,7 +58,7 @@ class NotesRpcs:
             author_agent_id=n.author_agent_id,
         )
         saved = await self._notes.create_note(
-            caller_user(context), request.request_id, new, request.duplicate_policy
+            actor_of(context), request.request_id, new, request.duplicate_policy
         )
         outcome = memory_pb2.SAVE_OUTCOME_MERGED if saved.merged else memory_pb2.SAVE_OUTCOME_CREATED
         return pb.CreateNoteResponse(note=note_to_proto(saved.note), outcome=outcome, reason=saved.reason)
@@ -67,19 +67,20 @@ class NotesRpcs:
         self, request: pb.GetNoteRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetNoteResponse:
         return pb.GetNoteResponse(
-            note=note_to_proto(await self._notes.get_note(caller_user(context), request.id))
+            note=note_to_proto(await self._notes.get_note(actor_of(context), request.id))
         )
 
     async def ListNotes(
         self, request: pb.ListNotesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListNotesResponse:
+        actor = actor_of(context)
         where = NoteFilter(
-            owner_user_id=caller_user(context),
+            member_user_id=actor.user,
             project_id=request.project_id.strip(),
             kind=request.kind,
             tag=request.tag.strip(),
         )
-        page = await self._notes.list_notes(where.owner_user_id, where, request.page_size, request.page_token)
+        page = await self._notes.list_notes(actor, where, request.page_size, request.page_token)
         return pb.ListNotesResponse(
             notes=[note_to_proto(n) for n in page.notes], next_page_token=page.next_token
         )
@@ -89,22 +90,20 @@ class NotesRpcs:
     ) -> pb.UpdateNoteResponse:
         n = request.note
         values = NoteFields(kind=n.kind, title=n.title, body=n.body, tags=list(n.tags))
-        note = await self._notes.update_note(
-            caller_user(context), n.id, values, list(request.update_mask.paths)
-        )
+        note = await self._notes.update_note(actor_of(context), n.id, values, list(request.update_mask.paths))
         return pb.UpdateNoteResponse(note=note_to_proto(note))
 
     async def DeleteNote(
         self, request: pb.DeleteNoteRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteNoteResponse:
-        await self._notes.delete_note(caller_user(context), request.id)
+        await self._notes.delete_note(actor_of(context), request.id)
         return pb.DeleteNoteResponse()
 
     async def RecallNotes(
         self, request: pb.RecallNotesRequest, context: grpc.aio.ServicerContext
     ) -> pb.RecallNotesResponse:
         recalled = await self._notes.recall(
-            caller_user(context),
+            actor_of(context),
             request.project_id,
             request.query,
             request.persona,

@@ -55,6 +55,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """A per-user or per-object storage quota is full (instruction pages,
     pending proposals): delete or decide something first.
     """
+    ERROR_REASON_ALREADY_EXISTS: _ErrorReason.ValueType  # 11
+    """The object to create exists already (ALREADY_EXISTS): a project id taken."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Domain used in every google.rpc.ErrorInfo that a Switchboard service returns.
@@ -92,6 +94,8 @@ ERROR_REASON_QUOTA_EXCEEDED: ErrorReason.ValueType  # 10
 """A per-user or per-object storage quota is full (instruction pages,
 pending proposals): delete or decide something first.
 """
+ERROR_REASON_ALREADY_EXISTS: ErrorReason.ValueType  # 11
+"""The object to create exists already (ALREADY_EXISTS): a project id taken."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

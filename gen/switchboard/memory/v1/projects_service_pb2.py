@@ -23,48 +23,53 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
+from switchboard.common.v1 import common_pb2 as switchboard_dot_common_dot_v1_dot_common__pb2
 from switchboard.memory.v1 import projects_pb2 as switchboard_dot_memory_dot_v1_dot_projects__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,switchboard/memory/v1/projects_service.proto\x12\x15switchboard.memory.v1\x1a google/protobuf/field_mask.proto\x1a$switchboard/memory/v1/projects.proto\"G\n\x14\x43reateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"H\n\x15\x43reateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"\x1f\n\x11GetProjectRequest\x12\n\n\x02id\x18\x01 \x01(\t\"E\n\x12GetProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"<\n\x13ListProjectsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"a\n\x14ListProjectsResponse\x12\x30\n\x08projects\x18\x01 \x03(\x0b\x32\x1e.switchboard.memory.v1.Project\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"x\n\x14UpdateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"H\n\x15UpdateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"V\n\x19ListProjectMembersRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"l\n\x1aListProjectMembersResponse\x12\x35\n\x07members\x18\x01 \x03(\x0b\x32$.switchboard.memory.v1.ProjectMember\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"O\n\x17SetProjectMemberRequest\x12\x34\n\x06member\x18\x01 \x01(\x0b\x32$.switchboard.memory.v1.ProjectMember\"P\n\x18SetProjectMemberResponse\x12\x34\n\x06member\x18\x01 \x01(\x0b\x32$.switchboard.memory.v1.ProjectMember\"A\n\x1aRemoveProjectMemberRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"\x1d\n\x1bRemoveProjectMemberResponse\"/\n\x19\x43heckProjectAccessRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"b\n\x1a\x43heckProjectAccessResponse\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x30\n\x04role\x18\x02 \x01(\x0e\x32\".switchboard.memory.v1.ProjectRole2\x9e\x07\n\x0fProjectsService\x12j\n\rCreateProject\x12+.switchboard.memory.v1.CreateProjectRequest\x1a,.switchboard.memory.v1.CreateProjectResponse\x12\x61\n\nGetProject\x12(.switchboard.memory.v1.GetProjectRequest\x1a).switchboard.memory.v1.GetProjectResponse\x12g\n\x0cListProjects\x12*.switchboard.memory.v1.ListProjectsRequest\x1a+.switchboard.memory.v1.ListProjectsResponse\x12j\n\rUpdateProject\x12+.switchboard.memory.v1.UpdateProjectRequest\x1a,.switchboard.memory.v1.UpdateProjectResponse\x12y\n\x12ListProjectMembers\x12\x30.switchboard.memory.v1.ListProjectMembersRequest\x1a\x31.switchboard.memory.v1.ListProjectMembersResponse\x12s\n\x10SetProjectMember\x12..switchboard.memory.v1.SetProjectMemberRequest\x1a/.switchboard.memory.v1.SetProjectMemberResponse\x12|\n\x13RemoveProjectMember\x12\x31.switchboard.memory.v1.RemoveProjectMemberRequest\x1a\x32.switchboard.memory.v1.RemoveProjectMemberResponse\x12y\n\x12\x43heckProjectAccess\x12\x30.switchboard.memory.v1.CheckProjectAccessRequest\x1a\x31.switchboard.memory.v1.CheckProjectAccessResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,switchboard/memory/v1/projects_service.proto\x12\x15switchboard.memory.v1\x1a google/protobuf/field_mask.proto\x1a\"switchboard/common/v1/common.proto\x1a$switchboard/memory/v1/projects.proto\"G\n\x14\x43reateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"H\n\x15\x43reateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"\x1f\n\x11GetProjectRequest\x12\n\n\x02id\x18\x01 \x01(\t\"E\n\x12GetProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"<\n\x13ListProjectsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"a\n\x14ListProjectsResponse\x12\x30\n\x08projects\x18\x01 \x03(\x0b\x32\x1e.switchboard.memory.v1.Project\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"x\n\x14UpdateProjectRequest\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"H\n\x15UpdateProjectResponse\x12/\n\x07project\x18\x01 \x01(\x0b\x32\x1e.switchboard.memory.v1.Project\"V\n\x19ListProjectMembersRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"l\n\x1aListProjectMembersResponse\x12\x35\n\x07members\x18\x01 \x03(\x0b\x32$.switchboard.memory.v1.ProjectMember\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"O\n\x17SetProjectMemberRequest\x12\x34\n\x06member\x18\x01 \x01(\x0b\x32$.switchboard.memory.v1.ProjectMember\"P\n\x18SetProjectMemberResponse\x12\x34\n\x06member\x18\x01 \x01(\x0b\x32$.switchboard.memory.v1.ProjectMember\"A\n\x1aRemoveProjectMemberRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"\x1d\n\x1bRemoveProjectMemberResponse\"/\n\x19\x43heckProjectAccessRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"b\n\x1a\x43heckProjectAccessResponse\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x30\n\x04role\x18\x02 \x01(\x0e\x32\".switchboard.memory.v1.ProjectRole\"u\n\x16ListAuditEventsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x34\n\x06\x62\x65\x66ore\x18\x03 \x01(\x0b\x32$.switchboard.common.v1.AuditPosition\"e\n\x17ListAuditEventsResponse\x12\x31\n\x06\x65vents\x18\x01 \x03(\x0b\x32!.switchboard.common.v1.AuditEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x90\x08\n\x0fProjectsService\x12j\n\rCreateProject\x12+.switchboard.memory.v1.CreateProjectRequest\x1a,.switchboard.memory.v1.CreateProjectResponse\x12\x61\n\nGetProject\x12(.switchboard.memory.v1.GetProjectRequest\x1a).switchboard.memory.v1.GetProjectResponse\x12g\n\x0cListProjects\x12*.switchboard.memory.v1.ListProjectsRequest\x1a+.switchboard.memory.v1.ListProjectsResponse\x12j\n\rUpdateProject\x12+.switchboard.memory.v1.UpdateProjectRequest\x1a,.switchboard.memory.v1.UpdateProjectResponse\x12y\n\x12ListProjectMembers\x12\x30.switchboard.memory.v1.ListProjectMembersRequest\x1a\x31.switchboard.memory.v1.ListProjectMembersResponse\x12s\n\x10SetProjectMember\x12..switchboard.memory.v1.SetProjectMemberRequest\x1a/.switchboard.memory.v1.SetProjectMemberResponse\x12|\n\x13RemoveProjectMember\x12\x31.switchboard.memory.v1.RemoveProjectMemberRequest\x1a\x32.switchboard.memory.v1.RemoveProjectMemberResponse\x12y\n\x12\x43heckProjectAccess\x12\x30.switchboard.memory.v1.CheckProjectAccessRequest\x1a\x31.switchboard.memory.v1.CheckProjectAccessResponse\x12p\n\x0fListAuditEvents\x12-.switchboard.memory.v1.ListAuditEventsRequest\x1a..switchboard.memory.v1.ListAuditEventsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.memory.v1.projects_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CREATEPROJECTREQUEST']._serialized_start=143
-  _globals['_CREATEPROJECTREQUEST']._serialized_end=214
-  _globals['_CREATEPROJECTRESPONSE']._serialized_start=216
-  _globals['_CREATEPROJECTRESPONSE']._serialized_end=288
-  _globals['_GETPROJECTREQUEST']._serialized_start=290
-  _globals['_GETPROJECTREQUEST']._serialized_end=321
-  _globals['_GETPROJECTRESPONSE']._serialized_start=323
-  _globals['_GETPROJECTRESPONSE']._serialized_end=392
-  _globals['_LISTPROJECTSREQUEST']._serialized_start=394
-  _globals['_LISTPROJECTSREQUEST']._serialized_end=454
-  _globals['_LISTPROJECTSRESPONSE']._serialized_start=456
-  _globals['_LISTPROJECTSRESPONSE']._serialized_end=553
-  _globals['_UPDATEPROJECTREQUEST']._serialized_start=555
-  _globals['_UPDATEPROJECTREQUEST']._serialized_end=675
-  _globals['_UPDATEPROJECTRESPONSE']._serialized_start=677
-  _globals['_UPDATEPROJECTRESPONSE']._serialized_end=749
-  _globals['_LISTPROJECTMEMBERSREQUEST']._serialized_start=751
-  _globals['_LISTPROJECTMEMBERSREQUEST']._serialized_end=837
-  _globals['_LISTPROJECTMEMBERSRESPONSE']._serialized_start=839
-  _globals['_LISTPROJECTMEMBERSRESPONSE']._serialized_end=947
-  _globals['_SETPROJECTMEMBERREQUEST']._serialized_start=949
-  _globals['_SETPROJECTMEMBERREQUEST']._serialized_end=1028
-  _globals['_SETPROJECTMEMBERRESPONSE']._serialized_start=1030
-  _globals['_SETPROJECTMEMBERRESPONSE']._serialized_end=1110
-  _globals['_REMOVEPROJECTMEMBERREQUEST']._serialized_start=1112
-  _globals['_REMOVEPROJECTMEMBERREQUEST']._serialized_end=1177
-  _globals['_REMOVEPROJECTMEMBERRESPONSE']._serialized_start=1179
-  _globals['_REMOVEPROJECTMEMBERRESPONSE']._serialized_end=1208
-  _globals['_CHECKPROJECTACCESSREQUEST']._serialized_start=1210
-  _globals['_CHECKPROJECTACCESSREQUEST']._serialized_end=1257
-  _globals['_CHECKPROJECTACCESSRESPONSE']._serialized_start=1259
-  _globals['_CHECKPROJECTACCESSRESPONSE']._serialized_end=1357
-  _globals['_PROJECTSSERVICE']._serialized_start=1360
-  _globals['_PROJECTSSERVICE']._serialized_end=2286
+  _globals['_CREATEPROJECTREQUEST']._serialized_start=179
+  _globals['_CREATEPROJECTREQUEST']._serialized_end=250
+  _globals['_CREATEPROJECTRESPONSE']._serialized_start=252
+  _globals['_CREATEPROJECTRESPONSE']._serialized_end=324
+  _globals['_GETPROJECTREQUEST']._serialized_start=326
+  _globals['_GETPROJECTREQUEST']._serialized_end=357
+  _globals['_GETPROJECTRESPONSE']._serialized_start=359
+  _globals['_GETPROJECTRESPONSE']._serialized_end=428
+  _globals['_LISTPROJECTSREQUEST']._serialized_start=430
+  _globals['_LISTPROJECTSREQUEST']._serialized_end=490
+  _globals['_LISTPROJECTSRESPONSE']._serialized_start=492
+  _globals['_LISTPROJECTSRESPONSE']._serialized_end=589
+  _globals['_UPDATEPROJECTREQUEST']._serialized_start=591
+  _globals['_UPDATEPROJECTREQUEST']._serialized_end=711
+  _globals['_UPDATEPROJECTRESPONSE']._serialized_start=713
+  _globals['_UPDATEPROJECTRESPONSE']._serialized_end=785
+  _globals['_LISTPROJECTMEMBERSREQUEST']._serialized_start=787
+  _globals['_LISTPROJECTMEMBERSREQUEST']._serialized_end=873
+  _globals['_LISTPROJECTMEMBERSRESPONSE']._serialized_start=875
+  _globals['_LISTPROJECTMEMBERSRESPONSE']._serialized_end=983
+  _globals['_SETPROJECTMEMBERREQUEST']._serialized_start=985
+  _globals['_SETPROJECTMEMBERREQUEST']._serialized_end=1064
+  _globals['_SETPROJECTMEMBERRESPONSE']._serialized_start=1066
+  _globals['_SETPROJECTMEMBERRESPONSE']._serialized_end=1146
+  _globals['_REMOVEPROJECTMEMBERREQUEST']._serialized_start=1148
+  _globals['_REMOVEPROJECTMEMBERREQUEST']._serialized_end=1213
+  _globals['_REMOVEPROJECTMEMBERRESPONSE']._serialized_start=1215
+  _globals['_REMOVEPROJECTMEMBERRESPONSE']._serialized_end=1244
+  _globals['_CHECKPROJECTACCESSREQUEST']._serialized_start=1246
+  _globals['_CHECKPROJECTACCESSREQUEST']._serialized_end=1293
+  _globals['_CHECKPROJECTACCESSRESPONSE']._serialized_start=1295
+  _globals['_CHECKPROJECTACCESSRESPONSE']._serialized_end=1393
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_start=1395
+  _globals['_LISTAUDITEVENTSREQUEST']._serialized_end=1512
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_start=1514
+  _globals['_LISTAUDITEVENTSRESPONSE']._serialized_end=1615
+  _globals['_PROJECTSSERVICE']._serialized_start=1618
+  _globals['_PROJECTSSERVICE']._serialized_end=2658
 # @@protoc_insertion_point(module_scope)

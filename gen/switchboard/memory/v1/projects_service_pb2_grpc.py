@@ -81,6 +81,11 @@ class ProjectsServiceStub:
                 request_serializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.CheckProjectAccessRequest.SerializeToString,
                 response_deserializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.CheckProjectAccessResponse.FromString,
                 _registered_method=True)
+        self.ListAuditEvents = channel.unary_unary(
+                '/switchboard.memory.v1.ProjectsService/ListAuditEvents',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.ListAuditEventsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.ListAuditEventsResponse.FromString,
+                _registered_method=True)
 
 
 class ProjectsServiceServicer:
@@ -154,6 +159,14 @@ class ProjectsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditEvents(self, request, context):
+        """One page of the memory service's audit log (project creation, changes
+        and every membership change), newest first. Admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProjectsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +209,11 @@ def add_ProjectsServiceServicer_to_server(servicer, server):
                     servicer.CheckProjectAccess,
                     request_deserializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.CheckProjectAccessRequest.FromString,
                     response_serializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.CheckProjectAccessResponse.SerializeToString,
+            ),
+            'ListAuditEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditEvents,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.ListAuditEventsRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_projects__service__pb2.ListAuditEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -421,6 +439,33 @@ class ProjectsService:
             '/switchboard.memory.v1.ProjectsService/CheckProjectAccess',
             switchboard_dot_memory_dot_v1_dot_projects__service__pb2.CheckProjectAccessRequest.SerializeToString,
             switchboard_dot_memory_dot_v1_dot_projects__service__pb2.CheckProjectAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.ProjectsService/ListAuditEvents',
+            switchboard_dot_memory_dot_v1_dot_projects__service__pb2.ListAuditEventsRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_projects__service__pb2.ListAuditEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -65,6 +65,10 @@ class ProjectsServiceStub:
     """The caller's role in a project, for the services that hold a project's
     other objects (agents, runs). NOT_FOUND when the caller is not a member.
     """
+    ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_projects_service_pb2.ListAuditEventsRequest, _projects_service_pb2.ListAuditEventsResponse]
+    """One page of the memory service's audit log (project creation, changes
+    and every membership change), newest first. Admins only.
+    """
 
 @_typing.type_check_only
 class ProjectsServiceAsyncStub(ProjectsServiceStub):
@@ -102,6 +106,10 @@ class ProjectsServiceAsyncStub(ProjectsServiceStub):
     CheckProjectAccess: _aio.UnaryUnaryMultiCallable[_projects_service_pb2.CheckProjectAccessRequest, _projects_service_pb2.CheckProjectAccessResponse]  # type: ignore[assignment]
     """The caller's role in a project, for the services that hold a project's
     other objects (agents, runs). NOT_FOUND when the caller is not a member.
+    """
+    ListAuditEvents: _aio.UnaryUnaryMultiCallable[_projects_service_pb2.ListAuditEventsRequest, _projects_service_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
+    """One page of the memory service's audit log (project creation, changes
+    and every membership change), newest first. Admins only.
     """
 
 class ProjectsServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -185,6 +193,16 @@ class ProjectsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_projects_service_pb2.CheckProjectAccessResponse, _abc.Awaitable[_projects_service_pb2.CheckProjectAccessResponse]]:
         """The caller's role in a project, for the services that hold a project's
         other objects (agents, runs). NOT_FOUND when the caller is not a member.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAuditEvents(
+        self,
+        request: _projects_service_pb2.ListAuditEventsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_projects_service_pb2.ListAuditEventsResponse, _abc.Awaitable[_projects_service_pb2.ListAuditEventsResponse]]:
+        """One page of the memory service's audit log (project creation, changes
+        and every membership change), newest first. Admins only.
         """
 
 def add_ProjectsServiceServicer_to_server(servicer: ProjectsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
