@@ -98,7 +98,8 @@ def plan(
         )
         for name in ("threads", "memory", "router")
     ]
-    # Threads asks memory for the handoff summary of each rotated segment.
+    # Threads asks memory for the handoff summary of each rotated segment,
+    # and who is a member of an agent's project (ProjectsService).
     children[0].env["SWITCHBOARD_THREADS_MEMORY_ADDRESS"] = addr["memory"]
     children.append(
         Child(

@@ -39,6 +39,8 @@ from switchboard.memory.v1 import (
     pages_pb2,
     pages_service_pb2,
     pages_service_pb2_grpc,
+    projects_service_pb2,
+    projects_service_pb2_grpc,
 )
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
@@ -74,7 +76,7 @@ def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
 
 class Transport(Protocol):
     """Calls ``method`` of ``service`` ("threads", "memory", "pages",
-    "handoff", "router") with ``request``, as ``user``."""
+    "handoff", "projects", "router") with ``request``, as ``user``."""
 
     async def __call__(self, service: str, method: str, request: object, user: str) -> Any: ...
 
@@ -82,7 +84,7 @@ class Transport(Protocol):
 class GrpcTransport:
     """One channel per service process, opened at start-up; every call has a
     deadline; idempotent calls retry UNAVAILABLE (appends and creates are
-    idempotent on their request ids). Memory serves three services on one port."""
+    idempotent on their request ids). Memory serves four services on one port."""
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class GrpcTransport:
             "memory": memory_service_pb2_grpc.MemoryServiceStub(memory),
             "pages": pages_service_pb2_grpc.PagesServiceStub(memory),
             "handoff": handoff_service_pb2_grpc.HandoffServiceStub(memory),
+            "projects": projects_service_pb2_grpc.ProjectsServiceStub(memory),
             "router": router_service_pb2_grpc.RouterServiceStub(router),
         }
         self._timeout = timeout
@@ -139,7 +142,9 @@ class _LocalContext:
 
 class InProcessTransport:
     """The servicers' methods called directly: no network, no serialisation.
-    Their DomainErrors reach the engine as they are."""
+    Their DomainErrors reach the engine as they are. Without ``projects``,
+    a project check is DependencyUnavailable (the engine then leaves it to
+    memory's own reads)."""
 
     def __init__(
         self,
@@ -148,6 +153,7 @@ class InProcessTransport:
         pages: pages_service_pb2_grpc.PagesServiceServicer,
         handoff: handoff_service_pb2_grpc.HandoffServiceServicer,
         router: router_service_pb2_grpc.RouterServiceServicer,
+        projects: projects_service_pb2_grpc.ProjectsServiceServicer | None = None,
     ) -> None:
         self._servicers: dict[str, Any] = {
             "threads": threads,
@@ -156,9 +162,14 @@ class InProcessTransport:
             "handoff": handoff,
             "router": router,
         }
+        if projects is not None:
+            self._servicers["projects"] = projects
 
     async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
-        return await getattr(self._servicers[service], method)(request, cast(Any, _LocalContext(user)))
+        servicer = self._servicers.get(service)
+        if servicer is None:
+            raise DependencyUnavailable(f"no {service} service in this process")
+        return await getattr(servicer, method)(request, cast(Any, _LocalContext(user)))
 
 
 class Collaborators:
@@ -292,12 +303,26 @@ class Collaborators:
 
     # Memory
 
-    async def recall(self, user: str, query: str, persona: str) -> Sequence[memory_pb2.RecalledNote]:
-        request = memory_service_pb2.RecallNotesRequest(query=query, persona=persona)
+    async def check_project(self, user: str, project_id: str) -> str:
+        """The id of the project ``project_id`` names, when ``user`` is a
+        member of it (any role); NotFound otherwise, as for a missing one."""
+        request = projects_service_pb2.CheckProjectAccessRequest(project_id=project_id)
+        return str((await self._call("projects", "CheckProjectAccess", request, user)).project_id)
+
+    async def recall(
+        self, user: str, query: str, persona: str, project_id: str = ""
+    ) -> Sequence[memory_pb2.RecalledNote]:
+        """The project's notes for ``query`` ("" = the user's personal project)."""
+        request = memory_service_pb2.RecallNotesRequest(project_id=project_id, query=query, persona=persona)
         return cast(
             Sequence[memory_pb2.RecalledNote],
             (await self._call("memory", "RecallNotes", request, user)).notes,
         )
+
+    async def live_state(self, user: str, project_id: str, limit: int) -> list[memory_pb2.LiveStateEntry]:
+        """The first ``limit`` entries of the project's live state, by agent id."""
+        request = memory_service_pb2.ListLiveStateRequest(project_id=project_id, page_size=limit)
+        return list((await self._call("memory", "ListLiveState", request, user)).entries)
 
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
         request = pages_service_pb2.GetActiveInstructionsRequest()

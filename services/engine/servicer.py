@@ -58,6 +58,7 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 busy_policy=_busy_policy(request.busy_policy),
                 client_instructions=request.client_instructions,
                 webhook_url=self._webhooks.check(request.webhook_url),
+                project_id=request.project_id,
             )
         )
         async for event in self._runs.follow(user, run_id, 0):

@@ -60,12 +60,25 @@ class EngineToolBackend:
         return PageText(page.id, page.title, page.body, page.version)
 
     async def save_note(
-        self, user: str, request_id: str, kind: str, title: str, body: str, tags: Sequence[str]
+        self,
+        user: str,
+        request_id: str,
+        kind: str,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        project_id: str = "",
     ) -> SavedNote:
+        """Into ``project_id``, the run's project ("" = the user's personal one)."""
         if kind not in NOTE_KINDS:
             raise InvalidArgument(f"kind must be one of {sorted(NOTE_KINDS)}", field="kind")
         note = memory_pb2.Note(
-            kind=NOTE_KINDS[kind], title=title, body=body, tags=list(tags), author_agent_id=self._requester
+            project_id=project_id,
+            kind=NOTE_KINDS[kind],
+            title=title,
+            body=body,
+            tags=list(tags),
+            author_agent_id=self._requester,
         )
         saved = await self._collab.create_note(user, request_id, note)
         outcome = "merged" if saved.outcome == memory_pb2.SAVE_OUTCOME_MERGED else "created"

@@ -123,8 +123,17 @@ class ToolBackend(Protocol):
     async def read_page(self, user: str, page_id: str) -> PageText: ...
 
     async def save_note(
-        self, user: str, request_id: str, kind: str, title: str, body: str, tags: Sequence[str]
-    ) -> SavedNote: ...
+        self,
+        user: str,
+        request_id: str,
+        kind: str,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        project_id: str = "",
+    ) -> SavedNote:
+        """Saves a durable note in ``project_id`` ("" = the user's personal project)."""
+        ...
 
     async def propose_instruction_update(
         self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
@@ -201,6 +210,10 @@ class ToolContext:
     agent: str = "personal"
     ask_chain: tuple[str, ...] = ()
     correlation_id: str = ""
+    # The run's project: the one whose memory it reads, and where save_note
+    # writes ("" = the user's personal project; an AskAgent run's is the
+    # asked agent's).
+    project_id: str = ""
 
     def __post_init__(self) -> None:
         self.allow_instruction_update = self.allow_instruction_update or asks_instruction_update(self.request)
@@ -618,8 +631,12 @@ class ToolRegistry:
             texts=[args.title, args.body, *args.tags],
             what="save anything to memory",
         )
+        # The personal project ("") is every backend's default, so it is not
+        # named: backends written before projects keep working.
+        project = {"project_id": context.project_id} if context.project_id else {}
+        request_id = f"{context.run_id}:{call_id}"
         note = await self._backend.save_note(
-            context.user, f"{context.run_id}:{call_id}", args.kind, args.title, args.body, args.tags
+            context.user, request_id, args.kind, args.title, args.body, args.tags, **project
         )
         verb = "merged into the existing note" if note.outcome == "merged" else "saved as"
         return f"The {args.kind.replace('_', ' ')} was {verb} {note.note_id}: {note.title}", None

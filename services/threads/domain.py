@@ -13,8 +13,9 @@ from services.shared.audit import Actor, new_event
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
+from services.shared.projects import MAX_PROJECT_ID_CHARS, PERSONAL_NAMES, personal_project_id
 from services.shared.time import utcnow
-from services.threads.access import AgentAccess
+from services.threads.access import ASK, READ, AgentAccess, ProjectDirectory
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
 from services.threads.owners import ThreadOwner
 from services.threads.paging import read_page, view_fingerprint
@@ -69,23 +70,30 @@ def auto_title(text: str, limit: int = MAX_AUTO_TITLE_CHARS) -> str:
 
 class ThreadsDomain:
     def __init__(
-        self, repository: ThreadsRepository, max_entry_chars: int, rotation: Rotation | None = None
+        self,
+        repository: ThreadsRepository,
+        max_entry_chars: int,
+        rotation: Rotation | None = None,
+        projects: ProjectDirectory | None = None,
     ) -> None:
         self._repo = repository
         self._max_entry_chars = max_entry_chars
         # None: agent threads never rotate (their open segment still counts).
         self._rotation = rotation
-        self.access = AgentAccess(repository)
+        self.access = AgentAccess(repository, projects=projects)
 
     # Agents
 
     async def create_agent(self, actor: Actor, agent: Agent) -> Agent:
-        """Registers the agent owned by the caller (its first member)."""
+        """Registers the agent owned by the caller (its first member) in
+        ``agent.project_id``: "" for the caller's personal project, else a
+        project the caller is an editor or owner of."""
         if not _AGENT_ID.match(agent.id):
             raise InvalidArgument("agent id must be a slug: a-z, 0-9 and '-', at most 64", field="agent.id")
         if not agent.display_name.strip():
             agent.display_name = agent.id
         agent.owner_id = actor.user
+        agent.project_id = await self.access.project_for_new_agent(actor, agent.project_id)
         audit = new_event(ThreadsAuditEvent, actor, "agent.create", agent.id, _agent_detail(agent))
         if not await self._repo.insert_owned_agent(agent, audit):
             existing = await self._repo.get_agent(agent.id)
@@ -93,15 +101,29 @@ class ThreadsDomain:
             return existing  # creating an existing agent is a no-op, like a retry
         return agent
 
+    # Registry reads (GetAgent, ListAgents) are open to every user, member
+    # of the agent's project or not: project membership is not consulted
+    # here, only when an agent's thread is read or the agent is asked
+    # (AgentAccess.require_member).
+
     async def get_agent(self, agent_id: str) -> Agent:
         agent = await self._repo.get_agent(agent_id) if agent_id else None
         if agent is None:
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
         return agent
 
-    async def list_agents(self, requested_size: int, token: str) -> tuple[Sequence[Agent], str]:
+    async def list_agents(
+        self, actor: Actor, requested_size: int, token: str, project_id: str = ""
+    ) -> tuple[Sequence[Agent], str]:
+        """The registry by id; only ``project_id``'s agents when given
+        ("default" or "personal": the caller's personal project)."""
+        project_id = project_id.strip()
+        if project_id in PERSONAL_NAMES - {""}:
+            project_id = personal_project_id(actor.user)
+        elif len(project_id) > MAX_PROJECT_ID_CHARS:
+            raise TooLarge(f"project_id is longer than {MAX_PROJECT_ID_CHARS} characters", field="project_id")
         size, after = page_request(requested_size, token, lambda cursor: as_text(cursor["after"]))
-        rows = await self._repo.list_agents(after or "", size + 1)
+        rows = await self._repo.list_agents(after or "", size + 1, project_id)
         return page_of(rows, size, lambda last: {"after": last.id})
 
     async def update_agent(self, actor: Actor, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
@@ -121,10 +143,11 @@ class ThreadsDomain:
     # Members
 
     async def members(self, actor: Actor, agent_id: str) -> tuple[str, list[str]]:
-        """(owner, members with the owner first): for members and admins."""
+        """(owner, members with the owner first): for members (of the agent
+        or its project) and admins."""
         agent = await self.access.agent(actor, agent_id)
         if not actor.is_admin:
-            await self.access.require_member(actor, agent_id)
+            await self.access.require_member(actor, agent_id, READ)
         return agent.owner_id, _owner_first(agent.owner_id, await self._repo.members(agent_id))
 
     async def add_member(self, actor: Actor, agent_id: str, user_id: str) -> list[str]:
@@ -156,8 +179,10 @@ class ThreadsDomain:
     async def ensure_agent_thread(self, actor: Actor, agent_id: str) -> tuple[Thread, bool]:
         """The agent's live thread and whether this call created it; for the
         agent's members. The partial unique index decides between concurrent
-        creators (any number of processes): the losers read the winner's thread."""
-        await self.access.require_member(actor, agent_id)
+        creators (any number of processes): the losers read the winner's thread.
+        Asking an agent starts here: it needs the right to ask (an editor of
+        the agent's project, not a viewer)."""
+        await self.access.require_member(actor, agent_id, ASK)
         for _ in range(3):
             existing = await self._repo.live_agent_thread(agent_id)
             if existing is not None:
@@ -174,7 +199,7 @@ class ThreadsDomain:
     async def _live_agent_thread(self, actor: Actor, agent_id: str, field: str) -> Thread:
         if not agent_id:
             raise InvalidArgument(f"{field} must not be empty", field=field)
-        await self.access.require_member(actor, agent_id)
+        await self.access.require_member(actor, agent_id, READ)
         thread = await self._repo.live_agent_thread(agent_id)
         if thread is None:
             await self.get_agent(agent_id)  # unknown agent: NOT_FOUND with the agent id
@@ -306,7 +331,7 @@ class ThreadsDomain:
         # Conversations belong to one user; agent threads to their agent's members.
         if thread is None or (thread.kind == "conversation" and thread.user_id != actor.user):
             raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
-        await self.access.require_thread_member(actor, thread)
+        await self.access.require_thread_member(actor, thread, READ)
         return thread
 
     async def append_entries(
@@ -327,7 +352,7 @@ class ThreadsDomain:
         # The owner cache spares a read; the append's UPDATE checks the owner again.
         target = await self.access.owners.get(thread_id) if thread_id else None
         if target is not None:
-            await self.access.require_thread_member(actor, target)
+            await self.access.require_thread_member(actor, target, ASK)
         policy = self._rotation.policy if self._rotation is not None else None
         written = (
             await self._repo.append(thread_id, user_id, request_id, entries, policy) if thread_id else None

@@ -28,7 +28,7 @@ from services.shared.audit import Actor, new_event
 from services.shared.enums import EnumNames
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.time import aware, utcnow
-from services.threads.access import AgentAccess
+from services.threads.access import READ, AgentAccess
 from services.threads.models import Entry, ProviderSession, Segment, Thread, ThreadsAuditEvent
 from services.threads.repository import ImportedThread, ThreadsRepository
 from services.threads.rotation import check_handoff
@@ -359,10 +359,10 @@ class ThreadArchive:
     async def export(
         self, agent_id: str, actor: Actor, access: AgentAccess
     ) -> tuple[Thread, list[ThreadFile]]:
-        """For the agent's members."""
+        """For the agent's members and its project's (viewers and up)."""
         if not agent_id:
             raise InvalidArgument("agent_id must not be empty", field="agent_id")
-        await access.require_member(actor, agent_id)
+        await access.require_member(actor, agent_id, READ)
         thread = await self._repo.live_agent_thread(agent_id)
         if thread is None:
             if await self._repo.get_agent(agent_id) is None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from services.shared.clients import call, open_channel
+from services.shared.clients import call
 from services.shared.identity import user_metadata
 from services.threads.models import Entry, Segment
 from services.threads.rotation import ReadEntries
@@ -52,15 +52,10 @@ def handoff_entries(entries: Sequence[Entry]) -> list[handoff_pb2.HandoffEntry]:
 class MemoryHandoff:
     """A HandoffSummarizer over memory's HandoffService."""
 
-    def __init__(
-        self, memory_address: str, timeout: float, credentials: grpc.ChannelCredentials | None = None
-    ) -> None:
-        self._channel = open_channel(memory_address, credentials)
-        self._stub = handoff_service_pb2_grpc.HandoffServiceStub(self._channel)
+    def __init__(self, channel: grpc.aio.Channel, timeout: float) -> None:
+        """``channel``: the threads service's one channel to memory (its owner closes it)."""
+        self._stub = handoff_service_pb2_grpc.HandoffServiceStub(channel)
         self._timeout = timeout
-
-    async def close(self) -> None:
-        await self._channel.close()
 
     async def summarize(self, segment: Segment, read_entries: ReadEntries) -> str | None:
         metadata = user_metadata(SERVICE_IDENTITY)

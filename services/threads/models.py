@@ -15,6 +15,7 @@ from services.shared.time import utcnow
 
 class Agent(SQLModel, table=True):
     __tablename__ = "agents"
+    __table_args__ = (Index("ix_agents_project_id_id", "project_id", "id"),)
 
     id: str = Field(primary_key=True, max_length=64)
     display_name: str = ""
@@ -25,6 +26,11 @@ class Agent(SQLModel, table=True):
     # The user who registered it; "" for an agent registered before agents
     # had owners, until its next caller claims it (services/threads/access.py).
     owner_id: str = Field(default="", max_length=128)
+    # The project it belongs to (its asks read that project's memory; the
+    # project's members read its thread and ask it): its creator's personal
+    # project unless created in another. "" only while it has no owner: the
+    # claim puts it in its new owner's personal project.
+    project_id: str = Field(default="", max_length=128)
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
 

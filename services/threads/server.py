@@ -8,10 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
+from services.shared.clients import open_channel
 from services.shared.db import session_factory
 from services.threads.domain import ThreadsDomain
 from services.threads.export import ThreadArchive
 from services.threads.memory_handoff import MemoryHandoff
+from services.threads.memory_projects import MemoryProjects
 from services.threads.repository import ThreadsRepository
 from services.threads.retention import ConversationRetention
 from services.threads.rotation import HandoffSummarizer, PendingHandoff, Rotation, RotationPolicy
@@ -29,19 +31,23 @@ async def open_servicer(
 ) -> tuple[ThreadsServicer, list[Closer]]:
     """``summarizer``: the handoff seam. By default memory's HandoffService
     when ``memory_address`` is set, else none (closed segments' handoffs stay
-    pending)."""
+    pending). With ``memory_address``, project membership (memory's
+    ProjectsService) opens agents to their project's members too; without
+    it, only an agent's own members use it."""
     engine = await open_database(settings, MIGRATIONS)
     closers: list[Closer] = [engine.dispose]
-    if summarizer is None and settings.memory_address:
-        memory_handoff = MemoryHandoff(
-            settings.memory_address, settings.call_timeout, settings.channel_credentials()
-        )
-        closers.insert(0, memory_handoff.close)
-        summarizer = memory_handoff
+    projects: MemoryProjects | None = None
+    if settings.memory_address:
+        # One channel to memory, for its HandoffService and ProjectsService.
+        memory = open_channel(settings.memory_address, settings.channel_credentials())
+        closers.insert(0, memory.close)
+        projects = MemoryProjects(memory, settings.call_timeout)
+        if summarizer is None:
+            summarizer = MemoryHandoff(memory, settings.call_timeout)
     repository = ThreadsRepository(session_factory(engine))
     policy = RotationPolicy(settings.rotate_after_entries, settings.rotate_after_chars)
     rotation = Rotation(repository, policy, summarizer or PendingHandoff())
-    domain = ThreadsDomain(repository, settings.max_entry_chars, rotation)
+    domain = ThreadsDomain(repository, settings.max_entry_chars, rotation, projects)
     archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars)
     if settings.retention_archived_conversations_days:
         keep = timedelta(days=settings.retention_archived_conversations_days)

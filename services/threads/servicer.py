@@ -12,6 +12,7 @@ from services.shared.audit import Actor
 from services.shared.enums import EnumNames
 from services.shared.identity import caller_role, caller_user
 from services.shared.time import to_timestamp
+from services.threads.access import READ
 from services.threads.domain import ThreadsDomain, View
 from services.threads.export import ThreadArchive, ThreadFile
 from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
@@ -38,6 +39,7 @@ def agent_to_proto(agent: Agent) -> threads_pb2.Agent:
         create_time=to_timestamp(agent.create_time),
         update_time=to_timestamp(agent.update_time),
         owner=agent.owner_id,
+        project_id=agent.project_id,
     )
 
 
@@ -154,6 +156,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
                 provider_id=a.provider_id,
                 model=a.model,
                 injection_strategy=a.injection_strategy,
+                project_id=a.project_id,
             ),
         )
         return threads_service_pb2.CreateAgentResponse(agent=agent_to_proto(agent))
@@ -167,7 +170,9 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ListAgents(
         self, request: threads_service_pb2.ListAgentsRequest, context: Context
     ) -> threads_service_pb2.ListAgentsResponse:
-        agents, token = await self._domain.list_agents(request.page_size, request.page_token)
+        agents, token = await self._domain.list_agents(
+            actor(context), request.page_size, request.page_token, request.project_id
+        )
         return threads_service_pb2.ListAgentsResponse(
             agents=[agent_to_proto(a) for a in agents], next_page_token=token
         )
@@ -351,14 +356,14 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def GetProviderSession(
         self, request: threads_service_pb2.GetProviderSessionRequest, context: Context
     ) -> threads_service_pb2.GetProviderSessionResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
+        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id, READ)
         row = await self._sessions.get(request.agent_thread_id, request.provider_id, caller_user(context))
         return threads_service_pb2.GetProviderSessionResponse(session=session_to_proto(row))
 
     async def ListProviderSessions(
         self, request: threads_service_pb2.ListProviderSessionsRequest, context: Context
     ) -> threads_service_pb2.ListProviderSessionsResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
+        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id, READ)
         rows, token = await self._sessions.list(
             request.agent_thread_id,
             request.include_released,
@@ -380,7 +385,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ListSegments(
         self, request: threads_service_pb2.ListSegmentsRequest, context: Context
     ) -> threads_service_pb2.ListSegmentsResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.thread_id)
+        await self._domain.access.require_thread_id_member(actor(context), request.thread_id, READ)
         rows, token = await self._rotation.list_segments(
             request.thread_id, request.page_size, request.page_token
         )

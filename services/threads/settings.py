@@ -23,8 +23,12 @@ class ThreadsSettings(ServiceSettings):
     # characters of entry content (a gRPC message is 4 MiB by default).
     max_export_chars: int = Field(default=3_000_000, gt=0)
     # The memory service: at each rotation its HandoffService summarises the
-    # closed segment (services/threads/memory_handoff.py). Empty: no summary,
-    # the segment's handoff stays pending (SetSegmentHandoff can set it).
+    # closed segment (services/threads/memory_handoff.py), and its
+    # ProjectsService says who is a member of an agent's project (who reads
+    # its thread and asks it, who creates agents in a project:
+    # services/threads/memory_projects.py). Empty: no summary, the segment's
+    # handoff stays pending (SetSegmentHandoff can set it), and only an
+    # agent's own members use it; agents go into their creator's personal project.
     memory_address: str = ""
     # Deadline of each call to memory, in seconds.
     call_timeout: float = Field(default=5.0, gt=0)

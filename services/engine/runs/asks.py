@@ -6,7 +6,9 @@ Architect asks QA), with the requester and the correlation id on every entry.
 
 What the model receives is composed afresh for every ask, whatever the
 provider: the agent's persona, the handoff summary, the recent transcript
-tail of its thread, and memory recalled for its persona and the question.
+tail of its thread, and from the agent's **project** (every member and agent
+of it shares them) memory recalled for its persona and the question, the
+project context and the live state, each read with the requester's identity.
 That is also what makes a **provider swap** work: when the agent's model now
 belongs to another provider than its live session, the old session is
 released, the handoff summary is checkpointed first (so it holds everything
@@ -17,6 +19,8 @@ native session is ever transferred.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from services.engine import instructions
 from services.engine.budget import RunBudget
@@ -26,9 +30,11 @@ from services.engine.providers.base import LLMProvider
 from services.engine.runs.generation import Models
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
-from services.engine.runs.requests import PROJECT_ID, AskSpec, RunRequest
+from services.engine.runs.requests import AskSpec, RunRequest
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, SourceRead, ToolContext
+from services.shared.errors import NotFound
+from services.shared.projects import personal_project_id
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import handoff_pb2
@@ -41,6 +47,8 @@ INJECTION_STRATEGIES = {
     threads_pb2.INJECTION_STRATEGY_STDIN: "stdin",
     threads_pb2.INJECTION_STRATEGY_ENV: "env",
 }
+_T = TypeVar("_T")
+
 # Entries of the target's thread put in the context (newest last).
 TRANSCRIPT_TAIL = 20
 MAX_TAIL_ENTRY_CHARS = 500
@@ -100,6 +108,16 @@ def working_context(
     return "\n\n".join(parts)
 
 
+async def _readable(call: Awaitable[_T], fallback: _T, unreadable: list[str]) -> _T:
+    """``call``'s result; ``fallback`` when memory says NOT_FOUND (the
+    requester is no member of the project), noted in ``unreadable``."""
+    try:
+        return await call
+    except NotFound as exc:
+        unreadable.append(exc.message)
+        return fallback
+
+
 class AgentAsks:
     def __init__(self, collaborators: Collaborators, models: Models, loop: ToolLoop) -> None:
         self._collab = collaborators
@@ -123,16 +141,41 @@ class AgentAsks:
                 run_id=run.id,
             )
 
-        # Recall, the project context and the router are optional, as in a
-        # chat run: without them the ask goes on, with one notice each.
+        # Recall, the project context, the live state and the router are
+        # optional, as in a chat run: without them the ask goes on, with one
+        # notice each. They are the asked agent's project's, read as the
+        # requester: a requester who may ask the agent (a member of it) but
+        # is no member of its project gets none of them, and is told so.
         optional = OptionalServices(rec)
+        limits = self._models.limits
         async with rec.step("context", f"Reading {ask.target}'s thread and memory"):
             agent = await self._collab.get_agent(user, ask.target)
-            (tail, open_from), recalled, project = await asyncio.gather(
+            # The requester's own personal project by its name (""): memory
+            # resolves it for its owner, created on first use.
+            project_id = "" if agent.project_id == personal_project_id(user) else agent.project_id
+            unreadable: list[str] = []
+            (tail, open_from), recalled, project, live = await asyncio.gather(
                 self._collab.transcript_tail(user, thread, TRANSCRIPT_TAIL),
-                optional("memory", self._collab.recall(user, text, agent.persona), []),
-                optional("memory", self._collab.project_context(user, PROJECT_ID), ""),
+                optional(
+                    "memory",
+                    _readable(self._collab.recall(user, text, agent.persona, project_id), [], unreadable),
+                    [],
+                ),
+                optional("memory", self._collab.project_context(user, project_id), ""),
+                optional(
+                    "memory",
+                    _readable(
+                        self._collab.live_state(user, project_id, limits.live_state_entries), [], unreadable
+                    ),
+                    [],
+                ),
             )
+            if unreadable:
+                rec.notice(
+                    "PROJECT_MEMORY_UNREADABLE",
+                    f"{user} is not a member of {ask.target}'s project {agent.project_id!r}, so this answer "
+                    "uses none of its notes, project context or live state",
+                )
             asked = await self._collab.append_entries(
                 user, thread, f"{run.id}:ask", [entry(threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")]
             )
@@ -147,11 +190,19 @@ class AgentAsks:
             provider = self._models.provider(chosen.provider)
             summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
 
+        live_layer = instructions.bounded(
+            "live_state",
+            "# Live state (who is doing what now)",
+            instructions.live_state_text(live),
+            limits.live_state_budget_chars,
+            items=len(live),
+        )
         layers = instructions.assemble(
             "",
             recalled,
             [],
             working_context(agent, project, summary, tail),
+            [live_layer],
             product_system=AGENT_SYSTEM,
             client=instructions.client_layer(
                 request.client_instructions, self._models.limits.max_message_chars
@@ -170,6 +221,7 @@ class AgentAsks:
             agent=ask.target,
             ask_chain=(*ask.waiting, ask.target),
             correlation_id=correlation,
+            project_id=project_id,
         )
         specs = await self._loop.specs(tools, text, rec)
         strategy = self._injection_strategy(agent, provider, rec)

@@ -81,7 +81,9 @@ class ChatWork:
         chosen = model.model
         provider = self._models.provider(chosen.provider)
         outcome.record_model(model, fallback=model is fallback)
-        tool_context = ToolContext(user, run.id, allowed, web_only=model.web_only, request=text)
+        tool_context = ToolContext(
+            user, run.id, allowed, web_only=model.web_only, request=text, project_id=request.project_id
+        )
         memory_note = "" if allowed.memory else "memory is off for this conversation"
         recalled = context.recalled
         if model.web_only:

@@ -17,7 +17,7 @@ from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
-from services.engine.runs.requests import PROJECT_ID, RunLimits, RunRequest
+from services.engine.runs.requests import RunLimits, RunRequest
 from services.engine.tokens import Counter
 from services.engine.tools import AllowedSources, SourceRead, ToolContext, mentioned_pages, reads_workspace
 from services.shared.errors import DependencyUnavailable, NotFound
@@ -89,7 +89,7 @@ class ChatContextReader:
                     collab.chat_context(
                         user,
                         thread,
-                        PROJECT_ID,
+                        request.project_id,
                         text if allowed.memory else None,
                         settings=not request.requested_model,
                         live_state_entries=limits.live_state_entries,

@@ -37,6 +37,7 @@ from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, ToolRegistry
 from services.shared import deadlines
 from services.shared.errors import (
+    DependencyUnavailable,
     DomainError,
     Exhausted,
     FailedPrecondition,
@@ -46,6 +47,7 @@ from services.shared.errors import (
 )
 from services.shared.metrics import RUN_REFUSALS, RUN_SECONDS, RUNS, trace_exemplar
 from services.shared.pagination import as_instant, as_text, page_of, page_request
+from services.shared.projects import MAX_PROJECT_ID_CHARS, is_personal_name, personal_project_id
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 
@@ -126,7 +128,8 @@ class RunService:
             conversation = await self._collab.get_conversation(request.user, request.conversation_id)
             thread_id, needs_title = conversation.id, not conversation.title
             allowed = AllowedSources.from_proto(conversation.allowed_sources)
-            request = dataclasses.replace(request, allowed=allowed)
+            project_id = await self._project_of(request.user, request.project_id)
+            request = dataclasses.replace(request, allowed=allowed, project_id=project_id)
             request = await self._with_default_webhook(request, "conversation", conversation.id)
         if request.request_id and request.busy_policy != BusyPolicy.QUEUE:
             # A retry must not be refused or cancel its own first attempt. With
@@ -154,6 +157,23 @@ class RunService:
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
         return await asyncio.shield(self._record_and_spawn(run, request, needs_title=needs_title))
+
+    async def _project_of(self, user: str, project_id: str) -> str:
+        """The project a chat run reads: "" for the user's personal project
+        (memory resolves it for the user, no call made); another must be one
+        the user is a member of (NotFound otherwise: nothing is written), and
+        becomes its resolved id. When memory cannot answer, the name is kept:
+        memory checks membership again on every read and write of the run."""
+        project_id = project_id.strip()
+        if is_personal_name(project_id) or project_id == personal_project_id(user):
+            return ""
+        if len(project_id) > MAX_PROJECT_ID_CHARS:
+            raise TooLarge(f"project_id is longer than {MAX_PROJECT_ID_CHARS} characters", field="project_id")
+        try:
+            return await self._collab.check_project(user, project_id) or project_id
+        except DependencyUnavailable:
+            log.warning("cannot check project %r for %s: memory is unavailable", project_id, user)
+            return project_id
 
     async def _with_default_webhook(self, request: RunRequest, kind: str, target_id: str) -> RunRequest:
         if request.webhook_url or self._webhook_default is None:

@@ -64,6 +64,12 @@ class RunRequest:
     trigger_payload_json: str = "{}"
     # Where the run's record is POSTed once it ends (checked by the caller).
     webhook_url: str = ""
+    # The project whose durable notes, context and live state a chat run
+    # reads and whose memory its save_note tool writes: "" = the user's
+    # personal project; another is checked (NOT_FOUND for a non-member) and
+    # resolved by start(). An AskAgent run ignores it: it works in the asked
+    # agent's project.
+    project_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,3 @@ class RunLimits:
     title_timeout_seconds: float = 20.0
     # Per-user run quotas, checked when a run is inserted.
     quota: RunQuota = RunQuota()
-
-
-# The project whose context and memory agents share (one per workspace for now).
-PROJECT_ID = "default"

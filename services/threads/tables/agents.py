@@ -22,10 +22,13 @@ class AgentsTable(TableRepository):
         return None if row is None else Agent(**row._mapping)
 
     @db_retry
-    async def list_agents(self, after_id: str, limit: int) -> Sequence[Agent]:
+    async def list_agents(self, after_id: str, limit: int, project_id: str = "") -> Sequence[Agent]:
+        """Agents by id after ``after_id``; only ``project_id``'s when given."""
         async with self._sessions() as session:
-            query = select(Agent).where(col(Agent.id) > after_id).order_by(col(Agent.id)).limit(limit)
-            return (await session.exec(query)).all()
+            query = select(Agent).where(col(Agent.id) > after_id)
+            if project_id:
+                query = query.where(col(Agent.project_id) == project_id)
+            return (await session.exec(query.order_by(col(Agent.id)).limit(limit))).all()
 
 
 _AGENTS = table_of(Agent)

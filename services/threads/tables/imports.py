@@ -11,6 +11,7 @@ from sqlmodel import col
 
 from services.shared.audit import record
 from services.shared.db import is_unique_violation
+from services.shared.projects import personal_project_id
 from services.shared.time import utcnow
 from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread, ThreadsAuditEvent
 from services.threads.tables.base import TableRepository
@@ -43,7 +44,14 @@ class ImportsTable(TableRepository):
                 if await session.get(Agent, imported.agent_id) is None:
                     # Registered by the import: the importer owns it (``audit``'s actor).
                     owner = audit.actor
-                    session.add(Agent(id=imported.agent_id, display_name=imported.agent_id, owner_id=owner))
+                    session.add(
+                        Agent(
+                            id=imported.agent_id,
+                            display_name=imported.agent_id,
+                            owner_id=owner,
+                            project_id=personal_project_id(owner) if owner else "",
+                        )
+                    )
                     await session.flush()
                     await add_member(session, imported.agent_id, owner)
                     await record(session, audit)

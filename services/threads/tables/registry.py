@@ -60,14 +60,17 @@ class RegistryTable(TableRepository):
             return agent
 
     @db_retry
-    async def claim_agent(self, agent_id: str, user_id: str, audit: ThreadsAuditEvent) -> bool:
-        """Makes ``user_id`` the owner of an agent that has none (a
-        compare-and-set: of concurrent claimers exactly one wins)."""
+    async def claim_agent(
+        self, agent_id: str, user_id: str, project_id: str, audit: ThreadsAuditEvent
+    ) -> bool:
+        """Makes ``user_id`` the owner of an agent that has none, in
+        ``project_id`` (a compare-and-set: of concurrent claimers exactly one
+        wins)."""
         async with self._sessions() as session:
             result = await session.exec(
                 update(Agent)
                 .where(col(Agent.id) == agent_id, col(Agent.owner_id) == "")
-                .values(owner_id=user_id)
+                .values(owner_id=user_id, project_id=project_id)
             )
             if not result.rowcount:
                 await session.rollback()

@@ -1,0 +1,223 @@
+"""Runs read the memory of the right project, proven on the wire: an ask
+reads the notes, project context and live state of the *asked agent's*
+project, a chat run those of the project its request names, and save_note
+writes into the run's project. The four services run in this process; the
+threads service asks memory's ProjectsService who may ask which agent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+import pytest
+
+from switchboard.engine.v1 import (
+    engine_pb2,
+    engine_service_pb2,
+)
+from switchboard.memory.v1 import (
+    memory_pb2,
+    memory_service_pb2,
+    projects_pb2,
+    projects_service_pb2,
+    projects_service_pb2_grpc,
+)
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2
+from tests.conftest import DatabaseFactory
+from tests.fakes.llm_server import FakeServer, openai_app, serve
+from tests.service.harness import as_user, expect_error
+from tests.service.system import System, collect, system
+
+EDITOR, VIEWER = projects_pb2.PROJECT_ROLE_EDITOR, projects_pb2.PROJECT_ROLE_VIEWER
+APOLLO_CONTEXT = "Apollo rule: every release train needs a QA sign-off."
+APOLLO_NOTE = "The Apollo release train leaves on Fridays at 16:00."
+QUESTION = "When does the Apollo release train leave?"
+
+
+@pytest.fixture(scope="module")
+def remote_server() -> Iterator[FakeServer]:
+    with serve(openai_app) as server:
+        yield server
+
+
+@pytest.fixture
+def remote(remote_server: FakeServer) -> FakeServer:
+    remote_server.script.reset()
+    return remote_server
+
+
+@asynccontextmanager
+async def project_system(
+    make_database: DatabaseFactory, remote: FakeServer
+) -> AsyncIterator[tuple[System, projects_service_pb2_grpc.ProjectsServiceStub]]:
+    """tests.service.system's four services with the recording provider as
+    the only model, and a stub of memory's ProjectsService."""
+    providers = [{"name": "remote", "kind": "openai", "base_url": f"{remote.url}/v1"}]
+    models = [{"id": "remote-model", "provider": "remote", "model": "model-x", "profile": "balanced"}]
+    router_settings = {"models_json": json.dumps(models), "arbitration_enabled": False}
+    async with system(
+        make_database, router_settings=router_settings, providers_json=json.dumps(providers)
+    ) as running_system:
+        yield running_system, running_system.projects
+
+
+@pytest.fixture
+async def sb(make_database: DatabaseFactory, remote: FakeServer) -> AsyncIterator[System]:
+    """alice's project "apollo" (bob an editor, carol a viewer; notes saved
+    by agents go in at once), with its context, a note and live state, and
+    its agent qa; alice and bob each have personal context of their own."""
+    async with project_system(make_database, remote) as (running_system, projects):
+        project = projects_pb2.Project(
+            id="apollo", display_name="Apollo", note_policy=projects_pb2.NOTE_POLICY_AUTO
+        )
+        await projects.CreateProject(
+            projects_service_pb2.CreateProjectRequest(project=project), **as_user("alice")
+        )
+        for user, role in (("bob", EDITOR), ("carol", VIEWER)):
+            member = projects_pb2.ProjectMember(project_id="apollo", user_id=user, role=role)
+            await projects.SetProjectMember(
+                projects_service_pb2.SetProjectMemberRequest(member=member), **as_user("alice")
+            )
+        memory = running_system.memory
+        for user, project_id, body in (
+            ("alice", "apollo", APOLLO_CONTEXT),
+            ("alice", "", "Alice's own rule: PERSONAL-ALICE."),
+            ("bob", "", "Bob's own rule: PERSONAL-BOB."),
+        ):
+            context = memory_pb2.ProjectContext(project_id=project_id, body=body)
+            await memory.UpdateProjectContext(
+                memory_service_pb2.UpdateProjectContextRequest(context=context), **as_user(user)
+            )
+        note = memory_pb2.Note(
+            project_id="apollo",
+            kind=memory_pb2.NOTE_KIND_FACT,
+            title="Apollo release train",
+            body=APOLLO_NOTE,
+        )
+        await memory.CreateNote(memory_service_pb2.CreateNoteRequest(note=note), **as_user("alice"))
+        personal = memory_pb2.Note(
+            kind=memory_pb2.NOTE_KIND_FACT,
+            title="Personal release train",
+            body="My own release train leaves PERSONAL-NOTE on Mondays.",
+        )
+        await memory.CreateNote(memory_service_pb2.CreateNoteRequest(note=personal), **as_user("bob"))
+        await memory.SetLiveState(
+            memory_service_pb2.SetLiveStateRequest(
+                project_id="apollo", agent_id="dev", activity="fixing the Apollo login bug"
+            ),
+            **as_user("alice"),
+        )
+        agent = threads_pb2.Agent(id="qa", persona="The QA agent.", model="remote-model", project_id="apollo")
+        created = await running_system.threads.CreateAgent(
+            threads_service_pb2.CreateAgentRequest(agent=agent), **as_user("alice")
+        )
+        assert created.agent.project_id == "apollo"
+        yield running_system
+
+
+def ask(sb: System, user: str, text: str = QUESTION) -> Any:
+    request = engine_service_pb2.AskAgentRequest(requester="main", target_agent_id="qa", message=text)
+    return sb.engine.AskAgent(request, metadata=as_user(user)["metadata"], timeout=60)
+
+
+def notices(events: list[engine_pb2.RunEvent]) -> list[str]:
+    return [e.notice.code for e in events if e.WhichOneof("kind") == "notice"]
+
+
+async def test_an_ask_reads_the_notes_context_and_live_state_of_the_asked_agents_project(
+    sb: System, remote: FakeServer
+) -> None:
+    """bob is an editor of apollo, not a member of the agent: he asks qa,
+    and its model receives apollo's memory, none of bob's or alice's own."""
+    remote.script.steps = ["say:On Fridays at 16:00."]
+    events = await collect(ask(sb, "bob"))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    assert notices(events) == []
+    system = remote.script.requests[-1]["messages"][0]["content"]
+    assert APOLLO_CONTEXT in system and APOLLO_NOTE in system
+    assert "# Live state (who is doing what now)\n- dev: fixing the Apollo login bug" in system
+    for foreign in ("PERSONAL-ALICE", "PERSONAL-BOB", "PERSONAL-NOTE"):
+        assert foreign not in system
+    request = engine_service_pb2.GetRunRequest(run_id=events[0].run_id)
+    run = (await sb.engine.GetRun(request, **as_user("bob"))).run
+    assert {layer.key: layer.item_count for layer in run.layers}["live_state"] == 1
+    assert any(source.kind == "memory" for source in run.sources)
+
+
+async def test_a_viewer_of_the_agents_project_may_not_ask_it(sb: System, remote: FakeServer) -> None:
+    error = await expect_error(
+        collect(ask(sb, "carol")), grpc.StatusCode.PERMISSION_DENIED, "ERROR_REASON_PERMISSION_DENIED"
+    )
+    assert "viewer of project 'apollo'" in (error.details() or "")
+    await expect_error(
+        collect(ask(sb, "dave")), grpc.StatusCode.PERMISSION_DENIED, "ERROR_REASON_PERMISSION_DENIED"
+    )
+    assert remote.script.requests == []  # no model was called
+
+
+async def test_an_agent_member_outside_the_project_asks_without_its_memory(
+    sb: System, remote: FakeServer
+) -> None:
+    await sb.threads.AddAgentMember(
+        threads_service_pb2.AddAgentMemberRequest(agent_id="qa", user_id="dave"), **as_user("alice")
+    )
+    remote.script.steps = ["say:I cannot tell."]
+    events = await collect(ask(sb, "dave"))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    assert notices(events) == ["PROJECT_MEMORY_UNREADABLE"]
+    system = remote.script.requests[-1]["messages"][0]["content"]
+    assert APOLLO_CONTEXT not in system and APOLLO_NOTE not in system and "Apollo login bug" not in system
+
+
+async def start(sb: System, user: str, project_id: str, text: str = QUESTION) -> list[engine_pb2.RunEvent]:
+    # Named: no title model call comes after the run's own.
+    created = await sb.threads.CreateConversation(
+        threads_service_pb2.CreateConversationRequest(title="Release"), **as_user(user)
+    )
+    chat = created.conversation.id
+    request = engine_service_pb2.StartRunRequest(
+        conversation_id=chat,
+        message=text,
+        requested_model="remote-model",
+        surface=engine_pb2.SURFACE_CHAT,
+        project_id=project_id,
+    )
+    return await collect(sb.engine.StartRun(request, metadata=as_user(user)["metadata"], timeout=60))
+
+
+async def test_a_chat_run_reads_the_project_its_request_names(sb: System, remote: FakeServer) -> None:
+    remote.script.steps = ["say:Fridays.", "say:Mondays."]
+    events = await start(sb, "carol", "apollo")  # a viewer reads
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    system = remote.script.requests[-1]["messages"][0]["content"]
+    assert APOLLO_CONTEXT in system and APOLLO_NOTE in system and "Apollo login bug" in system
+    events = await start(sb, "bob", "")  # "": bob's personal project
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    system = remote.script.requests[-1]["messages"][0]["content"]
+    assert "PERSONAL-BOB" in system and APOLLO_CONTEXT not in system and APOLLO_NOTE not in system
+
+
+async def test_a_chat_run_in_a_project_the_user_is_not_in_is_not_found(
+    sb: System, remote: FakeServer
+) -> None:
+    for project_id in ("apollo", "nowhere"):
+        await expect_error(start(sb, "dave", project_id), grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
+    assert remote.script.requests == []
+
+
+async def test_save_note_writes_into_the_runs_project(sb: System, remote: FakeServer) -> None:
+    fields = {"kind": "decision", "title": "Apollo freeze", "body": "the Apollo freeze starts Monday"}
+    note = json.dumps(fields)
+    remote.script.steps = [f"tool:save_note:{note}", "say:Saved."]
+    events = await start(sb, "bob", "apollo", "Save a note: the Apollo freeze starts Monday")
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    listed = await sb.memory.ListNotes(
+        memory_service_pb2.ListNotesRequest(project_id="apollo"), **as_user("alice")
+    )
+    assert [n.project_id for n in listed.notes if n.title == "Apollo freeze"] == ["apollo"]
+    request = memory_service_pb2.ListNotesRequest(project_id="personal")
+    personal = await sb.memory.ListNotes(request, **as_user("bob"))
+    assert "Apollo freeze" not in [n.title for n in personal.notes]
