@@ -73,11 +73,16 @@ class Api:
     """JSON over HTTP with the caller's token. ``client`` has the base URL
     and transport; ``token`` ("" = none: an open dev gateway) is sent as
     ``Authorization: Bearer``; ``agent`` is the agent this client speaks
-    for ("" = none), the requester of its asks unless a call names one."""
+    for ("" = none), the requester of its asks unless a call names one;
+    ``project`` the project its project-scoped calls name unless a call
+    names one ("" = the user's personal project)."""
 
-    def __init__(self, client: httpx.AsyncClient, token: str = "", agent: str = "") -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, token: str = "", agent: str = "", project: str = ""
+    ) -> None:
         self._client = client
         self.agent = agent
+        self.project = project
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def call(

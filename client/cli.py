@@ -6,19 +6,24 @@
     switchboard agents list|register|update              the agents registry
     switchboard threads show|export|import               an agent's shared thread
     switchboard context import FOLDER                    a project folder's .ideai files
+    switchboard projects list|create|show|update|members|add-member|remove-member
+                                                         projects and their members
     switchboard schedules list|create|show|pause|resume|delete   scheduled runs
     switchboard skills list / models list                the catalogs
     switchboard mcp                                      Switchboard's MCP tools over stdio
 
 Every command goes through the public HTTP API at SWITCHBOARD_URL with the
 bearer token SWITCHBOARD_TOKEN, from the environment or the config file
-(client.settings). Exit codes: client.exits."""
+(client.settings). The project-scoped ones (a chat's memory, the project
+context) work in ``--project``, else SWITCHBOARD_PROJECT, else the user's
+personal project. Exit codes: client.exits."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,24 +32,38 @@ from pydantic import ValidationError
 
 from client import exits, messages
 from client.api import Api, ApiRefusal
-from client.commands import Context, UsageError, registry, runs, schedules, threads
+from client.commands import Context, UsageError, chosen_project, projects, registry, runs, schedules, threads
 from client.messages import say
 from client.output import Output
-from client.settings import ClientSettings, load_settings
+from client.settings import PROJECT_PATTERN, ClientSettings, load_settings
 
 
-async def serve_mcp_stdio(settings: ClientSettings) -> None:
-    """The MCP server on this process's stdin/stdout until the client closes it."""
+async def serve_mcp_stdio(settings: ClientSettings, project: str) -> None:
+    """The MCP server on this process's stdin/stdout until the client closes
+    it; its project-scoped tools default to ``project``."""
     from client.mcp_tools import build_server
 
     async with http_client(settings) as http:
-        api = Api(http, settings.token, settings.agent)
+        api = Api(http, settings.token, settings.agent, project)
         await build_server(lambda _ctx: api).run_stdio_async()
 
 
 def http_client(settings: ClientSettings) -> httpx.AsyncClient:
     timeout = httpx.Timeout(settings.timeout, connect=10.0)
     return httpx.AsyncClient(base_url=settings.url.rstrip("/"), timeout=timeout)
+
+
+def project_id(value: str) -> str:
+    """``--project``: "" (the personal project) or a project's id."""
+    if re.fullmatch(PROJECT_PATTERN, value) is None:
+        raise argparse.ArgumentTypeError(say("bad project", value=value))
+    return value
+
+
+PROJECT_HELP = (
+    "the project of the project-scoped commands (a chat's memory, the project context); "
+    "default: SWITCHBOARD_PROJECT, else your personal project"
+)
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -61,6 +80,9 @@ def common_options() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the config file (default: SWITCHBOARD_CONFIG, else ~/.config/switchboard/config.toml)",
     )
+    common.add_argument(
+        "--project", type=project_id, default=argparse.SUPPRESS, metavar="PROJECT", help=PROJECT_HELP
+    )
     return common
 
 
@@ -74,24 +96,31 @@ def parser() -> argparse.ArgumentParser:
     )
     root.add_argument("--json", action="store_true", help="JSON output, for scripts")
     root.add_argument("--config", type=Path, default=None, metavar="FILE", help="the config file")
+    root.add_argument("--project", type=project_id, default=None, metavar="PROJECT", help=PROJECT_HELP)
     commands = root.add_subparsers(dest="command", required=True, metavar="command")
     common = common_options()
     runs.add(commands, common)
     registry.add(commands, common)
     threads.add(commands, common)
     schedules.add(commands, common)
-    commands.add_parser(
+    projects.add(commands, common)
+    mcp = commands.add_parser(
         "mcp",
         help="serve Switchboard's tools to an agent CLI over MCP (stdio)",
         description="An MCP server on stdin/stdout, reaching Switchboard at SWITCHBOARD_URL with "
-        "the bearer token SWITCHBOARD_TOKEN; SWITCHBOARD_AGENT names the agent it speaks for.",
+        "the bearer token SWITCHBOARD_TOKEN; SWITCHBOARD_AGENT names the agent it speaks for, and "
+        "--project (else SWITCHBOARD_PROJECT) the project its tools work in unless a call names one.",
+    )
+    mcp.add_argument(
+        "--project", type=project_id, default=argparse.SUPPRESS, metavar="PROJECT", help=PROJECT_HELP
     )
     return root
 
 
 async def run_command(arguments: argparse.Namespace, settings: ClientSettings, out: Output) -> int:
     async with http_client(settings) as http:
-        context = Context(Api(http, settings.token, settings.agent), out, arguments, settings)
+        project = chosen_project(arguments, settings)
+        context = Context(Api(http, settings.token, settings.agent, project), out, arguments, settings)
         code: int = await arguments.handler(context)
         return code
 
@@ -106,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.error(say("settings", error=error))
         return exits.USAGE
     if arguments.command == "mcp":
-        asyncio.run(serve_mcp_stdio(settings))
+        asyncio.run(serve_mcp_stdio(settings, chosen_project(arguments, settings)))
         return exits.OK
     try:
         return asyncio.run(run_command(arguments, settings, out))

@@ -36,6 +36,7 @@ from pydantic import Field
 from client.api import Api, ApiRefusal, segment
 from client.events import describe
 from client.messages import say
+from client.settings import PROJECT_PATTERN
 from services.shared.write_guard import asks_to_save, check_write
 
 ApiFor = Callable[[Context], Api]
@@ -44,12 +45,23 @@ INSTRUCTIONS = (
     "Switchboard runs the project's agents. Ask another agent with ask_agent (its answer lands on "
     "that agent's shared thread, with you as the requester); read an agent's thread with read_thread; "
     "say what you are doing with set_live_state. Save a durable note only when the user asked for it, "
-    "in the user's own words (save_note). / Switchboard fait tourner les agents du projet : "
-    "ask_agent pose une question à un autre agent, read_thread lit son fil, save_note enregistre une "
-    "note quand l'utilisateur l'a demandé, avec ses mots."
+    "in the user's own words (save_note). Notes, recall and live state belong to a project: "
+    "list_projects gives yours and your role; omit project_id for this server's project. / "
+    "Switchboard fait tourner les agents du projet : ask_agent pose une question à un autre agent, "
+    "read_thread lit son fil, save_note enregistre une note quand l'utilisateur l'a demandé, avec "
+    "ses mots ; notes, rappel et état en direct appartiennent à un projet (list_projects)."
 )
 
 AgentId = Annotated[str, Field(description="an agent's id, as list_agents gives it (e.g. architect)")]
+ProjectId = Annotated[
+    str,
+    Field(
+        description="the project, as list_projects gives it (its id); '' = this server's project "
+        "(SWITCHBOARD_PROJECT for `switchboard mcp`), else your personal project",
+        max_length=128,
+        pattern=PROJECT_PATTERN,
+    ),
+]
 NoteKind = Literal["decision", "feature_summary", "preference", "fact"]
 # Hints for the client (which calls to confirm): reads change nothing; an ask
 # and a note add to a thread or to memory; a live state replaces the last one.
@@ -79,6 +91,24 @@ def build_server(api_for: ApiFor) -> MCPServer:
             return await api_for(ctx).call(method, path, **kwargs)
         except ApiRefusal as refusal:
             raise tool_error(refusal) from None
+
+    def project_of(ctx: Context, project_id: str) -> dict[str, str]:
+        """The ``project_id`` query of a project-scoped route: the call's, else the server's."""
+        chosen = project_id or api_for(ctx).project
+        return {"project_id": chosen} if chosen else {}
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_projects(ctx: Context) -> dict[str, Any]:
+        """Your projects (the personal one first): id, display name, your role (viewer reads;
+        editor also writes notes and live state; owner also manages members), note policy."""
+        projects: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            page = await call(ctx, "GET", "/projects", params={"page_size": 500, "page_token": token})
+            projects.extend(page.get("projects", []))
+            token = page.get("next_page_token", "")
+            if not token:
+                return {"projects": projects}
 
     @server.tool(annotations=READ_ONLY)
     async def list_agents(ctx: Context) -> dict[str, Any]:
@@ -184,9 +214,11 @@ def build_server(api_for: ApiFor) -> MCPServer:
         ctx: Context,
         kind: NoteKind = "fact",
         tags: list[str] | None = None,
+        project_id: ProjectId = "",
     ) -> dict[str, Any]:
-        """Saves a durable note (a decision, a preference, a fact...) for every later run, when the
-        user asked for it; a note repeating an existing one is merged into it."""
+        """Saves a durable note (a decision, a preference, a fact...) in a project, for every
+        later run there, when the user asked for it; a note repeating an existing one is merged
+        into it. Needs the editor role in a shared project."""
         tags = tags or []
         refusal = check_write(
             "save_note", request, asked=asks_to_save(request), texts=[title, body, *tags], what="save a note"
@@ -195,16 +227,19 @@ def build_server(api_for: ApiFor) -> MCPServer:
             error = {"code": "PERMISSION_DENIED", "message": refusal.for_model, "reason": "WRITE_REFUSED"}
             raise ToolError(json.dumps({"error": {**error, "status": 403}}, ensure_ascii=False))
         note = {"kind": kind, "title": title, "body": body, "tags": tags}
-        return await call(ctx, "POST", "/notes", body=note)
+        return await call(ctx, "POST", "/notes", body=note, params=project_of(ctx, project_id))
 
     @server.tool(annotations=READ_ONLY)
     async def recall(
-        query: Annotated[str, Field(description="what to look for, in words or by meaning")], ctx: Context
+        query: Annotated[str, Field(description="what to look for, in words or by meaning")],
+        ctx: Context,
+        project_id: ProjectId = "",
     ) -> dict[str, Any]:
-        """The durable notes a run asking this would recall, best first, each with its score."""
+        """The durable notes of a project that a run asking this would recall, best first, each
+        with its score."""
         if not query.strip():
             raise tool_error(ApiRefusal(400, "INVALID_ARGUMENT", "query must not be blank"))
-        return await call(ctx, "GET", "/notes", params={"q": query})
+        return await call(ctx, "GET", "/notes", params={"q": query, **project_of(ctx, project_id)})
 
     @server.tool(annotations=REPLACES)
     async def set_live_state(
@@ -215,17 +250,21 @@ def build_server(api_for: ApiFor) -> MCPServer:
         ttl_seconds: Annotated[
             float | None, Field(description="seconds until it expires; omitted: the default")
         ] = None,
+        project_id: ProjectId = "",
     ) -> dict[str, Any]:
-        """Says what an agent is doing now, for every agent's next run, until it expires."""
+        """Says what an agent is doing now in a project, for every agent's next run there, until
+        it expires. Needs the editor role in a shared project."""
         body: dict[str, Any] = {"activity": activity, "detail": detail}
         if ttl_seconds is not None:
             body["ttl_seconds"] = ttl_seconds
-        return await call(ctx, "PUT", f"/live-state/{segment(agent)}", body=body)
+        return await call(
+            ctx, "PUT", f"/live-state/{segment(agent)}", body=body, params=project_of(ctx, project_id)
+        )
 
     @server.tool(annotations=READ_ONLY)
-    async def live_state(ctx: Context) -> dict[str, Any]:
-        """Who is doing what now: every unexpired live-state entry, with its expiry."""
-        return await call(ctx, "GET", "/live-state", params={"page_size": 500})
+    async def live_state(ctx: Context, project_id: ProjectId = "") -> dict[str, Any]:
+        """Who is doing what now in a project: every unexpired live-state entry, with its expiry."""
+        return await call(ctx, "GET", "/live-state", params={"page_size": 500, **project_of(ctx, project_id)})
 
     @server.tool(annotations=READ_ONLY)
     async def run_status(run_id: str, ctx: Context) -> dict[str, Any]:
@@ -242,7 +281,8 @@ def build_server(api_for: ApiFor) -> MCPServer:
     @server.resource(
         "switchboard://projects/{project_id}/context",
         name="project_context",
-        description="The project context every agent's run receives (CONTEXT.md); project 'default'.",
+        description="The project context every agent's run in the project receives (CONTEXT.md); "
+        "project 'default' or 'personal' is your personal project.",
         mime_type="text/markdown",
     )
     async def project_context(project_id: str, ctx: Context) -> str:

@@ -37,10 +37,14 @@ TEXTS: dict[str, tuple[str, str]] = {
     "forbidden": (
         "not allowed: changing the skill catalog or another user's agent needs an admin token, "
         "and asking an agent or reading its thread needs its owner to add you as a member "
-        "(switchboard agents add-member AGENT USER)",
+        "(switchboard agents add-member AGENT USER); writing a project's memory needs the editor "
+        "role, and managing its members or settings the owner role, which an owner gives "
+        "(switchboard projects add-member PROJECT USER --role editor)",
         "non autorisé : modifier le catalogue de skills ou l'agent d'un autre utilisateur demande "
         "un jeton admin, et interroger un agent ou lire son fil demande que son propriétaire vous "
-        "ajoute comme membre (switchboard agents add-member AGENT USER)",
+        "ajoute comme membre (switchboard agents add-member AGENT USER) ; écrire dans la mémoire "
+        "d'un projet demande le rôle editor, et gérer ses membres ou ses réglages le rôle owner, "
+        "que donne un propriétaire (switchboard projects add-member PROJET UTILISATEUR --role editor)",
     ),
     "json needs message": (
         "--json needs a message (-m): an interactive chat is for people",
@@ -110,8 +114,21 @@ TEXTS: dict[str, tuple[str, str]] = {
     "target": ("target", "cible"),
     "next": ("next", "prochain"),
     "runs/missed": ("runs/missed", "runs/manqués"),
+    "bad project": (
+        "{value!r} is not a project id: 1 to 128 letters, digits, '.', '_' or '-'",
+        "{value!r} n'est pas un identifiant de projet : 1 à 128 lettres, chiffres, '.', '_' ou '-'",
+    ),
+    "in project": ("project {project}", "projet {project}"),
+    "personal": ("personal", "personnel"),
+    "project created": ("created project {id} ({name})", "projet {id} créé ({name})"),
+    "nothing to change in project": (
+        "nothing to change: give --name or --note-policy",
+        "rien à changer : donnez --name ou --note-policy",
+    ),
+    "member set": ("{user} is {role} of {project}", "{user} est {role} de {project}"),
+    "member removed": ("{user} is no longer a member of {project}", "{user} n'est plus membre de {project}"),
 }
-# `runs show`: a run record's fields.
+# `runs show` and `projects show`: the fields of a run's record and of a project.
 FIELDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run"),
     "status": ("status", "statut"),
@@ -125,6 +142,13 @@ FIELDS: dict[str, tuple[str, str]] = {
     "started": ("started", "début"),
     "finished": ("finished", "fin"),
     "error": ("error", "erreur"),
+    # `projects show`: a project's fields.
+    "project": ("project", "projet"),
+    "name": ("name", "nom"),
+    "role": ("your role", "votre rôle"),
+    "note policy": ("agents' notes", "notes des agents"),
+    "owner": ("owner", "propriétaire"),
+    "created": ("created", "création"),
 }
 
 _french = False

@@ -16,11 +16,16 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from services.shared.projects import MAX_PROJECT_ID_CHARS, PROJECT_ID
+
 CONFIG_VARIABLE = "SWITCHBOARD_CONFIG"
+# A project's id as the client takes it: "" (the personal project) or 1 to
+# 128 letters, digits, ".", "_" and "-".
+PROJECT_PATTERN = f"^$|{PROJECT_ID.pattern}"
 
 
 class ClientSettings(BaseSettings):
-    """SWITCHBOARD_URL, SWITCHBOARD_TOKEN, SWITCHBOARD_AGENT... The config
+    """SWITCHBOARD_URL, SWITCHBOARD_TOKEN, SWITCHBOARD_AGENT, SWITCHBOARD_PROJECT... The config
     file holds the same names in lower case, without the prefix
     (``url = "http://…"``, ``token = "…"``)."""
 
@@ -32,6 +37,9 @@ class ClientSettings(BaseSettings):
     token: str = ""
     # The agent this client speaks for: the requester of its asks ("" = "user").
     agent: str = Field(default="", max_length=64)
+    # The project the project-scoped commands and tools work in (notes,
+    # context, live state, a chat run's memory); "" = the user's personal project.
+    project: str = Field(default="", max_length=MAX_PROJECT_ID_CHARS, pattern=PROJECT_PATTERN)
     # Seconds to wait for the API; an ask's stream may stay quiet between events this long.
     timeout: float = Field(default=300.0, gt=0)
 

@@ -215,6 +215,7 @@ async def post_message(
             busy_policy=BUSY_POLICIES.number(body.busy_policy),
             webhook_url=body.webhook_url,
             background=body.background,
+            project_id=body.project_id,
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),

@@ -30,6 +30,7 @@ from gateway import (
     pages,
     personal,
     project,
+    projects,
     schedules,
     trace_redaction,
     webhooks,
@@ -42,7 +43,7 @@ from services.shared.clients import open_channel
 from services.shared.identity_tokens import configure as configure_identity
 from services.shared.telemetry import flush_telemetry, tracing_enabled
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
-from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc, projects_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 
@@ -72,6 +73,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.threads = threads_service_pb2_grpc.ThreadsServiceStub(channels["threads"])
         app.state.memory = memory_service_pb2_grpc.MemoryServiceStub(channels["memory"])
         app.state.pages = pages_service_pb2_grpc.PagesServiceStub(channels["memory"])
+        app.state.projects = projects_service_pb2_grpc.ProjectsServiceStub(channels["memory"])
         app.state.router = router_service_pb2_grpc.RouterServiceStub(channels["router"])
         if settings.metrics_enabled:
             metrics.watch_event_loop(asyncio.get_running_loop())
@@ -107,6 +109,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         catalog,
         agents,
         project,
+        projects,
         notes,
         schedules,
         webhooks,

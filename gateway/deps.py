@@ -13,7 +13,7 @@ from gateway.settings import GatewaySettings
 from services.shared.clients import call
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
-from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc
+from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc, projects_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
 
@@ -43,6 +43,11 @@ def memory(request: Request) -> memory_service_pb2_grpc.MemoryServiceStub:
 
 def pages(request: Request) -> pages_service_pb2_grpc.PagesServiceStub:
     return request.app.state.pages  # type: ignore[no-any-return]
+
+
+def projects(request: Request) -> projects_service_pb2_grpc.ProjectsServiceStub:
+    """Projects and their members, served by the memory service on its port."""
+    return request.app.state.projects  # type: ignore[no-any-return]
 
 
 def router_stub(request: Request) -> router_service_pb2_grpc.RouterServiceStub:

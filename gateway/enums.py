@@ -10,7 +10,7 @@ from typing import Any
 
 from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
-from switchboard.memory.v1 import memory_pb2, pages_pb2
+from switchboard.memory.v1 import memory_pb2, pages_pb2, projects_pb2
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -43,6 +43,10 @@ DIFF_LINE_KINDS = EnumNames(pages_pb2.DiffLineKind)
 # No state ("") in a request is UNSPECIFIED: proposals in any state.
 PROPOSAL_STATES = EnumNames(pages_pb2.ProposalState)
 INSTRUCTION_PAGE_STATES = EnumNames(pages_pb2.InstructionPageState)
+# A caller's role in a project: viewer, editor, owner.
+PROJECT_ROLES = EnumNames(projects_pb2.ProjectRole)
+# No note_policy in a body is UNSPECIFIED: review on create, unchanged on update.
+NOTE_POLICIES = EnumNames(projects_pb2.NotePolicy)
 # Router.
 MODEL_PROFILES = EnumNames(router_pb2.ModelProfile)
 # No auto_use in a body is UNSPECIFIED: the enablement's override is kept.

@@ -8,6 +8,8 @@ One request is one run, posted with the client's last message only:
 * its conversation is named by the ``X-Switchboard-Conversation`` header,
   or created (its id comes back in that header); the run's id comes back in
   ``X-Switchboard-Run``;
+* the project whose memory the run reads is named by the
+  ``X-Switchboard-Project`` header (none: the user's personal project);
 * the client's earlier messages must be the latest turns of that
   conversation (:func:`history_matches`); the model gets the earlier turns
   from the conversation's stored history, never twice. A new conversation
@@ -49,15 +51,20 @@ from gateway.api import check_message
 from gateway.catalog import configured_models
 from gateway.deps import User, rpc
 from gateway.errors import HTTP_STATUS, ApiError, from_rpc_error
+from gateway.schemas import PROJECT_ID_PATTERN
 from gateway.streams import Relay, open_run, sse_response
 from services.shared.identity import user_metadata
+from services.shared.projects import MAX_PROJECT_ID_CHARS, is_personal_name
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+from switchboard.memory.v1 import projects_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 log = logging.getLogger(__name__)
 
 CONVERSATION_HEADER = "X-Switchboard-Conversation"
 RUN_HEADER = "X-Switchboard-Run"
+# The project whose durable notes, context and live state a chat run reads.
+PROJECT_HEADER = "X-Switchboard-Project"
 AGENT_PREFIX = "agent:"
 AUTO = "auto"
 # Messages of one request; a longer history is the conversation's to keep.
@@ -451,6 +458,22 @@ async def _check_model(request: Request, user: str, model: str) -> None:
     raise OpenAIError(400, "model_not_found", f"model {model!r} is not configured (GET /v1/models)", "model")
 
 
+async def _check_project(request: Request, user: str, project_id: str) -> None:
+    """A project the user is not a member of is 404 before a conversation is
+    created or seeded (the engine would refuse the run after that)."""
+    if is_personal_name(project_id):
+        return
+    try:
+        await rpc(
+            request,
+            deps.projects(request).CheckProjectAccess,
+            projects_service_pb2.CheckProjectAccessRequest(project_id=project_id),
+            user,
+        )
+    except grpc.aio.AioRpcError as error:
+        raise _refusal(error, PROJECT_HEADER, {}) from error
+
+
 # Responses
 
 
@@ -584,9 +607,16 @@ async def chat_completions(
     conversation_id: Annotated[
         str, Header(alias=CONVERSATION_HEADER, max_length=params.ID_MAX, pattern=f"^$|{params.ID_PATTERN}")
     ] = "",
+    project_id: Annotated[
+        str,
+        Header(alias=PROJECT_HEADER, max_length=MAX_PROJECT_ID_CHARS, pattern=f"^$|{PROJECT_ID_PATTERN}"),
+    ] = "",
 ) -> Response:
     """A run on the last user message, streamed as `chat.completion.chunk`
-    events (`stream: true`) or answered as one `chat.completion`."""
+    events (`stream: true`) or answered as one `chat.completion`. The run
+    reads the memory of the project `X-Switchboard-Project` names (none: the
+    user's personal project); an `agent:<id>` model works in its agent's own
+    project, whatever the header says."""
     exchange = read_exchange(body)
     try:
         check_message(request, exchange.message)
@@ -623,6 +653,7 @@ async def chat_completions(
         )
     else:
         await _check_model(request, user, body.model)
+        await _check_project(request, user, project_id)
         headers = await _conversation(request, user, conversation_id, exchange)
         start = functools.partial(
             deps.engine(request).StartRun,
@@ -633,6 +664,7 @@ async def chat_completions(
                 requested_model=body.model,
                 surface=engine_pb2.SURFACE_CHAT,
                 client_instructions=exchange.instructions,
+                project_id=project_id,
             ),
             timeout=settings.run_stream_timeout,
             metadata=user_metadata(user),

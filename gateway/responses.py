@@ -30,7 +30,7 @@ from services.shared.enums import EnumNames
 from switchboard.comments import COMMENTS
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
-from switchboard.memory.v1 import memory_pb2, pages_pb2
+from switchboard.memory.v1 import memory_pb2, pages_pb2, projects_pb2
 from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -649,6 +649,37 @@ class LiveStateList(Body):
     """A page of the project's unexpired live state, by agent id."""
 
     entries: list[LiveStateEntry] = Field(description="the entries of this page")  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+# Projects and their members.
+Project = proto_model(
+    projects_pb2.Project.DESCRIPTOR,
+    "Project",
+    drop=("caller_role",),
+    note_policy=_short(enums.NOTE_POLICIES),
+    role=required(str, "the caller's role in it (caller_role): " + enums.documented(enums.PROJECT_ROLES)),
+)
+
+
+class ProjectList(Body):
+    """A page of the caller's projects: the personal one first, then by id."""
+
+    projects: list[Project] = Field(description="the projects of this page, each with the caller's role")  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+ProjectMember = proto_model(
+    projects_pb2.ProjectMember.DESCRIPTOR,
+    "ProjectMember",
+    role=_short(enums.PROJECT_ROLES),
+)
+
+
+class ProjectMemberList(Body):
+    """A page of a project's members, by user id."""
+
+    members: list[ProjectMember] = Field(description="the members of this page")  # type: ignore[valid-type]
     next_page_token: str = Field(description=NEXT_PAGE)
 
 

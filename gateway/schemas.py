@@ -7,6 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.shared.projects import MAX_PROJECT_ID_CHARS, PROJECT_ID
+
+# A project's id as bodies take it (services.shared.projects): letters,
+# digits, ".", "_" and "-", 1 to 128 characters.
+PROJECT_ID_PATTERN = PROJECT_ID.pattern
+
 
 def _finite(value: Any) -> bool:
     """Whether every number in a JSON value is finite (NaN and infinity, which
@@ -68,6 +74,9 @@ class MessageBody(BaseModel):
     # Do not stream: answer 202 with the run's id at once; the run goes on
     # and is followed with GET /runs/{id}, its events route or the webhook.
     background: bool = False
+    # The project whose durable notes, context and live state the run reads;
+    # "" = the user's personal project. 404 when the user is not a member.
+    project_id: str = Field(default="", max_length=MAX_PROJECT_ID_CHARS, pattern=f"^$|{PROJECT_ID_PATTERN}")
 
 
 class WebhookDefaultBody(BaseModel):
@@ -287,3 +296,33 @@ class UpdateNoteBody(BaseModel):
     title: str | None = Field(default=None, min_length=1, max_length=200)
     body: str | None = Field(default=None, max_length=20_000)
     tags: list[str] | None = Field(default=None, max_length=20)
+
+
+NotePolicyName = Literal["review", "auto"]
+ProjectRoleName = Literal["viewer", "editor", "owner"]
+
+
+class CreateProjectBody(BaseModel):
+    """A project the caller creates and owns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=MAX_PROJECT_ID_CHARS, pattern=PROJECT_ID_PATTERN)
+    display_name: str = Field(min_length=1, max_length=200)
+    # Omitted: review (an agent's unrequested note becomes a proposal).
+    note_policy: NotePolicyName | None = None
+
+
+class UpdateProjectBody(BaseModel):
+    """Only the fields present are written (owners only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    display_name: str | None = Field(default=None, min_length=1, max_length=200)
+    note_policy: NotePolicyName | None = None
+
+
+class ProjectMemberBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: ProjectRoleName

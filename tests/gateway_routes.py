@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 # The matrix: (method, path template, body[, status]). {c} conversation,
-# {r} run, {s} skill, {p} page, {q} proposal. Status 404 unless given.
+# {r} run, {s} skill, {p} page, {q} proposal, {n} note, {v} version,
+# {h} schedule, {j} a project of alice's that bob is no member of (a
+# non-member is 404 exactly like for a missing project), {u} a member's user
+# id (alice's, the same in both calls). Status 404 unless given.
 MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/conversations/{c}", None),
     ("PATCH", "/api/agent/conversations/{c}", {"title": "mine now"}),
@@ -50,6 +53,20 @@ MATRIX: list[tuple[Any, ...]] = [
     ("POST", "/api/schedules/{h}/pause", None),
     ("POST", "/api/schedules/{h}/resume", None),
     ("DELETE", "/api/schedules/{h}", None),
+    ("GET", "/api/agent/projects/{j}", None),
+    ("PATCH", "/api/agent/projects/{j}", {"display_name": "mine now"}),
+    ("GET", "/api/agent/projects/{j}/members", None),
+    ("PUT", "/api/agent/projects/{j}/members/{u}", {"role": "owner"}),
+    ("DELETE", "/api/agent/projects/{j}/members/{u}", None),
+    # A project's memory, named by its id in the query.
+    ("GET", "/api/agent/notes?project_id={j}", None),
+    ("GET", "/api/agent/notes?project_id={j}&q=supplier", None),
+    ("POST", "/api/agent/notes?project_id={j}", {"kind": "fact", "title": "Mine", "body": "Bob was here."}),
+    ("GET", "/api/agent/project-context?project_id={j}", None),
+    ("PUT", "/api/agent/project-context?project_id={j}", {"body": "Bob's rules."}),
+    ("GET", "/api/agent/live-state?project_id={j}", None),
+    ("PUT", "/api/agent/live-state/qa?project_id={j}", {"activity": "Bob was here"}),
+    ("DELETE", "/api/agent/live-state/qa?project_id={j}", None),
 ]
 
 
@@ -82,4 +99,6 @@ PATH_IDS = {
     "{n}": "{note_id}",
     "{v}": "{version}",
     "{h}": "{schedule_id}",
+    "{j}": "{project_id}",
+    "{u}": "{user_id}",
 }

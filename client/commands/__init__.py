@@ -21,6 +21,22 @@ class Context:
     args: argparse.Namespace
     settings: ClientSettings
 
+    @property
+    def project(self) -> str:
+        """The project the project-scoped commands work in (:func:`chosen_project`)."""
+        return chosen_project(self.args, self.settings)
+
+    def project_params(self) -> dict[str, str]:
+        """The ``project_id`` query of a project-scoped route (none for the personal project)."""
+        return {"project_id": self.project} if self.project else {}
+
+
+def chosen_project(args: argparse.Namespace, settings: ClientSettings) -> str:
+    """``--project``, else SWITCHBOARD_PROJECT (or the config file's
+    ``project``), else "" (the user's personal project)."""
+    chosen = getattr(args, "project", None)
+    return str(chosen) if chosen is not None else settings.project
+
 
 Handler = Callable[[Context], Awaitable[int]]
 

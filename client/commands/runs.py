@@ -26,7 +26,8 @@ def add(commands: Any, common: argparse.ArgumentParser) -> None:
         help="chat with your personal agent: interactive, or one message with -m",
         description="An interactive chat in a new conversation (or --conversation ID to resume one): "
         "type a message, see the run's steps and its answer as it streams. Ctrl-D or /quit leaves. "
-        "With -m, sends one message, prints the answer and exits.",
+        "With -m, sends one message, prints the answer and exits. The runs read the memory of "
+        "--project (else SWITCHBOARD_PROJECT, else your personal project).",
     )
     chat.add_argument("-m", "--message", help="send this one message and exit (for scripts)")
     chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
@@ -100,6 +101,8 @@ async def run_ask(ctx: Context) -> int:
 async def send(ctx: Context, conversation: str, message: str) -> RunView:
     view = RunView(ctx.out)
     body = {"message": message, "model": ctx.args.model}
+    if ctx.project:  # the project whose memory the run reads; none: the personal project
+        body["project_id"] = ctx.project
     await follow(ctx, f"/conversations/{segment(conversation)}/messages", body, view)
     return view
 
@@ -117,6 +120,8 @@ async def run_chat(ctx: Context) -> int:
         conversation = await ctx.api.call("POST", "/conversations", body={})
         ctx.out.progress(say("conversation", id=conversation["id"]))
     conversation_id = str(conversation["id"])
+    if ctx.project:
+        ctx.out.progress(say("in project", project=ctx.project))
     if args.message is not None:
         return ended(ctx, await send(ctx, conversation_id, args.message))
     if ctx.out.json:

@@ -49,7 +49,8 @@ def add(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="import a project folder's .ideai files",
         description="Sends FOLDER/.ideai/CONTEXT.md (the project context every run receives) and "
-        "FOLDER/.ideai/memory/*.md (durable notes); says what became of each file.",
+        "FOLDER/.ideai/memory/*.md (durable notes) to --project (else SWITCHBOARD_PROJECT, else "
+        "your personal project); says what became of each file.",
     )
     imported.add_argument("folder", metavar="FOLDER")
     imported.set_defaults(handler=import_context)
@@ -125,7 +126,10 @@ async def import_context(ctx: Context) -> int:
     files = ideai_files(Path(ctx.args.folder))
     if not files:
         raise UsageError(say("no ideai files", folder=ctx.args.folder))
-    items = (await ctx.api.call("POST", "/project-context/import", body={"files": files})).get("items", [])
+    imported = await ctx.api.call(
+        "POST", "/project-context/import", body={"files": files}, params=ctx.project_params()
+    )
+    items = imported.get("items", [])
     if ctx.out.json:
         ctx.out.document(items)
         return exits.OK

@@ -38,6 +38,7 @@ class World:
     proposals: list[str]
     note: str
     schedule: str
+    project: str
 
 
 def client_for(launched: Launched, user: str) -> httpx.Client:
@@ -97,6 +98,19 @@ def world(launched: Launched, alice: httpx.Client) -> World:
         "/api/schedules",
         json={"cron": "0 9 * * MON", "message": "Weekly plan", "conversation_id": conversation},
     )
+    # A shared project of alice's (carol is an editor), with its memory.
+    project = alice.post("/api/agent/projects", json={"id": "alice-supplies", "display_name": "Supplies"})
+    assert project.status_code == 201, project.text
+    assert alice.put("/api/agent/projects/alice-supplies/members/carol", json={"role": "editor"}).is_success
+    for path, body in (
+        ("/api/agent/notes", {"kind": "fact", "title": "Supplier", "body": "The supplier is Acme."}),
+        ("/api/agent/project-context", {"body": "Pay suppliers within 30 days."}),
+        ("/api/agent/live-state/qa", {"activity": "checking invoices"}),
+    ):
+        written = alice.request(
+            "PUT" if "notes" not in path else "POST", path, params={"project_id": "alice-supplies"}, json=body
+        )
+        assert written.is_success, written.text
     return World(
         conversation,
         final["run_id"],
@@ -105,6 +119,7 @@ def world(launched: Launched, alice: httpx.Client) -> World:
         proposals,
         note.json()["note"]["id"],
         schedule.json()["id"],
+        "alice-supplies",
     )
 
 
@@ -411,8 +426,10 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
         "n": world.note,
         "v": "1",
         "h": world.schedule,
+        "j": world.project,
+        "u": "alice",
     }
-    missing = {key: MISSING for key in alices} | {"s": world.skill, "v": "1"}
+    missing = {key: MISSING for key in alices} | {"s": world.skill, "v": "1", "u": "alice"}
     theirs = bob.request(method, fill(path, alices), json=fill(body, alices))
     nobody = bob.request(method, fill(path, missing), json=fill(body, missing))
     assert theirs.status_code == nobody.status_code == status, (theirs.text, nobody.text)
@@ -426,8 +443,8 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
     # The message names the id asked for, nothing of alice's object.
     assert shape["message"].replace(world.conversation, "ID").replace(world.run, "ID").replace(
         world.page, "ID"
-    ).replace(world.proposals[0], "ID").replace(world.note, "ID").replace(
-        world.schedule, "ID"
+    ).replace(world.proposals[0], "ID").replace(world.note, "ID").replace(world.schedule, "ID").replace(
+        world.project, "ID"
     ) == nobody.json()["error"]["message"].replace(MISSING, "ID")
 
 

@@ -15,7 +15,12 @@ import pytest
 
 from gateway import api_docs
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
-from switchboard.memory.v1 import handoff_service_pb2, memory_service_pb2, pages_service_pb2
+from switchboard.memory.v1 import (
+    handoff_service_pb2,
+    memory_service_pb2,
+    pages_service_pb2,
+    projects_service_pb2,
+)
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
@@ -91,6 +96,7 @@ def test_the_run_event_table_lists_every_event_kind() -> None:
         memory_service_pb2,
         pages_service_pb2,
         handoff_service_pb2,
+        projects_service_pb2,
     ],
     ids=lambda module: module.__name__.rsplit(".", 1)[-1],
 )

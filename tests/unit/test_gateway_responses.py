@@ -24,7 +24,7 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from switchboard.comments import COMMENTS
 from switchboard.engine.v1 import engine_service_pb2, schedules_service_pb2
-from switchboard.memory.v1 import memory_service_pb2, pages_service_pb2
+from switchboard.memory.v1 import memory_service_pb2, pages_service_pb2, projects_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
@@ -192,6 +192,7 @@ def _fake_app(full: bool) -> FastAPI:
         "threads": threads_service_pb2.DESCRIPTOR.services_by_name["ThreadsService"],
         "memory": memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"],
         "pages": pages_service_pb2.DESCRIPTOR.services_by_name["PagesService"],
+        "projects": projects_service_pb2.DESCRIPTOR.services_by_name["ProjectsService"],
         "router": router_service_pb2.DESCRIPTOR.services_by_name["RouterService"],
         "schedules": schedules_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"],
     }
@@ -231,6 +232,9 @@ BODIES: dict[str, Any] = {
     "POST /api/schedules": {"cron": "0 9 * * *", "message": "m", "conversation_id": "c"},
     "PUT /api/agent/conversations/{conversation_id}/webhook": {"webhook_url": "https://example.com/h"},
     "PUT /api/agent/agents/{agent_id}/webhook": {"webhook_url": ""},
+    "POST /api/agent/projects": {"id": "apollo", "display_name": "Apollo", "note_policy": "auto"},
+    "PATCH /api/agent/projects/{project_id}": {"note_policy": "review"},
+    "PUT /api/agent/projects/{project_id}/members/{user_id}": {"role": "editor"},
 }
 # Second calls that take another branch of the same route.
 QUERIES: dict[str, list[dict[str, str]]] = {

@@ -75,7 +75,7 @@ class NoService:
 def app_with(engine: Any, **settings: Any) -> FastAPI:
     app = create_app(GatewaySettings(sse_ping_seconds=60, **settings))
     app.state.engine = engine
-    for name in ("threads", "memory", "pages", "router"):
+    for name in ("threads", "memory", "pages", "projects", "router"):
         setattr(app.state, name, NoService())
     return app
 

@@ -231,6 +231,7 @@ async def test_the_tools_say_which_calls_only_read() -> None:
     hints = {name: tool.annotations.read_only_hint for name, tool in tools.items() if tool.annotations}
     assert hints == {
         "list_agents": True,
+        "list_projects": True,
         "read_thread": True,
         "recall": True,
         "live_state": True,
