@@ -21,7 +21,7 @@ from gateway.deps import User, rpc
 from gateway.enums import BUSY_POLICIES, HANDOFF_STATES, INJECTION_STRATEGIES, SEGMENT_STATES, json_name
 from gateway.errors import ApiError
 from gateway.events import message_dict
-from gateway.params import Id, PageSize, PageToken
+from gateway.params import Id, PageSize, PageToken, ProjectId
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
 from services.shared.identity import user_metadata
@@ -46,24 +46,30 @@ async def list_agents(
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
+    project_id: ProjectId = "",
 ) -> dict[str, Any]:
+    """The registry, or with ``project_id`` the agents of that project."""
     response = await rpc(
         request,
         deps.threads(request).ListAgents,
-        threads_service_pb2.ListAgentsRequest(page_size=page_size, page_token=page_token),
+        threads_service_pb2.ListAgentsRequest(
+            page_size=page_size, page_token=page_token, project_id=project_id
+        ),
         user,
     )
     return {"agents": [agent_json(a) for a in response.agents], "next_page_token": response.next_page_token}
 
 
 @router.post("/agents", response_model=responses.Agent, status_code=201, tags=["agents"])
-async def create_agent(body: CreateAgentBody, request: Request, user: User) -> dict[str, Any]:
-    """Registers an agent (a slug id); creating an existing id returns it unchanged."""
+async def create_agent(
+    body: CreateAgentBody, request: Request, user: User, project_id: ProjectId = ""
+) -> dict[str, Any]:
+    """Registers an agent (a slug id) in ``project_id`` (the caller's
+    personal project by default; an editor's or owner's otherwise); creating
+    an existing id returns it unchanged."""
+    agent = threads_pb2.Agent(**body.model_dump(), project_id=project_id)
     response = await rpc(
-        request,
-        deps.threads(request).CreateAgent,
-        threads_service_pb2.CreateAgentRequest(agent=threads_pb2.Agent(**body.model_dump())),
-        user,
+        request, deps.threads(request).CreateAgent, threads_service_pb2.CreateAgentRequest(agent=agent), user
     )
     return agent_json(response.agent)
 

@@ -14,8 +14,7 @@ from gateway.deps import User, rpc
 from gateway.enums import NOTE_KINDS, SAVE_OUTCOMES, json_name
 from gateway.errors import ApiError
 from gateway.events import message_dict
-from gateway.params import Id, PageSize, PageToken
-from gateway.project import DEFAULT_PROJECT, ProjectId
+from gateway.params import Id, PageSize, PageToken, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
@@ -45,7 +44,7 @@ async def list_notes(
             request,
             memory.RecallNotes,
             memory_service_pb2.RecallNotesRequest(
-                project_id=project_id or DEFAULT_PROJECT,
+                project_id=project_id,
                 query=q,
                 limit=50,
                 mode=memory_pb2.RECALL_MODE_HYBRID,
@@ -79,7 +78,7 @@ async def create_note(
         memory_service_pb2.CreateNoteRequest(
             request_id=body.request_id or str(uuid.uuid4()),
             note=memory_pb2.Note(
-                project_id=project_id or DEFAULT_PROJECT,
+                project_id=project_id,
                 kind=NOTE_KINDS.number(body.kind),
                 title=body.title,
                 body=body.body,

@@ -30,6 +30,9 @@ Name = Annotated[str, Path(min_length=1, max_length=ID_MAX, pattern=r"^[^\x00-\x
 # malformed token is refused here.
 PageSize = Annotated[int, Query(ge=0, le=MAX_PAGE_SIZE)]
 PageToken = Annotated[str, Query(max_length=2000, pattern=TOKEN_PATTERN)]
+# The project a project-scoped route acts in ("": the caller's personal
+# project); a project the caller is not a member of is 404.
+ProjectId = Annotated[str, Query(max_length=128, pattern=r"^[A-Za-z0-9._-]*$")]
 # The run event sequence a client resumes after (SSE ids are int64 sequences).
 LastEventId = Annotated[str, Header(max_length=18, pattern=r"^[0-9]*$")]
 

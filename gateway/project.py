@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
 import grpc
-from fastapi import Query, Request, Response
+from fastapi import Request, Response
 from google.protobuf.duration_pb2 import Duration
 from sse_starlette import EventSourceResponse
 
@@ -18,21 +18,14 @@ from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.enums import IMPORT_OUTCOMES, LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
 from gateway.events import message_dict
-from gateway.params import PageSize, PageToken
+from gateway.params import PageSize, PageToken, ProjectId
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
-# The one project this deployment's agents work on (the engine reads the same).
-DEFAULT_PROJECT = "default"
-ProjectId = Annotated[str, Query(max_length=128, pattern=r"^[A-Za-z0-9._-]*$")]
 AgentId = params.Name
-
-
-def _project(project_id: str) -> str:
-    return project_id or DEFAULT_PROJECT
 
 
 @router.get("/project-context", response_model=responses.ProjectContext, tags=["project"])
@@ -41,7 +34,7 @@ async def get_project_context(request: Request, user: User, project_id: ProjectI
     response = await rpc(
         request,
         deps.memory(request).GetProjectContext,
-        memory_service_pb2.GetProjectContextRequest(project_id=_project(project_id)),
+        memory_service_pb2.GetProjectContextRequest(project_id=project_id),
         user,
     )
     return message_dict(response.context)
@@ -56,7 +49,7 @@ async def set_project_context(
         request,
         deps.memory(request).UpdateProjectContext,
         memory_service_pb2.UpdateProjectContextRequest(
-            context=memory_pb2.ProjectContext(project_id=_project(project_id), body=body.body)
+            context=memory_pb2.ProjectContext(project_id=project_id, body=body.body)
         ),
         user,
     )
@@ -74,7 +67,7 @@ async def import_project_files(
         request,
         deps.memory(request).ImportProjectFiles,
         memory_service_pb2.ImportProjectFilesRequest(
-            project_id=_project(project_id),
+            project_id=project_id,
             files=[memory_pb2.ProjectFile(path=f.path, content=f.content) for f in body.files],
         ),
         user,
@@ -96,7 +89,7 @@ async def list_live_state(
         request,
         deps.memory(request).ListLiveState,
         memory_service_pb2.ListLiveStateRequest(
-            project_id=_project(project_id), page_size=page_size, page_token=page_token
+            project_id=project_id, page_size=page_size, page_token=page_token
         ),
         user,
     )
@@ -119,7 +112,7 @@ async def set_live_state(
         request,
         deps.memory(request).SetLiveState,
         memory_service_pb2.SetLiveStateRequest(
-            project_id=_project(project_id),
+            project_id=project_id,
             agent_id=agent_id,
             activity=body.activity,
             detail=body.detail,
@@ -137,7 +130,7 @@ async def delete_live_state(
     await rpc(
         request,
         deps.memory(request).DeleteLiveState,
-        memory_service_pb2.DeleteLiveStateRequest(project_id=_project(project_id), agent_id=agent_id),
+        memory_service_pb2.DeleteLiveStateRequest(project_id=project_id, agent_id=agent_id),
         user,
     )
     return Response(status_code=204)
@@ -156,7 +149,7 @@ async def watch_live_state(request: Request, user: User, project_id: ProjectId =
     change. A reconnecting client gets a fresh snapshot."""
     settings = deps.settings(request)
     stream = deps.memory(request).WatchLiveState(
-        memory_service_pb2.WatchLiveStateRequest(project_id=_project(project_id)),
+        memory_service_pb2.WatchLiveStateRequest(project_id=project_id),
         timeout=settings.run_stream_timeout,
         metadata=user_metadata(user),
     )

@@ -12,6 +12,7 @@ import { loadProjectContext, stopLiveState, watchLiveState, wireProject } from "
 import { enterInstructions, loadReminder, wireInstructions } from "./js/instructions.js";
 import { enterMemory, wireMemory } from "./js/memory.js";
 import { enterHelp, placeHelp } from "./js/help.js";
+import { loadProjects, wireProjects } from "./js/projects.js";
 import { wireComposer } from "./js/composer.js";
 
 // Each view: what entering it loads, and what leaving it stops.
@@ -49,13 +50,26 @@ function showView(hash) {
   return enter ? guard(enter)(argument && decodeURIComponent(argument)) : undefined;
 }
 
+// Another project chosen: the view shown is drawn anew from that project
+// (a note's #memory/<id> is not carried over).
+function reenterView() {
+  for (const id of ["memory-status", "registry-status", "agent-status", "live-status", "import-result"])
+    $(id).replaceChildren();
+  const { enter, leave } = VIEWS[current] || {};
+  leave?.();
+  return enter ? guard(enter)() : undefined;
+}
+
 translatePage();
 placeHelp();
 window.addEventListener("hashchange", () => showView(location.hash.slice(1)));
+document.addEventListener("project-changed", reenterView);
 
 // Opening the page shows the latest conversation; sending waits for that to
 // finish, so a fast first message is never wiped by the history loading.
 const opened = (async () => {
+  // The chosen project first: every project-scoped view reads it.
+  const projectsRead = loadProjects();
   try {
     const settings = await json("/personal-settings");
     applySettings(settings);
@@ -69,6 +83,7 @@ const opened = (async () => {
     $("alert").textContent = error.message;
     $("alert").hidden = false;
   } finally {
+    await projectsRead;
     await showView(location.hash.slice(1));
     document.body.dataset.ready = "true";
   }
@@ -78,6 +93,7 @@ chat.wireChat(() => opened);
 wirePersonal();
 wireAgents();
 wireProject();
+wireProjects();
 wireInstructions();
 wireMemory();
 wireComposer();

@@ -1,4 +1,4 @@
-// The Agents view: the registry (register, rename, change the
+// The Agents view: the chosen project's registry (register, rename, change the
 // model, which may swap the provider), and each agent's one shared thread:
 // whole by default and live while runs stream, filtered by pair or by
 // correlation (each labelled a partial view), with the rotation seams and
@@ -8,6 +8,7 @@ import { API, $, el, download, followToEnd, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown, streamMarkdown } from "./markdown.js";
 import { errorCause, localizeHeadings, noticeView } from "./notices.js";
+import { withProject } from "./projects.js";
 
 const view = {
   agents: [],
@@ -22,7 +23,11 @@ const view = {
 const POLL_MS = 1500;
 
 export async function enterAgents() {
-  const [{ agents }, { models }, me] = await Promise.all([json("/agents?page_size=500"), json("/models"), json("/me")]);
+  const [{ agents }, { models }, me] = await Promise.all([
+    json(withProject("/agents?page_size=500")),
+    json("/models"),
+    json("/me"),
+  ]);
   view.agents = agents;
   view.me = me;
   view.models = models;
@@ -31,6 +36,17 @@ export async function enterAgents() {
   renderRegistry();
   const wanted = sessionStorage.getItem("agent");
   if (wanted && agents.some((a) => a.id === wanted)) await openAgent(wanted);
+  else closeAgent();
+}
+
+// No agent open (none chosen yet, or the chosen project has not that one).
+function closeAgent() {
+  view.current = null;
+  view.live = null;
+  view.shown = "";
+  $("agent-detail").hidden = true;
+  $("thread").replaceChildren();
+  renderRegistry();
 }
 
 export function leaveAgents() {
@@ -71,7 +87,7 @@ function renderRegistry() {
 
 async function register(event) {
   event.preventDefault();
-  const agent = await json("/agents", {
+  const agent = await json(withProject("/agents"), {
     method: "POST",
     body: JSON.stringify({
       id: $("new-agent-id").value.trim(),
@@ -82,7 +98,7 @@ async function register(event) {
   });
   $("register-form").reset();
   $("registry-status").textContent = t("Agent {id} registered.", agent);
-  view.agents = (await json("/agents?page_size=500")).agents;
+  view.agents = (await json(withProject("/agents?page_size=500"))).agents;
   renderRegistry();
   await openAgent(agent.id);
 }
@@ -143,7 +159,7 @@ async function saveAgent(event) {
     ? t("Saved. Provider swapped: the next run starts from the handoff summary.")
     : t("Saved.");
   showSwapWarning();
-  view.agents = (await json("/agents?page_size=500")).agents;
+  view.agents = (await json(withProject("/agents?page_size=500"))).agents;
   renderRegistry();
 }
 
@@ -396,7 +412,7 @@ async function importThread() {
   } catch {
     throw new Error(t("This file is not a thread export (JSON)."));
   }
-  const { thread } = await json("/agents/import", {
+  const { thread } = await json(withProject("/agents/import"), {
     method: "POST",
     body: JSON.stringify({ files: bundle.files || [] }),
   });
@@ -405,7 +421,7 @@ async function importThread() {
     agent: thread.agent_id,
     count: thread.last_sequence,
   });
-  view.agents = (await json("/agents?page_size=500")).agents;
+  view.agents = (await json(withProject("/agents?page_size=500"))).agents;
   renderRegistry();
   await openAgent(thread.agent_id);
 }

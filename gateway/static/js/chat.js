@@ -9,6 +9,7 @@ import { streamMarkdown } from "./markdown.js";
 import { errorCause, noticeView } from "./notices.js";
 import { helpToggle } from "./help.js";
 import { takeForced } from "./composer.js";
+import { bodyProjectId } from "./projects.js";
 
 export const state = {
   conversationId: null,
@@ -585,7 +586,14 @@ async function send(text) {
   const block = runBlock(text);
   $("log").append(block.item);
   const model = $("model").value;
-  const body = JSON.stringify({ message: text, model, forced_skills: takeForced(), request_id: crypto.randomUUID() });
+  // The run reads the chosen project's notes, context and live state.
+  const body = JSON.stringify({
+    message: text,
+    model,
+    forced_skills: takeForced(),
+    request_id: crypto.randomUUID(),
+    project_id: bodyProjectId(),
+  });
   await stream(block, () =>
     fetch(`${API}/conversations/${state.conversationId}/messages`, {
       method: "POST",

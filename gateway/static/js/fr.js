@@ -261,8 +261,8 @@ export const FR = {
   "Page added to your list.": "Page ajoutée à votre liste.",
 
   // Memory
-  "Your durable notes: decisions, feature summaries, preferences and facts that runs recall when they are relevant. Live state is never kept here.":
-    "Vos notes durables : décisions, résumés de fonctionnalités, préférences et faits que les exécutions rappellent quand ils sont pertinents. L'état en direct n'est jamais conservé ici.",
+  "The project's durable notes, shared by its members: decisions, feature summaries, preferences and facts that runs recall when they are relevant. Live state is never kept here.":
+    "Les notes durables du projet, partagées par ses membres : décisions, résumés de fonctionnalités, préférences et faits que les exécutions rappellent quand ils sont pertinents. L'état en direct n'est jamais conservé ici.",
   "Search notes": "Rechercher dans les notes",
   "What would a run recall for…": "Ce qu'une exécution rappellerait pour…",
   "Write a note": "Écrire une note",
@@ -345,4 +345,52 @@ export const FR = {
   "A memory quota is full.": "Un quota de la mémoire est plein.",
   "Too many requests were started in the last minute.": "Trop de demandes ont été lancées dans la dernière minute.",
   "Too many requests are in progress.": "Trop de demandes sont en cours.",
+  // Projects (projects.js, the top bar, the members panel)
+  Project: "Projet",
+  Projects: "Projets",
+  Personal: "Personnel",
+  Members: "Membres",
+  "New project": "Nouveau projet",
+  "Project: {name}": "Projet : {name}",
+  Viewer: "Lecteur",
+  Editor: "Éditeur",
+  Owner: "Propriétaire",
+  Role: "Rôle",
+  "User id": "Identifiant de l'utilisateur",
+  "Add a member": "Ajouter un membre",
+  "Add member": "Ajouter le membre",
+  "Role of {user}": "Rôle de {user}",
+  you: "vous",
+  "Remove {user}": "Retirer {user}",
+  "Your role: {role}.": "Votre rôle : {role}.",
+  "{user}'s role is now {role}.": "Le rôle de {user} est maintenant : {role}.",
+  "{user} added with the role {role}.": "{user} ajouté avec le rôle : {role}.",
+  "Remove {user} from {project}?": "Retirer {user} de {project} ?",
+  "{user} was removed.": "{user} a été retiré.",
+  "Leave this project": "Quitter ce projet",
+  "Leave {project}? You will no longer see its notes, context or agents.":
+    "Quitter {project} ? Vous ne verrez plus ses notes, son contexte ni ses agents.",
+  "You left {project}.": "Vous avez quitté {project}.",
+  "You are no longer a member of {project}: your personal project is shown.":
+    "Vous n'êtes plus membre de {project} : votre projet personnel est affiché.",
+  "Project {name} created: you are its owner.": "Projet {name} créé : vous en êtes propriétaire.",
+  "A project's notes, context, live state and agents are shared by its members. You will be its owner.":
+    "Les notes, le contexte, l'état en direct et les agents d'un projet sont partagés par ses membres. Vous en serez propriétaire.",
+  "Id (letters, digits, dots, underscores, hyphens)": "Identifiant (lettres, chiffres, points, tirets bas, tirets)",
+  "Create project": "Créer le projet",
+  "Your personal project is yours alone: it has no other members. Create a project to share.":
+    "Votre projet personnel n'est qu'à vous : il n'a pas d'autre membre. Créez un projet pour partager.",
+  "Project settings": "Réglages du projet",
+  "Notes an agent saves unasked": "Notes qu'un agent enregistre sans qu'on le lui demande",
+  "Review: an agent's unrequested note waits for a member's decision":
+    "Relecture : la note non demandée d'un agent attend la décision d'un membre",
+  "Automatic: an agent's notes are saved at once": "Automatique : les notes d'un agent sont enregistrées aussitôt",
+  "Save settings": "Enregistrer les réglages",
+  "Project settings saved.": "Réglages du projet enregistrés.",
+  "You are a viewer of this project: you read its notes; editors and owners write them.":
+    "Vous êtes lecteur de ce projet : vous lisez ses notes ; les éditeurs et les propriétaires les écrivent.",
+  "You are not a member of this agent's project: this answer uses none of its notes, project context or live state.":
+    "Vous n'êtes pas membre du projet de cet agent : cette réponse n'utilise aucune de ses notes, ni son contexte, ni son état en direct.",
+  "Not allowed: your role in this project does not permit this.":
+    "Non autorisé : votre rôle dans ce projet ne le permet pas.",
 };

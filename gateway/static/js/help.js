@@ -1,6 +1,6 @@
 // In-app help: a Help view, and a short "?" beside
 // each feature that needs one (personalisation, All sources, Auto,
-// automatic skills, the agent-thread views), linking to its section.
+// automatic skills, the agent-thread views, projects), linking to its section.
 
 import { $, el } from "./core.js";
 import { language, t } from "./i18n.js";
@@ -63,6 +63,16 @@ const TOPICS = {
         "Search shows the notes a run asking the same thing would recall. Edit or delete a note that is wrong: runs recall the new text from then on.",
       ],
     },
+    projects: {
+      title: "Projects",
+      short:
+        "The project chosen at the top is what Memory, the project context, live state, the Agents list and your chat's runs use. Its members share them.",
+      long: [
+        "A project's durable notes, project context, live state and agents are shared by all its members. Your instruction pages, personal settings and conversations stay yours, whatever the project.",
+        "Personal is your own project, created on first use and never shared. Create a project with New project to share: you become its owner. The page remembers the project you chose.",
+        "Each member has a role: a viewer reads, an editor also writes notes, the context and live state and asks the project's agents, an owner also manages the members and the project's settings. Members shows who is in the project; any member can leave a shared project, but its last owner must first make someone else an owner.",
+      ],
+    },
   },
   fr: {
     personalisation: {
@@ -121,6 +131,16 @@ const TOPICS = {
       long: [
         "La mémoire garde des notes durables et choisies. Une exécution rappelle les notes les plus proches de sa demande (par les mots et par le sens) et les liste dans son panneau Sources, chacune avec un lien vers ici.",
         "La recherche montre les notes qu'une exécution posant la même question rappellerait. Modifiez ou supprimez une note erronée : les exécutions rappellent le nouveau texte dès lors.",
+      ],
+    },
+    projects: {
+      title: "Projets",
+      short:
+        "Le projet choisi en haut est celui qu'utilisent la Mémoire, le contexte du projet, l'état en direct, la liste des Agents et les exécutions de votre discussion. Ses membres les partagent.",
+      long: [
+        "Les notes durables, le contexte, l'état en direct et les agents d'un projet sont partagés par tous ses membres. Vos pages d'instructions, vos réglages personnels et vos conversations restent à vous, quel que soit le projet.",
+        "Personnel est votre propre projet, créé au premier usage et jamais partagé. Créez un projet avec Nouveau projet pour partager : vous en devenez propriétaire. La page retient le projet choisi.",
+        "Chaque membre a un rôle : un lecteur lit, un éditeur écrit aussi les notes, le contexte et l'état en direct et interroge les agents du projet, un propriétaire gère aussi les membres et les réglages du projet. Membres montre qui fait partie du projet ; tout membre peut quitter un projet partagé, mais son dernier propriétaire doit d'abord rendre quelqu'un d'autre propriétaire.",
       ],
     },
   },

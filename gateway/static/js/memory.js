@@ -1,10 +1,11 @@
-// Memory: the user's durable notes, listed or searched with the
+// Memory: the chosen project's durable notes, listed or searched with the
 // recall runs use, written, edited and deleted. A run's Sources panel links
 // each note it recalled here.
 
 import { $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
+import { withProject } from "./projects.js";
 
 const KINDS = ["decision", "feature_summary", "preference", "fact"];
 const KIND_LABELS = {
@@ -33,7 +34,7 @@ export async function enterMemory(noteId) {
 
 async function loadNotes() {
   const q = $("note-search").value.trim();
-  const { notes } = await json("/notes" + (q ? `?q=${encodeURIComponent(q)}` : "?page_size=200"));
+  const { notes } = await json(withProject("/notes" + (q ? `?q=${encodeURIComponent(q)}` : "?page_size=200")));
   $("notes-label").textContent = q
     ? t("{count} notes a run asking this would recall, best first.", { count: notes.length })
     : t("{count} notes, newest first.", { count: notes.length });
@@ -115,7 +116,7 @@ function editNote(item, note) {
 
 async function addNote(event) {
   event.preventDefault();
-  const { note, outcome } = await json("/notes", {
+  const { note, outcome } = await json(withProject("/notes"), {
     method: "POST",
     body: JSON.stringify({
       kind: $("note-kind").value,

@@ -36,6 +36,9 @@ export const NOTICE_TEXT = {
   QUOTA_EXCEEDED: tLater("Memory is full: nothing was written. Delete or decide something first."),
   RATE_LIMITED: tLater("Another agent could not be asked: too many requests were started in the last minute."),
   TOO_MANY_RUNS: tLater("Another agent could not be asked: too many requests are in progress."),
+  PROJECT_MEMORY_UNREADABLE: tLater(
+    "You are not a member of this agent's project: this answer uses none of its notes, project context or live state.",
+  ),
 };
 
 // The run errors whose cause is worth a sentence of its own.

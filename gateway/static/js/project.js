@@ -1,17 +1,19 @@
-// What every agent of the project shares: the live state (who is
+// What every agent of the chosen project shares: the live state (who is
 // doing what, now), watched over SSE with each entry's expiry counting
 // down, and the project context, edited here or imported from a project
 // folder's .ideai files.
 
 import { API, $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
+import { withProject } from "./projects.js";
 
 const live = { entries: new Map(), source: null, ticker: null };
 
 export function watchLiveState() {
   if (live.source) return;
   // EventSource reconnects by itself; each connection starts with a snapshot.
-  live.source = new EventSource(`${API}/live-state/events`);
+  live.entries = new Map();
+  live.source = new EventSource(API + withProject("/live-state/events"));
   live.source.addEventListener("snapshot", (event) => {
     live.entries = new Map(JSON.parse(event.data).entries.map((e) => [e.agent_id, e]));
     $("live-status").textContent = "";
@@ -78,7 +80,7 @@ function renderLive() {
 export async function loadProjectContext() {
   let context = { body: "", update_time: "" };
   try {
-    context = await json("/project-context");
+    context = await json(withProject("/project-context"));
   } catch (error) {
     if (error.status !== 404) throw error; // 404: none written yet
   }
@@ -90,7 +92,7 @@ export async function loadProjectContext() {
 
 async function saveProjectContext(event) {
   event.preventDefault();
-  const context = await json("/project-context", {
+  const context = await json(withProject("/project-context"), {
     method: "PUT",
     body: JSON.stringify({ body: $("project-context").value }),
   });
@@ -106,7 +108,10 @@ async function importFolder() {
     .filter(({ path }) => /^\.ideai\/(CONTEXT\.md|memory\/[^/]+\.md)$/.test(path));
   if (!wanted.length) throw new Error(t("No .ideai/CONTEXT.md or .ideai/memory/*.md in this folder."));
   const files = await Promise.all(wanted.map(async ({ file, path }) => ({ path, content: await file.text() })));
-  const { items } = await json("/project-context/import", { method: "POST", body: JSON.stringify({ files }) });
+  const { items } = await json(withProject("/project-context/import"), {
+    method: "POST",
+    body: JSON.stringify({ files }),
+  });
   $("import-folder").value = "";
   $("import-result").replaceChildren(
     ...items.map((item) =>
