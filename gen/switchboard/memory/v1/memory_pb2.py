@@ -24,43 +24,48 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from switchboard.memory.v1 import pages_pb2 as switchboard_dot_memory_dot_v1_dot_pages__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/memory/v1/memory.proto\x12\x15switchboard.memory.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x02\n\x04Note\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12-\n\x04kind\x18\x03 \x01(\x0e\x32\x1f.switchboard.memory.v1.NoteKind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12\x17\n\x0f\x61uthor_agent_id\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06source\x18\n \x01(\t\"v\n\x0cRecalledNote\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x14\n\x0clexical_rank\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedding_rank\x18\x04 \x01(\x05\"c\n\x0eProjectContext\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\",\n\x0bProjectFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"r\n\nImportItem\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x35\n\x07outcome\x18\x02 \x01(\x0e\x32$.switchboard.memory.v1.ImportOutcome\x12\x0f\n\x07note_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\xba\x01\n\x0eLiveStateEntry\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tivity\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12/\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x82\x02\n\x10PersonalSettings\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x1c\n\x14instruction_page_ids\x18\x04 \x03(\t\x12\"\n\x1a\x61\x63tive_instruction_page_id\x18\x05 \x01(\t\x12\x32\n\tchat_mode\x18\x06 \x01(\x0e\x32\x1f.switchboard.memory.v1.ChatMode\x12\x15\n\rdefault_model\x18\x07 \x01(\t\x12\'\n\x06\x61vatar\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructJ\x04\x08\x03\x10\x04R\x0b\x61vatar_json*\x8a\x01\n\x08NoteKind\x12\x19\n\x15NOTE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12NOTE_KIND_DECISION\x10\x01\x12\x1d\n\x19NOTE_KIND_FEATURE_SUMMARY\x10\x02\x12\x18\n\x14NOTE_KIND_PREFERENCE\x10\x03\x12\x12\n\x0eNOTE_KIND_FACT\x10\x04*u\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x01\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x02\x12\x19\n\x15RECALL_MODE_EMBEDDING\x10\x03*l\n\x0f\x44uplicatePolicy\x12 \n\x1c\x44UPLICATE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44UPLICATE_POLICY_REFUSE\x10\x01\x12\x1a\n\x16\x44UPLICATE_POLICY_MERGE\x10\x02*^\n\x0bSaveOutcome\x12\x1c\n\x18SAVE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14SAVE_OUTCOME_CREATED\x10\x01\x12\x17\n\x13SAVE_OUTCOME_MERGED\x10\x02*\xa1\x01\n\rImportOutcome\x12\x1e\n\x1aIMPORT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16IMPORT_OUTCOME_CREATED\x10\x01\x12\x1a\n\x16IMPORT_OUTCOME_UPDATED\x10\x02\x12\x1c\n\x18IMPORT_OUTCOME_UNCHANGED\x10\x03\x12\x1a\n\x16IMPORT_OUTCOME_SKIPPED\x10\x04*\xa1\x01\n\x12LiveStateEventType\x12%\n!LIVE_STATE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\"\n\x1eLIVE_STATE_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1d\n\x19LIVE_STATE_EVENT_TYPE_SET\x10\x02\x12!\n\x1dLIVE_STATE_EVENT_TYPE_REMOVED\x10\x03*v\n\x10LiveStateRemoval\x12\"\n\x1eLIVE_STATE_REMOVAL_UNSPECIFIED\x10\x00\x12\x1e\n\x1aLIVE_STATE_REMOVAL_DELETED\x10\x01\x12\x1e\n\x1aLIVE_STATE_REMOVAL_EXPIRED\x10\x02*T\n\x08\x43hatMode\x12\x19\n\x15\x43HAT_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43HAT_MODE_SIDEBAR\x10\x01\x12\x16\n\x12\x43HAT_MODE_FLOATING\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/memory/v1/memory.proto\x12\x15switchboard.memory.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!switchboard/memory/v1/pages.proto\"\x8b\x02\n\x04Note\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12-\n\x04kind\x18\x03 \x01(\x0e\x32\x1f.switchboard.memory.v1.NoteKind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x0c\n\x04tags\x18\x06 \x03(\t\x12\x17\n\x0f\x61uthor_agent_id\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06source\x18\n \x01(\t\"v\n\x0cRecalledNote\x12)\n\x04note\x18\x01 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x14\n\x0clexical_rank\x18\x03 \x01(\x05\x12\x16\n\x0e\x65mbedding_rank\x18\x04 \x01(\x05\"c\n\x0eProjectContext\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12/\n\x0bupdate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\",\n\x0bProjectFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"r\n\nImportItem\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x35\n\x07outcome\x18\x02 \x01(\x0e\x32$.switchboard.memory.v1.ImportOutcome\x12\x0f\n\x07note_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\xba\x01\n\x0eLiveStateEntry\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tivity\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12/\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x82\x02\n\x10PersonalSettings\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x1c\n\x14instruction_page_ids\x18\x04 \x03(\t\x12\"\n\x1a\x61\x63tive_instruction_page_id\x18\x05 \x01(\t\x12\x32\n\tchat_mode\x18\x06 \x01(\x0e\x32\x1f.switchboard.memory.v1.ChatMode\x12\x15\n\rdefault_model\x18\x07 \x01(\t\x12\'\n\x06\x61vatar\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructJ\x04\x08\x03\x10\x04R\x0b\x61vatar_json\"\xd9\x03\n\x0cNoteProposal\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nproject_id\x18\x02 \x01(\t\x12)\n\x04note\x18\x03 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x18\n\x10proposer_user_id\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12\x30\n\x0btarget_note\x18\x07 \x01(\x0b\x32\x1b.switchboard.memory.v1.Note\x12\x14\n\x0cmatch_reason\x18\x08 \x01(\t\x12-\n\x04\x64iff\x18\t \x01(\x0b\x32\x1f.switchboard.memory.v1.TextDiff\x12\x37\n\x05state\x18\n \x01(\x0e\x32(.switchboard.memory.v1.NoteProposalState\x12\x1a\n\x12\x64\x65\x63ided_by_user_id\x18\x0b \x01(\t\x12\x16\n\x0eresult_note_id\x18\x0c \x01(\t\x12/\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x63ide_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\x8a\x01\n\x08NoteKind\x12\x19\n\x15NOTE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12NOTE_KIND_DECISION\x10\x01\x12\x1d\n\x19NOTE_KIND_FEATURE_SUMMARY\x10\x02\x12\x18\n\x14NOTE_KIND_PREFERENCE\x10\x03\x12\x12\n\x0eNOTE_KIND_FACT\x10\x04*u\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x01\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x02\x12\x19\n\x15RECALL_MODE_EMBEDDING\x10\x03*l\n\x0f\x44uplicatePolicy\x12 \n\x1c\x44UPLICATE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44UPLICATE_POLICY_REFUSE\x10\x01\x12\x1a\n\x16\x44UPLICATE_POLICY_MERGE\x10\x02*^\n\x0bSaveOutcome\x12\x1c\n\x18SAVE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14SAVE_OUTCOME_CREATED\x10\x01\x12\x17\n\x13SAVE_OUTCOME_MERGED\x10\x02*\xa1\x01\n\rImportOutcome\x12\x1e\n\x1aIMPORT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16IMPORT_OUTCOME_CREATED\x10\x01\x12\x1a\n\x16IMPORT_OUTCOME_UPDATED\x10\x02\x12\x1c\n\x18IMPORT_OUTCOME_UNCHANGED\x10\x03\x12\x1a\n\x16IMPORT_OUTCOME_SKIPPED\x10\x04*\xa1\x01\n\x12LiveStateEventType\x12%\n!LIVE_STATE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\"\n\x1eLIVE_STATE_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1d\n\x19LIVE_STATE_EVENT_TYPE_SET\x10\x02\x12!\n\x1dLIVE_STATE_EVENT_TYPE_REMOVED\x10\x03*v\n\x10LiveStateRemoval\x12\"\n\x1eLIVE_STATE_REMOVAL_UNSPECIFIED\x10\x00\x12\x1e\n\x1aLIVE_STATE_REMOVAL_DELETED\x10\x01\x12\x1e\n\x1aLIVE_STATE_REMOVAL_EXPIRED\x10\x02*T\n\x08\x43hatMode\x12\x19\n\x15\x43HAT_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43HAT_MODE_SIDEBAR\x10\x01\x12\x16\n\x12\x43HAT_MODE_FLOATING\x10\x02*\x9c\x01\n\x11NoteProposalState\x12#\n\x1fNOTE_PROPOSAL_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1bNOTE_PROPOSAL_STATE_PENDING\x10\x01\x12 \n\x1cNOTE_PROPOSAL_STATE_ACCEPTED\x10\x02\x12\x1f\n\x1bNOTE_PROPOSAL_STATE_REFUSED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.memory.v1.memory_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NOTEKIND']._serialized_start=1228
-  _globals['_NOTEKIND']._serialized_end=1366
-  _globals['_RECALLMODE']._serialized_start=1368
-  _globals['_RECALLMODE']._serialized_end=1485
-  _globals['_DUPLICATEPOLICY']._serialized_start=1487
-  _globals['_DUPLICATEPOLICY']._serialized_end=1595
-  _globals['_SAVEOUTCOME']._serialized_start=1597
-  _globals['_SAVEOUTCOME']._serialized_end=1691
-  _globals['_IMPORTOUTCOME']._serialized_start=1694
-  _globals['_IMPORTOUTCOME']._serialized_end=1855
-  _globals['_LIVESTATEEVENTTYPE']._serialized_start=1858
-  _globals['_LIVESTATEEVENTTYPE']._serialized_end=2019
-  _globals['_LIVESTATEREMOVAL']._serialized_start=2021
-  _globals['_LIVESTATEREMOVAL']._serialized_end=2139
-  _globals['_CHATMODE']._serialized_start=2141
-  _globals['_CHATMODE']._serialized_end=2225
-  _globals['_NOTE']._serialized_start=125
-  _globals['_NOTE']._serialized_end=392
-  _globals['_RECALLEDNOTE']._serialized_start=394
-  _globals['_RECALLEDNOTE']._serialized_end=512
-  _globals['_PROJECTCONTEXT']._serialized_start=514
-  _globals['_PROJECTCONTEXT']._serialized_end=613
-  _globals['_PROJECTFILE']._serialized_start=615
-  _globals['_PROJECTFILE']._serialized_end=659
-  _globals['_IMPORTITEM']._serialized_start=661
-  _globals['_IMPORTITEM']._serialized_end=775
-  _globals['_LIVESTATEENTRY']._serialized_start=778
-  _globals['_LIVESTATEENTRY']._serialized_end=964
-  _globals['_PERSONALSETTINGS']._serialized_start=967
-  _globals['_PERSONALSETTINGS']._serialized_end=1225
+  _globals['_NOTEKIND']._serialized_start=1739
+  _globals['_NOTEKIND']._serialized_end=1877
+  _globals['_RECALLMODE']._serialized_start=1879
+  _globals['_RECALLMODE']._serialized_end=1996
+  _globals['_DUPLICATEPOLICY']._serialized_start=1998
+  _globals['_DUPLICATEPOLICY']._serialized_end=2106
+  _globals['_SAVEOUTCOME']._serialized_start=2108
+  _globals['_SAVEOUTCOME']._serialized_end=2202
+  _globals['_IMPORTOUTCOME']._serialized_start=2205
+  _globals['_IMPORTOUTCOME']._serialized_end=2366
+  _globals['_LIVESTATEEVENTTYPE']._serialized_start=2369
+  _globals['_LIVESTATEEVENTTYPE']._serialized_end=2530
+  _globals['_LIVESTATEREMOVAL']._serialized_start=2532
+  _globals['_LIVESTATEREMOVAL']._serialized_end=2650
+  _globals['_CHATMODE']._serialized_start=2652
+  _globals['_CHATMODE']._serialized_end=2736
+  _globals['_NOTEPROPOSALSTATE']._serialized_start=2739
+  _globals['_NOTEPROPOSALSTATE']._serialized_end=2895
+  _globals['_NOTE']._serialized_start=160
+  _globals['_NOTE']._serialized_end=427
+  _globals['_RECALLEDNOTE']._serialized_start=429
+  _globals['_RECALLEDNOTE']._serialized_end=547
+  _globals['_PROJECTCONTEXT']._serialized_start=549
+  _globals['_PROJECTCONTEXT']._serialized_end=648
+  _globals['_PROJECTFILE']._serialized_start=650
+  _globals['_PROJECTFILE']._serialized_end=694
+  _globals['_IMPORTITEM']._serialized_start=696
+  _globals['_IMPORTITEM']._serialized_end=810
+  _globals['_LIVESTATEENTRY']._serialized_start=813
+  _globals['_LIVESTATEENTRY']._serialized_end=999
+  _globals['_PERSONALSETTINGS']._serialized_start=1002
+  _globals['_PERSONALSETTINGS']._serialized_end=1260
+  _globals['_NOTEPROPOSAL']._serialized_start=1263
+  _globals['_NOTEPROPOSAL']._serialized_end=1736
 # @@protoc_insertion_point(module_scope)

@@ -10,6 +10,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from switchboard.memory.v1 import pages_pb2 as _pages_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -241,6 +242,38 @@ CHAT_MODE_SIDEBAR: ChatMode.ValueType  # 1
 CHAT_MODE_FLOATING: ChatMode.ValueType  # 2
 """A window floating over the page."""
 Global___ChatMode: _TypeAlias = ChatMode  # noqa: Y015
+
+class _NoteProposalState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _NoteProposalStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NoteProposalState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    NOTE_PROPOSAL_STATE_UNSPECIFIED: _NoteProposalState.ValueType  # 0
+    """Never sent; as a filter, every state."""
+    NOTE_PROPOSAL_STATE_PENDING: _NoteProposalState.ValueType  # 1
+    """Waits for a member's decision."""
+    NOTE_PROPOSAL_STATE_ACCEPTED: _NoteProposalState.ValueType  # 2
+    """Written into the project's memory (by a member, or at once in a project
+    whose note policy is AUTO).
+    """
+    NOTE_PROPOSAL_STATE_REFUSED: _NoteProposalState.ValueType  # 3
+    """Refused: nothing was written."""
+
+class NoteProposalState(_NoteProposalState, metaclass=_NoteProposalStateEnumTypeWrapper):
+    """Where an agent's note proposal stands."""
+
+NOTE_PROPOSAL_STATE_UNSPECIFIED: NoteProposalState.ValueType  # 0
+"""Never sent; as a filter, every state."""
+NOTE_PROPOSAL_STATE_PENDING: NoteProposalState.ValueType  # 1
+"""Waits for a member's decision."""
+NOTE_PROPOSAL_STATE_ACCEPTED: NoteProposalState.ValueType  # 2
+"""Written into the project's memory (by a member, or at once in a project
+whose note policy is AUTO).
+"""
+NOTE_PROPOSAL_STATE_REFUSED: NoteProposalState.ValueType  # 3
+"""Refused: nothing was written."""
+Global___NoteProposalState: _TypeAlias = NoteProposalState  # noqa: Y015
 
 @_typing.final
 class Note(_message.Message):
@@ -539,3 +572,94 @@ class PersonalSettings(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PersonalSettings: _TypeAlias = PersonalSettings  # noqa: Y015
+
+@_typing.final
+class NoteProposal(_message.Message):
+    """Knowledge an agent proposes to promote into its project's durable memory,
+    waiting for a member's review. Checked against the project's notes when
+    made: when an existing note says nearly the same (in any language) or the
+    same about something else, the proposal updates that note instead of
+    adding one, and carries the diff.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    PROPOSER_USER_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    TARGET_NOTE_FIELD_NUMBER: _builtins.int
+    MATCH_REASON_FIELD_NUMBER: _builtins.int
+    DIFF_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_USER_ID_FIELD_NUMBER: _builtins.int
+    RESULT_NOTE_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    DECIDE_TIME_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The proposal's id (UUID)."""
+    project_id: _builtins.str
+    """The project it would write into."""
+    reason: _builtins.str
+    """Why the agent proposes it, in its words."""
+    proposer_user_id: _builtins.str
+    """The user whose run proposed it."""
+    run_id: _builtins.str
+    """The run that proposed it; "" when none."""
+    match_reason: _builtins.str
+    """Why target_note was matched (identical text, or the embedding cosine)."""
+    state: Global___NoteProposalState.ValueType
+    """Pending, accepted or refused."""
+    decided_by_user_id: _builtins.str
+    """The member who decided; "" while pending or when the policy accepted it."""
+    result_note_id: _builtins.str
+    """The note written on acceptance; "" otherwise."""
+    @_builtins.property
+    def note(self) -> Global___Note:
+        """The proposed note: kind, title, body, tags and the proposing agent."""
+
+    @_builtins.property
+    def target_note(self) -> Global___Note:
+        """The note it would update; unset for a new note."""
+
+    @_builtins.property
+    def diff(self) -> _pages_pb2.TextDiff:
+        """From target_note's text to the proposed one (title and body); for a
+        new note, from nothing.
+        """
+
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was proposed."""
+
+    @_builtins.property
+    def decide_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was decided; unset while pending."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+        note: Global___Note | None = ...,
+        reason: _builtins.str = ...,
+        proposer_user_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+        target_note: Global___Note | None = ...,
+        match_reason: _builtins.str = ...,
+        diff: _pages_pb2.TextDiff | None = ...,
+        state: Global___NoteProposalState.ValueType = ...,
+        decided_by_user_id: _builtins.str = ...,
+        result_note_id: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        decide_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_time", b"decide_time", "diff", b"diff", "note", b"note", "target_note", b"target_note"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_time", b"decide_time", "decided_by_user_id", b"decided_by_user_id", "diff", b"diff", "id", b"id", "match_reason", b"match_reason", "note", b"note", "project_id", b"project_id", "proposer_user_id", b"proposer_user_id", "reason", b"reason", "result_note_id", b"result_note_id", "run_id", b"run_id", "state", b"state", "target_note", b"target_note"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NoteProposal: _TypeAlias = NoteProposal  # noqa: Y015

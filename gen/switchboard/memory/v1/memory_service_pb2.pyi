@@ -25,6 +25,278 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class ProposeNoteRequest(_message.Message):
+    """A note an agent proposes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Idempotency key: a retry with the same key returns the same proposal."""
+    reason: _builtins.str
+    """Why the agent proposes it."""
+    run_id: _builtins.str
+    """The run that proposes it; "" when none."""
+    @_builtins.property
+    def note(self) -> _memory_pb2.Note:
+        """project_id, kind, title, body, tags and author_agent_id."""
+
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        note: _memory_pb2.Note | None = ...,
+        reason: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "reason", b"reason", "request_id", b"request_id", "run_id", b"run_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProposeNoteRequest: _TypeAlias = ProposeNoteRequest  # noqa: Y015
+
+@_typing.final
+class ProposeNoteResponse(_message.Message):
+    """The proposal, and the note when it was accepted at once."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROPOSAL_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def proposal(self) -> _memory_pb2.NoteProposal:
+        """The proposal (ACCEPTED when the project's policy is AUTO)."""
+
+    @_builtins.property
+    def note(self) -> _memory_pb2.Note:
+        """The note written, for an accepted proposal."""
+
+    def __init__(
+        self,
+        *,
+        proposal: _memory_pb2.NoteProposal | None = ...,
+        note: _memory_pb2.Note | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "proposal", b"proposal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "proposal", b"proposal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProposeNoteResponse: _TypeAlias = ProposeNoteResponse  # noqa: Y015
+
+@_typing.final
+class GetNoteProposalRequest(_message.Message):
+    """Which proposal to read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The proposal's id."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetNoteProposalRequest: _TypeAlias = GetNoteProposalRequest  # noqa: Y015
+
+@_typing.final
+class GetNoteProposalResponse(_message.Message):
+    """The proposal."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROPOSAL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def proposal(self) -> _memory_pb2.NoteProposal:
+        """The proposal."""
+
+    def __init__(
+        self,
+        *,
+        proposal: _memory_pb2.NoteProposal | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["proposal", b"proposal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["proposal", b"proposal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetNoteProposalResponse: _TypeAlias = GetNoteProposalResponse  # noqa: Y015
+
+@_typing.final
+class ListNoteProposalsRequest(_message.Message):
+    """One page of a project's proposals."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project ("" = the caller's personal project)."""
+    state: _memory_pb2.NoteProposalState.ValueType
+    """Unspecified: every state."""
+    page_size: _builtins.int
+    """At most this many (0 = 50, at most 500)."""
+    page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        state: _memory_pb2.NoteProposalState.ValueType = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "project_id", b"project_id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNoteProposalsRequest: _TypeAlias = ListNoteProposalsRequest  # noqa: Y015
+
+@_typing.final
+class ListNoteProposalsResponse(_message.Message):
+    """A page of proposals, newest first."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROPOSALS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
+    @_builtins.property
+    def proposals(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.NoteProposal]:
+        """The proposals of this page."""
+
+    def __init__(
+        self,
+        *,
+        proposals: _abc.Iterable[_memory_pb2.NoteProposal] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "proposals", b"proposals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNoteProposalsResponse: _TypeAlias = ListNoteProposalsResponse  # noqa: Y015
+
+@_typing.final
+class AcceptNoteProposalRequest(_message.Message):
+    """Which proposal to accept."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The proposal's id."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcceptNoteProposalRequest: _TypeAlias = AcceptNoteProposalRequest  # noqa: Y015
+
+@_typing.final
+class AcceptNoteProposalResponse(_message.Message):
+    """The accepted proposal and the note it wrote."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROPOSAL_FIELD_NUMBER: _builtins.int
+    NOTE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def proposal(self) -> _memory_pb2.NoteProposal:
+        """The proposal, now ACCEPTED."""
+
+    @_builtins.property
+    def note(self) -> _memory_pb2.Note:
+        """The note as written."""
+
+    def __init__(
+        self,
+        *,
+        proposal: _memory_pb2.NoteProposal | None = ...,
+        note: _memory_pb2.Note | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "proposal", b"proposal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["note", b"note", "proposal", b"proposal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcceptNoteProposalResponse: _TypeAlias = AcceptNoteProposalResponse  # noqa: Y015
+
+@_typing.final
+class RefuseNoteProposalRequest(_message.Message):
+    """Which proposal to refuse."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The proposal's id."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefuseNoteProposalRequest: _TypeAlias = RefuseNoteProposalRequest  # noqa: Y015
+
+@_typing.final
+class RefuseNoteProposalResponse(_message.Message):
+    """The refused proposal."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROPOSAL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def proposal(self) -> _memory_pb2.NoteProposal:
+        """The proposal, now REFUSED."""
+
+    def __init__(
+        self,
+        *,
+        proposal: _memory_pb2.NoteProposal | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["proposal", b"proposal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["proposal", b"proposal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefuseNoteProposalResponse: _TypeAlias = RefuseNoteProposalResponse  # noqa: Y015
+
+@_typing.final
 class CreateNoteRequest(_message.Message):
     """A note to save."""
 

@@ -71,6 +71,31 @@ class MemoryServiceStub:
                 request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesRequest.SerializeToString,
                 response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesResponse.FromString,
                 _registered_method=True)
+        self.ProposeNote = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/ProposeNote',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ProposeNoteRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ProposeNoteResponse.FromString,
+                _registered_method=True)
+        self.GetNoteProposal = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/GetNoteProposal',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteProposalRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteProposalResponse.FromString,
+                _registered_method=True)
+        self.ListNoteProposals = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/ListNoteProposals',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNoteProposalsRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNoteProposalsResponse.FromString,
+                _registered_method=True)
+        self.AcceptNoteProposal = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/AcceptNoteProposal',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.AcceptNoteProposalRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.AcceptNoteProposalResponse.FromString,
+                _registered_method=True)
+        self.RefuseNoteProposal = channel.unary_unary(
+                '/switchboard.memory.v1.MemoryService/RefuseNoteProposal',
+                request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RefuseNoteProposalRequest.SerializeToString,
+                response_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RefuseNoteProposalResponse.FromString,
+                _registered_method=True)
         self.GetProjectContext = channel.unary_unary(
                 '/switchboard.memory.v1.MemoryService/GetProjectContext',
                 request_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetProjectContextRequest.SerializeToString,
@@ -179,6 +204,46 @@ class MemoryServiceServicer:
     def RecallNotes(self, request, context):
         """Notes relevant to a query for a persona, best first: lexical (BM25) and
         embedding candidates fused by reciprocal rank fusion (k=60).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProposeNote(self, request, context):
+        """An agent's proposal to promote knowledge into a project's memory (its
+        run's user must be an editor). In a project whose note policy is AUTO it
+        is accepted at once; otherwise it waits for a member's decision.
+        Idempotent on request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetNoteProposal(self, request, context):
+        """A proposal of a project the caller is a member of.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListNoteProposals(self, request, context):
+        """A project's proposals, newest first, filtered by state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptNoteProposal(self, request, context):
+        """Writes the proposed note (or the update of its target note); editors and
+        owners. FAILED_PRECONDITION once decided, or when the target note
+        changed since the proposal (propose again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RefuseNoteProposal(self, request, context):
+        """Refuses it: nothing is written. Editors and owners.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -307,6 +372,31 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.RecallNotes,
                     request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesRequest.FromString,
                     response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesResponse.SerializeToString,
+            ),
+            'ProposeNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProposeNote,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ProposeNoteRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ProposeNoteResponse.SerializeToString,
+            ),
+            'GetNoteProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetNoteProposal,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteProposalRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteProposalResponse.SerializeToString,
+            ),
+            'ListNoteProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNoteProposals,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNoteProposalsRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNoteProposalsResponse.SerializeToString,
+            ),
+            'AcceptNoteProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptNoteProposal,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.AcceptNoteProposalRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.AcceptNoteProposalResponse.SerializeToString,
+            ),
+            'RefuseNoteProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.RefuseNoteProposal,
+                    request_deserializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RefuseNoteProposalRequest.FromString,
+                    response_serializer=switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RefuseNoteProposalResponse.SerializeToString,
             ),
             'GetProjectContext': grpc.unary_unary_rpc_method_handler(
                     servicer.GetProjectContext,
@@ -533,6 +623,141 @@ class MemoryService:
             '/switchboard.memory.v1.MemoryService/RecallNotes',
             switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesRequest.SerializeToString,
             switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RecallNotesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProposeNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/ProposeNote',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ProposeNoteRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ProposeNoteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetNoteProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/GetNoteProposal',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteProposalRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.GetNoteProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNoteProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/ListNoteProposals',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNoteProposalsRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.ListNoteProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptNoteProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/AcceptNoteProposal',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.AcceptNoteProposalRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.AcceptNoteProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RefuseNoteProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.memory.v1.MemoryService/RefuseNoteProposal',
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RefuseNoteProposalRequest.SerializeToString,
+            switchboard_dot_memory_dot_v1_dot_memory__service__pb2.RefuseNoteProposalResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,23 @@ class MemoryServiceStub:
     """Notes relevant to a query for a persona, best first: lexical (BM25) and
     embedding candidates fused by reciprocal rank fusion (k=60).
     """
+    ProposeNote: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ProposeNoteRequest, _memory_service_pb2.ProposeNoteResponse]
+    """An agent's proposal to promote knowledge into a project's memory (its
+    run's user must be an editor). In a project whose note policy is AUTO it
+    is accepted at once; otherwise it waits for a member's decision.
+    Idempotent on request_id.
+    """
+    GetNoteProposal: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetNoteProposalRequest, _memory_service_pb2.GetNoteProposalResponse]
+    """A proposal of a project the caller is a member of."""
+    ListNoteProposals: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListNoteProposalsRequest, _memory_service_pb2.ListNoteProposalsResponse]
+    """A project's proposals, newest first, filtered by state."""
+    AcceptNoteProposal: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.AcceptNoteProposalRequest, _memory_service_pb2.AcceptNoteProposalResponse]
+    """Writes the proposed note (or the update of its target note); editors and
+    owners. FAILED_PRECONDITION once decided, or when the target note
+    changed since the proposal (propose again).
+    """
+    RefuseNoteProposal: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RefuseNoteProposalRequest, _memory_service_pb2.RefuseNoteProposalResponse]
+    """Refuses it: nothing is written. Editors and owners."""
     GetProjectContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectContextRequest, _memory_service_pb2.GetProjectContextResponse]
     """NOT_FOUND until something writes the project's context."""
     UpdateProjectContext: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectContextRequest, _memory_service_pb2.UpdateProjectContextResponse]
@@ -132,6 +149,23 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Notes relevant to a query for a persona, best first: lexical (BM25) and
     embedding candidates fused by reciprocal rank fusion (k=60).
     """
+    ProposeNote: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ProposeNoteRequest, _memory_service_pb2.ProposeNoteResponse]  # type: ignore[assignment]
+    """An agent's proposal to promote knowledge into a project's memory (its
+    run's user must be an editor). In a project whose note policy is AUTO it
+    is accepted at once; otherwise it waits for a member's decision.
+    Idempotent on request_id.
+    """
+    GetNoteProposal: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetNoteProposalRequest, _memory_service_pb2.GetNoteProposalResponse]  # type: ignore[assignment]
+    """A proposal of a project the caller is a member of."""
+    ListNoteProposals: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListNoteProposalsRequest, _memory_service_pb2.ListNoteProposalsResponse]  # type: ignore[assignment]
+    """A project's proposals, newest first, filtered by state."""
+    AcceptNoteProposal: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.AcceptNoteProposalRequest, _memory_service_pb2.AcceptNoteProposalResponse]  # type: ignore[assignment]
+    """Writes the proposed note (or the update of its target note); editors and
+    owners. FAILED_PRECONDITION once decided, or when the target note
+    changed since the proposal (propose again).
+    """
+    RefuseNoteProposal: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RefuseNoteProposalRequest, _memory_service_pb2.RefuseNoteProposalResponse]  # type: ignore[assignment]
+    """Refuses it: nothing is written. Editors and owners."""
     GetProjectContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetProjectContextRequest, _memory_service_pb2.GetProjectContextResponse]  # type: ignore[assignment]
     """NOT_FOUND until something writes the project's context."""
     UpdateProjectContext: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UpdateProjectContextRequest, _memory_service_pb2.UpdateProjectContextResponse]  # type: ignore[assignment]
@@ -238,6 +272,53 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         """Notes relevant to a query for a persona, best first: lexical (BM25) and
         embedding candidates fused by reciprocal rank fusion (k=60).
         """
+
+    @_abc_1.abstractmethod
+    def ProposeNote(
+        self,
+        request: _memory_service_pb2.ProposeNoteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ProposeNoteResponse, _abc.Awaitable[_memory_service_pb2.ProposeNoteResponse]]:
+        """An agent's proposal to promote knowledge into a project's memory (its
+        run's user must be an editor). In a project whose note policy is AUTO it
+        is accepted at once; otherwise it waits for a member's decision.
+        Idempotent on request_id.
+        """
+
+    @_abc_1.abstractmethod
+    def GetNoteProposal(
+        self,
+        request: _memory_service_pb2.GetNoteProposalRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.GetNoteProposalResponse, _abc.Awaitable[_memory_service_pb2.GetNoteProposalResponse]]:
+        """A proposal of a project the caller is a member of."""
+
+    @_abc_1.abstractmethod
+    def ListNoteProposals(
+        self,
+        request: _memory_service_pb2.ListNoteProposalsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListNoteProposalsResponse, _abc.Awaitable[_memory_service_pb2.ListNoteProposalsResponse]]:
+        """A project's proposals, newest first, filtered by state."""
+
+    @_abc_1.abstractmethod
+    def AcceptNoteProposal(
+        self,
+        request: _memory_service_pb2.AcceptNoteProposalRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.AcceptNoteProposalResponse, _abc.Awaitable[_memory_service_pb2.AcceptNoteProposalResponse]]:
+        """Writes the proposed note (or the update of its target note); editors and
+        owners. FAILED_PRECONDITION once decided, or when the target note
+        changed since the proposal (propose again).
+        """
+
+    @_abc_1.abstractmethod
+    def RefuseNoteProposal(
+        self,
+        request: _memory_service_pb2.RefuseNoteProposalRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.RefuseNoteProposalResponse, _abc.Awaitable[_memory_service_pb2.RefuseNoteProposalResponse]]:
+        """Refuses it: nothing is written. Editors and owners."""
 
     @_abc_1.abstractmethod
     def GetProjectContext(
