@@ -399,6 +399,17 @@ class Collaborators:
             memory_service_pb2.CreateNoteResponse, await self._call("memory", "CreateNote", request, user)
         )
 
+    async def propose_note(
+        self, user: str, request_id: str, note: memory_pb2.Note, reason: str, run_id: str
+    ) -> memory_service_pb2.ProposeNoteResponse:
+        """A note an agent promotes on its own, for the project's review."""
+        request = memory_service_pb2.ProposeNoteRequest(
+            request_id=request_id, note=note, reason=reason, run_id=run_id
+        )
+        return cast(
+            memory_service_pb2.ProposeNoteResponse, await self._call("memory", "ProposeNote", request, user)
+        )
+
     async def project_context(self, user: str, project_id: str) -> str:
         """The project's shared context (CONTEXT.md), "" when none was written."""
         request = memory_service_pb2.GetProjectContextRequest(project_id=project_id)

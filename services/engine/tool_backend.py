@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from services.engine.remember import with_fact
 from services.engine.runs import AskSpec
-from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, SavedNote
+from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, ProposedNote, SavedNote
 from services.shared.errors import FailedPrecondition, InvalidArgument
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import memory_pb2, pages_pb2
@@ -83,6 +83,42 @@ class EngineToolBackend:
         saved = await self._collab.create_note(user, request_id, note)
         outcome = "merged" if saved.outcome == memory_pb2.SAVE_OUTCOME_MERGED else "created"
         return SavedNote(saved.note.id, saved.note.title, outcome)
+
+    async def propose_note(
+        self,
+        user: str,
+        request_id: str,
+        kind: str,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        reason: str = "",
+        run_id: str = "",
+        project_id: str = "",
+        agent: str = "",
+    ) -> ProposedNote:
+        """A proposal for ``project_id``'s members to review (accepted at once
+        in a project whose note policy is auto)."""
+        if kind not in NOTE_KINDS:
+            raise InvalidArgument(f"kind must be one of {sorted(NOTE_KINDS)}", field="kind")
+        note = memory_pb2.Note(
+            project_id=project_id,
+            kind=NOTE_KINDS[kind],
+            title=title,
+            body=body,
+            tags=list(tags),
+            author_agent_id=agent or self._requester,
+        )
+        response = await self._collab.propose_note(user, request_id, note, reason, run_id)
+        proposal = response.proposal
+        accepted = proposal.state == memory_pb2.NOTE_PROPOSAL_STATE_ACCEPTED
+        return ProposedNote(
+            proposal.id,
+            proposal.note.title,
+            "accepted" if accepted else "pending",
+            proposal.target_note.id,
+            response.note.id if accepted else "",
+        )
 
     async def propose_instruction_update(
         self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""

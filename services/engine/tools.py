@@ -94,6 +94,20 @@ class SavedNote:
 
 
 @dataclass(frozen=True)
+class ProposedNote:
+    """A note the agent promoted on its own: a proposal the project reviews,
+    or, in a project that accepts its agents' notes at once, a saved note."""
+
+    proposal_id: str
+    title: str
+    # "pending", or "accepted" (the note is ``note_id``).
+    state: str
+    # The existing note the proposal updates ("" for a new one).
+    target_note_id: str = ""
+    note_id: str = ""
+
+
+@dataclass(frozen=True)
 class InstructionProposal:
     """A proposed change of the active instruction page: nothing is written
     until the user accepts it. The engine shows it as a ``proposal`` event
@@ -133,6 +147,23 @@ class ToolBackend(Protocol):
         project_id: str = "",
     ) -> SavedNote:
         """Saves a durable note in ``project_id`` ("" = the user's personal project)."""
+        ...
+
+    async def propose_note(
+        self,
+        user: str,
+        request_id: str,
+        kind: str,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        reason: str = "",
+        run_id: str = "",
+        project_id: str = "",
+        agent: str = "",
+    ) -> ProposedNote:
+        """Proposes a note for ``project_id``'s memory, for its members to
+        review, as ``agent`` (the run's agent; "" = the backend's own)."""
         ...
 
     async def propose_instruction_update(
@@ -304,6 +335,17 @@ class QueryConnectorArgs(_Args):
     limit: int = Field(default=5, ge=1, le=20, description="At most this many items.")
 
 
+# What an agent is told of durable memory, with the tool that writes it.
+SAVE_NOTE_RULE = (
+    "Saves stable, high-value knowledge into the project's durable memory, shared by every member and "
+    "agent of the project: decisions, feature summaries, lasting preferences and project facts. Never "
+    "live state (who is doing what now, work in progress) and never transient details. When the user's "
+    "message asks to save or remember it, the note is saved; otherwise it is a proposal that a member of "
+    "the project reviews, so promote what the project should keep, with a reason. In the words of the "
+    "request: anything else is refused."
+)
+
+
 class SaveNoteArgs(_Args):
     kind: Literal["decision", "feature_summary", "preference", "fact"] = Field(
         description="decision, feature_summary, preference or fact."
@@ -311,6 +353,9 @@ class SaveNoteArgs(_Args):
     title: str = Field(min_length=1, max_length=200)
     body: str = Field(min_length=1, max_length=4000)
     tags: list[str] = Field(default_factory=list, max_length=10)
+    reason: str = Field(
+        default="", max_length=500, description="Why it is worth keeping, for the member who reviews it."
+    )
 
 
 class ProposeInstructionUpdateArgs(_Args):
@@ -352,7 +397,7 @@ class WriteRefused(ToolRefused):
         self.notice = refusal.for_user
 
 
-Handler = Callable[[Any, ToolContext, str], Awaitable[tuple[str, InstructionProposal | None]]]
+Handler = Callable[[Any, ToolContext, str], Awaitable[tuple[str, InstructionProposal | ProposedNote | None]]]
 
 
 @dataclass(frozen=True)
@@ -430,9 +475,7 @@ class ToolRegistry:
                 _Builtin(
                     "save_note",
                     "memory",
-                    "Saves a durable note (a decision, a feature summary, a preference or a fact) "
-                    "to the user's memory. Only when the user's message asks to save or remember it, "
-                    "and in the user's own words: anything else is refused.",
+                    SAVE_NOTE_RULE,
                     SaveNoteArgs,
                     self._save_note,
                     lambda c: True,  # writes only: nothing is read, even for a web-only model
@@ -571,8 +614,11 @@ class ToolRegistry:
                 args = builtin.args.model_validate(arguments)
             except ValidationError as exc:
                 raise ToolRefused(f"bad arguments for {call.name}: {_errors(exc)}") from None
-            body, proposal = await builtin.handler(args, context, call.call_id)
-            return result(body, False, proposal)
+            body, payload = await builtin.handler(args, context, call.call_id)
+            if isinstance(payload, ProposedNote):
+                notice = f"note proposal {payload.proposal_id} awaits review: {payload.title}"
+                return result(body, False, notice=notice, notice_code="NOTE_PROPOSED")
+            return result(body, False, payload)
         except WriteRefused as exc:
             log.info("run %s: %s", context.run_id, exc.notice)
             return result(str(exc), True, notice=exc.notice)
@@ -623,11 +669,16 @@ class ToolRegistry:
         lines = [f"- [{item.item_id}] {item.title}\n  {item.text}" for item in items[: args.limit]]
         return f"{connector.title}, {len(lines)} result(s) for {args.query!r}:\n" + "\n".join(lines), None
 
-    async def _save_note(self, args: SaveNoteArgs, context: ToolContext, call_id: str) -> tuple[str, None]:
+    async def _save_note(
+        self, args: SaveNoteArgs, context: ToolContext, call_id: str
+    ) -> tuple[str, ProposedNote | None]:
+        # Whatever it becomes, a note holds only the words of the run's
+        # request: content read in the run never reaches memory, not even
+        # as a proposal.
         _authorise(
             "save_note",
             context,
-            asked=asks_to_save(context.request),
+            asked=True,
             texts=[args.title, args.body, *args.tags],
             what="save anything to memory",
         )
@@ -635,11 +686,37 @@ class ToolRegistry:
         # named: backends written before projects keep working.
         project = {"project_id": context.project_id} if context.project_id else {}
         request_id = f"{context.run_id}:{call_id}"
-        note = await self._backend.save_note(
-            context.user, request_id, args.kind, args.title, args.body, args.tags, **project
+        kind = args.kind.replace("_", " ")
+        if asks_to_save(context.request):  # the user asked in so many words: saved
+            note = await self._backend.save_note(
+                context.user, request_id, args.kind, args.title, args.body, args.tags, **project
+            )
+            verb = "merged into the existing note" if note.outcome == "merged" else "saved as"
+            return f"The {kind} was {verb} {note.note_id}: {note.title}", None
+        # The agent promotes it on its own: the project's members review it.
+        proposed = await self._backend.propose_note(
+            context.user,
+            request_id,
+            args.kind,
+            args.title,
+            args.body,
+            args.tags,
+            reason=args.reason,
+            run_id=context.run_id,
+            agent=context.agent,
+            **project,
         )
-        verb = "merged into the existing note" if note.outcome == "merged" else "saved as"
-        return f"The {args.kind.replace('_', ' ')} was {verb} {note.note_id}: {note.title}", None
+        if proposed.state == "accepted":
+            return (
+                f"The {kind} was saved as {proposed.note_id} (this project accepts its agents' notes).",
+                None,
+            )
+        updates = f", as an update of note {proposed.target_note_id}" if proposed.target_note_id else ""
+        return (
+            f"The {kind} was proposed for the project's memory{updates} (proposal {proposed.proposal_id}); "
+            "a member of the project accepts or refuses it. Nothing is saved before.",
+            proposed,
+        )
 
     async def _propose_instruction_update(
         self, args: ProposeInstructionUpdateArgs, context: ToolContext, call_id: str

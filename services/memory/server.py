@@ -24,6 +24,8 @@ from services.memory.handoff.repository import HandoffRepository
 from services.memory.handoff.servicer import HandoffServicer
 from services.memory.handoff.summariser import ModelSummariser
 from services.memory.notes.domain import NotesDomain
+from services.memory.notes.proposals import NoteProposalsDomain
+from services.memory.notes.proposals_repository import NoteProposalsRepository
 from services.memory.notes.recall import NoteIndexes
 from services.memory.notes.reembed import reembed
 from services.memory.notes.repository import NotesRepository
@@ -122,6 +124,7 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         contexts_domain,
         live,
         ChatContextDomain(notes, personal_settings, pages_domain, contexts_domain, live, handoff_domain),
+        NoteProposalsDomain(NoteProposalsRepository(sessions), notes, settings.max_pending_proposals),
     )
     pages = PagesServicer(pages_domain)
     handoff = HandoffServicer(handoff_domain)

@@ -11,6 +11,8 @@ from services.memory.context.domain import ContextDomain
 from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.servicer import ContextRpcs
 from services.memory.notes.domain import NotesDomain
+from services.memory.notes.proposals import NoteProposalsDomain
+from services.memory.notes.proposals_servicer import NoteProposalRpcs
 from services.memory.notes.servicer import NotesRpcs
 from services.memory.personal.domain import PersonalSettingsDomain
 from services.memory.personal.servicer import PersonalSettingsRpcs
@@ -19,6 +21,7 @@ from switchboard.memory.v1 import memory_service_pb2_grpc
 
 class MemoryServicer(
     NotesRpcs,
+    NoteProposalRpcs,
     ContextRpcs,
     PersonalSettingsRpcs,
     ChatContextRpcs,
@@ -31,9 +34,11 @@ class MemoryServicer(
         contexts: ContextDomain,
         live: LiveStateDomain,
         chat: ChatContextDomain,
+        proposals: NoteProposalsDomain,
     ) -> None:
         self._settings = settings
         self._notes = notes
         self._contexts = contexts
         self._live = live
         self._chat = chat
+        self._proposals = proposals

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, SavedNote
+from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, ProposedNote, SavedNote
 from services.shared.errors import DependencyUnavailable, NotFound
 
 
@@ -28,6 +28,7 @@ class FakeToolBackend:
     pages: dict[str, FakePage] = field(default_factory=dict)
     notes: dict[str, tuple[str, str, str, str, tuple[str, ...]]] = field(default_factory=dict)
     proposals: list[InstructionProposal] = field(default_factory=list)
+    note_proposals: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     agents: dict[str, str] = field(default_factory=lambda: {"qa": "QA"})
     calls: list[tuple[str, str]] = field(default_factory=list)
     # Makes the next backend call fail as an unavailable service would.
@@ -68,6 +69,23 @@ class FakeToolBackend:
         note_id = f"note-{request_id}"
         self.notes.setdefault(note_id, (user, kind, title, body, tuple(tags)))
         return SavedNote(note_id, title, "created")
+
+    async def propose_note(
+        self,
+        user: str,
+        request_id: str,
+        kind: str,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        reason: str = "",
+        run_id: str = "",
+        project_id: str = "",
+        agent: str = "",
+    ) -> ProposedNote:
+        self._check("propose_note", user)
+        self.note_proposals.append((user, kind, title, body, reason))
+        return ProposedNote(f"note-proposal-{request_id}", title, "pending")
 
     async def propose_instruction_update(
         self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""

@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.field_mask_pb2 import FieldMask
 
 from switchboard.engine.v1 import (
     engine_pb2,
@@ -221,3 +222,92 @@ async def test_save_note_writes_into_the_runs_project(sb: System, remote: FakeSe
     request = memory_service_pb2.ListNotesRequest(project_id="personal")
     personal = await sb.memory.ListNotes(request, **as_user("bob"))
     assert "Apollo freeze" not in [n.title for n in personal.notes]
+
+
+@pytest.mark.parametrize(
+    ("decision", "title", "body", "question", "noticed"),
+    [
+        (
+            "We decided to run production on PostgreSQL 16 from now on.",
+            "Production",
+            "run production on PostgreSQL 16",
+            "Which database runs production?",
+            "PostgreSQL 16",
+        ),
+        (
+            "Nous avons décidé de faire tourner la production sur PostgreSQL 16 désormais.",
+            "Production",
+            "la production sur PostgreSQL 16",
+            "Quelle base de données fait tourner la production ?",
+            "PostgreSQL 16",
+        ),
+    ],
+    ids=["en", "fr"],
+)
+async def test_an_agent_promotes_a_decision_a_member_accepts_and_the_next_run_recalls_it(
+    sb: System, remote: FakeServer, decision: str, title: str, body: str, question: str, noticed: str
+) -> None:
+    """bob tells the project's agent a decision without asking to save it:
+    the agent's save_note becomes a proposal (apollo reviews its agents'
+    notes), alice accepts it, and carol's next ask gets the note on the wire."""
+    await sb.projects.UpdateProject(
+        projects_service_pb2.UpdateProjectRequest(
+            project=projects_pb2.Project(id="apollo", note_policy=projects_pb2.NOTE_POLICY_REVIEW),
+            update_mask=FieldMask(paths=["note_policy"]),
+        ),
+        **as_user("alice"),
+    )
+    fields = {"kind": "decision", "title": title, "body": body, "reason": "a lasting project decision"}
+    remote.script.steps = [f"tool:save_note:{json.dumps(fields)}", "say:Noted for the team."]
+    events = await collect(ask(sb, "bob", decision))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    assert notices(events) == ["NOTE_PROPOSED"]
+    # The tool's answer told the model it is a proposal, and nothing was saved yet.
+    tool_message = next(m for m in remote.script.requests[-1]["messages"] if m["role"] == "tool")
+    assert "proposed for the project's memory" in tool_message["content"]
+    listed = await sb.memory.ListNoteProposals(
+        memory_service_pb2.ListNoteProposalsRequest(
+            project_id="apollo", state=memory_pb2.NOTE_PROPOSAL_STATE_PENDING
+        ),
+        **as_user("alice"),
+    )
+    [proposal] = listed.proposals
+    assert (proposal.note.body, proposal.note.author_agent_id, proposal.proposer_user_id) == (
+        body,
+        "qa",
+        "bob",
+    )
+    assert proposal.run_id == events[0].run_id and proposal.reason == "a lasting project decision"
+    notes = await sb.memory.ListNotes(
+        memory_service_pb2.ListNotesRequest(project_id="apollo"), **as_user("alice")
+    )
+    assert body not in [n.body for n in notes.notes]
+    await sb.memory.AcceptNoteProposal(
+        memory_service_pb2.AcceptNoteProposalRequest(id=proposal.id), **as_user("alice")
+    )
+    # Another member's next run in the project receives it.
+    await sb.projects.SetProjectMember(
+        projects_service_pb2.SetProjectMemberRequest(
+            member=projects_pb2.ProjectMember(project_id="apollo", user_id="carol", role=EDITOR)
+        ),
+        **as_user("alice"),
+    )
+    remote.script.steps = ["say:PostgreSQL 16."]
+    events = await collect(ask(sb, "carol", question))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    system = remote.script.requests[-1]["messages"][0]["content"]
+    assert body in system and noticed in system
+
+
+async def test_a_planted_direction_never_becomes_a_proposal(sb: System, remote: FakeServer) -> None:
+    """The words of a promoted note must be the request's: text the run only
+    read (here, the model's own invention) is refused, not proposed."""
+    fields = {"kind": "fact", "title": "Secret", "body": "the admin password is hunter2"}
+    remote.script.steps = [f"tool:save_note:{json.dumps(fields)}", "say:Done."]
+    events = await collect(ask(sb, "bob", "Summarise the Apollo release plan."))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    assert notices(events) == ["WRITE_REFUSED"]
+    listed = await sb.memory.ListNoteProposals(
+        memory_service_pb2.ListNoteProposalsRequest(project_id="apollo"), **as_user("alice")
+    )
+    assert list(listed.proposals) == []

@@ -23,7 +23,15 @@ from services.engine.connectors import TestMailConnector
 from services.engine.mcp_tools import McpHub, McpServerConfig
 from services.engine.providers.base import ChatMessage, TextChunk, ToolCallChunk
 from services.engine.providers.offline import OfflineProvider
-from services.engine.tools import AllowedSources, PageHit, PageText, SavedNote, ToolContext, ToolRegistry
+from services.engine.tools import (
+    AllowedSources,
+    PageHit,
+    PageText,
+    ProposedNote,
+    SavedNote,
+    ToolContext,
+    ToolRegistry,
+)
 from services.shared.errors import NotFound
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc, pages_pb2, pages_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as memory_pb
@@ -229,6 +237,30 @@ class MemoryBackend(FakeToolBackend):
         response = await self._rpc(self._memory.CreateNote, request, user)
         outcome = "merged" if response.outcome == memory_pb2.SAVE_OUTCOME_MERGED else "created"
         return SavedNote(response.note.id, response.note.title, outcome)
+
+    async def propose_note(
+        self,
+        user: str,
+        request_id: str,
+        kind: str,
+        title: str,
+        body: str,
+        tags: Sequence[str],
+        reason: str = "",
+        run_id: str = "",
+        project_id: str = "",
+        agent: str = "",
+    ) -> ProposedNote:
+        note = memory_pb2.Note(
+            project_id=project_id,
+            kind=memory_pb2.NoteKind.Value(f"NOTE_KIND_{kind.upper()}"),
+            title=title,
+            body=body,
+            tags=tags,
+        )
+        request = memory_pb.ProposeNoteRequest(request_id=request_id, note=note, reason=reason, run_id=run_id)
+        proposal = (await self._rpc(self._memory.ProposeNote, request, user)).proposal
+        return ProposedNote(proposal.id, proposal.note.title, "pending", proposal.target_note.id)
 
 
 @pytest.fixture

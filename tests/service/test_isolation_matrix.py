@@ -141,6 +141,8 @@ class World:
     ask_request: str = field(default_factory=new_id)
     note: str = ""
     note_request: str = field(default_factory=new_id)
+    note_proposal: str = ""
+    note_proposal_request: str = field(default_factory=new_id)
     project: str = "alice-project"
     live_agent: str = "architect"
     page: str = ""
@@ -385,6 +387,40 @@ MATRIX: dict[str, list[Case]] = {
         ),
     ],
     "MemoryService.GetNote": [Case(_note, lambda w, x: M.GetNoteRequest(id=x))],
+    # A note proposal is its project's: the same rule as the project's notes.
+    "MemoryService.ProposeNote": [
+        Case(
+            lambda w: w.note_proposal_request,
+            lambda w, x: M.ProposeNoteRequest(
+                request_id=x,
+                note=memory_pb2.Note(
+                    kind=memory_pb2.NOTE_KIND_FACT, title=f"Plan {MARK}", body=f"Ship {MARK}."
+                ),
+            ),
+            None,
+        ),
+        Case(
+            _project,
+            lambda w, x: M.ProposeNoteRequest(
+                note=memory_pb2.Note(
+                    project_id=x, kind=memory_pb2.NOTE_KIND_FACT, title="ProposeNote", body="was here"
+                )
+            ),
+            missing=_random_project,
+        ),
+    ],
+    "MemoryService.GetNoteProposal": [
+        Case(lambda w: w.note_proposal, lambda w, x: M.GetNoteProposalRequest(id=x))
+    ],
+    "MemoryService.ListNoteProposals": [
+        Case(_project, lambda w, x: M.ListNoteProposalsRequest(project_id=x), missing=_random_project)
+    ],
+    "MemoryService.AcceptNoteProposal": [
+        Case(lambda w: w.note_proposal, lambda w, x: M.AcceptNoteProposalRequest(id=x))
+    ],
+    "MemoryService.RefuseNoteProposal": [
+        Case(lambda w: w.note_proposal, lambda w, x: M.RefuseNoteProposalRequest(id=x))
+    ],
     "MemoryService.UpdateNote": [
         Case(
             _note,
@@ -758,6 +794,19 @@ async def make_world(sb: System) -> World:
         **alice,
     )
     w.note = note.note.id
+    proposed = await sb.memory.ProposeNote(
+        M.ProposeNoteRequest(
+            request_id=w.note_proposal_request,
+            note=memory_pb2.Note(
+                project_id=w.project,
+                kind=memory_pb2.NOTE_KIND_FACT,
+                title=f"Proposed {MARK}",
+                body=f"Alice's agent proposes {MARK}.",
+            ),
+        ),
+        **alice,
+    )
+    w.note_proposal = proposed.proposal.id
     await sb.memory.UpdateProjectContext(
         M.UpdateProjectContextRequest(
             context=memory_pb2.ProjectContext(project_id=w.project, body=f"# {MARK}")

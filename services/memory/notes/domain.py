@@ -34,11 +34,11 @@ from services.memory.notes.lexical import (
     tags_of,
 )
 from services.memory.notes.models import Note
-from services.memory.notes.recall import Mode, NoteIndexes, Recalled, note_text
+from services.memory.notes.recall import Mode, NoteIndexes, ProjectIndex, Recalled, note_text
 from services.memory.notes.repository import ContentConflict, NoteFilter, NotesRepository
 from services.memory.projects.domain import Access, ProjectsDomain, Role
 from services.shared.audit import Actor
-from services.shared.embeddings import EmbedderName, embed, from_bytes, to_bytes
+from services.shared.embeddings import Embedder, EmbedderName, embed, from_bytes, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import Cursor, as_instant, as_text, page_of, page_request, same
@@ -277,6 +277,26 @@ class NotesDomain:
     @property
     def max_note_chars(self) -> int:
         return self._max_note_chars
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._indexes.embedder
+
+    @property
+    def embedder_name(self) -> str:
+        return self._indexes.embedder.name
+
+    async def index(self, project: str) -> ProjectIndex:
+        """The project's current recall index (its notes, hashes and vectors)."""
+        return await self._indexes.get(project)
+
+    async def note_by_id(self, note_id: str) -> Note | None:
+        """A note by id, with no access check: for a caller that checked it."""
+        return await self._repo.get_note(note_id)
+
+    async def replace_text(self, note: Note, fields: NoteFields) -> Note:
+        """Writes new text over a note (fields already cleaned), re-embedded."""
+        return await self._write(note, fields, await self._vector(fields))
 
     async def rewrite(self, note: Note, fields: NoteFields, source_hash: str) -> Note:
         """Replaces what an imported note says (fields already cleaned)."""

@@ -53,3 +53,45 @@ class Note(SQLModel, table=True):
     source_hash: str = Field(default="", max_length=64)
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
+
+
+class NoteProposalRow(SQLModel, table=True):
+    """Knowledge an agent proposed for a project's memory, waiting for a
+    member's decision (or decided). What it would update is kept as it was
+    when proposed: the diff a member reviews, and the check that the note has
+    not changed since."""
+
+    __tablename__ = "note_proposals"
+    __table_args__ = (
+        # Idempotency: a retried ProposeNote with the same request_id writes nothing.
+        UniqueConstraint("proposer_user_id", "request_id", name="uq_note_proposals_proposer_request"),
+        Index("ix_note_proposals_project_create", "project_id", "create_time", "id"),
+        Index("ix_note_proposals_project_state", "project_id", "state"),
+    )
+
+    id: str = Field(primary_key=True, max_length=36)
+    project_id: str = Field(max_length=128)
+    proposer_user_id: str = Field(max_length=128)
+    request_id: str | None = Field(default=None, max_length=128)
+    run_id: str = Field(default="", max_length=64)
+    author_agent_id: str = Field(default="", max_length=128)
+    kind: int = 0
+    title: str = ""
+    body: str = ""
+    tags_json: str = "[]"
+    reason: str = ""
+    # The note it would update ("" for a new one), as it was when proposed.
+    target_note_id: str = Field(default="", max_length=36)
+    target_kind: int = 0
+    target_title: str = ""
+    target_body: str = ""
+    target_tags_json: str = "[]"
+    target_update_time: datetime | None = None
+    match_reason: str = ""
+    # NoteProposalState of memory.proto.
+    state: int = 1
+    decided_by_user_id: str = Field(default="", max_length=128)
+    # The note written on acceptance; a claim token while it is being written.
+    result_note_id: str = Field(default="", max_length=64)
+    create_time: datetime = Field(default_factory=utcnow)
+    decide_time: datetime | None = None

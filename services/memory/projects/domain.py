@@ -135,8 +135,8 @@ class ProjectsDomain:
         """The project ``project_ref`` names for ``actor``, if ``actor`` may
         do what ``need`` allows in it."""
         user = actor.user
-        personal = is_personal_name(project_ref) or project_ref.strip() == personal_project_id(user)
-        if personal and not user.startswith(SERVICE_PREFIX):
+        names_personal = is_personal_name(project_ref) or project_ref.strip() == personal_project_id(user)
+        if names_personal and not user.startswith(SERVICE_PREFIX):
             personal = await self._personal(user)
             return Access(personal.id, Role.OWNER, user, personal.note_policy)
         ref = check_project_id(project_ref)

@@ -267,9 +267,9 @@ def upgrade() -> None:
         connection.execute(
             new_revisions.insert().values(project_id=mapping[(owner, name)][0], scope=scope, revision=count)
         )
-    for table in ("project_contexts", "live_state", "memory_revisions"):
-        op.drop_table(table)
-        op.rename_table(f"{table}_v7", table)
+    for name in ("project_contexts", "live_state", "memory_revisions"):
+        op.drop_table(name)
+        op.rename_table(f"{name}_v7", name)
 
 
 def downgrade() -> None:
