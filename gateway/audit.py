@@ -3,7 +3,8 @@
 
 The log lives where the actions happen, each written with its action: the
 router's table (skill catalog writes), the threads service's table (agent
-registry writes) and the tokens file's audit file (token creation,
+registry writes), the memory service's table (projects and their members)
+and the tokens file's audit file (token creation,
 revocation, role changes; the gateway has no database). This route merges
 them newest first, paged by keyset on (time, id) with the shared page-token
 helper: each source is asked for the events strictly older than the last
@@ -27,6 +28,7 @@ from services.shared.errors import InvalidArgument
 from services.shared.pagination import as_instant, as_text, page_of, page_request
 from services.shared.time import to_timestamp
 from switchboard.common.v1 import common_pb2
+from switchboard.memory.v1 import projects_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
@@ -75,7 +77,7 @@ async def _service_events(
     request: Request, user: str, before: Position | None, limit: int
 ) -> list[dict[str, Any]]:
     position = common_pb2.AuditPosition(time=to_timestamp(before[0]), id=before[1]) if before else None
-    router, threads = await asyncio.gather(
+    router, threads, projects = await asyncio.gather(
         rpc(
             request,
             deps.router_stub(request).ListAuditEvents,
@@ -88,8 +90,14 @@ async def _service_events(
             threads_service_pb2.ListAuditEventsRequest(page_size=limit, before=position),
             user,
         ),
+        rpc(
+            request,
+            deps.projects(request).ListAuditEvents,
+            projects_service_pb2.ListAuditEventsRequest(page_size=limit, before=position),
+            user,
+        ),
     )
-    return [message_dict(event) for event in (*router.events, *threads.events)]
+    return [message_dict(event) for event in (*router.events, *threads.events, *projects.events)]
 
 
 @router.get("/audit", response_model=responses.AuditPage, tags=["auth"])

@@ -95,6 +95,7 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         settings.max_note_chars,
         projects,
         settings.duplicate_cosine,
+        settings.max_project_note_chars,
     )
     personal_settings = PersonalSettingsDomain(personal)
     contexts_domain = ContextDomain(contexts, notes, settings.max_context_chars)

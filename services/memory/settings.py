@@ -31,7 +31,7 @@ class MemorySettings(ServiceSettings):
     # background (`python -m services.memory reembed` does it by hand).
     reembed_at_startup: bool = True
     # Cosine at or above which a new note is a near-duplicate of an existing
-    # one of the same owner and project. None: the embedder's default
+    # one of the same project. None: the embedder's default
     # (notes.DUPLICATE_COSINE).
     duplicate_cosine: float | None = Field(default=None, gt=0.0, le=1.0)
     # Cosine below which a note is not an embedding candidate of recall, so a
@@ -45,9 +45,12 @@ class MemorySettings(ServiceSettings):
     live_max_ttl: float = Field(default=86_400.0, gt=0.0)
     live_poll_interval: float = Field(default=0.1, gt=0.0, le=0.2)
     # Pages: longest title + body accepted (characters), and how many
-    # undecided proposals a page may have.
+    # undecided proposals a page (and a project's notes) may have.
     max_page_chars: int = Field(default=100_000, gt=0)
     max_pending_proposals: int = Field(default=50, gt=0)
+    # The most a project's durable notes may hold (titles and bodies, in
+    # characters), whoever writes them.
+    max_project_note_chars: int = Field(default=2_000_000, gt=0)
     # Handoff summaries fold the recorded entries every this many new entries
     # (and on rotation, and on request).
     handoff_checkpoint_every: int = Field(default=20, gt=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 import pytest
@@ -37,6 +38,11 @@ VIEWER, EDITOR, OWNER = (
     projects_pb2.PROJECT_ROLE_EDITOR,
     projects_pb2.PROJECT_ROLE_OWNER,
 )
+
+
+@pytest.fixture
+def memory_options() -> dict[str, Any]:
+    return {"max_project_note_chars": 400}
 
 
 @pytest.fixture
@@ -285,6 +291,42 @@ async def test_membership_changes_are_audited_for_admins(stubs: tuple[Stub, Proj
         ("alice", "project.member_role", "apollo", "bob as editor"),
         ("alice", "project.member_remove", "apollo", "bob"),
     ]
+
+
+async def test_a_projects_notes_have_a_size_quota_whoever_writes_them(
+    stubs: tuple[Stub, Projects], memory_channel: grpc.aio.Channel
+) -> None:
+    stub, _ = stubs
+    await create_projects(memory_channel, "alice", "apollo", bob="editor")
+    words = (
+        "amber birch cedar dune ember fjord grove heath islet jade karst lagoon marsh nectar "
+        "orchid pebble quartz ravine summit tundra umber valley willow xenon yarrow zephyr "
+        "anchor bridge canyon delta estuary forest glacier harbor inlet jungle kelp ledge "
+        "meadow north oasis prairie quarry reef savanna tide upland volcano wetland yucca"
+    ).split()
+
+    def text(n: int) -> str:  # 150 characters of words no other note has
+        return " ".join(words[n * 10 : n * 10 + 10] * 3)[:150]
+
+    def note(title: str, n: int, project_id: str = "apollo") -> pb.CreateNoteRequest:
+        return pb.CreateNoteRequest(note=decision(title, text(n), project_id))
+
+    first = (await stub.CreateNote(note("One", 0), **as_user("alice"))).note
+    await stub.CreateNote(note("Two", 1), **as_user("bob"))
+    quota = (grpc.StatusCode.RESOURCE_EXHAUSTED, "ERROR_REASON_QUOTA_EXCEEDED")
+    error = await expect_error(stub.CreateNote(note("Three", 2), **as_user("bob")), *quota)
+    assert "apollo" in (error.details() or "") and "400" in (error.details() or "")
+    grown = pb.UpdateNoteRequest(
+        note=memory_pb2.Note(id=first.id, body=text(0) + " " + text(3)), update_mask=FieldMask(paths=["body"])
+    )
+    await expect_error(stub.UpdateNote(grown, **as_user("alice")), *quota)
+    # A shorter text fits, and another project has its own room.
+    shorter = pb.UpdateNoteRequest(
+        note=memory_pb2.Note(id=first.id, body="amber birch"), update_mask=FieldMask(paths=["body"])
+    )
+    await stub.UpdateNote(shorter, **as_user("alice"))
+    await stub.CreateNote(note("Three", 2), **as_user("bob"))
+    await stub.CreateNote(note("Mine", 3, project_id=""), **as_user("bob"))
 
 
 async def _to_revision(url: str, revision: str) -> None:

@@ -18,6 +18,7 @@ from gateway.settings import GatewaySettings
 from gateway.tokens import audit_path
 from services.shared.time import to_timestamp
 from switchboard.common.v1 import common_pb2
+from switchboard.memory.v1 import projects_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
@@ -56,7 +57,7 @@ class FakeLog:
         return self._response(events=older[: request.page_size])
 
 
-async def test_three_logs_merge_newest_first_page_by_page(tmp_path: Path) -> None:
+async def test_four_logs_merge_newest_first_page_by_page(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
     tokens.write_text('{"tokens": []}')
     lines = [
@@ -74,7 +75,10 @@ async def test_three_logs_merge_newest_first_page_by_page(tmp_path: Path) -> Non
     threads = FakeLog(
         threads_service_pb2.ListAuditEventsResponse, [(3, "t3", "agent.create"), (6, "t6", "agent.update")]
     )
-    app.state.router, app.state.threads = router, threads
+    projects = FakeLog(
+        projects_service_pb2.ListAuditEventsResponse, [(7, "p7", "project.member_add")]
+    )
+    app.state.router, app.state.threads, app.state.projects = router, threads, projects
     headers = {"Authorization": "Bearer t-admin"}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
         seen: list[str] = []
@@ -89,12 +93,12 @@ async def test_three_logs_merge_newest_first_page_by_page(tmp_path: Path) -> Non
             token = page["next_page_token"]
             if not token:
                 break
-        assert seen == ["t6", "f2", "r4", "t3", "f1", "r1"] and pages == 3
+        assert seen == ["p7", "t6", "f2", "r4", "t3", "f1", "r1"] and pages == 4
         # Each page asked each service only for events older than the last one sent.
-        assert [r.before.id for r in router.asked] == ["", "f2", "t3"]
+        assert [r.before.id for r in router.asked] == ["", "t6", "r4", "f1"]
         everything = (await client.get("/api/audit", headers=headers)).json()["events"]
-        assert everything[1] == lines[1]
-        asked = len(router.asked) + len(threads.asked)
+        assert everything[2] == lines[1]
+        asked = len(router.asked) + len(threads.asked) + len(projects.asked)
         refused = await client.get("/api/audit", headers={"Authorization": "Bearer t-user"})
         assert refused.status_code == 403
-        assert len(router.asked) + len(threads.asked) == asked  # refused before any service is called
+        assert len(router.asked) + len(threads.asked) + len(projects.asked) == asked  # refused before any service is called

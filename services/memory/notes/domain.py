@@ -39,7 +39,7 @@ from services.memory.notes.repository import ContentConflict, NoteFilter, NotesR
 from services.memory.projects.domain import Access, ProjectsDomain, Role
 from services.shared.audit import Actor
 from services.shared.embeddings import Embedder, EmbedderName, embed, from_bytes, to_bytes
-from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, QuotaExceeded, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import Cursor, as_instant, as_text, page_of, page_request, same
 from services.shared.text import fold
@@ -157,8 +157,10 @@ class NotesDomain:
         max_note_chars: int,
         projects: ProjectsDomain,
         duplicate_cosine: float | None = None,
+        max_project_chars: int | None = None,
     ) -> None:
         self._repo = repository
+        self._max_project_chars = max_project_chars
         self.projects = projects
         self._indexes = indexes
         self._max_note_chars = max_note_chars
@@ -205,6 +207,7 @@ class NotesDomain:
             earlier = await self._repo.note_by_request(owner, request_id)
             if earlier is not None:  # a retry: the first call's answer
                 return Saved(earlier, merged=False)
+        await self._check_room(project, fields)
         vector = await self._vector(fields)
         duplicate = await self.find_duplicate(project, fields, vector)
         if duplicate is not None:
@@ -260,7 +263,20 @@ class NotesDomain:
         note = await self._write(current, merged, await self._vector(merged))
         return Saved(note, merged=True, reason=f"merged into note {existing.id}: {why}")
 
+    async def _check_room(self, project: str, fields: NoteFields, replacing: str = "") -> None:
+        """QuotaExceeded when the project's notes would hold more than its quota."""
+        if self._max_project_chars is None:
+            return
+        held = await self._repo.project_chars(project, exclude=replacing)
+        if held + len(fields.title) + len(fields.body) > self._max_project_chars:
+            raise QuotaExceeded(
+                f"project {project!r} holds {held} characters of notes; this note would pass its "
+                f"quota of {self._max_project_chars}: shorten or delete notes first",
+                field="note",
+            )
+
     async def _write(self, note: Note, fields: NoteFields, vector: bytes) -> Note:
+        await self._check_room(note.project_id, fields, replacing=note.id)
         note.kind, note.title, note.body = fields.kind, fields.title, fields.body
         note.tags_json = json.dumps(list(fields.tags), ensure_ascii=False)
         note.content_hash = content_hash(fields.title, fields.body)
