@@ -1,10 +1,12 @@
-"""Who may do what with an agent. The registry is visible to every user. An
-agent belongs to a project: the project's members read its thread (viewers
-and up) and ask it (editors and up), and so do the agent's own members (its
-owner included: a grant of its own, which is what keeps existing agents
-usable, since they moved into their owner's personal project, which has no
-other member). Only its owner or an admin changes it or its members. A
-refusal is PERMISSION_DENIED with the reason: the agent itself is no secret.
+"""Who may do what with an agent. An agent belongs to a project: the
+project's members read its thread (viewers and up) and ask it (editors and
+up), and so do the agent's own members (its owner included: a grant of its
+own, which is what keeps existing agents usable, since they moved into their
+owner's personal project, which has no other member). Only its owner or an
+admin changes it or its members. The agents of personal projects form the
+registry every user sees, and a refusal there is PERMISSION_DENIED with the
+reason; an agent of a shared project is NOT_FOUND to whoever is neither a
+member of the project nor of the agent, exactly like a missing one.
 
 Project membership lives in the memory service (ProjectsService, the one
 source of truth); it is consulted in one place, ``_project_role``, once per
@@ -72,6 +74,11 @@ def is_service(actor: Actor) -> bool:
     return actor.user.startswith(SERVICE_PREFIX)
 
 
+def is_shared(agent: Agent) -> bool:
+    """Whether the agent belongs to a shared project (not a personal one)."""
+    return bool(agent.project_id) and not agent.project_id.startswith(PERSONAL_PREFIX)
+
+
 class AgentAccess:
     def __init__(
         self,
@@ -84,9 +91,41 @@ class AgentAccess:
         # None: no memory service configured; only agent members have access.
         self._projects = projects
 
+    async def visible_agent(self, actor: Actor, agent_id: str) -> Agent:
+        """The agent, when ``actor`` may know it exists (see ``visible``);
+        NOT_FOUND otherwise, exactly as for an unknown id."""
+        agent = await self._repo.get_agent(agent_id) if agent_id else None
+        if agent is None or not await self.visible(actor, agent):
+            raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
+        return agent
+
+    async def visible(self, actor: Actor, agent: Agent, roles: dict[str, ProjectRole] | None = None) -> bool:
+        """Whether ``actor`` may know the agent exists. The agents of personal
+        projects form the registry every user sees (as before projects); an
+        agent of a shared project is its project's: a user who is neither a
+        member of that project nor of the agent finds it missing. Services
+        and admins see every agent. ``roles`` caches project roles over one
+        listing."""
+        if not is_shared(agent) or actor.is_admin or is_service(actor):
+            return True
+        if roles is not None and agent.project_id in roles:
+            role = roles[agent.project_id]
+        else:
+            role = await self._project_role(actor, agent)
+            if roles is not None:
+                roles[agent.project_id] = role
+        return role >= READ or await self._repo.is_member(agent.id, actor.user)
+
     async def agent(self, actor: Actor, agent_id: str) -> Agent:
         """The agent, claimed by ``actor`` (a user, not an admin) when it has
-        no owner yet; NOT_FOUND for an unknown id."""
+        no owner yet; NOT_FOUND for an unknown id, and for an agent of a
+        shared project the actor is no member of (nor of the agent)."""
+        agent = await self._claimed(actor, agent_id)
+        if is_shared(agent) and not await self.visible(actor, agent):
+            raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
+        return agent
+
+    async def _claimed(self, actor: Actor, agent_id: str) -> Agent:
         agent = await self._repo.get_agent(agent_id) if agent_id else None
         if agent is None:
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
@@ -101,8 +140,9 @@ class AgentAccess:
     async def require_member(self, actor: Actor, agent_id: str, need: ProjectRole = ASK) -> Agent:
         """The agent, when ``actor`` may use it as ``need`` says (READ its
         thread, ASK it): a service, a member of the agent, or a member of
-        its project with that role."""
-        agent = await self.agent(actor, agent_id)
+        its project with that role; NOT_FOUND for an agent of a shared
+        project the actor is in no way a member of."""
+        agent = await self._claimed(actor, agent_id)
         if is_service(actor) or await self._repo.is_member(agent_id, actor.user):
             return agent
         role = await self._project_role(actor, agent)
@@ -116,11 +156,11 @@ class AgentAccess:
                 agent_id=agent_id,
                 project_id=agent.project_id,
             )
-        shared = agent.project_id and not agent.project_id.startswith(PERSONAL_PREFIX)
-        also = f", or an owner of its project {agent.project_id!r} to add you to it" if shared else ""
+        if is_shared(agent) and not actor.is_admin:
+            raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
         raise PermissionDenied(
             f"{actor.user} is not a member of agent {agent_id!r}: ask its owner ({agent.owner_id}) "
-            f"or an admin to add you{also}",
+            "or an admin to add you",
             agent_id=agent_id,
         )
 

@@ -15,7 +15,7 @@ from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
 from services.shared.projects import MAX_PROJECT_ID_CHARS, PERSONAL_NAMES, personal_project_id
 from services.shared.time import utcnow
-from services.threads.access import ASK, READ, AgentAccess, ProjectDirectory
+from services.threads.access import ASK, READ, AgentAccess, ProjectDirectory, ProjectRole
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
 from services.threads.owners import ThreadOwner
 from services.threads.paging import read_page, view_fingerprint
@@ -101,16 +101,12 @@ class ThreadsDomain:
             return existing  # creating an existing agent is a no-op, like a retry
         return agent
 
-    # Registry reads (GetAgent, ListAgents) are open to every user, member
-    # of the agent's project or not: project membership is not consulted
-    # here, only when an agent's thread is read or the agent is asked
-    # (AgentAccess.require_member).
+    # Registry reads (GetAgent, ListAgents) show every agent of a personal
+    # project, and an agent of a shared project only to the members of that
+    # project or of the agent (AgentAccess.visible).
 
-    async def get_agent(self, agent_id: str) -> Agent:
-        agent = await self._repo.get_agent(agent_id) if agent_id else None
-        if agent is None:
-            raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
-        return agent
+    async def get_agent(self, actor: Actor, agent_id: str) -> Agent:
+        return await self.access.visible_agent(actor, agent_id)
 
     async def list_agents(
         self, actor: Actor, requested_size: int, token: str, project_id: str = ""
@@ -124,7 +120,11 @@ class ThreadsDomain:
             raise TooLarge(f"project_id is longer than {MAX_PROJECT_ID_CHARS} characters", field="project_id")
         size, after = page_request(requested_size, token, lambda cursor: as_text(cursor["after"]))
         rows = await self._repo.list_agents(after or "", size + 1, project_id)
-        return page_of(rows, size, lambda last: {"after": last.id})
+        page, next_token = page_of(rows, size, lambda last: {"after": last.id})
+        # One membership check per shared project of the page; a page may come
+        # out shorter than asked, its token still moves past what it hid.
+        roles: dict[str, ProjectRole] = {}
+        return [agent for agent in page if await self.access.visible(actor, agent, roles)], next_token
 
     async def update_agent(self, actor: Actor, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
         await self.access.require_manager(actor, agent_id, "changing the settings")
@@ -202,7 +202,7 @@ class ThreadsDomain:
         await self.access.require_member(actor, agent_id, READ)
         thread = await self._repo.live_agent_thread(agent_id)
         if thread is None:
-            await self.get_agent(agent_id)  # unknown agent: NOT_FOUND with the agent id
+            await self.get_agent(actor, agent_id)  # unknown agent: NOT_FOUND with the agent id
             raise NotFound(f"agent {agent_id!r} has no thread yet", agent_id=agent_id)
         return thread
 

@@ -164,7 +164,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def GetAgent(
         self, request: threads_service_pb2.GetAgentRequest, context: Context
     ) -> threads_service_pb2.GetAgentResponse:
-        agent = await self._domain.get_agent(request.agent_id)
+        agent = await self._domain.get_agent(actor(context), request.agent_id)
         return threads_service_pb2.GetAgentResponse(agent=agent_to_proto(agent))
 
     async def ListAgents(

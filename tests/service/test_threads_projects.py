@@ -120,8 +120,10 @@ async def test_creating_an_agent_in_a_project_needs_its_editor_or_owner(
     )
     assert (await create(stub, "carol", "qa", "apollo")).project_id == "apollo"
     assert (await create(stub, "alice", "architect", "apollo")).project_id == "apollo"
-    got = await stub.GetAgent(pb.GetAgentRequest(agent_id="qa"), **as_user("dave"))
+    got = await stub.GetAgent(pb.GetAgentRequest(agent_id="qa"), **as_user("bob"))
     assert got.agent.project_id == "apollo" and got.agent.owner == "carol"
+    # An agent of a shared project is its members' to see.
+    await expect_error(stub.GetAgent(pb.GetAgentRequest(agent_id="qa"), **as_user("dave")), *MISSING)
 
 
 async def test_list_agents_filters_by_project(stub: Stub, projects: Projects) -> None:
@@ -144,6 +146,9 @@ async def test_list_agents_filters_by_project(stub: Stub, projects: Projects) ->
 
     assert await listed("bob", "apollo", page_size=1) == ["architect", "qa"]
     assert await listed("bob") == ["architect", "mine", "notes", "qa"]
+    # carol is no member of apollo: its agents are not hers to see.
+    assert await listed("carol") == ["mine", "notes"]
+    assert await listed("carol", "apollo") == []
     assert await listed("bob", "personal") == ["notes"]
     assert await listed("alice", "default") == ["mine"]
     assert await listed("alice", personal_project_id("bob")) == ["notes"]
@@ -168,10 +173,21 @@ async def test_a_projects_viewers_read_an_agents_thread_and_its_editors_ask_it(
     assert "editors and owners ask it" in (error.details() or "")
     # alice owns the project (not the agent): she asks it.
     await ask(stub, "alice", thread, "Which tests fail?")
-    # dave belongs to neither the agent nor its project.
-    error = await expect_error(read(stub, "dave", "qa"), *DENIED)
-    assert "is not a member of agent 'qa'" in (error.details() or "")
-    assert "project 'apollo'" in (error.details() or "")
+    # dave belongs to neither the agent nor its project: it reads like a
+    # missing agent, everywhere.
+    for call in (
+        read(stub, "dave", "qa"),
+        ensure(stub, "dave", "qa"),
+        stub.GetAgent(pb.GetAgentRequest(agent_id="qa"), **as_user("dave")),
+        stub.ListAgentMembers(pb.ListAgentMembersRequest(agent_id="qa"), **as_user("dave")),
+        stub.ExportAgentThread(pb.ExportAgentThreadRequest(agent_id="qa"), **as_user("dave")),
+    ):
+        error = await expect_error(call, *MISSING)
+        assert error.details() == "agent 'qa' not found"
+    assert "qa" not in [
+        a.id for a in (await stub.ListAgents(pb.ListAgentsRequest(), **as_user("dave"))).agents
+    ]
+    assert [a.id for a in (await stub.ListAgents(pb.ListAgentsRequest(), **as_user("bob"))).agents] == ["qa"]
 
     # Nothing is cached: a promotion and a removal count at the next call.
     await set_role(projects, "bob", EDITOR)
@@ -181,7 +197,7 @@ async def test_a_projects_viewers_read_an_agents_thread_and_its_editors_ask_it(
         projects_service_pb2.RemoveProjectMemberRequest(project_id="apollo", user_id="bob"),
         **as_user("alice"),
     )
-    await expect_error(read(stub, "bob", "qa"), *DENIED)
+    await expect_error(read(stub, "bob", "qa"), *MISSING)
 
 
 async def test_agent_members_keep_their_access_outside_the_project(stub: Stub) -> None:
