@@ -70,6 +70,12 @@ class ProjectDirectory(Protocol):
     async def check(self, actor: Actor, project_id: str) -> ProjectGrant | None: ...
 
 
+def _a(role: ProjectRole) -> str:
+    """ "a viewer", "an editor", "an owner"."""
+    name = role.name.lower()
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def is_service(actor: Actor) -> bool:
     return actor.user.startswith(SERVICE_PREFIX)
 
@@ -150,7 +156,7 @@ class AgentAccess:
             return agent
         if role >= READ:
             raise PermissionDenied(
-                f"{actor.user} is a {role.name.lower()} of project {agent.project_id!r}: viewers read "
+                f"{actor.user} is {_a(role)} of project {agent.project_id!r}: viewers read "
                 f"agent {agent_id!r}'s thread, editors and owners ask it; ask a project owner "
                 "to make you an editor",
                 agent_id=agent_id,
@@ -203,7 +209,7 @@ class AgentAccess:
             raise NotFound(f"project {project_id!r} not found", project_id=project_id)
         if grant.role < ASK:
             raise PermissionDenied(
-                f"{actor.user} is a {grant.role.name.lower()} of project {project_id!r}: creating "
+                f"{actor.user} is {_a(grant.role)} of project {project_id!r}: creating "
                 "its agents is for its editors and owners",
                 project_id=project_id,
             )

@@ -59,6 +59,12 @@ ROLE_NAMES = {Role.VIEWER: "viewer", Role.EDITOR: "editor", Role.OWNER: "owner"}
 NOTE_POLICIES = frozenset({1, 2})  # review, auto
 
 
+def role_phrase(role: Role) -> str:
+    """ "a viewer", "an editor", "an owner"."""
+    name = ROLE_NAMES[role]
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 @dataclass(frozen=True)
 class Access:
     """A project resolved for a caller: its id and the caller's role."""
@@ -151,7 +157,7 @@ class ProjectsDomain:
             raise NotFound(f"project {ref!r} not found", field="project_id")
         if role < need:
             raise PermissionDenied(
-                f"{user} is a {ROLE_NAMES[Role(role)]} of project {project.id!r}; "
+                f"{user} is {role_phrase(Role(role))} of project {project.id!r}; "
                 f"this needs the {ROLE_NAMES[need]} role",
                 project_id=project.id,
             )
