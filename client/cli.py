@@ -8,6 +8,7 @@
     switchboard context import FOLDER                    a project folder's .ideai files
     switchboard projects list|create|show|update|members|add-member|remove-member
                                                          projects and their members
+    switchboard proposals list|show|accept|refuse        notes agents propose for the project's memory
     switchboard schedules list|create|show|pause|resume|delete   scheduled runs
     switchboard skills list / models list                the catalogs
     switchboard mcp                                      Switchboard's MCP tools over stdio
@@ -32,7 +33,17 @@ from pydantic import ValidationError
 
 from client import exits, messages
 from client.api import Api, ApiRefusal
-from client.commands import Context, UsageError, chosen_project, projects, registry, runs, schedules, threads
+from client.commands import (
+    Context,
+    UsageError,
+    chosen_project,
+    projects,
+    proposals,
+    registry,
+    runs,
+    schedules,
+    threads,
+)
 from client.messages import say
 from client.output import Output
 from client.settings import PROJECT_PATTERN, ClientSettings, load_settings
@@ -104,6 +115,7 @@ def parser() -> argparse.ArgumentParser:
     threads.add(commands, common)
     schedules.add(commands, common)
     projects.add(commands, common)
+    proposals.add(commands, common)
     mcp = commands.add_parser(
         "mcp",
         help="serve Switchboard's tools to an agent CLI over MCP (stdio)",

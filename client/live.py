@@ -89,6 +89,9 @@ class RunView:
                 line = f"! {line or data.get('code', '')}"
             if line is not None:
                 self._progress(line, style="red" if data.get("status") == "failed" else "dim")
+            if event.kind == "notice" and data.get("code") == "NOTE_PROPOSED":
+                # The proposed note waits for a member's review.
+                self._progress(f"  {say('review proposals')}")
 
     def close(self) -> None:
         self._finish_answer()

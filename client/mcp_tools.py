@@ -46,10 +46,13 @@ INSTRUCTIONS = (
     "that agent's shared thread, with you as the requester); read an agent's thread with read_thread; "
     "say what you are doing with set_live_state. Save a durable note only when the user asked for it, "
     "in the user's own words (save_note). Notes, recall and live state belong to a project: "
-    "list_projects gives yours and your role; omit project_id for this server's project. / "
+    "list_projects gives yours and your role; omit project_id for this server's project. Notes agents "
+    "propose wait for a member's review (list_note_proposals; editors accept_note_proposal or "
+    "refuse_note_proposal). / "
     "Switchboard fait tourner les agents du projet : ask_agent pose une question à un autre agent, "
     "read_thread lit son fil, save_note enregistre une note quand l'utilisateur l'a demandé, avec "
-    "ses mots ; notes, rappel et état en direct appartiennent à un projet (list_projects)."
+    "ses mots ; notes, rappel et état en direct appartiennent à un projet (list_projects) ; les notes "
+    "proposées par les agents attendent la relecture d'un membre (list_note_proposals)."
 )
 
 AgentId = Annotated[str, Field(description="an agent's id, as list_agents gives it (e.g. architect)")]
@@ -64,7 +67,8 @@ ProjectId = Annotated[
 ]
 NoteKind = Literal["decision", "feature_summary", "preference", "fact"]
 # Hints for the client (which calls to confirm): reads change nothing; an ask
-# and a note add to a thread or to memory; a live state replaces the last one.
+# and a note add to a thread or to memory, refusing a note proposal decides
+# it; a live state replaces the last one.
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
@@ -72,6 +76,15 @@ WRITES = ToolAnnotations(
 REPLACES = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
+# Accepting a note proposal may rewrite the note it targets.
+ACCEPTS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+ProposalId = Annotated[
+    str,
+    Field(description="a note proposal's id, as list_note_proposals gives it", min_length=1, max_length=128),
+]
+ProposalState = Literal["", "pending", "accepted", "refused"]
 
 
 def tool_error(refusal: ApiRefusal) -> ToolError:
@@ -240,6 +253,39 @@ def build_server(api_for: ApiFor) -> MCPServer:
         if not query.strip():
             raise tool_error(ApiRefusal(400, "INVALID_ARGUMENT", "query must not be blank"))
         return await call(ctx, "GET", "/notes", params={"q": query, **project_of(ctx, project_id)})
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_note_proposals(
+        ctx: Context,
+        project_id: ProjectId = "",
+        state: Annotated[ProposalState, Field(description="only this state; '' = every state")] = "",
+    ) -> dict[str, Any]:
+        """The notes agents proposed for a project's memory, newest first: each with the proposed
+        note, the reason, the note it would update (target_note, or null for a new note) and the
+        diff. Pending ones wait for an editor or owner to accept or refuse them."""
+        proposals: list[dict[str, Any]] = []
+        token = ""
+        params = {**project_of(ctx, project_id), **({"state": state} if state else {})}
+        while True:
+            page = await call(
+                ctx, "GET", "/note-proposals", params={**params, "page_size": 500, "page_token": token}
+            )
+            proposals.extend(page.get("proposals", []))
+            token = page.get("next_page_token", "")
+            if not token:
+                return {"proposals": proposals}
+
+    @server.tool(annotations=ACCEPTS)
+    async def accept_note_proposal(id: ProposalId, ctx: Context) -> dict[str, Any]:
+        """Accepts a pending note proposal: its note is written into the project's memory, or the
+        note it targets is updated with it. Needs the editor or owner role; a proposal decided
+        already, or whose target note changed since, is refused (FAILED_PRECONDITION)."""
+        return await call(ctx, "POST", f"/note-proposals/{segment(id)}/accept")
+
+    @server.tool(annotations=WRITES)
+    async def refuse_note_proposal(id: ProposalId, ctx: Context) -> dict[str, Any]:
+        """Refuses a pending note proposal: nothing is written. Needs the editor or owner role."""
+        return await call(ctx, "POST", f"/note-proposals/{segment(id)}/refuse")
 
     @server.tool(annotations=REPLACES)
     async def set_live_state(

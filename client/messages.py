@@ -127,8 +127,24 @@ TEXTS: dict[str, tuple[str, str]] = {
     ),
     "member set": ("{user} is {role} of {project}", "{user} est {role} de {project}"),
     "member removed": ("{user} is no longer a member of {project}", "{user} n'est plus membre de {project}"),
+    # `proposals …`: notes agents propose for a project's memory.
+    "new note": ("a new note", "une nouvelle note"),
+    "no change": ("(no change)", "(aucun changement)"),
+    "proposal accepted": (
+        "accepted proposal {id}: note {note} ({title}) is in the project's memory",
+        "proposition {id} acceptée : la note {note} ({title}) est dans la mémoire du projet",
+    ),
+    "proposal refused": (
+        "refused proposal {id}: nothing was written",
+        "proposition {id} refusée : rien n'a été écrit",
+    ),
+    "review proposals": (
+        "review it: switchboard proposals list --state pending",
+        "à examiner : switchboard proposals list --state pending",
+    ),
 }
-# `runs show` and `projects show`: the fields of a run's record and of a project.
+# `runs show`, `projects show` and `proposals show`: the fields of a run's
+# record, of a project and of a note proposal.
 FIELDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run"),
     "status": ("status", "statut"),
@@ -149,6 +165,17 @@ FIELDS: dict[str, tuple[str, str]] = {
     "note policy": ("agents' notes", "notes des agents"),
     "owner": ("owner", "propriétaire"),
     "created": ("created", "création"),
+    # `proposals show`: a note proposal's fields.
+    "proposal": ("proposal", "proposition"),
+    "state": ("state", "état"),
+    "kind": ("kind", "type"),
+    "title": ("title", "titre"),
+    "proposed by": ("proposed by", "proposée par"),
+    "reason": ("reason", "raison"),
+    "updates": ("updates", "met à jour"),
+    "matched": ("matched", "rapprochement"),
+    "decided by": ("decided by", "décidée par"),
+    "note written": ("note written", "note écrite"),
 }
 
 _french = False

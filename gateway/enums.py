@@ -42,6 +42,8 @@ CHAT_MODES = EnumNames(memory_pb2.ChatMode)
 DIFF_LINE_KINDS = EnumNames(pages_pb2.DiffLineKind)
 # No state ("") in a request is UNSPECIFIED: proposals in any state.
 PROPOSAL_STATES = EnumNames(pages_pb2.ProposalState)
+# A note proposal's state; none in a request: every state.
+NOTE_PROPOSAL_STATES = EnumNames(memory_pb2.NoteProposalState)
 INSTRUCTION_PAGE_STATES = EnumNames(pages_pb2.InstructionPageState)
 # A caller's role in a project: viewer, editor, owner.
 PROJECT_ROLES = EnumNames(projects_pb2.ProjectRole)

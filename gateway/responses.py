@@ -627,6 +627,33 @@ class ProposalDecided(Body):
     page: Page | None = Field(default=None, description="after accept: the page with its new version")  # type: ignore[valid-type]
 
 
+# Note proposals: an agent's note for a project's memory, for a member to review.
+NoteProposal = proto_model(
+    memory_pb2.NoteProposal.DESCRIPTOR,
+    "NoteProposal",
+    note=required(Note, "as the notes routes render a note; no id until accepted"),
+    target_note=required(Note | None, "null for a new note"),
+    diff=required(TextDiff, ""),
+    state=_short(enums.NOTE_PROPOSAL_STATES),
+)
+
+
+class NoteProposalList(Body):
+    """A page of a project's note proposals, newest first."""
+
+    proposals: list[NoteProposal] = Field(description="the proposals of this page of results")  # type: ignore[valid-type]
+    next_page_token: str = Field(description=NEXT_PAGE)
+
+
+class NoteProposalDecided(Body):
+    """A note proposal after a member's decision."""
+
+    proposal: NoteProposal = Field(description="the proposal, accepted or refused")  # type: ignore[valid-type]
+    note: Note | None = Field(  # type: ignore[valid-type]
+        default=None, description="after accept: the note written, or the target note updated"
+    )
+
+
 # The project: context, import, live state.
 ProjectContext = proto_model(memory_pb2.ProjectContext.DESCRIPTOR)
 ImportItem = proto_model(

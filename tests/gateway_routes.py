@@ -12,7 +12,8 @@ from typing import Any
 # {r} run, {s} skill, {p} page, {q} proposal, {n} note, {v} version,
 # {h} schedule, {j} a project of alice's that bob is no member of (a
 # non-member is 404 exactly like for a missing project), {u} a member's user
-# id (alice's, the same in both calls). Status 404 unless given.
+# id (alice's, the same in both calls), {o} a note proposal of that
+# project. Status 404 unless given.
 MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/conversations/{c}", None),
     ("PATCH", "/api/agent/conversations/{c}", {"title": "mine now"}),
@@ -67,6 +68,11 @@ MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/api/agent/live-state?project_id={j}", None),
     ("PUT", "/api/agent/live-state/qa?project_id={j}", {"activity": "Bob was here"}),
     ("DELETE", "/api/agent/live-state/qa?project_id={j}", None),
+    # A project's note proposals: listed by the project, named by their id.
+    ("GET", "/api/agent/note-proposals?project_id={j}", None),
+    ("GET", "/api/agent/note-proposals/{o}", None),
+    ("POST", "/api/agent/note-proposals/{o}/accept", None),
+    ("POST", "/api/agent/note-proposals/{o}/refuse", None),
 ]
 
 
@@ -101,4 +107,5 @@ PATH_IDS = {
     "{h}": "{schedule_id}",
     "{j}": "{project_id}",
     "{u}": "{user_id}",
+    "{o}": "{proposal_id}",
 }

@@ -53,7 +53,14 @@ function showView(hash) {
 // Another project chosen: the view shown is drawn anew from that project
 // (a note's #memory/<id> is not carried over).
 function reenterView() {
-  for (const id of ["memory-status", "registry-status", "agent-status", "live-status", "import-result"])
+  for (const id of [
+    "memory-status",
+    "note-proposals-status",
+    "registry-status",
+    "agent-status",
+    "live-status",
+    "import-result",
+  ])
     $(id).replaceChildren();
   const { enter, leave } = VIEWS[current] || {};
   leave?.();

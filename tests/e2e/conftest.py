@@ -37,7 +37,7 @@ from tests.fakes.llm_server import FakeServer, openai_app, serve
 from tests.processes import launcher_ready, start_launcher, stop_popen
 
 ROOT = Path(__file__).resolve().parents[2]
-USERS = ("alice", "bob", "root")
+USERS = ("alice", "bob", "carol", "root")
 # Users whose tokens carry the admin role (the others are plain users).
 ADMINS = ("root",)
 # Modules that can share one system; each takes the next namespace of users.

@@ -19,7 +19,13 @@ import httpx
 import pytest
 
 from services.shared.identity import user_metadata
-from switchboard.memory.v1 import pages_service_pb2, pages_service_pb2_grpc
+from switchboard.memory.v1 import (
+    memory_pb2,
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+    pages_service_pb2,
+    pages_service_pb2_grpc,
+)
 from tests.e2e.conftest import Launched
 from tests.e2e.sse import SseEvent, read_events
 from tests.gateway_routes import MATRIX
@@ -39,6 +45,7 @@ class World:
     note: str
     schedule: str
     project: str
+    note_proposal: str
 
 
 def client_for(launched: Launched, user: str) -> httpx.Client:
@@ -73,6 +80,28 @@ def propose(launched: Launched, page_id: str, body: str) -> str:
             metadata=user_metadata(launched.user("alice")),
             timeout=10,
         )
+    return str(response.proposal.id)
+
+
+def propose_note(launched: Launched, project_id: str, title: str, body: str) -> str:
+    """A pending note proposal in alice's project, as a run of hers makes one."""
+    with grpc.insecure_channel(f"127.0.0.1:{launched.ports['memory']}") as channel:
+        response = memory_service_pb2_grpc.MemoryServiceStub(channel).ProposeNote(
+            memory_service_pb2.ProposeNoteRequest(
+                request_id=str(uuid.uuid4()),
+                note=memory_pb2.Note(
+                    project_id=project_id,
+                    kind=memory_pb2.NOTE_KIND_DECISION,
+                    title=title,
+                    body=body,
+                    author_agent_id="qa",
+                ),
+                reason="the team decided it in this conversation",
+            ),
+            metadata=user_metadata(launched.user("alice")),
+            timeout=10,
+        )
+    assert response.proposal.state == memory_pb2.NOTE_PROPOSAL_STATE_PENDING, response
     return str(response.proposal.id)
 
 
@@ -111,6 +140,9 @@ def world(launched: Launched, alice: httpx.Client) -> World:
             "PUT" if "notes" not in path else "POST", path, params={"project_id": "alice-supplies"}, json=body
         )
         assert written.is_success, written.text
+    note_proposal = propose_note(
+        launched, "alice-supplies", "Invoices", "Invoices are approved by two people."
+    )
     return World(
         conversation,
         final["run_id"],
@@ -120,6 +152,7 @@ def world(launched: Launched, alice: httpx.Client) -> World:
         note.json()["note"]["id"],
         schedule.json()["id"],
         "alice-supplies",
+        note_proposal,
     )
 
 
@@ -372,6 +405,53 @@ def test_an_instruction_page_is_edited_into_versions_and_restored(alice: httpx.C
     assert versions[0]["restored_from_version"] == created["version"]
 
 
+def test_note_proposals_are_listed_read_and_decided(
+    launched: Launched, alice: httpx.Client, world: World
+) -> None:
+    pending = alice.get(
+        "/api/agent/note-proposals", params={"project_id": world.project, "state": "pending"}
+    ).json()["proposals"]
+    assert world.note_proposal in {p["id"] for p in pending}
+    assert world.note_proposal not in {
+        p["id"] for p in alice.get("/api/agent/note-proposals").json()["proposals"]
+    }  # not in the personal project
+    one = alice.get(f"/api/agent/note-proposals/{world.note_proposal}").json()
+    assert (one["state"], one["note"]["kind"], one["note"]["author_agent_id"]) == (
+        "pending",
+        "decision",
+        "qa",
+    )
+    assert one["target_note"] is None and one["diff"]["added_lines"] >= 1
+    assert one["proposer_user_id"] == launched.user("alice")
+
+    # The project's note in other case and punctuation: the proposal updates it.
+    update = propose_note(launched, world.project, "Supplier", "the supplier is ACME!")
+    proposal = alice.get(f"/api/agent/note-proposals/{update}").json()
+    target = proposal["target_note"]
+    assert target["title"] == "Supplier" and target["kind"] == "fact" and proposal["match_reason"]
+    assert [line["kind"] for hunk in proposal["diff"]["hunks"] for line in hunk["lines"]].count("added") == 1
+    accepted = alice.post(f"/api/agent/note-proposals/{update}/accept")
+    assert accepted.status_code == 200, accepted.text
+    decided = accepted.json()
+    assert decided["proposal"]["state"] == "accepted"
+    assert decided["proposal"]["decided_by_user_id"] == launched.user("alice")
+    assert decided["note"]["id"] == target["id"] == decided["proposal"]["result_note_id"]
+    assert decided["note"]["body"] == "the supplier is ACME!"
+    # Deciding twice is a conflict with the proposal's state: 409.
+    twice = alice.post(f"/api/agent/note-proposals/{update}/refuse")
+    assert twice.status_code == 409 and twice.json()["error"]["code"] == "FAILED_PRECONDITION"
+
+    refused_id = propose_note(launched, world.project, "Parking", "Visitors park behind building B.")
+    refused = alice.post(f"/api/agent/note-proposals/{refused_id}/refuse").json()
+    assert refused["proposal"]["state"] == "refused" and "note" not in refused
+    listed = alice.get(
+        "/api/agent/note-proposals", params={"project_id": world.project, "state": "refused"}
+    ).json()["proposals"]
+    assert [p["id"] for p in listed] == [refused_id]
+    notes = alice.get("/api/agent/notes", params={"project_id": world.project}).json()["notes"]
+    assert "Parking" not in {n["title"] for n in notes}
+
+
 def test_notes_are_written_searched_edited_and_deleted(alice: httpx.Client) -> None:
     saved = alice.post(
         "/api/agent/notes",
@@ -428,6 +508,7 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
         "h": world.schedule,
         "j": world.project,
         "u": "alice",
+        "o": world.note_proposal,
     }
     missing = {key: MISSING for key in alices} | {"s": world.skill, "v": "1", "u": "alice"}
     theirs = bob.request(method, fill(path, alices), json=fill(body, alices))
@@ -445,7 +526,7 @@ def test_bob_gets_404_with_alices_ids_exactly_as_for_missing_ones(
         world.page, "ID"
     ).replace(world.proposals[0], "ID").replace(world.note, "ID").replace(world.schedule, "ID").replace(
         world.project, "ID"
-    ) == nobody.json()["error"]["message"].replace(MISSING, "ID")
+    ).replace(world.note_proposal, "ID") == nobody.json()["error"]["message"].replace(MISSING, "ID")
 
 
 def test_bobs_lists_never_show_alices_objects(bob: httpx.Client, alice: httpx.Client, world: World) -> None:

@@ -75,9 +75,7 @@ async def test_four_logs_merge_newest_first_page_by_page(tmp_path: Path) -> None
     threads = FakeLog(
         threads_service_pb2.ListAuditEventsResponse, [(3, "t3", "agent.create"), (6, "t6", "agent.update")]
     )
-    projects = FakeLog(
-        projects_service_pb2.ListAuditEventsResponse, [(7, "p7", "project.member_add")]
-    )
+    projects = FakeLog(projects_service_pb2.ListAuditEventsResponse, [(7, "p7", "project.member_add")])
     app.state.router, app.state.threads, app.state.projects = router, threads, projects
     headers = {"Authorization": "Bearer t-admin"}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
@@ -101,4 +99,5 @@ async def test_four_logs_merge_newest_first_page_by_page(tmp_path: Path) -> None
         asked = len(router.asked) + len(threads.asked) + len(projects.asked)
         refused = await client.get("/api/audit", headers={"Authorization": "Bearer t-user"})
         assert refused.status_code == 403
-        assert len(router.asked) + len(threads.asked) + len(projects.asked) == asked  # refused before any service is called
+        # Refused before any service is called.
+        assert len(router.asked) + len(threads.asked) + len(projects.asked) == asked

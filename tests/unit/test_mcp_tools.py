@@ -236,8 +236,15 @@ async def test_the_tools_say_which_calls_only_read() -> None:
         "recall": True,
         "live_state": True,
         "run_status": True,
+        "list_note_proposals": True,
         "ask_agent": False,
         "save_note": False,
         "set_live_state": False,
+        "accept_note_proposal": False,
+        "refuse_note_proposal": False,
     }
+    # Accepting may rewrite the note a proposal targets; refusing writes nothing but the decision.
+    accept, refuse = tools["accept_note_proposal"].annotations, tools["refuse_note_proposal"].annotations
+    assert accept is not None and accept.destructive_hint is True
+    assert refuse is not None and refuse.destructive_hint is False
     assert "request" in tools["save_note"].input_schema["required"]  # the write guard's message

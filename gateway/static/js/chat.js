@@ -6,6 +6,7 @@
 import { API, $, el, followRun, followToEnd, guard, json } from "./core.js";
 import { language, t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
+import { diffLines } from "./diff.js";
 import { errorCause, noticeView } from "./notices.js";
 import { helpToggle } from "./help.js";
 import { takeForced } from "./composer.js";
@@ -561,11 +562,7 @@ export function proposalView(event) {
   // The structured diff (hunks of added/removed/context lines) reads better than the raw one.
   json(`/proposals/${event.proposal_id}`).then(
     (proposal) => {
-      const lines = proposal.diff.hunks.flatMap((h) => h.lines);
-      const mark = { added: "+ ", removed: "- ", context: "  " };
-      diff.replaceChildren(
-        ...lines.map((line) => el("div", { className: line.kind, textContent: mark[line.kind] + line.text })),
-      );
+      diff.replaceChildren(...diffLines(proposal.diff));
       if (proposal.state !== "pending") {
         accept.disabled = refuse.disabled = true;
         box.dataset.state = proposal.state;

@@ -288,6 +288,26 @@ export const FR = {
   "Feature summary": "Résumé de fonctionnalité",
   Preference: "Préférence",
   Fact: "Fait",
+  // Note proposals (memory.js)
+  Proposals: "Propositions",
+  "Notes the project's agents propose for its memory. Editors and owners accept or refuse them; nothing is written until they do.":
+    "Notes que les agents du projet proposent pour sa mémoire. Les éditeurs et les propriétaires les acceptent ou les refusent ; rien n'est écrit avant.",
+  "{count} proposals waiting for review, newest first.":
+    "{count} propositions en attente de relecture, les plus récentes d'abord.",
+  "No proposals waiting for review.": "Aucune proposition en attente de relecture.",
+  "Proposed by {agent} in a run of {user}": "Proposée par {agent} dans une exécution de {user}",
+  "Proposed in a run of {user}": "Proposée dans une exécution de {user}",
+  'Updates note "{title}"': "Met à jour la note « {title} »",
+  "Adds a new note.": "Ajoute une nouvelle note.",
+  "Why:": "Pourquoi :",
+  "Changes to the project's memory": "Modifications de la mémoire du projet",
+  'Accept the proposal "{title}"': "Accepter la proposition « {title} »",
+  'Refuse the proposal "{title}"': "Refuser la proposition « {title} »",
+  'Accepted: "{title}" is now a note of this project.': "Acceptée : « {title} » est maintenant une note de ce projet.",
+  'Refused: "{title}" was not written.': "Refusée : « {title} » n'a pas été écrite.",
+  "The agent proposed a note for the project's memory; review it in Memory.":
+    "L'agent a proposé une note pour la mémoire du projet ; examinez-la dans Mémoire.",
+  Review: "Examiner",
   // Notices, run endings and handoff headings (notices.js).
   "Memory is unavailable: this answer uses no recalled notes, personal settings, instruction page or mentioned pages.":
     "La mémoire est indisponible : cette réponse n'utilise ni notes rappelées, ni réglages personnels, ni page d'instructions, ni pages mentionnées.",

@@ -61,6 +61,7 @@ const TOPICS = {
       long: [
         "Memory holds curated, durable notes. A run recalls the notes closest to its request (by words and by meaning) and lists them in its Sources panel, each linking here.",
         "Search shows the notes a run asking the same thing would recall. Edit or delete a note that is wrong: runs recall the new text from then on.",
+        "An agent's note nobody asked for is a proposal under Proposals, with its diff: an editor or owner accepts it (the note is written, or the existing note it names is updated) or refuses it (nothing is written).",
       ],
     },
     projects: {
@@ -131,6 +132,7 @@ const TOPICS = {
       long: [
         "La mémoire garde des notes durables et choisies. Une exécution rappelle les notes les plus proches de sa demande (par les mots et par le sens) et les liste dans son panneau Sources, chacune avec un lien vers ici.",
         "La recherche montre les notes qu'une exécution posant la même question rappellerait. Modifiez ou supprimez une note erronée : les exécutions rappellent le nouveau texte dès lors.",
+        "La note qu'un agent propose sans qu'on la lui demande est une proposition, sous Propositions, avec ses différences : un éditeur ou un propriétaire l'accepte (la note est écrite, ou la note existante qu'elle désigne est mise à jour) ou la refuse (rien n'est écrit).",
       ],
     },
     projects: {

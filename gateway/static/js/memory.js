@@ -1,11 +1,13 @@
 // Memory: the chosen project's durable notes, listed or searched with the
-// recall runs use, written, edited and deleted. A run's Sources panel links
-// each note it recalled here.
+// recall runs use, written, edited and deleted, and the notes its agents
+// propose, each with its diff, for an editor or owner to accept or refuse.
+// A run's Sources panel links each note it recalled here.
 
 import { $, el, guard, json } from "./core.js";
+import { diffLines } from "./diff.js";
 import { t } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
-import { withProject } from "./projects.js";
+import { mayWrite, withProject } from "./projects.js";
 
 const KINDS = ["decision", "feature_summary", "preference", "fact"];
 const KIND_LABELS = {
@@ -19,7 +21,7 @@ export async function enterMemory(noteId) {
   for (const select of [$("note-kind")]) {
     select.replaceChildren(...KINDS.map((k) => el("option", { value: k, textContent: t(KIND_LABELS[k]) })));
   }
-  await loadNotes();
+  await Promise.all([loadNotes(), loadProposals()]);
   if (noteId) {
     const item = $("notes").querySelector(`[data-id="${CSS.escape(noteId)}"]`);
     if (item) {
@@ -88,6 +90,111 @@ function noteView(note) {
     },
     () => $("memory-status"),
   );
+  return item;
+}
+
+// ---- Proposals ----
+
+// The chosen project's pending proposals, newest first. A viewer reads them;
+// the Accept and Refuse buttons are for editors and owners (the API still
+// refuses, 403, what the role does not allow, and its reason is shown).
+async function loadProposals() {
+  const { proposals } = await json(withProject("/note-proposals?state=pending&page_size=200"));
+  $("note-proposals-label").textContent = proposals.length
+    ? t("{count} proposals waiting for review, newest first.", { count: proposals.length })
+    : "";
+  $("note-proposals").replaceChildren(
+    ...(proposals.length
+      ? proposals.map(proposalView)
+      : [el("li", { className: "empty", textContent: t("No proposals waiting for review.") })]),
+  );
+}
+
+function proposalView(proposal) {
+  const { note } = proposal;
+  const by = note.author_agent_id
+    ? t("Proposed by {agent} in a run of {user}", { agent: note.author_agent_id, user: proposal.proposer_user_id })
+    : t("Proposed in a run of {user}", { user: proposal.proposer_user_id });
+  const target = proposal.target_note
+    ? el(
+        "p",
+        { className: "target" },
+        el("a", {
+          href: `#memory/${encodeURIComponent(proposal.target_note.id)}`,
+          textContent: t('Updates note "{title}"', proposal.target_note),
+        }),
+        proposal.match_reason
+          ? el("small", { className: "meta", lang: "en", textContent: ` (${proposal.match_reason})` })
+          : null,
+      )
+    : el("p", { className: "target", textContent: t("Adds a new note.") });
+  const item = el(
+    "li",
+    { className: "note-proposal", dataset: { id: proposal.id } },
+    el(
+      "div",
+      { className: "note-head" },
+      el("span", { className: "badge", textContent: t(KIND_LABELS[note.kind] || note.kind) }),
+      " ",
+      el("strong", { className: "note-title", textContent: note.title }),
+      el("span", {
+        className: "meta",
+        textContent: ` · ${by} · ${new Date(proposal.create_time).toLocaleString()}`,
+      }),
+    ),
+    proposal.reason
+      ? el(
+          "p",
+          { className: "reason" },
+          el("span", { className: "meta", textContent: t("Why:") }),
+          " ",
+          proposal.reason,
+        )
+      : null,
+    target,
+    el(
+      "div",
+      { className: "diff", role: "group", "aria-label": t("Changes to the project's memory") },
+      ...diffLines(proposal.diff),
+    ),
+  );
+  if (mayWrite()) {
+    const accept = el("button", {
+      type: "button",
+      className: "small accept",
+      textContent: t("Accept"),
+      "aria-label": t('Accept the proposal "{title}"', note),
+    });
+    const refuse = el("button", {
+      type: "button",
+      className: "small refuse",
+      textContent: t("Refuse"),
+      "aria-label": t('Refuse the proposal "{title}"', note),
+    });
+    const decide = (verb) =>
+      guard(
+        async () => {
+          accept.disabled = refuse.disabled = true;
+          try {
+            await json(`/note-proposals/${encodeURIComponent(proposal.id)}/${verb}`, { method: "POST" });
+          } catch (error) {
+            accept.disabled = refuse.disabled = false;
+            throw error;
+          }
+          $("note-proposals-status").textContent =
+            verb === "accept"
+              ? t('Accepted: "{title}" is now a note of this project.', note)
+              : t('Refused: "{title}" was not written.', note);
+          await Promise.all([loadProposals(), loadNotes()]);
+          // The decided proposal left the list: focus goes back to its heading.
+          $("note-proposals-title").focus();
+        },
+        () => $("note-proposals-status"),
+      );
+    accept.onclick = decide("accept");
+    refuse.onclick = decide("refuse");
+    item.append(accept, " ", refuse);
+  }
   return item;
 }
 

@@ -36,6 +36,7 @@ export const NOTICE_TEXT = {
   QUOTA_EXCEEDED: tLater("Memory is full: nothing was written. Delete or decide something first."),
   RATE_LIMITED: tLater("Another agent could not be asked: too many requests were started in the last minute."),
   TOO_MANY_RUNS: tLater("Another agent could not be asked: too many requests are in progress."),
+  NOTE_PROPOSED: tLater("The agent proposed a note for the project's memory; review it in Memory."),
   PROJECT_MEMORY_UNREADABLE: tLater(
     "You are not a member of this agent's project: this answer uses none of its notes, project context or live state.",
   ),
@@ -83,6 +84,10 @@ export function noticeView(code, message) {
     { className: "notice", dataset: { code } },
     text,
     detail ? el("small", { className: "detail", lang: "en", textContent: ` (${detail})` }) : null,
+    // A proposed note waits in the Memory view, where a member reviews it.
+    code === "NOTE_PROPOSED"
+      ? el("span", {}, " ", el("a", { href: "#memory", className: "review-proposals", textContent: t("Review") }))
+      : null,
   );
 }
 

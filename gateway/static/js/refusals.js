@@ -22,7 +22,7 @@ function retryAfter(error, headers) {
 
 // The routes whose 403 is a matter of the caller's role in a project (the
 // others' is a matter of an agent's owner or an admin).
-const PROJECT_ROUTES = /\/(projects|notes|project-context|live-state)(\/|\?|$)/;
+const PROJECT_ROUTES = /\/(projects|notes|note-proposals|project-context|live-state)(\/|\?|$)/;
 
 function refusedFor(response) {
   let path = "";
