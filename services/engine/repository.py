@@ -238,6 +238,25 @@ class RunsRepository:
             return (await session.exec(query)).all()
 
     @db_retry
+    async def last_model(self, conversation_id: str) -> tuple[str, str] | None:
+        """(provider, model) of the newest run that answered on a
+        conversation or agent thread; None before any did."""
+        async with self._sessions() as session:
+            query = (
+                select(AgentRun.provider, AgentRun.model)
+                .where(
+                    AgentRun.conversation_id == conversation_id,
+                    AgentRun.status == "done",
+                    col(AgentRun.provider).is_not(None),
+                    col(AgentRun.model).is_not(None),
+                )
+                .order_by(col(AgentRun.started_at).desc(), col(AgentRun.id).desc())
+                .limit(1)
+            )
+            row = (await session.exec(query)).first()
+            return (str(row[0]), str(row[1])) if row is not None and row[0] and row[1] else None
+
+    @db_retry
     async def active_runs(self, conversation_id: str) -> Sequence[tuple[str, str]]:
         """Runs still `running` on a conversation or agent thread: (id, user)."""
         async with self._sessions() as session:

@@ -395,3 +395,35 @@ async def test_without_the_router_an_ask_is_answered_by_the_fallback_model_with_
         ).run
         assert run.status == engine_pb2.RUN_STATUS_DONE and run.router_decision.model.fallback
         assert run.router_decision.model.model.model == "model-fallback"
+
+
+@pytest.mark.parametrize("question", ["Et maintenant ?", "And now?"], ids=["fr", "en"])
+async def test_a_router_blip_never_swaps_a_pinned_agents_provider(
+    make_database: DatabaseFactory, remote: FakeServer, question: str
+) -> None:
+    """An agent pinned to a model asked while the router is down keeps the
+    model its thread last ran on: no provider swap, no handoff, one notice."""
+    providers = [{"name": "remote", "kind": "openai", "base_url": f"{remote.url}/v1"}]
+    models = [{"id": "pinned-model", "provider": "remote", "model": "model-pinned", "profile": "strong"}]
+    async with system(
+        make_database,
+        router_settings={"models_json": json.dumps(models)},
+        providers_json=json.dumps(providers),
+        fallback_model="offline/switchboard-offline-fast",
+    ) as sb:
+        spec = threads_pb2.Agent(id="qa", display_name="QA", model="pinned-model")
+        await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=spec), **as_user(USER))
+        remote.script.steps = ["say:First answer."]
+        first = await collect(ask(sb, "main", "qa", "Is the build green?"))
+        assert first[-1].final.model == "model-pinned", first[-1]
+        await sb.services["router"].stop(None)
+        remote.script.steps = ["say:Still me."]
+        events = await collect(ask(sb, "main", "qa", question))
+        assert events[-1].WhichOneof("kind") == "final", events[-1]
+        assert events[-1].final.text == "Still me." and events[-1].final.model == "model-pinned"
+        assert [e.notice.code for e in events if e.WhichOneof("kind") == "notice"] == ["ROUTER_UNAVAILABLE"]
+        assert [r["model"] for r in remote.script.requests] == ["model-pinned", "model-pinned"]
+        run = (
+            await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=events[0].run_id), **as_user(USER))
+        ).run
+        assert run.router_decision.model.fallback and run.provider == "remote"

@@ -19,7 +19,7 @@ native session is ever transferred.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from services.engine import instructions
@@ -119,10 +119,18 @@ async def _readable(call: Awaitable[_T], fallback: _T, unreadable: list[str]) ->
 
 
 class AgentAsks:
-    def __init__(self, collaborators: Collaborators, models: Models, loop: ToolLoop) -> None:
+    def __init__(
+        self,
+        collaborators: Collaborators,
+        models: Models,
+        loop: ToolLoop,
+        last_model: Callable[[str], Awaitable[tuple[str, str] | None]] | None = None,
+    ) -> None:
+        """``last_model``: the (provider, model) that last answered on a thread."""
         self._collab = collaborators
         self._models = models
         self._loop = loop
+        self._last_model = last_model
 
     async def work(
         self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: Recorder, budget: RunBudget
@@ -182,7 +190,7 @@ class AgentAsks:
 
         async with rec.step("routing", "Choosing the model"):
             offline = self._models.offline
-            fallback = router_pb2.ModelRoute(model=self._models.fallback_model)
+            fallback = await self._fallback(agent, thread)
             route: router_service_pb2.RouteModelResponse | router_pb2.ModelRoute = await optional(
                 "router", self._collab.route_model(user, text, agent.model or "auto", "", offline), fallback
             )
@@ -302,6 +310,21 @@ class AgentAsks:
             )
             return ""
         return strategy
+
+    async def _fallback(self, agent: threads_pb2.Agent, thread: str) -> router_pb2.ModelRoute:
+        """The model when the router does not answer. An agent pinned to a
+        model keeps the one its thread last ran on: a router blip must not
+        swap its provider (a handoff, the provider session released). Others,
+        and a pinned agent whose thread never ran, get the engine's fallback."""
+        pinned = agent.model and agent.model != "auto"
+        kept = await self._last_model(thread) if pinned and thread and self._last_model else None
+        if kept is not None and kept[0] in self._models.providers:
+            provider, model = kept
+            return router_pb2.ModelRoute(
+                model=router_pb2.ModelOption(id=agent.model, provider=provider, model=model),
+                reason=f"the router did not answer: agent {agent.id!r} keeps its thread's model",
+            )
+        return router_pb2.ModelRoute(model=self._models.fallback_model)
 
     async def _switch_session(
         self, user: str, thread: str, provider: str, rec: Recorder, open_from: int

@@ -85,7 +85,7 @@ class RunService:
         self._loop = ToolLoop(models)
         self._titles = Titles(collaborators, providers, limits)
         self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
-        self._asks = AgentAsks(collaborators, models, self._loop)
+        self._asks = AgentAsks(collaborators, models, self._loop, repo.last_model)
         # Called once a run's end (and its webhook's outbox row) is recorded.
         self._on_end: Callable[[], None] = lambda: None
         # The user's default webhook of a conversation or agent (kind, id).
