@@ -1,6 +1,7 @@
 """Editing pages (instruction pages among them): the pages a user can read,
-an edit that writes a new version, and the restore of an older version as a
-new one. Reading a page and its versions is in gateway.personal."""
+an edit that writes a new version, the restore of an older version as a
+new one, and the page's ACL (users and projects). Reading a page and its
+versions is in gateway.personal."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.params import Id, PageSize, PageToken
 from gateway.personal import page_json
-from gateway.schemas import RestoreBody, UpdatePageBody
+from gateway.schemas import PageAclBody, RestoreBody, UpdatePageBody
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
@@ -76,5 +77,26 @@ async def restore_page_version(
         ),
         user,
         idempotent=False,
+    )
+    return page_json(response.page)
+
+
+@router.put("/pages/{page_id}/acl", response_model=responses.Page, tags=["pages"])
+async def set_page_acl(page_id: Id, body: PageAclBody, request: Request, user: User) -> dict[str, Any]:
+    """Replaces who may read and edit the page: users, and projects the
+    caller is a member of (their members read it; their editors and owners
+    edit it when listed as editor). Owner only: 409 for a reader or editor,
+    404 for anyone else and for a project the caller is not in."""
+    response = await rpc(
+        request,
+        deps.pages(request).SetPageAcl,
+        pages_service_pb2.SetPageAclRequest(
+            page_id=page_id,
+            reader_user_ids=body.reader_user_ids,
+            editor_user_ids=body.editor_user_ids,
+            reader_project_ids=body.reader_project_ids,
+            editor_project_ids=body.editor_project_ids,
+        ),
+        user,
     )
     return page_json(response.page)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from services.shared.projects import MAX_PROJECT_ID_CHARS, PROJECT_ID
 
@@ -272,6 +272,27 @@ class RestoreBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     expected_version: int = Field(default=0, ge=0)
+
+
+# A user id in a page's ACL: one line of text, as member ids are.
+AclUserId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$")]
+AclProjectId = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_PROJECT_ID_CHARS, pattern=PROJECT_ID_PATTERN)
+]
+
+
+class PageAclBody(BaseModel):
+    """A page's whole ACL (owner only): each list replaces the current one;
+    an omitted list is emptied. A project must be one the caller is a member
+    of (404 otherwise); its members read the page, its editors and owners
+    edit it when it is listed as editor."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reader_user_ids: list[AclUserId] = Field(default_factory=list, max_length=100)
+    editor_user_ids: list[AclUserId] = Field(default_factory=list, max_length=100)
+    reader_project_ids: list[AclProjectId] = Field(default_factory=list, max_length=100)
+    editor_project_ids: list[AclProjectId] = Field(default_factory=list, max_length=100)
 
 
 NoteKindName = Literal["decision", "feature_summary", "preference", "fact"]

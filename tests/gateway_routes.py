@@ -54,6 +54,7 @@ MATRIX: list[tuple[Any, ...]] = [
     ("POST", "/api/schedules/{h}/pause", None),
     ("POST", "/api/schedules/{h}/resume", None),
     ("DELETE", "/api/schedules/{h}", None),
+    ("PUT", "/api/agent/pages/{p}/acl", {"reader_user_ids": ["bob"]}),
     ("GET", "/api/agent/projects/{j}", None),
     ("PATCH", "/api/agent/projects/{j}", {"display_name": "mine now"}),
     ("GET", "/api/agent/projects/{j}/members", None),

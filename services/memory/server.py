@@ -107,6 +107,7 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         personal,
         settings.max_page_chars,
         settings.max_pending_proposals,
+        projects,
     )
     summary_model = settings.summary_model
     summariser = ModelSummariser(ModelCompleter(summary_model, os.environ)) if summary_model else None

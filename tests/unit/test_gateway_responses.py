@@ -214,6 +214,7 @@ BODIES: dict[str, Any] = {
     "PUT /api/agent/personal-settings/instructions-page/active": {"page_id": "x"},
     "PATCH /api/agent/pages/{page_id}": {"body": "text"},
     "POST /api/agent/pages/{page_id}/versions/{version}/restore": {},
+    "PUT /api/agent/pages/{page_id}/acl": {"reader_user_ids": ["bob"], "reader_project_ids": ["apollo"]},
     "POST /api/agent/proposals/{proposal_id}/accept": {},
     "POST /api/agent/proposals/{proposal_id}/refuse": {},
     "PUT /api/agent/skills/{skill_id}/enablement": {"enabled": True},

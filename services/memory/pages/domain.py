@@ -1,8 +1,10 @@
 """Rules of pages (owner, ACL, versions, restore), instruction pages and
 proposals. No gRPC here.
 
-Access: the owner reads, edits, changes the ACL and decides proposals;
-editors read and edit; readers read. A page the caller cannot read is
+Access (services.memory.pages.access, one rule for every path): the owner
+reads, edits, changes the ACL and decides proposals; editors (users, and the
+editors of a project shared as editor) read and edit; readers (users, and
+the members of a shared project) read. A page the caller cannot read is
 NOT_FOUND, exactly like a missing id. Every write of a page's text (an edit,
 a restore, an accepted proposal) goes through :meth:`PagesDomain._write`, so
 each one makes a new immutable version the same way.
@@ -16,9 +18,10 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from services.memory.pages.access import OWNER, PageAccess, grant_rows
 from services.memory.pages.diffs import TextDiff, diff_texts
 from services.memory.pages.models import (
     PROPOSAL_PENDING,
@@ -33,6 +36,8 @@ from services.memory.pages.models import (
 from services.memory.pages.repository import PagesRepository, ProposalDecided, VersionWrite
 from services.memory.personal.models import PersonalSettings
 from services.memory.personal.repository import PersonalSettingsRepository
+from services.memory.projects.domain import ProjectsDomain
+from services.shared.audit import Actor
 from services.shared.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -64,7 +69,6 @@ MAX_INSTRUCTION_PAGES = 100
 # characters: gRPC clients refuse trailers above 8 KiB. GetProposal has them whole.
 ERROR_DIFF_CHARS = 2000
 
-OWNER = "owner"
 PAGE_PATHS = frozenset({"title", "body"})
 
 # InstructionPageState of pages.proto.
@@ -179,6 +183,8 @@ class PageView:
     readers: list[str]
     editors: list[str]
     role: str
+    reader_projects: list[str] = field(default_factory=list)
+    editor_projects: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -270,8 +276,10 @@ class PagesDomain:
         settings_repository: PersonalSettingsRepository,
         max_page_chars: int,
         max_pending_proposals: int,
+        projects: ProjectsDomain,
     ) -> None:
         self._repo = repository
+        self._rule = PageAccess(repository, projects)
         self._settings = settings_repository
         self._max_page_chars = max_page_chars
         self._max_pending_proposals = max_pending_proposals
@@ -287,9 +295,7 @@ class PagesDomain:
         """The page and the caller's role; NOT_FOUND when they cannot read it."""
         page = await self._repo.get_page(page_id) if page_id else None
         if page is not None:
-            if page.owner_user_id == user_id:
-                return page, OWNER
-            role = await self._repo.role(page_id, user_id)
+            role = await self._rule.role(user_id, page)
             if role is not None:
                 return page, role
         raise NotFound(f"page {page_id!r} not found", page_id=page_id)
@@ -310,10 +316,27 @@ class PagesDomain:
         return page
 
     async def _view(self, page: Page, role: str) -> PageView:
-        acl = await self._repo.acl([page.id])
-        readers = [row.user_id for row in acl if row.role == ROLE_READER]
-        editors = [row.user_id for row in acl if row.role == ROLE_EDITOR]
-        return PageView(page, readers, editors, role)
+        return (await self._views([page], {page.id: role}))[0]
+
+    async def _views(self, pages: Sequence[Page], roles: dict[str, str]) -> list[PageView]:
+        ids = [page.id for page in pages]
+        acl, grants = await self._repo.acl(ids), await self._repo.project_acl(ids)
+        views = []
+        for page in pages:
+            users = [row for row in acl if row.page_id == page.id]
+            projects = [row for row in grants if row.page_id == page.id]
+            views.append(
+                PageView(
+                    page,
+                    [row.user_id for row in users if row.role == ROLE_READER],
+                    [row.user_id for row in users if row.role == ROLE_EDITOR],
+                    # A share removed since the page was listed reads as reader, the least right.
+                    roles.get(page.id, ROLE_READER),
+                    [row.project_id for row in projects if row.role == ROLE_READER],
+                    [row.project_id for row in projects if row.role == ROLE_EDITOR],
+                )
+            )
+        return views
 
     async def _readable_or_none(self, user_id: str, page_id: str) -> Page | None:
         try:
@@ -332,10 +355,18 @@ class PagesDomain:
         body: str,
         readers: Sequence[str] = (),
         editors: Sequence[str] = (),
+        reader_projects: Sequence[str] = (),
+        editor_projects: Sequence[str] = (),
+        actor: Actor | None = None,
     ) -> PageView:
+        """``actor``: the caller as the projects service sees them, to resolve
+        the projects shared with (a user's by default)."""
         title = clean_title(title)
         body = self._check_body(body, "page.body")
         readers, editors = clean_acl(user_id, readers, editors)
+        reader_projects, editor_projects = await self._rule.resolve(
+            actor or Actor(user_id, "user"), reader_projects, editor_projects
+        )
         now = utcnow()
         page = Page(
             id=str(uuid.uuid4()),
@@ -347,7 +378,11 @@ class PagesDomain:
             create_time=now,
             update_time=now,
         )
-        saved, _ = await self._repo.insert_page(page, acl_rows(page.id, readers, editors))
+        saved, _ = await self._repo.insert_page(
+            page,
+            acl_rows(page.id, readers, editors),
+            grant_rows(page.id, reader_projects, editor_projects),
+        )
         return await self._view(saved, OWNER)
 
     async def get_page(self, user_id: str, page_id: str) -> PageView:
@@ -360,23 +395,7 @@ class PagesDomain:
         rows, next_token = page_of(
             fetched, size, lambda last: {"time": last.update_time.isoformat(), "id": last.id}
         )
-        acl = await self._repo.acl([page.id for page in rows])
-        views = []
-        for page in rows:
-            mine = [row for row in acl if row.page_id == page.id]
-            # A share removed between the two queries reads as reader, the least right.
-            role = OWNER
-            if page.owner_user_id != user_id:
-                role = next((r.role for r in mine if r.user_id == user_id), ROLE_READER)
-            views.append(
-                PageView(
-                    page,
-                    [r.user_id for r in mine if r.role == ROLE_READER],
-                    [r.user_id for r in mine if r.role == ROLE_EDITOR],
-                    role,
-                )
-            )
-        return views, next_token
+        return await self._views(rows, await self._rule.roles(user_id, rows)), next_token
 
     async def update_page(
         self, user_id: str, page_id: str, title: str, body: str, paths: Sequence[str], expected_version: int
@@ -412,14 +431,27 @@ class PagesDomain:
         await self._repo.delete_page(page_id)
 
     async def set_acl(
-        self, user_id: str, page_id: str, readers: Sequence[str], editors: Sequence[str]
+        self,
+        actor: Actor,
+        page_id: str,
+        readers: Sequence[str],
+        editors: Sequence[str],
+        reader_projects: Sequence[str] = (),
+        editor_projects: Sequence[str] = (),
     ) -> PageView:
-        page = await self._owned(user_id, page_id, "change its ACL")
+        """Replaces the user and project lists; owner only. Each project must
+        be one the owner is a member of (NOT_FOUND otherwise)."""
+        page = await self._owned(actor.user, page_id, "change its ACL")
         readers, editors = clean_acl(page.owner_user_id, readers, editors)
-        saved = await self._repo.set_acl(page_id, acl_rows(page_id, readers, editors))
+        reader_projects, editor_projects = await self._rule.resolve(actor, reader_projects, editor_projects)
+        saved = await self._repo.set_acl(
+            page_id,
+            acl_rows(page_id, readers, editors),
+            grant_rows(page_id, reader_projects, editor_projects),
+        )
         if saved is None:
             raise NotFound(f"page {page_id!r} not found", page_id=page_id)
-        return PageView(saved, readers, editors, OWNER)
+        return PageView(saved, readers, editors, OWNER, reader_projects, editor_projects)
 
     # Versions
 
@@ -550,12 +582,11 @@ class PagesDomain:
         current = await self._instruction_list(user_id)
         ids = current.page_ids[start : start + size]
         pages = await self._repo.get_pages(ids)
+        roles = await self._rule.roles(user_id, list(pages.values()))
         infos = []
         for page_id in ids:
             page = pages.get(page_id)
-            readable = page is not None and (
-                page.owner_user_id == user_id or await self._repo.role(page_id, user_id) is not None
-            )
+            readable = page is not None and page_id in roles
             infos.append(
                 InstructionPageInfo(
                     page_id=page_id,
@@ -644,8 +675,16 @@ class PagesDomain:
         return version_label(proposal.page_id, proposal.base_version), f"proposal {proposal.id}"
 
     async def _visible_proposal(self, user_id: str, proposal_id: str) -> Proposal:
+        """The page's owner sees it; its proposer too, while they may read the page."""
         proposal = await self._repo.get_proposal(proposal_id) if proposal_id else None
-        if proposal is None or user_id not in (proposal.page_owner_user_id, proposal.proposer_user_id):
+        visible = proposal is not None and (
+            proposal.page_owner_user_id == user_id
+            or (
+                proposal.proposer_user_id == user_id
+                and await self._readable_or_none(user_id, proposal.page_id) is not None
+            )
+        )
+        if proposal is None or not visible:
             raise NotFound(f"proposal {proposal_id!r} not found", proposal_id=proposal_id)
         return proposal
 

@@ -69,6 +69,19 @@ class PageAcl(SQLModel, table=True):
     role: str = Field(max_length=16)
 
 
+class PageProjectAcl(SQLModel, table=True):
+    """A project whose members may read (reader) or whose editors and owners
+    may edit (editor) the page. The project id is the resolved one; who is a
+    member is read from ``project_members`` at each call, never copied here."""
+
+    __tablename__ = "page_project_acl"
+    __table_args__ = (Index("ix_page_project_acl_project", "project_id", "page_id"),)
+
+    page_id: str = Field(primary_key=True, max_length=36)
+    project_id: str = Field(primary_key=True, max_length=128)
+    role: str = Field(max_length=16)
+
+
 class Proposal(SQLModel, table=True):
     """A proposed new body for a page, against the version current when made."""
 

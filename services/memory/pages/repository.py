@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, tuple_, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, or_, tuple_, union, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
@@ -24,9 +24,11 @@ from services.memory.pages.models import (
     PROPOSAL_PENDING,
     Page,
     PageAcl,
+    PageProjectAcl,
     PageVersion,
     Proposal,
 )
+from services.memory.projects.models import ProjectMemberRow
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
 from services.shared.time import utcnow
@@ -54,6 +56,24 @@ def _rowcount(result: Any) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
+def _readable_ids(user_id: str) -> Select[Any]:
+    """The ids of the pages ``user_id`` may read: owned, on the user ACL, or
+    shared with a project the user is a member of now (any role)."""
+    owned = select(col(Page.id)).where(col(Page.owner_user_id) == user_id)
+    listed = select(col(PageAcl.page_id)).where(col(PageAcl.user_id) == user_id)
+    through_project = (
+        select(col(PageProjectAcl.page_id))
+        .join(ProjectMemberRow, col(ProjectMemberRow.project_id) == col(PageProjectAcl.project_id))
+        .where(col(ProjectMemberRow.user_id) == user_id)
+    )
+    return select(union(owned, listed, through_project).subquery().c[0])
+
+
+def readable_by(user_id: str, page_id: Any) -> ColumnElement[bool]:
+    """SQL: the page ``page_id`` (a column) is one ``user_id`` may read."""
+    return col(page_id).in_(_readable_ids(user_id).scalar_subquery())
+
+
 class PagesRepository:
     """Reads and idempotent writes are retried when the database connection
     drops (services.shared.db_retry): the ACL's replacement, a page's
@@ -66,17 +86,25 @@ class PagesRepository:
 
     # Pages
 
-    async def insert_page(self, page: Page, acl: Sequence[PageAcl]) -> tuple[Page, bool]:
-        """Inserts the page with its version 1 and ACL; returns (page, created).
-        A retried create with the same (owner, request_id) returns the first one."""
+    async def insert_page(
+        self, page: Page, acl: Sequence[PageAcl], grants: Sequence[PageProjectAcl] = ()
+    ) -> tuple[Page, bool]:
+        """Inserts the page with its version 1 and ACL (users and projects);
+        returns (page, created). A retried create with the same (owner,
+        request_id) returns the first one."""
         return await retry_if(
-            bool(page.request_id), lambda: self._insert_page(page, acl), "PagesRepository.insert_page"
+            bool(page.request_id),
+            lambda: self._insert_page(page, acl, grants),
+            "PagesRepository.insert_page",
         )
 
-    async def _insert_page(self, page: Page, acl: Sequence[PageAcl]) -> tuple[Page, bool]:
+    async def _insert_page(
+        self, page: Page, acl: Sequence[PageAcl], grants: Sequence[PageProjectAcl]
+    ) -> tuple[Page, bool]:
         async with self._sessions() as session:
             session.add(page)
             session.add_all(acl)
+            session.add_all(grants)
             session.add(
                 PageVersion(
                     page_id=page.id,
@@ -121,22 +149,49 @@ class PagesRepository:
             return list((await session.exec(query)).all())
 
     @db_retry
-    async def role(self, page_id: str, user_id: str) -> str | None:
-        """The ACL role of a user who is not the owner, if any."""
+    async def project_acl(self, page_ids: Sequence[str]) -> list[PageProjectAcl]:
+        if not page_ids:
+            return []
         async with self._sessions() as session:
-            row = await session.get(PageAcl, (page_id, user_id))
-            return row.role if row is not None else None
+            query = (
+                select(PageProjectAcl)
+                .where(col(PageProjectAcl.page_id).in_(page_ids))
+                .order_by(col(PageProjectAcl.project_id))
+            )
+            return list((await session.exec(query)).all())
+
+    @db_retry
+    async def project_grants(self, page_ids: Sequence[str], user_id: str) -> list[tuple[str, str, int]]:
+        """(page id, the grant's role, ``user_id``'s role in the project) for
+        each project the pages are shared with and the user is a member of,
+        read now from project_members."""
+        if not page_ids:
+            return []
+        query = (
+            select(PageProjectAcl.page_id, PageProjectAcl.role, ProjectMemberRow.role)
+            .join(ProjectMemberRow, col(ProjectMemberRow.project_id) == col(PageProjectAcl.project_id))
+            .where(col(PageProjectAcl.page_id).in_(page_ids), col(ProjectMemberRow.user_id) == user_id)
+        )
+        async with self._sessions() as session:
+            return [(page, grant, int(member)) for page, grant, member in (await session.exec(query)).all()]
+
+    @db_retry
+    async def user_roles(self, page_ids: Sequence[str], user_id: str) -> dict[str, str]:
+        """The user-ACL role of ``user_id`` on each of the pages that lists them."""
+        if not page_ids:
+            return {}
+        query = select(PageAcl).where(col(PageAcl.page_id).in_(page_ids), col(PageAcl.user_id) == user_id)
+        async with self._sessions() as session:
+            return {row.page_id: row.role for row in (await session.exec(query)).all()}
 
     @db_retry
     async def readable_pages(
         self, user_id: str, cursor: tuple[datetime, str] | None, limit: int
     ) -> Sequence[Page]:
-        """Pages the user owns or is on the ACL of, most recently updated first."""
+        """Pages the user may read (owned, on the user ACL, or shared with a
+        project they are a member of), most recently updated first."""
         async with self._sessions() as session:
-            shared = select(PageAcl.page_id).where(PageAcl.user_id == user_id)
-            query = select(Page).where(
-                or_(col(Page.owner_user_id) == user_id, col(Page.id).in_(shared.scalar_subquery()))
-            )
+            query = select(Page).where(readable_by(user_id, Page.id))
             if cursor is not None:
                 query = query.where(tuple_(col(Page.update_time), col(Page.id)) < tuple_(*cursor))
             query = query.order_by(col(Page.update_time).desc(), col(Page.id).desc()).limit(limit)
@@ -198,8 +253,10 @@ class PagesRepository:
             return page
 
     @db_retry
-    async def set_acl(self, page_id: str, acl: Sequence[PageAcl]) -> Page | None:
-        """Replaces the page's ACL; None when the page is gone."""
+    async def set_acl(
+        self, page_id: str, acl: Sequence[PageAcl], grants: Sequence[PageProjectAcl] = ()
+    ) -> Page | None:
+        """Replaces the page's ACL, users and projects; None when the page is gone."""
         async with self._sessions() as session:
             touched = await session.exec(
                 update(Page).where(col(Page.id) == page_id).values(update_time=utcnow())
@@ -208,7 +265,9 @@ class PagesRepository:
                 await session.rollback()
                 return None
             await session.exec(delete(PageAcl).where(col(PageAcl.page_id) == page_id))
+            await session.exec(delete(PageProjectAcl).where(col(PageProjectAcl.page_id) == page_id))
             session.add_all(acl)
+            session.add_all(grants)
             await session.commit()
             return await session.get(Page, page_id, populate_existing=True)
 
@@ -217,6 +276,7 @@ class PagesRepository:
         async with self._sessions() as session:
             await session.exec(delete(Proposal).where(col(Proposal.page_id) == page_id))
             await session.exec(delete(PageAcl).where(col(PageAcl.page_id) == page_id))
+            await session.exec(delete(PageProjectAcl).where(col(PageProjectAcl.page_id) == page_id))
             await session.exec(delete(PageVersion).where(col(PageVersion.page_id) == page_id))
             deleted = await session.exec(delete(Page).where(col(Page.id) == page_id))
             await session.commit()
@@ -293,10 +353,14 @@ class PagesRepository:
     async def visible_proposals(
         self, user_id: str, page_id: str, state: int, cursor: tuple[datetime, str] | None, limit: int
     ) -> Sequence[Proposal]:
-        """Proposals on the user's pages or made by the user, newest first."""
+        """Proposals on the user's pages, or made by the user on a page they
+        may still read, newest first."""
         async with self._sessions() as session:
             query = select(Proposal).where(
-                or_(col(Proposal.page_owner_user_id) == user_id, col(Proposal.proposer_user_id) == user_id)
+                or_(
+                    col(Proposal.page_owner_user_id) == user_id,
+                    and_(col(Proposal.proposer_user_id) == user_id, readable_by(user_id, Proposal.page_id)),
+                )
             )
             if page_id:
                 query = query.where(col(Proposal.page_id) == page_id)

@@ -15,6 +15,7 @@ from services.memory.pages.domain import (
     ProposalView,
 )
 from services.memory.pages.models import PageVersion, Proposal
+from services.memory.projects.servicer import actor_of
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2, pages_service_pb2_grpc
@@ -32,6 +33,8 @@ def page_to_proto(view: PageView) -> pages_pb2.Page:
         version=page.version,
         reader_user_ids=view.readers,
         editor_user_ids=view.editors,
+        reader_project_ids=view.reader_projects,
+        editor_project_ids=view.editor_projects,
         create_time=to_timestamp(page.create_time),
         update_time=to_timestamp(page.update_time),
     )
@@ -138,13 +141,17 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         self, request: pb.CreatePageRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreatePageResponse:
         p = request.page
+        actor = actor_of(context)
         view = await self._domain.create_page(
-            caller_user(context),
+            actor.user,
             request.request_id,
             p.title,
             p.body,
             list(p.reader_user_ids),
             list(p.editor_user_ids),
+            list(p.reader_project_ids),
+            list(p.editor_project_ids),
+            actor=actor,
         )
         return pb.CreatePageResponse(page=page_to_proto(view))
 
@@ -186,10 +193,12 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         self, request: pb.SetPageAclRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetPageAclResponse:
         view = await self._domain.set_acl(
-            caller_user(context),
+            actor_of(context),
             request.page_id,
             list(request.reader_user_ids),
             list(request.editor_user_ids),
+            list(request.reader_project_ids),
+            list(request.editor_project_ids),
         )
         return pb.SetPageAclResponse(page=page_to_proto(view))
 

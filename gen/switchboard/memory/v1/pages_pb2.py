@@ -25,35 +25,35 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!switchboard/memory/v1/pages.proto\x12\x15switchboard.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n\x04Page\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03\x12\x17\n\x0freader_user_ids\x18\x06 \x03(\t\x12\x17\n\x0f\x65\x64itor_user_ids\x18\x07 \x03(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc9\x01\n\x0bPageVersion\x12\x0f\n\x07page_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x16\n\x0e\x61uthor_user_id\x18\x05 \x01(\t\x12\x1d\n\x15restored_from_version\x18\x06 \x01(\x03\x12\x13\n\x0bproposal_id\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"K\n\x08\x44iffLine\x12\x31\n\x04kind\x18\x01 \x01(\x0e\x32#.switchboard.memory.v1.DiffLineKind\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x86\x01\n\x08\x44iffHunk\x12\x11\n\told_start\x18\x01 \x01(\x03\x12\x11\n\told_lines\x18\x02 \x01(\x03\x12\x11\n\tnew_start\x18\x03 \x01(\x03\x12\x11\n\tnew_lines\x18\x04 \x01(\x03\x12.\n\x05lines\x18\x05 \x03(\x0b\x32\x1f.switchboard.memory.v1.DiffLine\"\x9d\x01\n\x08TextDiff\x12\x11\n\told_label\x18\x01 \x01(\t\x12\x11\n\tnew_label\x18\x02 \x01(\t\x12\x0f\n\x07unified\x18\x03 \x01(\t\x12.\n\x05hunks\x18\x04 \x03(\x0b\x32\x1f.switchboard.memory.v1.DiffHunk\x12\x13\n\x0b\x61\x64\x64\x65\x64_lines\x18\x05 \x01(\x03\x12\x15\n\rremoved_lines\x18\x06 \x01(\x03\"\xa2\x03\n\x08Proposal\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07page_id\x18\x02 \x01(\t\x12\x18\n\x10proposer_user_id\x18\x03 \x01(\t\x12\x19\n\x11proposer_agent_id\x18\x04 \x01(\t\x12\x14\n\x0c\x62\x61se_version\x18\x05 \x01(\x03\x12\x15\n\rproposed_body\x18\x06 \x01(\t\x12\x0e\n\x06reason\x18\x07 \x01(\t\x12\x33\n\x05state\x18\x08 \x01(\x0e\x32$.switchboard.memory.v1.ProposalState\x12-\n\x04\x64iff\x18\t \x01(\x0b\x32\x1f.switchboard.memory.v1.TextDiff\x12\x18\n\x10\x61\x63\x63\x65pted_version\x18\n \x01(\x03\x12\x17\n\x0f\x64\x65\x63ision_reason\x18\x0b \x01(\t\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x63ide_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06run_id\x18\x0e \x01(\t\"e\n\x13InstructionTemplate\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x10\n\x08language\x18\x05 \x01(\t\"\x9f\x01\n\x12\x41\x63tiveInstructions\x12:\n\x05state\x18\x01 \x01(\x0e\x32+.switchboard.memory.v1.InstructionPageState\x12\x0f\n\x07page_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03\x12\x0e\n\x06notice\x18\x06 \x01(\t\"\x8e\x01\n\x0fInstructionPage\x12\x0f\n\x07page_id\x18\x01 \x01(\t\x12:\n\x05state\x18\x02 \x01(\x0e\x32+.switchboard.memory.v1.InstructionPageState\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03*\x80\x01\n\x0c\x44iffLineKind\x12\x1e\n\x1a\x44IFF_LINE_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44IFF_LINE_KIND_CONTEXT\x10\x01\x12\x18\n\x14\x44IFF_LINE_KIND_ADDED\x10\x02\x12\x1a\n\x16\x44IFF_LINE_KIND_REMOVED\x10\x03*\x84\x01\n\rProposalState\x12\x1e\n\x1aPROPOSAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16PROPOSAL_STATE_PENDING\x10\x01\x12\x1b\n\x17PROPOSAL_STATE_ACCEPTED\x10\x02\x12\x1a\n\x16PROPOSAL_STATE_REFUSED\x10\x03*\xab\x01\n\x14InstructionPageState\x12&\n\"INSTRUCTION_PAGE_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1bINSTRUCTION_PAGE_STATE_NONE\x10\x01\x12#\n\x1fINSTRUCTION_PAGE_STATE_READABLE\x10\x02\x12%\n!INSTRUCTION_PAGE_STATE_UNREADABLE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!switchboard/memory/v1/pages.proto\x12\x15switchboard.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x02\n\x04Page\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rowner_user_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03\x12\x17\n\x0freader_user_ids\x18\x06 \x03(\t\x12\x17\n\x0f\x65\x64itor_user_ids\x18\x07 \x03(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12reader_project_ids\x18\n \x03(\t\x12\x1a\n\x12\x65\x64itor_project_ids\x18\x0b \x03(\t\"\xc9\x01\n\x0bPageVersion\x12\x0f\n\x07page_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x16\n\x0e\x61uthor_user_id\x18\x05 \x01(\t\x12\x1d\n\x15restored_from_version\x18\x06 \x01(\x03\x12\x13\n\x0bproposal_id\x18\x07 \x01(\t\x12/\n\x0b\x63reate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"K\n\x08\x44iffLine\x12\x31\n\x04kind\x18\x01 \x01(\x0e\x32#.switchboard.memory.v1.DiffLineKind\x12\x0c\n\x04text\x18\x02 \x01(\t\"\x86\x01\n\x08\x44iffHunk\x12\x11\n\told_start\x18\x01 \x01(\x03\x12\x11\n\told_lines\x18\x02 \x01(\x03\x12\x11\n\tnew_start\x18\x03 \x01(\x03\x12\x11\n\tnew_lines\x18\x04 \x01(\x03\x12.\n\x05lines\x18\x05 \x03(\x0b\x32\x1f.switchboard.memory.v1.DiffLine\"\x9d\x01\n\x08TextDiff\x12\x11\n\told_label\x18\x01 \x01(\t\x12\x11\n\tnew_label\x18\x02 \x01(\t\x12\x0f\n\x07unified\x18\x03 \x01(\t\x12.\n\x05hunks\x18\x04 \x03(\x0b\x32\x1f.switchboard.memory.v1.DiffHunk\x12\x13\n\x0b\x61\x64\x64\x65\x64_lines\x18\x05 \x01(\x03\x12\x15\n\rremoved_lines\x18\x06 \x01(\x03\"\xa2\x03\n\x08Proposal\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07page_id\x18\x02 \x01(\t\x12\x18\n\x10proposer_user_id\x18\x03 \x01(\t\x12\x19\n\x11proposer_agent_id\x18\x04 \x01(\t\x12\x14\n\x0c\x62\x61se_version\x18\x05 \x01(\x03\x12\x15\n\rproposed_body\x18\x06 \x01(\t\x12\x0e\n\x06reason\x18\x07 \x01(\t\x12\x33\n\x05state\x18\x08 \x01(\x0e\x32$.switchboard.memory.v1.ProposalState\x12-\n\x04\x64iff\x18\t \x01(\x0b\x32\x1f.switchboard.memory.v1.TextDiff\x12\x18\n\x10\x61\x63\x63\x65pted_version\x18\n \x01(\x03\x12\x17\n\x0f\x64\x65\x63ision_reason\x18\x0b \x01(\t\x12/\n\x0b\x63reate_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x63ide_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06run_id\x18\x0e \x01(\t\"e\n\x13InstructionTemplate\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x10\n\x08language\x18\x05 \x01(\t\"\x9f\x01\n\x12\x41\x63tiveInstructions\x12:\n\x05state\x18\x01 \x01(\x0e\x32+.switchboard.memory.v1.InstructionPageState\x12\x0f\n\x07page_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03\x12\x0e\n\x06notice\x18\x06 \x01(\t\"\x8e\x01\n\x0fInstructionPage\x12\x0f\n\x07page_id\x18\x01 \x01(\t\x12:\n\x05state\x18\x02 \x01(\x0e\x32+.switchboard.memory.v1.InstructionPageState\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x08\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\x03*\x80\x01\n\x0c\x44iffLineKind\x12\x1e\n\x1a\x44IFF_LINE_KIND_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44IFF_LINE_KIND_CONTEXT\x10\x01\x12\x18\n\x14\x44IFF_LINE_KIND_ADDED\x10\x02\x12\x1a\n\x16\x44IFF_LINE_KIND_REMOVED\x10\x03*\x84\x01\n\rProposalState\x12\x1e\n\x1aPROPOSAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16PROPOSAL_STATE_PENDING\x10\x01\x12\x1b\n\x17PROPOSAL_STATE_ACCEPTED\x10\x02\x12\x1a\n\x16PROPOSAL_STATE_REFUSED\x10\x03*\xab\x01\n\x14InstructionPageState\x12&\n\"INSTRUCTION_PAGE_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1bINSTRUCTION_PAGE_STATE_NONE\x10\x01\x12#\n\x1fINSTRUCTION_PAGE_STATE_READABLE\x10\x02\x12%\n!INSTRUCTION_PAGE_STATE_UNREADABLE\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.memory.v1.pages_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DIFFLINEKIND']._serialized_start=1741
-  _globals['_DIFFLINEKIND']._serialized_end=1869
-  _globals['_PROPOSALSTATE']._serialized_start=1872
-  _globals['_PROPOSALSTATE']._serialized_end=2004
-  _globals['_INSTRUCTIONPAGESTATE']._serialized_start=2007
-  _globals['_INSTRUCTIONPAGESTATE']._serialized_end=2178
+  _globals['_DIFFLINEKIND']._serialized_start=1797
+  _globals['_DIFFLINEKIND']._serialized_end=1925
+  _globals['_PROPOSALSTATE']._serialized_start=1928
+  _globals['_PROPOSALSTATE']._serialized_end=2060
+  _globals['_INSTRUCTIONPAGESTATE']._serialized_start=2063
+  _globals['_INSTRUCTIONPAGESTATE']._serialized_end=2234
   _globals['_PAGE']._serialized_start=94
-  _globals['_PAGE']._serialized_end=329
-  _globals['_PAGEVERSION']._serialized_start=332
-  _globals['_PAGEVERSION']._serialized_end=533
-  _globals['_DIFFLINE']._serialized_start=535
-  _globals['_DIFFLINE']._serialized_end=610
-  _globals['_DIFFHUNK']._serialized_start=613
-  _globals['_DIFFHUNK']._serialized_end=747
-  _globals['_TEXTDIFF']._serialized_start=750
-  _globals['_TEXTDIFF']._serialized_end=907
-  _globals['_PROPOSAL']._serialized_start=910
-  _globals['_PROPOSAL']._serialized_end=1328
-  _globals['_INSTRUCTIONTEMPLATE']._serialized_start=1330
-  _globals['_INSTRUCTIONTEMPLATE']._serialized_end=1431
-  _globals['_ACTIVEINSTRUCTIONS']._serialized_start=1434
-  _globals['_ACTIVEINSTRUCTIONS']._serialized_end=1593
-  _globals['_INSTRUCTIONPAGE']._serialized_start=1596
-  _globals['_INSTRUCTIONPAGE']._serialized_end=1738
+  _globals['_PAGE']._serialized_end=385
+  _globals['_PAGEVERSION']._serialized_start=388
+  _globals['_PAGEVERSION']._serialized_end=589
+  _globals['_DIFFLINE']._serialized_start=591
+  _globals['_DIFFLINE']._serialized_end=666
+  _globals['_DIFFHUNK']._serialized_start=669
+  _globals['_DIFFHUNK']._serialized_end=803
+  _globals['_TEXTDIFF']._serialized_start=806
+  _globals['_TEXTDIFF']._serialized_end=963
+  _globals['_PROPOSAL']._serialized_start=966
+  _globals['_PROPOSAL']._serialized_end=1384
+  _globals['_INSTRUCTIONTEMPLATE']._serialized_start=1386
+  _globals['_INSTRUCTIONTEMPLATE']._serialized_end=1487
+  _globals['_ACTIVEINSTRUCTIONS']._serialized_start=1490
+  _globals['_ACTIVEINSTRUCTIONS']._serialized_end=1649
+  _globals['_INSTRUCTIONPAGE']._serialized_start=1652
+  _globals['_INSTRUCTIONPAGE']._serialized_end=1794
 # @@protoc_insertion_point(module_scope)

@@ -108,7 +108,8 @@ Global___InstructionPageState: _TypeAlias = InstructionPageState  # noqa: Y015
 class Page(_message.Message):
     """A workspace page with an owner, an ACL and versions. Every edit writes a new
     immutable version; the page carries the current one. The owner is
-    implicitly a reader and an editor; only the owner changes the ACL.
+    implicitly a reader and an editor; only the owner changes the ACL. The ACL
+    names users and projects: a project's membership is read at each call.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -122,6 +123,8 @@ class Page(_message.Message):
     EDITOR_USER_IDS_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    READER_PROJECT_IDS_FIELD_NUMBER: _builtins.int
+    EDITOR_PROJECT_IDS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The page's id (UUID)."""
     owner_user_id: _builtins.str
@@ -148,6 +151,18 @@ class Page(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """When its current version was written."""
 
+    @_builtins.property
+    def reader_project_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Projects whose members (any role) may read the page; each id is the
+        project's resolved id.
+        """
+
+    @_builtins.property
+    def editor_project_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Projects whose editors and owners may read and edit the page (their
+        viewers may read it); each id is the project's resolved id.
+        """
+
     def __init__(
         self,
         *,
@@ -160,10 +175,12 @@ class Page(_message.Message):
         editor_user_ids: _abc.Iterable[_builtins.str] | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        reader_project_ids: _abc.Iterable[_builtins.str] | None = ...,
+        editor_project_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "create_time", b"create_time", "editor_user_ids", b"editor_user_ids", "id", b"id", "owner_user_id", b"owner_user_id", "reader_user_ids", b"reader_user_ids", "title", b"title", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "create_time", b"create_time", "editor_project_ids", b"editor_project_ids", "editor_user_ids", b"editor_user_ids", "id", b"id", "owner_user_id", b"owner_user_id", "reader_project_ids", b"reader_project_ids", "reader_user_ids", b"reader_user_ids", "title", b"title", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

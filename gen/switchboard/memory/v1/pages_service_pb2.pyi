@@ -32,7 +32,10 @@ class CreatePageRequest(_message.Message):
     """Idempotency key: a retry with the same key returns the same page."""
     @_builtins.property
     def page(self) -> _pages_pb2.Page:
-        """title and body; reader_user_ids and editor_user_ids set the initial ACL."""
+        """title and body; reader_user_ids, editor_user_ids, reader_project_ids and
+        editor_project_ids set the initial ACL (a project must be one the caller
+        is a member of: NOT_FOUND otherwise).
+        """
 
     def __init__(
         self,
@@ -278,6 +281,8 @@ class SetPageAclRequest(_message.Message):
     PAGE_ID_FIELD_NUMBER: _builtins.int
     READER_USER_IDS_FIELD_NUMBER: _builtins.int
     EDITOR_USER_IDS_FIELD_NUMBER: _builtins.int
+    READER_PROJECT_IDS_FIELD_NUMBER: _builtins.int
+    EDITOR_PROJECT_IDS_FIELD_NUMBER: _builtins.int
     page_id: _builtins.str
     """The page's id."""
     @_builtins.property
@@ -288,16 +293,31 @@ class SetPageAclRequest(_message.Message):
     def editor_user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Users who may read and edit it, replacing the current list."""
 
+    @_builtins.property
+    def reader_project_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Projects whose members may read it, replacing the current list; each must
+        be a project the caller is a member of (NOT_FOUND otherwise).
+        """
+
+    @_builtins.property
+    def editor_project_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Projects whose editors and owners may read and edit it (their viewers
+        may read it), replacing the current list; each must be a project the
+        caller is a member of (NOT_FOUND otherwise).
+        """
+
     def __init__(
         self,
         *,
         page_id: _builtins.str = ...,
         reader_user_ids: _abc.Iterable[_builtins.str] | None = ...,
         editor_user_ids: _abc.Iterable[_builtins.str] | None = ...,
+        reader_project_ids: _abc.Iterable[_builtins.str] | None = ...,
+        editor_project_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["editor_user_ids", b"editor_user_ids", "page_id", b"page_id", "reader_user_ids", b"reader_user_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["editor_project_ids", b"editor_project_ids", "editor_user_ids", b"editor_user_ids", "page_id", b"page_id", "reader_project_ids", b"reader_project_ids", "reader_user_ids", b"reader_user_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

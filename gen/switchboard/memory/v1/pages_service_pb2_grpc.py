@@ -197,7 +197,8 @@ class PagesServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SetPageAcl(self, request, context):
-        """Replaces the readers and editors; owner only.
+        """Replaces the readers and editors, users and projects; owner only.
+        NOT_FOUND for a project the caller is not a member of.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

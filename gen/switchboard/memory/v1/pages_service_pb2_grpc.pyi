@@ -56,7 +56,9 @@ class PagesServiceStub:
     DeletePage: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.DeletePageRequest, _pages_service_pb2.DeletePageResponse]
     """Owner only; deletes the page, its versions, ACL and proposals."""
     SetPageAcl: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.SetPageAclRequest, _pages_service_pb2.SetPageAclResponse]
-    """Replaces the readers and editors; owner only."""
+    """Replaces the readers and editors, users and projects; owner only.
+    NOT_FOUND for a project the caller is not a member of.
+    """
     ListPageVersions: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.ListPageVersionsRequest, _pages_service_pb2.ListPageVersionsResponse]
     """Versions of a page, newest first."""
     GetPageVersion: _grpc.UnaryUnaryMultiCallable[_pages_service_pb2.GetPageVersionRequest, _pages_service_pb2.GetPageVersionResponse]
@@ -140,7 +142,9 @@ class PagesServiceAsyncStub(PagesServiceStub):
     DeletePage: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.DeletePageRequest, _pages_service_pb2.DeletePageResponse]  # type: ignore[assignment]
     """Owner only; deletes the page, its versions, ACL and proposals."""
     SetPageAcl: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.SetPageAclRequest, _pages_service_pb2.SetPageAclResponse]  # type: ignore[assignment]
-    """Replaces the readers and editors; owner only."""
+    """Replaces the readers and editors, users and projects; owner only.
+    NOT_FOUND for a project the caller is not a member of.
+    """
     ListPageVersions: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.ListPageVersionsRequest, _pages_service_pb2.ListPageVersionsResponse]  # type: ignore[assignment]
     """Versions of a page, newest first."""
     GetPageVersion: _aio.UnaryUnaryMultiCallable[_pages_service_pb2.GetPageVersionRequest, _pages_service_pb2.GetPageVersionResponse]  # type: ignore[assignment]
@@ -257,7 +261,9 @@ class PagesServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _pages_service_pb2.SetPageAclRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_pages_service_pb2.SetPageAclResponse, _abc.Awaitable[_pages_service_pb2.SetPageAclResponse]]:
-        """Replaces the readers and editors; owner only."""
+        """Replaces the readers and editors, users and projects; owner only.
+        NOT_FOUND for a project the caller is not a member of.
+        """
 
     @_abc_1.abstractmethod
     def ListPageVersions(
