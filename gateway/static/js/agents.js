@@ -8,7 +8,7 @@ import { API, $, el, download, followToEnd, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown, streamMarkdown } from "./markdown.js";
 import { errorCause, localizeHeadings, noticeView } from "./notices.js";
-import { withProject } from "./projects.js";
+import { withProject, withSharedProject } from "./projects.js";
 
 const view = {
   agents: [],
@@ -24,7 +24,7 @@ const POLL_MS = 1500;
 
 export async function enterAgents() {
   const [{ agents }, { models }, me] = await Promise.all([
-    json(withProject("/agents?page_size=500")),
+    json(withSharedProject("/agents?page_size=500")),
     json("/models"),
     json("/me"),
   ]);
@@ -98,7 +98,7 @@ async function register(event) {
   });
   $("register-form").reset();
   $("registry-status").textContent = t("Agent {id} registered.", agent);
-  view.agents = (await json(withProject("/agents?page_size=500"))).agents;
+  view.agents = (await json(withSharedProject("/agents?page_size=500"))).agents;
   renderRegistry();
   await openAgent(agent.id);
 }
@@ -159,7 +159,7 @@ async function saveAgent(event) {
     ? t("Saved. Provider swapped: the next run starts from the handoff summary.")
     : t("Saved.");
   showSwapWarning();
-  view.agents = (await json(withProject("/agents?page_size=500"))).agents;
+  view.agents = (await json(withSharedProject("/agents?page_size=500"))).agents;
   renderRegistry();
 }
 
@@ -421,7 +421,7 @@ async function importThread() {
     agent: thread.agent_id,
     count: thread.last_sequence,
   });
-  view.agents = (await json(withProject("/agents?page_size=500"))).agents;
+  view.agents = (await json(withSharedProject("/agents?page_size=500"))).agents;
   renderRegistry();
   await openAgent(thread.agent_id);
 }

@@ -45,6 +45,13 @@ export function withProject(path) {
   return `${path}${path.includes("?") ? "&" : "?"}project_id=${encodeURIComponent(id)}`;
 }
 
+// A listing of agents: a shared project's own, or with the personal project
+// chosen, every agent the user may see (the registry of personal projects
+// and the agents of the user's projects).
+export function withSharedProject(path) {
+  return state.current && !state.current.personal ? withProject(path) : path;
+}
+
 // The project_id of a request body: only a shared project is named; the
 // personal one is what a request without a project means.
 export const bodyProjectId = () => (state.current && !state.current.personal ? state.current.id : undefined);
