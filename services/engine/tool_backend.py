@@ -59,6 +59,21 @@ class EngineToolBackend:
         page = await self._collab.get_page(user, page_id)
         return PageText(page.id, page.title, page.body, page.version)
 
+    @staticmethod
+    def _note(
+        project_id: str, kind: str, title: str, body: str, tags: Sequence[str], agent: str
+    ) -> memory_pb2.Note:
+        if kind not in NOTE_KINDS:
+            raise InvalidArgument(f"kind must be one of {sorted(NOTE_KINDS)}", field="kind")
+        return memory_pb2.Note(
+            project_id=project_id,
+            kind=NOTE_KINDS[kind],
+            title=title,
+            body=body,
+            tags=list(tags),
+            author_agent_id=agent,
+        )
+
     async def save_note(
         self,
         user: str,
@@ -70,16 +85,7 @@ class EngineToolBackend:
         project_id: str = "",
     ) -> SavedNote:
         """Into ``project_id``, the run's project ("" = the user's personal one)."""
-        if kind not in NOTE_KINDS:
-            raise InvalidArgument(f"kind must be one of {sorted(NOTE_KINDS)}", field="kind")
-        note = memory_pb2.Note(
-            project_id=project_id,
-            kind=NOTE_KINDS[kind],
-            title=title,
-            body=body,
-            tags=list(tags),
-            author_agent_id=self._requester,
-        )
+        note = self._note(project_id, kind, title, body, tags, self._requester)
         saved = await self._collab.create_note(user, request_id, note)
         outcome = "merged" if saved.outcome == memory_pb2.SAVE_OUTCOME_MERGED else "created"
         return SavedNote(saved.note.id, saved.note.title, outcome)
@@ -99,16 +105,7 @@ class EngineToolBackend:
     ) -> ProposedNote:
         """A proposal for ``project_id``'s members to review (accepted at once
         in a project whose note policy is auto)."""
-        if kind not in NOTE_KINDS:
-            raise InvalidArgument(f"kind must be one of {sorted(NOTE_KINDS)}", field="kind")
-        note = memory_pb2.Note(
-            project_id=project_id,
-            kind=NOTE_KINDS[kind],
-            title=title,
-            body=body,
-            tags=list(tags),
-            author_agent_id=agent or self._requester,
-        )
+        note = self._note(project_id, kind, title, body, tags, agent or self._requester)
         response = await self._collab.propose_note(user, request_id, note, reason, run_id)
         proposal = response.proposal
         accepted = proposal.state == memory_pb2.NOTE_PROPOSAL_STATE_ACCEPTED
