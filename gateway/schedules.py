@@ -5,18 +5,20 @@ with the conversation's runs, with surface `schedule`."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request, Response
+from fastapi import Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.events import message_dict
-from gateway.params import Id, PageSize, PageToken
+from gateway.params import ID_MAX, Id, PageSize, PageToken
 from switchboard.engine.v1 import schedules_pb2, schedules_service_pb2
 
 router = responses.ApiRouter(prefix="/api/schedules")
+# An agent whose schedules to list ("" = all of the caller's own).
+AgentFilter = Annotated[str, Query(max_length=ID_MAX, pattern=r"^[A-Za-z0-9._:-]*$")]
 
 
 class ScheduleBody(BaseModel):
@@ -70,11 +72,17 @@ async def list_schedules(
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
+    agent_id: AgentFilter = "",
 ) -> dict[str, Any]:
+    """The caller's schedules; with `agent_id`, that agent's: every member's
+    when it belongs to a shared project the caller is a member of (404 for
+    an agent the caller may not see)."""
     response = await rpc(
         request,
         deps.schedules(request).ListSchedules,
-        schedules_service_pb2.ListSchedulesRequest(page_size=page_size, page_token=page_token),
+        schedules_service_pb2.ListSchedulesRequest(
+            page_size=page_size, page_token=page_token, agent_id=agent_id
+        ),
         user,
     )
     return {

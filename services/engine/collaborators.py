@@ -309,6 +309,16 @@ class Collaborators:
         request = projects_service_pb2.CheckProjectAccessRequest(project_id=project_id)
         return str((await self._call("projects", "CheckProjectAccess", request, user)).project_id)
 
+    async def project_role(self, user: str, project_id: str) -> int:
+        """``user``'s role in the project (switchboard.memory.v1.ProjectRole's
+        number: 1 viewer, 2 editor, 3 owner); 0 when they are not a member or
+        it does not exist (the two are never told apart)."""
+        request = projects_service_pb2.CheckProjectAccessRequest(project_id=project_id)
+        try:
+            return int((await self._call("projects", "CheckProjectAccess", request, user)).role)
+        except NotFound:
+            return 0
+
     async def recall(
         self, user: str, query: str, persona: str, project_id: str = ""
     ) -> Sequence[memory_pb2.RecalledNote]:

@@ -17,6 +17,8 @@ class Schedule(SQLModel, table=True):
         UniqueConstraint("user_id", "request_id", name="uq_schedules_user_request"),
         Index("ix_schedules_user_created", "user_id", "create_time", "id"),
         Index("ix_schedules_due", "paused", "next_run_at"),
+        # An agent's schedules, listed to its shared project's members.
+        Index("ix_schedules_agent_created", "agent_id", "create_time", "id"),
     )
 
     id: str = Field(primary_key=True, max_length=36)

@@ -46,16 +46,26 @@ class SchedulesRepository:
                 return (await session.exec(query)).one()
 
     @db_retry
-    async def get(self, user_id: str, schedule_id: str) -> Schedule | None:
+    async def get(self, user_id: str | None, schedule_id: str) -> Schedule | None:
+        """The schedule; None when missing or (unless ``user_id`` is None,
+        any user) another user's."""
         async with self._sessions() as session:
             row = await session.get(Schedule, schedule_id)
-            return row if row is not None and row.user_id == user_id else None
+            return row if row is not None and user_id in (None, row.user_id) else None
 
     @db_retry
-    async def list(self, user_id: str, after: tuple[datetime, str] | None, limit: int) -> Sequence[Schedule]:
-        """A user's schedules, oldest first, strictly after (create_time, id)."""
+    async def list(
+        self, user_id: str | None, after: tuple[datetime, str] | None, limit: int, agent_id: str = ""
+    ) -> Sequence[Schedule]:
+        """A user's schedules (every user's when ``user_id`` is None), only
+        those of the agent ``agent_id`` when given, oldest first, strictly
+        after (create_time, id)."""
         async with self._sessions() as session:
-            query = select(Schedule).where(Schedule.user_id == user_id)
+            query = select(Schedule)
+            if user_id is not None:
+                query = query.where(Schedule.user_id == user_id)
+            if agent_id:
+                query = query.where(Schedule.agent_id == agent_id)
             if after is not None:
                 created, schedule_id = after
                 query = query.where(
@@ -69,28 +79,28 @@ class SchedulesRepository:
 
     @db_retry
     async def set_paused(
-        self, user_id: str, schedule_id: str, paused: bool, next_run_at: datetime | None
+        self, user_id: str | None, schedule_id: str, paused: bool, next_run_at: datetime | None
     ) -> bool:
         """Pauses (next tick cleared) or resumes (next tick given); False for
-        a missing or foreign schedule. Unchanged when already so."""
+        a missing or (unless ``user_id`` is None) foreign schedule. Unchanged
+        when already so."""
+        conditions = [col(Schedule.id) == schedule_id, col(Schedule.paused).is_(not paused)]
+        if user_id is not None:
+            conditions.append(col(Schedule.user_id) == user_id)
         async with self._engine.begin() as connection:
             result = await connection.execute(
-                update(Schedule)
-                .where(
-                    col(Schedule.id) == schedule_id,
-                    col(Schedule.user_id) == user_id,
-                    col(Schedule.paused).is_(not paused),
-                )
-                .values(paused=paused, next_run_at=next_run_at)
+                update(Schedule).where(*conditions).values(paused=paused, next_run_at=next_run_at)
             )
             return bool(result.rowcount)
 
     @db_retry
-    async def delete(self, user_id: str, schedule_id: str) -> bool:
+    async def delete(self, user_id: str | None, schedule_id: str) -> bool:
+        """False for a missing or (unless ``user_id`` is None) foreign schedule."""
+        conditions = [col(Schedule.id) == schedule_id]
+        if user_id is not None:
+            conditions.append(col(Schedule.user_id) == user_id)
         async with self._engine.begin() as connection:
-            result = await connection.execute(
-                delete(Schedule).where(col(Schedule.id) == schedule_id, col(Schedule.user_id) == user_id)
-            )
+            result = await connection.execute(delete(Schedule).where(*conditions))
             return bool(result.rowcount)
 
     @db_retry

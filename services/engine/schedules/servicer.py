@@ -69,7 +69,9 @@ class ScheduleServicer(schedules_service_pb2_grpc.ScheduleServiceServicer):
     async def ListSchedules(
         self, request: schedules_service_pb2.ListSchedulesRequest, context: Context
     ) -> schedules_service_pb2.ListSchedulesResponse:
-        rows, token = await self._schedules.list(caller_user(context), request.page_size, request.page_token)
+        rows, token = await self._schedules.list(
+            caller_user(context), request.page_size, request.page_token, request.agent_id
+        )
         return schedules_service_pb2.ListSchedulesResponse(
             schedules=[schedule_to_proto(row) for row in rows], next_page_token=token
         )

@@ -5,4 +5,5 @@
 - ``models`` and ``outbox``: the outbox written with the run's end, claimed
   under a lease, and the journal of attempts;
 - ``worker``: the background task that delivers due rows, with retries;
-- ``service``: what the API offers (URL check, deliveries read back)."""
+- ``service``: what the API offers (URL check, deliveries read back,
+  default webhooks: a conversation's per user, a shared agent's per project)."""

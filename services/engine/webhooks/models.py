@@ -53,7 +53,8 @@ class WebhookDelivery(SQLModel, table=True):
 
 class WebhookDefault(SQLModel, table=True):
     """A user's default webhook for the runs of one conversation or agent
-    that name none. Kept in the engine (not on the threads service's
+    that name none; user_id "" for an agent's default that belongs to its
+    shared project (see webhooks.service). Kept in the engine (not on the threads service's
     conversations and agents): the engine alone checks webhook URLs against
     its address policy, and reads the default where it starts the run."""
 

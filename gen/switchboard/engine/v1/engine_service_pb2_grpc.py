@@ -179,15 +179,18 @@ class EngineServiceServicer:
         runs) or of an agent (its ask runs): used by every run of it that names
         no webhook_url. "" removes it. The URL is checked as StartRun checks
         webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
-        conversation or agent the caller cannot read.
+        conversation or agent the caller cannot read. An agent of a shared
+        project has one default for the project: its editors and owners set it
+        (PERMISSION_DENIED for a viewer, with the reason).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetWebhookDefault(self, request, context):
-        """The caller's default webhook of a conversation or agent ("" when none).
-        NOT_FOUND as SetWebhookDefault.
+        """The default webhook of a conversation (the caller's) or agent (the
+        caller's, or its shared project's) ("" when none). NOT_FOUND as
+        SetWebhookDefault.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -85,11 +85,14 @@ class EngineServiceStub:
     runs) or of an agent (its ask runs): used by every run of it that names
     no webhook_url. "" removes it. The URL is checked as StartRun checks
     webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
-    conversation or agent the caller cannot read.
+    conversation or agent the caller cannot read. An agent of a shared
+    project has one default for the project: its editors and owners set it
+    (PERMISSION_DENIED for a viewer, with the reason).
     """
     GetWebhookDefault: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.GetWebhookDefaultRequest, _engine_service_pb2.GetWebhookDefaultResponse]
-    """The caller's default webhook of a conversation or agent ("" when none).
-    NOT_FOUND as SetWebhookDefault.
+    """The default webhook of a conversation (the caller's) or agent (the
+    caller's, or its shared project's) ("" when none). NOT_FOUND as
+    SetWebhookDefault.
     """
 
 @_typing.type_check_only
@@ -149,11 +152,14 @@ class EngineServiceAsyncStub(EngineServiceStub):
     runs) or of an agent (its ask runs): used by every run of it that names
     no webhook_url. "" removes it. The URL is checked as StartRun checks
     webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
-    conversation or agent the caller cannot read.
+    conversation or agent the caller cannot read. An agent of a shared
+    project has one default for the project: its editors and owners set it
+    (PERMISSION_DENIED for a viewer, with the reason).
     """
     GetWebhookDefault: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.GetWebhookDefaultRequest, _engine_service_pb2.GetWebhookDefaultResponse]  # type: ignore[assignment]
-    """The caller's default webhook of a conversation or agent ("" when none).
-    NOT_FOUND as SetWebhookDefault.
+    """The default webhook of a conversation (the caller's) or agent (the
+    caller's, or its shared project's) ("" when none). NOT_FOUND as
+    SetWebhookDefault.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -264,7 +270,9 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         runs) or of an agent (its ask runs): used by every run of it that names
         no webhook_url. "" removes it. The URL is checked as StartRun checks
         webhook_url (INVALID_ARGUMENT, FAILED_PRECONDITION); NOT_FOUND for a
-        conversation or agent the caller cannot read.
+        conversation or agent the caller cannot read. An agent of a shared
+        project has one default for the project: its editors and owners set it
+        (PERMISSION_DENIED for a viewer, with the reason).
         """
 
     @_abc_1.abstractmethod
@@ -273,8 +281,9 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_service_pb2.GetWebhookDefaultRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_service_pb2.GetWebhookDefaultResponse, _abc.Awaitable[_engine_service_pb2.GetWebhookDefaultResponse]]:
-        """The caller's default webhook of a conversation or agent ("" when none).
-        NOT_FOUND as SetWebhookDefault.
+        """The default webhook of a conversation (the caller's) or agent (the
+        caller's, or its shared project's) ("" when none). NOT_FOUND as
+        SetWebhookDefault.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from switchboard.engine.v1 import schedules_pb2 as switchboard_dot_engine_dot_v1_dot_schedules__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-switchboard/engine/v1/schedules_service.proto\x12\x15switchboard.engine.v1\x1a%switchboard/engine/v1/schedules.proto\"^\n\x15\x43reateScheduleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x31\n\x08schedule\x18\x02 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\"K\n\x16\x43reateScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\")\n\x12GetScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"H\n\x13GetScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\"=\n\x14ListSchedulesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"d\n\x15ListSchedulesResponse\x12\x32\n\tschedules\x18\x01 \x03(\x0b\x32\x1f.switchboard.engine.v1.Schedule\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"+\n\x14PauseScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"J\n\x15PauseScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\",\n\x15ResumeScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"K\n\x16ResumeScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\",\n\x15\x44\x65leteScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteScheduleResponse2\x9c\x05\n\x0fScheduleService\x12m\n\x0e\x43reateSchedule\x12,.switchboard.engine.v1.CreateScheduleRequest\x1a-.switchboard.engine.v1.CreateScheduleResponse\x12\x64\n\x0bGetSchedule\x12).switchboard.engine.v1.GetScheduleRequest\x1a*.switchboard.engine.v1.GetScheduleResponse\x12j\n\rListSchedules\x12+.switchboard.engine.v1.ListSchedulesRequest\x1a,.switchboard.engine.v1.ListSchedulesResponse\x12j\n\rPauseSchedule\x12+.switchboard.engine.v1.PauseScheduleRequest\x1a,.switchboard.engine.v1.PauseScheduleResponse\x12m\n\x0eResumeSchedule\x12,.switchboard.engine.v1.ResumeScheduleRequest\x1a-.switchboard.engine.v1.ResumeScheduleResponse\x12m\n\x0e\x44\x65leteSchedule\x12,.switchboard.engine.v1.DeleteScheduleRequest\x1a-.switchboard.engine.v1.DeleteScheduleResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-switchboard/engine/v1/schedules_service.proto\x12\x15switchboard.engine.v1\x1a%switchboard/engine/v1/schedules.proto\"^\n\x15\x43reateScheduleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x31\n\x08schedule\x18\x02 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\"K\n\x16\x43reateScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\")\n\x12GetScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"H\n\x13GetScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\"O\n\x14ListSchedulesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\"d\n\x15ListSchedulesResponse\x12\x32\n\tschedules\x18\x01 \x03(\x0b\x32\x1f.switchboard.engine.v1.Schedule\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"+\n\x14PauseScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"J\n\x15PauseScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\",\n\x15ResumeScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"K\n\x16ResumeScheduleResponse\x12\x31\n\x08schedule\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.Schedule\",\n\x15\x44\x65leteScheduleRequest\x12\x13\n\x0bschedule_id\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteScheduleResponse2\x9c\x05\n\x0fScheduleService\x12m\n\x0e\x43reateSchedule\x12,.switchboard.engine.v1.CreateScheduleRequest\x1a-.switchboard.engine.v1.CreateScheduleResponse\x12\x64\n\x0bGetSchedule\x12).switchboard.engine.v1.GetScheduleRequest\x1a*.switchboard.engine.v1.GetScheduleResponse\x12j\n\rListSchedules\x12+.switchboard.engine.v1.ListSchedulesRequest\x1a,.switchboard.engine.v1.ListSchedulesResponse\x12j\n\rPauseSchedule\x12+.switchboard.engine.v1.PauseScheduleRequest\x1a,.switchboard.engine.v1.PauseScheduleResponse\x12m\n\x0eResumeSchedule\x12,.switchboard.engine.v1.ResumeScheduleRequest\x1a-.switchboard.engine.v1.ResumeScheduleResponse\x12m\n\x0e\x44\x65leteSchedule\x12,.switchboard.engine.v1.DeleteScheduleRequest\x1a-.switchboard.engine.v1.DeleteScheduleResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,21 +41,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSCHEDULERESPONSE']._serialized_start=327
   _globals['_GETSCHEDULERESPONSE']._serialized_end=399
   _globals['_LISTSCHEDULESREQUEST']._serialized_start=401
-  _globals['_LISTSCHEDULESREQUEST']._serialized_end=462
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=464
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=564
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=566
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=609
-  _globals['_PAUSESCHEDULERESPONSE']._serialized_start=611
-  _globals['_PAUSESCHEDULERESPONSE']._serialized_end=685
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=687
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=731
-  _globals['_RESUMESCHEDULERESPONSE']._serialized_start=733
-  _globals['_RESUMESCHEDULERESPONSE']._serialized_end=808
-  _globals['_DELETESCHEDULEREQUEST']._serialized_start=810
-  _globals['_DELETESCHEDULEREQUEST']._serialized_end=854
-  _globals['_DELETESCHEDULERESPONSE']._serialized_start=856
-  _globals['_DELETESCHEDULERESPONSE']._serialized_end=880
-  _globals['_SCHEDULESERVICE']._serialized_start=883
-  _globals['_SCHEDULESERVICE']._serialized_end=1551
+  _globals['_LISTSCHEDULESREQUEST']._serialized_end=480
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=482
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=582
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=584
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=627
+  _globals['_PAUSESCHEDULERESPONSE']._serialized_start=629
+  _globals['_PAUSESCHEDULERESPONSE']._serialized_end=703
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=705
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=749
+  _globals['_RESUMESCHEDULERESPONSE']._serialized_start=751
+  _globals['_RESUMESCHEDULERESPONSE']._serialized_end=826
+  _globals['_DELETESCHEDULEREQUEST']._serialized_start=828
+  _globals['_DELETESCHEDULEREQUEST']._serialized_end=872
+  _globals['_DELETESCHEDULERESPONSE']._serialized_start=874
+  _globals['_DELETESCHEDULERESPONSE']._serialized_end=898
+  _globals['_SCHEDULESERVICE']._serialized_start=901
+  _globals['_SCHEDULESERVICE']._serialized_end=1569
 # @@protoc_insertion_point(module_scope)

@@ -29,7 +29,10 @@ class ScheduleServiceStub:
     """Scheduled runs of the caller: create, read, list, pause, resume, delete.
     The caller's identity travels in the `x-switchboard-user` metadata entry;
     without it every RPC is UNAUTHENTICATED. Another user's schedule is
-    NOT_FOUND, like a missing one.
+    NOT_FOUND, like a missing one, except a schedule of an agent of a shared
+    project: the project's members read it, its editors and owners pause,
+    resume and delete it (PERMISSION_DENIED, with the reason, for a viewer),
+    and creating one needs the editor role there. It runs as its creator.
     """
 
     def __init__(self, channel):
@@ -74,7 +77,10 @@ class ScheduleServiceServicer:
     """Scheduled runs of the caller: create, read, list, pause, resume, delete.
     The caller's identity travels in the `x-switchboard-user` metadata entry;
     without it every RPC is UNAUTHENTICATED. Another user's schedule is
-    NOT_FOUND, like a missing one.
+    NOT_FOUND, like a missing one, except a schedule of an agent of a shared
+    project: the project's members read it, its editors and owners pause,
+    resume and delete it (PERMISSION_DENIED, with the reason, for a viewer),
+    and creating one needs the editor role there. It runs as its creator.
     """
 
     def CreateSchedule(self, request, context):
@@ -96,8 +102,10 @@ class ScheduleServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSchedules(self, request, context):
-        """The caller's schedules, oldest first.
-        INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
+        """The caller's schedules, oldest first; with agent_id, that agent's:
+        every member's when the agent belongs to a shared project the caller is
+        a member of, else the caller's own. NOT_FOUND: an agent the caller may
+        not see. INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -170,7 +178,10 @@ class ScheduleService:
     """Scheduled runs of the caller: create, read, list, pause, resume, delete.
     The caller's identity travels in the `x-switchboard-user` metadata entry;
     without it every RPC is UNAUTHENTICATED. Another user's schedule is
-    NOT_FOUND, like a missing one.
+    NOT_FOUND, like a missing one, except a schedule of an agent of a shared
+    project: the project's members read it, its editors and owners pause,
+    resume and delete it (PERMISSION_DENIED, with the reason, for a viewer),
+    and creating one needs the editor role there. It runs as its creator.
     """
 
     @staticmethod

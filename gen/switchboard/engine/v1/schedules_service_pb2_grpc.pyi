@@ -30,7 +30,10 @@ class ScheduleServiceStub:
     """Scheduled runs of the caller: create, read, list, pause, resume, delete.
     The caller's identity travels in the `x-switchboard-user` metadata entry;
     without it every RPC is UNAUTHENTICATED. Another user's schedule is
-    NOT_FOUND, like a missing one.
+    NOT_FOUND, like a missing one, except a schedule of an agent of a shared
+    project: the project's members read it, its editors and owners pause,
+    resume and delete it (PERMISSION_DENIED, with the reason, for a viewer),
+    and creating one needs the editor role there. It runs as its creator.
     """
 
     @_typing.overload
@@ -47,8 +50,10 @@ class ScheduleServiceStub:
     GetSchedule: _grpc.UnaryUnaryMultiCallable[_schedules_service_pb2.GetScheduleRequest, _schedules_service_pb2.GetScheduleResponse]
     """Reads one schedule. NOT_FOUND for a missing or another user's schedule."""
     ListSchedules: _grpc.UnaryUnaryMultiCallable[_schedules_service_pb2.ListSchedulesRequest, _schedules_service_pb2.ListSchedulesResponse]
-    """The caller's schedules, oldest first.
-    INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
+    """The caller's schedules, oldest first; with agent_id, that agent's:
+    every member's when the agent belongs to a shared project the caller is
+    a member of, else the caller's own. NOT_FOUND: an agent the caller may
+    not see. INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
     """
     PauseSchedule: _grpc.UnaryUnaryMultiCallable[_schedules_service_pb2.PauseScheduleRequest, _schedules_service_pb2.PauseScheduleResponse]
     """Pauses a schedule: no run starts until it is resumed. Idempotent."""
@@ -64,7 +69,10 @@ class ScheduleServiceAsyncStub(ScheduleServiceStub):
     """Scheduled runs of the caller: create, read, list, pause, resume, delete.
     The caller's identity travels in the `x-switchboard-user` metadata entry;
     without it every RPC is UNAUTHENTICATED. Another user's schedule is
-    NOT_FOUND, like a missing one.
+    NOT_FOUND, like a missing one, except a schedule of an agent of a shared
+    project: the project's members read it, its editors and owners pause,
+    resume and delete it (PERMISSION_DENIED, with the reason, for a viewer),
+    and creating one needs the editor role there. It runs as its creator.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -78,8 +86,10 @@ class ScheduleServiceAsyncStub(ScheduleServiceStub):
     GetSchedule: _aio.UnaryUnaryMultiCallable[_schedules_service_pb2.GetScheduleRequest, _schedules_service_pb2.GetScheduleResponse]  # type: ignore[assignment]
     """Reads one schedule. NOT_FOUND for a missing or another user's schedule."""
     ListSchedules: _aio.UnaryUnaryMultiCallable[_schedules_service_pb2.ListSchedulesRequest, _schedules_service_pb2.ListSchedulesResponse]  # type: ignore[assignment]
-    """The caller's schedules, oldest first.
-    INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
+    """The caller's schedules, oldest first; with agent_id, that agent's:
+    every member's when the agent belongs to a shared project the caller is
+    a member of, else the caller's own. NOT_FOUND: an agent the caller may
+    not see. INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
     """
     PauseSchedule: _aio.UnaryUnaryMultiCallable[_schedules_service_pb2.PauseScheduleRequest, _schedules_service_pb2.PauseScheduleResponse]  # type: ignore[assignment]
     """Pauses a schedule: no run starts until it is resumed. Idempotent."""
@@ -94,7 +104,10 @@ class ScheduleServiceServicer(metaclass=_abc_1.ABCMeta):
     """Scheduled runs of the caller: create, read, list, pause, resume, delete.
     The caller's identity travels in the `x-switchboard-user` metadata entry;
     without it every RPC is UNAUTHENTICATED. Another user's schedule is
-    NOT_FOUND, like a missing one.
+    NOT_FOUND, like a missing one, except a schedule of an agent of a shared
+    project: the project's members read it, its editors and owners pause,
+    resume and delete it (PERMISSION_DENIED, with the reason, for a viewer),
+    and creating one needs the editor role there. It runs as its creator.
     """
 
     @_abc_1.abstractmethod
@@ -124,8 +137,10 @@ class ScheduleServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _schedules_service_pb2.ListSchedulesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_schedules_service_pb2.ListSchedulesResponse, _abc.Awaitable[_schedules_service_pb2.ListSchedulesResponse]]:
-        """The caller's schedules, oldest first.
-        INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
+        """The caller's schedules, oldest first; with agent_id, that agent's:
+        every member's when the agent belongs to a shared project the caller is
+        a member of, else the caller's own. NOT_FOUND: an agent the caller may
+        not see. INVALID_ARGUMENT: a negative page_size, a page_token not from this listing.
         """
 
     @_abc_1.abstractmethod
