@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
-from tests.e2e.web import assert_accessible, logged_in, send, shot
+from tests.e2e.web import HeldRequests, assert_accessible, logged_in, send, shot
 
 browser = web.browser
 page = web.page
@@ -128,6 +128,57 @@ def test_the_switcher_lists_the_projects_and_the_memory_view_shows_the_chosen_on
             run = send(page, "On which day does the team ship?")
         assert sent.value.post_data_json["project_id"] == project_id
         expect(run.locator(".sources a.recalled-note", has_text=title)).to_be_visible()
+
+
+def settle(page: Page) -> None:
+    """Lets the page handle what has just arrived (a few event-loop turns)."""
+    page.evaluate("() => new Promise((done) => setTimeout(done, 200))")
+
+
+def test_a_late_answer_for_the_previous_project_never_overwrites_the_chosen_ones(
+    browser: Browser, launched: Launched
+) -> None:
+    """The personal project's context and notes are held back until after a
+    switch to a shared project whose own answers come first: the late ones
+    are dropped, and the page shows the chosen project's."""
+    project_id, _name = create_project(launched)
+    rules = f"Règles de {project_id} : chaque changement arrive avec son test."
+    assert api(launched, "PUT", f"/project-context?project_id={project_id}", body={"body": rules}).is_success
+    note = f"Décision partagée {project_id}"
+    body = {"kind": "decision", "title": note, "body": "On livre le jeudi."}
+    assert api(launched, "POST", f"/notes?project_id={project_id}", body=body).is_success
+    with logged_in(browser, launched, new=False, locale="fr-FR") as page:
+        page.select_option("#project", index=0)
+        held = HeldRequests("GET")
+
+        def personal(url: str) -> bool:  # the personal project's context or notes
+            return ("/project-context" in url or "/notes" in url) and "project_id=personal-" in url
+
+        page.route(personal, held)
+        with page.expect_request(lambda r: "/project-context" in r.url and personal(r.url)):
+            page.locator("#nav a[href='#agents']").click()
+        page.select_option("#project", project_id)
+        expect(page.locator("#project-context")).to_have_value(rules)
+        with page.expect_response(lambda r: personal(r.url)):
+            held.release()
+        settle(page)  # the late answer is handled, and must change nothing
+        expect(page.locator("#project-context")).to_have_value(rules)
+        page.unroute(personal, held)
+        # The same in the Memory view: the personal project's notes held back.
+        open_memory(page)
+        expect(page.locator("#notes li.note").filter(has_text=note)).to_have_count(1)
+        late = HeldRequests("GET")
+        page.route(personal, late)
+        with page.expect_request(lambda r: "/notes" in r.url and personal(r.url)):
+            page.select_option("#project", index=0)
+        page.select_option("#project", project_id)
+        expect(page.locator("#notes li.note").filter(has_text=note)).to_have_count(1)
+        with page.expect_response(lambda r: personal(r.url)):
+            late.release()
+        settle(page)
+        expect(page.locator("#notes li.note").filter(has_text=note)).to_have_count(1)
+        page.locator("#nav a[href='#agents']").click()
+        expect(page.locator("#project-context")).to_have_value(rules)
 
 
 def test_a_project_is_created_from_the_page_and_a_taken_or_malformed_id_is_refused(

@@ -8,7 +8,7 @@ import { API, $, el, download, followToEnd, guard, json } from "./core.js";
 import { t } from "./i18n.js";
 import { renderMarkdown, streamMarkdown } from "./markdown.js";
 import { errorCause, localizeHeadings, noticeView } from "./notices.js";
-import { withProject, withSharedProject } from "./projects.js";
+import { sameProject, withProject, withSharedProject } from "./projects.js";
 
 const view = {
   agents: [],
@@ -23,11 +23,13 @@ const view = {
 const POLL_MS = 1500;
 
 export async function enterAgents() {
+  const current = sameProject();
   const [{ agents }, { models }, me] = await Promise.all([
     json(withSharedProject("/agents?page_size=500")),
     json("/models"),
     json("/me"),
   ]);
+  if (!current()) return;
   view.agents = agents;
   view.me = me;
   view.models = models;

@@ -7,7 +7,7 @@ import { $, el, guard, json } from "./core.js";
 import { diffLines } from "./diff.js";
 import { t } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
-import { mayWrite, withProject } from "./projects.js";
+import { mayWrite, sameProject, withProject } from "./projects.js";
 
 const KINDS = ["decision", "feature_summary", "preference", "fact"];
 const KIND_LABELS = {
@@ -36,7 +36,9 @@ export async function enterMemory(noteId) {
 
 async function loadNotes() {
   const q = $("note-search").value.trim();
+  const current = sameProject();
   const { notes } = await json(withProject("/notes" + (q ? `?q=${encodeURIComponent(q)}` : "?page_size=200")));
+  if (!current()) return;
   $("notes-label").textContent = q
     ? t("{count} notes a run asking this would recall, best first.", { count: notes.length })
     : t("{count} notes, newest first.", { count: notes.length });
@@ -99,7 +101,9 @@ function noteView(note) {
 // the Accept and Refuse buttons are for editors and owners (the API still
 // refuses, 403, what the role does not allow, and its reason is shown).
 async function loadProposals() {
+  const current = sameProject();
   const { proposals } = await json(withProject("/note-proposals?state=pending&page_size=200"));
+  if (!current()) return;
   $("note-proposals-label").textContent = proposals.length
     ? t("{count} proposals waiting for review, newest first.", { count: proposals.length })
     : "";

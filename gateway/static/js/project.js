@@ -5,7 +5,7 @@
 
 import { API, $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
-import { withProject } from "./projects.js";
+import { sameProject, withProject } from "./projects.js";
 
 const live = { entries: new Map(), source: null, ticker: null };
 
@@ -78,12 +78,14 @@ function renderLive() {
 }
 
 export async function loadProjectContext() {
+  const current = sameProject();
   let context = { body: "", update_time: "" };
   try {
     context = await json(withProject("/project-context"));
   } catch (error) {
     if (error.status !== 404) throw error; // 404: none written yet
   }
+  if (!current()) return;
   $("project-context").value = context.body;
   $("context-status").textContent = context.update_time
     ? t("Last saved {time}.", { time: new Date(context.update_time).toLocaleString() })

@@ -38,6 +38,14 @@ export function projectName(project) {
 // default, the personal project).
 export const projectId = () => (state.current ? state.current.id : "");
 
+// For a load that awaits the server: whether the project is still the one
+// it was made for. A switch while it was in flight starts the load again, so
+// a late answer for the previous project must not overwrite the new one's.
+export function sameProject() {
+  const made = projectId();
+  return () => made === projectId();
+}
+
 // ``path`` with the chosen project as its project_id query parameter.
 export function withProject(path) {
   const id = projectId();
