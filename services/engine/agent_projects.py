@@ -16,11 +16,9 @@ from dataclasses import dataclass
 
 from services.engine.collaborators import Collaborators
 from services.shared.errors import PermissionDenied
-from services.shared.projects import PERSONAL_PREFIX
+from services.shared.projects import PERSONAL_PREFIX, ProjectRole, role_phrase
 
-# switchboard.memory.v1.ProjectRole's numbers; each includes the ones before.
-NONE, VIEWER, EDITOR, OWNER = 0, 1, 2, 3
-_ROLE_NAMES = {NONE: "none", VIEWER: "viewer", EDITOR: "editor", OWNER: "owner"}
+NONE, VIEWER, EDITOR, OWNER = ProjectRole.NONE, ProjectRole.VIEWER, ProjectRole.EDITOR, ProjectRole.OWNER
 
 
 def is_shared(project_id: str) -> bool:
@@ -71,11 +69,9 @@ def require(user: str, access: AgentProject, needed: int, what: str) -> None:
     if access.role == NONE:
         standing = f"{user} is not a member of project {access.project_id!r}"
     else:
-        name = _ROLE_NAMES.get(access.role, str(access.role))
-        article = "an" if name[0] in "aeiou" else "a"
-        standing = f"{user} is {article} {name} of project {access.project_id!r}"
+        standing = f"{user} is {role_phrase(ProjectRole(access.role))} of project {access.project_id!r}"
     raise PermissionDenied(
-        f"{standing}; {what} needs the {_ROLE_NAMES[needed]} role",
+        f"{standing}; {what} needs the {ProjectRole(needed).name.lower()} role",
         project_id=access.project_id,
         agent_id=access.agent_id,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from enum import IntEnum
 
 # What a client may write for "my personal project".
 PERSONAL_NAMES = frozenset({"", "default", "personal"})
@@ -23,3 +24,19 @@ def personal_project_id(user_id: str) -> str:
 
 def is_personal_name(project_id: str) -> bool:
     return project_id.strip() in PERSONAL_NAMES
+
+
+class ProjectRole(IntEnum):
+    """A member's role in a project (switchboard.memory.v1.ProjectRole's
+    numbers); each includes the ones below it. NONE: not a member."""
+
+    NONE = 0
+    VIEWER = 1
+    EDITOR = 2
+    OWNER = 3
+
+
+def role_phrase(role: ProjectRole) -> str:
+    """ "a viewer", "an editor", "an owner": how refusals name a role."""
+    name = role.name.lower()
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"

@@ -23,12 +23,18 @@ agent is not using it. No gRPC here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Protocol
 
 from services.shared.audit import Actor, new_event
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from services.shared.projects import PERSONAL_PREFIX, PROJECT_ID, is_personal_name, personal_project_id
+from services.shared.projects import (
+    PERSONAL_PREFIX,
+    PROJECT_ID,
+    ProjectRole,
+    is_personal_name,
+    personal_project_id,
+    role_phrase,
+)
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
 from services.threads.owners import ThreadOwner, ThreadOwners
 from services.threads.repository import ThreadsRepository
@@ -36,16 +42,6 @@ from services.threads.repository import ThreadsRepository
 # Callers acting for several users (the engine's provider-session store, the
 # threads service's own handoff calls) are not users: no membership applies.
 SERVICE_PREFIX = "service:"
-
-
-class ProjectRole(IntEnum):
-    """A member's role in a project (switchboard.memory.v1.ProjectRole's
-    numbers); each includes the ones before it."""
-
-    NONE = 0
-    VIEWER = 1
-    EDITOR = 2
-    OWNER = 3
 
 
 # What each use of an agent needs of a member of its project.
@@ -68,12 +64,6 @@ class ProjectDirectory(Protocol):
     DependencyUnavailable when it cannot be asked."""
 
     async def check(self, actor: Actor, project_id: str) -> ProjectGrant | None: ...
-
-
-def _a(role: ProjectRole) -> str:
-    """ "a viewer", "an editor", "an owner"."""
-    name = role.name.lower()
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def is_service(actor: Actor) -> bool:
@@ -156,7 +146,7 @@ class AgentAccess:
             return agent
         if role >= READ:
             raise PermissionDenied(
-                f"{actor.user} is {_a(role)} of project {agent.project_id!r}: viewers read "
+                f"{actor.user} is {role_phrase(role)} of project {agent.project_id!r}: viewers read "
                 f"agent {agent_id!r}'s thread, editors and owners ask it; ask a project owner "
                 "to make you an editor",
                 agent_id=agent_id,
@@ -209,7 +199,7 @@ class AgentAccess:
             raise NotFound(f"project {project_id!r} not found", project_id=project_id)
         if grant.role < ASK:
             raise PermissionDenied(
-                f"{actor.user} is {_a(grant.role)} of project {project_id!r}: creating "
+                f"{actor.user} is {role_phrase(grant.role)} of project {project_id!r}: creating "
                 "its agents is for its editors and owners",
                 project_id=project_id,
             )

@@ -13,9 +13,9 @@ from services.shared.audit import Actor, new_event
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
-from services.shared.projects import MAX_PROJECT_ID_CHARS, PERSONAL_NAMES, personal_project_id
+from services.shared.projects import MAX_PROJECT_ID_CHARS, PERSONAL_NAMES, ProjectRole, personal_project_id
 from services.shared.time import utcnow
-from services.threads.access import ASK, READ, AgentAccess, ProjectDirectory, ProjectRole
+from services.threads.access import ASK, READ, AgentAccess, ProjectDirectory
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
 from services.threads.owners import ThreadOwner
 from services.threads.paging import read_page, view_fingerprint

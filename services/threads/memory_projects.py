@@ -11,7 +11,8 @@ from services.shared.audit import Actor
 from services.shared.clients import call
 from services.shared.errors import DependencyUnavailable, InvalidArgument
 from services.shared.identity import user_metadata
-from services.threads.access import ProjectGrant, ProjectRole
+from services.shared.projects import ProjectRole
+from services.threads.access import ProjectGrant
 from switchboard.memory.v1 import projects_service_pb2, projects_service_pb2_grpc
 
 _ROLES = {role.value: role for role in ProjectRole}

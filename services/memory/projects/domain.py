@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 
 from services.memory.projects.models import MemoryAuditEvent, ProjectMemberRow, ProjectRow
 from services.memory.projects.repository import ProjectsRepository
@@ -33,8 +32,10 @@ from services.shared.projects import (
     MAX_PROJECT_ID_CHARS,
     PERSONAL_PREFIX,
     PROJECT_ID,
+    ProjectRole,
     is_personal_name,
     personal_project_id,
+    role_phrase,
 )
 from services.shared.time import aware, utcnow
 
@@ -46,23 +47,12 @@ MAX_USER_ID_CHARS = 128
 PROJECT_PATHS = frozenset({"display_name", "note_policy"})
 
 
-class Role(IntEnum):
-    """ProjectRole of projects.proto; each includes the ones below it."""
-
-    NONE = 0
-    VIEWER = 1
-    EDITOR = 2
-    OWNER = 3
+# Each role includes the ones below it (the contract's ProjectRole).
+Role = ProjectRole
 
 
 ROLE_NAMES = {Role.VIEWER: "viewer", Role.EDITOR: "editor", Role.OWNER: "owner"}
 NOTE_POLICIES = frozenset({1, 2})  # review, auto
-
-
-def role_phrase(role: Role) -> str:
-    """ "a viewer", "an editor", "an owner"."""
-    name = ROLE_NAMES[role]
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 @dataclass(frozen=True)
