@@ -221,7 +221,7 @@ async def suggested_actions(
     """2 to 4 prompt starters for the current page, computed without any
     model call, in English or French. A click prefills the composer; it
     never starts a run."""
-    return {"actions": [s.__dict__ for s in suggest(page_type, selection, language)], "starts_run": False}
+    return {"actions": [s.__dict__ for s in suggest(page_type, selection, language)]}
 
 
 def check_sources_settings(connectors_json: str, mcp_servers_json: str) -> None:

@@ -475,7 +475,6 @@ class SuggestedActions(Body):
     """Prompt starters for the page being edited, computed without a model call."""
 
     actions: list[SuggestedAction] = Field(description="2 to 4 suggestions")
-    starts_run: bool = Field(description="always false: a suggestion prefills, it never sends")
 
 
 # Notes.

@@ -382,7 +382,9 @@ class ThreadsDomain:
             return await self._repo.list_entries(thread.id, entry_filter, position, ascending, limit)
 
         page = await read_page(fetch, descending, size, token, fingerprint)
-        partial = entry_filter != EntryFilter()
+        # Partial only when the filter really leaves entries out: one probe
+        # that stops at the first entry outside the view.
+        partial = await self._repo.has_entries_outside(thread.id, entry_filter)
         return EntriesPage(page.items, page.next_token, page.previous_token, thread.id, partial)
 
     async def _resolve_view(self, actor: Actor, view: View) -> tuple[Thread | ThreadOwner, EntryFilter]:

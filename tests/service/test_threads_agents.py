@@ -174,6 +174,39 @@ async def test_seed_000_a_fact_given_by_main_is_in_qa_thread_when_architect_asks
     assert [e.role for e in correlated.entries] == [threads_pb2.ROLE_USER, threads_pb2.ROLE_ASSISTANT]
 
 
+async def test_a_filtered_view_is_partial_only_when_it_leaves_entries_out(stub: Stub) -> None:
+    await create_agents(stub, "main", "architect", "qa")
+    qa = (
+        await stub.EnsureAgentThread(pb.EnsureAgentThreadRequest(target_agent_id="qa"), **as_user("u"))
+    ).thread
+    await stub.AppendEntries(
+        pb.AppendEntriesRequest(
+            thread_id=qa.id,
+            entries=[
+                turn("main", "qa", "c-1", threads_pb2.ROLE_USER, "Où en est la revue ?"),
+                turn("main", "qa", "c-1", threads_pb2.ROLE_ASSISTANT, "Finie."),
+            ],
+        ),
+        **as_user("u"),
+    )
+    pair = pb.ListEntriesRequest(for_pair=Pair(requester="main", target="qa"))
+    correlated = pb.ListEntriesRequest(for_correlation=ForCorrelation(thread_id=qa.id, correlation_id="c-1"))
+    # Only main has asked, all in one exchange: both filters show the whole thread.
+    for request in (pair, correlated):
+        page = await stub.ListEntries(request, **as_user("u"))
+        assert len(page.entries) == 2 and not page.partial_view
+    await stub.AppendEntries(
+        pb.AppendEntriesRequest(
+            thread_id=qa.id,
+            entries=[turn("architect", "qa", "c-2", threads_pb2.ROLE_USER, "Which build failed?")],
+        ),
+        **as_user("u"),
+    )
+    for request in (pair, correlated):
+        page = await stub.ListEntries(request, **as_user("u"))
+        assert len(page.entries) == 2 and page.partial_view
+
+
 async def test_views_page_forwards_and_backwards(stub: Stub) -> None:
     await create_agents(stub, "qa")
     qa = (

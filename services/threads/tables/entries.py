@@ -214,6 +214,28 @@ class EntriesTable(TableRepository):
             return [EntryRow.of(row) for row in await connection.execute(query.limit(limit))]
 
     @db_retry
+    async def has_entries_outside(self, thread_id: str, view: EntryFilter) -> bool:
+        """Whether the thread holds an entry the filter leaves out: a filtered
+        view that happens to cover the whole thread is not partial."""
+        c = ENTRIES.c
+        wanted = [
+            (column, value)
+            for column, value in (
+                (c.correlation_id, view.correlation_id),
+                (c.requester, view.requester),
+                (c.target, view.target),
+            )
+            if value
+        ]
+        if not wanted:
+            return False
+        # A NULL column (a turn with no correlation id) is outside the view too.
+        outside = or_(*(or_(column.is_(None), column != value) for column, value in wanted))
+        query = select(c.sequence).where(c.thread_id == thread_id, outside).limit(1)
+        async with self._connect() as connection:
+            return (await connection.execute(query)).first() is not None
+
+    @db_retry
     async def entries_between(self, thread_id: str, first: int, last: int) -> Sequence[Entry]:
         """Entries first..last (sequence numbers, inclusive), in order."""
         async with self._sessions() as session:
