@@ -296,6 +296,10 @@ def test_agents_asks_and_thread_views(alice: httpx.Client) -> None:
     assert events[0].event == "run_started" and events[-1].event == "final"
     whole = alice.get("/api/agent/agents/qa-e2e/entries").json()
     assert whole["partial_view"] is False and len(whole["entries"]) >= 2
+    # The architect alone has asked: its pair view is the whole thread.
+    pair = alice.get("/api/agent/agents/qa-e2e/entries", params={"requester": "architect"}).json()
+    assert pair["partial_view"] is False
+    stream(alice, "/api/agent/agents/qa-e2e/asks", {"message": "Et la recette ?", "requester": "dev"})
     pair = alice.get("/api/agent/agents/qa-e2e/entries", params={"requester": "architect"}).json()
     assert pair["partial_view"] is True and {e["requester"] for e in pair["entries"]} <= {
         "architect",
