@@ -1,22 +1,24 @@
 """The grey-zone arbiter over a configured model: one closed question, the
-grey candidates' names and descriptions in, one name or "none" out. The
-router parses the answer strictly (``parse_arbiter_answer``) and keeps it raw
-in the decision record; an error, a timeout or an answer that names no
-candidate falls back as the Skill Router says. Never asked in offline mode
-(the router does not allow arbitration for an offline request)."""
+grey candidates' names and descriptions in, one name or "none" out, then one
+short sentence saying why. The router parses the first line strictly
+(``parse_arbiter_answer``) and keeps the prompt, the raw answer and the
+reason in the decision record; an error, a timeout or an answer that names
+no candidate falls back as the Skill Router says. Never asked in offline
+mode (the router does not allow arbitration for an offline request)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 
+from services.router.skill_router import ArbiterPrompt
 from services.shared.completion import ModelCompleter
 
 SYSTEM = (
     "You route a user's request to at most one skill. You get the request and the candidate skills, "
-    "each with its description; the request may be in any language. Answer with the name of the one "
-    "skill that fits the request, exactly as written, or with none if no skill fits. Answer with the "
-    "name or none only, nothing else."
+    "each with its description; the request may be in any language. On the first line, answer with "
+    "the name of the one skill that fits the request, exactly as written, or with none if no skill "
+    "fits: the name or none only. On a second line, say why in one short sentence."
 )
 
 
@@ -32,9 +34,12 @@ class ModelArbiter:
         self._timeout = timeout
         self.name = completer.name
 
-    async def arbitrate(self, request: str, candidates: Sequence[tuple[str, str]]) -> str:
+    def prompt(self, request: str, candidates: Sequence[tuple[str, str]]) -> ArbiterPrompt:
+        return ArbiterPrompt(SYSTEM, question(request, candidates))
+
+    async def arbitrate(self, prompt: ArbiterPrompt) -> str:
         async with asyncio.timeout(self._timeout):
-            return await self._completer.complete(SYSTEM, question(request, candidates))
+            return await self._completer.complete(prompt.instructions, prompt.question)
 
     async def close(self) -> None:
         await self._completer.close()

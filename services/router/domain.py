@@ -15,6 +15,7 @@ from typing import Any, Literal
 from services.router.model_routing import ModelOption, ModelRoute, route_model
 from services.router.models import RouterAuditEvent, Skill, SkillEnablement, SkillFeedback
 from services.router.repository import NameTaken, RouterRepository
+from services.router.request_parts import split_request
 from services.router.skill_router import (
     Arbiter,
     Branch,
@@ -40,6 +41,8 @@ MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 2_000
 MAX_BODY_CHARS = 20_000
 MAX_ID_CHARS = 128
+# An engine provider's name (services/engine/providers/config.py).
+MAX_PROVIDER_CHARS = 64
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 UPDATABLE = frozenset({"name", "description", "body", "auto_use"})
 # A catalog rebuild embeds at most this many descriptions on the spot (an
@@ -306,10 +309,12 @@ class RouterDomain:
             raise InvalidArgument(f"at most {MAX_FORCED_SKILLS} forced skills", field="forced_skills")
         if names:
             return await self._forced(names)
-        # The database read and the request's embedding (a worker thread for
-        # a real model) overlap.
+        # Skills are matched on what the request asks, not on the text it
+        # carries (request_parts.py). The database read and the embedding
+        # (a worker thread for a real model) overlap.
+        parts = split_request(text)
         (revision, enablements), query = await asyncio.gather(
-            self._repo.routing_state(user), self._index.embed_query(text)
+            self._repo.routing_state(user), self._index.embed_query(parts.instruction)
         )
         index = await self.current_index(revision)
 
@@ -321,7 +326,7 @@ class RouterDomain:
                 return skill.auto_use
             return row.enabled and (skill.auto_use if row.auto_use is None else row.auto_use)
 
-        candidates = index.candidates(text, query, eligible)
+        candidates = index.candidates(parts.instruction, query, eligible)
         allowed = not offline and self._arbitration_enabled
         chosen, decision = await route(
             text,
@@ -330,7 +335,15 @@ class RouterDomain:
             self._thresholds,
             self._arbiter,
             allowed,
+            parts.builtin_task,
         )
+        if parts.split:
+            decision = replace(
+                decision,
+                matched_text=parts.instruction,
+                explanation=f"matched on the instruction, not on the {len(parts.material)} characters "
+                f"of text it carries; {decision.explanation}",
+            )
         excluded = index.default_excluded + sum(
             int(index.default_eligible(skill)) - int(eligible(skill))
             for skill_id in enablements
@@ -416,9 +429,16 @@ class RouterDomain:
         start = start or 0
         return self._models[start : start + size], offset_token(start + size, len(self._models))
 
-    def route_model(self, text: str, requested_model: str, default_model: str, offline: bool) -> ModelRoute:
+    def route_model(
+        self, text: str, requested_model: str, default_model: str, offline: bool, provider: str = ""
+    ) -> ModelRoute:
+        """``provider``: only that provider's models (an agent pinned to it)."""
         _check_text(text, "text", required=False)
-        return route_model(self._models, text, requested_model, default_model, offline=offline)
+        if len(provider) > MAX_PROVIDER_CHARS:
+            raise TooLarge(f"provider_id is longer than {MAX_PROVIDER_CHARS} characters", field="provider_id")
+        return route_model(
+            self._models, text, requested_model, default_model, offline=offline, provider=provider.strip()
+        )
 
     # Both routers for one chat message
 

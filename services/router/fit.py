@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from services.router.catalog import CATALOG
+from services.router.request_parts import split_request
 from services.router.skill_router import (
     Branch,
     Candidate,
@@ -76,6 +77,8 @@ class Labelled:
 class Scored:
     request: Labelled
     candidates: tuple[Candidate, ...]
+    # The built-in task the request asks for (request_parts.py): no skill.
+    builtin_task: str = ""
 
     @property
     def top(self) -> float:
@@ -158,10 +161,14 @@ async def default_index(embedder: str, fixture: Path = DEFAULT_FIXTURE) -> Skill
 
 
 async def score(index: SkillIndex, requests: Sequence[Labelled]) -> list[Scored]:
+    """Each request's candidates as the service finds them: on its
+    instruction, not on the text it carries (request_parts.py)."""
     scored = []
     for item in requests:
-        query = await index.embed_query(item.text)
-        scored.append(Scored(item, tuple(index.candidates(item.text, query, SkillIndex.default_eligible))))
+        parts = split_request(item.text)
+        query = await index.embed_query(parts.instruction)
+        candidates = index.candidates(parts.instruction, query, SkillIndex.default_eligible)
+        scored.append(Scored(item, tuple(candidates), parts.builtin_task))
     return scored
 
 
@@ -180,7 +187,7 @@ def evaluate(scored: Sequence[Scored], thresholds: Thresholds) -> Evaluation:
     outcomes = []
     margin = 1.0
     for item in scored:
-        chosen, branch, _ = decide(item.candidates, thresholds)
+        chosen, branch, _ = decide(item.candidates, thresholds, item.builtin_task)
         applied = [c.name for c in chosen]
         label = item.request
         tally = counts.setdefault(label.lang, [0, 0, 0])

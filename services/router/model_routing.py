@@ -12,6 +12,12 @@ How a request is classified (deterministic, in this order):
    multi-step marker: a short factual question.
 3. **balanced** otherwise.
 
+A request that needs the web ("search the web for…", "latest news",
+"cherche sur le web", "actualités d'aujourd'hui", the weather, a stock
+price: the phrases of services/router/web_need.py) goes to a ``web_search``
+model when one is eligible, in the same profile order; the reason says it
+needed the web and which model searches it, or that no eligible model does.
+
 Then the first configured model of that profile is chosen, falling back to
 balanced, then fast, then any other profile. While routing automatically a
 ``web_only`` model is never chosen (it would silently drop the workspace
@@ -34,6 +40,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from services.router.web_need import needs_web
 from services.shared.errors import FailedPrecondition, InvalidArgument
 from services.shared.text import fold
 
@@ -101,6 +108,10 @@ class ModelOption(BaseModel):
     web_only: bool = False
     # Auto avoids it unless the request is classified strong.
     expensive: bool = False
+    # Searches the web by itself at its provider (an online model): Auto
+    # prefers it for a request that needs the web (web_need.py). The engine
+    # gives no model a web tool; this says what the model does.
+    web_search: bool = False
     # Input tokens the model takes: the engine fits a conversation's history
     # into it. The default suits today's hosted models; a local model
     # (Ollama's default context is 2,048 or 4,096) needs its own figure.
@@ -148,6 +159,8 @@ def parse_models(text: str) -> tuple[ModelOption, ...]:
 class Classification:
     profile: Profile
     rule: str
+    # Why the request needs the web (web_need.needs_web); "" when it does not.
+    needs_web: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,8 @@ class ModelRoute:
     # The class of the request; None for a manual choice.
     request_profile: Profile | None = None
     notices: tuple[str, ...] = ()
+    # Auto found the request needs the web (and said why in ``reason``).
+    needs_web: bool = False
 
 
 def _multi_step_marker(text: str) -> str:
@@ -184,17 +199,19 @@ def _multi_step_marker(text: str) -> str:
 
 def classify(text: str) -> Classification:
     length = len(text.strip())
+    web = needs_web(text)
     if length > LONG_REQUEST_MIN_CHARS:
-        return Classification("strong", f"long request ({length} chars > {LONG_REQUEST_MIN_CHARS})")
+        return Classification("strong", f"long request ({length} chars > {LONG_REQUEST_MIN_CHARS})", web)
     marker = _multi_step_marker(text)
     if marker:
-        return Classification("strong", f"multi-step request ({marker})")
+        return Classification("strong", f"multi-step request ({marker})", web)
     if length <= SHORT_FACTUAL_MAX_CHARS:
         return Classification(
             "fast",
             f"short factual request ({length} chars <= {SHORT_FACTUAL_MAX_CHARS}, no multi-step marker)",
+            web,
         )
-    return Classification("balanced", f"medium request ({length} chars, no multi-step marker)")
+    return Classification("balanced", f"medium request ({length} chars, no multi-step marker)", web)
 
 
 def _auto_eligible(option: ModelOption, profile: Profile) -> bool:
@@ -207,11 +224,21 @@ def _auto_route(models: Sequence[ModelOption], text: str, offline: bool) -> Mode
     found = classify(text)
     pool = [m for m in models if m.provider == OFFLINE_PROVIDER] if offline else list(models)
     mode = "offline auto (deterministic test models only)" if offline else "auto"
+    web = kind = ""
+    if found.needs_web:
+        searching = [m for m in pool if m.web_search and _auto_eligible(m, found.profile)]
+        if searching:
+            pool, kind = searching, " web-search"
+            web = f"; needs the web ({found.needs_web}): only the web-search models"
+        else:
+            web = f"; needs the web ({found.needs_web}), but no eligible model searches the web"
     for profile in _PREFERENCE[found.profile]:
         for option in pool:
             if option.profile == profile and _auto_eligible(option, found.profile):
                 fallback = (
-                    "" if profile == found.profile else f", no eligible {found.profile} model: fell back"
+                    ""
+                    if profile == found.profile
+                    else f", no eligible {found.profile}{kind} model: fell back"
                 )
                 notices = (
                     (f"expensive model {option.id}: chosen because the request is classed strong",)
@@ -220,11 +247,12 @@ def _auto_route(models: Sequence[ModelOption], text: str, offline: bool) -> Mode
                 )
                 return ModelRoute(
                     option,
-                    f"{mode}: {found.rule} -> {found.profile} profile{fallback}; "
+                    f"{mode}: {found.rule} -> {found.profile} profile{web}{fallback}; "
                     f"chose {option.id} ({profile})",
                     routed=True,
                     request_profile=found.profile,
                     notices=notices,
+                    needs_web=bool(found.needs_web),
                 )
     raise FailedPrecondition(
         f"no configured {'offline ' if offline else ''}model can serve "
@@ -240,13 +268,18 @@ def route_model(
     default_model: str = "",
     *,
     offline: bool = False,
+    provider: str = "",
 ) -> ModelRoute:
     """Resolves the requested model: "" or "auto" routes (through the user's
     ``default_model`` first when nothing was requested); a configured id is
-    returned unchanged; anything else is INVALID_ARGUMENT."""
+    returned unchanged; anything else is INVALID_ARGUMENT. With
+    ``provider`` (an agent pinned to it) only that provider's models count
+    (see ``_pinned``)."""
     requested, source, field = requested_model.strip(), "requested", "requested_model"
     if not requested and default_model.strip():
         requested, source, field = default_model.strip(), "default", "default_model"
+    if provider:
+        models = _pinned(models, provider, requested, field, offline)
     if not requested or requested.lower() == AUTO:
         return _auto_route(models, text, offline)
     for option in models:
@@ -258,3 +291,30 @@ def route_model(
                 notices=(WEB_ONLY_NOTICE,) if option.web_only else (),
             )
     raise InvalidArgument(f"model {requested!r} is not configured", field=field, model=requested)
+
+
+def _pinned(
+    models: Sequence[ModelOption], provider: str, requested: str, field: str, offline: bool
+) -> list[ModelOption]:
+    """The models of the pinned ``provider``: Auto chooses among them, and a
+    model of another provider is refused rather than run elsewhere (the pin
+    is what the agent's owner asked for: a local-only agent stays local)."""
+    pool = [option for option in models if option.provider == provider]
+    if not pool:
+        raise FailedPrecondition(f"no configured model is served by provider {provider!r}", provider=provider)
+    elsewhere = next((o for o in models if o.id == requested and o.provider != provider), None)
+    if elsewhere is not None:
+        raise InvalidArgument(
+            f"model {requested!r} is served by provider {elsewhere.provider!r}, "
+            f"not by the pinned provider {provider!r}",
+            field=field,
+            model=requested,
+            provider=provider,
+        )
+    if offline and provider != OFFLINE_PROVIDER and (not requested or requested.lower() == AUTO):
+        raise FailedPrecondition(
+            f"provider {provider!r} is pinned, but this engine runs offline: "
+            "Auto only picks the deterministic test models",
+            provider=provider,
+        )
+    return pool

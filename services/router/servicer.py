@@ -69,6 +69,11 @@ def decision_to_proto(decision: Decision) -> router_pb2.SkillDecision:
         arbitration_allowed=decision.arbitration_allowed,
         explanation=decision.explanation,
         excluded_count=decision.excluded_count,
+        arbiter_instructions=decision.arbiter_instructions,
+        arbiter_question=decision.arbiter_question,
+        arbiter_justification=decision.arbiter_justification,
+        builtin_task=decision.builtin_task,
+        matched_text=decision.matched_text,
     )
 
 
@@ -81,6 +86,7 @@ def model_to_proto(option: ModelOption) -> router_pb2.ModelOption:
         web_only=option.web_only,
         expensive=option.expensive,
         context_window=option.context_window,
+        web_search=option.web_search,
     )
 
 
@@ -102,6 +108,7 @@ def _model_route_fields(route: ModelRoute) -> dict[str, Any]:
         "request_profile": _PROFILES.number(route.request_profile or ""),
         "web_only": route.model.web_only,
         "notices": route.notices,
+        "needs_web": route.needs_web,
     }
 
 
@@ -221,7 +228,7 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
         self, request: router_service_pb2.RouteModelRequest, context: Context
     ) -> router_service_pb2.RouteModelResponse:
         route = self._domain.route_model(
-            request.text, request.requested_model, request.default_model, request.offline
+            request.text, request.requested_model, request.default_model, request.offline, request.provider_id
         )
         return router_service_pb2.RouteModelResponse(**_model_route_fields(route))
 

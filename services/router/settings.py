@@ -56,7 +56,9 @@ class RouterSettings(ServiceSettings):
     # The contract chooses 0 to 2 automatic skills.
     max_auto_skills: int = Field(default=2, ge=0, le=2)
     # JSON list of {id, provider, model, profile: fast|balanced|strong,
-    # web_only, expensive}; parsed and checked once, at start-up.
+    # web_only, expensive, web_search, context_window}; parsed and checked
+    # once, at start-up. web_search marks a model that searches the web by
+    # itself: Auto prefers it for a request that needs the web.
     models_json: str = DEFAULT_MODELS_JSON
 
     _models: tuple[ModelOption, ...] = PrivateAttr(default=())

@@ -33,6 +33,12 @@ For a request:
    (``grey-deterministic``). Below the low threshold, nothing (``none``).
    Forced skills never reach this module (``forced``).
 
+The candidates are scored on what the request asks, not on the text it
+carries, and a request for a built-in task (translate, summarise...) gets
+no automatic skill whatever the scores: services/router/request_parts.py.
+The arbiter's question, its raw answer and its short justification are kept
+in the decision record, so "Why this skill?" can show what it was asked.
+
 The thresholds are fitted on the labelled fixture by ``python -m
 services.router fit-thresholds`` (services/router/fit.py).
 """
@@ -62,6 +68,12 @@ EVIDENCE_WORDS = 3
 COVERAGE_DENOMINATOR_CAP = 12
 # The arbiter's raw answer kept in the decision record.
 ARBITER_ANSWER_MAX_CHARS = 500
+# The arbiter's justification (its answer after the name line) kept.
+ARBITER_JUSTIFICATION_MAX_CHARS = 300
+# The arbiter's question kept in the decision record, which a run keeps:
+# a run holds references, not copies of big content, so a question over
+# this (a long pasted request) is kept cut, marked with "…".
+ARBITER_QUESTION_MAX_CHARS = 4_000
 # Grey candidates shown to the arbiter.
 MAX_ARBITRATED = 3
 DETERMINISTIC_ARBITER = "deterministic"
@@ -132,6 +144,15 @@ class Decision:
     arbitration_allowed: bool = False
     explanation: str = ""
     excluded_count: int = 0
+    # What the arbiter model was sent (its system message and the closed
+    # question) and the reason it gave after its choice.
+    arbiter_instructions: str = ""
+    arbiter_question: str = ""
+    arbiter_justification: str = ""
+    # The built-in task the request asks for: no automatic skill.
+    builtin_task: str = ""
+    # What the skills were matched on when the request carries material.
+    matched_text: str = ""
 
 
 # Lexical scoring: pure functions.
@@ -334,21 +355,43 @@ class SkillIndex:
 # The decision.
 
 
+@dataclass(frozen=True)
+class ArbiterPrompt:
+    """What the arbiter model is sent, exactly: kept in the decision record."""
+
+    instructions: str
+    question: str
+
+
 class Arbiter(Protocol):
     """Decides the grey zone: a short closed LLM call.
-    Given the request and the grey candidates' names and descriptions, it
-    answers with one candidate's name or "none"; the answer is returned raw
-    (the router parses it and records it truncated)."""
+    ``prompt`` writes the closed question from the request and the grey
+    candidates' names and descriptions; ``arbitrate`` sends that prompt and
+    returns the raw answer: one candidate's name or "none" on its first
+    line, then a short reason (the router parses it and records it
+    truncated, with the prompt)."""
 
     name: str
 
-    async def arbitrate(self, request: str, candidates: Sequence[tuple[str, str]]) -> str: ...
+    def prompt(self, request: str, candidates: Sequence[tuple[str, str]]) -> ArbiterPrompt: ...
+
+    async def arbitrate(self, prompt: ArbiterPrompt) -> str: ...
 
 
-def decide(candidates: Sequence[Candidate], thresholds: Thresholds) -> tuple[list[Candidate], Branch, str]:
+def decide(
+    candidates: Sequence[Candidate], thresholds: Thresholds, builtin_task: str = ""
+) -> tuple[list[Candidate], Branch, str]:
     """The deterministic decision over candidates sorted best first: the
-    skills to apply, the branch, and why."""
+    skills to apply, the branch, and why. A request for a built-in task
+    (``builtin_task``, services/router/request_parts.py) gets none."""
     top = candidates[0].fused_score if candidates else 0.0
+    if builtin_task:
+        return (
+            [],
+            Branch.NONE,
+            f"the request asks for the built-in task {builtin_task} (applied only when forced): "
+            "no skill is applied automatically to the text it carries",
+        )
     if candidates and top >= thresholds.high:
         chosen = [c for c in candidates if c.fused_score >= thresholds.high][: thresholds.max_auto_skills]
         return chosen, Branch.HIGH, f"{top:.3f} >= high {thresholds.high:.3f}"
@@ -378,6 +421,12 @@ def parse_arbiter_answer(answer: str, names: Collection[str]) -> str | None:
     return choice if choice in names else None
 
 
+def arbiter_justification(answer: str) -> str:
+    """The arbiter's short reason: what follows the line naming its choice."""
+    lines = answer.strip().splitlines()
+    return truncate(" ".join(" ".join(lines[1:]).split()), ARBITER_JUSTIFICATION_MAX_CHARS)
+
+
 def truncate(text: str, limit: int = ARBITER_ANSWER_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -389,17 +438,21 @@ async def route(
     thresholds: Thresholds,
     arbiter: Arbiter | None,
     arbitration_allowed: bool,
+    builtin_task: str = "",
 ) -> tuple[list[Candidate], Decision]:
     """The decision over the candidates, with LLM arbitration in the grey
-    zone when allowed and an arbiter exists; the record of it."""
-    chosen, branch, explanation = decide(candidates, thresholds)
+    zone when allowed and an arbiter exists; the record of it, with what the
+    arbiter was asked."""
+    chosen, branch, explanation = decide(candidates, thresholds, builtin_task)
     arbiter_name = DETERMINISTIC_ARBITER if branch is Branch.GREY_DETERMINISTIC else ""
-    error = ""
+    error = justification = ""
+    prompt = ArbiterPrompt("", "")
     answer = explanation if branch is Branch.GREY_DETERMINISTIC else ""
     if branch is Branch.GREY_DETERMINISTIC and arbitration_allowed and arbiter is not None:
         grey = [c for c in candidates if thresholds.low <= c.fused_score][:MAX_ARBITRATED]
+        prompt = arbiter.prompt(text, [(c.name, descriptions[c.skill_id]) for c in grey])
         try:
-            raw = await arbiter.arbitrate(text, [(c.name, descriptions[c.skill_id]) for c in grey])
+            raw = await arbiter.arbitrate(prompt)
         except Exception as exc:  # noqa: BLE001 - an arbiter failure falls back, recorded
             error = truncate(f"arbiter {arbiter.name} failed ({type(exc).__name__}: {exc})")
             answer = truncate(f"{error}; {explanation}")
@@ -408,6 +461,7 @@ async def route(
             picked = parse_arbiter_answer(raw, {c.name for c in grey})
             chosen = [c for c in grey if c.name == picked][: thresholds.max_auto_skills]
             branch, arbiter_name, answer = Branch.GREY_LLM, arbiter.name, truncate(raw)
+            justification = arbiter_justification(raw)
             explanation = f"grey zone, arbiter {arbiter.name} chose {picked or NONE_ANSWER}"
     elif branch is Branch.GREY_DETERMINISTIC:
         why = "arbitration not allowed" if not arbitration_allowed else "no arbiter configured"
@@ -423,4 +477,8 @@ async def route(
         max_auto_skills=thresholds.max_auto_skills,
         arbitration_allowed=arbitration_allowed,
         explanation=explanation,
+        arbiter_instructions=prompt.instructions,
+        arbiter_question=truncate(prompt.question, ARBITER_QUESTION_MAX_CHARS),
+        arbiter_justification=justification,
+        builtin_task=builtin_task,
     )

@@ -118,6 +118,7 @@ SHARED = {
     "RouterService.CreateSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
     "RouterService.UpdateSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
     "RouterService.DeleteSkill": "the skill catalog is the workspace's: admins write it (ROLE_GATED)",
+    "RouterService.RouteModel": "provider_id names a configured provider, no one's object",
     "RouterService.SetSkillEnablement": "a workspace skill; writes only the caller's enablement (checked)",
     "ThreadsService.ListAgents": "the registry, filtered by project_id, is visible to every user",
     "ProjectsService.CreateProject": "project ids are names of the deployment: a taken one is ALREADY_EXISTS",

@@ -27,6 +27,10 @@ REQUESTS = {
     "en": "Write down the action items of this morning's meeting",
     "fr": "Rédige les actions à mener de la réunion de ce matin",
 }
+JUSTIFICATIONS = {
+    "en": "The request asks for the action items of a meeting.",
+    "fr": "La demande porte sur les actions à mener d'une réunion.",
+}
 
 
 @pytest.fixture
@@ -56,21 +60,26 @@ async def descriptions(stub: Any) -> dict[str, str]:
 @pytest.mark.parametrize("language", ["en", "fr"])
 async def test_the_arbiter_gets_a_closed_question_and_its_choice_is_applied(stub: Any, language: str) -> None:
     kind, router, server = stub
-    server.script.steps = ["say:meeting-notes-to-actions"]
+    reason = JUSTIFICATIONS[language]
+    server.script.steps = [f"say:meeting-notes-to-actions\n{reason}"]
     response = await router.RouteSkills(pb.RouteSkillsRequest(text=REQUESTS[language]), **ALICE)
     decision = response.decision
     grey = [c.name for c in decision.candidates][:3]
     known = await descriptions(router)
-    assert messages(kind, server.script.requests[0]) == [
+    received = messages(kind, server.script.requests[0])
+    assert received == [
         ("system", SYSTEM),
         ("user", question(REQUESTS[language], [(name, known[name]) for name in grey])),
     ]
+    # The record keeps what the model received, word for word, and its reason.
+    assert [("system", decision.arbiter_instructions), ("user", decision.arbiter_question)] == received
+    assert decision.arbiter_justification == reason
     assert server.script.requests[0]["model"] == "arbiter-x"
     assert "meeting-notes-to-actions" in grey
     assert decision.branch == router_pb2.ROUTE_BRANCH_GREY_LLM
     assert (
         decision.arbiter == f"model:{kind}/arbiter-x"
-        and decision.arbiter_answer == "meeting-notes-to-actions"
+        and decision.arbiter_answer == f"meeting-notes-to-actions\n{reason}"
     )
     assert [s.name for s in response.skills] == ["meeting-notes-to-actions"]
 
@@ -84,6 +93,7 @@ async def test_an_answer_naming_no_candidate_applies_no_skill_and_is_kept_raw(st
     response = await router.RouteSkills(pb.RouteSkillsRequest(text=REQUESTS["fr"]), **ALICE)
     assert response.decision.branch == router_pb2.ROUTE_BRANCH_GREY_LLM and list(response.skills) == []
     assert response.decision.arbiter_answer == answer.removeprefix("say:")
+    assert response.decision.arbiter_justification == ""  # one line: no reason given
 
 
 @pytest.mark.parametrize("failure", ["status:500", "slow:2"])
@@ -98,12 +108,19 @@ async def test_a_failing_or_slow_arbiter_falls_back_to_the_deterministic_branch(
     assert decision.arbiter_answer.startswith(f"arbiter model:{kind}/arbiter-x failed")
     assert decision.arbiter_error.startswith(f"arbiter model:{kind}/arbiter-x failed")
     assert "decided at the midpoint" in decision.explanation
+    # The question was asked: the record keeps it, as the model received it.
+    assert messages(kind, server.script.requests[0]) == [
+        ("system", decision.arbiter_instructions),
+        ("user", decision.arbiter_question),
+    ]
+    assert decision.arbiter_justification == ""
 
 
 async def test_offline_requests_never_reach_the_arbiter(stub: Any) -> None:
     _, router, server = stub
     response = await router.RouteSkills(pb.RouteSkillsRequest(text=REQUESTS["fr"], offline=True), **ALICE)
     assert server.script.requests == [] and response.decision.arbiter == "deterministic"
+    assert response.decision.arbiter_question == response.decision.arbiter_instructions == ""
 
 
 def test_a_bad_arbiter_model_is_refused_at_start_up_naming_the_field() -> None:

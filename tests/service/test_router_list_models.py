@@ -48,3 +48,57 @@ async def test_list_models_is_the_configuration_in_order_with_flags_and_pages(db
     assert whole.next_page_token == ""
     assert [m.id for m in first.models] == ["big", "web"] and first.next_page_token
     assert [m.id for m in rest.models] == ["mid"] and rest.next_page_token == ""
+
+
+WEB_MODELS = [
+    {"id": "quick", "provider": "acme", "model": "acme-s", "profile": "fast"},
+    {"id": "mid", "provider": "acme", "model": "acme-m", "profile": "balanced"},
+    {"id": "online", "provider": "seeker", "model": "sk-online", "profile": "balanced", "web_search": True},
+]
+
+
+async def test_auto_chooses_the_configured_web_search_model_for_a_request_that_needs_the_web(
+    db_url: str,
+) -> None:
+    """Through the real stub, in English and French: a request that needs the
+    web goes to the web-search model and the route says why; the same kind of
+    request without that need keeps the fast model. ListModels shows the flag."""
+    settings = RouterSettings(
+        port=0, database_url=db_url, embedder="hashing", models_json=json.dumps(WEB_MODELS)
+    )
+    needing = {
+        "Search the web for the opening hours of the Orsay museum": 'a web search: "Search the web"',
+        "Cherche sur le web les horaires du musée d'Orsay": 'a web search: "Cherche sur le web"',
+        "What is the latest news about the rail strike?": 'the news: "latest news"',
+        "Quelles sont les actualités d'aujourd'hui ?": "the news: \"actualités d'aujourd'hui\"",
+    }
+    not_needing = ["What are the opening hours in our office wiki?", "Quels sont les horaires du bureau ?"]
+    alice = as_user("alice")
+    async with running(build_server, settings) as (_, channel):
+        stub = router_service_pb2_grpc.RouterServiceStub(channel)
+        listed = await stub.ListModels(pb.ListModelsRequest(), **alice)
+        routes = {
+            text: await stub.RouteModel(pb.RouteModelRequest(text=text, requested_model="auto"), **alice)
+            for text in [*needing, *not_needing]
+        }
+        message = await stub.RouteMessage(
+            pb.RouteMessageRequest(text="Cherche sur le web les horaires du musée d'Orsay"), **alice
+        )
+    assert [(m.id, m.web_search) for m in listed.models] == [
+        ("quick", False),
+        ("mid", False),
+        ("online", True),
+    ]
+    for text, why in needing.items():
+        route = routes[text]
+        assert (route.model.id, route.model.provider, route.needs_web, route.routed) == (
+            "online",
+            "seeker",
+            True,
+            True,
+        ), route.reason
+        assert f"needs the web ({why}): only the web-search models" in route.reason
+    for text in not_needing:
+        assert (routes[text].model.id, routes[text].needs_web) == ("quick", False)
+        assert "web" not in routes[text].reason
+    assert message.model.model.id == "online" and message.model.needs_web

@@ -13,6 +13,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from services.router.catalog import BUILTINS, PRESETS
 from services.router.server import build_server
 from services.router.settings import RouterSettings
+from services.router.skill_router import ArbiterPrompt
 from services.shared.errors import error_info
 from switchboard.router.v1 import router_pb2, router_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2 as pb
@@ -44,8 +45,11 @@ class ScriptedArbiter:
         self.answer = answer
         self.asked: list[list[str]] = []
 
-    async def arbitrate(self, request: str, candidates: Sequence[tuple[str, str]]) -> str:
+    def prompt(self, request: str, candidates: Sequence[tuple[str, str]]) -> ArbiterPrompt:
         self.asked.append([name for name, _ in candidates])
+        return ArbiterPrompt("pick one", request)
+
+    async def arbitrate(self, prompt: ArbiterPrompt) -> str:
         return self.answer
 
 
@@ -189,6 +193,52 @@ async def test_without_an_arbiter_the_grey_zone_is_deterministic_and_says_why(st
     d = (await route(stub, GREY_TEXT)).decision
     assert d.branch == router_pb2.ROUTE_BRANCH_GREY_DETERMINISTIC and d.arbitration_allowed
     assert "no arbiter configured" in d.explanation and d.arbiter_answer.startswith("none")
+
+
+@pytest.mark.parametrize(
+    ("text", "instruction", "task", "expected"),
+    [
+        (
+            "Translate this paragraph into French: The deploy is on Tuesday.",
+            "Translate this paragraph into French",
+            "translate",
+            [],
+        ),
+        (
+            "Corrige l'orthographe : le rapport d'avancement hebdomadaire est en retard.",
+            "Corrige l'orthographe",
+            "fix-spelling-grammar",
+            [],
+        ),
+        ("Summarize the weekly status report of the Atlas project", "", "summarize", []),
+        (
+            "Draft a reply to this email: the weekly status report is late, send it by Friday",
+            "Draft a reply to this email",
+            "",
+            ["email-reply-draft"],
+        ),
+        (
+            "Rédige une réponse à ce courriel : le point d'avancement hebdomadaire est en retard",
+            "Rédige une réponse à ce courriel",
+            "",
+            ["email-reply-draft"],
+        ),
+    ],
+)
+async def test_skills_are_matched_on_what_a_request_asks_not_on_the_text_it_carries(
+    stub: Stub, text: str, instruction: str, task: str, expected: list[str]
+) -> None:
+    """The text a request carries (after its instruction's colon) mentions
+    weekly-status-report's topic; a request for a built-in task gets no
+    skill, a reply gets the reply skill only, and the record says why."""
+    response = await route(stub, text)
+    d = response.decision
+    assert [s.name for s in response.skills] == expected, d.explanation
+    assert (d.builtin_task, d.matched_text) == (task, instruction)
+    if task:
+        assert d.branch == router_pb2.ROUTE_BRANCH_NONE and f"built-in task {task}" in d.explanation
+    if instruction:
+        assert d.explanation.startswith("matched on the instruction, not on the")
 
 
 async def test_at_most_two_automatic_skills(db_url: str) -> None:

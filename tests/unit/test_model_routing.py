@@ -1,4 +1,5 @@
-"""The `Auto` model router: classification, choice, refusals (profiles, web-only and expensive models)."""
+"""The `Auto` model router: classification, choice, refusals (profiles,
+web-only and expensive models, requests that need the web)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from services.router.model_routing import (
     route_model,
 )
 from services.router.settings import RouterSettings
+from services.router.web_need import needs_web
 from services.shared.errors import FailedPrecondition, InvalidArgument
 
 DEFAULT = RouterSettings().models
@@ -211,3 +213,119 @@ def test_a_bad_context_window_is_refused_at_start_up_naming_the_field() -> None:
         assert next(iter(bad)) in str(refused.value)
     (model,) = parse_models(json.dumps([base]))
     assert model.context_window == DEFAULT_CONTEXT_WINDOW
+
+
+def test_a_pinned_provider_narrows_auto_and_refuses_another_providers_model() -> None:
+    """An agent pinned to a provider: Auto chooses among that provider's
+    models (the same request goes elsewhere unpinned), a model of another
+    provider is refused rather than run there, and a provider no model is
+    configured for is said so."""
+    models = [
+        ModelOption(id="alpha-fast", provider="alpha", model="a-fast", profile="fast"),
+        ModelOption(id="beta-fast", provider="beta", model="b-fast", profile="fast"),
+        ModelOption(id="beta-strong", provider="beta", model="b-strong", profile="strong"),
+        ModelOption(id="offline-fast", provider="offline", model="o-fast", profile="fast"),
+    ]
+    assert route_model(models, SHORT, "auto").model.id == "alpha-fast"
+    assert route_model(models, SHORT, "auto", provider="beta").model.id == "beta-fast"
+    assert route_model(models, MULTI_STEP, "", provider="beta").model.id == "beta-strong"
+    assert route_model(models, SHORT, "beta-strong", provider="beta").model.id == "beta-strong"
+    with pytest.raises(InvalidArgument) as elsewhere:
+        route_model(models, SHORT, "alpha-fast", provider="beta")
+    assert "served by provider 'alpha', not by the pinned provider 'beta'" in elsewhere.value.message
+    with pytest.raises(FailedPrecondition) as unknown:
+        route_model(models, SHORT, "auto", provider="gamma")
+    assert unknown.value.message == "no configured model is served by provider 'gamma'"
+    # Offline, Auto only has the test models: a pin elsewhere cannot be served.
+    assert route_model(models, SHORT, "auto", offline=True, provider="offline").model.id == "offline-fast"
+    with pytest.raises(FailedPrecondition) as offline:
+        route_model(models, SHORT, "auto", offline=True, provider="beta")
+    assert "runs offline" in offline.value.message
+
+
+# Requests that need the web, and requests that only sound like it.
+NEEDS_WEB = {
+    "en": [
+        ("Search the web for the latest Python release", 'a web search: "Search the web"'),
+        ("Can you look up online who won the match yesterday?", 'a web search: "look up online"'),
+        ("What is the latest news about the rail strike?", 'the news: "latest news"'),
+        ("Give me today's headlines", 'the news: "today\'s headlines"'),
+        ("What's the weather in Lyon tomorrow?", 'live figures: "weather"'),
+        ("What is the current stock price of Airbus?", 'live figures: "current stock price"'),
+    ],
+    "fr": [
+        ("Cherche sur le web les horaires du musée d'Orsay", 'a web search: "Cherche sur le web"'),
+        ("Quelles sont les actualités d'aujourd'hui ?", "the news: \"actualités d'aujourd'hui\""),
+        ("Donne-moi les dernières nouvelles sur la grève", 'the news: "dernières nouvelles"'),
+        ("Fais une recherche en ligne sur ce fournisseur", 'a web search: "recherche en ligne"'),
+        ("Quelle est la météo à Paris demain ?", 'live figures: "météo"'),
+        ("Quel est le cours de l'action Airbus ?", 'live figures: "cours de l\'action"'),
+    ],
+}
+NO_WEB = {
+    "en": [
+        "Write the weekly status report for the Atlas project",
+        "Summarize the latest version of our meeting notes",
+        "Prepare the sales forecast for the third quarter",
+        "Look at the Google Doc of the sprint and list the open tasks",
+        "What is the capital of Australia?",
+    ],
+    "fr": [
+        "Rédige le point d'avancement hebdomadaire du projet Atlas",
+        "Rédige un post sur l'actualité de l'équipe",
+        "Trouve la page du projet Atlas dans l'espace de travail",
+        "Quelle est la dernière version de la spécification ?",
+        "Combien font 17 fois 23 ?",
+    ],
+}
+WEB_MODELS = [
+    option("fast", "fast"),
+    option("balanced", "balanced"),
+    option("strong", "strong"),
+    option("online-strong", "strong", web_search=True, expensive=True),
+    option("online", "balanced", web_search=True),
+]
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_a_request_that_needs_the_web_is_classified_so_in_both_languages(language: str) -> None:
+    for text, why in NEEDS_WEB[language]:
+        assert needs_web(text) == why, text
+        assert classify(text).needs_web == why
+    for text in NO_WEB[language]:
+        assert needs_web(text) == "" and classify(text).needs_web == "", text
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_auto_sends_a_request_that_needs_the_web_to_a_web_search_model_and_says_so(language: str) -> None:
+    for text, why in NEEDS_WEB[language]:
+        route = route_model(WEB_MODELS, text, "auto")
+        # Short requests are fast: no fast model searches the web, so the
+        # balanced one that does, never the expensive one (not a strong request).
+        assert (route.model.id, route.needs_web, route.routed) == ("online", True, True), text
+        assert f"needs the web ({why}): only the web-search models" in route.reason
+        assert "no eligible fast web-search model: fell back" in route.reason
+    for text in NO_WEB[language]:
+        route = route_model(WEB_MODELS, text, "auto")
+        assert not route.needs_web and not route.model.web_search and "web" not in route.reason, text
+
+
+def test_the_web_need_keeps_the_other_rules_of_auto() -> None:
+    long_web = "Search the web for every article about the merger. " * 15  # long: strong
+    assert route_model(WEB_MODELS, long_web, "auto").model.id == "online-strong"
+    # A manual choice is never re-routed, whatever the request needs.
+    manual = route_model(WEB_MODELS, "latest news please", "balanced")
+    assert (manual.model.id, manual.needs_web, manual.routed) == ("balanced", False, False)
+    # Without an eligible web-search model, Auto routes as usual and says why.
+    web_only = [option("fast", "fast"), option("browser", "fast", web_search=True, web_only=True)]
+    route = route_model(web_only, "Cherche sur le web la date du salon", "auto")
+    assert route.model.id == "fast" and route.needs_web
+    assert 'needs the web (a web search: "Cherche sur le web"), but no eligible model searches the web' in (
+        route.reason
+    )
+    # Offline, Auto keeps to the deterministic test models.
+    offline = route_model(
+        [*DEFAULT, option("online", "fast", web_search=True)], "latest news", "auto", offline=True
+    )
+    assert offline.model.provider == "offline" and offline.needs_web
+    assert parse_models(json.dumps([{**WEB_MODELS[4].model_dump()}]))[0].web_search

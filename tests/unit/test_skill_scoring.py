@@ -10,6 +10,7 @@ import pytest
 from services.router.catalog import BUILTINS, CATALOG, PRESETS
 from services.router.skill_router import (
     MAX_CANDIDATES,
+    ArbiterPrompt,
     Branch,
     Candidate,
     IndexedSkill,
@@ -67,8 +68,11 @@ class ScriptedArbiter:
         self.answer, self.fail = answer, fail
         self.asked: list[tuple[str, list[tuple[str, str]]]] = []
 
-    async def arbitrate(self, request: str, candidates: Sequence[tuple[str, str]]) -> str:
+    def prompt(self, request: str, candidates: Sequence[tuple[str, str]]) -> ArbiterPrompt:
         self.asked.append((request, list(candidates)))
+        return ArbiterPrompt("pick one", f"{request} among {[name for name, _ in candidates]}")
+
+    async def arbitrate(self, prompt: ArbiterPrompt) -> str:
         if self.fail:
             raise TimeoutError("no answer in 2 s")
         return self.answer
@@ -204,6 +208,14 @@ async def test_grey_zone_with_an_arbiter_is_grey_llm_and_records_its_raw_answer(
     assert decision.arbitration_allowed and "chose b" in decision.explanation
     # Only the grey candidates (>= low) are shown to the arbiter, with their descriptions.
     assert arbiter.asked == [("some request", [("a", "description of a"), ("b", "description of b")])]
+    # The record keeps the prompt as the arbiter made it, and its reason (cut to 300).
+    assert (decision.arbiter_instructions, decision.arbiter_question) == (
+        "pick one",
+        "some request among ['a', 'b']",
+    )
+    assert decision.arbiter_justification.startswith("because because") and (
+        len(decision.arbiter_justification) == 300 and decision.arbiter_justification.endswith("…")
+    )
     none_arbiter = ScriptedArbiter("none")
     chosen, decision = await route("x", grey, descriptions, T, none_arbiter, arbitration_allowed=True)
     assert chosen == [] and decision.branch is Branch.GREY_LLM and decision.arbiter_answer == "none"
@@ -226,6 +238,8 @@ async def test_a_failing_arbiter_falls_back_to_the_midpoint_and_says_so() -> Non
     chosen, decision = await route("x", grey, {"id-a": "a"}, T, ScriptedArbiter("", fail=True), True)
     assert [c.name for c in chosen] == ["a"] and decision.branch is Branch.GREY_DETERMINISTIC
     assert "TimeoutError" in decision.arbiter_answer and "arbiter failed" in decision.explanation
+    # Asked, though unanswered: the question stays in the record.
+    assert decision.arbiter_question == "x among ['a']" and decision.arbiter_justification == ""
 
 
 async def test_high_and_none_never_ask_the_arbiter() -> None:
@@ -233,4 +247,17 @@ async def test_high_and_none_never_ask_the_arbiter() -> None:
     for candidates, branch in (([candidate("a", 0.9)], Branch.HIGH), ([candidate("a", 0.1)], Branch.NONE)):
         _, decision = await route("x", candidates, {"id-a": "a"}, T, arbiter, True)
         assert decision.branch is branch and decision.arbiter == "" and decision.arbiter_answer == ""
+    assert arbiter.asked == []
+
+
+async def test_a_request_for_a_built_in_task_gets_no_skill_and_no_arbiter() -> None:
+    """Whatever the scores, a request for a built-in task (request_parts.py)
+    applies nothing and asks no arbiter; the record says which task."""
+    arbiter = ScriptedArbiter("a")
+    for candidates in ([candidate("a", 0.9)], [candidate("a", 0.3)]):
+        chosen, decision = await route(
+            "Translate this: a", candidates, {"id-a": "a"}, T, arbiter, True, builtin_task="translate"
+        )
+        assert chosen == [] and decision.branch is Branch.NONE and decision.builtin_task == "translate"
+        assert "built-in task translate" in decision.explanation
     assert arbiter.asked == []

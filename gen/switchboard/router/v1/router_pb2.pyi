@@ -220,6 +220,11 @@ class SkillDecision(_message.Message):
     EXPLANATION_FIELD_NUMBER: _builtins.int
     EXCLUDED_COUNT_FIELD_NUMBER: _builtins.int
     ARBITER_ERROR_FIELD_NUMBER: _builtins.int
+    ARBITER_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    ARBITER_QUESTION_FIELD_NUMBER: _builtins.int
+    ARBITER_JUSTIFICATION_FIELD_NUMBER: _builtins.int
+    BUILTIN_TASK_FIELD_NUMBER: _builtins.int
+    MATCHED_TEXT_FIELD_NUMBER: _builtins.int
     high_threshold: _builtins.float
     """At or above: chosen without arbitration."""
     low_threshold: _builtins.float
@@ -251,6 +256,30 @@ class SkillDecision(_message.Message):
     zone was decided deterministically: what went wrong. The engine says it
     in one notice.
     """
+    arbiter_instructions: _builtins.str
+    """The arbiter's standing instructions (the system message it received),
+    as sent; "" when no model was asked.
+    """
+    arbiter_question: _builtins.str
+    """The closed question the arbiter model received (the request and the
+    grey candidates with their descriptions), as sent; "" when no model was
+    asked. Kept even when the model failed to answer.
+    """
+    arbiter_justification: _builtins.str
+    """The arbiter's short reason for its choice: its answer after the line
+    naming the skill (or "none"), truncated; "" when it gave none.
+    """
+    builtin_task: _builtins.str
+    """The built-in task the request asks for ("translate", "summarize",
+    "fix-spelling-grammar", "improve-writing", "make-shorter", "explain"):
+    no skill is applied automatically to the text such a request carries.
+    "" otherwise.
+    """
+    matched_text: _builtins.str
+    """The part of the request the skills were matched on when it carries
+    material after its instruction ("Translate this into French: ..."
+    is matched on "Translate this into French"); "" = the whole request.
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkillCandidate]:
         """The best candidates (at most 8), best first."""
@@ -270,10 +299,15 @@ class SkillDecision(_message.Message):
         explanation: _builtins.str = ...,
         excluded_count: _builtins.int = ...,
         arbiter_error: _builtins.str = ...,
+        arbiter_instructions: _builtins.str = ...,
+        arbiter_question: _builtins.str = ...,
+        arbiter_justification: _builtins.str = ...,
+        builtin_task: _builtins.str = ...,
+        matched_text: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arbiter", b"arbiter", "arbiter_answer", b"arbiter_answer", "arbiter_error", b"arbiter_error", "arbitration_allowed", b"arbitration_allowed", "branch", b"branch", "candidates", b"candidates", "embedder", b"embedder", "excluded_count", b"excluded_count", "explanation", b"explanation", "high_threshold", b"high_threshold", "low_threshold", b"low_threshold", "max_auto_skills", b"max_auto_skills"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arbiter", b"arbiter", "arbiter_answer", b"arbiter_answer", "arbiter_error", b"arbiter_error", "arbiter_instructions", b"arbiter_instructions", "arbiter_justification", b"arbiter_justification", "arbiter_question", b"arbiter_question", "arbitration_allowed", b"arbitration_allowed", "branch", b"branch", "builtin_task", b"builtin_task", "candidates", b"candidates", "embedder", b"embedder", "excluded_count", b"excluded_count", "explanation", b"explanation", "high_threshold", b"high_threshold", "low_threshold", b"low_threshold", "matched_text", b"matched_text", "max_auto_skills", b"max_auto_skills"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -326,6 +360,7 @@ class ModelOption(_message.Message):
     WEB_ONLY_FIELD_NUMBER: _builtins.int
     EXPENSIVE_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    WEB_SEARCH_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The id clients send as requested_model (e.g. "gpt-4o-mini"); never "auto"."""
     provider: _builtins.str
@@ -342,6 +377,12 @@ class ModelOption(_message.Message):
     """The most input tokens the model takes: the engine fits a conversation's
     history into it (older turns folded into a summary).
     """
+    web_search: _builtins.bool
+    """The model searches the web by itself at its provider (an online
+    model): Auto prefers it for a request that needs the web ("search the
+    web for…", "latest news", "cherche sur le web", "actualités
+    d'aujourd'hui", the weather, a stock price).
+    """
     def __init__(
         self,
         *,
@@ -352,10 +393,11 @@ class ModelOption(_message.Message):
         web_only: _builtins.bool = ...,
         expensive: _builtins.bool = ...,
         context_window: _builtins.int = ...,
+        web_search: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "expensive", b"expensive", "id", b"id", "model", b"model", "profile", b"profile", "provider", b"provider", "web_only", b"web_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_window", b"context_window", "expensive", b"expensive", "id", b"id", "model", b"model", "profile", b"profile", "provider", b"provider", "web_only", b"web_only", "web_search", b"web_search"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -403,6 +445,7 @@ class ModelRoute(_message.Message):
     REQUEST_PROFILE_FIELD_NUMBER: _builtins.int
     WEB_ONLY_FIELD_NUMBER: _builtins.int
     NOTICES_FIELD_NUMBER: _builtins.int
+    NEEDS_WEB_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
     """Why this model: the classification and the rule applied."""
     routed: _builtins.bool
@@ -413,6 +456,10 @@ class ModelRoute(_message.Message):
     """
     web_only: _builtins.bool
     """The chosen model gets no workspace context: warn before sending."""
+    needs_web: _builtins.bool
+    """Auto found that the request needs the web; `reason` says why, and
+    whether a web-search model could serve it.
+    """
     @_builtins.property
     def model(self) -> Global___ModelOption:
         """The chosen model."""
@@ -430,10 +477,11 @@ class ModelRoute(_message.Message):
         request_profile: Global___ModelProfile.ValueType = ...,
         web_only: _builtins.bool = ...,
         notices: _abc.Iterable[_builtins.str] | None = ...,
+        needs_web: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "notices", b"notices", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "needs_web", b"needs_web", "notices", b"notices", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -543,6 +543,7 @@ class RouteModelRequest(_message.Message):
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
     OFFLINE_FIELD_NUMBER: _builtins.int
+    PROVIDER_ID_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     """The user's message (what Auto classifies)."""
     requested_model: _builtins.str
@@ -551,6 +552,12 @@ class RouteModelRequest(_message.Message):
     """The user's default model from personal settings ("" = Auto)."""
     offline: _builtins.bool
     """Auto picks the deterministic test (offline provider) model."""
+    provider_id: _builtins.str
+    """Only this provider's models ("" = any): Auto chooses among them, and a
+    requested model of another provider is INVALID_ARGUMENT. An agent pinned
+    to a provider (threads Agent.provider_id) is routed with it.
+    FAILED_PRECONDITION when no configured model is that provider's.
+    """
     def __init__(
         self,
         *,
@@ -558,10 +565,11 @@ class RouteModelRequest(_message.Message):
         requested_model: _builtins.str = ...,
         default_model: _builtins.str = ...,
         offline: _builtins.bool = ...,
+        provider_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "offline", b"offline", "requested_model", b"requested_model", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "offline", b"offline", "provider_id", b"provider_id", "requested_model", b"requested_model", "text", b"text"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -579,6 +587,7 @@ class RouteModelResponse(_message.Message):
     REQUEST_PROFILE_FIELD_NUMBER: _builtins.int
     WEB_ONLY_FIELD_NUMBER: _builtins.int
     NOTICES_FIELD_NUMBER: _builtins.int
+    NEEDS_WEB_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
     """Why this model: the classification and the rule applied."""
     routed: _builtins.bool
@@ -589,6 +598,10 @@ class RouteModelResponse(_message.Message):
     """
     web_only: _builtins.bool
     """The chosen model gets no workspace context: warn before sending."""
+    needs_web: _builtins.bool
+    """Auto found that the request needs the web; `reason` says why, and
+    whether a web-search model could serve it.
+    """
     @_builtins.property
     def model(self) -> _router_pb2.ModelOption:
         """The chosen model."""
@@ -606,10 +619,11 @@ class RouteModelResponse(_message.Message):
         request_profile: _router_pb2.ModelProfile.ValueType = ...,
         web_only: _builtins.bool = ...,
         notices: _abc.Iterable[_builtins.str] | None = ...,
+        needs_web: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "notices", b"notices", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "needs_web", b"needs_web", "notices", b"notices", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
