@@ -55,8 +55,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     "updated": ("updated {id} ({name}, {model})", "{id} modifié ({name}, {model})"),
     "default model": ("default model", "modèle par défaut"),
     "nothing to change": (
-        "nothing to change: give --name, --persona, --provider or --model",
-        "rien à changer : donnez --name, --persona, --provider ou --model",
+        "nothing to change: give --name, --persona, --provider, --model or --injection",
+        "rien à changer : donnez --name, --persona, --provider, --model ou --injection",
     ),
     "no entries": ("{agent} has no entries in this view", "{agent} n'a aucune entrée dans cette vue"),
     "partial view": (
@@ -119,6 +119,10 @@ TEXTS: dict[str, tuple[str, str]] = {
         "{value!r} n'est pas un identifiant de projet : 1 à 128 lettres, chiffres, '.', '_' ou '-'",
     ),
     "in project": ("project {project}", "projet {project}"),
+    "bad language": (
+        "{value!r} is not a language tag: en, fr, fr-CA…",
+        "{value!r} n'est pas une étiquette de langue : en, fr, fr-CA…",
+    ),
     "personal": ("personal", "personnel"),
     "project created": ("created project {id} ({name})", "projet {id} créé ({name})"),
     "nothing to change in project": (
@@ -138,6 +142,16 @@ TEXTS: dict[str, tuple[str, str]] = {
         "refused proposal {id}: nothing was written",
         "proposition {id} refusée : rien n'a été écrit",
     ),
+    # `chat --page … --selection …`: the run's context.
+    "page needs id": (
+        "--page-title and --page-type describe the page given with --page",
+        "--page-title et --page-type décrivent la page donnée avec --page",
+    ),
+    "selection stdin": (
+        "--selection-file - reads standard input: give the message with -m",
+        "--selection-file - lit l'entrée standard : donnez le message avec -m",
+    ),
+    "selected blocks": ("{count} selected block(s)", "{count} bloc(s) sélectionné(s)"),
     "review proposals": (
         "review it: switchboard proposals list --state pending",
         "à examiner : switchboard proposals list --state pending",
@@ -158,6 +172,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "started": ("started", "début"),
     "finished": ("finished", "fin"),
     "error": ("error", "erreur"),
+    "regime": ("regime", "régime"),
+    "page": ("page", "page"),
+    "selection": ("selected", "sélection"),
     # `projects show`: a project's fields.
     "project": ("project", "projet"),
     "name": ("name", "nom"),

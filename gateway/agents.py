@@ -15,6 +15,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
+from gateway.agent_models import check_provider_pin
 from gateway.api import check_message, entry_json
 from gateway.auth import caller_role
 from gateway.deps import User, rpc
@@ -67,7 +68,10 @@ async def create_agent(
     """Registers an agent (a slug id) in ``project_id`` (the caller's
     personal project by default; an editor's or owner's otherwise); creating
     an existing id returns it unchanged."""
-    agent = threads_pb2.Agent(**body.model_dump(), project_id=project_id)
+    fields = body.model_dump()
+    await check_provider_pin(request, user, fields["provider_id"], fields["model"])
+    fields["injection_strategy"] = INJECTION_STRATEGIES.number(body.injection_strategy)
+    agent = threads_pb2.Agent(**fields, project_id=project_id)
     response = await rpc(
         request, deps.threads(request).CreateAgent, threads_service_pb2.CreateAgentRequest(agent=agent), user
     )
@@ -84,13 +88,24 @@ async def get_agent(agent_id: Id, request: Request, user: User) -> dict[str, Any
 
 @router.patch("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
 async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, user: User) -> dict[str, Any]:
-    """Renames the agent or changes its persona, provider or model; only the
-    fields present are written. A model of another provider is a provider
-    swap: the next run releases the old provider's session and starts from
-    the thread's handoff summary."""
-    fields = {key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None}
+    """Renames the agent or changes its persona, provider pin, model or
+    injection strategy; only the fields present are written. A model of
+    another provider is a provider swap: the next run releases the old
+    provider's session and starts from the thread's handoff summary."""
+    fields: dict[str, Any] = {
+        key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None
+    }
     if not fields:
         raise ApiError(400, "INVALID_ARGUMENT", "give at least one field to change")
+    if "provider_id" in fields or "model" in fields:
+        # The pin and the model are checked together: the one not given is the stored one.
+        both = fields.keys() >= {"provider_id", "model"}
+        stored = threads_pb2.Agent() if both else await _agent(request, user, agent_id)
+        await check_provider_pin(
+            request, user, fields.get("provider_id", stored.provider_id), fields.get("model", stored.model)
+        )
+    if "injection_strategy" in fields:
+        fields["injection_strategy"] = INJECTION_STRATEGIES.number(fields["injection_strategy"])
     response = await rpc(
         request,
         deps.threads(request).UpdateAgent,
@@ -148,11 +163,16 @@ async def remove_agent_member(
     return {"agent_id": agent_id, "owner": owner, "members": list(response.members)}
 
 
-async def _owner(request: Request, user: str, agent_id: str) -> str:
+async def _agent(request: Request, user: str, agent_id: str) -> threads_pb2.Agent:
     response = await rpc(
         request, deps.threads(request).GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user
     )
-    return str(response.agent.owner)
+    agent: threads_pb2.Agent = response.agent
+    return agent
+
+
+async def _owner(request: Request, user: str, agent_id: str) -> str:
+    return (await _agent(request, user, agent_id)).owner
 
 
 @router.post(

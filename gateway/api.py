@@ -20,14 +20,16 @@ from gateway.errors import ApiError
 from gateway.events import message_dict, run_json
 from gateway.params import Id, LastEventId, PageSize, PageToken
 from gateway.schemas import (
-    AllowedSourcesBody,
     CreateConversationBody,
     FeedbackBody,
     MessageBody,
+    RunContextBody,
+    SourcesUpdateBody,
     UpdateConversationBody,
 )
 from gateway.streams import open_run, stream_run
 from services.shared.identity import user_metadata
+from services.shared.language import from_accept_language, supported
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -119,16 +121,22 @@ async def update_conversation(
     "/conversations/{conversation_id}/sources", response_model=responses.Conversation, tags=["conversations"]
 )
 async def set_conversation_sources(
-    conversation_id: Id, body: AllowedSourcesBody, request: Request, user: User
+    conversation_id: Id, body: SourcesUpdateBody, request: Request, user: User
 ) -> dict[str, Any]:
-    """Replaces the sources the conversation's runs may read: the workspace,
-    the connectors and MCP servers checked, and memory recall."""
+    """Sets what the conversation's runs may read: the workspace, the
+    connectors and MCP servers checked, memory recall. Only the fields the
+    body holds change; the others keep their value."""
+    fields = body.model_dump(exclude_none=True)
+    if not fields:
+        nothing = "nothing to update: give workspace, connectors, mcp_servers and/or memory"
+        raise ApiError(400, "INVALID_ARGUMENT", nothing)
     message = threads_service_pb2.UpdateConversationRequest(
         conversation=threads_pb2.Conversation(
-            id=conversation_id, allowed_sources=threads_pb2.AllowedSources(**body.model_dump())
+            id=conversation_id, allowed_sources=threads_pb2.AllowedSources(**fields)
         )
     )
-    message.update_mask.paths.append("allowed_sources")
+    # One path per field, so the threads service keeps the fields not given.
+    message.update_mask.paths.extend(f"allowed_sources.{name}" for name in sorted(fields))
     response = await rpc(request, deps.threads(request).UpdateConversation, message, user)
     return message_dict(response.conversation)
 
@@ -163,8 +171,10 @@ async def list_entries(
     user: User,
     page_size: PageSize = 100,
     page_token: PageToken = "",
+    descending: bool = False,
 ) -> dict[str, Any]:
-    """The conversation's messages in order (user and assistant turns)."""
+    """The conversation's messages in order (user and assistant turns); with
+    `descending`, newest first, each `next_page_token` reaching further back."""
     response = await rpc(
         request,
         deps.threads(request).ListEntries,
@@ -174,6 +184,7 @@ async def list_entries(
             ),
             page_size=page_size,
             page_token=page_token,
+            descending=descending,
         ),
         user,
     )
@@ -216,6 +227,8 @@ async def post_message(
             webhook_url=body.webhook_url,
             background=body.background,
             project_id=body.project_id,
+            context=run_context(body.context),
+            language=run_language(body.language, request),
         ),
         timeout=deps.settings(request).run_stream_timeout,
         metadata=user_metadata(user),
@@ -223,6 +236,25 @@ async def post_message(
     if body.background:
         return await _background(start)
     return await stream_run(start, request, user)
+
+
+def run_context(body: RunContextBody | None) -> engine_pb2.RunContext | None:
+    """The body's context as the engine takes it (None: the run has none)."""
+    if body is None:
+        return None
+    context = engine_pb2.RunContext(
+        selections=[engine_pb2.SelectedBlock(**block.model_dump()) for block in body.selections]
+    )
+    if body.page is not None:
+        context.page.CopyFrom(engine_pb2.CurrentPage(**body.page.model_dump()))
+    return context
+
+
+def run_language(asked: str, request: Request) -> str:
+    """The language a run's texts follow: the body's when the product has
+    texts in it, else the browser's Accept-Language; "" lets the engine read
+    the message's."""
+    return asked if supported(asked) else from_accept_language(request.headers.get("accept-language", ""))
 
 
 async def _background(start: Callable[[], Any]) -> Response:

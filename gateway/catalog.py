@@ -64,6 +64,7 @@ async def list_models(request: Request, user: User) -> dict[str, Any]:
         "profile": "",
         "web_only": False,
         "expensive": False,
+        "web_search": False,
     }
     return {"models": [auto, *models]}
 
@@ -89,6 +90,20 @@ async def list_skills(
         user,
     )
     return {"skills": [skill_json(s) for s in response.skills], "next_page_token": response.next_page_token}
+
+
+@router.get("/skills/{skill_id}", response_model=responses.SkillDefinition, tags=["catalog"])
+async def get_skill(skill_id: Id, request: Request, user: User) -> dict[str, Any]:
+    """One skill by id or name, with its instructions (`body`, what a run
+    applies) and the caller's enabled and effective_auto_use: what a run's
+    Sources panel links to. 404 for neither."""
+    response = await rpc(
+        request,
+        deps.router_stub(request).GetSkill,
+        router_service_pb2.GetSkillRequest(skill=skill_id),
+        user,
+    )
+    return message_dict(response.skill)
 
 
 @router.post("/skills", response_model=responses.Skill, status_code=201, tags=["catalog"])

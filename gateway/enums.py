@@ -22,6 +22,8 @@ UNSPECIFIED = "unspecified"
 RUN_STATUSES = EnumNames(engine_pb2.RunStatus)
 STEP_STATUSES = EnumNames(engine_pb2.StepStatus)
 SURFACES = EnumNames(engine_pb2.Surface)
+# Who started a run: a person (user) or the engine's scheduler (autonomous).
+RUN_REGIMES = EnumNames(engine_pb2.RunRegime)
 SKILL_INVOCATIONS = EnumNames(engine_pb2.SkillInvocation)
 APPROVALS = EnumNames(engine_pb2.ApprovalDecision)
 BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)

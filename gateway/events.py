@@ -10,6 +10,7 @@ from google.protobuf import json_format
 
 from gateway.enums import (
     APPROVALS,
+    RUN_REGIMES,
     RUN_STATUSES,
     SKILL_INVOCATIONS,
     STEP_STATUSES,
@@ -74,4 +75,7 @@ def run_json(run: engine_pb2.Run) -> dict[str, Any]:
     data["router_decision"] = json_format.MessageToDict(decision.skills, preserving_proto_field_name=True)
     data["model_decision"] = json_format.MessageToDict(decision.model, preserving_proto_field_name=True)
     data.setdefault("trigger_payload", {})  # a message: unset when the run had no trigger
+    # Always there: every run has a regime, whatever else its request sent.
+    context = data.setdefault("context", {"selections": []})
+    context["regime"] = json_name(RUN_REGIMES, run.context.regime)
     return data

@@ -271,6 +271,11 @@ InstructionLayer = proto_model(
     size_chars=required(int, NUMBER),
     size_tokens=required(int, NUMBER),
 )
+RunContext = proto_model(
+    engine_pb2.RunContext.DESCRIPTOR,
+    "RunContext",
+    regime=_short(enums.RUN_REGIMES),
+)
 Run = proto_model(
     engine_pb2.Run.DESCRIPTOR,
     "Run",
@@ -290,6 +295,7 @@ Run = proto_model(
         "the model router's choice (ModelDecision): model, reason, routed, fallback; {} before routing",
     ),
     trigger_payload=required(dict[str, Any], "{} for a run no trigger started"),
+    context=required(RunContext, ""),
 )
 
 
@@ -435,6 +441,8 @@ class ModelList(Body):
 
 
 Skill = proto_model(router_pb2.Skill.DESCRIPTOR, "Skill", drop=("body",))
+# One skill's definition: with its instructions (what a run applies).
+SkillDefinition = proto_model(router_pb2.Skill.DESCRIPTOR, "SkillDefinition")
 
 
 class SkillList(Body):

@@ -5,13 +5,25 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
+from services.shared import run_context
+from services.shared.language import MAX_TAG_CHARS, TAG
 from services.shared.projects import MAX_PROJECT_ID_CHARS, PROJECT_ID
 
 # A project's id as bodies take it (services.shared.projects): letters,
 # digits, ".", "_" and "-", 1 to 128 characters.
 PROJECT_ID_PATTERN = PROJECT_ID.pattern
+# A BCP 47 language tag ("en", "fr", "fr-CA"), or "".
+LANGUAGE_TAG_PATTERN = f"^$|{TAG.pattern}"
 
 
 def _finite(value: Any) -> bool:
@@ -34,6 +46,65 @@ class AllowedSourcesBody(BaseModel):
     mcp_servers: list[str] = Field(default_factory=list, max_length=100)
     # Durable memory recall for this conversation's runs.
     memory: bool = True
+
+
+class SourcesUpdateBody(BaseModel):
+    """Only the fields present are written; the others keep their value
+    (turning a connector on keeps memory off)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace: bool | None = None
+    connectors: list[str] | None = Field(default=None, max_length=100)
+    mcp_servers: list[str] | None = Field(default=None, max_length=100)
+    # Durable memory recall for this conversation's runs.
+    memory: bool | None = None
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+class CurrentPageBody(BaseModel):
+    """The page the user is on, as the page names it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: Annotated[str, Field(max_length=run_context.MAX_PAGE_ID_CHARS), AfterValidator(_not_blank)]
+    title: str = Field(default="", max_length=run_context.MAX_PAGE_TITLE_CHARS)
+    # "chat", "page", "meeting_notes", "database", "email", "skill", ...
+    type: str = Field(pattern=run_context.PAGE_TYPE.pattern)
+
+
+class SelectedBlockBody(BaseModel):
+    """One block of text the user selected on the page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: Annotated[str, Field(max_length=run_context.MAX_SELECTION_CHARS), AfterValidator(_not_blank)]
+    block_id: str = Field(default="", max_length=run_context.MAX_BLOCK_ID_CHARS)
+
+
+class RunContextBody(BaseModel):
+    """What the user is working on: sent to the model as a layer of its own,
+    the selected text as content to work on, never as instructions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    page: CurrentPageBody | None = None
+    selections: list[SelectedBlockBody] = Field(default_factory=list, max_length=run_context.MAX_SELECTIONS)
+
+    @model_validator(mode="after")
+    def _selections_within_their_total(self) -> RunContextBody:
+        total = sum(len(block.text) for block in self.selections)
+        if total > run_context.MAX_SELECTIONS_TOTAL_CHARS:
+            raise ValueError(
+                f"the selections hold {total} characters; at most "
+                f"{run_context.MAX_SELECTIONS_TOTAL_CHARS} in all"
+            )
+        return self
 
 
 class CreateConversationBody(BaseModel):
@@ -77,6 +148,13 @@ class MessageBody(BaseModel):
     # The project whose durable notes, context and live state the run reads;
     # "" = the user's personal project. 404 when the user is not a member.
     project_id: str = Field(default="", max_length=MAX_PROJECT_ID_CHARS, pattern=f"^$|{PROJECT_ID_PATTERN}")
+    # The page the user is on and the blocks they selected; the run's
+    # regime is always `user` (a person sent this message).
+    context: RunContextBody | None = None
+    # The language of the texts the run writes (notices, proposals, refusals,
+    # the title): a BCP 47 tag, "en" or "fr" (the page sends its own). ""
+    # = the request's Accept-Language, else the language of the message.
+    language: str = Field(default="", max_length=MAX_TAG_CHARS, pattern=LANGUAGE_TAG_PATTERN)
 
 
 class WebhookDefaultBody(BaseModel):
@@ -177,14 +255,22 @@ class EnablementBody(BaseModel):
     auto_use: Literal["inherit", "on", "off"] | None = None
 
 
+# How a CLI provider receives an agent's context; "unspecified" is the
+# provider's own strategy (what a response shows when none is set).
+InjectionStrategyName = Literal["unspecified", "convention_file", "flag", "stdin", "env"]
+
+
 class CreateAgentBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
     display_name: str = Field(default="", max_length=200)
     persona: str = Field(default="", max_length=20_000)
-    provider_id: str = Field(default="", max_length=100)
+    # Pins the agent to that provider ("" = none): a provider of the
+    # configured models, and the model's own when both are given.
+    provider_id: str = Field(default="", max_length=64)
     model: str = Field(default="", max_length=100)
+    injection_strategy: InjectionStrategyName = "unspecified"
 
 
 class AskBody(BaseModel):
@@ -208,8 +294,10 @@ class UpdateAgentBody(BaseModel):
 
     display_name: str | None = Field(default=None, max_length=200)
     persona: str | None = Field(default=None, max_length=20_000)
-    provider_id: str | None = Field(default=None, max_length=100)
+    # "" unpins the agent.
+    provider_id: str | None = Field(default=None, max_length=64)
     model: str | None = Field(default=None, max_length=100)
+    injection_strategy: InjectionStrategyName | None = None
 
 
 class ThreadFileBody(BaseModel):

@@ -1,7 +1,10 @@
 """Suggested actions above the composer: 2 to 4 prompt
 starters from the current page's type and the selected text. A pure,
 deterministic function: showing them never calls a model, and clicking one
-only prefills the composer (the page never starts a run from it)."""
+only prefills the composer (the page never starts a run from it). A prompt
+never quotes the selection: the page sends the selected text with the
+message as its context (MessageBody.context), where the model reads it as
+content, not as part of the user's words."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ from dataclasses import dataclass
 
 # Page types the page reports; anything else is treated as "page".
 PAGE_TYPES = ("page", "meeting_notes", "database", "email", "chat", "skill")
-MAX_EXCERPT = 80
 
 
 @dataclass(frozen=True)
@@ -124,25 +126,18 @@ def _say(text: str, language: str) -> str:
     return _FR.get(text, text) if language == "fr" else text
 
 
-def _excerpt(selection: str) -> str:
-    text = " ".join(selection.split())
-    return text if len(text) <= MAX_EXCERPT else text[: MAX_EXCERPT - 1].rstrip() + "…"
-
-
 def suggest(page_type: str, selection: str = "", language: str = "en") -> list[Suggestion]:
-    """2 to 4 suggestions: with a selection, actions on it come first (and
-    quote it), then the page type's own, without duplicates; in English or
-    French (`language`)."""
+    """2 to 4 suggestions: with a selection, actions on it come first, then
+    the page type's own, without duplicates; in English or French
+    (`language`)."""
     kind = page_type if page_type in _BY_TYPE else "page"
     chosen: list[Suggestion] = []
-    excerpt = _excerpt(selection)
-    if excerpt:
-        quoted = f"\n\n> {excerpt}"
+    if selection.strip():
         for key, label, prompt in (
             ("summarise-selection", "Summarise the selection", "Summarise the selected text."),
             ("shorten-selection", "Shorten the selection", "Shorten the selected text; keep its meaning."),
         ):
-            chosen.append(Suggestion(key, _say(label, language), _say(prompt, language) + quoted))
+            chosen.append(Suggestion(key, _say(label, language), _say(prompt, language)))
     for key, label, prompt in _BY_TYPE[kind]:
         if len(chosen) == 4:
             break

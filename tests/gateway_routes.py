@@ -24,6 +24,7 @@ MATRIX: list[tuple[Any, ...]] = [
     ),
     ("POST", "/api/agent/conversations/{c}/archive", None),
     ("GET", "/api/agent/conversations/{c}/entries", None),
+    ("GET", "/api/agent/conversations/{c}/entries?descending=true", None),
     ("GET", "/api/agent/conversations/{c}/runs", None),
     ("POST", "/api/agent/conversations/{c}/messages", {"message": "hello"}),
     ("GET", "/api/agent/sources?conversation_id={c}", None),
@@ -97,6 +98,7 @@ SHARED_ROUTES = {
     ("GET", "/api/agent/agents/{agent_id}/webhook"): "the caller's own default webhook for a shared agent",
     ("PUT", "/api/agent/agents/{agent_id}/webhook"): "the caller's own default webhook for a shared agent",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
+    ("GET", "/api/agent/skills/{skill_id}"): "a workspace skill, the same for every user but its enablement",
 }
 PATH_IDS = {
     "{c}": "{conversation_id}",

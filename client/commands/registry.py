@@ -19,6 +19,7 @@ AGENT_FIELDS = {
     "persona": "persona",
     "provider": "provider_id",
     "model": "model",
+    "injection": "injection_strategy",
 }
 
 
@@ -30,13 +31,21 @@ def add(commands: Any, common: argparse.ArgumentParser) -> None:
         handler=list_agents
     )
     for action, verb in (("register", "register an agent (an existing id is left as it is)"),
-                         ("update", "change an agent's name, persona, provider or model")):  # fmt: skip
+                         ("update", "change the fields given (at least one)")):  # fmt: skip
         command = agents.add_parser(action, parents=[common], help=verb, description=verb)
         command.add_argument("agent", metavar="AGENT", help="its id: lower-case letters, digits, dashes")
         command.add_argument("--name", help="what to show (default: the id)")
         command.add_argument("--persona", help="the agent's own instructions")
-        command.add_argument("--provider", help="the engine's provider that runs it")
-        command.add_argument("--model", help="the model at that provider")
+        command.add_argument(
+            "--provider", help='pin it to this provider: it runs on its models only ("" unpins)'
+        )
+        command.add_argument("--model", help="a configured model id, or auto")
+        command.add_argument(
+            "--injection",
+            metavar="STRATEGY",
+            help="how a command-line provider receives its context: unspecified (the provider's own), "
+            "convention_file, flag, stdin or env",
+        )
         command.set_defaults(handler=register_agent if action == "register" else update_agent)
     members = agents.add_parser("members", parents=[common], help="who may ask an agent and read its thread")
     members.add_argument("agent", metavar="AGENT")
@@ -85,11 +94,12 @@ def show_agent(ctx: Context, agent: dict[str, Any], verb: str) -> int:
 
 async def list_agents(ctx: Context) -> int:
     agents = (await all_pages(ctx, "/agents", "agents"))["agents"]
-    return listing(ctx, agents, ["id", "name", "provider", "model", "persona"], agent_row)
+    return listing(ctx, agents, ["id", "name", "provider", "model", "injection", "persona"], agent_row)
 
 
 def agent_row(agent: dict[str, Any]) -> list[str]:
-    fields = [str(agent.get(field, "")) for field in ("id", "display_name", "provider_id", "model")]
+    names = ("id", "display_name", "provider_id", "model", "injection_strategy")
+    fields = [str(agent.get(field, "")) for field in names]
     return [*fields, short(agent.get("persona", ""), 50)]
 
 

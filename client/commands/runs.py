@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 from client import exits
@@ -14,6 +16,7 @@ from client.commands import Context, UsageError
 from client.live import RunView
 from client.messages import field, say
 from client.output import short
+from services.shared.language import is_tag
 
 # A tail that keeps losing its stream without news gives up after this many tries.
 TAIL_RETRIES = 5
@@ -27,11 +30,46 @@ def add(commands: Any, common: argparse.ArgumentParser) -> None:
         description="An interactive chat in a new conversation (or --conversation ID to resume one): "
         "type a message, see the run's steps and its answer as it streams. Ctrl-D or /quit leaves. "
         "With -m, sends one message, prints the answer and exits. The runs read the memory of "
-        "--project (else SWITCHBOARD_PROJECT, else your personal project).",
+        "--project (else SWITCHBOARD_PROJECT, else your personal project). --page and --selection "
+        "send what you are working on with the (first) message, as its context.",
     )
     chat.add_argument("-m", "--message", help="send this one message and exit (for scripts)")
     chat.add_argument("--conversation", metavar="ID", help="resume this conversation")
     chat.add_argument("--model", default="", help="a model id of `models list` (default: Auto)")
+    chat.add_argument(
+        "--language",
+        default="",
+        type=language_tag,
+        metavar="TAG",
+        help="the language of the run's notices, proposals and title: en, fr "
+        "(default: the language of each message)",
+    )
+    # What the user is working on, sent as the run's context (not pasted into
+    # the message): the model gets it as a layer of its own, the selected
+    # text as content, never as instructions.
+    chat.add_argument(
+        "--page", metavar="ID", help="the page you are working on, by its id (sent with the message)"
+    )
+    chat.add_argument("--page-title", metavar="TITLE", help="that page's title")
+    chat.add_argument(
+        "--page-type",
+        metavar="TYPE",
+        help="that page's type: page (default), meeting_notes, email…",
+    )
+    chat.add_argument(
+        "--selection",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="text you selected on the page, sent with the (first) message; repeat for several blocks",
+    )
+    chat.add_argument(
+        "--selection-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file's text as one selected block (-: standard input, with -m)",
+    )
     chat.set_defaults(handler=run_chat)
 
     ask = commands.add_parser(
@@ -98,19 +136,56 @@ async def run_ask(ctx: Context) -> int:
     return ended(ctx, view)
 
 
-async def send(ctx: Context, conversation: str, message: str) -> RunView:
+async def send(
+    ctx: Context, conversation: str, message: str, context: dict[str, Any] | None = None
+) -> RunView:
     view = RunView(ctx.out)
-    body = {"message": message, "model": ctx.args.model}
+    body: dict[str, Any] = {"message": message, "model": ctx.args.model}
     if ctx.project:  # the project whose memory the run reads; none: the personal project
         body["project_id"] = ctx.project
+    if ctx.args.language:  # none: the engine reads the message's language
+        body["language"] = ctx.args.language
+    if context:
+        body["context"] = context
     await follow(ctx, f"/conversations/{segment(conversation)}/messages", body, view)
     return view
+
+
+def language_tag(value: str) -> str:
+    """``--language``: a BCP 47 tag ("en", "fr", "fr-CA")."""
+    if not is_tag(value):
+        raise argparse.ArgumentTypeError(say("bad language", value=value))
+    return value
+
+
+def run_context(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The page and selections of the command line as a message's
+    ``context``; None when it gives neither. The gateway checks the limits."""
+    if args.page is None and (args.page_title is not None or args.page_type is not None):
+        raise UsageError(say("page needs id"))
+    if "-" in args.selection_file and args.message is None:
+        raise UsageError(say("selection stdin"))
+    selections = [{"text": text} for text in args.selection]
+    for name in args.selection_file:
+        selections.append({"text": sys.stdin.read() if name == "-" else read_text(name)})
+    context: dict[str, Any] = {"selections": selections} if selections else {}
+    if args.page is not None:
+        context["page"] = {"id": args.page, "title": args.page_title or "", "type": args.page_type or "page"}
+    return context or None
+
+
+def read_text(name: str) -> str:
+    try:
+        return Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(say("cannot read", file=name, reason=exc)) from exc
 
 
 async def run_chat(ctx: Context) -> int:
     args = ctx.args
     if args.message is not None and not args.message.strip():
         raise UsageError(say("empty message"))
+    context = run_context(args)
     if args.conversation:
         conversation = await ctx.api.call("GET", f"/conversations/{segment(args.conversation)}")
         ctx.out.progress(
@@ -123,7 +198,7 @@ async def run_chat(ctx: Context) -> int:
     if ctx.project:
         ctx.out.progress(say("in project", project=ctx.project))
     if args.message is not None:
-        return ended(ctx, await send(ctx, conversation_id, args.message))
+        return ended(ctx, await send(ctx, conversation_id, args.message, context))
     if ctx.out.json:
         raise UsageError(say("json needs message"))
     ctx.out.progress(say("leave"))
@@ -138,7 +213,10 @@ async def run_chat(ctx: Context) -> int:
         if not message.strip():
             continue
         try:
-            await send(ctx, conversation_id, message)
+            # The page and selections go with the first message only: what
+            # the user selected is what that message is about.
+            await send(ctx, conversation_id, message, context)
+            context = None
         except ApiRefusal as refusal:  # one refused message does not end the chat
             ctx.out.refusal(refusal)
 
@@ -173,6 +251,7 @@ async def run_show(ctx: Context) -> int:
         (field("started"), run.get("start_time", "")),
         (field("finished"), run.get("finish_time", "")),
         (field("error"), run.get("error", "")),
+        *context_fields(run.get("context") or {}),
     ]
     for name, value in fields:
         if value:
@@ -185,6 +264,18 @@ async def run_show(ctx: Context) -> int:
     if layers:
         ctx.out.table(["layer", "", "chars", "note"], layers, title=say("model received"))
     return exits.OK
+
+
+def context_fields(context: dict[str, Any]) -> list[tuple[str, str]]:
+    """Who started the run, and the page and selections it was sent with."""
+    page = context.get("page") or {}
+    where = f"{page.get('title') or page.get('id', '')} ({page.get('type', '')}, {page.get('id', '')})"
+    selections = context.get("selections") or []
+    return [
+        (field("regime"), context.get("regime", "")),
+        (field("page"), where if page else ""),
+        (field("selection"), say("selected blocks", count=len(selections)) if selections else ""),
+    ]
 
 
 async def run_tail(ctx: Context) -> int:

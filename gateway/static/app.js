@@ -11,6 +11,7 @@ import { enterAgents, leaveAgents, wireAgents } from "./js/agents.js";
 import { loadProjectContext, stopLiveState, watchLiveState, wireProject } from "./js/project.js";
 import { enterInstructions, loadReminder, wireInstructions } from "./js/instructions.js";
 import { enterMemory, wireMemory } from "./js/memory.js";
+import { enterSkills } from "./js/skills.js";
 import { enterHelp, placeHelp } from "./js/help.js";
 import { loadProjects, wireProjects } from "./js/projects.js";
 import { wireComposer } from "./js/composer.js";
@@ -31,6 +32,8 @@ const VIEWS = {
   instructions: { enter: enterInstructions },
   // #memory/<note id> opens the view on that note (a run's Sources panel links there).
   memory: { enter: enterMemory },
+  // #skills/<skill id> opens a skill's definition (a run's Sources panel links there).
+  skills: { enter: enterSkills },
   // #help/<topic> opens the Help view at that topic.
   help: { enter: enterHelp },
 };
@@ -60,6 +63,7 @@ function reenterView() {
     "agent-status",
     "live-status",
     "import-result",
+    "skills-status",
   ])
     $(id).replaceChildren();
   const { enter, leave } = VIEWS[current] || {};

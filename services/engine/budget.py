@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.engine import texts
+
 
 @dataclass(frozen=True)
 class RunBudget:
@@ -23,4 +25,15 @@ class RunBudget:
 
 
 class BudgetExceeded(Exception):
-    """A limit of the run's budget was reached; the run ends budget_exceeded."""
+    """A limit of the run's budget was reached; the run ends budget_exceeded.
+    ``limit``: which one ("steps", "tokens", "tokens_prompt": the prompt alone
+    is over), and ``amount`` its value; said in the run's language by
+    :meth:`say`."""
+
+    def __init__(self, limit: str, amount: int) -> None:
+        self.limit = limit
+        self.amount = amount
+        super().__init__(self.say("en"))
+
+    def say(self, language: str) -> str:
+        return texts.say(language, f"budget.{self.limit}", limit=self.amount)

@@ -334,6 +334,19 @@ class Collaborators:
         request = memory_service_pb2.ListLiveStateRequest(project_id=project_id, page_size=limit)
         return list((await self._call("memory", "ListLiveState", request, user)).entries)
 
+    async def set_live_state(
+        self, user: str, project_id: str, agent_id: str, activity: str, detail: str, ttl_seconds: int | None
+    ) -> memory_pb2.LiveStateEntry:
+        """Creates or replaces ``agent_id``'s entry in the project, as ``user``
+        (an editor or owner of it); ``ttl_seconds`` None: memory's default."""
+        request = memory_service_pb2.SetLiveStateRequest(
+            project_id=project_id, agent_id=agent_id, activity=activity, detail=detail
+        )
+        if ttl_seconds:
+            request.ttl.FromSeconds(ttl_seconds)
+        response = await self._call("memory", "SetLiveState", request, user)
+        return cast(memory_pb2.LiveStateEntry, response.entry)
+
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
         request = pages_service_pb2.GetActiveInstructionsRequest()
         return cast(
@@ -372,8 +385,9 @@ class Collaborators:
             await self._call("memory", "GetChatContext", request, user),
         )
 
-    async def create_instruction_page(self, user: str, request_id: str) -> pages_pb2.Page:
-        request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id)
+    async def create_instruction_page(self, user: str, request_id: str, language: str = "") -> pages_pb2.Page:
+        """From the default template of ``language`` (English when memory has none in it)."""
+        request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id, language=language)
         return cast(pages_pb2.Page, (await self._call("pages", "CreateInstructionPage", request, user)).page)
 
     async def create_proposal(
@@ -469,10 +483,11 @@ class Collaborators:
     # Router
 
     async def route_model(
-        self, user: str, text: str, requested: str, default: str, offline: bool
+        self, user: str, text: str, requested: str, default: str, offline: bool, provider: str = ""
     ) -> router_service_pb2.RouteModelResponse:
+        """``provider``: only that provider's models (an agent pinned to it)."""
         request = router_service_pb2.RouteModelRequest(
-            text=text, requested_model=requested, default_model=default, offline=offline
+            text=text, requested_model=requested, default_model=default, offline=offline, provider_id=provider
         )
         return cast(
             router_service_pb2.RouteModelResponse, await self._call("router", "RouteModel", request, user)

@@ -1,8 +1,10 @@
 """Instruction layers of a run, in their fixed order: product
 system → active instruction page → memory → skills of the run → working
 context (the project context, the live state, then what the run adds: pages
-the user mentions, or an asked agent's persona, handoff and thread). Each
-layer is logged (present, size, why it is absent or cut) in the run."""
+the user mentions, or an asked agent's persona, handoff and thread; last, the
+run's context: the page the user is on and what they selected, see
+services.engine.runs.run_context). Each layer is logged (present, size, why
+it is absent or cut) in the run."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.engine import texts
 from services.engine.providers.base import ChatMessage
+from services.shared.language import SUPPORTED
 from switchboard.memory.v1 import memory_pb2
 from switchboard.router.v1 import router_pb2
 
@@ -134,17 +138,20 @@ def to_messages(
     return [ChatMessage("system", system_text(layers, summary)), *history, ChatMessage("user", user_message)]
 
 
-TITLE_SYSTEM = (
-    "Write a short title for the conversation below: at most six words, in the language of the "
-    "user's message, no quotes, no final period. Answer with the title only."
-)
+# The title model's instructions, by language: the title comes in the run's
+# language (services.engine.texts).
+TITLE_SYSTEMS = {language: texts.say(language, "title.system") for language in SUPPORTED}
+TITLE_SYSTEM = TITLE_SYSTEMS["en"]
 # The most of the first answer a title model reads.
 TITLE_ANSWER_CHARS = 1500
 
 
-def title_messages(request: str, answer: str) -> list[ChatMessage]:
-    exchange = f"User: {request.strip()}\n\nAssistant: {answer.strip()[:TITLE_ANSWER_CHARS]}"
-    return [ChatMessage("system", TITLE_SYSTEM), ChatMessage("user", exchange)]
+def title_messages(request: str, answer: str, language: str = "en") -> list[ChatMessage]:
+    """What the title model gets, in the run's ``language``."""
+    exchange = texts.say(
+        language, "title.exchange", request=request.strip(), answer=answer.strip()[:TITLE_ANSWER_CHARS]
+    )
+    return [ChatMessage("system", texts.say(language, "title.system")), ChatMessage("user", exchange)]
 
 
 def clean_title(text: str) -> str:

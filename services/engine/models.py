@@ -44,6 +44,9 @@ class AgentRun(SQLModel, table=True):
     # The router's decisions (engine.v1.RouterDecision) as JSON.
     router_decision_json: str = "{}"
     layers_json: str = "[]"
+    # Who started the run, the page the user was on and the blocks they
+    # selected (engine.v1.RunContext) as JSON.
+    run_context_json: str = "{}"
     # A run that waited for approval: "accepted" or "refused" once decided.
     approval: str = ""
     error: str | None = None
@@ -60,6 +63,8 @@ class AgentRun(SQLModel, table=True):
     cancel_requested: bool = False
     # Where the run's record is POSTed once it ends (services.engine.webhooks).
     webhook_url: str | None = Field(default=None, max_length=2048)
+    # The language of the texts the run writes (services.engine.texts): "en", "fr".
+    language: str = Field(default="en", max_length=8)
 
 
 class RunEventRow(SQLModel, table=True):

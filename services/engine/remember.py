@@ -8,17 +8,22 @@ places the accepted fact in the instruction page.
 
 from __future__ import annotations
 
-# Where the remembered line goes in the page (the template's section).
-REMEMBER_SECTION = "## What the agent should remember"
+from services.engine import texts
+
+# Where the remembered line goes in the page: the templates' section, in
+# English and French (memory's templates use these headings).
+REMEMBER_SECTIONS = texts.TEXTS["remember.section"]
 
 
-def with_fact(body: str, fact: str) -> str:
-    """The page body with ``- fact`` added at the end of the remember
-    section (created at the end of the page if the page has none)."""
+def with_fact(body: str, fact: str, language: str = "en") -> str:
+    """The page body with ``- fact`` added at the end of its remember
+    section, in whichever language the page has it; a page with none gets
+    one at its end, in ``language``."""
     lines = body.rstrip("\n").split("\n") if body.strip() else []
     item = f"- {fact}"
-    if REMEMBER_SECTION in lines:
-        start = lines.index(REMEMBER_SECTION) + 1
+    section = next((line for line in lines if line in REMEMBER_SECTIONS), None)
+    if section is not None:
+        start = lines.index(section) + 1
         end = next(
             (i for i in range(start, len(lines)) if lines[i].startswith("## ")),
             len(lines),
@@ -26,4 +31,5 @@ def with_fact(body: str, fact: str) -> str:
         while end > start and not lines[end - 1].strip():
             end -= 1
         return "\n".join([*lines[:end], item, *lines[end:]]) + "\n"
-    return "\n".join([*lines, "", REMEMBER_SECTION, "", item]).lstrip("\n") + "\n"
+    heading = texts.say(language, "remember.section")
+    return "\n".join([*lines, "", heading, "", item]).lstrip("\n") + "\n"

@@ -8,8 +8,17 @@ from typing import TypeAlias
 import grpc
 
 from services.engine.budget import RunBudget
-from services.engine.runs import APPROVALS, AskSpec, BusyPolicy, RunRequest, RunService, run_to_proto
+from services.engine.runs import (
+    APPROVALS,
+    AskSpec,
+    BusyPolicy,
+    RunRequest,
+    RunService,
+    run_context,
+    run_to_proto,
+)
 from services.engine.webhooks.service import Webhooks
+from services.shared import language
 from services.shared.enums import EnumNames
 from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_user
@@ -31,6 +40,14 @@ def _budget(budget: engine_pb2.Budget) -> RunBudget:
     if budget.max_tokens < 0 or budget.max_steps < 0 or budget.max_seconds < 0:
         raise InvalidArgument("budget limits must not be negative", field="budget")
     return RunBudget(budget.max_tokens, budget.max_steps, budget.max_seconds)
+
+
+def _language(tag: str) -> str:
+    if not language.is_tag(tag):
+        raise InvalidArgument(
+            f"language {tag[:40]!r} is not a BCP 47 language tag (e.g. en, fr, fr-CA)", field="language"
+        )
+    return tag.strip()
 
 
 class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
@@ -59,6 +76,8 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 client_instructions=request.client_instructions,
                 webhook_url=self._webhooks.check(request.webhook_url),
                 project_id=request.project_id,
+                context=run_context.checked(request.context),
+                language=_language(request.language),
             )
         )
         async for event in self._runs.follow(user, run_id, 0):

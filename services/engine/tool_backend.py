@@ -1,16 +1,26 @@
 """The built-in tools' backend (tools.ToolBackend) over the other services,
-each call as the run's user — pages and notes through memory, asks through
-this engine's own AskAgent path (a nested run on the target's thread)."""
+each call as the run's user — pages, notes and live state through memory,
+asks through this engine's own AskAgent path (a nested run on the target's
+thread)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC
 from typing import TYPE_CHECKING
 
 from services.engine.remember import with_fact
 from services.engine.runs import AskSpec
-from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, ProposedNote, SavedNote
+from services.engine.tools import (
+    AgentReply,
+    InstructionProposal,
+    LiveEntry,
+    PageHit,
+    PageText,
+    ProposedNote,
+    SavedNote,
+)
 from services.shared.errors import FailedPrecondition, InvalidArgument
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import memory_pb2, pages_pb2
@@ -118,17 +128,19 @@ class EngineToolBackend:
         )
 
     async def propose_instruction_update(
-        self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
+        self, user: str, request_id: str, addition: str, reason: str, run_id: str = "", language: str = "en"
     ) -> InstructionProposal:
+        """``language``: the run's, that of the template a user without an
+        instruction page gets, and of the section the line goes in."""
         page = await self._collab.active_instructions(user)
         if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
             raise FailedPrecondition("the active instruction page cannot be read")
         page_id, title, body = page.page_id, page.title, page.body
         if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
-            created = await self._collab.create_instruction_page(user, f"{request_id}:page")
+            created = await self._collab.create_instruction_page(user, f"{request_id}:page", language)
             page_id, title, body = created.id, created.title, created.body
         proposal = await self._collab.create_proposal(
-            user, request_id, page_id, with_fact(body, addition), reason, run_id=run_id
+            user, request_id, page_id, with_fact(body, addition, language), reason, run_id=run_id
         )
         return InstructionProposal(proposal.id, page_id, title, addition, proposal.diff.unified)
 
@@ -172,6 +184,27 @@ class EngineToolBackend:
         if last.WhichOneof("kind") != "final":
             raise FailedPrecondition(f"{agent} could not answer: {last.error.message}")
         return AgentReply(agent, target.display_name or agent, _final_text(last))
+
+    async def live_state(self, user: str, project_id: str, limit: int) -> Sequence[LiveEntry]:
+        return [_live_entry(e) for e in await self._collab.live_state(user, project_id, limit)]
+
+    async def set_live_state(
+        self,
+        user: str,
+        project_id: str,
+        agent_id: str,
+        activity: str,
+        detail: str,
+        ttl_seconds: int | None,
+    ) -> LiveEntry:
+        """Through memory's SetLiveState as ``user``: memory checks the role."""
+        entry = await self._collab.set_live_state(user, project_id, agent_id, activity, detail, ttl_seconds)
+        return _live_entry(entry)
+
+
+def _live_entry(entry: memory_pb2.LiveStateEntry) -> LiveEntry:
+    expires = entry.expire_time.ToDatetime(tzinfo=UTC) if entry.HasField("expire_time") else None
+    return LiveEntry(entry.agent_id, entry.activity, entry.detail, expires)
 
 
 def _final_text(event: engine_pb2.RunEvent) -> str:

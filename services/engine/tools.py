@@ -24,7 +24,9 @@ Who may write: the tools that write durable memory (``save_note``,
 ``propose_instruction_update``, ``ask_agent``) run only when the user's own
 message of this run (``ToolContext.request``) asked for that write, and only
 with the user's own words (services.shared.write_guard); a refusal is an
-error result plus a notice the engine shows the user."""
+error result plus a notice the engine shows the user. ``set_live_state`` is
+a write too, but of live state, not memory: the run's agent says what it is
+doing now, in its own words, in its own entry only (see the tool)."""
 
 from __future__ import annotations
 
@@ -35,14 +37,23 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from services.engine import texts
 from services.engine.connectors import Connector
 from services.engine.mcp_tools import McpHub, McpUnavailable, split_mcp_tool_name
 from services.engine.providers.base import ChatMessage, ToolCallChunk, ToolSpec
-from services.shared.errors import DomainError, Exhausted, QuotaExceeded, RateLimited, TooManyRuns
+from services.shared.errors import (
+    DomainError,
+    Exhausted,
+    PermissionDenied,
+    QuotaExceeded,
+    RateLimited,
+    TooManyRuns,
+)
 from services.shared.write_guard import (
     Refusal,
     asks_instruction_update,
@@ -61,6 +72,7 @@ FAMILY_LABELS = {
     "mcp": "Calling MCP tools",
     "agents": "Asking another agent",
     "memory": "Saving to memory",
+    "live_state": "Using the live state",
     "instructions": "Preparing a change to your instructions",
     "tools": "Using tools",  # a call naming no tool the engine knows
 }
@@ -121,6 +133,17 @@ class InstructionProposal:
 
 
 @dataclass(frozen=True)
+class LiveEntry:
+    """One entry of a project's live state: what an agent (or a person) says
+    it is doing now, until ``expire_time``."""
+
+    agent_id: str
+    activity: str
+    detail: str
+    expire_time: datetime | None = None
+
+
+@dataclass(frozen=True)
 class AgentReply:
     agent_id: str
     agent_name: str
@@ -167,7 +190,7 @@ class ToolBackend(Protocol):
         ...
 
     async def propose_instruction_update(
-        self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
+        self, user: str, request_id: str, addition: str, reason: str, run_id: str = "", language: str = "en"
     ) -> InstructionProposal: ...
 
     async def ask_agent(
@@ -181,6 +204,24 @@ class ToolBackend(Protocol):
         chain: tuple[str, ...] = (),
         correlation_id: str = "",
     ) -> AgentReply: ...
+
+    async def live_state(self, user: str, project_id: str, limit: int) -> Sequence[LiveEntry]:
+        """The first ``limit`` unexpired entries of ``project_id``'s live
+        state ("" = the user's personal project), by agent id."""
+        ...
+
+    async def set_live_state(
+        self,
+        user: str,
+        project_id: str,
+        agent_id: str,
+        activity: str,
+        detail: str,
+        ttl_seconds: int | None,
+    ) -> LiveEntry:
+        """Creates or replaces ``agent_id``'s entry, as ``user`` (whose role
+        in the project must allow it: PermissionDenied for a viewer)."""
+        ...
 
 
 # The run's side
@@ -245,9 +286,19 @@ class ToolContext:
     # writes ("" = the user's personal project; an AskAgent run's is the
     # asked agent's).
     project_id: str = ""
+    # The language of the run's texts: the notices below are said in it.
+    language: str = "en"
 
     def __post_init__(self) -> None:
         self.allow_instruction_update = self.allow_instruction_update or asks_instruction_update(self.request)
+
+    @property
+    def live_state_id(self) -> str:
+        """Whose live-state entry this run reads as its own and sets: the
+        asked agent's in an AskAgent run; in a chat, the user's (every
+        member's chat speaks as "personal", which would make one entry of
+        all of them in a shared project)."""
+        return self.agent if self.agent != "personal" else self.user
 
     def record(self, kind: str, source_id: str, title: str) -> None:
         """Declares a read; each source appears once, in the order first read."""
@@ -370,6 +421,44 @@ class AskAgentArgs(_Args):
     message: str = Field(min_length=1, max_length=4000, description="The question.")
 
 
+class LiveStateArgs(_Args):
+    limit: int = Field(default=50, ge=1, le=200, description="At most this many entries, by agent id.")
+
+
+# What the live-state tools say of it, for the model.
+LIVE_STATE_RULE = (
+    "The project's live state is who is doing what now: one short entry per agent or person, which "
+    "expires by itself. It is not memory: nothing to keep goes there."
+)
+# Limits of an entry set by a model, below memory's own (200 and 2,000
+# characters): it is shown in every run of the project, so it stays short.
+MAX_LIVE_ACTIVITY_CHARS = 200
+MAX_LIVE_DETAIL_CHARS = 500
+MAX_LIVE_TTL_SECONDS = 86_400
+
+
+class SetLiveStateArgs(_Args):
+    activity: str = Field(
+        min_length=1,
+        max_length=MAX_LIVE_ACTIVITY_CHARS,
+        description="What you are doing now, in a few words.",
+    )
+    detail: str = Field(default="", max_length=MAX_LIVE_DETAIL_CHARS, description="More about it, briefly.")
+    ttl_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_LIVE_TTL_SECONDS,
+        description="Seconds until the entry expires; 0 or omitted: the default lifetime.",
+    )
+
+    @field_validator("activity", "detail", mode="before")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        # An entry lands in the prompt of every run of the project, one line
+        # per agent: a line break could pass for a heading of its own.
+        return " ".join(value.split()) if isinstance(value, str) else value
+
+
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
     """The arguments' JSON Schema (a fresh copy: callers adjust it per run)."""
     return copy.deepcopy(_built_schema(model))
@@ -394,7 +483,15 @@ class WriteRefused(ToolRefused):
 
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.for_model)
-        self.notice = refusal.for_user
+        self.refusal = refusal
+
+    def notice(self, tool: str, language: str) -> str:
+        """The run's WRITE_REFUSED notice, in ``language``."""
+        reason = self.refusal.reason
+        if not texts.has(f"write_refused.{reason}"):
+            return self.refusal.for_user
+        what = texts.say(language, f"write.{tool}") if texts.has(f"write.{tool}") else ""
+        return texts.say(language, f"write_refused.{reason}", tool=tool, what=what)
 
 
 Handler = Callable[[Any, ToolContext, str], Awaitable[tuple[str, InstructionProposal | ProposedNote | None]]]
@@ -408,7 +505,9 @@ class _Builtin:
     args: type[_Args]
     handler: Handler
     offered: Callable[[ToolContext], bool]
-    # Writes durable memory: refused unless the user asked (write_guard).
+    # Writes (memory, another agent's thread, the live state): a call the
+    # run is not offered is a refused write, with a notice. Each handler
+    # applies its write's own rule (write_guard for memory and asks).
     writes: bool = False
 
 
@@ -501,6 +600,28 @@ class ToolRegistry:
                     lambda c: not c.web_only,
                     writes=True,  # the question is recorded in the agent's thread and handoff log
                 ),
+                _Builtin(
+                    "live_state",
+                    "live_state",
+                    "Reads the project's live state now, each entry with its expiry (yours is marked). "
+                    + LIVE_STATE_RULE,
+                    LiveStateArgs,
+                    self._live_state,
+                    # Project content: a web-only model gets none.
+                    lambda c: not c.web_only,
+                ),
+                _Builtin(
+                    "set_live_state",
+                    "live_state",
+                    "Says what you are doing now in this project, replacing what you said before, for "
+                    "every agent and member of the project until it expires. " + LIVE_STATE_RULE,
+                    SetLiveStateArgs,
+                    self._set_live_state,
+                    # Where the run sees what the others do (the live state
+                    # is not sent to a web-only model).
+                    lambda c: not c.web_only,
+                    writes=True,
+                ),
             )
         }
 
@@ -519,16 +640,17 @@ class ToolRegistry:
         not get, to say before the first model call."""
         if not context.web_only:
             return None
-        withheld = ["the workspace"] if context.allowed.workspace else []
+        language = context.language
+        withheld = [texts.say(language, "withheld.workspace")] if context.allowed.workspace else []
         connectors = sorted(set(self._connectors) & context.allowed.connectors)
         if connectors:
-            withheld.append(f"connectors ({', '.join(connectors)})")
+            withheld.append(texts.say(language, "withheld.connectors", names=", ".join(connectors)))
         servers = sorted((self._mcp.servers if self._mcp else frozenset()) & context.allowed.mcp_servers)
         if servers:
-            withheld.append(f"MCP servers ({', '.join(servers)})")
+            withheld.append(texts.say(language, "withheld.mcp", names=", ".join(servers)))
         if not withheld:
-            return "This model is web-only: it reads no workspace content in this run."
-        return f"This model is web-only: {', '.join(withheld)} will not be read in this run."
+            return texts.say(language, "sources_withheld.all")
+        return texts.say(language, "SOURCES_WITHHELD", withheld=", ".join(withheld))
 
     def refused_mentions(self, message: str, context: ToolContext) -> list[str]:
         """Notices for the ``@page:<id>``, ``@connector:<name>`` and
@@ -544,10 +666,8 @@ class ToolRegistry:
             else:
                 allowed = name in self._mcp_allowed(context)
             if not allowed:
-                where = "sources a web-only model reads" if context.web_only else "allowed sources"
-                notices.append(
-                    f"@{kind}:{name} is not among this conversation's {where}; it will not be read."
-                )
+                key = "mention_not_allowed.web_only" if context.web_only else "MENTION_NOT_ALLOWED"
+                notices.append(texts.say(context.language, key, kind=kind, name=name))
         return notices
 
     async def specs(self, context: ToolContext) -> list[ToolSpec]:
@@ -567,7 +687,7 @@ class ToolRegistry:
             try:
                 tools = await self._mcp.list_tools(server)
             except McpUnavailable as exc:
-                context.notices.append(f"{exc}; its tools are not available in this run.")
+                context.notices.append(texts.say(context.language, "TOOLS_UNAVAILABLE", cause=exc))
                 continue
             for mcp_tool in tools:
                 description = f"[MCP server {server}] {mcp_tool.description}".strip()
@@ -608,7 +728,8 @@ class ToolRegistry:
             if not builtin.offered(context):
                 message = f"the tool {call.name!r} is not available in this conversation"
                 if builtin.writes:
-                    raise WriteRefused(Refusal(message, f"{call.name} was refused: {message}."))
+                    refusal = Refusal(message, f"{call.name} was refused: {message}.", "unavailable")
+                    raise WriteRefused(refusal)
                 raise ToolRefused(message)
             try:
                 args = builtin.args.model_validate(arguments)
@@ -616,20 +737,21 @@ class ToolRegistry:
                 raise ToolRefused(f"bad arguments for {call.name}: {_errors(exc)}") from None
             body, payload = await builtin.handler(args, context, call.call_id)
             if isinstance(payload, ProposedNote):
-                notice = f"note proposal {payload.proposal_id} awaits review: {payload.title}"
+                notice = texts.say(
+                    context.language, "NOTE_PROPOSED", proposal_id=payload.proposal_id, title=payload.title
+                )
                 return result(body, False, notice=notice, notice_code="NOTE_PROPOSED")
             return result(body, False, payload)
         except WriteRefused as exc:
-            log.info("run %s: %s", context.run_id, exc.notice)
-            return result(str(exc), True, notice=exc.notice)
+            log.info("run %s: %s", context.run_id, exc.refusal.for_user)
+            return result(str(exc), True, notice=exc.notice(call.name, context.language))
         except ToolRefused as exc:
             return result(str(exc), True)
         except Exhausted as exc:
             # A quota, not an outage: the user learns which one and what to do.
             code = QUOTA_NOTICES.get(type(exc), "QUOTA_EXCEEDED")
-            return result(
-                exc.message, True, notice=f"{call.name} was refused: {exc.message}", notice_code=code
-            )
+            notice = texts.say(context.language, "tool_refused", tool=call.name, cause=exc.message)
+            return result(exc.message, True, notice=notice, notice_code=code)
         except DomainError as exc:
             return result(exc.message, True)
         except Exception:  # noqa: BLE001 - a tool's failure is the model's to read, not the run's end
@@ -729,7 +851,12 @@ class ToolRegistry:
             what="remember anything or change the instructions",
         )
         proposal = await self._backend.propose_instruction_update(
-            context.user, f"{context.run_id}:{call_id}", args.addition, args.reason, run_id=context.run_id
+            context.user,
+            f"{context.run_id}:{call_id}",
+            args.addition,
+            args.reason,
+            run_id=context.run_id,
+            language=context.language,
         )
         # The proposal's diff shows the page's text: the page was read.
         context.record("page", proposal.page_id, proposal.page_title)
@@ -760,6 +887,38 @@ class ToolRegistry:
         context.record("agent", reply.agent_id, reply.agent_name)
         return f"{reply.agent_name} answered:\n{reply.text}", None
 
+    async def _live_state(self, args: LiveStateArgs, context: ToolContext, call_id: str) -> tuple[str, None]:
+        entries = await self._backend.live_state(context.user, context.project_id, args.limit)
+        if not entries:
+            return "The project's live state is empty: nobody says what they are doing now.", None
+        you = context.live_state_id
+        lines = [_live_line(entry, entry.agent_id == you) for entry in entries[: args.limit]]
+        return "The project's live state (who is doing what now):\n" + "\n".join(lines), None
+
+    async def _set_live_state(
+        self, args: SetLiveStateArgs, context: ToolContext, call_id: str
+    ) -> tuple[str, None]:
+        # The run's own entry only, never another agent's: the agent id is
+        # the run's, not an argument. It goes through memory as the run's
+        # user, so the project's roles decide (a viewer cannot write).
+        try:
+            entry = await self._backend.set_live_state(
+                context.user,
+                context.project_id,
+                context.live_state_id,
+                args.activity,
+                args.detail,
+                args.ttl_seconds or None,
+            )
+        except PermissionDenied as exc:
+            raise WriteRefused(
+                Refusal(
+                    f"refused: {exc.message}. The live state was not changed; do not retry.",
+                    f"set_live_state was refused: {exc.message}.",
+                )
+            ) from None
+        return f"Your live state is now:\n{_live_line(entry, True)}", None
+
     async def _call_mcp(
         self, server: str, tool: str, arguments: Mapping[str, Any], context: ToolContext
     ) -> tuple[str, bool]:
@@ -773,6 +932,18 @@ class ToolRegistry:
         if not answer.is_error:
             context.record("mcp", server, f"MCP server {server}")
         return answer.text, answer.is_error
+
+
+def _live_line(entry: LiveEntry, own: bool) -> str:
+    """One entry as a tool result shows it: who (and whether it is the
+    caller), what, and until when (RFC 3339, UTC)."""
+    who = f"{entry.agent_id} (you)" if own else entry.agent_id
+    detail = f" ({entry.detail})" if entry.detail else ""
+    until = ""
+    if entry.expire_time is not None:
+        stamp = entry.expire_time.astimezone(UTC).isoformat(timespec="seconds")
+        until = f" until {stamp.replace('+00:00', 'Z')}"
+    return f"- {who}: {entry.activity}{detail}{until}"
 
 
 def _authorise(tool: str, context: ToolContext, *, asked: bool, texts: Sequence[str], what: str) -> None:

@@ -29,7 +29,15 @@ MAX_AUTO_TITLE_CHARS = 60
 MAX_ENTRIES_PER_APPEND = 100
 MAX_USER_CHARS = 128
 AGENT_MUTABLE_FIELDS = ("display_name", "persona", "provider_id", "model", "injection_strategy")
-CONVERSATION_MUTABLE_FIELDS = ("title", "pinned", "allowed_sources")
+# The allowed sources, each settable on its own (``allowed_sources.memory``)
+# so that a save of one keeps the others.
+SOURCE_FIELDS = ("workspace", "connectors", "mcp_servers", "memory")
+CONVERSATION_MUTABLE_FIELDS = (
+    "title",
+    "pinned",
+    "allowed_sources",
+    *(f"allowed_sources.{name}" for name in SOURCE_FIELDS),
+)
 
 
 @dataclass(frozen=True)
@@ -285,10 +293,20 @@ class ThreadsDomain:
             values.update(title=title, title_auto=False)
         if "pinned" in fields:
             values["pinned"] = pinned
+        named = [f.removeprefix("allowed_sources.") for f in fields if f.startswith("allowed_sources.")]
         if "allowed_sources" in fields:
+            if named:
+                raise InvalidArgument(
+                    "update_mask names allowed_sources and some of its fields: name the whole or its fields",
+                    field="update_mask",
+                )
             # Stored whole, as CreateConversation stores it.
             values["sources_json"] = json.dumps(allowed_sources or {}, sort_keys=True)
-        return await self._updated(user_id, conversation_id, values)
+        # Only the sources named change; an unset memory is its default (on).
+        given = allowed_sources or {}
+        return await self._updated(
+            user_id, conversation_id, values, {name: given.get(name) for name in named}
+        )
 
     async def set_auto_title(
         self, user_id: str, conversation_id: str, request_text: str, title: str
@@ -314,9 +332,17 @@ class ThreadsDomain:
             return current  # archiving twice is a no-op
         return await self._updated(user_id, conversation_id, {"archive_time": utcnow()})
 
-    async def _updated(self, user_id: str, conversation_id: str, values: dict[str, Any]) -> Thread:
+    async def _updated(
+        self,
+        user_id: str,
+        conversation_id: str,
+        values: dict[str, Any],
+        source_changes: dict[str, Any] | None = None,
+    ) -> Thread:
         thread = (
-            await self._repo.update_conversation(user_id, conversation_id, values)
+            await self._repo.update_conversation(
+                user_id, conversation_id, values, source_changes=source_changes
+            )
             if conversation_id
             else None
         )

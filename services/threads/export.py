@@ -5,13 +5,18 @@
     agents/<agent id>/log.jsonl       the open segment (possibly empty)
     agents/<agent id>/handoff.md      the latest handoff summary, if any
     agents/<agent id>/providers.json  the provider sessions (live and released)
+    agents/<agent id>/live_state.json what the agent is doing now, if it says so
 
 Each log line is a JSON object with the entry and its attribution:
 thread_id, sequence, requester, target, correlation_id, role, source, run_id,
 create_time, content. ``handoff.md`` starts with a front matter naming the
 segment it summarizes (``---\\nsegment: N\\n---\\n``), then the summary as
-stored. Exporting, importing into a fresh database and exporting again gives
-the same files byte for byte.
+stored. ``live_state.json`` is the agent's unexpired entry in its project's
+live state (memory's, read as the exporting user: absent when the agent has
+none or that user may not read the project's); an import checks it and
+restores nothing from it, since live state says what is true now, not then.
+Exporting, importing into a fresh database and exporting again gives the same
+thread files byte for byte.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from services.shared.audit import Actor, new_event
 from services.shared.enums import EnumNames
@@ -33,13 +38,15 @@ from services.threads.models import Entry, ProviderSession, Segment, Thread, Thr
 from services.threads.repository import ImportedThread, ThreadsRepository
 from services.threads.rotation import check_handoff
 from services.threads.sessions import MAX_NATIVE_ID_CHARS, MAX_PROVIDER_ID_CHARS
+from switchboard.memory.v1 import memory_pb2
 from switchboard.threads.v1 import threads_pb2
 
 ROLES = EnumNames(threads_pb2.Role)
 MAX_FILES = 10_000
 _PATH = re.compile(
     r"^agents/(?P<agent>[a-z][a-z0-9-]{0,63})/"
-    r"(?P<name>log\.jsonl|log\.(?P<number>[1-9][0-9]{0,8})\.jsonl|handoff\.md|providers\.json)$"
+    r"(?P<name>log\.jsonl|log\.(?P<number>[1-9][0-9]{0,8})\.jsonl|handoff\.md|providers\.json"
+    r"|live_state\.json)$"
 )
 _FRONT_MATTER = re.compile(r"^---\nsegment: (?P<number>[1-9][0-9]{0,8})\n---\n")
 _LINE_FIELDS: dict[str, type] = {
@@ -60,6 +67,15 @@ _LINE_FIELDS: dict[str, type] = {
 class ThreadFile:
     path: str
     content: str
+
+
+class LiveStateReader(Protocol):
+    """Where an export reads the agent's live state (memory's, in production)."""
+
+    async def entry(self, actor: Actor, project_id: str, agent_id: str) -> memory_pb2.LiveStateEntry | None:
+        """``agent_id``'s unexpired entry in the project, read as ``actor``;
+        None when it has none or ``actor`` may not read the project's."""
+        ...
 
 
 def _time(value: datetime) -> str:
@@ -125,6 +141,21 @@ def export_files(
         )
     files.append(ThreadFile(f"{base}providers.json", _providers(sessions)))
     return files
+
+
+def live_state_file(agent_id: str, entry: memory_pb2.LiveStateEntry) -> ThreadFile:
+    """The agent's live-state entry as ``live_state.json``."""
+    fields = {
+        "project_id": entry.project_id,
+        "agent_id": entry.agent_id,
+        "activity": entry.activity,
+        "detail": entry.detail,
+        "update_time": _time(entry.update_time.ToDatetime(tzinfo=UTC)),
+        "expire_time": _time(entry.expire_time.ToDatetime(tzinfo=UTC)),
+    }
+    return ThreadFile(
+        f"agents/{agent_id}/live_state.json", json.dumps(fields, ensure_ascii=False, indent=2) + "\n"
+    )
 
 
 def _bad(path: str, reason: str, line: int | None = None) -> InvalidArgument:
@@ -267,6 +298,24 @@ def _sessions(path: str, content: str) -> list[ProviderSession]:
     return sessions
 
 
+def _check_live_state(path: str, content: str, agent_id: str) -> None:
+    """A ``live_state.json`` must be what an export writes, about the agent
+    of its folder; nothing of it is imported."""
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        raise _bad(path, f"not valid JSON ({exc.args[0] if exc.args else exc})") from exc
+    if not isinstance(data, dict):
+        raise _bad(path, "must be a JSON object")
+    for name in ("project_id", "agent_id", "activity", "detail", "update_time", "expire_time"):
+        if not isinstance(data.get(name), str):
+            raise _bad(path, f"field {name!r} must be a string")
+    if data["agent_id"] != agent_id:
+        raise _bad(path, f"agent_id must be the agent of the folder, {agent_id!r}")
+    for name in ("update_time", "expire_time"):
+        _parse_time(path, None, data[name], name)
+
+
 def parse_files(files: Sequence[ThreadFile], max_entry_chars: int) -> ImportedThread:
     """Validates the files of one agent and builds the rows to import. Any
     problem is INVALID_ARGUMENT naming the file (and the line)."""
@@ -279,6 +328,7 @@ def parse_files(files: Sequence[ThreadFile], max_entry_chars: int) -> ImportedTh
     open_log: str | None = None
     handoff: tuple[str, str] | None = None
     providers: tuple[str, str] | None = None
+    live_state: tuple[str, str] | None = None
     seen: set[str] = set()
     for file in files:
         match = _PATH.match(file.path)
@@ -286,7 +336,7 @@ def parse_files(files: Sequence[ThreadFile], max_entry_chars: int) -> ImportedTh
             raise _bad(
                 file.path or "(empty path)",
                 "not a file of the layout agents/<agent id>/"
-                "{log.jsonl, log.N.jsonl, handoff.md, providers.json}",
+                "{log.jsonl, log.N.jsonl, handoff.md, providers.json, live_state.json}",
             )
         if file.path in seen:
             raise _bad(file.path, "appears twice")
@@ -298,6 +348,8 @@ def parse_files(files: Sequence[ThreadFile], max_entry_chars: int) -> ImportedTh
             open_log = file.content
         elif match["name"] == "handoff.md":
             handoff = (file.path, file.content)
+        elif match["name"] == "live_state.json":
+            live_state = (file.path, file.content)
         else:
             providers = (file.path, file.content)
     if len(agents) != 1:
@@ -339,6 +391,8 @@ def parse_files(files: Sequence[ThreadFile], max_entry_chars: int) -> ImportedTh
         target = segments[number - 1]
         target.handoff_status, target.handoff_summary, target.handoff_time = "ready", summary, utcnow()
     sessions = _sessions(*providers) if providers is not None else []
+    if live_state is not None:
+        _check_live_state(*live_state, agent_id)
     return ImportedThread(
         thread_id=reader.thread_id or str(uuid.uuid4()),
         agent_id=agent_id,
@@ -351,10 +405,19 @@ def parse_files(files: Sequence[ThreadFile], max_entry_chars: int) -> ImportedTh
 class ThreadArchive:
     """ExportAgentThread and ImportAgentThread: rules over the repository."""
 
-    def __init__(self, repository: ThreadsRepository, max_entry_chars: int, max_export_chars: int) -> None:
+    def __init__(
+        self,
+        repository: ThreadsRepository,
+        max_entry_chars: int,
+        max_export_chars: int,
+        live_state: LiveStateReader | None = None,
+    ) -> None:
+        """``live_state``: where the agent's live state is read (None: the
+        export carries none, as without a memory service)."""
         self._repo = repository
         self._max_entry_chars = max_entry_chars
         self._max_export_chars = max_export_chars
+        self._live_state = live_state
 
     async def export(
         self, agent_id: str, actor: Actor, access: AgentAccess
@@ -362,7 +425,7 @@ class ThreadArchive:
         """For the agent's members and its project's (viewers and up)."""
         if not agent_id:
             raise InvalidArgument("agent_id must not be empty", field="agent_id")
-        await access.require_member(actor, agent_id, READ)
+        agent = await access.require_member(actor, agent_id, READ)
         thread = await self._repo.live_agent_thread(agent_id)
         if thread is None:
             if await self._repo.get_agent(agent_id) is None:
@@ -378,7 +441,14 @@ class ThreadArchive:
             )
         entries = await self._repo.entries_between(thread.id, 1, thread.last_sequence)
         sessions = await self._repo.all_provider_sessions(thread.id)
-        return thread, export_files(thread, entries, segments, sessions)
+        files = export_files(thread, entries, segments, sessions)
+        if self._live_state is not None:
+            # The agent's entry in its own project, as the exporting user
+            # may read it: the same entry the agent's runs receive.
+            live = await self._live_state.entry(actor, agent.project_id, agent_id)
+            if live is not None:
+                files.append(live_state_file(agent_id, live))
+        return thread, files
 
     async def import_(self, files: Sequence[ThreadFile], actor: Actor, access: AgentAccess) -> Thread:
         """Imports as ``actor``: a member of the agent when it exists, its

@@ -13,6 +13,7 @@ from services.shared.db import session_factory
 from services.threads.domain import ThreadsDomain
 from services.threads.export import ThreadArchive
 from services.threads.memory_handoff import MemoryHandoff
+from services.threads.memory_live_state import MemoryLiveState
 from services.threads.memory_projects import MemoryProjects
 from services.threads.repository import ThreadsRepository
 from services.threads.retention import ConversationRetention
@@ -33,22 +34,25 @@ async def open_servicer(
     when ``memory_address`` is set, else none (closed segments' handoffs stay
     pending). With ``memory_address``, project membership (memory's
     ProjectsService) opens agents to their project's members too; without
-    it, only an agent's own members use it."""
+    it, only an agent's own members use it. With it too, an agent's export
+    carries its live state (memory's MemoryService)."""
     engine = await open_database(settings, MIGRATIONS)
     closers: list[Closer] = [engine.dispose]
     projects: MemoryProjects | None = None
+    live_state: MemoryLiveState | None = None
     if settings.memory_address:
-        # One channel to memory, for its HandoffService and ProjectsService.
+        # One channel to memory, for its HandoffService, ProjectsService and MemoryService.
         memory = open_channel(settings.memory_address, settings.channel_credentials())
         closers.insert(0, memory.close)
         projects = MemoryProjects(memory, settings.call_timeout)
+        live_state = MemoryLiveState(memory, settings.call_timeout)
         if summarizer is None:
             summarizer = MemoryHandoff(memory, settings.call_timeout)
     repository = ThreadsRepository(session_factory(engine))
     policy = RotationPolicy(settings.rotate_after_entries, settings.rotate_after_chars)
     rotation = Rotation(repository, policy, summarizer or PendingHandoff())
     domain = ThreadsDomain(repository, settings.max_entry_chars, rotation, projects)
-    archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars)
+    archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars, live_state)
     if settings.retention_archived_conversations_days:
         keep = timedelta(days=settings.retention_archived_conversations_days)
         retention = ConversationRetention(

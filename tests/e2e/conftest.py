@@ -86,7 +86,9 @@ def recording_env(base_url: str) -> dict[str, str]:
     """Settings for a recording OpenAI-compatible server at ``base_url`` and
     a headless agent CLI beside the offline models: Auto never picks either
     (an offline model of each profile comes first); a request names them as
-    the models `recorded` and `agent-model`."""
+    the models `recorded` and `agent-model`. Two MCP servers (the glossary
+    of tests/fakes/mcp_server.py, as `glossary` and `spare`) are configured
+    for a conversation to allow; each starts only when a run calls it."""
     offline = [
         {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
         for p in ("fast", "balanced", "strong")
@@ -103,9 +105,13 @@ def recording_env(base_url: str) -> dict[str, str]:
             "context_strategy": "stdin",
         },
     ]
+    glossary = {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_server"], "cwd": str(ROOT)}
     return {
         "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(providers),
         "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded, cli_agent]),
+        "SWITCHBOARD_ENGINE_MCP_SERVERS_JSON": json.dumps(
+            [{"name": "glossary", **glossary}, {"name": "spare", **glossary}]
+        ),
     }
 
 

@@ -88,7 +88,7 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
     return [
         ("POST", "/api/agent/conversations", schemas.CreateConversationBody),
         ("PATCH", "/api/agent/conversations/{conversation}", schemas.UpdateConversationBody),
-        ("PUT", "/api/agent/conversations/{conversation}/sources", schemas.AllowedSourcesBody),
+        ("PUT", "/api/agent/conversations/{conversation}/sources", schemas.SourcesUpdateBody),
         ("POST", f"/api/agent/conversations/{MISSING}/archive", None),
         ("POST", f"/api/agent/conversations/{MISSING}/messages", schemas.MessageBody),
         ("POST", f"/api/agent/runs/{MISSING}/cancel", None),

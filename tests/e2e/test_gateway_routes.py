@@ -232,7 +232,7 @@ def test_models_skills_feedback_and_turning_auto_use_off(
     models = alice.get("/api/agent/models").json()["models"]
     assert models[0]["id"] == "auto" and models[0]["label"] == "Auto"
     assert {m["id"] for m in models[1:]} == {"offline-fast", "offline-balanced", "offline-strong"}
-    assert all({"web_only", "expensive", "profile"} <= m.keys() for m in models)
+    assert all({"web_only", "expensive", "web_search", "profile"} <= m.keys() for m in models)
 
     wrong = alice.post(f"/api/agent/runs/{world.run}/feedback", json={"skill_id": MISSING})
     assert wrong.status_code == 400
@@ -251,6 +251,15 @@ def test_models_skills_feedback_and_turning_auto_use_off(
         return bool(next(s for s in skills if s["id"] == world.skill)["effective_auto_use"])
 
     assert auto_use(alice) is False and auto_use(bob) is True  # alice's choice only
+    # One skill's definition (what a run's Sources panel links to), by id or
+    # name, with its instructions and the caller's own enablement.
+    by_id = alice.get(f"/api/agent/skills/{world.skill}").json()
+    by_name = bob.get("/api/agent/skills/email-reply-draft").json()
+    assert by_id["id"] == by_name["id"] == world.skill and by_id["name"] == "email-reply-draft"
+    assert by_id["body"].startswith("Draft a reply to the email") and by_id["body"] == by_name["body"]
+    assert (by_id["effective_auto_use"], by_name["effective_auto_use"]) == (False, True)
+    missing = alice.get(f"/api/agent/skills/{MISSING}")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
     again = alice.post(f"/api/agent/runs/{world.run}/feedback", json={"skill_id": world.skill}).json()
     assert again["offer_disable_auto_use"] is False and again["feedback"]["id"] == data["feedback"]["id"]
     alice.put(f"/api/agent/skills/{world.skill}/enablement", json={"auto_use": "inherit"})
@@ -276,11 +285,71 @@ def test_the_sources_a_conversation_can_allow(alice: httpx.Client, world: World)
     assert sources["connectors"] == [] and sources["mcp_servers"] == []
 
 
-def test_a_conversations_sources_are_replaced(alice: httpx.Client, world: World) -> None:
+def test_a_conversations_sources_are_set(alice: httpx.Client, world: World) -> None:
     body = {"workspace": False, "connectors": ["mail"], "mcp_servers": []}
     response = alice.put(f"/api/agent/conversations/{world.conversation}/sources", json=body)
     assert response.status_code == 200, response.text
-    assert response.json()["allowed_sources"] == {**body, "memory": True}  # recall on unless turned off
+    # Memory was not named: it keeps its value, never set, so absent (on).
+    assert response.json()["allowed_sources"] == body
+
+
+def test_a_sources_save_keeps_what_it_does_not_name(alice: httpx.Client, world: World) -> None:
+    path = f"/api/agent/conversations/{world.conversation}/sources"
+    assert alice.put(path, json={"memory": False}).json()["allowed_sources"]["memory"] is False
+    saved = alice.put(path, json={"workspace": True, "connectors": ["mail"]})
+    assert saved.status_code == 200, saved.text
+    assert saved.json()["allowed_sources"] == {
+        "workspace": True,
+        "connectors": ["mail"],
+        "mcp_servers": [],
+        "memory": False,
+    }
+    empty = alice.put(path, json={})
+    assert empty.status_code == 400 and "nothing to update" in empty.json()["error"]["message"]
+    assert alice.put(path, json={"memory": True, "connectors": []}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("message", "context"),
+    [
+        (
+            "Résume la sélection.",
+            {
+                "page": {"id": "cr-7", "title": "Compte rendu « produit »", "type": "meeting_notes"},
+                "selections": [{"text": "Livraison mardi, sans faute.", "block_id": "b2"}],
+            },
+        ),
+        (
+            "Shorten the selected text.",
+            {"selections": [{"text": "The deploy moves to Tuesday.", "block_id": ""}]},
+        ),
+    ],
+)
+def test_a_message_carries_its_context_into_the_run_record(
+    alice: httpx.Client, message: str, context: dict[str, Any]
+) -> None:
+    conversation = alice.post("/api/agent/conversations", json={"title": "Context"}).json()["id"]
+    path = f"/api/agent/conversations/{conversation}/messages"
+    events = stream(alice, path, {"message": message, "context": context})
+    run = alice.get(f"/api/agent/runs/{events[-1].data['run_id']}").json()
+    assert run["context"] == {"regime": "user", **context}
+    layer = {layer["key"]: layer for layer in run["layers"]}["run_context"]
+    assert layer["present"] and layer["item_count"] == 1
+    # The message is the user's words alone.
+    entries = alice.get(f"/api/agent/conversations/{conversation}/entries").json()["entries"]
+    assert [e["content"] for e in entries if e["role"] == "user"] == [message]
+    # Beyond its limits: 400 naming the field, and no run.
+    for bad, field in [
+        ({"selections": [{"text": "x" * 4001}]}, "context.selections.0.text"),
+        ({"selections": [{"text": "   "}]}, "context.selections.0.text"),
+        ({"page": {"id": "p1", "type": "Meeting Notes"}}, "context.page.type"),
+        ({"selections": [{"text": "x"}] * 11}, "context.selections"),
+        ({"regime": "autonomous"}, "context.regime"),
+    ]:
+        refused = alice.post(path, json={"message": message, "context": bad})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["details"][0]["field"] == field, refused.text
+    assert len(alice.get(f"/api/agent/conversations/{conversation}/runs").json()["runs"]) == 1
 
 
 def test_agents_asks_and_thread_views(alice: httpx.Client) -> None:

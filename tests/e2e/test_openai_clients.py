@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.engine.instructions import CLIENT_HEADING, TITLE_SYSTEM
+from services.engine.instructions import CLIENT_HEADING, TITLE_SYSTEMS
 from tests.e2e.conftest import Launched, recording_env, shared_recording
 
 # A recording OpenAI-compatible server beside the offline models; a request
@@ -77,7 +77,7 @@ def streamed(
 
 def model_requests() -> list[dict[str, Any]]:
     """What the recording model received, titles aside."""
-    return [r for r in RECORDING.script.requests if r["messages"][0]["content"] != TITLE_SYSTEM]
+    return [r for r in RECORDING.script.requests if r["messages"][0]["content"] not in TITLE_SYSTEMS.values()]
 
 
 def scripted(*answers: str) -> None:
@@ -86,7 +86,7 @@ def scripted(*answers: str) -> None:
     queue = list(answers)
 
     def answer(body: dict[str, Any]) -> str:
-        return "say:Titre" if body["messages"][0]["content"] == TITLE_SYSTEM else queue.pop(0)
+        return "say:Titre" if body["messages"][0]["content"] in TITLE_SYSTEMS.values() else queue.pop(0)
 
     RECORDING.script.steps = [answer] * (2 * len(answers))
 

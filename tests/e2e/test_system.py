@@ -3,14 +3,18 @@ launcher, driven over HTTP and SSE, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
 
+import grpc
 import httpx
 import pytest
 
-from services.engine.instructions import TITLE_SYSTEM
+from services.engine.instructions import TITLE_SYSTEMS
+from services.shared.identity import user_metadata
+from switchboard.memory.v1 import pages_pb2, pages_service_pb2, pages_service_pb2_grpc
 from tests.e2e.conftest import Launched, recording_env, shared_recording
 from tests.e2e.otlp import ReceivedSpan
 from tests.e2e.sse import SseEvent, read_events
@@ -360,17 +364,32 @@ def test_a_real_model_gets_the_previous_turn_of_the_conversation(client: httpx.C
     real-wire provider: the second request holds the first turn, in order."""
     chat = new_conversation(client)
     answers = ["say:Le déploiement est mardi à midi.", "say:Mardi."]
+    RECORDING.script.reset()
+
+    def titling(body: dict[str, object]) -> bool:
+        return body["messages"][0]["content"] in TITLE_SYSTEMS.values()  # type: ignore[index]
 
     def answer(body: dict[str, object]) -> str:
         # The title model's request (after the first exchange) may come at any time.
-        return "say:Déploiement" if body["messages"][0]["content"] == TITLE_SYSTEM else answers.pop(0)  # type: ignore[index]
+        return "say:Déploiement" if titling(body) else answers.pop(0)
 
     RECORDING.script.steps = [answer] * 3
     first = post_message(client, chat, "Quand est le déploiement ?", model="recorded")
     assert first[-1].event == "final"
     second = post_message(client, chat, "Tu peux répéter le jour ?", model="recorded")
     assert second[-1].event == "final" and second[-1].data["text"] == "Mardi."
-    requests = [r for r in RECORDING.script.requests if r["messages"][0]["content"] != TITLE_SYSTEM]
+    # A French conversation: its title is asked for in French (by the
+    # background title model, once the first exchange was recorded).
+    deadline = time.monotonic() + 20
+    while client.get(f"/api/agent/conversations/{chat}").json()["title"] != "Déploiement":
+        assert time.monotonic() < deadline, "the title model's title never came"
+        time.sleep(0.05)
+    (title_request,) = [r for r in RECORDING.script.requests if titling(r)]
+    assert [(m["role"], m["content"]) for m in title_request["messages"]] == [
+        ("system", TITLE_SYSTEMS["fr"]),
+        ("user", "Utilisateur : Quand est le déploiement ?\n\nAssistant : Le déploiement est mardi à midi."),
+    ]
+    requests = [r for r in RECORDING.script.requests if not titling(r)]
     turns = [(m["role"], m["content"]) for m in requests[-1]["messages"][1:]]
     assert turns == [
         ("user", "Quand est le déploiement ?"),
@@ -402,3 +421,141 @@ def test_deciding_a_proposal_settles_the_run_that_waited_for_it(
     assert response.status_code == 200, response.text
     run = client.get(f"/api/agent/runs/{run_id}").json()
     assert (run["status"], run["approval"]) == ("done", decided)
+
+
+def create_page(launched: Launched, title: str, body: str) -> str:
+    """One of alice's workspace pages (written through the memory service, as
+    any page is)."""
+    with grpc.insecure_channel(f"127.0.0.1:{launched.ports['memory']}") as channel:
+        response = pages_service_pb2_grpc.PagesServiceStub(channel).CreatePage(
+            pages_service_pb2.CreatePageRequest(
+                request_id=str(uuid.uuid4()), page=pages_pb2.Page(title=title, body=body)
+            ),
+            metadata=user_metadata(launched.user("alice")),
+            timeout=10,
+        )
+    return str(response.page.id)
+
+
+def test_one_run_reads_a_page_a_connector_and_an_mcp_server_and_records_only_what_it_read(
+    launched: Launched, client: httpx.Client
+) -> None:
+    """A multi-source task in one run: the model (a real-wire recording
+    server) reads a workspace page, queries the mail connector and calls an
+    MCP server's tool in one step, then answers from what they returned. It
+    received each source's content; the run's record lists exactly the
+    three sources read, not the page nor the MCP server that were available
+    and left unread (memory is off for the conversation, so no recalled note
+    joins them)."""
+    plan = create_page(launched, "Atlas launch plan", "The Atlas launch is on 14 May; Dana owns the rollout.")
+    unread = create_page(launched, "Cafeteria menu", "Lentil soup on Monday, Atlas salad on Friday.")
+    conversation = new_conversation(
+        client,
+        title="Atlas launch check",  # a titled conversation: no title model call
+        allowed_sources={
+            "workspace": True,
+            "connectors": ["testmail"],
+            "mcp_servers": ["glossary", "spare"],
+            "memory": False,
+        },
+    )
+    calls = [
+        {"name": "read_page", "arguments": {"page_id": plan}},
+        {"name": "query_connector", "arguments": {"connector": "testmail", "query": "invoice"}},
+        {"name": "mcp__glossary__lookup", "arguments": {"word": "handoff"}},
+    ]
+    answer = "The launch is on 14 May, invoice 4711 is paid, and the handoff summary closes the segment."
+    RECORDING.script.reset()
+    RECORDING.script.steps = [f"tools:{json.dumps(calls)}", f"say:{answer}"]
+    request = "Is everything ready for the Atlas launch? Check the plan, my mail and the glossary."
+    events = post_message(client, conversation, request, model="recorded")
+    assert events[-1].event == "final" and events[-1].data["text"] == answer
+
+    # The model was offered the three families and got each source's content back.
+    first, second = RECORDING.script.requests
+    offered = {tool["function"]["name"] for tool in first["tools"]}
+    assert {"read_page", "query_connector", "mcp__glossary__lookup", "mcp__spare__lookup"} <= offered
+    results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert len(results) == 3
+    assert "The Atlas launch is on 14 May; Dana owns the rollout." in results[0]
+    assert "Invoice 4711 (1,250 EUR) was paid on 3 March." in results[1]
+    assert "A handoff is the bounded summary that closes a thread segment." in results[2]
+    assert not any("Lentil soup" in str(m["content"]) for m in second["messages"])
+
+    record = client.get(f"/api/agent/runs/{events[0].data['run_id']}").json()
+    assert record["status"] == "done"
+    read = {(s["kind"], s["id"]): s["title"] for s in record["sources"]}
+    expected = {
+        ("connector", "testmail"): "Test mail",
+        ("mcp", "glossary"): "MCP server glossary",
+        ("page", plan): "Atlas launch plan",
+    }
+    # Alice's active instruction page (an earlier test of this module made
+    # one) is read too, as the prompt's instruction layer, and said so.
+    if {layer["key"]: layer for layer in record["layers"]}["instruction_page"]["present"]:
+        active = client.get("/api/agent/personal-settings").json()["active_instruction_page_id"]
+        expected[("page", active)] = read.get(("page", active), "")
+    assert read == expected
+    assert ("page", unread) not in read and ("mcp", "spare") not in read
+
+
+def stream_message(client: httpx.Client, conversation_id: str, body: dict[str, object]) -> list[SseEvent]:
+    with client.stream("POST", f"/api/agent/conversations/{conversation_id}/messages", json=body) as r:
+        assert r.status_code == 200, r.read()
+        return list(read_events(r))
+
+
+def test_a_french_user_reads_french_in_the_stream_and_the_record(launched: Launched) -> None:
+    """A user whose browser asks for French and who has no instruction page
+    says "Retiens que…": every text of the run's SSE stream (steps, proposal,
+    answer), the record and the page made for them are French. A notice too.
+    The page's own language (the body's) wins over the browser's: English."""
+    headers = {**launched.headers("carol"), "Accept-Language": "fr-FR,fr;q=0.9,en;q=0.8"}
+    with httpx.Client(base_url=launched.url, headers=headers, timeout=30) as carol:
+        chat = new_conversation(carol, title="Préférences")
+        events = stream_message(carol, chat, {"message": "Retiens que je préfère les réponses courtes"})
+        assert events[0].event == "run_started" and events[0].data["language"] == "fr"
+        steps = [(e.data["key"], e.data["label"]) for e in events if e.event == "step"]
+        assert steps == [
+            ("context", "Lecture du contexte"),
+            ("context", "Lecture du contexte"),
+            ("proposal", "Préparation d'une modification de vos instructions"),
+            ("proposal", "Préparation d'une modification de vos instructions"),
+        ]
+        (proposal,) = [e.data for e in events if e.event == "proposal"]
+        assert (proposal["summary"], proposal["page_title"]) == (
+            "Je préfère les réponses courtes",
+            "Mon IA Switchboard",
+        )
+        assert events[-1].event == "final" and events[-1].data["text"] == (
+            "J'ajouterais ceci à votre page d'instructions « Mon IA Switchboard » : Je préfère les réponses "
+            "courtes. Rien ne change tant que vous n'acceptez pas la proposition."
+        )
+        record = carol.get(f"/api/agent/runs/{events[0].data['run_id']}").json()
+        assert (record["language"], record["status"]) == ("fr", "waiting_approval")
+        page = carol.get(f"/api/agent/pages/{proposal['page_id']}").json()
+        assert page["body"].startswith("# Mon IA Switchboard\n\n> Quiconque peut modifier cette page")
+        stored = carol.get(f"/api/agent/proposals/{proposal['proposal_id']}").json()
+        assert stored["reason"] == "L'utilisateur m'a demandé de retenir : Je préfère les réponses courtes"
+
+        closed = new_conversation(carol, title="Fermée", allowed_sources={"workspace": False})
+        french = stream_message(carol, closed, {"message": "Résume @page:roadmap"})
+        english = stream_message(carol, closed, {"message": "Résume @page:roadmap", "language": "en"})
+    assert [(e.data["code"], e.data["message"]) for e in french if e.event == "notice"] == [
+        (
+            "MENTION_NOT_ALLOWED",
+            "@page:roadmap ne fait pas partie des sources autorisées de cette conversation : "
+            "cette source ne sera pas lue.",
+        )
+    ]
+    assert english[0].data["language"] == "en"
+    assert [(e.data["code"], e.data["message"]) for e in english if e.event == "notice"] == [
+        (
+            "MENTION_NOT_ALLOWED",
+            "@page:roadmap is not among this conversation's allowed sources; it will not be read.",
+        )
+    ]
+    assert [e.data["label"] for e in english if e.event == "step"][:2] == [
+        "Reading context",
+        "Reading context",
+    ]

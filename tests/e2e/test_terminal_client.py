@@ -150,18 +150,40 @@ def test_agents_are_registered_updated_and_listed(switchboard, launched: Launche
     )
     assert registered.returncode == 0, registered.stderr
     assert registered.stdout == f"registered {agent} (Architecte, default model)\n"
-    updated = switchboard("agents", "update", agent, "--model", "offline-strong", "--json")
+    updated = switchboard(
+        "agents", "update", agent, "--model", "offline-strong", "--injection", "stdin", "--json"
+    )
     assert updated.returncode == 0, updated.stderr
     assert json.loads(updated.stdout)["model"] == "offline-strong"
     with api(launched) as http:
         stored = http.get(f"/agents/{agent}").json()
-    assert (stored["display_name"], stored["persona"], stored["model"]) == (
+    assert (stored["display_name"], stored["persona"], stored["model"], stored["injection_strategy"]) == (
         "Architecte",
         "Conçoit les services.",
         "offline-strong",
+        "stdin",
     )
     listed = switchboard("agents", "list").stdout.splitlines()
-    assert f"{agent}\tArchitecte\t\toffline-strong\tConçoit les services." in listed
+    assert f"{agent}\tArchitecte\t\toffline-strong\tstdin\tConçoit les services." in listed
+
+    # Pinned to the provider of its model; a provider no model is served by,
+    # and a strategy that does not exist, are refused naming what would do.
+    pinned = switchboard("agents", "update", agent, "--provider", "offline")
+    assert (
+        pinned.returncode == 0 and pinned.stdout == f"updated {agent} (Architecte, offline/offline-strong)\n"
+    )
+    nowhere = switchboard("agents", "update", agent, "--provider", "nowhere")
+    assert nowhere.returncode == 2 and "'nowhere' serves none of the configured models" in nowhere.stderr
+    assert "the providers are: offline" in nowhere.stderr
+    pipe = switchboard("agents", "update", agent, "--injection", "pipe")
+    assert pipe.returncode == 2 and "injection_strategy" in pipe.stderr, pipe.stderr
+    assert "'convention_file'" in pipe.stderr and "'env'" in pipe.stderr
+    back = switchboard("agents", "update", agent, "--provider", "", "--injection", "unspecified", "--json")
+    assert back.returncode == 0, back.stderr
+    assert (json.loads(back.stdout)["provider_id"], json.loads(back.stdout)["injection_strategy"]) == (
+        "",
+        "unspecified",
+    )
 
     nothing = switchboard("agents", "update", agent)  # no field to change: refused before any call
     assert nothing.returncode == 2 and "nothing to change" in nothing.stderr
@@ -251,6 +273,75 @@ def test_chat_one_shot_resumes_a_conversation_and_reads_stdin_without_a_terminal
     assert failed.returncode == 1, failed.stderr
     assert json.loads(failed.stdout)["error"]["code"] == "ERROR_REASON_INVALID_ARGUMENT"
     assert "model 'gpt-9' is not configured" in failed.stderr
+
+
+CONTEXTS = {
+    "fr": (
+        "Résume la sélection.",
+        "Compte rendu « produit »",
+        "Livraison mardi, sans faute.",
+        "Équipe : Zoé.\n",
+    ),
+    "en": ("Summarise the selection.", "Q3 roadmap", "The deploy moves to Tuesday.", "Team: Zoe.\n"),
+}
+
+
+@pytest.mark.parametrize("language", ["fr", "en"])
+def test_chat_sends_the_page_and_selections_as_the_runs_context(  # type: ignore[no-untyped-def]
+    switchboard, launched: Launched, language: str, tmp_path: Path
+) -> None:
+    message, title, selected, in_file = CONTEXTS[language]
+    block = tmp_path / "block.txt"
+    block.write_text(in_file, encoding="utf-8")
+    env = {"LANG": f"{language}_FR.UTF-8"}
+    options = ["--page", "p-7", "--page-title", title, "--page-type", "meeting_notes"]
+    sent = switchboard(
+        "chat",
+        "-m",
+        message,
+        *options,
+        "--selection",
+        selected,
+        "--selection-file",
+        str(block),
+        "--json",
+        env=env,
+    )
+    assert sent.returncode == 0, sent.stderr
+    run_id = json.loads(sent.stdout)["run_id"]
+    with api(launched) as http:
+        run = http.get(f"/runs/{run_id}").json()
+        entries = http.get(f"/conversations/{run['conversation_id']}/entries").json()["entries"]
+    assert run["context"] == {
+        "regime": "user",
+        "page": {"id": "p-7", "title": title, "type": "meeting_notes"},
+        "selections": [{"text": selected, "block_id": ""}, {"text": in_file, "block_id": ""}],
+    }
+    assert {layer["key"]: layer for layer in run["layers"]}["run_context"]["item_count"] == 2
+    assert [e["content"] for e in entries if e["role"] == "user"] == [message]  # nothing pasted in
+
+    shown = switchboard("runs", "show", run_id, env=env).stdout.splitlines()
+    words = {
+        "fr": ("régime:", "sélection:", "2 bloc(s) sélectionné(s)"),
+        "en": ("regime:", "selected:", "2 selected block(s)"),
+    }
+    regime, selection, count = words[language]
+    assert f"{regime:<14}user" in shown and f"{selection:<14}{count}" in shown
+    assert f"{'page:':<14}{title} (meeting_notes, p-7)" in shown
+
+    # A selection from standard input, with -m.
+    piped = switchboard("chat", "-m", message, "--selection-file", "-", "--json", stdin=selected)
+    with api(launched) as http:
+        context = http.get(f"/runs/{json.loads(piped.stdout)['run_id']}").json()["context"]
+    assert context == {"regime": "user", "selections": [{"text": selected, "block_id": ""}]}
+
+    # Refused before any run: a page's details without its id, standard
+    # input for a chat that reads its messages there, a selection too long.
+    alone = switchboard("chat", "-m", message, "--page-title", title, env=env)
+    assert alone.returncode == 2 and ("--page-title" in alone.stderr and "--page" in alone.stderr)
+    assert switchboard("chat", "--selection-file", "-").returncode == 2
+    long = switchboard("chat", "-m", message, "--selection", "x" * 4001)
+    assert long.returncode == 2 and "context.selections.0.text" in long.stderr, long.stderr
 
 
 class DroppingProxy:
@@ -483,10 +574,11 @@ def test_an_interactive_chat_in_a_terminal_shows_live_steps_and_the_streamed_ans
         shown, raw = read_until(controller, ["comes from switchboard-offline-fast.", "jetons · run"])
         # A terminal gets styles and a spinner (a braille frame), which a pipe never does.
         assert "\x1b[1m" in raw and re.search("[\u2800-\u28ff]", raw), raw
+        # A French question: the run's steps are French (the offline model's answer is not).
         for step in (
-            "✓ Reading context",
-            "✓ Choosing skills and model",
-            "✓ Writing with switchboard-offline-fast",
+            "✓ Lecture du contexte",
+            "✓ Choix des compétences et du modèle",
+            "✓ Rédaction avec switchboard-offline-fast",
         ):
             assert step in shown, shown
         assert f"You asked: {QUESTIONS['fr']}." in shown

@@ -22,6 +22,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e import web
 from tests.e2e.conftest import Launched
+from tests.e2e.sse import read_events
 from tests.e2e.web import (
     RUN_TIMEOUT,
     SCRIPTED_MODEL,
@@ -313,3 +314,123 @@ def test_another_users_agent_offers_no_edit_and_says_why_its_thread_is_refused(
         expect(alert).to_contain_text(refused)
         expect(alert).to_contain_text(f"is not a member of agent '{agent}'")
         shot(page, launched, f"agents-not-a-member-{locale}")
+
+
+def test_an_agents_provider_pin_and_injection_strategy_over_http(launched: Launched) -> None:
+    """Set, read back and refused over HTTP; the pinned agent's ask reaches
+    the pinned provider's endpoint (the recording scripted model), where
+    Auto alone would have chosen the offline model for so short a question."""
+    tag = uuid.uuid4().hex[:6]
+    agent, stray = f"pinned-{tag}", f"stray-{tag}"
+    with httpx.Client(base_url=f"{launched.url}/api/agent", headers=launched.headers(), timeout=60) as http:
+        created = http.post(
+            "/agents",
+            json={"id": agent, "provider_id": "scripted", "model": "auto", "injection_strategy": "stdin"},
+        )
+        assert created.status_code == 201, created.text
+        shown = http.get(f"/agents/{agent}").json()
+        assert (shown["provider_id"], shown["model"], shown["injection_strategy"]) == (
+            "scripted",
+            "auto",
+            "stdin",
+        )
+
+        # A model of another provider than the stored pin; a pin no model is
+        # served by; a strategy that does not exist: 400, naming what would do.
+        elsewhere = http.patch(f"/agents/{agent}", json={"model": "offline-fast"})
+        assert elsewhere.status_code == 400, elsewhere.text
+        assert (
+            "'offline-fast' is served by provider 'offline', not by the pinned provider 'scripted'"
+            in (elsewhere.json()["error"]["message"])
+        )
+        unknown = http.post("/agents", json={"id": stray, "provider_id": "nowhere"})
+        assert unknown.status_code == 400, unknown.text
+        assert "the providers are: offline, scripted" in unknown.json()["error"]["message"]
+        assert http.get(f"/agents/{stray}").status_code == 404
+        pipe = http.patch(f"/agents/{agent}", json={"injection_strategy": "pipe"})
+        assert pipe.status_code == 400, pipe.text
+        refusal = pipe.json()["error"]["message"]
+        assert refusal.startswith("injection_strategy:") and all(
+            f"'{name}'" in refusal for name in ("unspecified", "convention_file", "flag", "stdin", "env")
+        )
+        assert http.get(f"/agents/{agent}").json() == shown  # nothing was written
+
+        SCRIPTED.script.requests.clear()
+        with http.stream(
+            "POST", f"/agents/{agent}/asks", json={"message": "Ready?", "requester": "main"}
+        ) as asked:
+            final = [e for e in read_events(asked) if e.event in ("final", "error")]
+        assert [e.event for e in final] == ["final"], final
+        assert (final[0].data["provider"], final[0].data["model"]) == ("scripted", "scripted-markdown")
+        (request,) = SCRIPTED.script.requests
+        assert request["model"] == "scripted-markdown"
+        assert request["messages"][-1] == {"role": "user", "content": "main asks: Ready?"}
+
+        unpinned = http.patch(
+            f"/agents/{agent}",
+            json={"provider_id": "", "model": "offline-fast", "injection_strategy": "unspecified"},
+        )
+        assert unpinned.status_code == 200, unpinned.text
+        assert (unpinned.json()["provider_id"], unpinned.json()["injection_strategy"]) == ("", "unspecified")
+
+
+PIN_TEXTS = {
+    "en-GB": {
+        "injection": "Context injection",
+        "stdin": "Standard input",
+        "swap": "Provider swap: from offline to scripted",
+        "saved": "Saved. Provider swapped",
+    },
+    "fr-FR": {
+        "injection": "Injection du contexte",
+        "stdin": "Entrée standard",
+        "swap": "Changement de fournisseur : de offline à scripted",
+        "saved": "Enregistré. Fournisseur changé",
+    },
+}
+
+
+@pytest.mark.parametrize("locale", sorted(PIN_TEXTS))
+def test_an_agents_provider_and_context_injection_are_chosen_on_the_page_and_kept(
+    browser: Browser, launched: Launched, locale: str
+) -> None:
+    agent = f"cli-{uuid.uuid4().hex[:6]}"
+    created = httpx.post(
+        f"{launched.url}/api/agent/agents",
+        json={"id": agent, "model": "offline-fast"},
+        headers=launched.headers(),
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    texts = PIN_TEXTS[locale]
+    with web.logged_in(browser, launched, locale=locale, new=False) as page:
+        page.locator("nav a[href='#agents']").click()
+        page.locator(f"#agent-list li[data-id='{agent}'] button.open-agent").click()
+        expect(page.locator("#agent-injection")).to_have_value("unspecified")
+        expect(page.locator("#agent-provider")).to_have_value("")
+        expect(page.locator("label[for=agent-injection]")).to_have_text(texts["injection"])
+        expect(page.locator("#agent-injection option[value=stdin]")).to_have_text(texts["stdin"])
+        page.select_option("#agent-injection", "stdin")
+        # Pinning another provider puts the old provider's model back to Auto.
+        page.select_option("#agent-provider", "scripted")
+        expect(page.locator("#agent-model")).to_have_value("auto")
+        expect(page.locator("#swap-warning")).to_contain_text(texts["swap"])
+        page.locator("#save-agent").click()
+        expect(page.locator("#agent-status")).to_contain_text(texts["saved"])
+        row = page.locator(f"#agent-list li[data-id='{agent}'] .meta")
+        expect(row).to_contain_text(f"{agent} · scripted / auto")
+        shot(page, launched, f"agents-provider-pin-{locale}")
+        page.reload()
+        web.ready(page)
+        expect(page.locator("#agent-title")).to_have_text(agent)
+        expect(page.locator("#agent-injection")).to_have_value("stdin")
+        expect(page.locator("#agent-provider")).to_have_value("scripted")
+        expect(page.locator("#agent-model")).to_have_value("auto")
+    stored = httpx.get(
+        f"{launched.url}/api/agent/agents/{agent}", headers=launched.headers(), timeout=30
+    ).json()
+    assert (stored["provider_id"], stored["model"], stored["injection_strategy"]) == (
+        "scripted",
+        "auto",
+        "stdin",
+    )

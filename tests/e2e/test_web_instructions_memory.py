@@ -53,12 +53,16 @@ def test_an_instruction_page_is_edited_versioned_restored_removed_and_added_back
     expect(chips.first).to_have_text("Summarise the selection")
     chips.first.click()
     expect(page.locator("#view-chat")).to_be_visible()
+    # The page and the selection go with the message as its context.
     expect(page.locator("#message")).to_have_value(
-        re.compile(r"^Summarise the selected text\.\n\n> .+@page:\S+ $", re.S)
+        re.compile(r"^Summarise the selected text\.\n\n@page:\S+ $")
     )
+    expect(page.locator("#run-context")).to_contain_text(f"Page: Tone {tag} · Selection: “")
     expect(page.locator("#message")).to_be_focused()
     expect(page.locator("#log .run")).to_have_count(0)  # prefilled, not sent
     page.fill("#message", "")
+    page.get_by_role("button", name="Do not send this context").click()
+    expect(page.locator("#run-context")).to_be_hidden()
 
     # The next run follows the edited page.
     page.get_by_role("link", name="Chat").click()

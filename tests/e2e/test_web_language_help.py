@@ -74,13 +74,27 @@ def test_a_french_browser_gets_the_french_interface(browser: Browser, launched: 
                 re.compile("^Rédaction avec switchboard-"),
             ]
         )
-        # A notice reads in French, with the engine's own words as its detail.
-        run = send(page, "Lis @connector:inconnu, s'il te plaît.")
+        # The page asks for its language: the engine's notice comes in French,
+        # shown as it is.
+        with page.expect_request(lambda r: r.url.endswith("/messages") and r.method == "POST") as sent:
+            run = send(page, "Lis @connector:inconnu, s'il te plaît.")
+        assert sent.value.post_data_json["language"] == "fr"
         notice = run.locator('.notice[data-code="MENTION_NOT_ALLOWED"]')
-        expect(notice).to_contain_text(
-            "Une source mentionnée ne fait pas partie des sources autorisées de cette conversation"
+        expect(notice).to_have_text(
+            "@connector:inconnu ne fait pas partie des sources autorisées de cette conversation : "
+            "cette source ne sera pas lue."
         )
-        expect(notice.locator("small.detail[lang=en]")).to_contain_text("@connector:inconnu")
+        # "Retiens que…" by a user without an instruction page: the proposal,
+        # on a page made from the French template, and the answer in French.
+        run = send(page, "Retiens que je préfère les réponses courtes")
+        proposal = run.locator(".proposal")
+        expect(proposal.locator("strong")).to_have_text("Modification proposée de « Mon IA Switchboard »")
+        expect(proposal.locator("p").first).to_have_text("Je préfère les réponses courtes")
+        expect(proposal.locator(".diff")).to_contain_text("Je préfère les réponses courtes")
+        expect(run.locator(".answer")).to_have_text(
+            "J'ajouterais ceci à votre page d'instructions « Mon IA Switchboard » : Je préfère les réponses "
+            "courtes. Rien ne change tant que vous n'acceptez pas la proposition."
+        )
         # The instruction templates of the interface's language come first.
         page.click("#personalise")
         expect(page.locator("#template option").first).to_have_text("Mon IA Switchboard")

@@ -246,9 +246,10 @@ def test_a_chat_run_that_proposes_a_note_says_where_to_review_it(
 ) -> None:
     project_id, _ = create_project(launched)
     note = {"kind": "decision", "title": "Deploys", "body": "no deploys on Friday", "reason": "lasting"}
+    # The page asks for its language: the engine's own words, in English or French.
     for locale, sentence in (
-        ("en-GB", "awaits review: Deploys"),  # the engine's own words, in English
-        ("fr-FR", "L'agent a proposé une note pour la mémoire du projet ; examinez-la dans Mémoire."),
+        ("en-GB", "awaits review: Deploys"),
+        ("fr-FR", "attend une relecture : Deploys"),
     ):
         RECORDING.script.steps = [f"tool:save_note:{json.dumps(note)}", "say:Noted."]
         with logged_in(browser, launched, locale=locale) as page:

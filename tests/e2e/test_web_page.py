@@ -77,7 +77,9 @@ def test_a_streamed_run_shows_steps_answer_model_skill_and_only_the_sources_read
     expect(sources).to_contain_text("skill: weekly-status-report")
     expect(sources).not_to_contain_text("connector")
     sources.get_by_text("Why this skill?").click()
-    expect(sources.locator(".branch")).to_contain_text("ROUTE_BRANCH_")
+    # The branch as a reader says it, never the record's enum.
+    expect(sources.locator(".branch")).to_contain_text("Decision: a clear match (high ")
+    expect(sources.locator(".branch")).not_to_contain_text("ROUTE_BRANCH")
     expect(sources.locator(".why li").first).to_contain_text("weekly-status-report")
     sources.locator(".not-relevant").click()
     expect(sources.get_by_role("status")).to_contain_text("weekly-status-report was not relevant")
@@ -251,9 +253,9 @@ def test_suggested_actions_follow_the_selection_in_the_conversation(page: Page) 
     )
     expect(chips.first).to_have_text("Summarise the selection")
     chips.first.click()
-    expect(page.locator("#message")).to_have_value(
-        re.compile(r"^Summarise the selected text\.\n\n> You asked: hello there")
-    )
+    # The selection goes with the message as its context, not pasted into it.
+    expect(page.locator("#message")).to_have_value("Summarise the selected text.")
+    expect(page.locator("#run-context")).to_contain_text("Selection: “You asked: hello there")
     expect(page.locator("#log .run")).to_have_count(1)  # prefilled, not sent
 
 

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
-from services.engine.tools import AgentReply, InstructionProposal, PageHit, PageText, ProposedNote, SavedNote
-from services.shared.errors import DependencyUnavailable, NotFound
+from services.engine.tools import (
+    AgentReply,
+    InstructionProposal,
+    LiveEntry,
+    PageHit,
+    PageText,
+    ProposedNote,
+    SavedNote,
+)
+from services.shared.errors import DependencyUnavailable, NotFound, PermissionDenied
 
 
 @dataclass
@@ -31,6 +40,9 @@ class FakeToolBackend:
     note_proposals: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     agents: dict[str, str] = field(default_factory=lambda: {"qa": "QA"})
     calls: list[tuple[str, str]] = field(default_factory=list)
+    # Live state by (project, agent id); who only reads each project.
+    live: dict[tuple[str, str], LiveEntry] = field(default_factory=dict)
+    viewers: dict[str, set[str]] = field(default_factory=dict)
     # Makes the next backend call fail as an unavailable service would.
     unavailable: bool = False
 
@@ -88,7 +100,7 @@ class FakeToolBackend:
         return ProposedNote(f"note-proposal-{request_id}", title, "pending")
 
     async def propose_instruction_update(
-        self, user: str, request_id: str, addition: str, reason: str, run_id: str = ""
+        self, user: str, request_id: str, addition: str, reason: str, run_id: str = "", language: str = "en"
     ) -> InstructionProposal:
         self._check("propose_instruction_update", user)
         proposal = InstructionProposal(
@@ -113,3 +125,27 @@ class FakeToolBackend:
         if name is None:
             raise NotFound(f"agent {agent!r} not found")
         return AgentReply(agent, name, f"{name} received: {message}")
+
+    async def live_state(self, user: str, project_id: str, limit: int) -> Sequence[LiveEntry]:
+        self._check("live_state", user)
+        entries = [entry for (project, _), entry in sorted(self.live.items()) if project == project_id]
+        return entries[:limit]
+
+    async def set_live_state(
+        self,
+        user: str,
+        project_id: str,
+        agent_id: str,
+        activity: str,
+        detail: str,
+        ttl_seconds: int | None,
+    ) -> LiveEntry:
+        self._check("set_live_state", user)
+        if user in self.viewers.get(project_id, set()):
+            raise PermissionDenied(
+                f"{user} is a viewer of project {project_id!r}; this needs the editor role"
+            )
+        expires = datetime(2030, 1, 1, 12, 0, tzinfo=UTC) + timedelta(seconds=ttl_seconds or 300)
+        entry = LiveEntry(agent_id, activity, detail, expires)
+        self.live[project_id, agent_id] = entry
+        return entry

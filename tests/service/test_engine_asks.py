@@ -37,6 +37,13 @@ def remote(remote_server: FakeServer) -> FakeServer:
     return remote_server
 
 
+@pytest.fixture(scope="module")
+def second_server() -> Iterator[FakeServer]:
+    """A second provider's endpoint, for agents pinned to one of two."""
+    with serve(openai_app) as server:
+        yield server
+
+
 @pytest.fixture
 def threads_settings() -> dict[str, Any]:
     return {}
@@ -337,7 +344,14 @@ async def test_an_asked_agent_uses_tools_and_asks_another_agent_on_the_same_corr
     )
     assert events[-1].final.text == "Architect answered; the API is frozen."
     first, second = remote.script.requests
-    assert tool_names(first) == ["ask_agent", "read_page", "save_note", "search_workspace"]
+    assert tool_names(first) == [
+        "ask_agent",
+        "live_state",
+        "read_page",
+        "save_note",
+        "search_workspace",
+        "set_live_state",
+    ]
     result = second["messages"][-1]
     assert result["role"] == "tool" and "Architect answered:" in result["content"]
     assert "is the API frozen?" in result["content"]  # the offline architect echoes the question
@@ -427,3 +441,68 @@ async def test_a_router_blip_never_swaps_a_pinned_agents_provider(
             await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=events[0].run_id), **as_user(USER))
         ).run
         assert run.router_decision.model.fallback and run.provider == "remote"
+
+
+async def test_an_agent_pinned_to_a_provider_runs_there_and_nowhere_else(
+    make_database: DatabaseFactory, remote: FakeServer, second_server: FakeServer
+) -> None:
+    """Two providers, each a recording server; Auto alone picks alpha's
+    model. The agent pinned to beta is answered by beta's endpoint (Auto
+    among beta's models), the unpinned one by alpha's; a model of another
+    provider is refused before any call; and without the router the pinned
+    agent keeps beta, or fails saying why, never falling back to alpha."""
+    beta = second_server
+    beta.script.reset()
+    providers = [
+        {"name": "alpha", "kind": "openai", "base_url": f"{remote.url}/v1"},
+        {"name": "beta", "kind": "openai", "base_url": f"{beta.url}/v1"},
+    ]
+    models = [
+        {"id": "alpha-fast", "provider": "alpha", "model": "model-alpha", "profile": "fast"},
+        {"id": "beta-balanced", "provider": "beta", "model": "model-beta", "profile": "balanced"},
+    ]
+    async with system(
+        make_database,
+        providers_json=json.dumps(providers),
+        router_settings={"models_json": json.dumps(models)},
+        fallback_model="alpha/model-alpha",
+    ) as sb:
+        for spec in (
+            threads_pb2.Agent(id="qa", persona="Pinned QA.", provider_id="beta", model="auto"),
+            threads_pb2.Agent(id="dev", persona="Free dev."),
+            threads_pb2.Agent(id="ops", provider_id="beta", model="alpha-fast"),
+            threads_pb2.Agent(id="sec", provider_id="beta"),
+        ):
+            await sb.threads.CreateAgent(threads_service_pb2.CreateAgentRequest(agent=spec), **as_user(USER))
+        remote.script.steps, beta.script.steps = ["say:From alpha."], ["say:From beta."]
+        pinned = await collect(ask(sb, "main", "qa", "Is the build green?"))
+        free = await collect(ask(sb, "main", "dev", "Is the build green?"))
+        assert (pinned[-1].final.text, pinned[-1].final.provider, pinned[-1].final.model) == (
+            "From beta.",
+            "beta",
+            "model-beta",
+        ), pinned[-1]
+        assert (free[-1].final.text, free[-1].final.provider) == ("From alpha.", "alpha"), free[-1]
+        (to_beta,), (to_alpha,) = beta.script.requests, remote.script.requests
+        assert to_beta["model"] == "model-beta" and to_alpha["model"] == "model-alpha"
+        assert "Pinned QA." in to_beta["messages"][0]["content"]
+        assert to_beta["messages"][-1] == {"role": "user", "content": "main asks: Is the build green?"}
+
+        refused = await collect(ask(sb, "main", "ops", "Is the build green?"))
+        assert refused[-1].error.code == "ERROR_REASON_INVALID_ARGUMENT", refused[-1]
+        assert "'alpha-fast' is served by provider 'alpha', not by the pinned provider 'beta'" in (
+            refused[-1].error.message
+        )
+
+        await sb.services["router"].stop(None)
+        beta.script.steps = ["say:Toujours beta."]
+        kept = await collect(ask(sb, "main", "qa", "Et maintenant ?"))
+        assert (kept[-1].final.text, kept[-1].final.model) == ("Toujours beta.", "model-beta"), kept[-1]
+        assert [e.notice.code for e in kept if e.WhichOneof("kind") == "notice"] == ["ROUTER_UNAVAILABLE"]
+        stranded = await collect(ask(sb, "main", "sec", "And now?"))
+        assert stranded[-1].error.code == "ERROR_REASON_DEPENDENCY_UNAVAILABLE", stranded[-1]
+        assert "pinned to provider 'beta'" in stranded[-1].error.message
+        assert "does not run elsewhere" in stranded[-1].error.message
+        # Nothing else reached either endpoint: no fallback to alpha, no call for ops.
+        assert [r["model"] for r in beta.script.requests] == ["model-beta", "model-beta"]
+        assert [r["model"] for r in remote.script.requests] == ["model-alpha"]

@@ -310,3 +310,153 @@ async def test_a_planted_direction_never_becomes_a_proposal(sb: System, remote: 
         memory_service_pb2.ListNoteProposalsRequest(project_id="apollo"), **as_user("alice")
     )
     assert list(listed.proposals) == []
+
+
+# Live state: what the asked agent's model receives, and the tools that read and set it
+
+
+def until(entry: memory_pb2.LiveStateEntry) -> str:
+    """An entry's expiry as the live state layer writes it."""
+    return str(entry.expire_time.ToDatetime().strftime("%H:%M UTC"))
+
+
+async def set_live(sb: System, agent_id: str, activity: str, detail: str = "") -> memory_pb2.LiveStateEntry:
+    request = memory_service_pb2.SetLiveStateRequest(
+        project_id="apollo", agent_id=agent_id, activity=activity, detail=detail
+    )
+    response: memory_service_pb2.SetLiveStateResponse = await sb.memory.SetLiveState(
+        request, **as_user("alice")
+    )
+    return response.entry
+
+
+async def live_state(sb: System, user: str = "carol") -> dict[str, memory_pb2.LiveStateEntry]:
+    listed = await sb.memory.ListLiveState(
+        memory_service_pb2.ListLiveStateRequest(project_id="apollo"), **as_user(user)
+    )
+    return {entry.agent_id: entry for entry in listed.entries}
+
+
+def live_layer(system: str) -> str:
+    """The live state layer of a system message: from its heading to the next layer."""
+    start = system.index("# Live state (who is doing what now)\n")
+    end = system.find("\n\n", start)
+    return system[start : end if end >= 0 else len(system)]
+
+
+async def test_an_ask_gets_the_projects_live_state_as_it_is_at_each_ask(
+    sb: System, remote: FakeServer
+) -> None:
+    """French and English entries reach the asked agent's model intact, and
+    a change between two asks is in the second: nothing is kept between asks."""
+    architect = await set_live(
+        sb, "architect", "Je relis l'export des factures", "avant la livraison de mardi — étape 2/3"
+    )
+    dev = await set_live(sb, "dev", "Fixing the Apollo login bug", "after the SSO change")
+    remote.script.steps = ["say:Vendredi.", "say:Friday."]
+    first = await collect(ask(sb, "bob"))
+    assert first[-1].WhichOneof("kind") == "final", first[-1]
+    assert live_layer(remote.script.requests[-1]["messages"][0]["content"]) == (
+        "# Live state (who is doing what now)\n"
+        "- architect: Je relis l'export des factures (avant la livraison de mardi — étape 2/3) "
+        f"until {until(architect)}\n"
+        f"- dev: Fixing the Apollo login bug (after the SSO change) until {until(dev)}"
+    )
+
+    architect = await set_live(sb, "architect", "Découpe la tâche « paiement » en étapes")
+    await sb.memory.DeleteLiveState(
+        memory_service_pb2.DeleteLiveStateRequest(project_id="apollo", agent_id="dev"), **as_user("alice")
+    )
+    second = await collect(ask(sb, "bob", "Who is on the payment task?"))
+    assert second[-1].WhichOneof("kind") == "final", second[-1]
+    system = remote.script.requests[-1]["messages"][0]["content"]
+    assert live_layer(system) == (
+        "# Live state (who is doing what now)\n"
+        f"- architect: Découpe la tâche « paiement » en étapes until {until(architect)}"
+    )
+    # Its place: after the memory, before the agent's own working context.
+    assert system.index("# Memory") < system.index("# Live state") < system.index("# You are the agent")
+    run = (
+        await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=second[0].run_id), **as_user("bob"))
+    ).run
+    layer = {layer.key: layer for layer in run.layers}["live_state"]
+    assert layer.present and layer.item_count == 1
+
+
+async def test_an_asked_agent_sets_its_live_state_and_the_next_runs_read_it(
+    sb: System, remote: FakeServer
+) -> None:
+    """qa says in French what it is doing (its own entry, through memory as
+    the asking user); bob's chat says it in English (his entry). Memory
+    returns both, and the next runs' models receive them."""
+    french = {"activity": "Je vérifie l'export des factures", "detail": "demandé par main — étape 1/2"}
+    remote.script.steps = [
+        f"tool:set_live_state:{json.dumps(french, ensure_ascii=False)}",
+        "say:C'est en cours.",
+    ]
+    events = await collect(ask(sb, "bob", "Peux-tu vérifier l'export des factures ?"))
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    assert notices(events) == []
+    offered = {tool["function"]["name"] for tool in remote.script.requests[0]["tools"]}
+    assert {"live_state", "set_live_state"} <= offered
+    qa = (await live_state(sb))["qa"]
+    assert (qa.activity, qa.detail) == (french["activity"], french["detail"])
+    tool_message = next(m for m in remote.script.requests[-1]["messages"] if m["role"] == "tool")
+    stamp = qa.expire_time.ToDatetime().strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert (
+        f"Your live state is now:\n- qa (you): {french['activity']} ({french['detail']}) until {stamp}"
+        in tool_message["content"]
+    )
+    actions = [
+        (e.action.tool, e.action.family, e.action.status) for e in events if e.WhichOneof("kind") == "action"
+    ]
+    assert actions == [("set_live_state", "live_state", "ok")]
+
+    english = {"activity": "Writing the Apollo release notes", "ttl_seconds": 600}
+    remote.script.steps = [f"tool:set_live_state:{json.dumps(english)}", "say:Done."]
+    events = await start(sb, "bob", "apollo", "Tell the team I am writing the release notes.")
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    chat_system = remote.script.requests[-2]["messages"][0]["content"]
+    assert f"- qa: {french['activity']} ({french['detail']}) until {until(qa)}" in live_layer(chat_system)
+    entries = await live_state(sb)
+    bob = entries["bob"]  # a chat's entry is its user's
+    assert bob.activity == english["activity"]
+    assert 590 <= bob.expire_time.seconds - bob.update_time.seconds <= 600
+
+    remote.script.steps = ["say:Both."]
+    await collect(ask(sb, "bob", "Who is doing what?"))
+    assert live_layer(remote.script.requests[-1]["messages"][0]["content"]) == (
+        "# Live state (who is doing what now)\n"
+        f"- bob: Writing the Apollo release notes until {until(bob)}\n"
+        f"- dev: fixing the Apollo login bug until {until(entries['dev'])}\n"
+        f"- qa: Je vérifie l'export des factures (demandé par main — étape 1/2) until {until(qa)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Dis à l'équipe que je relis la doc.", "Tell the team I am reading the docs."],
+    ids=["fr", "en"],
+)
+async def test_a_viewer_cannot_set_live_state_and_the_model_reads_why(
+    sb: System, remote: FakeServer, message: str
+) -> None:
+    """carol only views apollo: memory refuses her run's write, the model
+    reads a refusal it can act on, she gets a notice, and the run ends well."""
+    remote.script.steps = ['tool:set_live_state:{"activity": "relit la doc"}', "say:Je ne peux pas."]
+    events = await start(sb, "carol", "apollo", message)
+    assert events[-1].WhichOneof("kind") == "final", events[-1]
+    refused = [e.notice for e in events if e.WhichOneof("kind") == "notice"]
+    assert [(n.code, n.message) for n in refused] == [
+        (
+            "WRITE_REFUSED",
+            "set_live_state was refused: carol is a viewer of project 'apollo'; this needs the editor role.",
+        )
+    ]
+    tool_message = next(m for m in remote.script.requests[-1]["messages"] if m["role"] == "tool")
+    assert 'status="error"' in tool_message["content"]
+    assert (
+        "refused: carol is a viewer of project 'apollo'; this needs the editor role. "
+        "The live state was not changed; do not retry." in tool_message["content"]
+    )
+    assert list(await live_state(sb)) == ["dev"]

@@ -16,6 +16,7 @@ from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
 from services.shared.errors import error_info, retry_delay
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
+from switchboard.memory.v1.pages_service_pb2 import GetActiveInstructionsRequest
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, MovableClock
 from tests.service.harness import as_user, expect_error, running
@@ -210,15 +211,29 @@ async def one_proposal(make_database: DatabaseFactory) -> AsyncIterator[System]:
         yield running_system
 
 
+# The refusal in the run's language: the notice, then the answer, around
+# memory's own words.
+REFUSED = {
+    "en": (
+        "memory refused the proposal: {cause}",
+        'I could not propose remembering "My team is Mobile": {cause}. Nothing was changed.',
+    ),
+    "fr": (
+        "la mémoire a refusé la proposition : {cause}",
+        "Je n'ai pas pu proposer de retenir « Mon équipe est Mobile » : {cause}. Rien n'a été modifié.",
+    ),
+}
+
+
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "second", "language"),
     [
-        ("Remember that I prefer bullet lists", "Remember that my team is Mobile"),
-        ("Retiens que je préfère les listes à puces", "Retiens que mon équipe est Mobile"),
+        ("Remember that I prefer bullet lists", "Remember that my team is Mobile", "en"),
+        ("Retiens que je préfère les listes à puces", "Retiens que mon équipe est Mobile", "fr"),
     ],
 )
 async def test_a_full_memory_quota_is_a_quota_notice_not_unavailable(
-    one_proposal: System, first: str, second: str
+    one_proposal: System, first: str, second: str, language: str
 ) -> None:
     sb = one_proposal
     chat = await conversation(sb)
@@ -232,6 +247,12 @@ async def test_a_full_memory_quota_is_a_quota_notice_not_unavailable(
     assert not [e for e in refused if e.WhichOneof("kind") == "proposal"]
     final = refused[-1]
     assert final.WhichOneof("kind") == "final" and final.final.status == engine_pb2.RUN_STATUS_DONE
-    assert "Nothing was changed" in final.final.text
+    page_id = (
+        await sb.pages.GetActiveInstructions(GetActiveInstructionsRequest(), **as_user("alice"))
+    ).page_id
+    cause = f"page {page_id!r} has 1 pending proposals already; decide some first"
+    notice, answer = REFUSED[language]
+    assert notices["QUOTA_EXCEEDED"] == notice.format(cause=cause)
+    assert final.final.text == answer.format(cause=cause)
     run = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=final.run_id), **as_user("alice"))
-    assert run.run.status == engine_pb2.RUN_STATUS_DONE
+    assert run.run.status == engine_pb2.RUN_STATUS_DONE and run.run.language == language

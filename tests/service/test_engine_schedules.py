@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import update
 from sqlmodel import col
 
+from services.engine.runs.run_context import AUTONOMOUS, AUTONOMOUS_HEADING
 from services.engine.schedules.cron import TickPlan
 from services.engine.schedules.models import Schedule
 from services.engine.schedules.repository import SchedulesRepository
@@ -212,6 +213,12 @@ async def test_a_tick_starts_an_ordinary_run_marked_scheduled(sb: System, clock:
     # It is an ordinary run: it answers on the conversation and ends done.
     events = sb.engine.WatchRun(engine_service_pb2.WatchRunRequest(run_id=run.id), **as_user("alice"))
     assert [r.event async for r in events][-1].WhichOneof("kind") == "final"
+    # Nobody asked for it in person: its regime is autonomous, and its model
+    # was told so, last in the working context.
+    run = (await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=run.id), **as_user("alice"))).run
+    assert run.context == engine_pb2.RunContext(regime=engine_pb2.RUN_REGIME_AUTONOMOUS)
+    told = {layer.key: layer for layer in run.layers}["run_context"]
+    assert told.present and told.size_chars == len(f"{AUTONOMOUS_HEADING}\n{AUTONOMOUS}")
 
 
 async def test_a_tick_on_an_agent_runs_on_its_shared_thread(sb: System, clock: MovableClock) -> None:
@@ -227,6 +234,7 @@ async def test_a_tick_on_an_agent_runs_on_its_shared_thread(sb: System, clock: M
     assert (
         run.surface == engine_pb2.SURFACE_SCHEDULE and run.agent_id == "qa" and run.trigger_id == schedule.id
     )
+    assert run.context.regime == engine_pb2.RUN_REGIME_AUTONOMOUS
 
 
 async def test_ticks_that_passed_while_nothing_ran_are_counted_missed_not_replayed(

@@ -95,6 +95,7 @@ async def test_a_run_streams_named_steps_and_is_recorded(sb: System) -> None:
         "project_context",
         "live_state",
         "working_context",
+        "run_context",
         "conversation_summary",
         "history",
     ]
@@ -182,6 +183,54 @@ async def test_refused_requests_write_nothing(sb: System) -> None:
         await expect_error(
             collect(sb.engine.StartRun(request, **as_user("alice"))), code, f"ERROR_REASON_{reason}"
         )
+    # A run's context outside its limits: INVALID_ARGUMENT naming the field.
+    page = engine_pb2.CurrentPage(id="p1", title="Plan", type="page")
+    block = engine_pb2.SelectedBlock
+    contexts = [
+        (
+            engine_pb2.RunContext(regime=engine_pb2.RUN_REGIME_AUTONOMOUS),
+            "INVALID_ARGUMENT",
+            "context.regime",
+        ),
+        (engine_pb2.RunContext(regime=7), "INVALID_ARGUMENT", "context.regime"),
+        (
+            engine_pb2.RunContext(page=engine_pb2.CurrentPage(type="page")),
+            "INVALID_ARGUMENT",
+            "context.page.id",
+        ),
+        (
+            engine_pb2.RunContext(page=engine_pb2.CurrentPage(id="p1")),
+            "INVALID_ARGUMENT",
+            "context.page.type",
+        ),
+        (
+            engine_pb2.RunContext(page=engine_pb2.CurrentPage(id="p1", type="Meeting Notes")),
+            "INVALID_ARGUMENT",
+            "context.page.type",
+        ),
+        (
+            engine_pb2.RunContext(page=engine_pb2.CurrentPage(id="p1", type="page", title="t" * 201)),
+            "TOO_LARGE",
+            "context.page.title",
+        ),
+        (
+            engine_pb2.RunContext(page=page, selections=[block(text=" \n ")]),
+            "INVALID_ARGUMENT",
+            "selections[0].text",
+        ),
+        (engine_pb2.RunContext(selections=[block(text="x" * 4001)]), "TOO_LARGE", "selections[0].text"),
+        (engine_pb2.RunContext(selections=[block(text="x")] * 11), "TOO_LARGE", "at most 10"),
+        (engine_pb2.RunContext(selections=[block(text="x" * 4000)] * 4), "TOO_LARGE", "12000 in all"),
+        (engine_pb2.RunContext(selections=[block(text="x", block_id="b" * 201)]), "TOO_LARGE", "block_id"),
+    ]
+    for context, reason, says in contexts:
+        request = pb.StartRunRequest(conversation_id=conversation_id, message="hi", context=context)
+        error = await expect_error(
+            collect(sb.engine.StartRun(request, **as_user("alice"))),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"ERROR_REASON_{reason}",
+        )
+        assert says in (error.details() or ""), (says, error.details())
     # Bob cannot run on Alice's conversation: the same NOT_FOUND as a missing one.
     await expect_error(
         collect(

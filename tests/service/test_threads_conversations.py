@@ -3,6 +3,7 @@ user's conversation is NOT_FOUND in every RPC."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -226,6 +227,79 @@ async def test_update_conversation_replaces_the_allowed_sources(stub: Any) -> No
         pb.GetConversationRequest(conversation_id=created.conversation.id), **as_user("alice")
     )
     assert list(got.conversation.allowed_sources.mcp_servers) == ["calc"]
+
+
+async def test_a_save_of_some_sources_keeps_the_others(stub: Any) -> None:
+    """The page saves one source at a time: ticking a connector must not
+    turn memory back on, nor switching memory off untick the workspace."""
+    created = await stub.CreateConversation(
+        pb.CreateConversationRequest(
+            allowed_sources=threads_pb2.AllowedSources(workspace=False, connectors=["mail"], memory=False)
+        ),
+        **as_user("alice"),
+    )
+    conversation_id = created.conversation.id
+
+    async def update(paths: list[str], **sources: Any) -> threads_pb2.AllowedSources:
+        conversation = threads_pb2.Conversation(
+            id=conversation_id, allowed_sources=threads_pb2.AllowedSources(**sources)
+        )
+        request = pb.UpdateConversationRequest(conversation=conversation, update_mask=FieldMask(paths=paths))
+        updated = await stub.UpdateConversation(request, **as_user("alice"))
+        return updated.conversation.allowed_sources
+
+    def shown(sources: threads_pb2.AllowedSources) -> tuple[bool, list[str], list[str], bool]:
+        memory = sources.memory if sources.HasField("memory") else True
+        return sources.workspace, list(sources.connectors), list(sources.mcp_servers), memory
+
+    kept = await update(
+        ["allowed_sources.connectors", "allowed_sources.mcp_servers"], connectors=["mail", "drive"]
+    )
+    assert shown(kept) == (False, ["mail", "drive"], [], False)
+    assert shown(await update(["allowed_sources.workspace"], workspace=True)) == (
+        True,
+        ["mail", "drive"],
+        [],
+        False,
+    )
+    # Memory named but left unset is its default: on.
+    assert shown(await update(["allowed_sources.memory"])) == (True, ["mail", "drive"], [], True)
+    # Two saves of different sources at once both land.
+    await asyncio.gather(
+        update(["allowed_sources.memory"], memory=False),
+        update(["allowed_sources.mcp_servers"], mcp_servers=["calc"]),
+    )
+    got = await stub.GetConversation(
+        pb.GetConversationRequest(conversation_id=conversation_id), **as_user("alice")
+    )
+    assert shown(got.conversation.allowed_sources) == (True, ["mail", "drive"], ["calc"], False)
+    # The whole and one of its fields in one mask: refused, nothing written.
+    await expect_error(
+        update(["allowed_sources", "allowed_sources.memory"], memory=True),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    await expect_error(
+        update(["allowed_sources.everything"]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    # Another user's conversation is exactly a missing one.
+    conversation = threads_pb2.Conversation(id=conversation_id, allowed_sources=threads_pb2.AllowedSources())
+    await expect_error(
+        stub.UpdateConversation(
+            pb.UpdateConversationRequest(
+                conversation=conversation, update_mask=FieldMask(paths=["allowed_sources.memory"])
+            ),
+            **as_user("bob"),
+        ),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
+    got = await stub.GetConversation(
+        pb.GetConversationRequest(conversation_id=conversation_id), **as_user("alice")
+    )
+    assert shown(got.conversation.allowed_sources) == (True, ["mail", "drive"], ["calc"], False)
 
 
 async def test_cached_owner_still_refuses_another_user_and_keeps_archived_conversations_usable(

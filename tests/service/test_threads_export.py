@@ -245,8 +245,22 @@ def line(number: int, **changes: Any) -> str:
 
 def layout(**files: str) -> list[threads_pb2.ThreadFile]:
     names = {"log": "log.jsonl", "log1": "log.1.jsonl", "log2": "log.2.jsonl", "handoff": "handoff.md"}
-    names |= {"providers": "providers.json"}
+    names |= {"providers": "providers.json", "live_state": "live_state.json"}
     return [threads_pb2.ThreadFile(path=f"agents/qa/{names[k]}", content=v) for k, v in files.items()]
+
+
+def live_state(**changes: Any) -> str:
+    """A live_state.json as an export writes it."""
+    data: dict[str, Any] = {
+        "project_id": "apollo",
+        "agent_id": "qa",
+        "activity": "Je relis l'export des factures",
+        "detail": "before Tuesday's release",
+        "update_time": "2026-07-02T10:00:00.000000Z",
+        "expire_time": "2026-07-02T10:05:00.000000Z",
+    }
+    data.update(changes)
+    return json.dumps({k: v for k, v in data.items() if v is not None}, ensure_ascii=False, indent=2) + "\n"
 
 
 BAD_IMPORTS: list[tuple[str, list[threads_pb2.ThreadFile], str]] = [
@@ -300,6 +314,15 @@ BAD_IMPORTS: list[tuple[str, list[threads_pb2.ThreadFile], str]] = [
         ),
         "session 1: provider 'p' has two live sessions",
     ),
+    ("live state not json", layout(log="", live_state="{"), "agents/qa/live_state.json: not valid JSON"),
+    ("live state not an object", layout(log="", live_state="[]"), "live_state.json: must be a JSON object"),
+    ("live state without activity", layout(log="", live_state=live_state(activity=None)), "'activity'"),
+    (
+        "live state of another agent",
+        layout(log="", live_state=live_state(agent_id="dev")),
+        "live_state.json: agent_id must be the agent of the folder, 'qa'",
+    ),
+    ("live state bad time", layout(log="", live_state=live_state(expire_time="soon")), "expire_time 'soon'"),
 ]
 
 
@@ -336,7 +359,14 @@ async def test_oversize_content_and_handoff_are_too_large(stub: Stub) -> None:
 
 
 async def test_a_minimal_import_creates_the_agent_and_its_thread(stub: Stub) -> None:
-    files = layout(log1=line(1) + "\n" + line(2), log=line(3) + "\n", handoff="---\nsegment: 1\n---\nsummary")
+    # An export's live_state.json is accepted; what it said was true then,
+    # so nothing of it is restored (and this service alone has none to show).
+    files = layout(
+        log1=line(1) + "\n" + line(2),
+        log=line(3) + "\n",
+        handoff="---\nsegment: 1\n---\nsummary",
+        live_state=live_state(),
+    )
     imported = await stub.ImportAgentThread(pb.ImportAgentThreadRequest(files=files), **as_user("u"))
     assert imported.thread.id == "t-1" and imported.thread.last_sequence == 3
     agent = await stub.GetAgent(pb.GetAgentRequest(agent_id="qa"), **as_user("u"))
@@ -347,3 +377,9 @@ async def test_a_minimal_import_creates_the_agent_and_its_thread(stub: Stub) -> 
         (2, 3, 3, threads_pb2.HANDOFF_STATE_NOT_DUE),
     ]
     assert segments.segments[0].handoff_summary == "summary"
+    assert [f.path for f in (await export(stub)).files] == [
+        "agents/qa/log.1.jsonl",
+        "agents/qa/log.jsonl",
+        "agents/qa/handoff.md",
+        "agents/qa/providers.json",
+    ]

@@ -5,6 +5,7 @@ editors and owners ask it; membership changes count at the next call."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,13 @@ from services.shared.migrations import alembic_config, upgrade_to_head
 from services.shared.projects import personal_project_id
 from services.threads.server import build_server as build_threads
 from services.threads.settings import ThreadsSettings
-from switchboard.memory.v1 import projects_pb2, projects_service_pb2, projects_service_pb2_grpc
+from switchboard.memory.v1 import (
+    memory_service_pb2,
+    memory_service_pb2_grpc,
+    projects_pb2,
+    projects_service_pb2,
+    projects_service_pb2_grpc,
+)
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
 from tests.service.harness import as_user, expect_error, running
@@ -198,6 +205,69 @@ async def test_a_projects_viewers_read_an_agents_thread_and_its_editors_ask_it(
         **as_user("alice"),
     )
     await expect_error(read(stub, "bob", "qa"), *MISSING)
+
+
+@pytest.mark.parametrize(
+    ("activity", "detail"),
+    [
+        ("Je relis l'export des factures", "avant la livraison de mardi — étape 2/3"),
+        ("Reviewing the invoice export", "before Tuesday's release — step 2/3"),
+    ],
+    ids=["fr", "en"],
+)
+async def test_an_agents_export_carries_its_live_state_for_those_who_may_read_it(
+    stub: Stub,
+    projects: Projects,
+    memory: tuple[RunningService, grpc.aio.Channel],
+    activity: str,
+    detail: str,
+) -> None:
+    """The agent's entry in its project's live state, as memory holds it,
+    is live_state.json of its export; read as the exporting user, so an
+    agent member who is no member of the project gets the thread only."""
+    await apollo(projects, bob=VIEWER, carol=EDITOR)
+    await create(stub, "carol", "qa", "apollo")
+    thread = (await ensure(stub, "carol", "qa")).thread.id
+    await ask(stub, "carol", thread, "Où en est l'export ? / Where is the export?")
+
+    def export(user: str) -> Any:
+        return stub.ExportAgentThread(pb.ExportAgentThreadRequest(agent_id="qa"), **as_user(user))
+
+    thread_files = ["agents/qa/log.jsonl", "agents/qa/providers.json"]
+    assert [f.path for f in (await export("bob")).files] == thread_files  # qa says nothing yet
+
+    live = memory_service_pb2_grpc.MemoryServiceStub(memory[1])
+    for agent_id, doing in (("qa", activity), ("dev", "Something else")):
+        await live.SetLiveState(
+            memory_service_pb2.SetLiveStateRequest(
+                project_id="apollo", agent_id=agent_id, activity=doing, detail=detail
+            ),
+            **as_user("carol"),
+        )
+    listed = await live.ListLiveState(
+        memory_service_pb2.ListLiveStateRequest(project_id="apollo"), **as_user("bob")
+    )
+    entry = next(e for e in listed.entries if e.agent_id == "qa")
+
+    def stamp(value: Any) -> str:
+        return str(value.ToDatetime().strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+    exported = await export("bob")
+    assert [f.path for f in exported.files] == [*thread_files, "agents/qa/live_state.json"]
+    content = exported.files[-1].content
+    assert json.loads(content) == {
+        "project_id": "apollo",
+        "agent_id": "qa",
+        "activity": activity,
+        "detail": detail,
+        "update_time": stamp(entry.update_time),
+        "expire_time": stamp(entry.expire_time),
+    }
+    assert activity in content and detail in content  # as written, not escaped
+
+    # dave may read the agent's thread (its member), not apollo's live state.
+    await stub.AddAgentMember(pb.AddAgentMemberRequest(agent_id="qa", user_id="dave"), **as_user("carol"))
+    assert [f.path for f in (await export("dave")).files] == thread_files
 
 
 async def test_agent_members_keep_their_access_outside_the_project(stub: Stub) -> None:

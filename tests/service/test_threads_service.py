@@ -9,7 +9,7 @@ import pytest
 
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
-from tests.service.harness import as_user, expect_error
+from tests.service.harness import as_user, expect_error, sequences_both_ways
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
 
@@ -103,6 +103,48 @@ async def test_append_is_atomic_sequenced_and_idempotent(stub: Stub) -> None:
         pb.ListEntriesRequest(thread_id=conversation.id, descending=True, page_size=2), **as_user("alice")
     )
     assert [e.sequence for e in tail.entries] == [12, 11]
+
+
+async def test_a_conversation_read_newest_first_pages_back_to_its_first_entry(stub: Stub) -> None:
+    """What the web page does with a long conversation: the newest page
+    first, each next_page_token reaching further back, to the first entry."""
+    conversation = (
+        await stub.CreateConversation(pb.CreateConversationRequest(), **as_user("alice"))
+    ).conversation
+    for start in range(0, 250, 100):
+        await stub.AppendEntries(
+            pb.AppendEntriesRequest(
+                thread_id=conversation.id,
+                entries=[
+                    threads_pb2.Entry(role=threads_pb2.ROLE_USER, content=f"m{n}")
+                    for n in range(start, min(start + 100, 250))
+                ],
+            ),
+            **as_user("alice"),
+        )
+    view = pb.ListEntriesRequest.ForConversation(conversation_id=conversation.id)
+    newest = await stub.ListEntries(
+        pb.ListEntriesRequest(for_conversation=view, descending=True, page_size=100), **as_user("alice")
+    )
+    assert [e.sequence for e in newest.entries] == list(range(250, 150, -1))
+    assert newest.next_page_token and not newest.previous_page_token
+    request = pb.ListEntriesRequest(for_conversation=view, descending=True, page_size=100)
+    forward, backward = await sequences_both_ways(stub.ListEntries, request, "alice")
+    assert forward == backward == list(range(250, 0, -1))
+    # A newest-first token read oldest first is another view's: refused, not misread.
+    await expect_error(
+        stub.ListEntries(
+            pb.ListEntriesRequest(for_conversation=view, page_token=newest.next_page_token),
+            **as_user("alice"),
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    await expect_error(
+        stub.ListEntries(pb.ListEntriesRequest(for_conversation=view, descending=True), **as_user("bob")),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
 
 
 async def test_bad_input_is_invalid_argument(stub: Stub) -> None:

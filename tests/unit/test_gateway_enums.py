@@ -16,9 +16,11 @@ from gateway.enums import (
     BUSY_POLICIES,
     CHAT_MODES,
     DIFF_LINE_KINDS,
+    INJECTION_STRATEGIES,
     NOTE_KINDS,
     PROPOSAL_STATES,
     ROLES,
+    UNSPECIFIED,
     json_name,
 )
 from services.shared.enums import EnumNames
@@ -49,6 +51,18 @@ def test_every_name_a_body_accepts_is_a_value_of_its_enum(names: EnumNames[Any],
     accepted = literal_names(annotation)
     assert accepted and accepted == set(names.names)
     assert all(names.number(name) != 0 for name in accepted)
+
+
+def test_an_agents_injection_strategy_takes_every_value_and_the_providers_own() -> None:
+    """ "unspecified" (the provider's own strategy) is accepted too: what a
+    response shows can be sent back, and it is how a strategy is unset."""
+    for annotation in (
+        schemas.CreateAgentBody.model_fields["injection_strategy"].annotation,
+        schemas.UpdateAgentBody.model_fields["injection_strategy"].annotation,
+    ):
+        assert literal_names(annotation) == {UNSPECIFIED, *INJECTION_STRATEGIES.names}
+    assert INJECTION_STRATEGIES.number(UNSPECIFIED) == threads_pb2.INJECTION_STRATEGY_UNSPECIFIED
+    assert INJECTION_STRATEGIES.number("convention_file") == threads_pb2.INJECTION_STRATEGY_CONVENTION_FILE
 
 
 def test_names_map_both_ways() -> None:

@@ -202,6 +202,8 @@ async def no_services() -> AsyncIterator[httpx.AsyncClient]:
         ("POST", "/api/agent/conversations/c/messages", {"message": "x" * 32_001}, 413),
         ("POST", "/api/agent/conversations/c/messages", {"message": "hi", "busy_policy": "shove"}, 400),
         ("POST", "/api/agent/conversations/c/messages", {"message": "hi", "extra": 1}, 400),
+        ("POST", "/api/agent/conversations/c/messages", {"message": "hi", "language": "français"}, 400),
+        ("POST", "/api/agent/conversations/c/messages", {"message": "hi", "language": "fr;q=1"}, 400),
         ("PUT", "/api/agent/conversations/c/sources", {"workspace": "maybe"}, 400),
         ("PUT", "/api/agent/personal-settings", {}, 400),
         ("PUT", "/api/agent/personal-settings", {"chat_mode": "fullscreen"}, 400),
@@ -368,6 +370,34 @@ async def test_a_replica_lost_before_the_first_event_is_asked_again_for_the_same
         assert first.request_id and first.request_id == body.get("request_id", first.request_id)
         assert first.message == body["message"]
     assert engine.lost[0].cancelled.is_set()
+
+
+@pytest.mark.parametrize(
+    ("body", "accept_language", "sent"),
+    [
+        ({"language": "fr"}, "en-US,en;q=0.9", "fr"),  # the page's own language wins
+        ({"language": "en-GB"}, "fr-FR,fr;q=0.9", "en-GB"),
+        ({}, "fr-CH, fr;q=0.9, en;q=0.8", "fr"),  # else the browser's
+        ({}, "de-DE,de;q=0.9,en;q=0.5", "en"),
+        ({}, "de-DE", ""),  # a language without texts: the engine reads the message
+        ({"language": "de"}, "fr-FR,fr;q=0.9", "fr"),  # no texts in the body's: the browser's
+        ({}, None, ""),
+    ],
+)
+async def test_a_start_carries_the_language_asked_for_else_accept_language(
+    body: dict[str, str], accept_language: str | None, sent: str
+) -> None:
+    engine = FlakyEngine()
+    headers = {"Accept-Language": accept_language} if accept_language else {}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app_with(engine)), base_url="http://t", headers=headers
+    ) as client:
+        response = await client.post(
+            "/api/agent/conversations/c/messages", json={"message": "Retiens que je suis PM", **body}
+        )
+    assert response.status_code == 200, response.text
+    (start,) = engine.requests
+    assert start.language == sent
 
 
 async def test_a_background_start_is_asked_again_too() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
-from gateway.suggestions import _BY_TYPE, _FR, MAX_EXCERPT, PAGE_TYPES, suggest
+from gateway.suggestions import _BY_TYPE, _FR, PAGE_TYPES, suggest
 
 
 @pytest.mark.parametrize("page_type", [*PAGE_TYPES, "unknown", ""])
@@ -21,12 +21,15 @@ def test_two_to_four_distinct_starters_and_always_the_same(page_type: str, selec
     assert suggest(page_type, selection) == actions
 
 
-def test_a_selection_comes_first_quoted_and_cut() -> None:
+def test_a_selection_comes_first_and_is_never_pasted_into_the_prompt() -> None:
+    """The page sends the selected text as the message's context: a prompt
+    that quoted it too would give the model the selection twice, once as
+    the user's own words."""
     actions = suggest("meeting_notes", "  Ship   the beta\non Friday ")
     assert [a.id for a in actions][:2] == ["summarise-selection", "shorten-selection"]
-    assert actions[0].prompt.endswith("> Ship the beta on Friday")
-    long = suggest("page", "x" * 500)[0].prompt.split("> ", 1)[1]
-    assert len(long) == MAX_EXCERPT and long.endswith("…")
+    assert actions[0].prompt == "Summarise the selected text."
+    assert all("Ship" not in a.prompt and "beta" not in a.prompt for a in actions)
+    assert [a.id for a in suggest("meeting_notes", "   \n ")][0] == "extract-actions"  # blank: no selection
 
 
 def test_the_page_type_chooses_the_starters() -> None:
@@ -44,7 +47,7 @@ def test_every_starter_is_in_french_too(page_type: str) -> None:
     assert [a.id for a in french] == [a.id for a in english]
     assert all(f.label != e.label and f.prompt != e.prompt for f, e in zip(french, english, strict=True))
     assert french[0].label == "Résumer la sélection"
-    assert french[0].prompt == "Résume le texte sélectionné.\n\n> Livrer la bêta vendredi"
+    assert french[0].prompt == "Résume le texte sélectionné."
 
 
 @pytest.mark.parametrize(("language", "word"), [("en", "Summarise"), ("fr", "Résume")])
@@ -65,7 +68,6 @@ async def test_the_route_answers_with_no_service_behind_it(language: str, word: 
     assert response.status_code == 200, response.text
     actions = response.json()
     assert 2 <= len(actions["actions"]) <= 4 and set(actions) == {"actions"}
-    assert (
-        actions["actions"][0]["prompt"].startswith(word)
-        and "Ship on Friday" in actions["actions"][0]["prompt"]
-    )
+    assert actions["actions"][0]["prompt"].startswith(word)
+    assert actions["actions"][0]["id"] == "summarise-selection"
+    assert all("Ship on Friday" not in action["prompt"] for action in actions["actions"])

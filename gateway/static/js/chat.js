@@ -7,9 +7,9 @@ import { API, $, el, followRun, followToEnd, guard, json } from "./core.js";
 import { language, t } from "./i18n.js";
 import { streamMarkdown } from "./markdown.js";
 import { diffLines } from "./diff.js";
-import { errorCause, noticeView } from "./notices.js";
+import { branchText, errorCause, invocationText, noticeView } from "./notices.js";
 import { helpToggle } from "./help.js";
-import { takeForced } from "./composer.js";
+import { attachContext, clearContext, takeContext, takeForced } from "./composer.js";
 import { bodyProjectId } from "./projects.js";
 
 export const state = {
@@ -112,38 +112,101 @@ function beforeNextMessage(change) {
 }
 
 export function openConversation(id) {
+  if (id !== state.conversationId) clearContext(); // it was about the other conversation
   return beforeNextMessage(loadConversation(id));
 }
 
 export function newConversation() {
+  clearContext();
   return beforeNextMessage(createConversation());
 }
+
+// ---- History: opened at its newest messages, older ones read as the log scrolls up ----
+
+// Entries per page (a turn is two or more). The runs' records come newest
+// first, a page at a time, read back only as far as the entries shown need.
+const ENTRY_PAGE = 200;
+const RUN_PAGE = 50;
+
+// The open conversation's history: the token of the page before the oldest
+// entry shown, the run records read so far, and the runs that answered.
+let history = null;
 
 async function loadConversation(id) {
   state.conversationId = id;
   // A reload reopens this conversation (and its run, if one is going).
   sessionStorage.setItem("conversation", id);
-  const [conversation, history, { runs }] = await Promise.all([
+  const [conversation, page, firstRuns] = await Promise.all([
     json(`/conversations/${id}`),
-    json(`/conversations/${id}/entries`),
-    json(`/conversations/${id}/runs?page_size=100`),
+    json(`/conversations/${id}/entries?descending=true&page_size=${ENTRY_PAGE}`),
+    json(`/conversations/${id}/runs?page_size=${RUN_PAGE}`),
   ]);
+  const opened = {
+    id,
+    older: page.next_page_token,
+    runs: new Map(),
+    runsToken: "",
+    runsDone: false,
+    answered: new Set(),
+    loading: null,
+    control: null,
+    observer: null,
+  };
+  addRuns(opened, firstRuns);
+  const entries = page.entries.reverse();
+  await readRuns(opened, entries);
+  // Another conversation opened meanwhile: its history is the one shown.
+  if (state.conversationId !== id) return;
   state.allowed = conversation.allowed_sources;
   renderSourceChecks();
-  const byId = new Map(runs.map((r) => [r.id, r]));
-  // A run's tool calls and their results are entries too; the log shows
-  // what the person said and each run's answer.
-  const entries = history.entries.filter(
-    (e) => e.role === "user" || (e.role === "assistant" && !(e.tool_calls || []).length),
-  );
-  const answered = new Set(entries.filter((e) => e.role !== "user").map((e) => e.run_id));
+  history?.observer?.disconnect();
+  history = opened;
+  opened.control = olderControl(opened);
+  const log = $("log");
+  log.replaceChildren(opened.control, ...historyItems(opened, entries));
+  log.scrollTop = log.scrollHeight;
+  watchOlder(opened);
+  await loadConversations();
+  // Reloading mid-run: the newest run is still going, so attach to its stream.
+  const running = firstRuns.runs.find((r) => r.status === "running");
+  if (running && state.conversationId === id) {
+    const block = runBlock("");
+    block.item.dataset.resumed = "true";
+    log.append(block.item);
+    log.scrollTop = log.scrollHeight;
+    // Not awaited: the page is usable (and the run stoppable) while it streams.
+    stream(block, () => fetch(`${API}/runs/${running.id}/events`, { headers: { "Last-Event-ID": "0" } }));
+  }
+}
+
+function addRuns(h, page) {
+  for (const run of page.runs) h.runs.set(run.id, run);
+  h.runsToken = page.next_page_token;
+  h.runsDone = !page.next_page_token;
+}
+
+// The records of the runs these entries belong to: older pages of runs
+// until each is known, or none is left (an entry's run may have no record).
+async function readRuns(h, entries) {
+  while (!h.runsDone && entries.some((e) => e.run_id && !h.runs.has(e.run_id))) {
+    const token = encodeURIComponent(h.runsToken);
+    addRuns(h, await json(`/conversations/${h.id}/runs?page_size=${RUN_PAGE}&page_token=${token}`));
+  }
+}
+
+// The log's items for entries in order. A run's tool calls and their results
+// are entries too; the log shows what the person said and each run's answer.
+function historyItems(h, page) {
+  const entries = page.filter((e) => e.role === "user" || (e.role === "assistant" && !(e.tool_calls || []).length));
+  // An answer comes after its question: in this page, or a newer one shown already.
+  for (const entry of entries) if (entry.role !== "user") h.answered.add(entry.run_id);
   const items = [];
   for (const entry of entries) {
+    const run = h.runs.get(entry.run_id);
     if (entry.role === "user") {
       items.push(el("div", { className: "msg" }, el("div", { className: "user", textContent: entry.content })));
       // A run that ended without an answer (stopped early, failed) still says how it ended.
-      const run = byId.get(entry.run_id);
-      if (run && !answered.has(run.id) && run.status !== "running") {
+      if (run && !h.answered.has(run.id) && run.status !== "running") {
         const block = runBlock("");
         showRunRecord(block, run);
         if (run.status === "waiting_approval" || run.approval) replayProposals(block, run.id);
@@ -153,22 +216,65 @@ async function loadConversation(id) {
     }
     const block = runBlock("");
     block.text.set(entry.content);
-    const run = byId.get(entry.run_id);
     if (run) showRunRecord(block, run);
     if (run && (run.status === "waiting_approval" || run.approval)) replayProposals(block, run.id);
     items.push(block.item);
   }
-  $("log").replaceChildren(...items);
-  await loadConversations();
-  // Reloading mid-run: the newest run is still going, so attach to its stream.
-  const running = runs.find((r) => r.status === "running");
-  if (running) {
-    const block = runBlock("");
-    block.item.dataset.resumed = "true";
-    $("log").append(block.item);
-    // Not awaited: the page is usable (and the run stoppable) while it streams.
-    stream(block, () => fetch(`${API}/runs/${running.id}/events`, { headers: { "Last-Event-ID": "0" } }));
+  return items;
+}
+
+// At the top of the log while older messages remain: reaching it by
+// scrolling up (or pressing it) reads the page before.
+function olderControl(h) {
+  const button = el("button", { type: "button", className: "load-older", textContent: t("Load older messages") });
+  button.onclick = guard(() => loadOlder(h));
+  return el("div", { className: "older", hidden: !h.older }, button);
+}
+
+function watchOlder(h) {
+  if (!h.older || !("IntersectionObserver" in window)) return;
+  h.observer = new IntersectionObserver(
+    (seen) => {
+      if (seen.some((s) => s.isIntersecting)) guard(() => loadOlder(h))();
+    },
+    { root: $("log") },
+  );
+  h.observer.observe(h.control);
+}
+
+async function loadOlder(h) {
+  // Only the history shown reads on (not one left for a new conversation).
+  const shown = () => history === h && state.conversationId === h.id;
+  if (h.loading || !h.older || !shown()) return h.loading;
+  const log = $("log");
+  h.loading = (async () => {
+    const token = encodeURIComponent(h.older);
+    const page = await json(
+      `/conversations/${h.id}/entries?descending=true&page_size=${ENTRY_PAGE}&page_token=${token}`,
+    );
+    const entries = page.entries.reverse();
+    await readRuns(h, entries);
+    if (!shown()) return;
+    h.older = page.next_page_token;
+    log.setAttribute("aria-busy", "true");
+    // What the person is reading stays where it is: the log grows above it.
+    const fromBottom = log.scrollHeight - log.scrollTop;
+    h.control.after(...historyItems(h, entries));
+    h.control.hidden = !h.older;
+    log.scrollTop = log.scrollHeight - fromBottom;
+    log.removeAttribute("aria-busy");
+  })();
+  try {
+    await h.loading;
+  } finally {
+    h.loading = null;
+    // Observed anew: a control still in sight (a short page) reads on.
+    if (h.older && h.observer) {
+      h.observer.unobserve(h.control);
+      h.observer.observe(h.control);
+    } else h.observer?.disconnect();
   }
+  return undefined;
 }
 
 async function createConversation() {
@@ -187,7 +293,7 @@ async function createConversation() {
 
 function sourceCheckbox(kind, option) {
   const box = el("input", { type: "checkbox", dataset: { kind, name: option.name } });
-  box.onchange = guard(saveSources);
+  box.onchange = guard(() => saveSources(box));
   return el("label", {}, box, " " + (option.title || option.name));
 }
 
@@ -202,7 +308,7 @@ export async function loadSources() {
     ...(mcp.length ? [el("strong", { textContent: t("MCP servers") })] : []),
     ...mcp.map((m) => sourceCheckbox("mcp", m)),
   );
-  $("source-workspace").onchange = guard(saveSources);
+  for (const box of [$("source-workspace"), $("source-memory")]) box.onchange = guard(() => saveSources(box));
 }
 
 function selectedModel() {
@@ -215,12 +321,12 @@ export function renderSourceChecks() {
   for (const box of document.querySelectorAll("#sources-popover input[type=checkbox]")) {
     const { kind, name } = box.dataset;
     const ticked =
-      kind === "workspace"
-        ? allowed.workspace !== false
+      kind === "workspace" || kind === "memory"
+        ? allowed[kind] !== false
         : kind === "connector"
           ? (allowed.connectors || []).includes(name)
           : (allowed.mcp_servers || []).includes(name);
-    // A web-only model reads neither the workspace nor connectors: shown unticked for its runs.
+    // A web-only model reads neither the workspace, connectors nor memory: shown unticked for its runs.
     box.checked = ticked && !(webOnly && kind !== "mcp");
     box.disabled = webOnly && kind !== "mcp";
   }
@@ -233,19 +339,28 @@ export function renderSourceChecks() {
     : "";
 }
 
-function saveSources() {
+// Saves what this box changes, and only that: the conversation keeps the
+// rest (memory stays off when a connector is ticked, and boxes a web-only
+// model shows unticked are not saved as such).
+function saveSources(box) {
   const pick = (kind) =>
     [...document.querySelectorAll(`#sources-popover input[data-kind=${kind}]:checked`)].map((b) => b.dataset.name);
-  const allowed = { workspace: $("source-workspace").checked, connectors: pick("connector"), mcp_servers: pick("mcp") };
-  return beforeNextMessage(putSources(allowed, settling));
+  const { kind } = box.dataset;
+  const change =
+    kind === "connector"
+      ? { connectors: pick("connector") }
+      : kind === "mcp"
+        ? { mcp_servers: pick("mcp") }
+        : { [kind]: box.checked };
+  return beforeNextMessage(putSources(change, settling));
 }
 
-async function putSources(allowed, earlier) {
+async function putSources(change, earlier) {
   await earlier; // to the conversation being opened, if one is
   if (!state.conversationId) await newConversation();
   const conversation = await json(`/conversations/${state.conversationId}/sources`, {
     method: "PUT",
-    body: JSON.stringify(allowed),
+    body: JSON.stringify(change),
   });
   state.allowed = conversation.allowed_sources;
 }
@@ -264,7 +379,9 @@ export async function loadModels(settings) {
 // Suggested actions for a page type; with text selected, actions on that
 // selection come first. A chip only prefills the chat's message (with
 // `mention` appended, so the run reads the page); it never starts a run.
-export async function suggestions(target, pageType, selection = "", mention = "") {
+// `context` (the page and the selection) goes with that message as its
+// context, not pasted into it.
+export async function suggestions(target, pageType, selection = "", mention = "", context = null) {
   const query = new URLSearchParams({ page_type: pageType, selection: selection.slice(0, 2000), language: language() });
   const { actions } = await json(`/suggested-actions?${query}`);
   target.replaceChildren(
@@ -272,6 +389,7 @@ export async function suggestions(target, pageType, selection = "", mention = ""
       const chip = el("button", { type: "button", className: "chip", textContent: action.label });
       chip.onclick = () => {
         $("message").value = mention ? `${action.prompt}\n\n${mention} ` : action.prompt;
+        if (context) attachContext(context);
         if (!location.hash || location.hash === "#chat") return $("message").focus();
         // Focused once the chat is shown: a hidden field cannot take the focus.
         window.addEventListener("hashchange", () => $("message").focus(), { once: true });
@@ -283,7 +401,18 @@ export async function suggestions(target, pageType, selection = "", mention = ""
   );
 }
 
-export const loadChips = (selection = "") => suggestions($("chips"), "chat", selection);
+// In the chat, the page is the conversation, and a selection's block is the
+// answer it was taken from (its run's id).
+export const loadChips = (selection = "", blockId = "") =>
+  suggestions(
+    $("chips"),
+    "chat",
+    selection,
+    "",
+    selection
+      ? { page: { id: state.conversationId, type: "chat" }, selections: [{ text: selection, block_id: blockId }] }
+      : null,
+  );
 
 // ---- A run: streamed events, then its record ----
 
@@ -382,6 +511,8 @@ export function stepLabel(label) {
 function onRunEvent(block, event, data) {
   block.runId = data.run_id;
   block.item.dataset.runId = data.run_id;
+  // The language the engine writes this run's notices and errors in.
+  if (event === "run_started") block.language = data.language || "en";
   if (event === "step") {
     let li = block.steps.querySelector(`[data-key="${data.key}"]`);
     if (!li) {
@@ -391,11 +522,14 @@ function onRunEvent(block, event, data) {
     li.textContent = stepLabel(data.label);
     li.className = data.status;
   } else if (event === "skill_used") {
-    block.steps.append(el("li", { className: "completed", textContent: t("Skill: {name} ({invocation})", data) }));
+    const invocation = invocationText(data.invocation);
+    block.steps.append(
+      el("li", { className: "completed", textContent: t("Skill: {name} ({invocation})", { ...data, invocation }) }),
+    );
   } else if (event === "delta") {
     block.text.append(data.text);
   } else if (event === "notice") {
-    block.notices.append(noticeView(data.code, data.message));
+    block.notices.append(noticeView(data.code, data.message, block.language));
   } else if (event === "proposal") {
     block.extra.append(proposalView(data));
   } else if (event === "final") {
@@ -408,7 +542,7 @@ function onRunEvent(block, event, data) {
       () => {},
     );
   } else if (event === "error") {
-    showEnding(block, ERROR_STATUS[data.code] || "failed", errorCause(data.code, data.message));
+    showEnding(block, ERROR_STATUS[data.code] || "failed", errorCause(data.code, data.message, block.language));
     json(`/runs/${data.run_id}`).then(
       (run) => showRunRecord(block, run),
       () => {},
@@ -428,6 +562,9 @@ function replayProposals(block, runId) {
     { onError: (message) => block.notices.append(el("p", { className: "error", textContent: message })) },
   ).catch((error) => block.notices.append(el("p", { className: "error", textContent: error.message })));
 }
+
+// "page:" / "page :": a source's kind as the Sources panel heads it.
+const kindLabel = (kind) => t("{kind}:", { kind: t(kind) });
 
 function showRunRecord(block, run) {
   block.item.dataset.runId = run.id;
@@ -450,19 +587,29 @@ function showRunRecord(block, run) {
         ? el(
             "li",
             {},
-            `${t("memory")}: `,
+            `${kindLabel("memory")} `,
             el("a", {
               href: `#memory/${encodeURIComponent(s.id)}`,
               className: "recalled-note",
               textContent: s.title || s.id,
             }),
           )
-        : el("li", { textContent: `${t(s.kind)}: ${s.title || s.id}` }),
+        : el("li", { textContent: `${kindLabel(s.kind)} ${s.title || s.id}` }),
     ),
-    ...run.skills.map((s) => el("li", { textContent: `${t("skill")}: ${s.name}` })),
+    // A skill applied links to its definition in the Skills view.
+    ...run.skills.map((s) =>
+      el(
+        "li",
+        {},
+        `${kindLabel("skill")} `,
+        el("a", { href: `#skills/${encodeURIComponent(s.skill_id)}`, className: "skill-link", textContent: s.name }),
+      ),
+    ),
   ];
   panel.append(read.length ? el("ul", {}, ...read) : el("p", { textContent: t("Nothing was read.") }));
-  if (run.skills.some((s) => s.invocation === "auto")) panel.append(whyThisSkill(run));
+  // Explained when the router chose a skill, or asked its arbiter (which may have said none).
+  if (run.skills.some((s) => s.invocation === "auto") || run.router_decision?.arbiter_question)
+    panel.append(whyThisSkill(run));
   block.extra.querySelector(".sources")?.remove();
   block.extra.prepend(panel);
 }
@@ -479,20 +626,22 @@ function whyThisSkill(run) {
       }),
     }),
   );
+  const auto = run.skills.some((s) => s.invocation === "auto");
   const details = el(
     "details",
     { className: "why" },
-    el("summary", { textContent: t("Why this skill?") }),
+    el("summary", { textContent: auto ? t("Why this skill?") : t("Why no skill?") }),
     helpToggle("skills"),
     el("p", {
       className: "branch",
       textContent: t("Decision: {branch} (high {high}, low {low})", {
-        branch: decision.branch || "none",
+        branch: branchText(decision.branch),
         high: decision.high_threshold ?? "-",
         low: decision.low_threshold ?? "-",
       }),
     }),
     el("ul", {}, ...rows),
+    arbiterView(decision),
   );
   for (const skill of run.skills.filter((s) => s.invocation === "auto")) {
     const button = el("button", {
@@ -529,6 +678,34 @@ function whyThisSkill(run) {
     details.append(button, status);
   }
   return details;
+}
+
+// The grey zone's arbiter, when a model was asked: that it was, the closed
+// question it received (as sent), its raw answer and its short reason.
+function arbiterView(decision) {
+  if (!decision.arbiter_question) return null;
+  const answered = !decision.arbiter_error;
+  return el(
+    "section",
+    { className: "arbiter", "aria-label": t("Arbiter") },
+    el("p", {
+      className: "arbiter-asked",
+      textContent: answered
+        ? t("The scores fell in the grey zone: the arbiter {arbiter} decided.", decision)
+        : t("The scores fell in the grey zone: the arbiter was asked but gave no answer; the scores decided."),
+    }),
+    decision.arbiter_justification
+      ? el("p", {
+          className: "arbiter-reason",
+          textContent: t("Its reason: {reason}", { reason: decision.arbiter_justification }),
+        })
+      : null,
+    el("p", { textContent: t("Question asked:") }),
+    el("pre", { className: "arbiter-instructions", textContent: decision.arbiter_instructions || "" }),
+    el("pre", { className: "arbiter-question", textContent: decision.arbiter_question }),
+    answered ? el("p", { textContent: t("Its raw answer:") }) : null,
+    answered ? el("pre", { className: "arbiter-answer", textContent: decision.arbiter_answer || "" }) : null,
+  );
 }
 
 export function proposalView(event) {
@@ -583,13 +760,18 @@ async function send(text) {
   const block = runBlock(text);
   $("log").append(block.item);
   const model = $("model").value;
-  // The run reads the chosen project's notes, context and live state.
+  // The run reads the chosen project's notes, context and live state, and
+  // gets what the user is working on as its context.
+  const context = takeContext();
   const body = JSON.stringify({
     message: text,
     model,
     forced_skills: takeForced(),
     request_id: crypto.randomUUID(),
     project_id: bodyProjectId(),
+    ...(context ? { context } : {}),
+    // The run's notices, proposals and title in the interface's language.
+    language: language(),
   });
   await stream(block, () =>
     fetch(`${API}/conversations/${state.conversationId}/messages`, {
@@ -680,7 +862,9 @@ export function wireChat(opened) {
       const text = inLog ? selection.toString().trim() : "";
       if (text ? text === selected : !(selected && inLog)) return;
       selected = text;
-      guard(() => loadChips(text))();
+      const from = inLog ? selection.getRangeAt(0).commonAncestorContainer : null;
+      const block = (from?.nodeType === Node.ELEMENT_NODE ? from : from?.parentElement)?.closest(".run");
+      guard(() => loadChips(text, block?.dataset.runId || ""))();
     }, 250);
   });
 }

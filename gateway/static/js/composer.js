@@ -3,7 +3,10 @@
 // opens the pages and sources this conversation may read and inserts a
 // mention (@page:<id>, @connector:<name>, @mcp:<server>) the engine reads.
 // A listbox driven from the textarea (aria-activedescendant): arrows move,
-// Enter or Tab chooses, Escape closes.
+// Enter or Tab chooses, Escape closes. What the user is working on (the page
+// and the text selected there) rides along with the next message as its
+// context, shown above the box until it is sent or removed: never pasted
+// into the message.
 
 import { $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
@@ -186,6 +189,74 @@ export function takeForced() {
   const names = forced.splice(0);
   renderForced();
   return names;
+}
+
+// The run context's limits (services/shared/run_context.py): a longer
+// selection is cut rather than refused.
+const MAX_SELECTION_CHARS = 4000;
+const MAX_TITLE_CHARS = 200;
+let attached = null;
+
+// Attaches {page: {id, title, type}, selections: [{text, block_id}]} to the next message.
+export function attachContext({ page = null, selections = [] }) {
+  const kept = selections
+    .map((s) => ({ text: s.text.slice(0, MAX_SELECTION_CHARS), block_id: s.block_id || "" }))
+    .filter((s) => s.text.trim());
+  attached = {
+    ...(page ? { page: { ...page, title: (page.title || "").slice(0, MAX_TITLE_CHARS) } } : {}),
+    selections: kept,
+  };
+  renderContext();
+}
+
+export function clearContext() {
+  attached = null;
+  renderContext();
+}
+
+function renderContext() {
+  const box = $("run-context");
+  if (!attached) {
+    box.replaceChildren();
+    box.hidden = true;
+    return;
+  }
+  const remove = el("button", {
+    type: "button",
+    className: "small",
+    textContent: "×",
+    "aria-label": t("Do not send this context"),
+  });
+  remove.onclick = () => {
+    clearContext();
+    $("message").focus();
+  };
+  const parts = [];
+  const { page, selections } = attached;
+  if (page && page.type !== "chat") parts.push(t("Page: {title}", { title: page.title || page.id }));
+  const first = selections[0]?.text.replace(/\s+/g, " ").trim() || "";
+  if (first)
+    parts.push(
+      t("Selection: “{text}”", { text: first.length > 60 ? `${first.slice(0, 59)}…` : first }) +
+        (selections.length > 1 ? ` (+${selections.length - 1})` : ""),
+    );
+  box.replaceChildren(
+    el(
+      "span",
+      { className: "forced chip context", title: selections.map((s) => s.text).join("\n\n") },
+      parts.join(" · "),
+      " ",
+      remove,
+    ),
+  );
+  box.hidden = false;
+}
+
+// The context to send with the message, once: the chip goes with it.
+export function takeContext() {
+  const context = attached;
+  clearContext();
+  return context;
 }
 
 export function wireComposer() {

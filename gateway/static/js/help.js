@@ -18,9 +18,10 @@ const TOPICS = {
     sources: {
       title: "All sources",
       short:
-        "What this conversation's runs may read: your workspace, the connectors and MCP servers you tick. Kept per conversation.",
+        "What this conversation's runs may read: your workspace, your memory, the connectors and MCP servers you tick. Kept per conversation.",
       long: [
-        "All sources lists what a run of this conversation may read. It is saved with the conversation, so each conversation keeps its own choice.",
+        "All sources lists what a run of this conversation may read. It is saved with the conversation, so each conversation keeps its own choice; changing one box keeps the others as they are.",
+        "Memory: unticked, this conversation's runs recall none of your saved notes (the run's record says memory is off).",
         "@ mentions only reach the sources ticked here. A web-only model never reads your workspace or connectors: they show unticked for its runs, and the page asks before sending.",
         "Under each answer, Sources lists only what that run actually read (not what it was allowed to read), with the notes it recalled from memory.",
       ],
@@ -32,6 +33,7 @@ const TOPICS = {
       long: [
         "With Auto, each request is classified (trivial, normal, long or hard) and given a fast, balanced or strong model among those configured.",
         "Auto never picks a model that is not configured, never changes model during a run, and avoids models marked expensive unless the request is long or hard. The model actually used is written under each answer.",
+        'A request that needs the web ("search the web for…", "latest news", the weather, a stock price) goes to a model configured as searching the web, when there is one.',
       ],
     },
     skills: {
@@ -40,7 +42,8 @@ const TOPICS = {
         "A skill can be applied without you naming it when your request matches it closely. It is always named, and you can say it was not relevant.",
       long: [
         "The Skill Router compares your request with the skills you have enabled that allow automatic use. A close match is applied; an uncertain one may be arbitrated; a weak one is left out. At most two are applied automatically.",
-        'The skill used is named under the answer. "Why this skill?" in Sources shows the candidates, their scores and the thresholds. "This skill was not relevant" records a counter-example and offers to stop using that skill automatically for you.',
+        'The skill used is named under the answer and linked from Sources to its definition in Skills. "Why this skill?" in Sources shows the candidates, their scores and the thresholds; when the scores were uncertain and an arbiter model decided, it shows the question the arbiter was asked, its raw answer and its reason. "This skill was not relevant" records a counter-example and offers to stop using that skill automatically for you.',
+        "A request to translate, summarise, correct or rephrase a text gets no skill automatically, whatever the text is about.",
         "Type / in the message box to choose a skill yourself: it is then forced, whatever the router would decide.",
       ],
     },
@@ -88,9 +91,10 @@ const TOPICS = {
     sources: {
       title: "Toutes les sources",
       short:
-        "Ce que les exécutions de cette conversation peuvent lire : votre espace de travail, les connecteurs et serveurs MCP cochés. Conservé par conversation.",
+        "Ce que les exécutions de cette conversation peuvent lire : votre espace de travail, votre mémoire, les connecteurs et serveurs MCP cochés. Conservé par conversation.",
       long: [
-        "Toutes les sources liste ce qu'une exécution de cette conversation peut lire. Le choix est enregistré avec la conversation : chacune garde le sien.",
+        "Toutes les sources liste ce qu'une exécution de cette conversation peut lire. Le choix est enregistré avec la conversation : chacune garde le sien ; changer une case laisse les autres telles quelles.",
+        "Mémoire : décochée, les exécutions de cette conversation ne rappellent aucune de vos notes enregistrées (l'enregistrement du run indique que la mémoire est désactivée).",
         "Les mentions @ n'atteignent que les sources cochées ici. Un modèle web uniquement ne lit jamais votre espace de travail ni vos connecteurs : ils apparaissent décochés pour ses exécutions, et la page demande confirmation avant l'envoi.",
         "Sous chaque réponse, Sources ne liste que ce que l'exécution a réellement lu (pas ce qu'elle avait le droit de lire), avec les notes rappelées de la mémoire.",
       ],
@@ -102,6 +106,7 @@ const TOPICS = {
       long: [
         "Avec Auto, chaque demande est classée (triviale, normale, longue ou difficile) et reçoit un modèle rapide, équilibré ou fort parmi ceux configurés.",
         "Auto ne choisit jamais un modèle non configuré, ne change jamais de modèle pendant une exécution, et évite les modèles marqués coûteux sauf pour une demande longue ou difficile. Le modèle réellement utilisé est écrit sous chaque réponse.",
+        "Une demande qui a besoin du web (« cherche sur le web… », « actualités d'aujourd'hui », la météo, un cours de bourse) va à un modèle configuré comme cherchant sur le web, s'il y en a un.",
       ],
     },
     skills: {
@@ -110,7 +115,8 @@ const TOPICS = {
         "Une compétence peut s'appliquer sans que vous la nommiez quand votre demande lui correspond nettement. Elle est toujours nommée, et vous pouvez dire qu'elle n'était pas pertinente.",
       long: [
         "Le routeur de compétences compare votre demande aux compétences activées qui autorisent l'usage automatique. Une correspondance nette est appliquée ; une correspondance incertaine peut être arbitrée ; une faible est écartée. Deux au plus sont appliquées automatiquement.",
-        "La compétence utilisée est nommée sous la réponse. « Pourquoi cette compétence ? » dans Sources montre les candidates, leurs scores et les seuils. « Cette compétence n'était pas pertinente » enregistre un contre-exemple et propose de ne plus l'utiliser automatiquement pour vous.",
+        "La compétence utilisée est nommée sous la réponse, et Sources mène à sa définition dans Compétences. « Pourquoi cette compétence ? » dans Sources montre les candidates, leurs scores et les seuils ; quand les scores étaient incertains et qu'un modèle arbitre a tranché, la question posée à l'arbitre, sa réponse brute et sa raison. « Cette compétence n'était pas pertinente » enregistre un contre-exemple et propose de ne plus l'utiliser automatiquement pour vous.",
+        "Une demande de traduire, résumer, corriger ou reformuler un texte ne reçoit aucune compétence automatiquement, quel que soit le sujet du texte.",
         "Tapez / dans la zone de message pour choisir vous-même une compétence : elle est alors imposée, quelle que soit la décision du routeur.",
       ],
     },

@@ -112,11 +112,15 @@ async function selectPage(id) {
   await pageSuggestions();
 }
 
-// Suggestions for this page (a "page"), on the text selected in the editor if any.
+// Suggestions for this page (a "page"), on the text selected in the editor
+// if any; the message a chip prefills goes with this page and that text as
+// its context.
 function pageSuggestions() {
   const box = $("editor-body");
   const selection = box.value.slice(box.selectionStart, box.selectionEnd);
-  return suggestions($("page-chips"), "page", selection, `@page:${view.page.id}`);
+  const page = { id: view.page.id, title: view.page.title, type: "page" };
+  const context = { page, selections: selection.trim() ? [{ text: selection }] : [] };
+  return suggestions($("page-chips"), "page", selection, `@page:${view.page.id}`, context);
 }
 
 function renderVersions(versions) {
@@ -146,7 +150,9 @@ function renderVersions(versions) {
         className: "small restore",
         textContent: current ? t("current") : t("Restore"),
         disabled: current,
-        "aria-label": t("Restore version {version}", v),
+        // The current version's button says "current": a name that said
+        // "Restore" would not be what it shows.
+        ...(current ? {} : { "aria-label": t("Restore version {version}", v) }),
       });
       restore.onclick = guard(
         async () => {

@@ -6,8 +6,20 @@ import DOMPurify from "../vendor/purify.es.mjs";
 import { el } from "./core.js";
 import { t } from "./i18n.js";
 
+// Text in which Markdown could mean anything: a character of its syntax or
+// of HTML, a line that starts a block (heading, quote, list, code, rule,
+// setext underline), a paragraph break or hard break, a bare link or address.
+const MARKUP =
+  /[\\`*_[\]<>&|~@\t]|^ {0,3}(#|>|[-+](\s|$)|\d+[.)](\s|$))|^[ :=-]*[=-][ :=-]*$|^ {4}|\n\s*\n| {2}\n|https?:|www\./m;
+
 export function renderMarkdown(target, text) {
   target.dataset.raw = text;
+  // Plain text is one paragraph as marked would make it, without parsing and
+  // sanitising: a long thread draws thousands of entries.
+  if (text.trim() && !MARKUP.test(text)) {
+    target.replaceChildren(el("p", { textContent: text.trim() }));
+    return;
+  }
   target.innerHTML = DOMPurify.sanitize(marked.parse(text, { async: false, gfm: true }));
   for (const link of target.querySelectorAll("a[href]")) {
     link.target = "_blank";

@@ -17,13 +17,24 @@ const KIND_LABELS = {
   fact: "Fact",
 };
 
+// Notes per page: the newest first; older ones under "Load more notes",
+// read when it is pressed or scrolled to.
+const NOTE_PAGE = 50;
+
+// The list shown: the token of the next (older) page, the read in flight.
+const list = { next: "", loading: null, observer: null, made: 0 };
+
 export async function enterMemory(noteId) {
   for (const select of [$("note-kind")]) {
     select.replaceChildren(...KINDS.map((k) => el("option", { value: k, textContent: t(KIND_LABELS[k]) })));
   }
   await Promise.all([loadNotes(), loadProposals()]);
   if (noteId) {
-    const item = $("notes").querySelector(`[data-id="${CSS.escape(noteId)}"]`);
+    // A note linked from a run may be older than the first page: read on to it.
+    const find = () => $("notes").querySelector(`[data-id="${CSS.escape(noteId)}"]`);
+    const made = list.made; // a search or another project ends the reading
+    while (!find() && list.next && made === list.made) await loadMore();
+    const item = find();
     if (item) {
       item.classList.add("highlight");
       item.scrollIntoView({ block: "center" });
@@ -34,19 +45,82 @@ export async function enterMemory(noteId) {
   }
 }
 
-async function loadNotes() {
+const shownNotes = () => $("notes").querySelectorAll("li.note").length;
+
+// The first page (or a search's best matches); `keep` notes at least, so a
+// change to a note deep in the list leaves it in sight.
+async function loadNotes(keep = 0) {
   const q = $("note-search").value.trim();
   const current = sameProject();
-  const { notes } = await json(withProject("/notes" + (q ? `?q=${encodeURIComponent(q)}` : "?page_size=200")));
-  if (!current()) return;
-  $("notes-label").textContent = q
-    ? t("{count} notes a run asking this would recall, best first.", { count: notes.length })
-    : t("{count} notes, newest first.", { count: notes.length });
+  const made = ++list.made;
+  const query = new URLSearchParams(q ? { q } : { page_size: String(Math.min(500, Math.max(NOTE_PAGE, keep))) });
+  const { notes, next_page_token: next } = await json(withProject(`/notes?${query}`));
+  if (!current() || made !== list.made) return;
+  list.next = q ? "" : next;
   $("notes").replaceChildren(
     ...(notes.length
       ? notes.map(noteView)
       : [el("li", { className: "empty", textContent: q ? t("No note matches.") : t("No notes yet.") })]),
   );
+  notesLabel(q);
+  watchMore();
+}
+
+function notesLabel(q) {
+  const count = shownNotes();
+  $("notes-label").textContent = q
+    ? t("{count} notes a run asking this would recall, best first.", { count })
+    : list.next
+      ? t("The {count} newest notes; older ones follow below.", { count })
+      : t("{count} notes, newest first.", { count });
+}
+
+// Under the list while older notes remain.
+function moreControl() {
+  let box = $("notes-more");
+  if (!box) {
+    const button = el("button", { type: "button", className: "load-more", textContent: t("Load more notes") });
+    button.onclick = guard(loadMore, () => $("memory-status"));
+    box = el("div", { id: "notes-more", className: "more" }, button);
+    $("notes").after(box);
+  }
+  return box;
+}
+
+function watchMore() {
+  const box = moreControl();
+  box.hidden = !list.next;
+  list.observer?.disconnect();
+  if (!list.next || !("IntersectionObserver" in window)) return;
+  list.observer = new IntersectionObserver((seen) => {
+    if (seen.some((s) => s.isIntersecting)) guard(loadMore, () => $("memory-status"))();
+  });
+  // Observed anew after each page: a control still in sight reads on.
+  list.observer.observe(box);
+}
+
+async function loadMore() {
+  if (list.loading) return list.loading;
+  if (!list.next) return undefined;
+  const current = sameProject();
+  const made = list.made;
+  list.loading = (async () => {
+    const query = new URLSearchParams({ page_size: String(NOTE_PAGE), page_token: list.next });
+    const { notes, next_page_token: next } = await json(withProject(`/notes?${query}`));
+    // Another project, a search or a change redrew the list meanwhile.
+    if (!current() || made !== list.made) return;
+    list.next = next;
+    const known = new Set([...$("notes").querySelectorAll("li.note")].map((li) => li.dataset.id));
+    $("notes").append(...notes.filter((n) => !known.has(n.id)).map(noteView));
+    notesLabel("");
+    watchMore();
+  })();
+  try {
+    await list.loading;
+  } finally {
+    list.loading = null;
+  }
+  return undefined;
 }
 
 function noteView(note) {
@@ -88,7 +162,7 @@ function noteView(note) {
       if (!confirm(t('Delete the note "{title}"? Runs will no longer recall it.', note))) return;
       await json(`/notes/${encodeURIComponent(note.id)}`, { method: "DELETE" });
       $("memory-status").textContent = t('Deleted "{title}".', note);
-      await loadNotes();
+      await loadNotes(shownNotes());
     },
     () => $("memory-status"),
   );
@@ -189,7 +263,7 @@ function proposalView(proposal) {
             verb === "accept"
               ? t('Accepted: "{title}" is now a note of this project.', note)
               : t('Refused: "{title}" was not written.', note);
-          await Promise.all([loadProposals(), loadNotes()]);
+          await Promise.all([loadProposals(), loadNotes(shownNotes())]);
           // The decided proposal left the list: focus goes back to its heading.
           $("note-proposals-title").focus();
         },
@@ -216,11 +290,14 @@ function editNote(item, note) {
         body: JSON.stringify({ title: title.value.trim(), body: body.value }),
       });
       $("memory-status").textContent = t('Saved "{title}".', { title: title.value.trim() });
-      await loadNotes();
+      await loadNotes(shownNotes());
     },
     () => $("memory-status"),
   );
-  cancel.onclick = guard(loadNotes, () => $("memory-status"));
+  cancel.onclick = guard(
+    () => loadNotes(shownNotes()),
+    () => $("memory-status"),
+  );
   item.replaceChildren(form);
   title.focus();
 }
@@ -239,7 +316,7 @@ async function addNote(event) {
   $("note-form").reset();
   $("memory-status").textContent =
     outcome === "merged" ? t('Merged into the existing note "{title}".', note) : t('Saved "{title}".', note);
-  await loadNotes();
+  await loadNotes(shownNotes());
 }
 
 export function wireMemory() {

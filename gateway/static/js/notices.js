@@ -1,9 +1,11 @@
-// What the engine and memory say in English, in the reader's language. The
-// engine words each notice and run error in English, with its details (a
-// model's name, a source, a cause); the page shows the sentence for its code
-// in the interface's language, and, in French, the engine's own words beside
-// it as the detail. Handoff summaries keep their English section headings
-// (models read them); the page shows them translated.
+// What the engine and memory say, in the reader's language. The engine words
+// each notice and run error in the run's language (its run_started event
+// says which; the page asks for its own), with its details (a model's name,
+// a source, a cause): in the reader's language, its words are shown as they
+// are. Otherwise the page shows the sentence for the code in the interface's
+// language, with the engine's own words beside it as the detail. Handoff
+// summaries keep their English section headings (models read them); the page
+// shows them translated.
 
 import { el } from "./core.js";
 import { language, t, tLater } from "./i18n.js";
@@ -68,22 +70,24 @@ export const HANDOFF_HEADINGS = [
   tLater("Last correlated answer"),
 ];
 
-// The engine's words, said in the interface's language where a sentence
-// exists for the code: [sentence, detail] (detail: the engine's own words,
-// only when they are not what the reader already sees).
-export function localized(table, code, message) {
+// The engine's words (in ``said``, the run's language), said in the
+// interface's language: as they are when they already are in it, else the
+// sentence for the code where one exists: [sentence, detail] (detail: the
+// engine's own words, only when they are not what the reader already sees).
+export function localized(table, code, message, said = "en") {
   const sentence = table[code];
-  if (!sentence || language() === "en") return [message || (sentence ?? ""), ""];
+  if (message && said === language()) return [message, ""];
+  if (!sentence) return [message || "", ""];
   return [t(sentence), message || ""];
 }
 
-export function noticeView(code, message) {
-  const [text, detail] = localized(NOTICE_TEXT, code, message);
+export function noticeView(code, message, said = "en") {
+  const [text, detail] = localized(NOTICE_TEXT, code, message, said);
   return el(
     "p",
     { className: "notice", dataset: { code } },
     text,
-    detail ? el("small", { className: "detail", lang: "en", textContent: ` (${detail})` }) : null,
+    detail ? el("small", { className: "detail", lang: said, textContent: ` (${detail})` }) : null,
     // A proposed note waits in the Memory view, where a member reviews it.
     code === "NOTE_PROPOSED"
       ? el("span", {}, " ", el("a", { href: "#memory", className: "review-proposals", textContent: t("Review") }))
@@ -92,10 +96,30 @@ export function noticeView(code, message) {
 }
 
 // A run's cause of ending, from its error code when the live stream gave one.
-export function errorCause(code, message) {
-  const [text, detail] = localized(ERROR_TEXT, code, message);
+export function errorCause(code, message, said = "en") {
+  const [text, detail] = localized(ERROR_TEXT, code, message, said);
   return detail ? `${text} (${detail})` : text;
 }
+
+// Which branch of the Skill Router decided (the record's RouteBranch), as a
+// reader says it; an unknown one as it came.
+export const BRANCH_TEXT = {
+  ROUTE_BRANCH_FORCED: tLater("the skills you chose"),
+  ROUTE_BRANCH_HIGH: tLater("a clear match"),
+  ROUTE_BRANCH_GREY_LLM: tLater("a possible match, decided by the arbiter model"),
+  ROUTE_BRANCH_GREY_DETERMINISTIC: tLater("a possible match, decided by the scores alone"),
+  ROUTE_BRANCH_NONE: tLater("no skill matched closely enough"),
+};
+
+export function branchText(branch) {
+  const sentence = BRANCH_TEXT[branch || "ROUTE_BRANCH_NONE"];
+  return sentence ? t(sentence) : branch;
+}
+
+// How a skill came to be used (a skill_used event's invocation).
+export const INVOCATION_TEXT = { auto: tLater("auto"), manual: tLater("manual") };
+
+export const invocationText = (invocation) => t(INVOCATION_TEXT[invocation] ?? invocation);
 
 // "## Current objective" and the like, in the interface's language.
 export function localizeHeadings(markdown) {

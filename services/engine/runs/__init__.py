@@ -11,7 +11,8 @@
 - ``context``: what a chat run reads and fits into its prompt; ``optional``:
   the services a chat run can do without; ``proposals``: "remember that…";
   ``titles``: a conversation's title; ``convert``: a run as the contract's
-  message."""
+  message; ``run_context``: who started a run, the page the user was on and
+  what they selected, checked, recorded and made a layer."""
 
 from services.engine.runs.convert import APPROVALS, SURFACES, run_to_proto
 from services.engine.runs.lifecycle import RunService

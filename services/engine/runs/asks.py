@@ -8,12 +8,18 @@ What the model receives is composed afresh for every ask, whatever the
 provider: the agent's persona, the handoff summary, the recent transcript
 tail of its thread, and from the agent's **project** (every member and agent
 of it shares them) memory recalled for its persona and the question, the
-project context and the live state, each read with the requester's identity.
+project context and the live state, each read with the requester's identity
+and afresh at each ask (a change between two asks is in the second). The
+agent says what it is doing with the set_live_state tool (its own entry,
+written as the requester, whose project role must allow it).
 That is also what makes a **provider swap** work: when the agent's model now
 belongs to another provider than its live session, the old session is
 released, the handoff summary is checkpointed first (so it holds everything
 recorded), and the new provider starts from the same composed context; no
-native session is ever transferred.
+native session is ever transferred. An agent **pinned to a provider**
+(``provider_id``) runs there only: the router chooses among that provider's
+models, and without the router the ask keeps the thread's model of that
+provider, or the engine's fallback when it is that provider's, or fails.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
+from services.engine.runs import run_context
 from services.engine.runs.generation import Models
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
 from services.engine.runs.requests import AskSpec, RunRequest
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, SourceRead, ToolContext
-from services.shared.errors import NotFound
+from services.shared.errors import DependencyUnavailable, FailedPrecondition, NotFound
 from services.shared.projects import personal_project_id
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
@@ -69,7 +76,9 @@ AGENT_SYSTEM = (
     "When your answer settles something, put it on a line of its own that starts with "
     '"Decision:"; something that blocks the work with "Blocker:"; a blocker that is lifted with '
     '"Unblocked:"; and a change of what the work is for with "Objective:". These lines are '
-    "kept in the handoff summary that your successor (or another model) starts from."
+    "kept in the handoff summary that your successor (or another model) starts from.\n"
+    "The live state says who is doing what now in the project. When you take up or finish work the "
+    "others should know of, say so with set_live_state: it expires by itself and is not memory."
 )
 
 
@@ -156,7 +165,7 @@ class AgentAsks:
         # is no member of its project gets none of them, and is told so.
         optional = OptionalServices(rec)
         limits = self._models.limits
-        async with rec.step("context", f"Reading {ask.target}'s thread and memory"):
+        async with rec.step("context", rec.text("step.ask_context", agent=ask.target)):
             agent = await self._collab.get_agent(user, ask.target)
             # The requester's own personal project by its name (""): memory
             # resolves it for its owner, created on first use.
@@ -179,22 +188,31 @@ class AgentAsks:
                 ),
             )
             if unreadable:
-                rec.notice(
-                    "PROJECT_MEMORY_UNREADABLE",
-                    f"{user} is not a member of {ask.target}'s project {agent.project_id!r}, so this answer "
-                    "uses none of its notes, project context or live state",
-                )
+                rec.say("PROJECT_MEMORY_UNREADABLE", user=user, agent=ask.target, project=agent.project_id)
             asked = await self._collab.append_entries(
                 user, thread, f"{run.id}:ask", [entry(threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")]
             )
 
-        async with rec.step("routing", "Choosing the model"):
+        async with rec.step("routing", rec.text("step.ask_routing")):
             offline = self._models.offline
             fallback = await self._fallback(agent, thread)
-            route: router_service_pb2.RouteModelResponse | router_pb2.ModelRoute = await optional(
-                "router", self._collab.route_model(user, text, agent.model or "auto", "", offline), fallback
+            # A pinned agent is routed among its provider's models only.
+            routing = self._collab.route_model(
+                user, text, agent.model or "auto", "", offline, agent.provider_id
+            )
+            route: router_service_pb2.RouteModelResponse | router_pb2.ModelRoute = (
+                await self._pinned_route(agent, routing)
+                if fallback is None
+                else await optional("router", routing, fallback)
             )
             chosen = route.model
+            if agent.provider_id and chosen.provider != agent.provider_id:
+                # A router that does not know the pin (an older replica) chose elsewhere.
+                raise FailedPrecondition(
+                    f"agent {agent.id!r} is pinned to provider {agent.provider_id!r}, "
+                    f"but {chosen.id!r} is served by {chosen.provider!r}",
+                    provider=agent.provider_id,
+                )
             provider = self._models.provider(chosen.provider)
             summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
 
@@ -205,17 +223,21 @@ class AgentAsks:
             limits.live_state_budget_chars,
             items=len(live),
         )
-        layers = instructions.assemble(
-            "",
-            recalled,
-            [],
-            working_context(agent, project, summary, tail),
-            [live_layer],
-            product_system=AGENT_SYSTEM,
-            client=instructions.client_layer(
-                request.client_instructions, self._models.limits.max_message_chars
+        layers = [
+            *instructions.assemble(
+                "",
+                recalled,
+                [],
+                working_context(agent, project, summary, tail),
+                [live_layer],
+                product_system=AGENT_SYSTEM,
+                client=instructions.client_layer(
+                    request.client_instructions, self._models.limits.max_message_chars
+                ),
             ),
-        )
+            # Who started the ask: a schedule's tick says so to the agent.
+            run_context.layer(run_context.recorded(request.context, request.surface)),
+        ]
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
         counter = self._models.counters.counter(provider.kind, chosen.model)
         # The asked agent works with the same tools as a chat, under the same
@@ -230,6 +252,7 @@ class AgentAsks:
             ask_chain=(*ask.waiting, ask.target),
             correlation_id=correlation,
             project_id=project_id,
+            language=rec.language,
         )
         specs = await self._loop.specs(tools, text, rec)
         strategy = self._injection_strategy(agent, provider, rec)
@@ -245,7 +268,7 @@ class AgentAsks:
             budget,
             counter,
             session_key=thread,
-            label=f"{ask.target} answers with {chosen.model}",
+            label=rec.text("step.ask_generate", agent=ask.target, model=chosen.model),
             context_strategy=strategy,
         )
         answer, tokens_in, tokens_out = loop.answer, loop.tokens_in, loop.tokens_out
@@ -301,30 +324,53 @@ class AgentAsks:
             return ""
         why = problem(strategy)
         if why:
-            rec.emit(
-                notice=engine_pb2.Notice(
-                    code="INJECTION_STRATEGY_UNAVAILABLE",
-                    message=f"{agent.id}'s injection strategy {strategy} cannot be used ({why}); "
-                    "the provider's own strategy delivers the same context",
-                )
-            )
+            rec.say("INJECTION_STRATEGY_UNAVAILABLE", agent=agent.id, strategy=strategy, why=why)
             return ""
         return strategy
 
-    async def _fallback(self, agent: threads_pb2.Agent, thread: str) -> router_pb2.ModelRoute:
+    async def _fallback(self, agent: threads_pb2.Agent, thread: str) -> router_pb2.ModelRoute | None:
         """The model when the router does not answer. An agent pinned to a
-        model keeps the one its thread last ran on: a router blip must not
-        swap its provider (a handoff, the provider session released). Others,
-        and a pinned agent whose thread never ran, get the engine's fallback."""
-        pinned = agent.model and agent.model != "auto"
+        model or to a provider keeps the one its thread last ran on: a router
+        blip must not swap its provider (a handoff, the provider session
+        released). Others, and a pinned agent whose thread never ran, get the
+        engine's fallback; None when the agent is pinned to a provider the
+        fallback is not on: it does not run elsewhere."""
+        model_pinned = bool(agent.model) and agent.model != "auto"
+        pinned = model_pinned or bool(agent.provider_id)
         kept = await self._last_model(thread) if pinned and thread and self._last_model else None
-        if kept is not None and kept[0] in self._models.providers:
+        if (
+            kept is not None
+            and kept[0] in self._models.providers
+            and (not agent.provider_id or kept[0] == agent.provider_id)
+        ):
             provider, model = kept
             return router_pb2.ModelRoute(
-                model=router_pb2.ModelOption(id=agent.model, provider=provider, model=model),
+                model=router_pb2.ModelOption(
+                    id=agent.model if model_pinned else model, provider=provider, model=model
+                ),
                 reason=f"the router did not answer: agent {agent.id!r} keeps its thread's model",
             )
-        return router_pb2.ModelRoute(model=self._models.fallback_model)
+        fallback = self._models.fallback_model
+        if agent.provider_id and fallback.provider != agent.provider_id:
+            return None
+        return router_pb2.ModelRoute(model=fallback)
+
+    @staticmethod
+    async def _pinned_route(
+        agent: threads_pb2.Agent, routing: Awaitable[router_service_pb2.RouteModelResponse]
+    ) -> router_service_pb2.RouteModelResponse:
+        """The router's route for an agent with no fallback on its pinned
+        provider: without the router nothing may answer for it, so the ask
+        fails (a retry may help) rather than run on another provider."""
+        try:
+            return await routing
+        except DependencyUnavailable as exc:
+            raise DependencyUnavailable(
+                f"routing is unavailable and agent {agent.id!r} is pinned to provider "
+                f"{agent.provider_id!r}, which the engine's fallback model is not on: "
+                f"it does not run elsewhere ({exc.message})",
+                provider=agent.provider_id,
+            ) from exc
 
     async def _switch_session(
         self, user: str, thread: str, provider: str, rec: Recorder, open_from: int
@@ -341,13 +387,7 @@ class AgentAsks:
             summary = await self._collab.handoff_summary(user, thread, checkpoint=True)
         for old in others:
             await self._collab.release_provider_session(user, thread, old)
-            rec.emit(
-                notice=engine_pb2.Notice(
-                    code="PROVIDER_SWITCHED",
-                    message=f"switched from {old} to {provider}: "
-                    "it starts from the handoff summary and the recent entries",
-                )
-            )
+            rec.say("PROVIDER_SWITCHED", old=old, new=provider)
         # A provider with native sessions (a CLI) binds its own id on its first
         # call; the others get the stable name of an API session.
         native_sessions = getattr(self._models.provider(provider), "native_sessions", False)

@@ -14,6 +14,7 @@ from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.models import AgentRun, SkillRun
 from services.engine.providers.base import ChatMessage
+from services.engine.runs import run_context
 from services.engine.runs.context import ChatContextReader, EntryMaker
 from services.engine.runs.generation import Models
 from services.engine.runs.optional import OptionalServices
@@ -82,7 +83,13 @@ class ChatWork:
         provider = self._models.provider(chosen.provider)
         outcome.record_model(model, fallback=model is fallback)
         tool_context = ToolContext(
-            user, run.id, allowed, web_only=model.web_only, request=text, project_id=request.project_id
+            user,
+            run.id,
+            allowed,
+            web_only=model.web_only,
+            request=text,
+            project_id=request.project_id,
+            language=rec.language,
         )
         memory_note = "" if allowed.memory else "memory is off for this conversation"
         recalled = context.recalled
@@ -97,17 +104,23 @@ class ChatWork:
         working = await self._context.mentioned_pages(
             user, text, context.page.page_id if context.instruction_page else "", tool_context, optional
         )
-        layers = instructions.assemble(
-            context.instruction_page,
-            recalled,
-            list(skills.skills),
-            working,
-            context_layers,
-            memory_note,
-            client=instructions.client_layer(
-                request.client_instructions, self._models.limits.max_message_chars
+        layers = [
+            *instructions.assemble(
+                context.instruction_page,
+                recalled,
+                list(skills.skills),
+                working,
+                context_layers,
+                memory_note,
+                client=instructions.client_layer(
+                    request.client_instructions, self._models.limits.max_message_chars
+                ),
             ),
-        )
+            # What the user is working on, last: the most specific part of
+            # the working context. Even a web-only model gets it: the user
+            # sent it with the message, nothing was read for it.
+            run_context.layer(run_context.recorded(request.context, request.surface)),
+        ]
         counter = self._models.counters.counter(provider.kind, chosen.model)
         records = [layer.record(counter) for layer in layers]
         outcome.layers = records
@@ -131,7 +144,7 @@ class ChatWork:
         await asyncio.gather(
             self._record_turn(user, thread, run.id, loop.transcript, entry),
             self._titles.after_first_exchange(
-                user, thread, text, needs_title, (provider, chosen, loop.answer)
+                user, thread, text, needs_title, (provider, chosen, loop.answer), rec.language
             ),
         )
         outcome.tokens_in, outcome.tokens_out = loop.tokens_in, loop.tokens_out
@@ -158,7 +171,7 @@ class ChatWork:
         (without the router: no skill, and ``fallback``). The skills applied
         are said as events; they and the decision go in the outcome."""
         user, text, offline = request.user, request.message, self._models.offline
-        async with rec.step("routing", "Choosing skills and model"):
+        async with rec.step("routing", rec.text("step.routing")):
             routed = await optional(
                 "router",
                 self._collab.route_message(
@@ -170,12 +183,8 @@ class ChatWork:
                 (routed.skills, routed.model) if routed is not None else (router_pb2.SkillRoute(), fallback)
             )
             if skills.decision.arbiter_error:
-                message = f"{skills.decision.arbiter_error}; the skills were chosen without it"
-                rec.notice("ARBITER_FAILED", message)
-            # Said before the first model call: a web-only model gets no
-            # workspace context, an expensive one was chosen deliberately.
-            for message in model.notices:
-                rec.notice("WEB_ONLY_MODEL" if model.web_only else "MODEL_CHOICE", message)
+                rec.say("ARBITER_FAILED", error=skills.decision.arbiter_error)
+            self._say_model_notices(model, rec)
             for skill in skills.skills:
                 invocation = (
                     engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
@@ -195,6 +204,22 @@ class ChatWork:
                 )
         rec.outcome.router_decision.skills.CopyFrom(skills.decision)
         return skills, model
+
+    @staticmethod
+    def _say_model_notices(model: router_pb2.ModelRoute, rec: Recorder) -> None:
+        """Said before the first model call: a web-only model gets no
+        workspace context, an expensive one was chosen deliberately. The
+        router's notices say why in English; the run says the cases it knows
+        in its own language, and any other as the router wrote it."""
+        if not model.notices:
+            return
+        if model.web_only:
+            rec.say("WEB_ONLY_MODEL")
+        elif model.routed and model.model.expensive:
+            rec.say("MODEL_CHOICE", model=model.model.id)
+        else:
+            for message in model.notices:
+                rec.notice("MODEL_CHOICE", message)
 
     async def _record_turn(
         self,

@@ -78,7 +78,7 @@ class ChatContextReader:
         user, text, thread = request.user, request.message, run.conversation_id or ""
         allowed = request.allowed or AllowedSources()
         collab, limits = self._collab, self._limits
-        async with rec.step("context", "Reading context"):
+        async with rec.step("context", rec.text("step.context")):
             # Memory's parts come in one call beside recording the user's
             # message. Recall only when the conversation allows memory; the
             # settings only matter for the user's default model: not read
@@ -127,18 +127,14 @@ class ChatContextReader:
         """The active instruction page as a layer, within its budget. A page
         the user can no longer read is skipped with a notice, never a failure."""
         if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
-            rec.notice(
-                "INSTRUCTION_PAGE_UNREADABLE",
-                page.notice or "the active instruction page cannot be read; it was skipped",
-            )
+            rec.say("INSTRUCTION_PAGE_UNREADABLE", page_id=page.page_id)
             return ""
         if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE or not page.body.strip():
             return ""
         budget = self._limits.instruction_page_budget_chars
         layer, truncated = instructions.instruction_page_layer(page.title, page.body, budget)
         if truncated:
-            message = f"the instruction page '{page.title}' was cut to its first {budget} characters"
-            rec.notice("INSTRUCTION_PAGE_TRUNCATED", message)
+            rec.say("INSTRUCTION_PAGE_TRUNCATED", title=page.title, budget=budget)
         return layer
 
     def working_layers(self, context: ChatContext, web_only: bool) -> list[instructions.Layer]:
@@ -240,8 +236,7 @@ class ChatContextReader:
                 note = f"{len(folded)} older turns left out: memory could not fold them into the summary"
             else:
                 if summary.fallback_reason:
-                    message = f"the conversation summary was written by the rules: {summary.fallback_reason}"
-                    rec.notice("SUMMARY_MODEL_FAILED", message)
+                    rec.say("SUMMARY_MODEL_FAILED", reason=summary.fallback_reason)
         return conversation.History(
             summary=summary.text,
             summary_tokens=summary_tokens(summary.text) if folded else current,

@@ -7,6 +7,7 @@ import json
 from google.protobuf import json_format
 
 from services.engine.models import AgentRun
+from services.engine.runs import run_context
 from services.engine.runs.outcome import STATUSES
 from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2
@@ -34,11 +35,13 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         requested_model=run.requested_model,
         approval=APPROVALS.number(run.approval),
         webhook_url=run.webhook_url or "",
+        language=run.language,
     )
     payload = json.loads(run.trigger_payload_json or "{}")
     if payload:  # no trigger: the field stays unset
         proto.trigger_payload.update(payload)
     json_format.Parse(run.router_decision_json, proto.router_decision, ignore_unknown_fields=True)
+    proto.context.CopyFrom(run_context.from_json(run.run_context_json, proto.surface))
     proto.usage.tokens_in = run.tokens_in
     proto.usage.tokens_out = run.tokens_out
     for skill in json.loads(run.skills_json):

@@ -151,7 +151,7 @@ class Models:
             # provider's own count arrives last) and stops the answer there.
             estimate_in = sum(count_tokens(m.content) for m in messages)
             if budget.max_tokens and estimate_in > budget.max_tokens:
-                raise BudgetExceeded(f"token budget of {budget.max_tokens} exceeded by the prompt alone")
+                raise BudgetExceeded("tokens_prompt", budget.max_tokens)
             # A provider failure is retried only while no text has reached the
             # client: after that a retry would show the answer twice.
             attempts = AsyncRetrying(
@@ -185,7 +185,7 @@ class Models:
                             elif isinstance(chunk, TextChunk):
                                 stream.add(chunk.text)
                                 if budget.max_tokens and estimate_in + stream.tokens > budget.max_tokens:
-                                    raise BudgetExceeded(f"token budget of {budget.max_tokens} exceeded")
+                                    raise BudgetExceeded("tokens", budget.max_tokens)
                     finally:
                         stream.flush()  # what did arrive is shown, even before a failure
             if counter is not None and self.counters.corrects(counter):

@@ -19,12 +19,14 @@ from typing import Any
 from opentelemetry import trace
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential_jitter
 
+from services.engine import texts
 from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed
 from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
 from services.engine.repository import RunsRepository
+from services.engine.runs import run_context
 from services.engine.runs.asks import AgentAsks
 from services.engine.runs.chat import ChatWork
 from services.engine.runs.convert import APPROVALS, SURFACES
@@ -35,7 +37,7 @@ from services.engine.runs.requests import AskSpec, BusyPolicy, RunLimits, RunReq
 from services.engine.runs.titles import Titles
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, ToolRegistry
-from services.shared import deadlines
+from services.shared import deadlines, language
 from services.shared.errors import (
     DependencyUnavailable,
     DomainError,
@@ -153,6 +155,9 @@ class RunService:
             trigger_id=request.trigger_id or None,
             trigger_payload_json=request.trigger_payload_json,
             webhook_url=request.webhook_url or None,
+            run_context_json=run_context.to_json(run_context.recorded(request.context, request.surface)),
+            # The run's texts follow the language asked for, else the message's.
+            language=language.resolve(request.language, request.message),
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
@@ -198,16 +203,18 @@ class RunService:
         arrived earlier are active on it (any replica; the database decides)."""
         if not await self._repo.runs_ahead(run):
             return
-        async with rec.step("queued", "Waiting for the previous request on this thread"):
+        async with rec.step("queued", rec.text("step.queued")):
             while await self._repo.runs_ahead(run):
                 await asyncio.sleep(self._limits.queue_poll_seconds)
 
     async def _record_and_spawn(self, run: AgentRun, request: RunRequest, needs_title: bool) -> str:
         feed = RunFeed()
-        recorder = Recorder(run.id, feed, self._repo)
+        recorder = Recorder(run.id, feed, self._repo, run.language)
         started = recorder.make(
             run_started=engine_pb2.RunStarted(
-                conversation_id=run.conversation_id or "", requested_model=request.requested_model
+                conversation_id=run.conversation_id or "",
+                requested_model=request.requested_model,
+                language=run.language,
             )
         )
         reject_busy = request.busy_policy == BusyPolicy.REJECT
@@ -381,20 +388,19 @@ class RunService:
                 terminal: dict[str, Any] = {"final": final}
             except asyncio.CancelledError:
                 if run.id in self._cancelling:
-                    status, error = "cancelled", "cancelled by the user"
+                    status, error = "cancelled", recorder.text("error.cancelled")
                     terminal = {"error": engine_pb2.RunError(code="CANCELLED", message=error)}
                 else:
                     status, error = "failed", INTERRUPTED
-                    terminal = {
-                        "error": engine_pb2.RunError(code="INTERRUPTED", message="the engine stopped")
-                    }
+                    stopped = recorder.text("error.stopped")
+                    terminal = {"error": engine_pb2.RunError(code="INTERRUPTED", message=stopped)}
             except (BudgetExceeded, TimeoutError) as exc:
                 if isinstance(exc, TimeoutError) and not deadline.expired():
                     raise
                 message = (
-                    str(exc)
+                    exc.say(run.language)
                     if isinstance(exc, BudgetExceeded)
-                    else f"time budget of {budget.max_seconds:g} s exceeded"
+                    else recorder.text("budget.seconds", limit=f"{budget.max_seconds:g}")
                 )
                 status, error = "budget_exceeded", message
                 terminal = {"error": engine_pb2.RunError(code="BUDGET_EXCEEDED", message=message)}
@@ -475,7 +481,9 @@ class RunService:
             event = engine_pb2.RunEvent(
                 run_id=run.id,
                 sequence=sequence,
-                error=engine_pb2.RunError(code="INTERRUPTED", message="the engine running this run stopped"),
+                error=engine_pb2.RunError(
+                    code="INTERRUPTED", message=texts.say(run.language, "error.orphaned")
+                ),
             )
             event.create_time.GetCurrentTime()
             if await self._repo.settle_if_running(
@@ -486,13 +494,13 @@ class RunService:
                 log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
         for run_id in list(self._unrecorded):
             sequence = await self._repo.last_sequence(run_id) + 1
-            message = "the database was unavailable when the run ended; its end could not be recorded"
+            stored = await self._repo.get_run(run_id)
+            message = texts.say(stored.language if stored is not None else "", "error.unrecorded")
             code = common_pb2.ErrorReason.Name(common_pb2.ERROR_REASON_DEPENDENCY_UNAVAILABLE)
             event = engine_pb2.RunEvent(
                 run_id=run_id, sequence=sequence, error=engine_pb2.RunError(code=code, message=message)
             )
             event.create_time.GetCurrentTime()
-            stored = await self._repo.get_run(run_id)
             webhook_url = stored.webhook_url if stored is not None else None
             if await self._repo.settle_if_running(
                 run_id, message, event.SerializeToString(), sequence, webhook_url

@@ -17,18 +17,8 @@ _T = TypeVar("_T")
 
 
 class OptionalServices:
-    NOTICES = {
-        "memory": (
-            "MEMORY_UNAVAILABLE",
-            "memory is unavailable, so this answer uses no recalled notes, personal settings, "
-            "instruction page or mentioned pages",
-        ),
-        "router": (
-            "ROUTER_UNAVAILABLE",
-            "routing is unavailable, so no skill was applied automatically and the engine's "
-            "fallback model answers",
-        ),
-    }
+    # Each service's notice code (its text: services.engine.texts).
+    NOTICES = {"memory": "MEMORY_UNAVAILABLE", "router": "ROUTER_UNAVAILABLE"}
 
     def __init__(self, rec: Recorder) -> None:
         self._rec = rec
@@ -45,5 +35,4 @@ class OptionalServices:
         log.warning("run %s goes on without %s: %s", self._rec.run_id, service, exc.message)
         if service not in self._failed:
             self._failed.add(service)
-            code, message = self.NOTICES[service]
-            self._rec.notice(code, f"{message} ({exc.message})")
+            self._rec.say(self.NOTICES[service], cause=exc.message)

@@ -53,6 +53,7 @@ class Outcome:
                 request_profile=route.request_profile,
                 web_only=route.web_only,
                 fallback=fallback,
+                needs_web=route.needs_web,
             )
         )
 

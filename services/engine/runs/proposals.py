@@ -26,24 +26,23 @@ async def propose_to_remember(
     entry: EntryMaker,
 ) -> engine_pb2.Final:
     """Proposes adding ``fact`` to the active instruction page (created from
-    the template first if the user has none), and answers with what would
-    change."""
-    async with rec.step("proposal", "Preparing a change to your instructions"):
+    the template of the run's language first if the user has none), and
+    answers with what would change, in the run's language."""
+    language = rec.language
+    async with rec.step("proposal", rec.text("step.proposal")):
         if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
-            raise FailedPrecondition(
-                "your active instruction page cannot be read; choose another one before asking me to remember"
-            )
+            raise FailedPrecondition(rec.text("remember.unreadable"))
         page_id, title, body = page.page_id, page.title, page.body
         try:
             if page.state != pages_pb2.INSTRUCTION_PAGE_STATE_READABLE:
-                created = await collab.create_instruction_page(user, f"{run.id}:instruction-page")
+                created = await collab.create_instruction_page(user, f"{run.id}:instruction-page", language)
                 page_id, title, body = created.id, created.title, created.body
             proposal = await collab.create_proposal(
                 user,
                 f"{run.id}:proposal",
                 page_id,
-                with_fact(body, fact),
-                f"The user asked me to remember: {fact}",
+                with_fact(body, fact, language),
+                rec.text("remember.reason", fact=fact),
                 run_id=run.id,
             )
         except QuotaExceeded as exc:
@@ -57,10 +56,7 @@ async def propose_to_remember(
             unified_diff=proposal.diff.unified,
         )
     )
-    text = (
-        f'I would add this to your instruction page "{title}": {fact}. '
-        "Nothing changes until you accept the proposal."
-    )
+    text = rec.text("remember.answer", title=title, fact=fact)
     await collab.append_entries(
         user,
         run.conversation_id or "",
@@ -83,8 +79,8 @@ async def _refused_by_quota(
     """Memory is up but full (too many pending proposals, too many
     instruction pages): the run says which quota and ends done, with nothing
     proposed. Not "memory is unavailable": the user can free room."""
-    rec.notice("QUOTA_EXCEEDED", f"memory refused the proposal: {exc.message}")
-    text = f"I could not propose remembering {fact!r}: {exc.message}. Nothing was changed."
+    rec.say("QUOTA_EXCEEDED", "proposal_refused", cause=exc.message)
+    text = rec.text("remember.refused", fact=fact, cause=exc.message)
     await collab.append_entries(
         user,
         run.conversation_id or "",

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from services.engine import texts
 from services.engine.feed import RunFeed
 from services.engine.repository import RunsRepository
 from services.engine.runs.outcome import Outcome
@@ -29,8 +30,10 @@ class Recorder:
     """Events emitted while a write is in flight go in the next batch: a fast
     producer costs few transactions."""
 
-    def __init__(self, run_id: str, feed: RunFeed, repo: RunsRepository) -> None:
+    def __init__(self, run_id: str, feed: RunFeed, repo: RunsRepository, language: str = "en") -> None:
         self.run_id = run_id
+        # The language of the run's texts (services.engine.texts).
+        self.language = language
         self._feed = feed
         self._repo = repo
         # What the run has reached so far, and the actions it took: kept by a
@@ -54,6 +57,15 @@ class Recorder:
 
     def notice(self, code: str, message: str) -> None:
         self.emit(notice=engine_pb2.Notice(code=code, message=message))
+
+    def text(self, key: str, **values: object) -> str:
+        """The text ``key`` in the run's language."""
+        return texts.say(self.language, key, **values)
+
+    def say(self, code: str, key: str = "", **values: object) -> None:
+        """The notice ``code``, its message the text ``key`` (the code's own
+        text by default) in the run's language."""
+        self.notice(code, self.text(key or code, **values))
 
     @asynccontextmanager
     async def step(self, key: str, label: str) -> AsyncIterator[None]:

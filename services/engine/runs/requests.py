@@ -5,7 +5,7 @@ limits every run of this engine works within (``RunLimits``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from services.engine.budget import RunBudget
@@ -70,6 +70,13 @@ class RunRequest:
     # resolved by start(). An AskAgent run ignores it: it works in the asked
     # agent's project.
     project_id: str = ""
+    # The page the user is on and the blocks they selected (checked by the
+    # caller: runs.run_context.checked); its regime is the engine's to set,
+    # from the surface.
+    context: engine_pb2.RunContext = field(default_factory=engine_pb2.RunContext)
+    # The language the client asked the run's texts in (a BCP 47 tag); ""
+    # or one the product has no texts in: the message's (services.shared.language).
+    language: str = ""
 
 
 @dataclass(frozen=True)

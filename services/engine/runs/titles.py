@@ -1,8 +1,8 @@
 """Titles an untitled conversation after its first complete exchange
 (threads never overwrites a manual title): at once with the cut of the
 request, then, when a real model answered, with a short title a model
-writes, in the background so the run's final never waits for it. Best
-effort: a run does not fail for want of a title."""
+writes in the run's language, in the background so the run's final never
+waits for it. Best effort: a run does not fail for want of a title."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ class Titles:
         text: str,
         needed: bool,
         answered: tuple[LLMProvider, router_pb2.ModelOption, str] | None = None,
+        language: str = "en",
     ) -> None:
+        """``language``: the run's; a model's title is asked for in it."""
         if not needed:
             return
         try:
@@ -47,7 +49,9 @@ class Titles:
         if answered is None or answered[0].kind == "offline":
             return
         titler = self._titler(*answered[:2])
-        task = asyncio.create_task(self._model_title(titler, user, conversation_id, text, answered[2]))
+        task = asyncio.create_task(
+            self._model_title(titler, user, conversation_id, text, answered[2], language)
+        )
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -67,9 +71,10 @@ class Titles:
         conversation_id: str,
         request: str,
         answer: str,
+        language: str,
     ) -> None:
         provider, model = titler
-        messages = instructions.title_messages(request, answer)
+        messages = instructions.title_messages(request, answer, language)
         try:
             async with asyncio.timeout(self._limits.title_timeout_seconds):
                 parts = [

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
+from services.engine import texts as catalogue
 from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.models import AgentAction
 from services.engine.providers.base import ChatMessage, LLMProvider, ToolSpec
@@ -85,8 +86,8 @@ class ToolLoop:
         while True:
             steps += 1
             if budget.max_steps and steps > budget.max_steps:
-                raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
-            async with rec.step("generate", label or f"Writing with {model.model}"):
+                raise BudgetExceeded("steps", budget.max_steps)
+            async with rec.step("generate", label or rec.text("step.generate", model=model.model)):
                 first = counter if steps == 1 else None  # the prompt's own count corrects the estimate
                 generated = await self._models.generate(
                     provider,
@@ -111,10 +112,12 @@ class ToolLoop:
             for call in generated.tool_calls:
                 steps += 1
                 if budget.max_steps and steps > budget.max_steps:
-                    raise BudgetExceeded(f"step budget of {budget.max_steps} exceeded")
+                    raise BudgetExceeded("steps", budget.max_steps)
                 assert self._tools is not None  # the model only calls tools it was offered
                 family = self._tools.family_of(call.name)
-                async with rec.step(f"tools.{family}", FAMILY_LABELS[family]):
+                step = f"step.tools.{family}"
+                tools_label = rec.text(step) if catalogue.has(step) else FAMILY_LABELS[family]
+                async with rec.step(f"tools.{family}", tools_label):
                     with tracer.start_as_current_span(f"execute_tool {call.name}") as span:
                         span.set_attribute("gen_ai.operation.name", "execute_tool")
                         span.set_attribute("gen_ai.tool.name", call.name)

@@ -45,6 +45,7 @@ from services.shared.errors import (
     QuotaExceeded,
     TooLarge,
 )
+from services.shared.language import is_tag, primary
 from services.shared.masks import masked_fields
 from services.shared.pagination import (
     Cursor,
@@ -173,6 +174,18 @@ TEMPLATES = (
         language="fr",
     ),
 )
+
+
+def default_template_id(language: str) -> str:
+    """The first template written in ``language`` (a BCP 47 tag: "fr",
+    "fr-CA"), else the English default: a user who speaks French and has no
+    page yet gets "Mon IA Switchboard", not its English twin."""
+    wanted = primary(language)
+    if wanted and wanted != "en":
+        for template in TEMPLATES:
+            if template.language == wanted:
+                return template.id
+    return DEFAULT_TEMPLATE_ID
 
 
 @dataclass(frozen=True)
@@ -504,8 +517,10 @@ class PagesDomain:
         )
 
     @staticmethod
-    def template(template_id: str) -> InstructionTemplate:
-        wanted = template_id.strip() or DEFAULT_TEMPLATE_ID
+    def template(template_id: str, language: str = "") -> InstructionTemplate:
+        """The template ``template_id``; "" is the default one of ``language``
+        (a BCP 47 tag; English when no template is written in it)."""
+        wanted = template_id.strip() or default_template_id(language)
         for template in TEMPLATES:
             if template.id == wanted:
                 return template
@@ -518,12 +533,15 @@ class PagesDomain:
         return TEMPLATES[start : start + size], offset_token(start + size, len(TEMPLATES))
 
     async def create_instruction_page(
-        self, user_id: str, request_id: str, template_id: str, title: str
+        self, user_id: str, request_id: str, template_id: str, title: str, language: str = ""
     ) -> tuple[PageView, InstructionList]:
-        """A private copy of the template, added to the caller's instruction
-        pages and made active. A retry (same request_id) finds the page made the
-        first time and finishes the settings update if it was interrupted."""
-        template = self.template(template_id)
+        """A private copy of the template (by default the default template of
+        ``language``), added to the caller's instruction pages and made
+        active. A retry (same request_id) finds the page made the first time
+        and finishes the settings update if it was interrupted."""
+        if not is_tag(language):
+            raise InvalidArgument("language must be a BCP 47 language tag (e.g. en, fr)", field="language")
+        template = self.template(template_id, language)
         current = await self._instruction_list(user_id)
         if len(current.page_ids) >= MAX_INSTRUCTION_PAGES:
             raise QuotaExceeded(

@@ -247,7 +247,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         self, request: pb.CreateInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateInstructionPageResponse:
         view, ids = await self._domain.create_instruction_page(
-            caller_user(context), request.request_id, request.template_id, request.title
+            caller_user(context), request.request_id, request.template_id, request.title, request.language
         )
         return with_instruction_list(pb.CreateInstructionPageResponse(page=page_to_proto(view)), ids)
 

@@ -3,6 +3,7 @@ thread is created with its open segment 1, in the same transaction)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -122,10 +123,19 @@ class ThreadsTable(TableRepository):
 
     @db_retry
     async def update_conversation(
-        self, user_id: str, conversation_id: str, values: dict[str, Any], only_if_auto: bool = False
+        self,
+        user_id: str,
+        conversation_id: str,
+        values: dict[str, Any],
+        only_if_auto: bool = False,
+        source_changes: dict[str, Any] | None = None,
     ) -> Thread | None:
         """Updates the user's conversation in one statement; None when it is not
-        theirs, does not exist, or (``only_if_auto``) has a manual title."""
+        theirs, does not exist, or (``only_if_auto``) has a manual title.
+        ``source_changes`` are allowed sources written over the stored ones
+        (None: the source's default), in the same transaction as the read of
+        the stored ones (locked where the database can), so two saves of
+        different sources both land."""
         conditions = [
             col(Thread.id) == conversation_id,
             col(Thread.kind) == "conversation",
@@ -136,12 +146,31 @@ class ThreadsTable(TableRepository):
             # title always wins.
             conditions.append(or_(col(Thread.title_auto).is_(True), col(Thread.title) == ""))
         async with self._sessions() as session:
+            if source_changes:
+                stored = (
+                    await session.exec(select(Thread.sources_json).where(and_(*conditions)).with_for_update())
+                ).one_or_none()
+                if stored is None:
+                    return None
+                values = {**values, "sources_json": merged_sources(stored, source_changes)}
             result = await session.exec(
                 update(Thread).where(and_(*conditions)).values(**values).returning(Thread)
             )
             thread = result.scalar_one_or_none()
             await session.commit()
             return thread
+
+
+def merged_sources(stored: str, changes: dict[str, Any]) -> str:
+    """The stored allowed sources (JSON) with ``changes`` written over them;
+    a change to None removes the source's key (its default applies)."""
+    sources = json.loads(stored or "{}")
+    for name, value in changes.items():
+        if value is None:
+            sources.pop(name, None)
+        else:
+            sources[name] = value
+    return json.dumps(sources, sort_keys=True)
 
 
 _THREADS = table_of(Thread)

@@ -132,6 +132,42 @@ SKILL_INVOCATION_AUTO: SkillInvocation.ValueType  # 2
 """Chosen by the skill router for this request."""
 Global___SkillInvocation: _TypeAlias = SkillInvocation  # noqa: Y015
 
+class _RunRegime:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RunRegimeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunRegime.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RUN_REGIME_UNSPECIFIED: _RunRegime.ValueType  # 0
+    """Never stored; a StartRun caller may leave it unset (USER)."""
+    RUN_REGIME_USER: _RunRegime.ValueType  # 1
+    """A person asked for the run (the web page, the terminal client, the HTTP
+    API, an AskAgent caller) and can follow it as it happens.
+    """
+    RUN_REGIME_AUTONOMOUS: _RunRegime.ValueType  # 2
+    """The engine started it on its own, at a schedule's tick (surface
+    SCHEDULE): nobody follows it live, and the message is the one the
+    schedule was created with. Set by the engine only.
+    """
+
+class RunRegime(_RunRegime, metaclass=_RunRegimeEnumTypeWrapper):
+    """Who started a run: a person, or the engine on its own. It follows from
+    how the run was started, never from what a client says.
+    """
+
+RUN_REGIME_UNSPECIFIED: RunRegime.ValueType  # 0
+"""Never stored; a StartRun caller may leave it unset (USER)."""
+RUN_REGIME_USER: RunRegime.ValueType  # 1
+"""A person asked for the run (the web page, the terminal client, the HTTP
+API, an AskAgent caller) and can follow it as it happens.
+"""
+RUN_REGIME_AUTONOMOUS: RunRegime.ValueType  # 2
+"""The engine started it on its own, at a schedule's tick (surface
+SCHEDULE): nobody follows it live, and the message is the one the
+schedule was created with. Set by the engine only.
+"""
+Global___RunRegime: _TypeAlias = RunRegime  # noqa: Y015
+
 class _ApprovalDecision:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -257,9 +293,10 @@ Global___SourceRef: _TypeAlias = SourceRef  # noqa: Y015
 @_typing.final
 class InstructionLayer(_message.Message):
     """One part of what the run's model received, in the order it was sent
-    (product_system, instruction_page, memory, skills, working_context,
-    project_context, live_state, conversation_summary, history), logged with
-    presence and size. Nothing is left out of a prompt without a layer saying so.
+    (product_system, instruction_page, client_instructions, memory, skills,
+    project_context, live_state, working_context, run_context,
+    conversation_summary, history), logged with presence and size. Nothing is
+    left out of a prompt without a layer saying so.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -338,6 +375,8 @@ class Run(_message.Message):
     ROUTER_DECISION_FIELD_NUMBER: _builtins.int
     TRIGGER_PAYLOAD_FIELD_NUMBER: _builtins.int
     WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The run's id (UUID), assigned by the engine."""
     agent_id: _builtins.str
@@ -378,6 +417,11 @@ class Run(_message.Message):
     """Where the run's record is POSTed when it ends (StartRunRequest.webhook_url);
     "" = none. ListWebhookDeliveries tells how the delivery went.
     """
+    language: _builtins.str
+    """The language the run writes its texts in (notices, proposals, refusals,
+    the conversation's title), BCP 47: "en" or "fr". The one StartRunRequest
+    asked for, else the language of the user's message.
+    """
     @_builtins.property
     def usage(self) -> _common_pb2.Usage:
         """Tokens of all the run's model calls so far."""
@@ -414,6 +458,12 @@ class Run(_message.Message):
         shape is the trigger's, e.g. a webhook's body); empty without a trigger.
         """
 
+    @_builtins.property
+    def context(self) -> Global___RunContext:
+        """Who started the run, and what the user was working on when they did
+        (StartRunRequest.context): always set, its regime at least.
+        """
+
     def __init__(
         self,
         *,
@@ -441,14 +491,123 @@ class Run(_message.Message):
         router_decision: Global___RouterDecision | None = ...,
         trigger_payload: _struct_pb2.Struct | None = ...,
         webhook_url: _builtins.str = ...,
+        context: Global___RunContext | None = ...,
+        language: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "trigger_payload", b"trigger_payload", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "trigger_payload", b"trigger_payload", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id", "webhook_url", b"webhook_url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "context", b"context", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "language", b"language", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Run: _TypeAlias = Run  # noqa: Y015
+
+@_typing.final
+class RunContext(_message.Message):
+    """What the user was working on when they started the run: the page they
+    were on and the blocks they selected there. The run's model receives it as
+    a layer of its own (`run_context`, the last of the working context), the
+    selected text delimited as content to work on, never as instructions.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGIME_FIELD_NUMBER: _builtins.int
+    PAGE_FIELD_NUMBER: _builtins.int
+    SELECTIONS_FIELD_NUMBER: _builtins.int
+    regime: Global___RunRegime.ValueType
+    """Who started the run. In StartRunRequest: UNSPECIFIED or USER (a client
+    cannot start an autonomous run); the engine records the run's own.
+    """
+    @_builtins.property
+    def page(self) -> Global___CurrentPage:
+        """The page the user was on; unset when the run was not started from one."""
+
+    @_builtins.property
+    def selections(self) -> _containers.RepeatedCompositeFieldContainer[Global___SelectedBlock]:
+        """The blocks the user selected, in the page's order: at most 10, each at
+        most 4,000 characters, 12,000 in all; a blank one is INVALID_ARGUMENT.
+        """
+
+    def __init__(
+        self,
+        *,
+        regime: Global___RunRegime.ValueType = ...,
+        page: Global___CurrentPage | None = ...,
+        selections: _abc.Iterable[Global___SelectedBlock] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["page", b"page"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page", b"page", "regime", b"regime", "selections", b"selections"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunContext: _TypeAlias = RunContext  # noqa: Y015
+
+@_typing.final
+class CurrentPage(_message.Message):
+    """The page a run was started from, as the page itself names it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Its id where it has one (a workspace page's id, a conversation's id);
+    required, at most 200 characters.
+    """
+    title: _builtins.str
+    """Its title as the user sees it; may be "", at most 200 characters."""
+    type: _builtins.str
+    """What kind of page it is, in lower case: "chat", "page",
+    "meeting_notes", "database", "email", "skill", or another name of at
+    most 40 characters (a-z, 0-9, "_"); required.
+    """
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        type: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "title", b"title", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CurrentPage: _TypeAlias = CurrentPage  # noqa: Y015
+
+@_typing.final
+class SelectedBlock(_message.Message):
+    """One block of text the user selected on the page."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    BLOCK_ID_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    """The text as the user selected it; required (not blank), at most 4,000
+    characters.
+    """
+    block_id: _builtins.str
+    """The block's id on its page when the page has ids for its blocks (an
+    answer's run id in a conversation); "" otherwise, at most 200 characters.
+    """
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        block_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["block_id", b"block_id", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SelectedBlock: _TypeAlias = SelectedBlock  # noqa: Y015
 
 @_typing.final
 class RouterDecision(_message.Message):
@@ -494,6 +653,7 @@ class ModelDecision(_message.Message):
     REQUEST_PROFILE_FIELD_NUMBER: _builtins.int
     WEB_ONLY_FIELD_NUMBER: _builtins.int
     FALLBACK_FIELD_NUMBER: _builtins.int
+    NEEDS_WEB_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
     """Why this model: the classification and the rule applied."""
     routed: _builtins.bool
@@ -508,6 +668,10 @@ class ModelDecision(_message.Message):
     """The model gets no workspace context."""
     fallback: _builtins.bool
     """The router could not be reached: the engine's fallback model answered."""
+    needs_web: _builtins.bool
+    """`Auto` found that the request needs the web; `reason` says why, and
+    whether a web-search model (model.web_search) could serve it.
+    """
     @_builtins.property
     def model(self) -> _router_pb2.ModelOption:
         """The model that answered."""
@@ -521,10 +685,11 @@ class ModelDecision(_message.Message):
         request_profile: _router_pb2.ModelProfile.ValueType = ...,
         web_only: _builtins.bool = ...,
         fallback: _builtins.bool = ...,
+        needs_web: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fallback", b"fallback", "model", b"model", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fallback", b"fallback", "model", b"model", "needs_web", b"needs_web", "reason", b"reason", "request_profile", b"request_profile", "routed", b"routed", "web_only", b"web_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -538,19 +703,23 @@ class RunStarted(_message.Message):
 
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     """The conversation of a chat run; "" for an ask's run."""
     requested_model: _builtins.str
     """The model asked for, as given."""
+    language: _builtins.str
+    """The language the run writes its texts in (Run.language): "en" or "fr"."""
     def __init__(
         self,
         *,
         conversation_id: _builtins.str = ...,
         requested_model: _builtins.str = ...,
+        language: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "requested_model", b"requested_model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "language", b"language", "requested_model", b"requested_model"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -571,7 +740,9 @@ class Step(_message.Message):
     key: _builtins.str
     """Stable id of the step: queued, context, routing, generate, proposal."""
     label: _builtins.str
-    """What to show the user, e.g. "Reading context", "Writing with <model>"."""
+    """What to show the user, in the run's language (Run.language), e.g.
+    "Reading context", "Writing with <model>", "Lecture du contexte".
+    """
     status: Global___StepStatus.ValueType
     """Where the step is."""
     def __init__(
@@ -675,7 +846,7 @@ class Notice(_message.Message):
     INJECTION_STRATEGY_UNAVAILABLE...; clients ignore codes they do not know.
     """
     message: _builtins.str
-    """For the user, in English."""
+    """For the user, in the run's language (Run.language)."""
     def __init__(
         self,
         *,
@@ -847,7 +1018,10 @@ class RunError(_message.Message):
     or a provider error code.
     """
     message: _builtins.str
-    """For the user, in English; "internal error: <type>" for INTERNAL."""
+    """For the user: the engine's own (CANCELLED, BUDGET_EXCEEDED, INTERRUPTED)
+    in the run's language; another service's or provider's as it said it;
+    "internal error: <type>" for INTERNAL.
+    """
     def __init__(
         self,
         *,

@@ -97,6 +97,8 @@ class StartRunRequest(_message.Message):
     WEBHOOK_URL_FIELD_NUMBER: _builtins.int
     BACKGROUND_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    CONTEXT_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key, at most 128 characters; "" = none (a
     retry then starts another run).
@@ -137,6 +139,12 @@ class StartRunRequest(_message.Message):
     ("" = the user's personal project). NOT_FOUND when the user is not a
     member of it.
     """
+    language: _builtins.str
+    """The language the run writes its texts in (notices, proposals, refusals,
+    the conversation's title): a BCP 47 tag ("en", "fr", "fr-CA"). "" or a
+    language the product has no texts in: the language of `message`. A tag
+    that is not BCP 47 is INVALID_ARGUMENT.
+    """
     @_builtins.property
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Skills forced by the user (`/name` or the menu)."""
@@ -144,6 +152,13 @@ class StartRunRequest(_message.Message):
     @_builtins.property
     def budget(self) -> _engine_pb2.Budget:
         """Limits of this run; unset fields take the engine's defaults."""
+
+    @_builtins.property
+    def context(self) -> _engine_pb2.RunContext:
+        """What the user is working on: the page they are on and the blocks they
+        selected (RunContext's limits; INVALID_ARGUMENT beyond them). Unset: no
+        page, no selection. Its regime may only be USER or unset.
+        """
 
     def __init__(
         self,
@@ -160,10 +175,12 @@ class StartRunRequest(_message.Message):
         webhook_url: _builtins.str = ...,
         background: _builtins.bool = ...,
         project_id: _builtins.str = ...,
+        context: _engine_pb2.RunContext | None = ...,
+        language: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "context", b"context"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["background", b"background", "budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "message", b"message", "project_id", b"project_id", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface", "webhook_url", b"webhook_url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["background", b"background", "budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "context", b"context", "conversation_id", b"conversation_id", "forced_skills", b"forced_skills", "language", b"language", "message", b"message", "project_id", b"project_id", "request_id", b"request_id", "requested_model", b"requested_model", "surface", b"surface", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

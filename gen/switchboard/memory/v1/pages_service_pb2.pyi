@@ -572,22 +572,28 @@ class CreateInstructionPageRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TEMPLATE_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
+    LANGUAGE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key: a retry with the same key returns the same page."""
     template_id: _builtins.str
-    """Empty: the default template."""
+    """Empty: the default template of `language`."""
     title: _builtins.str
     """Empty: the template's title."""
+    language: _builtins.str
+    """The language of the default template (BCP 47: "en", "fr"); "" or a
+    language without a template of its own: English.
+    """
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
         template_id: _builtins.str = ...,
         title: _builtins.str = ...,
+        language: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "template_id", b"template_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["language", b"language", "request_id", b"request_id", "template_id", b"template_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -167,14 +167,22 @@ class Agent(_message.Message):
     persona: _builtins.str
     """The agent's own instructions, part of every run's context; at most 20,000 characters."""
     provider_id: _builtins.str
-    """The engine's provider that runs it ("" = the engine's default)."""
+    """The engine's provider the agent is pinned to ("" = none: its model
+    decides). A pinned agent's asks run on that provider only: Auto chooses
+    among its models, a model of another provider is refused, and while the
+    router is down the ask keeps the thread's model of that provider or
+    fails rather than run elsewhere.
+    """
     model: _builtins.str
-    """The model at that provider ("" = the provider's default). A model of
-    another provider is a provider swap: the next run starts from the
-    thread's handoff summary.
+    """A configured model id of the router ("" or "auto" = Auto, among the
+    pinned provider's models when provider_id is set). A model of another
+    provider than the thread's live session is a provider swap: the next
+    run starts from the thread's handoff summary.
     """
     injection_strategy: Global___InjectionStrategy.ValueType
-    """How a CLI provider receives the agent's context."""
+    """How a CLI provider receives the agent's context (UNSPECIFIED = the
+    provider's own strategy); API providers get it as the system message.
+    """
     owner: _builtins.str
     """The user who owns it (registered it, or first used it after the
     registry gained owners); output only.
@@ -598,7 +606,8 @@ Global___Segment: _TypeAlias = Segment  # noqa: Y015
 @_typing.final
 class ThreadFile(_message.Message):
     """One file of an exported agent thread, in the project folder's layout:
-    agents/<agent id>/{log.jsonl, log.N.jsonl, handoff.md, providers.json}.
+    agents/<agent id>/{log.jsonl, log.N.jsonl, handoff.md, providers.json,
+    live_state.json}.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

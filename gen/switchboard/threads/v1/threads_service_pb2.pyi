@@ -561,8 +561,9 @@ class ListEntriesResponse(_message.Message):
     next_page_token: _builtins.str
     """Continues in the view's order after the last entry; empty at the end."""
     partial_view: _builtins.bool
-    """True when the view is a filter over the thread (ForPair, ForCorrelation):
-    the thread holds turns this view does not show.
+    """True when the thread holds entries this view leaves out: a filter
+    (ForPair, ForCorrelation) that matches every entry of the thread is not
+    partial, and a whole-thread view never is.
     """
     thread_id: _builtins.str
     """The thread the view reads."""
@@ -861,7 +862,12 @@ class UpdateConversationRequest(_message.Message):
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
-        """The fields to write: title, pinned, allowed_sources."""
+        """The fields to write: title, pinned, and allowed_sources whole or one
+        source at a time (allowed_sources.workspace, .connectors, .mcp_servers,
+        .memory: the sources not named keep their value; a named memory left
+        unset is on). Naming allowed_sources and one of its fields is
+        INVALID_ARGUMENT.
+        """
 
     def __init__(
         self,
@@ -1381,7 +1387,8 @@ class ExportAgentThreadResponse(_message.Message):
     def files(self) -> _containers.RepeatedCompositeFieldContainer[_threads_pb2.ThreadFile]:
         """Closed segments (log.N.jsonl, by N), the open one (log.jsonl), the latest
         handoff (handoff.md, when there is one), the provider sessions
-        (providers.json).
+        (providers.json), and the agent's entry in its project's live state
+        (live_state.json), when it has one the caller may read.
         """
 
     @_builtins.property

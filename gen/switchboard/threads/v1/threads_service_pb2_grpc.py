@@ -284,7 +284,7 @@ class ThreadsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateConversation(self, request, context):
-        """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+        """Renames (title_auto becomes false), pins/unpins, sets the allowed sources.
         INVALID_ARGUMENT for an empty mask or another path.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -371,8 +371,9 @@ class ThreadsServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExportAgentThread(self, request, context):
-        """The agent's live thread as files in the project folder's layout.
-        NOT_FOUND for an unknown agent or one without a thread.
+        """The agent's live thread as files in the project folder's layout, with
+        what the agent is doing now (its live state, read from memory as the
+        caller). NOT_FOUND for an unknown agent or one without a thread.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -383,7 +384,7 @@ class ThreadsServiceServicer:
         (creating the agent and the thread if needed). FAILED_PRECONDITION when
         the agent's live thread has entries already; INVALID_ARGUMENT for a
         file outside that layout or a malformed line (the message names the
-        file and the line).
+        file and the line). A live_state.json is checked, never restored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

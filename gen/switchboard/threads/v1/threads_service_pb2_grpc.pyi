@@ -88,7 +88,7 @@ class ThreadsServiceStub:
     ListConversations: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]
     """The caller's conversations: pinned first, then the most recently active."""
     UpdateConversation: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]
-    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+    """Renames (title_auto becomes false), pins/unpins, sets the allowed sources.
     INVALID_ARGUMENT for an empty mask or another path.
     """
     SetAutoTitle: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]
@@ -127,15 +127,16 @@ class ThreadsServiceStub:
     replacing an earlier one. FAILED_PRECONDITION for the open segment.
     """
     ExportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]
-    """The agent's live thread as files in the project folder's layout.
-    NOT_FOUND for an unknown agent or one without a thread.
+    """The agent's live thread as files in the project folder's layout, with
+    what the agent is doing now (its live state, read from memory as the
+    caller). NOT_FOUND for an unknown agent or one without a thread.
     """
     ImportAgentThread: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]
     """Imports files of ExportAgentThread's layout as the agent's live thread
     (creating the agent and the thread if needed). FAILED_PRECONDITION when
     the agent's live thread has entries already; INVALID_ARGUMENT for a
     file outside that layout or a malformed line (the message names the
-    file and the line).
+    file and the line). A live_state.json is checked, never restored.
     """
 
 @_typing.type_check_only
@@ -198,7 +199,7 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     ListConversations: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListConversationsRequest, _threads_service_pb2.ListConversationsResponse]  # type: ignore[assignment]
     """The caller's conversations: pinned first, then the most recently active."""
     UpdateConversation: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateConversationRequest, _threads_service_pb2.UpdateConversationResponse]  # type: ignore[assignment]
-    """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+    """Renames (title_auto becomes false), pins/unpins, sets the allowed sources.
     INVALID_ARGUMENT for an empty mask or another path.
     """
     SetAutoTitle: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.SetAutoTitleRequest, _threads_service_pb2.SetAutoTitleResponse]  # type: ignore[assignment]
@@ -237,15 +238,16 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     replacing an earlier one. FAILED_PRECONDITION for the open segment.
     """
     ExportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ExportAgentThreadRequest, _threads_service_pb2.ExportAgentThreadResponse]  # type: ignore[assignment]
-    """The agent's live thread as files in the project folder's layout.
-    NOT_FOUND for an unknown agent or one without a thread.
+    """The agent's live thread as files in the project folder's layout, with
+    what the agent is doing now (its live state, read from memory as the
+    caller). NOT_FOUND for an unknown agent or one without a thread.
     """
     ImportAgentThread: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ImportAgentThreadRequest, _threads_service_pb2.ImportAgentThreadResponse]  # type: ignore[assignment]
     """Imports files of ExportAgentThread's layout as the agent's live thread
     (creating the agent and the thread if needed). FAILED_PRECONDITION when
     the agent's live thread has entries already; INVALID_ARGUMENT for a
     file outside that layout or a malformed line (the message names the
-    file and the line).
+    file and the line). A live_state.json is checked, never restored.
     """
 
 class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -383,7 +385,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.UpdateConversationRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.UpdateConversationResponse, _abc.Awaitable[_threads_service_pb2.UpdateConversationResponse]]:
-        """Renames (title_auto becomes false), pins/unpins, replaces the allowed sources.
+        """Renames (title_auto becomes false), pins/unpins, sets the allowed sources.
         INVALID_ARGUMENT for an empty mask or another path.
         """
 
@@ -488,8 +490,9 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _threads_service_pb2.ExportAgentThreadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_threads_service_pb2.ExportAgentThreadResponse, _abc.Awaitable[_threads_service_pb2.ExportAgentThreadResponse]]:
-        """The agent's live thread as files in the project folder's layout.
-        NOT_FOUND for an unknown agent or one without a thread.
+        """The agent's live thread as files in the project folder's layout, with
+        what the agent is doing now (its live state, read from memory as the
+        caller). NOT_FOUND for an unknown agent or one without a thread.
         """
 
     @_abc_1.abstractmethod
@@ -502,7 +505,7 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
         (creating the agent and the thread if needed). FAILED_PRECONDITION when
         the agent's live thread has entries already; INVALID_ARGUMENT for a
         file outside that layout or a malformed line (the message names the
-        file and the line).
+        file and the line). A live_state.json is checked, never restored.
         """
 
 def add_ThreadsServiceServicer_to_server(servicer: ThreadsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
