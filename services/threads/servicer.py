@@ -10,6 +10,7 @@ from google.protobuf import json_format
 
 from services.shared.audit import Actor
 from services.shared.enums import EnumNames
+from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_role, caller_user
 from services.shared.time import to_timestamp
 from services.threads.access import READ
@@ -26,6 +27,17 @@ Context: TypeAlias = grpc.aio.ServicerContext
 
 def actor(context: Context) -> Actor:
     return Actor(caller_user(context), caller_role(context))
+
+
+def known_strategy(value: int) -> int:
+    """An injection strategy the engine knows: proto3 enums take any number
+    on the wire, and an unknown one would be stored and then ignored."""
+    if value not in threads_pb2.InjectionStrategy.values():
+        names = ", ".join(threads_pb2.InjectionStrategy.keys())
+        raise InvalidArgument(
+            f"agent.injection_strategy {value} is not one of {names}", field="agent.injection_strategy"
+        )
+    return value
 
 
 def agent_to_proto(agent: Agent) -> threads_pb2.Agent:
@@ -155,7 +167,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
                 persona=a.persona,
                 provider_id=a.provider_id,
                 model=a.model,
-                injection_strategy=a.injection_strategy,
+                injection_strategy=known_strategy(a.injection_strategy),
                 project_id=a.project_id,
             ),
         )
@@ -187,7 +199,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             persona=a.persona,
             provider_id=a.provider_id,
             model=a.model,
-            injection_strategy=a.injection_strategy,
+            injection_strategy=known_strategy(a.injection_strategy),
         )
         agent = await self._domain.update_agent(
             actor(context), a.id, changes, list(request.update_mask.paths)

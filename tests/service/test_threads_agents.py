@@ -101,6 +101,36 @@ async def test_fifty_concurrent_ensures_from_two_servers_make_one_thread(db_url:
     assert responses[0].thread.agent_id == "qa"
 
 
+async def test_an_unknown_injection_strategy_number_is_refused_and_nothing_stored(stub: Stub) -> None:
+    """Proto3 enums take any number on the wire: one the engine does not
+    know would be stored and then silently ignored."""
+    unknown = threads_pb2.Agent(id="qa", injection_strategy=99)  # type: ignore[arg-type]
+    await expect_error(
+        stub.CreateAgent(pb.CreateAgentRequest(agent=unknown), **as_user("u")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    await expect_error(
+        stub.GetAgent(pb.GetAgentRequest(agent_id="qa"), **as_user("u")),
+        grpc.StatusCode.NOT_FOUND,
+        "ERROR_REASON_NOT_FOUND",
+    )
+    await create_agents(stub, "qa")
+    await expect_error(
+        stub.UpdateAgent(
+            pb.UpdateAgentRequest(agent=unknown, update_mask=FieldMask(paths=["injection_strategy"])),
+            **as_user("u"),
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ERROR_REASON_INVALID_ARGUMENT",
+    )
+    flag = threads_pb2.Agent(id="qa", injection_strategy=threads_pb2.INJECTION_STRATEGY_FLAG)
+    updated = await stub.UpdateAgent(
+        pb.UpdateAgentRequest(agent=flag, update_mask=FieldMask(paths=["injection_strategy"])), **as_user("u")
+    )
+    assert updated.agent.injection_strategy == threads_pb2.INJECTION_STRATEGY_FLAG
+
+
 async def test_ensure_agent_thread_of_an_unknown_agent_is_not_found(stub: Stub) -> None:
     await expect_error(
         stub.EnsureAgentThread(pb.EnsureAgentThreadRequest(target_agent_id="ghost"), **as_user("u")),

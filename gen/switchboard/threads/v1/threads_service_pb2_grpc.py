@@ -213,7 +213,8 @@ class ThreadsServiceServicer:
     def UpdateAgent(self, request, context):
         """Updates the fields named in update_mask (display_name, persona,
         provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-        mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+        mask, another path or an injection_strategy number the enum does not
+        name; NOT_FOUND for an unknown agent; PERMISSION_DENIED
         unless the caller owns the agent or is an admin.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

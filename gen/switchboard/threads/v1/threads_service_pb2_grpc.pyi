@@ -56,7 +56,8 @@ class ThreadsServiceStub:
     UpdateAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]
     """Updates the fields named in update_mask (display_name, persona,
     provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-    mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+    mask, another path or an injection_strategy number the enum does not
+    name; NOT_FOUND for an unknown agent; PERMISSION_DENIED
     unless the caller owns the agent or is an admin.
     """
     ListAgentMembers: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentMembersRequest, _threads_service_pb2.ListAgentMembersResponse]
@@ -167,7 +168,8 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     UpdateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.UpdateAgentRequest, _threads_service_pb2.UpdateAgentResponse]  # type: ignore[assignment]
     """Updates the fields named in update_mask (display_name, persona,
     provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-    mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+    mask, another path or an injection_strategy number the enum does not
+    name; NOT_FOUND for an unknown agent; PERMISSION_DENIED
     unless the caller owns the agent or is an admin.
     """
     ListAgentMembers: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentMembersRequest, _threads_service_pb2.ListAgentMembersResponse]  # type: ignore[assignment]
@@ -299,7 +301,8 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.UpdateAgentResponse, _abc.Awaitable[_threads_service_pb2.UpdateAgentResponse]]:
         """Updates the fields named in update_mask (display_name, persona,
         provider_id, model, injection_strategy). INVALID_ARGUMENT for an empty
-        mask or another path; NOT_FOUND for an unknown agent; PERMISSION_DENIED
+        mask, another path or an injection_strategy number the enum does not
+        name; NOT_FOUND for an unknown agent; PERMISSION_DENIED
         unless the caller owns the agent or is an admin.
         """
 
