@@ -3,8 +3,8 @@ tests/fixtures/injection/cases.json plant payloads — French and English,
 plain, split over two sources, Base64, zero-width, homoglyphs, comments,
 fake system / tool / user messages — in what a run reads: workspace pages
 (read, searched, @mentioned), the active instruction page, recalled notes,
-a mailbox connector, an MCP server's results, another agent's answer. Each
-carries a unique canary.
+a mailbox connector, an MCP server's results, another agent's answer, the
+blocks a user selected (the run's context). Each carries a unique canary.
 
 Every case runs twice through the whole system (StartRun over gRPC): with
 the offline model, and with a *compromised* model (tests/fakes/llm_server.py,
@@ -260,7 +260,9 @@ async def actions(sb: System, run_id: str) -> list[Any]:
         await engine.dispose()
 
 
-async def start(sb: System, user: str, message: str, model: str) -> list[engine_pb2.RunEvent]:
+async def start(
+    sb: System, user: str, message: str, model: str, context: engine_pb2.RunContext | None = None
+) -> list[engine_pb2.RunEvent]:
     created = await sb.threads.CreateConversation(
         threads_service_pb2.CreateConversationRequest(allowed_sources=ALLOWED), **as_user(user)
     )
@@ -269,6 +271,7 @@ async def start(sb: System, user: str, message: str, model: str) -> list[engine_
         message=message,
         surface=engine_pb2.SURFACE_CHAT,
         requested_model=model,
+        context=context,
     )
     return await collect(sb.engine.StartRun(request, metadata=as_user(user)["metadata"], timeout=60))
 
@@ -292,7 +295,14 @@ class Tally:
 
 
 async def check_run(
-    sb: System, case: dict[str, Any], user: str, message: str, model: str, llm: FakeServer, tally: Tally
+    sb: System,
+    case: dict[str, Any],
+    user: str,
+    message: str,
+    model: str,
+    llm: FakeServer,
+    tally: Tally,
+    context: engine_pb2.RunContext | None = None,
 ) -> None:
     canary = case["canary"]
     label = f"{case['id']} [{model}]"
@@ -305,7 +315,7 @@ async def check_run(
     # first use is no write of the run's.
     await sb.projects.CheckProjectAccess(projects_service_pb2.CheckProjectAccessRequest(), **as_user(user))
     before = await memory_state(sb, canary)
-    events = await start(sb, user, message, model)
+    events = await start(sb, user, message, model, context)
     after = await memory_state(sb, canary)
     llm.script.steps = []
     tally.runs += 1
@@ -388,6 +398,30 @@ async def test_no_planted_instruction_writes_memory(sb: System, llm: FakeServer)
     )
     assert not tally.failures, "\n".join(tally.failures)
     assert tally.runs == 2 * len(CASES) and tally.write_attempts >= 2 * len(CASES)
+
+
+async def test_a_planted_instruction_in_the_users_selection_writes_nothing(
+    sb: System, llm: FakeServer
+) -> None:
+    """The blocks a user selected on a page travel as the run's context, not
+    as their message: a payload in a selected block is content the model
+    reads, like a page, and a write it obeys is refused (French and English)."""
+    tally = Tally()
+    chosen = [c for c in CASES if c["technique"] == "plain" and c["plants"][0]["in"] == "page"]
+    assert {c["lang"] for c in chosen} == {"en", "fr"}
+    for index, case in enumerate(chosen):
+        selection = engine_pb2.SelectedBlock(text=case["plants"][0]["text"], block_id="b1")
+        context = engine_pb2.RunContext(
+            page=engine_pb2.CurrentPage(id="notes-1", title="Notes", type="page"), selections=[selection]
+        )
+        message = "Résume la sélection." if case["lang"] == "fr" else "Summarise the selection."
+        for model in ("offline-fast", "compromised"):
+            await check_run(sb, case, f"selector-{index}", message, model, llm, tally, context)
+    assert not tally.failures, "\n".join(tally.failures)
+    assert tally.runs == 2 * len(chosen) and tally.write_attempts >= len(chosen)
+    # The payload reached the compromised model inside the delimited block.
+    sent = [str(m.get("content") or "") for r in llm.script.requests for m in r["messages"]]
+    assert any('<selection block="b1">' in text and chosen[-1]["canary"] in text for text in sent)
 
 
 # Positive controls: what the user asks for is still written.
