@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.engine.automation import start_automation
 from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators, GrpcTransport
-from services.engine.mcp_tools import McpHub, parse_mcp_servers
 from services.engine.providers.base import LLMProvider
 from services.engine.providers.registry import build_providers
 from services.engine.quotas import RunQuota
@@ -23,8 +22,9 @@ from services.engine.runs import RunLimits, RunService
 from services.engine.servicer import EngineServicer
 from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
-from services.engine.tool_backend import EngineToolBackend
 from services.engine.tools import ToolRegistry
+from services.engine.tools.engine_backend import AskRuns, EngineToolBackend
+from services.engine.tools.mcp_client import McpHub, parse_mcp_servers
 from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
 from services.engine.webhooks.service import Webhooks
 from services.engine.webhooks.signing import load_secret
@@ -106,16 +106,20 @@ async def _open_runs(
     settings: EngineSettings, collaborators: Collaborators, engine: AsyncEngine
 ) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
     repository = RunsRepository(engine)
+    mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
+    connectors = [CONNECTORS[name]() for name in settings.connector_names]
+
+    def tools(runs: AskRuns) -> ToolRegistry:
+        return ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp)
+
     runs = RunService(
         repository,
         collaborators,
         providers(settings, collaborators),
         run_limits(settings),
         settings.instance_id,
+        tools,
     )
-    mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
-    connectors = [CONNECTORS[name]() for name in settings.connector_names]
-    runs.attach_tools(ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp))
     secret = settings.webhook_secret.get_secret_value()
     outbox = OutboxRepository(engine)
     policy = webhook_policy(settings)

@@ -6,9 +6,9 @@ from typing import Self
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from services.engine.connectors import TestMailConnector
-from services.engine.mcp_tools import parse_mcp_servers
 from services.engine.providers.config import ProviderConfig, parse_provider_configs
+from services.engine.tools.connectors import TestMailConnector
+from services.engine.tools.mcp_client import parse_mcp_servers
 from services.engine.webhooks.signing import load_secret
 from services.shared.settings import ServiceSettings
 

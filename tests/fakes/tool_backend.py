@@ -1,4 +1,4 @@
-"""An in-memory ToolBackend (services.engine.tools) for the tool tests:
+"""An in-memory ToolBackend (services.engine.tools.backend) for the tool tests:
 pages with owners and readers, notes, proposals and agents, with the same
 rules as the real services where the tools depend on them (a page another
 user cannot read is NotFound like a missing one; a save is idempotent on
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from services.engine.tools import (
+from services.engine.tools.backend import (
     AgentReply,
     InstructionProposal,
     LiveEntry,

@@ -19,19 +19,12 @@ from typing import Any
 import grpc
 import pytest
 
-from services.engine.connectors import TestMailConnector
-from services.engine.mcp_tools import McpHub, McpServerConfig
 from services.engine.providers.base import ChatMessage, TextChunk, ToolCallChunk
 from services.engine.providers.offline import OfflineProvider
-from services.engine.tools import (
-    AllowedSources,
-    PageHit,
-    PageText,
-    ProposedNote,
-    SavedNote,
-    ToolContext,
-    ToolRegistry,
-)
+from services.engine.tools import AllowedSources, ToolContext, ToolRegistry
+from services.engine.tools.backend import PageHit, PageText, ProposedNote, SavedNote
+from services.engine.tools.connectors import TestMailConnector
+from services.engine.tools.mcp_client import McpHub, McpServerConfig
 from services.shared.errors import NotFound
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc, pages_pb2, pages_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as memory_pb

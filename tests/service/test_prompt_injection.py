@@ -36,11 +36,11 @@ import pytest
 import pytest_asyncio
 from sqlalchemy import inspect, text
 
-from services.engine.connectors import ConnectorItem, TestMailConnector
 from services.engine.providers.base import ChatMessage, ToolSpec
 from services.engine.providers.offline import tool_call
 from services.engine.repository import RunsRepository
 from services.engine.settings import CONNECTORS
+from services.engine.tools.connectors import ConnectorItem, TestMailConnector
 from services.shared.db import create_engine
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import (

@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from services.engine.connectors import ConnectorItem, TestMailConnector
-from services.engine.mcp_tools import McpHub, McpServerConfig, parse_mcp_servers, split_mcp_tool_name
 from services.engine.providers.base import ToolCallChunk
-from services.engine.tools import AllowedSources, ToolContext, ToolRegistry, wrap_result
+from services.engine.tools import AllowedSources, ToolContext, ToolRegistry
+from services.engine.tools.connectors import ConnectorItem, TestMailConnector
+from services.engine.tools.delimiting import wrap_result
+from services.engine.tools.mcp_client import McpHub, McpServerConfig, parse_mcp_servers, split_mcp_tool_name
 from services.shared.errors import Exhausted, QuotaExceeded, RateLimited, TooManyRuns
 from switchboard.threads.v1 import threads_pb2
 from tests.fakes.tool_backend import FakeToolBackend
@@ -488,7 +489,7 @@ def test_mcp_configuration_and_names() -> None:
 
 
 async def test_a_chain_of_asks_stops_at_its_depth_before_anything_is_asked() -> None:
-    from services.engine.tool_backend import MAX_ASK_DEPTH, EngineToolBackend
+    from services.engine.tools.engine_backend import MAX_ASK_DEPTH, EngineToolBackend
     from services.shared.errors import InvalidArgument
 
     backend = EngineToolBackend(None, None)  # type: ignore[arg-type]  # refused before any call

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from services.engine.connectors import TestMailConnector
 from services.engine.providers.base import ChatMessage, TextChunk, ToolCallChunk, ToolSpec, UsageChunk
 from services.engine.providers.offline import OfflineProvider, tool_call
 from services.engine.tools import AllowedSources, ToolContext, ToolRegistry
+from services.engine.tools.connectors import TestMailConnector
 from tests.fakes.tool_backend import FakeToolBackend
 
 SYSTEM = ChatMessage("system", "You are helpful.")

@@ -180,7 +180,7 @@ def test_every_listed_exception_is_still_an_import() -> None:
 def test_the_client_and_the_write_guard_are_in_the_graph() -> None:
     graph = import_graph()
     assert "services.shared.write_guard" in graph["client.mcp_tools"]
-    assert "services.shared.write_guard" in graph["services.engine.tools"]
+    assert "services.shared.write_guard" in graph["services.engine.tools.policy"]
 
 
 def test_a_reach_into_another_service_is_caught() -> None:

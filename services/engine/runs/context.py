@@ -19,7 +19,8 @@ from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
 from services.engine.runs.requests import RunLimits, RunRequest
 from services.engine.tokens import Counter
-from services.engine.tools import AllowedSources, SourceRead, ToolContext, mentioned_pages, reads_workspace
+from services.engine.tools import AllowedSources, SourceRead, ToolContext
+from services.engine.tools.policy import mentioned_pages, reads_workspace
 from services.shared.errors import DependencyUnavailable, NotFound
 from switchboard.memory.v1 import handoff_pb2, memory_pb2, memory_service_pb2, pages_pb2
 from switchboard.router.v1 import router_pb2

@@ -67,7 +67,10 @@ class RunService:
         providers: dict[str, LLMProvider],
         limits: RunLimits,
         instance_id: str,
+        tools: Callable[[RunService], ToolRegistry] | None = None,
     ) -> None:
+        """``tools`` builds the tools runs may use, given this service: the
+        ask_agent tool runs its nested asks through it (None: no tools)."""
         self._repo = repo
         self._collab = collaborators
         self._limits = limits
@@ -84,7 +87,7 @@ class RunService:
         # the retries): the lease loop settles them once it is back.
         self._unrecorded: set[str] = set()
         models = Models(providers, limits)
-        self._loop = ToolLoop(models)
+        self._loop = ToolLoop(models, tools(self) if tools else None)
         self._titles = Titles(collaborators, providers, limits)
         self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
         self._asks = AgentAsks(collaborators, models, self._loop, repo.last_model)
@@ -92,11 +95,6 @@ class RunService:
         self._on_end: Callable[[], None] = lambda: None
         # The user's default webhook of a conversation or agent (kind, id).
         self._webhook_default: Callable[[str, str, str], Awaitable[str]] | None = None
-
-    def attach_tools(self, tools: ToolRegistry) -> None:
-        """The tools runs may use (built after the service: the ask_agent tool
-        runs asks through it)."""
-        self._loop.attach(tools)
 
     def notify_end(self, callback: Callable[[], None]) -> None:
         """``callback`` is called each time a run's end is recorded here (the

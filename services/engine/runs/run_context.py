@@ -4,9 +4,10 @@ asked for, kept in the run's record, and given to the model as the
 ``run_context`` layer, the last of the working context.
 
 The selected text is content, not instructions: like a tool's result (see
-services.engine.tools), each block is wrapped in a ``<selection>`` block that
-says so, and text inside that could close the block early is neutralised, so
-a selection cannot pass for the user or the system."""
+services.engine.tools.delimiting), each block is wrapped in a
+``<selection>`` block that says so, and text inside that could close the
+block early is neutralised, so a selection cannot pass for the user or the
+system."""
 
 from __future__ import annotations
 

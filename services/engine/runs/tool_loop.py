@@ -19,7 +19,9 @@ from services.engine.providers.base import ChatMessage, LLMProvider, ToolSpec
 from services.engine.runs.generation import Models
 from services.engine.runs.recorder import Recorder
 from services.engine.tokens import Counter
-from services.engine.tools import FAMILY_LABELS, InstructionProposal, ToolContext, ToolRegistry
+from services.engine.tools import ToolContext, ToolRegistry
+from services.engine.tools.backend import InstructionProposal
+from services.engine.tools.registry import FAMILY_LABELS
 from switchboard.engine.v1 import engine_pb2
 from switchboard.router.v1 import router_pb2
 
@@ -40,13 +42,9 @@ class LoopResult:
 
 
 class ToolLoop:
-    def __init__(self, models: Models) -> None:
+    def __init__(self, models: Models, tools: ToolRegistry | None = None) -> None:
         self._models = models
-        self._tools: ToolRegistry | None = None
-
-    def attach(self, tools: ToolRegistry) -> None:
-        """The tools runs may use (built after the run service: the ask_agent
-        tool runs asks through it)."""
+        # None: runs are offered no tool.
         self._tools = tools
 
     async def specs(self, context: ToolContext, text: str, rec: Recorder) -> list[ToolSpec]:

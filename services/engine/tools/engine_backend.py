@@ -1,18 +1,18 @@
-"""The built-in tools' backend (tools.ToolBackend) over the other services,
+"""The built-in tools' backend (backend.ToolBackend) over the other services,
 each call as the run's user — pages, notes and live state through memory,
 asks through this engine's own AskAgent path (a nested run on the target's
-thread)."""
+thread, started through :class:`AskRuns`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from services.engine.remember import with_fact
 from services.engine.runs import AskSpec
-from services.engine.tools import (
+from services.engine.tools.backend import (
     AgentReply,
     InstructionProposal,
     LiveEntry,
@@ -27,7 +27,6 @@ from switchboard.memory.v1 import memory_pb2, pages_pb2
 
 if TYPE_CHECKING:
     from services.engine.collaborators import Collaborators
-    from services.engine.runs import RunService
 
 # Pages looked at by one search (the user's readable pages, newest first).
 SEARCH_SCAN = 100
@@ -47,8 +46,19 @@ def _terms(text: str) -> set[str]:
     return {w.casefold() for w in _WORD.findall(text)}
 
 
+class AskRuns(Protocol):
+    """The one call of the run service a nested ask makes (given to the
+    backend when it is built: the run service builds its tools with itself)."""
+
+    def ask_and_follow(
+        self, user: str, request_id: str, ask: AskSpec, message: str
+    ) -> AsyncIterator[engine_pb2.RunEvent]:
+        """Starts an AskAgent run and follows it to its terminal event."""
+        ...
+
+
 class EngineToolBackend:
-    def __init__(self, collaborators: Collaborators, runs: RunService, requester: str = "personal") -> None:
+    def __init__(self, collaborators: Collaborators, runs: AskRuns, requester: str = "personal") -> None:
         self._collab = collaborators
         self._runs = runs
         self._requester = requester

@@ -11,7 +11,7 @@ the tail of its stderr; the next use starts it afresh, after a short pause
 so that a broken server does not cost every run its start-up timeout.
 
 A server's tools reach the model as ``mcp__<server>__<tool>``; the tool
-registry (services.engine.tools) offers them only for the servers a
+registry (services.engine.tools.registry) offers them only for the servers a
 conversation allows."""
 
 from __future__ import annotations

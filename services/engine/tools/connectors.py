@@ -1,7 +1,7 @@
 """Connectors: outside sources a run may query (a mailbox, a calendar...),
 each named, and each offered to a run only when its conversation allows it.
 A connector answers a query with a few items; the tool layer
-(services.engine.tools) turns them into text and records the read.
+(services.engine.tools.query_connector) turns them into text and records the read.
 
 ``TestMailConnector`` is the Gmail-like connector of tests and demos: a
 fixed mailbox, searched by word, no network."""
