@@ -28,7 +28,7 @@ QUOTA_LOCK_CLASS = 19
 class RunsRepository:
     """The writes of every run (insert, events, finish) are Core statements on
     a connection, lighter than an ORM session on the hottest path (about 1 ms
-    of CPU per run, docs/benchmarks.md). Reads and rare writes use sessions.
+    of CPU per run, docs/history/benchmarks-2026.md). Reads and rare writes use sessions.
 
     Every method is retried when the database connection drops
     (services.shared.db_retry), and each is safe to run twice: a retry after

@@ -2,7 +2,7 @@
 
 uvloop (libuv) by default: its loop, sockets and timers cost less CPU per
 call than asyncio's own (a few ms per run across the four services, within
-the noise of a busy machine: docs/benchmarks.md), and the gateway already
+the noise of a busy machine: docs/history/benchmarks-2026.md), and the gateway already
 runs on it through uvicorn.
 ``SWITCHBOARD_EVENT_LOOP=asyncio`` falls back to asyncio's loop, e.g. to
 tell whether a problem is the loop's; so does a platform without uvloop."""

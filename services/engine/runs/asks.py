@@ -1,4 +1,4 @@
-"""AskAgent: one agent asks another (seeds 000 and 001).
+"""AskAgent: one agent asks another.
 
 The run belongs to the target agent and happens on its **one shared thread**
 (every requester's asks land there, so a fact Main gave QA is there when
