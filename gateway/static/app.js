@@ -5,7 +5,11 @@
 
 import { $, guard, json } from "./js/core.js";
 import { translatePage } from "./js/i18n.js";
-import * as chat from "./js/chat.js";
+import { wireChat } from "./js/chat.js";
+import { loadConversations, openConversation } from "./js/conversations.js";
+import { loadModels, renderSourceChecks } from "./js/models.js";
+import { loadSources } from "./js/sources-popover.js";
+import { loadChips } from "./js/suggestions.js";
 import { applySettings, wirePersonal } from "./js/personal.js";
 import { enterAgents, leaveAgents, wireAgents } from "./js/agents.js";
 import { loadProjectContext, stopLiveState, watchLiveState, wireProject } from "./js/project.js";
@@ -84,12 +88,12 @@ const opened = (async () => {
   try {
     const settings = await json("/personal-settings");
     applySettings(settings);
-    await Promise.all([chat.loadSources(), chat.loadModels(settings), chat.loadChips(), loadReminder()]);
-    const list = await chat.loadConversations();
+    await Promise.all([loadSources(), loadModels(settings), loadChips(), loadReminder()]);
+    const list = await loadConversations();
     const last = sessionStorage.getItem("conversation");
     const current = list.find((c) => c.id === last) || list[0];
-    if (current) await chat.openConversation(current.id);
-    else chat.renderSourceChecks();
+    if (current) await openConversation(current.id);
+    else renderSourceChecks();
   } catch (error) {
     $("alert").textContent = error.message;
     $("alert").hidden = false;
@@ -100,7 +104,7 @@ const opened = (async () => {
   }
 })();
 
-chat.wireChat(() => opened);
+wireChat(() => opened);
 wirePersonal();
 wireAgents();
 wireProject();

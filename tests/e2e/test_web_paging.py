@@ -34,7 +34,7 @@ THREAD_ENTRIES = 5000
 # A segment closes in the middle of the imported thread: its seam is drawn
 # once the scroll reaches it.
 CLOSED_SEGMENT = 2500
-# More runs than the page reads a page of (chat.js RUN_PAGE).
+# More runs than the page reads a page of (history.js RUN_PAGE).
 RUNS = 52
 # More notes than the Memory view's first page (memory.js NOTE_PAGE).
 NOTES = 60

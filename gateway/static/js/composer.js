@@ -10,7 +10,7 @@
 
 import { $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
-import { state } from "./chat.js";
+import { state } from "./chat-state.js";
 
 const picker = { kind: null, items: [], active: 0, start: 0, skills: null, pages: null };
 export const forced = [];

@@ -5,7 +5,7 @@
 
 import { $, el, guard, json } from "./core.js";
 import { t } from "./i18n.js";
-import { suggestions } from "./chat.js";
+import { suggestions } from "./suggestions.js";
 
 const view = { list: null, selected: null, page: null };
 

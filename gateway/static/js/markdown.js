@@ -12,11 +12,13 @@ import { t } from "./i18n.js";
 const MARKUP =
   /[\\`*_[\]<>&|~@\t]|^ {0,3}(#|>|[-+](\s|$)|\d+[.)](\s|$))|^[ :=-]*[=-][ :=-]*$|^ {4}|\n\s*\n| {2}\n|https?:|www\./m;
 
+// Plain text is one paragraph as marked would make it, drawn without parsing
+// and sanitising: a long thread draws thousands of entries.
+export const isPlainParagraph = (text) => Boolean(text.trim()) && !MARKUP.test(text);
+
 export function renderMarkdown(target, text) {
   target.dataset.raw = text;
-  // Plain text is one paragraph as marked would make it, without parsing and
-  // sanitising: a long thread draws thousands of entries.
-  if (text.trim() && !MARKUP.test(text)) {
+  if (isPlainParagraph(text)) {
     target.replaceChildren(el("p", { textContent: text.trim() }));
     return;
   }

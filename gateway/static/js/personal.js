@@ -3,7 +3,8 @@
 
 import { $, el, guard, json } from "./core.js";
 import { language, setLanguage, t } from "./i18n.js";
-import { modelLabel, state } from "./chat.js";
+import { state } from "./chat-state.js";
+import { modelLabel } from "./models.js";
 
 export function applySettings(settings) {
   $("name-view").textContent = settings.display_name || t("Your agent");
