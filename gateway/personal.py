@@ -24,20 +24,19 @@ from switchboard.router.v1 import router_service_pb2
 log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
 
-# Shown by the page next to the instruction page switch: a shared page steers
-# the agent of everyone who made it theirs.
-SHARED_PAGE_NOTICE = (
-    "Anyone who can edit this page changes how your agent behaves. "
-    "To share it as an example, duplicate the page."
-)
 
-
-def settings_json(settings: memory_pb2.PersonalSettings) -> dict[str, Any]:
+def settings_json(
+    response: memory_service_pb2.GetPersonalSettingsResponse
+    | memory_service_pb2.UpdatePersonalSettingsResponse,
+) -> dict[str, Any]:
+    """The settings, and the shared-page reminder memory words (the page shows
+    it next to the instruction page switch)."""
+    settings = response.settings
     data = message_dict(settings)
     data["chat_mode"] = CHAT_MODES.name(settings.chat_mode, "sidebar")
     data.setdefault("avatar", {})  # a message: unset when the user has none
     data["default_model"] = data.get("default_model") or "auto"
-    data["instruction_page_notice"] = SHARED_PAGE_NOTICE
+    data["instruction_page_notice"] = response.shared_page_notice
     return data
 
 
@@ -50,7 +49,7 @@ async def get_personal_settings(request: Request, user: User) -> dict[str, Any]:
         memory_service_pb2.GetPersonalSettingsRequest(),
         user,
     )
-    return settings_json(response.settings)
+    return settings_json(response)
 
 
 async def _check_model(request: Request, user: str, model: str) -> None:
@@ -100,7 +99,7 @@ async def update_personal_settings(
     message = memory_service_pb2.UpdatePersonalSettingsRequest(settings=values)
     message.update_mask.paths.extend(paths)
     response = await rpc(request, deps.memory(request).UpdatePersonalSettings, message, user)
-    return settings_json(response.settings)
+    return settings_json(response)
 
 
 def _instruction_state(response: Any) -> dict[str, Any]:
@@ -142,7 +141,7 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
     return {
         "page": message_dict(created.page),
         **_instruction_state(created),
-        "notice": SHARED_PAGE_NOTICE,
+        "notice": created.shared_page_notice,
     }
 
 
@@ -172,7 +171,7 @@ async def list_instruction_pages(
         "pages": pages,
         "active_instruction_page_id": response.active_instruction_page_id,
         "next_page_token": response.next_page_token,
-        "notice": SHARED_PAGE_NOTICE,
+        "notice": response.shared_page_notice,
     }
 
 

@@ -125,7 +125,9 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
         notes,
         contexts_domain,
         live,
-        ChatContextDomain(notes, personal_settings, pages_domain, contexts_domain, live, handoff_domain),
+        ChatContextDomain(
+            notes, personal_settings, pages_domain.instructions, contexts_domain, live, handoff_domain
+        ),
         NoteProposalsDomain(NoteProposalsRepository(sessions), notes, settings.max_pending_proposals),
     )
     pages = PagesServicer(pages_domain)

@@ -23,7 +23,7 @@ LAUNCH_ENV = {
     "SWITCHBOARD_ENGINE_RUNS_PER_MINUTE_PER_USER": str(PER_MINUTE),
     "SWITCHBOARD_ENGINE_MAX_CONCURRENT_RUNS_PER_USER": "2",
 }
-# Memory's own limit of instruction pages per user (services/memory/pages/domain.py).
+# Memory's own limit of instruction pages per user (services/memory/personal/domain.py).
 MAX_INSTRUCTION_PAGES = 100
 
 

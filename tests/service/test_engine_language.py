@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from services.memory.pages.domain import TEMPLATES
+from services.memory.pages.templates import TEMPLATES
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_service_pb2, pages_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2

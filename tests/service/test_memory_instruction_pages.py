@@ -11,7 +11,7 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
-from services.memory.pages.domain import MAX_INSTRUCTION_PAGES
+from services.memory.personal.domain import MAX_INSTRUCTION_PAGES
 from switchboard.memory.v1 import (
     memory_pb2,
     memory_service_pb2,
@@ -96,6 +96,21 @@ async def test_first_request_creates_the_private_page_from_the_template(stubs: S
     # Another user is untouched.
     assert (await active(stubs, "bob")).state == pages_pb2.INSTRUCTION_PAGE_STATE_NONE
     assert await settings(stubs, "bob") == ([], "")
+
+
+async def test_the_shared_page_reminder_is_the_one_the_templates_carry(stubs: Stubs) -> None:
+    """The gateway shows the reminder memory returns, never a copy of its own."""
+    french = await stubs.pages.CreateInstructionPage(
+        pb.CreateInstructionPageRequest(language="fr-CA"), **as_user("alice")
+    )
+    assert french.shared_page_notice.startswith("Quiconque peut modifier cette page")
+    assert f"> {french.shared_page_notice}\n" in french.page.body
+    listed = await stubs.pages.ListInstructionPages(pb.ListInstructionPagesRequest(), **as_user("alice"))
+    got = await stubs.memory.GetPersonalSettings(
+        memory_service_pb2.GetPersonalSettingsRequest(), **as_user("bob")
+    )
+    assert listed.shared_page_notice == got.shared_page_notice
+    assert "Anyone who can edit this page changes how your agent behaves" in got.shared_page_notice
 
 
 async def test_templates_pick_several_and_switch(stubs: Stubs) -> None:

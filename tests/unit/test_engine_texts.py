@@ -11,7 +11,7 @@ import pytest
 
 from services.engine import texts
 from services.engine.remember import with_fact
-from services.memory.pages.domain import DEFAULT_TEMPLATE_ID, TEMPLATES, PagesDomain, default_template_id
+from services.memory.pages.templates import DEFAULT_TEMPLATE_ID, TEMPLATES, default_template_id, template
 
 
 def placeholders(text: str) -> set[str]:
@@ -69,6 +69,6 @@ def test_the_line_goes_in_the_pages_own_section_whatever_its_language() -> None:
 )
 def test_the_default_template_is_the_one_of_the_language(language: str, template_id: str) -> None:
     assert default_template_id(language) == template_id
-    assert PagesDomain.template("", language).id == template_id
+    assert template("", language).id == template_id
     # A template named is that one, whatever the language.
-    assert PagesDomain.template("team-lead", language).id == "team-lead"
+    assert template("team-lead", language).id == "team-lead"

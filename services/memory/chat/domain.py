@@ -15,7 +15,7 @@ from services.memory.context.models import LiveState, ProjectContextRow
 from services.memory.handoff.domain import HandoffDomain, Summary
 from services.memory.notes.domain import NotesDomain
 from services.memory.notes.recall import Recalled
-from services.memory.pages.domain import ActiveInstructions, PagesDomain
+from services.memory.pages.instructions import ActiveInstructions, InstructionPages
 from services.memory.personal.domain import PersonalSettingsDomain
 from services.memory.personal.models import PersonalSettings
 from services.memory.projects.domain import Role
@@ -90,14 +90,14 @@ class ChatContextDomain:
         self,
         notes: NotesDomain,
         settings: PersonalSettingsDomain,
-        pages: PagesDomain,
+        instructions: InstructionPages,
         contexts: ContextDomain,
         live: LiveStateDomain,
         handoff: HandoffDomain,
     ) -> None:
         self._notes = notes
         self._settings = settings
-        self._pages = pages
+        self._instructions = instructions
         self._contexts = contexts
         self._live = live
         self._handoff = handoff
@@ -141,5 +141,5 @@ class ChatContextDomain:
         """The settings and the active instructions, as asked: both from one
         read of the settings row, which lists the instruction pages."""
         row = await self._settings.get_personal_settings(user) if settings or instructions else None
-        active = await self._pages.active_instructions(user, row) if instructions else None
+        active = await self._instructions.active_instructions(user, row) if instructions else None
         return (row if settings else None), active

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from services.memory.pages.models import ROLE_EDITOR, ROLE_READER, Page, PageProjectAcl
+from services.memory.pages.models import ROLE_EDITOR, ROLE_READER, Page, PageAcl, PageProjectAcl
 from services.memory.pages.repository import PagesRepository
 from services.memory.projects.domain import ProjectsDomain, Role, check_project_id
 from services.shared.audit import Actor
-from services.shared.errors import TooLarge
+from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 
 OWNER = "owner"
+MAX_ID_CHARS = 128
+MAX_ACL_ENTRIES = 100
 MAX_PROJECT_ACL_ENTRIES = 100
 
 
@@ -46,6 +48,31 @@ def role_of(page: Page, user_id: str, user_role: str | None, grants: Iterable[tu
     return role
 
 
+def clean_id(value: str, field: str) -> str:
+    value = value.strip()
+    if not value:
+        raise InvalidArgument(f"{field} is required", field=field)
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidArgument(f"{field} is longer than {MAX_ID_CHARS} characters", field=field)
+    return value
+
+
+def clean_acl(owner: str, readers: Sequence[str], editors: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Distinct, sorted user ids; the owner is dropped (implied both); a user
+    listed as both is an editor."""
+    editor_set = {clean_id(user, "editor_user_ids") for user in editors} - {owner}
+    reader_set = {clean_id(user, "reader_user_ids") for user in readers} - {owner} - editor_set
+    if len(editor_set) + len(reader_set) > MAX_ACL_ENTRIES:
+        raise TooLarge(f"an ACL holds at most {MAX_ACL_ENTRIES} users", field="reader_user_ids")
+    return sorted(reader_set), sorted(editor_set)
+
+
+def acl_rows(page_id: str, readers: Sequence[str], editors: Sequence[str]) -> list[PageAcl]:
+    return [PageAcl(page_id=page_id, user_id=user, role=ROLE_READER) for user in readers] + [
+        PageAcl(page_id=page_id, user_id=user, role=ROLE_EDITOR) for user in editors
+    ]
+
+
 def clean_project_acl(readers: Sequence[str], editors: Sequence[str]) -> tuple[list[str], list[str]]:
     """Distinct, well-formed project ids; one listed as both is an editor."""
     editor_set = {check_project_id(p, "editor_project_ids") for p in editors}
@@ -63,11 +90,43 @@ def grant_rows(page_id: str, readers: Sequence[str], editors: Sequence[str]) -> 
 
 class PageAccess:
     """The rule above over the database: a page's role for a caller, and the
-    resolution of the projects an owner shares a page with."""
+    resolution of the projects an owner shares a page with. A page the
+    caller cannot read is NOT_FOUND, exactly like a missing id."""
 
     def __init__(self, repository: PagesRepository, projects: ProjectsDomain) -> None:
         self._repo = repository
         self._projects = projects
+
+    async def readable(self, user_id: str, page_id: str) -> tuple[Page, str]:
+        """The page and the caller's role; NOT_FOUND when they cannot read it."""
+        page = await self._repo.get_page(page_id) if page_id else None
+        if page is not None:
+            role = await self.role(user_id, page)
+            if role is not None:
+                return page, role
+        raise NotFound(f"page {page_id!r} not found", page_id=page_id)
+
+    async def readable_or_none(self, user_id: str, page_id: str) -> Page | None:
+        try:
+            page, _ = await self.readable(user_id, page_id)
+        except NotFound:
+            return None
+        return page
+
+    async def editable(self, user_id: str, page_id: str) -> tuple[Page, str]:
+        page, role = await self.readable(user_id, page_id)
+        if role == ROLE_READER:
+            raise FailedPrecondition(
+                f"you can read page {page_id!r} but not edit it: only its owner and editors can",
+                page_id=page_id,
+            )
+        return page, role
+
+    async def owned(self, user_id: str, page_id: str, action: str) -> Page:
+        page, role = await self.readable(user_id, page_id)
+        if role != OWNER:
+            raise FailedPrecondition(f"only the owner of page {page_id!r} can {action}", page_id=page_id)
+        return page
 
     async def role(self, user_id: str, page: Page) -> str | None:
         if page.owner_user_id == user_id:

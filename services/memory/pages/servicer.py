@@ -6,15 +6,13 @@ from typing import Any, TypeVar
 
 import grpc
 
+from services.memory.pages import templates
 from services.memory.pages.diffs import TextDiff
-from services.memory.pages.domain import (
-    ActiveInstructions,
-    InstructionList,
-    PagesDomain,
-    PageView,
-    ProposalView,
-)
+from services.memory.pages.domain import PagesDomain
+from services.memory.pages.instructions import ActiveInstructions, InstructionList
 from services.memory.pages.models import PageVersion, Proposal
+from services.memory.pages.pages import PageView
+from services.memory.pages.proposals import ProposalView
 from services.memory.projects.servicer import actor_of
 from services.shared.identity import caller_user
 from services.shared.time import to_timestamp
@@ -133,7 +131,9 @@ def with_instruction_list(response: WithInstructionList, ids: InstructionList) -
 
 class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     def __init__(self, domain: PagesDomain) -> None:
-        self._domain = domain
+        self._pages = domain.pages
+        self._instructions = domain.instructions
+        self._proposals = domain.proposals
 
     # Pages
 
@@ -142,7 +142,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     ) -> pb.CreatePageResponse:
         p = request.page
         actor = actor_of(context)
-        view = await self._domain.create_page(
+        view = await self._pages.create_page(
             actor.user,
             request.request_id,
             p.title,
@@ -158,13 +158,13 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def GetPage(
         self, request: pb.GetPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetPageResponse:
-        view = await self._domain.get_page(caller_user(context), request.page_id)
+        view = await self._pages.get_page(caller_user(context), request.page_id)
         return pb.GetPageResponse(page=page_to_proto(view))
 
     async def ListPages(
         self, request: pb.ListPagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPagesResponse:
-        views, token = await self._domain.list_pages(
+        views, token = await self._pages.list_pages(
             caller_user(context), request.page_size, request.page_token
         )
         return pb.ListPagesResponse(pages=[page_to_proto(v) for v in views], next_page_token=token)
@@ -173,7 +173,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         self, request: pb.UpdatePageRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdatePageResponse:
         p = request.page
-        view = await self._domain.update_page(
+        view = await self._pages.update_page(
             caller_user(context),
             p.id,
             p.title,
@@ -186,13 +186,13 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def DeletePage(
         self, request: pb.DeletePageRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeletePageResponse:
-        await self._domain.delete_page(caller_user(context), request.page_id)
+        await self._pages.delete_page(caller_user(context), request.page_id)
         return pb.DeletePageResponse()
 
     async def SetPageAcl(
         self, request: pb.SetPageAclRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetPageAclResponse:
-        view = await self._domain.set_acl(
+        view = await self._pages.set_acl(
             actor_of(context),
             request.page_id,
             list(request.reader_user_ids),
@@ -205,7 +205,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def ListPageVersions(
         self, request: pb.ListPageVersionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPageVersionsResponse:
-        versions, token = await self._domain.list_versions(
+        versions, token = await self._pages.list_versions(
             caller_user(context), request.page_id, request.page_size, request.page_token
         )
         return pb.ListPageVersionsResponse(
@@ -215,13 +215,13 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def GetPageVersion(
         self, request: pb.GetPageVersionRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetPageVersionResponse:
-        version = await self._domain.get_version(caller_user(context), request.page_id, request.version)
+        version = await self._pages.get_version(caller_user(context), request.page_id, request.version)
         return pb.GetPageVersionResponse(version=version_to_proto(version))
 
     async def RestorePageVersion(
         self, request: pb.RestorePageVersionRequest, context: grpc.aio.ServicerContext
     ) -> pb.RestorePageVersionResponse:
-        view = await self._domain.restore_version(
+        view = await self._pages.restore_version(
             caller_user(context), request.page_id, request.version, request.expected_version
         )
         return pb.RestorePageVersionResponse(page=page_to_proto(view))
@@ -232,13 +232,13 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
         self, request: pb.ListInstructionTemplatesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListInstructionTemplatesResponse:
         caller_user(context)
-        templates, token = self._domain.list_templates(request.page_size, request.page_token)
+        found, token = templates.list_templates(request.page_size, request.page_token)
         return pb.ListInstructionTemplatesResponse(
             templates=[
                 pages_pb2.InstructionTemplate(
                     id=t.id, title=t.title, body=t.body, description=t.description, language=t.language
                 )
-                for t in templates
+                for t in found
             ],
             next_page_token=token,
         )
@@ -246,15 +246,18 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def CreateInstructionPage(
         self, request: pb.CreateInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateInstructionPageResponse:
-        view, ids = await self._domain.create_instruction_page(
+        view, ids = await self._instructions.create_instruction_page(
             caller_user(context), request.request_id, request.template_id, request.title, request.language
         )
-        return with_instruction_list(pb.CreateInstructionPageResponse(page=page_to_proto(view)), ids)
+        response = pb.CreateInstructionPageResponse(
+            page=page_to_proto(view), shared_page_notice=templates.shared_page_notice(request.language)
+        )
+        return with_instruction_list(response, ids)
 
     async def AddInstructionPage(
         self, request: pb.AddInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.AddInstructionPageResponse:
-        ids = await self._domain.add_instruction_page(
+        ids = await self._instructions.add_instruction_page(
             caller_user(context), request.page_id, request.make_active
         )
         return with_instruction_list(pb.AddInstructionPageResponse(), ids)
@@ -262,19 +265,19 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def RemoveInstructionPage(
         self, request: pb.RemoveInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.RemoveInstructionPageResponse:
-        ids = await self._domain.remove_instruction_page(caller_user(context), request.page_id)
+        ids = await self._instructions.remove_instruction_page(caller_user(context), request.page_id)
         return with_instruction_list(pb.RemoveInstructionPageResponse(), ids)
 
     async def SetActiveInstructionPage(
         self, request: pb.SetActiveInstructionPageRequest, context: grpc.aio.ServicerContext
     ) -> pb.SetActiveInstructionPageResponse:
-        ids = await self._domain.set_active_instruction_page(caller_user(context), request.page_id)
+        ids = await self._instructions.set_active_instruction_page(caller_user(context), request.page_id)
         return with_instruction_list(pb.SetActiveInstructionPageResponse(), ids)
 
     async def ListInstructionPages(
         self, request: pb.ListInstructionPagesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListInstructionPagesResponse:
-        infos, token, active = await self._domain.list_instruction_pages(
+        infos, token, active = await self._instructions.list_instruction_pages(
             caller_user(context), request.page_size, request.page_token
         )
         return pb.ListInstructionPagesResponse(
@@ -290,12 +293,13 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
             ],
             next_page_token=token,
             active_instruction_page_id=active,
+            shared_page_notice=templates.shared_page_notice(),
         )
 
     async def GetActiveInstructions(
         self, request: pb.GetActiveInstructionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetActiveInstructionsResponse:
-        active = await self._domain.active_instructions(caller_user(context))
+        active = await self._instructions.active_instructions(caller_user(context))
         return pb.GetActiveInstructionsResponse(**_active_fields(active))
 
     # Proposals
@@ -303,7 +307,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def CreateProposal(
         self, request: pb.CreateProposalRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateProposalResponse:
-        view = await self._domain.create_proposal(
+        view = await self._proposals.create_proposal(
             caller_user(context),
             request.request_id,
             request.page_id,
@@ -317,7 +321,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def GetProposal(
         self, request: pb.GetProposalRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetProposalResponse:
-        view = await self._domain.get_proposal(caller_user(context), request.proposal_id)
+        view = await self._proposals.get_proposal(caller_user(context), request.proposal_id)
         return pb.GetProposalResponse(
             proposal=view_to_proto(view),
             current_version=view.current_version,
@@ -328,7 +332,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def ListProposals(
         self, request: pb.ListProposalsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListProposalsResponse:
-        views, token = await self._domain.list_proposals(
+        views, token = await self._proposals.list_proposals(
             caller_user(context), request.page_id, request.state, request.page_size, request.page_token
         )
         return pb.ListProposalsResponse(proposals=[view_to_proto(v) for v in views], next_page_token=token)
@@ -336,7 +340,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def AcceptProposal(
         self, request: pb.AcceptProposalRequest, context: grpc.aio.ServicerContext
     ) -> pb.AcceptProposalResponse:
-        proposal, view = await self._domain.accept_proposal(
+        proposal, view = await self._proposals.accept_proposal(
             caller_user(context), request.proposal_id, request.decision_reason
         )
         return pb.AcceptProposalResponse(proposal=proposal_to_proto(proposal), page=page_to_proto(view))
@@ -344,7 +348,7 @@ class PagesServicer(pages_service_pb2_grpc.PagesServiceServicer):
     async def RefuseProposal(
         self, request: pb.RefuseProposalRequest, context: grpc.aio.ServicerContext
     ) -> pb.RefuseProposalResponse:
-        proposal = await self._domain.refuse_proposal(
+        proposal = await self._proposals.refuse_proposal(
             caller_user(context), request.proposal_id, request.decision_reason
         )
         return pb.RefuseProposalResponse(proposal=proposal_to_proto(proposal))

@@ -18,6 +18,7 @@ from services.shared.masks import masked_fields
 CHAT_MODES = frozenset({1, 2})
 MAX_DISPLAY_NAME_CHARS = 100
 MAX_AVATAR_JSON_CHARS = 16_384  # the avatar as compact JSON, as stored
+# Also the bound PagesService keeps when it adds an instruction page.
 MAX_INSTRUCTION_PAGES = 100
 SETTINGS_PATHS = frozenset(
     {

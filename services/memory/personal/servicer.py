@@ -9,6 +9,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 
+from services.memory.pages.templates import shared_page_notice
 from services.memory.personal.domain import PersonalSettingsDomain, SettingsValues, instruction_page_ids_of
 from services.memory.personal.models import PersonalSettings
 from services.shared.errors import InvalidArgument
@@ -53,7 +54,9 @@ class PersonalSettingsRpcs:
         self, request: pb.GetPersonalSettingsRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetPersonalSettingsResponse:
         settings = await self._settings.get_personal_settings(caller_user(context))
-        return pb.GetPersonalSettingsResponse(settings=settings_to_proto(settings))
+        return pb.GetPersonalSettingsResponse(
+            settings=settings_to_proto(settings), shared_page_notice=shared_page_notice()
+        )
 
     async def UpdatePersonalSettings(
         self, request: pb.UpdatePersonalSettingsRequest, context: grpc.aio.ServicerContext
@@ -70,4 +73,6 @@ class PersonalSettingsRpcs:
         settings = await self._settings.update_personal_settings(
             caller_user(context), values, list(request.update_mask.paths)
         )
-        return pb.UpdatePersonalSettingsResponse(settings=settings_to_proto(settings))
+        return pb.UpdatePersonalSettingsResponse(
+            settings=settings_to_proto(settings), shared_page_notice=shared_page_notice()
+        )

@@ -1068,6 +1068,11 @@ class GetPersonalSettingsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
+    SHARED_PAGE_NOTICE_FIELD_NUMBER: _builtins.int
+    shared_page_notice: _builtins.str
+    """The reminder to show beside the instruction page switch (English), the
+    one PagesService returns with the instruction pages.
+    """
     @_builtins.property
     def settings(self) -> _memory_pb2.PersonalSettings:
         """The settings, or the defaults."""
@@ -1076,10 +1081,11 @@ class GetPersonalSettingsResponse(_message.Message):
         self,
         *,
         settings: _memory_pb2.PersonalSettings | None = ...,
+        shared_page_notice: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings", "shared_page_notice", b"shared_page_notice"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1122,6 +1128,11 @@ class UpdatePersonalSettingsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SETTINGS_FIELD_NUMBER: _builtins.int
+    SHARED_PAGE_NOTICE_FIELD_NUMBER: _builtins.int
+    shared_page_notice: _builtins.str
+    """The reminder to show beside the instruction page switch (English), the
+    one PagesService returns with the instruction pages.
+    """
     @_builtins.property
     def settings(self) -> _memory_pb2.PersonalSettings:
         """The settings as stored."""
@@ -1130,10 +1141,11 @@ class UpdatePersonalSettingsResponse(_message.Message):
         self,
         *,
         settings: _memory_pb2.PersonalSettings | None = ...,
+        shared_page_notice: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings", "shared_page_notice", b"shared_page_notice"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -608,8 +608,14 @@ class CreateInstructionPageResponse(_message.Message):
     PAGE_FIELD_NUMBER: _builtins.int
     INSTRUCTION_PAGE_IDS_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
+    SHARED_PAGE_NOTICE_FIELD_NUMBER: _builtins.int
     active_instruction_page_id: _builtins.str
     """The new page."""
+    shared_page_notice: _builtins.str
+    """The reminder to show beside the caller's instruction pages, in the
+    request's language: anyone who can edit a shared page changes how the
+    agent of everyone who made it theirs behaves.
+    """
     @_builtins.property
     def page(self) -> _pages_pb2.Page:
         """The created page."""
@@ -624,10 +630,11 @@ class CreateInstructionPageResponse(_message.Message):
         page: _pages_pb2.Page | None = ...,
         instruction_page_ids: _abc.Iterable[_builtins.str] | None = ...,
         active_instruction_page_id: _builtins.str = ...,
+        shared_page_notice: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["page", b"page"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instruction_page_id", b"active_instruction_page_id", "instruction_page_ids", b"instruction_page_ids", "page", b"page"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instruction_page_id", b"active_instruction_page_id", "instruction_page_ids", b"instruction_page_ids", "page", b"page", "shared_page_notice", b"shared_page_notice"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -822,10 +829,16 @@ class ListInstructionPagesResponse(_message.Message):
     PAGES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     ACTIVE_INSTRUCTION_PAGE_ID_FIELD_NUMBER: _builtins.int
+    SHARED_PAGE_NOTICE_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
     """Opaque token of the next page; "" on the last page."""
     active_instruction_page_id: _builtins.str
     """The active one; "" = none."""
+    shared_page_notice: _builtins.str
+    """The reminder to show beside the caller's instruction pages (English):
+    anyone who can edit a shared page changes how the agent of everyone who
+    made it theirs behaves.
+    """
     @_builtins.property
     def pages(self) -> _containers.RepeatedCompositeFieldContainer[_pages_pb2.InstructionPage]:
         """The instruction pages of this page of results."""
@@ -836,10 +849,11 @@ class ListInstructionPagesResponse(_message.Message):
         pages: _abc.Iterable[_pages_pb2.InstructionPage] | None = ...,
         next_page_token: _builtins.str = ...,
         active_instruction_page_id: _builtins.str = ...,
+        shared_page_notice: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instruction_page_id", b"active_instruction_page_id", "next_page_token", b"next_page_token", "pages", b"pages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instruction_page_id", b"active_instruction_page_id", "next_page_token", b"next_page_token", "pages", b"pages", "shared_page_notice", b"shared_page_notice"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
