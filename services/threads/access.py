@@ -83,14 +83,14 @@ class AgentAccess:
         projects: ProjectDirectory | None = None,
     ) -> None:
         self._repo = repository
-        self.owners = owners if owners is not None else ThreadOwners(repository.thread_owner)
+        self.owners = owners if owners is not None else ThreadOwners(repository.threads.thread_owner)
         # None: no memory service configured; only agent members have access.
         self._projects = projects
 
     async def visible_agent(self, actor: Actor, agent_id: str) -> Agent:
         """The agent, when ``actor`` may know it exists (see ``visible``);
         NOT_FOUND otherwise, exactly as for an unknown id."""
-        agent = await self._repo.get_agent(agent_id) if agent_id else None
+        agent = await self._repo.agents.get_agent(agent_id) if agent_id else None
         if agent is None or not await self.visible(actor, agent):
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
         return agent
@@ -110,7 +110,7 @@ class AgentAccess:
             role = await self._project_role(actor, agent)
             if roles is not None:
                 roles[agent.project_id] = role
-        return role >= READ or await self._repo.is_member(agent.id, actor.user)
+        return role >= READ or await self._repo.registry.is_member(agent.id, actor.user)
 
     async def agent(self, actor: Actor, agent_id: str) -> Agent:
         """The agent, claimed by ``actor`` (a user, not an admin) when it has
@@ -122,14 +122,14 @@ class AgentAccess:
         return agent
 
     async def _claimed(self, actor: Actor, agent_id: str) -> Agent:
-        agent = await self._repo.get_agent(agent_id) if agent_id else None
+        agent = await self._repo.agents.get_agent(agent_id) if agent_id else None
         if agent is None:
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
         if agent.owner_id or actor.is_admin or is_service(actor):
             return agent
         audit = new_event(ThreadsAuditEvent, actor, "agent.claim", agent_id, "first user since owners exist")
-        await self._repo.claim_agent(agent_id, actor.user, personal_project_id(actor.user), audit)
-        claimed = await self._repo.get_agent(agent_id)
+        await self._repo.registry.claim_agent(agent_id, actor.user, personal_project_id(actor.user), audit)
+        claimed = await self._repo.agents.get_agent(agent_id)
         assert claimed is not None
         return claimed
 
@@ -139,7 +139,7 @@ class AgentAccess:
         its project with that role; NOT_FOUND for an agent of a shared
         project the actor is in no way a member of."""
         agent = await self._claimed(actor, agent_id)
-        if is_service(actor) or await self._repo.is_member(agent_id, actor.user):
+        if is_service(actor) or await self._repo.registry.is_member(agent_id, actor.user):
             return agent
         role = await self._project_role(actor, agent)
         if role >= need:
@@ -222,7 +222,7 @@ class AgentAccess:
 
     async def require_member_if_registered(self, actor: Actor, agent_id: str) -> None:
         """For a write that registers the agent when it is missing (an import)."""
-        if await self._repo.get_agent(agent_id) is not None:
+        if await self._repo.agents.get_agent(agent_id) is not None:
             await self.require_member(actor, agent_id, ASK)
 
     async def require_manager(self, actor: Actor, agent_id: str, what: str) -> Agent:

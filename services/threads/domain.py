@@ -15,12 +15,13 @@ from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
 from services.shared.projects import MAX_PROJECT_ID_CHARS, PERSONAL_NAMES, ProjectRole, personal_project_id
 from services.shared.time import utcnow
-from services.threads.access import ASK, READ, AgentAccess, ProjectDirectory
+from services.threads.access import ASK, READ, AgentAccess
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
 from services.threads.owners import ThreadOwner
 from services.threads.paging import read_page, view_fingerprint
-from services.threads.repository import EntryFilter, EntryRow, NewEntry, ThreadsRepository
+from services.threads.repository import ThreadsRepository
 from services.threads.rotation import Rotation
+from services.threads.tables.entries import EntryFilter, EntryRow, NewEntry
 from switchboard.common.v1.common_pb2 import AuditEvent, AuditPosition
 
 _AGENT_ID = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
@@ -80,15 +81,15 @@ class ThreadsDomain:
     def __init__(
         self,
         repository: ThreadsRepository,
+        access: AgentAccess,
         max_entry_chars: int,
         rotation: Rotation | None = None,
-        projects: ProjectDirectory | None = None,
     ) -> None:
         self._repo = repository
+        self._access = access
         self._max_entry_chars = max_entry_chars
         # None: agent threads never rotate (their open segment still counts).
         self._rotation = rotation
-        self.access = AgentAccess(repository, projects=projects)
 
     # Agents
 
@@ -101,10 +102,10 @@ class ThreadsDomain:
         if not agent.display_name.strip():
             agent.display_name = agent.id
         agent.owner_id = actor.user
-        agent.project_id = await self.access.project_for_new_agent(actor, agent.project_id)
+        agent.project_id = await self._access.project_for_new_agent(actor, agent.project_id)
         audit = new_event(ThreadsAuditEvent, actor, "agent.create", agent.id, _agent_detail(agent))
-        if not await self._repo.insert_owned_agent(agent, audit):
-            existing = await self._repo.get_agent(agent.id)
+        if not await self._repo.registry.insert_owned_agent(agent, audit):
+            existing = await self._repo.agents.get_agent(agent.id)
             assert existing is not None
             return existing  # creating an existing agent is a no-op, like a retry
         return agent
@@ -114,7 +115,7 @@ class ThreadsDomain:
     # project or of the agent (AgentAccess.visible).
 
     async def get_agent(self, actor: Actor, agent_id: str) -> Agent:
-        return await self.access.visible_agent(actor, agent_id)
+        return await self._access.visible_agent(actor, agent_id)
 
     async def list_agents(
         self, actor: Actor, requested_size: int, token: str, project_id: str = ""
@@ -127,15 +128,15 @@ class ThreadsDomain:
         elif len(project_id) > MAX_PROJECT_ID_CHARS:
             raise TooLarge(f"project_id is longer than {MAX_PROJECT_ID_CHARS} characters", field="project_id")
         size, after = page_request(requested_size, token, lambda cursor: as_text(cursor["after"]))
-        rows = await self._repo.list_agents(after or "", size + 1, project_id)
+        rows = await self._repo.agents.list_agents(after or "", size + 1, project_id)
         page, next_token = page_of(rows, size, lambda last: {"after": last.id})
         # One membership check per shared project of the page; a page may come
         # out shorter than asked, its token still moves past what it hid.
         roles: dict[str, ProjectRole] = {}
-        return [agent for agent in page if await self.access.visible(actor, agent, roles)], next_token
+        return [agent for agent in page if await self._access.visible(actor, agent, roles)], next_token
 
     async def update_agent(self, actor: Actor, agent_id: str, changes: Agent, paths: Sequence[str]) -> Agent:
-        await self.access.require_manager(actor, agent_id, "changing the settings")
+        await self._access.require_manager(actor, agent_id, "changing the settings")
         fields = masked_fields(paths, AGENT_MUTABLE_FIELDS)
         values = {name: getattr(changes, name) for name in fields}
         if "display_name" in values and not str(values["display_name"]).strip():
@@ -143,7 +144,7 @@ class ThreadsDomain:
         audit = new_event(
             ThreadsAuditEvent, actor, "agent.update", agent_id, f"fields={','.join(sorted(values))}"
         )
-        agent = await self._repo.update_agent_recorded(agent_id, values, audit)
+        agent = await self._repo.registry.update_agent_recorded(agent_id, values, audit)
         if agent is None:
             raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
         return agent
@@ -153,34 +154,34 @@ class ThreadsDomain:
     async def members(self, actor: Actor, agent_id: str) -> tuple[str, list[str]]:
         """(owner, members with the owner first): for members (of the agent
         or its project) and admins."""
-        agent = await self.access.agent(actor, agent_id)
+        agent = await self._access.agent(actor, agent_id)
         if not actor.is_admin:
-            await self.access.require_member(actor, agent_id, READ)
-        return agent.owner_id, _owner_first(agent.owner_id, await self._repo.members(agent_id))
+            await self._access.require_member(actor, agent_id, READ)
+        return agent.owner_id, _owner_first(agent.owner_id, await self._repo.registry.members(agent_id))
 
     async def add_member(self, actor: Actor, agent_id: str, user_id: str) -> list[str]:
-        agent = await self.access.require_manager(actor, agent_id, "adding members")
+        agent = await self._access.require_manager(actor, agent_id, "adding members")
         user_id = _member_id(user_id)
         audit = new_event(ThreadsAuditEvent, actor, "agent.member_add", agent_id, f"member={user_id}")
-        await self._repo.add_member(agent_id, user_id, audit)
-        return _owner_first(agent.owner_id, await self._repo.members(agent_id))
+        await self._repo.registry.add_member(agent_id, user_id, audit)
+        return _owner_first(agent.owner_id, await self._repo.registry.members(agent_id))
 
     async def remove_member(self, actor: Actor, agent_id: str, user_id: str) -> list[str]:
-        agent = await self.access.require_manager(actor, agent_id, "removing members")
+        agent = await self._access.require_manager(actor, agent_id, "removing members")
         user_id = _member_id(user_id)
         if user_id == agent.owner_id:
             raise FailedPrecondition(
                 f"{user_id} owns agent {agent_id!r} and stays a member", agent_id=agent_id
             )
         audit = new_event(ThreadsAuditEvent, actor, "agent.member_remove", agent_id, f"member={user_id}")
-        await self._repo.remove_member(agent_id, user_id, audit)
-        return _owner_first(agent.owner_id, await self._repo.members(agent_id))
+        await self._repo.registry.remove_member(agent_id, user_id, audit)
+        return _owner_first(agent.owner_id, await self._repo.registry.members(agent_id))
 
     async def list_audit(
         self, actor: Actor, requested_size: int, token: str, before: AuditPosition | None
     ) -> tuple[list[AuditEvent], str]:
         """The registry's audit log, newest first: for admins."""
-        return await self._repo.audit.list(actor, requested_size, token, before)
+        return await self._repo.registry.audit.list(actor, requested_size, token, before)
 
     # Agent threads
 
@@ -190,16 +191,16 @@ class ThreadsDomain:
         creators (any number of processes): the losers read the winner's thread.
         Asking an agent starts here: it needs the right to ask (an editor of
         the agent's project, not a viewer)."""
-        await self.access.require_member(actor, agent_id, ASK)
+        await self._access.require_member(actor, agent_id, ASK)
         for _ in range(3):
-            existing = await self._repo.live_agent_thread(agent_id)
+            existing = await self._repo.threads.live_agent_thread(agent_id)
             if existing is not None:
                 return existing, False
             now = utcnow()
             thread = Thread(
                 id=str(uuid.uuid4()), kind="agent", agent_id=agent_id, create_time=now, update_time=now
             )
-            if await self._repo.insert_agent_thread(thread):
+            if await self._repo.threads.insert_agent_thread(thread):
                 return thread, True
         # Only reachable if the winner's thread was retired between our reads.
         raise NotFound(f"agent {agent_id!r} has no live thread", agent_id=agent_id)
@@ -207,8 +208,8 @@ class ThreadsDomain:
     async def _live_agent_thread(self, actor: Actor, agent_id: str, field: str) -> Thread:
         if not agent_id:
             raise InvalidArgument(f"{field} must not be empty", field=field)
-        await self.access.require_member(actor, agent_id, READ)
-        thread = await self._repo.live_agent_thread(agent_id)
+        await self._access.require_member(actor, agent_id, READ)
+        thread = await self._repo.threads.live_agent_thread(agent_id)
         if thread is None:
             await self.get_agent(actor, agent_id)  # unknown agent: NOT_FOUND with the agent id
             raise NotFound(f"agent {agent_id!r} has no thread yet", agent_id=agent_id)
@@ -234,11 +235,11 @@ class ThreadsDomain:
             title_auto=False,
             sources_json=json.dumps(allowed_sources, sort_keys=True),
         )
-        return await self._repo.insert_conversation(thread)
+        return await self._repo.threads.insert_conversation(thread)
 
     async def get_conversation(self, user_id: str, conversation_id: str) -> Thread:
         """Another user's conversation is NOT_FOUND, exactly like a missing one."""
-        thread = await self._repo.get_thread(conversation_id) if conversation_id else None
+        thread = await self._repo.threads.get_thread(conversation_id) if conversation_id else None
         if thread is None or thread.kind != "conversation" or thread.user_id != user_id:
             raise NotFound(f"conversation {conversation_id!r} not found", conversation_id=conversation_id)
         return thread
@@ -246,7 +247,7 @@ class ThreadsDomain:
     async def _own_conversation(self, user_id: str, conversation_id: str) -> ThreadOwner:
         """Like :meth:`get_conversation` (archived ones included), from the
         owner cache: for calls that need only to know the caller owns it."""
-        owner = await self.access.owners.get(conversation_id) if conversation_id else None
+        owner = await self._access.owners.get(conversation_id) if conversation_id else None
         if owner is None or owner.kind != "conversation" or owner.user_id != user_id:
             raise NotFound(f"conversation {conversation_id!r} not found", conversation_id=conversation_id)
         return owner
@@ -267,7 +268,9 @@ class ThreadsDomain:
             token,
             lambda cursor: (bool(cursor["pinned"]), as_instant(cursor["time"]), as_text(cursor["id"])),
         )
-        rows = await self._repo.list_conversations(user_id, key, size + 1, title_query, include_archived)
+        rows = await self._repo.threads.list_conversations(
+            user_id, key, size + 1, title_query, include_archived
+        )
         return page_of(
             rows,
             size,
@@ -318,7 +321,7 @@ class ThreadsDomain:
             raise InvalidArgument("request_text or title must not be blank", field="request_text")
         values = {"title": chosen, "title_auto": True}
         thread = (
-            await self._repo.update_conversation(user_id, conversation_id, values, only_if_auto=True)
+            await self._repo.threads.update_conversation(user_id, conversation_id, values, only_if_auto=True)
             if conversation_id
             else None
         )
@@ -340,7 +343,7 @@ class ThreadsDomain:
         source_changes: dict[str, Any] | None = None,
     ) -> Thread:
         thread = (
-            await self._repo.update_conversation(
+            await self._repo.threads.update_conversation(
                 user_id, conversation_id, values, source_changes=source_changes
             )
             if conversation_id
@@ -353,11 +356,11 @@ class ThreadsDomain:
     # Entries
 
     async def _readable_thread(self, actor: Actor, thread_id: str) -> ThreadOwner:
-        thread = await self.access.owners.get(thread_id) if thread_id else None
+        thread = await self._access.owners.get(thread_id) if thread_id else None
         # Conversations belong to one user; agent threads to their agent's members.
         if thread is None or (thread.kind == "conversation" and thread.user_id != actor.user):
             raise NotFound(f"thread {thread_id!r} not found", thread_id=thread_id)
-        await self.access.require_thread_member(actor, thread, READ)
+        await self._access.require_thread_member(actor, thread, READ)
         return thread
 
     async def append_entries(
@@ -376,16 +379,18 @@ class ThreadsDomain:
                     f"entry content exceeds {self._max_entry_chars} characters", field="entries.content"
                 )
         # The owner cache spares a read; the append's UPDATE checks the owner again.
-        target = await self.access.owners.get(thread_id) if thread_id else None
+        target = await self._access.owners.get(thread_id) if thread_id else None
         if target is not None:
-            await self.access.require_thread_member(actor, target, ASK)
+            await self._access.require_thread_member(actor, target, ASK)
         policy = self._rotation.policy if self._rotation is not None else None
         written = (
-            await self._repo.append(thread_id, user_id, request_id, entries, policy) if thread_id else None
+            await self._repo.entries.append(thread_id, user_id, request_id, entries, policy)
+            if thread_id
+            else None
         )
         if written is None:
             # Off the happy path: say why an agent thread refused the entries.
-            thread = await self._repo.get_thread(thread_id) if thread_id else None
+            thread = await self._repo.threads.get_thread(thread_id) if thread_id else None
             if thread is not None and thread.kind == "agent":
                 raise InvalidArgument(
                     f"entries on agent {thread.agent_id!r}'s thread need a requester and "
@@ -405,12 +410,12 @@ class ThreadsDomain:
         fingerprint = view_fingerprint(thread.id, entry_filter, descending)
 
         async def fetch(position: int | None, ascending: bool, limit: int) -> Sequence[EntryRow]:
-            return await self._repo.list_entries(thread.id, entry_filter, position, ascending, limit)
+            return await self._repo.entries.list_entries(thread.id, entry_filter, position, ascending, limit)
 
         page = await read_page(fetch, descending, size, token, fingerprint)
         # Partial only when the filter really leaves entries out: one probe
         # that stops at the first entry outside the view.
-        partial = await self._repo.has_entries_outside(thread.id, entry_filter)
+        partial = await self._repo.entries.has_entries_outside(thread.id, entry_filter)
         return EntriesPage(page.items, page.next_token, page.previous_token, thread.id, partial)
 
     async def _resolve_view(self, actor: Actor, view: View) -> tuple[Thread | ThreadOwner, EntryFilter]:

@@ -35,9 +35,10 @@ from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound
 from services.shared.time import aware, utcnow
 from services.threads.access import READ, AgentAccess
 from services.threads.models import Entry, ProviderSession, Segment, Thread, ThreadsAuditEvent
-from services.threads.repository import ImportedThread, ThreadsRepository
+from services.threads.repository import ThreadsRepository
 from services.threads.rotation import check_handoff
 from services.threads.sessions import MAX_NATIVE_ID_CHARS, MAX_PROVIDER_ID_CHARS
+from services.threads.tables.imports import ImportedThread
 from switchboard.memory.v1 import memory_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -408,6 +409,7 @@ class ThreadArchive:
     def __init__(
         self,
         repository: ThreadsRepository,
+        access: AgentAccess,
         max_entry_chars: int,
         max_export_chars: int,
         live_state: LiveStateReader | None = None,
@@ -415,23 +417,22 @@ class ThreadArchive:
         """``live_state``: where the agent's live state is read (None: the
         export carries none, as without a memory service)."""
         self._repo = repository
+        self._access = access
         self._max_entry_chars = max_entry_chars
         self._max_export_chars = max_export_chars
         self._live_state = live_state
 
-    async def export(
-        self, agent_id: str, actor: Actor, access: AgentAccess
-    ) -> tuple[Thread, list[ThreadFile]]:
+    async def export(self, actor: Actor, agent_id: str) -> tuple[Thread, list[ThreadFile]]:
         """For the agent's members and its project's (viewers and up)."""
         if not agent_id:
             raise InvalidArgument("agent_id must not be empty", field="agent_id")
-        agent = await access.require_member(actor, agent_id, READ)
-        thread = await self._repo.live_agent_thread(agent_id)
+        agent = await self._access.require_member(actor, agent_id, READ)
+        thread = await self._repo.threads.live_agent_thread(agent_id)
         if thread is None:
-            if await self._repo.get_agent(agent_id) is None:
+            if await self._repo.agents.get_agent(agent_id) is None:
                 raise NotFound(f"agent {agent_id!r} not found", agent_id=agent_id)
             raise NotFound(f"agent {agent_id!r} has no thread yet", agent_id=agent_id)
-        segments = await self._repo.all_segments(thread.id)
+        segments = await self._repo.segments.all_segments(thread.id)
         chars = sum(s.char_count for s in segments)
         if chars > self._max_export_chars:
             raise FailedPrecondition(
@@ -439,8 +440,8 @@ class ThreadArchive:
                 f"({self._max_export_chars}); read it with ListEntries",
                 agent_id=agent_id,
             )
-        entries = await self._repo.entries_between(thread.id, 1, thread.last_sequence)
-        sessions = await self._repo.all_provider_sessions(thread.id)
+        entries = await self._repo.entries.entries_between(thread.id, 1, thread.last_sequence)
+        sessions = await self._repo.provider_sessions.all_provider_sessions(thread.id)
         files = export_files(thread, entries, segments, sessions)
         if self._live_state is not None:
             # The agent's entry in its own project, as the exporting user
@@ -450,19 +451,19 @@ class ThreadArchive:
                 files.append(live_state_file(agent_id, live))
         return thread, files
 
-    async def import_(self, files: Sequence[ThreadFile], actor: Actor, access: AgentAccess) -> Thread:
+    async def import_(self, actor: Actor, files: Sequence[ThreadFile]) -> Thread:
         """Imports as ``actor``: a member of the agent when it exists, its
         owner when the import registers it."""
         imported = parse_files(files, self._max_entry_chars)
-        await access.require_member_if_registered(actor, imported.agent_id)
+        await self._access.require_member_if_registered(actor, imported.agent_id)
         audit = new_event(ThreadsAuditEvent, actor, "agent.create", imported.agent_id, "by thread import")
-        thread_id = await self._repo.import_agent_thread(imported, audit)
+        thread_id = await self._repo.imports.import_agent_thread(imported, audit)
         if thread_id is None:
             raise FailedPrecondition(
                 f"agent {imported.agent_id!r} already has a live thread with entries (or the thread id "
                 f"{imported.thread_id!r} or a live provider session is taken); nothing was imported",
                 agent_id=imported.agent_id,
             )
-        thread = await self._repo.get_thread(thread_id)
+        thread = await self._repo.threads.get_thread(thread_id)
         assert thread is not None
         return thread

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from services.shared.audit import Actor
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import as_count, page_of, page_request
+from services.threads.access import READ, AgentAccess
 from services.threads.models import Entry, Segment, Thread
+from services.threads.repository import ThreadsRepository
 from services.threads.tables.segments import RotationPolicy
-
-if TYPE_CHECKING:
-    from services.threads.repository import ThreadsRepository
 
 __all__ = [
     "HANDOFF_SUMMARY_MAX_CHARS",
@@ -89,10 +89,12 @@ class Rotation:
     def __init__(
         self,
         repository: ThreadsRepository,
+        access: AgentAccess,
         policy: RotationPolicy,
         summarizer: HandoffSummarizer | None = None,
     ) -> None:
         self._repo = repository
+        self._access = access
         self.policy = policy
         self._summarizer: HandoffSummarizer = summarizer or PendingHandoff()
 
@@ -102,14 +104,14 @@ class Rotation:
         for segment in closed:
 
             async def read_entries(segment: Segment = segment) -> Sequence[Entry]:
-                return await self._repo.entries_between(
+                return await self._repo.entries.entries_between(
                     segment.thread_id, segment.first_sequence, segment.last_sequence
                 )
 
             try:
                 summary = await self._summarizer.summarize(segment, read_entries)
                 if summary is not None:
-                    await self._repo.set_segment_handoff(
+                    await self._repo.segments.set_segment_handoff(
                         segment.thread_id, segment.number, summary[:HANDOFF_SUMMARY_MAX_CHARS]
                     )
             except Exception:  # noqa: BLE001 - the append has committed; the handoff stays pending
@@ -120,28 +122,32 @@ class Rotation:
                 )
 
     async def _agent_thread(self, thread_id: str) -> Thread:
-        thread = await self._repo.get_thread(thread_id) if thread_id else None
+        thread = await self._repo.threads.get_thread(thread_id) if thread_id else None
         if thread is None or thread.kind != "agent":
             raise NotFound(f"agent thread {thread_id!r} not found", thread_id=thread_id)
         return thread
 
     async def list_segments(
-        self, thread_id: str, requested_size: int, token: str
+        self, actor: Actor, thread_id: str, requested_size: int, token: str
     ) -> tuple[Sequence[Segment], str]:
+        """For the members of the thread's agent or its project (viewers and up)."""
+        await self._access.require_thread_id_member(actor, thread_id, READ)
         await self._agent_thread(thread_id)
         size, after = page_request(requested_size, token, lambda cursor: as_count(cursor["after"]))
-        rows = await self._repo.list_segments(thread_id, after or 0, size + 1)
+        rows = await self._repo.segments.list_segments(thread_id, after or 0, size + 1)
         return page_of(rows, size, lambda last: {"after": last.number})
 
-    async def set_handoff(self, thread_id: str, number: int, summary: str) -> Segment:
+    async def set_handoff(self, actor: Actor, thread_id: str, number: int, summary: str) -> Segment:
+        """For the members of the thread's agent or its project (editors and up)."""
+        await self._access.require_thread_id_member(actor, thread_id)
         check_handoff(summary)
         if number <= 0:
             raise InvalidArgument("number must be a segment number (from 1)", field="number")
         await self._agent_thread(thread_id)
-        segment = await self._repo.set_segment_handoff(thread_id, number, summary)
+        segment = await self._repo.segments.set_segment_handoff(thread_id, number, summary)
         if segment is not None:
             return segment
-        existing = await self._repo.get_segment(thread_id, number)
+        existing = await self._repo.segments.get_segment(thread_id, number)
         if existing is None:
             raise NotFound(f"segment {number} of thread {thread_id!r} not found", thread_id=thread_id)
         raise FailedPrecondition(

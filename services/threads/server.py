@@ -10,6 +10,7 @@ from pathlib import Path
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
 from services.shared.clients import open_channel
 from services.shared.db import session_factory
+from services.threads.access import AgentAccess
 from services.threads.domain import ThreadsDomain
 from services.threads.export import ThreadArchive
 from services.threads.memory_handoff import MemoryHandoff
@@ -49,17 +50,21 @@ async def open_servicer(
         if summarizer is None:
             summarizer = MemoryHandoff(memory, settings.call_timeout)
     repository = ThreadsRepository(session_factory(engine))
+    # One access (and one cache of threads' owners) for every RPC's checks.
+    access = AgentAccess(repository, projects=projects)
     policy = RotationPolicy(settings.rotate_after_entries, settings.rotate_after_chars)
-    rotation = Rotation(repository, policy, summarizer or PendingHandoff())
-    domain = ThreadsDomain(repository, settings.max_entry_chars, rotation, projects)
-    archive = ThreadArchive(repository, settings.max_entry_chars, settings.max_export_chars, live_state)
+    rotation = Rotation(repository, access, policy, summarizer or PendingHandoff())
+    domain = ThreadsDomain(repository, access, settings.max_entry_chars, rotation)
+    archive = ThreadArchive(
+        repository, access, settings.max_entry_chars, settings.max_export_chars, live_state
+    )
     if settings.retention_archived_conversations_days:
         keep = timedelta(days=settings.retention_archived_conversations_days)
         retention = ConversationRetention(
             engine, keep, settings.retention_interval_seconds, settings.instance_id
         )
         closers.append(cancelling(asyncio.create_task(retention.loop())))
-    return ThreadsServicer(domain, ProviderSessions(repository), rotation, archive), closers
+    return ThreadsServicer(domain, ProviderSessions(repository, access), rotation, archive), closers
 
 
 def cancelling(task: asyncio.Task[None]) -> Closer:

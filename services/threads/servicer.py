@@ -13,13 +13,12 @@ from services.shared.enums import EnumNames
 from services.shared.errors import InvalidArgument
 from services.shared.identity import caller_role, caller_user
 from services.shared.time import to_timestamp
-from services.threads.access import READ
 from services.threads.domain import ThreadsDomain, View
 from services.threads.export import ThreadArchive, ThreadFile
 from services.threads.models import Agent, Entry, ProviderSession, Segment, Thread
-from services.threads.repository import EntryRow, NewEntry
 from services.threads.rotation import Rotation
 from services.threads.sessions import ProviderSessions
+from services.threads.tables.entries import EntryRow, NewEntry
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext
@@ -355,33 +354,30 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def BindProviderSession(
         self, request: threads_service_pb2.BindProviderSessionRequest, context: Context
     ) -> threads_service_pb2.BindProviderSessionResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
         row, created = await self._sessions.bind(
+            actor(context),
             request.agent_thread_id,
             request.provider_id,
             request.native_session_id,
             request.replace,
-            caller_user(context),
         )
         return threads_service_pb2.BindProviderSessionResponse(session=session_to_proto(row), created=created)
 
     async def GetProviderSession(
         self, request: threads_service_pb2.GetProviderSessionRequest, context: Context
     ) -> threads_service_pb2.GetProviderSessionResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id, READ)
-        row = await self._sessions.get(request.agent_thread_id, request.provider_id, caller_user(context))
+        row = await self._sessions.get(actor(context), request.agent_thread_id, request.provider_id)
         return threads_service_pb2.GetProviderSessionResponse(session=session_to_proto(row))
 
     async def ListProviderSessions(
         self, request: threads_service_pb2.ListProviderSessionsRequest, context: Context
     ) -> threads_service_pb2.ListProviderSessionsResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id, READ)
         rows, token = await self._sessions.list(
+            actor(context),
             request.agent_thread_id,
             request.include_released,
             request.page_size,
             request.page_token,
-            caller_user(context),
         )
         return threads_service_pb2.ListProviderSessionsResponse(
             sessions=[session_to_proto(r) for r in rows], next_page_token=token
@@ -390,16 +386,14 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def ReleaseProviderSession(
         self, request: threads_service_pb2.ReleaseProviderSessionRequest, context: Context
     ) -> threads_service_pb2.ReleaseProviderSessionResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.agent_thread_id)
-        row = await self._sessions.release(request.agent_thread_id, request.provider_id, caller_user(context))
+        row = await self._sessions.release(actor(context), request.agent_thread_id, request.provider_id)
         return threads_service_pb2.ReleaseProviderSessionResponse(session=session_to_proto(row))
 
     async def ListSegments(
         self, request: threads_service_pb2.ListSegmentsRequest, context: Context
     ) -> threads_service_pb2.ListSegmentsResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.thread_id, READ)
         rows, token = await self._rotation.list_segments(
-            request.thread_id, request.page_size, request.page_token
+            actor(context), request.thread_id, request.page_size, request.page_token
         )
         return threads_service_pb2.ListSegmentsResponse(
             segments=[segment_to_proto(r) for r in rows], next_page_token=token
@@ -408,14 +402,15 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
     async def SetSegmentHandoff(
         self, request: threads_service_pb2.SetSegmentHandoffRequest, context: Context
     ) -> threads_service_pb2.SetSegmentHandoffResponse:
-        await self._domain.access.require_thread_id_member(actor(context), request.thread_id)
-        row = await self._rotation.set_handoff(request.thread_id, request.number, request.summary)
+        row = await self._rotation.set_handoff(
+            actor(context), request.thread_id, request.number, request.summary
+        )
         return threads_service_pb2.SetSegmentHandoffResponse(segment=segment_to_proto(row))
 
     async def ExportAgentThread(
         self, request: threads_service_pb2.ExportAgentThreadRequest, context: Context
     ) -> threads_service_pb2.ExportAgentThreadResponse:
-        thread, files = await self._archive.export(request.agent_id, actor(context), self._domain.access)
+        thread, files = await self._archive.export(actor(context), request.agent_id)
         return threads_service_pb2.ExportAgentThreadResponse(
             files=[threads_pb2.ThreadFile(path=f.path, content=f.content) for f in files],
             thread=agent_thread_to_proto(thread),
@@ -425,6 +420,6 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
         self, request: threads_service_pb2.ImportAgentThreadRequest, context: Context
     ) -> threads_service_pb2.ImportAgentThreadResponse:
         thread = await self._archive.import_(
-            [ThreadFile(f.path, f.content) for f in request.files], actor(context), self._domain.access
+            actor(context), [ThreadFile(f.path, f.content) for f in request.files]
         )
         return threads_service_pb2.ImportAgentThreadResponse(thread=agent_thread_to_proto(thread))

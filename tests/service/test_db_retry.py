@@ -29,8 +29,9 @@ from services.shared import bootstrap, db_retry, deadlines
 from services.shared.db import create_engine, session_factory
 from services.shared.migrations import upgrade_to_head
 from services.threads.models import Thread
-from services.threads.repository import NewEntry, ThreadsRepository
+from services.threads.repository import ThreadsRepository
 from services.threads.server import MIGRATIONS as THREADS_MIGRATIONS
+from services.threads.tables.entries import NewEntry
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory, FakeTimer
@@ -276,13 +277,17 @@ async def test_an_append_whose_commit_reply_is_lost_is_written_once(
         repo = ThreadsRepository(session_factory(engine))
         lost = LostReplies()
         lost.patch(engine, monkeypatch)
-        thread = await repo.insert_conversation(conversation_row())
+        thread = await repo.threads.insert_conversation(conversation_row())
 
         lost.count = 1
-        first = await repo.append(thread.id, "alice", "run-1:user", [entry(1, "hello"), entry(2, "hi")], None)
+        first = await repo.entries.append(
+            thread.id, "alice", "run-1:user", [entry(1, "hello"), entry(2, "hi")], None
+        )
         assert lost.lost == 1 and first is not None
         # The caller's own retry (same request id) is the same no-op: it commits nothing.
-        again = await repo.append(thread.id, "alice", "run-1:user", [entry(1, "hello"), entry(2, "hi")], None)
+        again = await repo.entries.append(
+            thread.id, "alice", "run-1:user", [entry(1, "hello"), entry(2, "hi")], None
+        )
         assert again is not None and lost.lost == 1
 
         async with engine.connect() as connection:
@@ -297,7 +302,7 @@ async def test_an_append_whose_commit_reply_is_lost_is_written_once(
         # Without a request id nothing tells a retry from a new append: not retried.
         lost.count = 1
         with pytest.raises(ConnectionResetError):
-            await repo.append(thread.id, "alice", "", [entry(1, "unkeyed")], None)
+            await repo.entries.append(thread.id, "alice", "", [entry(1, "unkeyed")], None)
 
 
 async def test_a_conversation_whose_commit_reply_is_lost_is_created_once(
@@ -308,8 +313,8 @@ async def test_a_conversation_whose_commit_reply_is_lost_is_created_once(
         lost = LostReplies()
         lost.patch(engine, monkeypatch)
         lost.count = 1
-        created = await repo.insert_conversation(conversation_row("k1"))
-        retried = await repo.insert_conversation(conversation_row("k1"))
+        created = await repo.threads.insert_conversation(conversation_row("k1"))
+        retried = await repo.threads.insert_conversation(conversation_row("k1"))
         async with engine.connect() as connection:
             ids = (await connection.execute(text("SELECT id FROM threads"))).scalars().all()
         assert lost.lost == 1 and ids == [created.id] and retried.id == created.id

@@ -82,13 +82,6 @@ class EntriesTable(TableRepository):
     """Appends are retried only when they carry a request_id, whose unique
     key turns a retry after a lost commit reply into a no-op."""
 
-    async def append_entries(
-        self, thread_id: str, user_id: str, request_id: str, entries: Sequence[NewEntry]
-    ) -> list[EntryRow] | None:
-        """:meth:`append` without rotation (segment counters still kept)."""
-        result = await self.append(thread_id, user_id, request_id, entries, None)
-        return None if result is None else result.entries
-
     async def append(
         self,
         thread_id: str,
@@ -110,7 +103,7 @@ class EntriesTable(TableRepository):
         return await retry_if(
             bool(request_id),
             lambda: self._append(thread_id, user_id, request_id, entries, rotation),
-            "ThreadsRepository.append",
+            "EntriesTable.append",
         )
 
     async def _append(

@@ -61,7 +61,7 @@ class ThreadsTable(TableRepository):
         return await retry_if(
             bool(thread.request_id),
             lambda: self._insert_conversation(thread),
-            "ThreadsRepository.insert_conversation",
+            "ThreadsTable.insert_conversation",
         )
 
     async def _insert_conversation(self, thread: Thread) -> Thread:
