@@ -27,7 +27,6 @@ from gateway import (
     metrics,
     note_proposals,
     notes,
-    openai_compat,
     pages,
     personal,
     project,
@@ -38,6 +37,7 @@ from gateway import (
 )
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
+from gateway.openai_compat import routes as openai_routes
 from gateway.settings import LAUNCH_ID_HEADER, GatewaySettings
 from gateway.tokens import TokenFile
 from services.shared.clients import open_channel
@@ -115,7 +115,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         note_proposals,
         schedules,
         webhooks,
-        openai_compat,
+        openai_routes,
         audit,
     ):
         app.include_router(module.router)

@@ -8,7 +8,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import error_body
-from gateway.openai_compat import openai_error
+from gateway.openai_compat.errors import openai_error
 
 
 class BodySizeLimit:

@@ -47,7 +47,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from gateway import openai_compat, params, schemas
+from gateway import params, schemas
+from gateway.openai_compat.exchange import ChatCompletionBody
 from services.shared.bootstrap import MAX_REQUEST_BYTES
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
@@ -117,7 +118,7 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("PATCH", f"/api/agent/notes/{MISSING}", schemas.UpdateNoteBody),
         # The OpenAI-compatible endpoint (a random model name is refused
         # before any conversation is created).
-        ("POST", "/v1/chat/completions", openai_compat.ChatCompletionBody),
+        ("POST", "/v1/chat/completions", ChatCompletionBody),
     ]
 
 

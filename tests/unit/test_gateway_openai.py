@@ -11,13 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.openai_compat import (
-    ChatCompletionBody,
-    OpenAIError,
-    history_matches,
-    read_exchange,
-    stored_turns,
-)
+from gateway.openai_compat.conversation import history_matches, stored_turns
+from gateway.openai_compat.errors import OpenAIError
+from gateway.openai_compat.exchange import ChatCompletionBody, read_exchange
 from switchboard.threads.v1 import threads_pb2
 from tests.unit.test_gateway_streams import NoService, app_with
 

@@ -19,8 +19,10 @@ from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from gateway import api_docs, openai_compat, responses
+from gateway import api_docs, responses
 from gateway.app import create_app
+from gateway.openai_compat.completion import Completion
+from gateway.openai_compat.errors import openai_error
 from gateway.settings import GatewaySettings
 from switchboard.comments import COMMENTS
 from switchboard.engine.v1 import engine_service_pb2, schedules_service_pb2
@@ -309,7 +311,7 @@ async def test_every_json_body_is_exactly_its_model(full: bool, monkeypatch: pyt
 def test_openai_bodies_are_their_models() -> None:
     """What the /v1 routes build outside FastAPI's models (a completion, its
     stream's chunks, an error) is what /openapi.json and the models say."""
-    completion = openai_compat.Completion("run-1", "auto")
+    completion = Completion("run-1", "auto")
     usage = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
     responses.ChatCompletion.model_validate(completion.whole("Bonjour", usage), strict=True)
     for chunk in (
@@ -321,7 +323,7 @@ def test_openai_bodies_are_their_models() -> None:
     ):
         responses.ChatCompletionChunk.model_validate(json.loads(chunk["data"]), strict=True)
     for error in (
-        openai_compat.openai_error(404, "no such model", "unknown_model", "model"),
-        openai_compat.openai_error(500, "internal error"),
+        openai_error(404, "no such model", "unknown_model", "model"),
+        openai_error(500, "internal error"),
     ):
         responses.OpenAIErrorResponse.model_validate(error, strict=True)

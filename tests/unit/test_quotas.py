@@ -17,7 +17,7 @@ from client import exits, messages
 from client.api import ApiRefusal
 from client.output import Output
 from gateway.errors import api_error_handler, from_rpc_error
-from gateway.openai_compat import _translate, error_response
+from gateway.openai_compat.errors import error_response, translate
 from services.engine.quotas import BUSY_RETRY_SECONDS, RunQuota
 from services.shared.errors import QuotaExceeded, RateLimited, TooManyRuns, error_info, retry_delay, to_status
 
@@ -148,7 +148,7 @@ async def test_every_quota_is_429_with_retry_after(
 
 
 def test_the_openai_shape_is_rate_limit_exceeded_with_retry_after() -> None:
-    openai = _translate(rpc_error(to_status(RateLimited("slow down", retry_after=7))))
+    openai = translate(rpc_error(to_status(RateLimited("slow down", retry_after=7))))
     assert openai is not None
     response = error_response(openai)
     body = json.loads(response.body)["error"]
