@@ -1,7 +1,8 @@
-"""What a run needs from the other services: one set of calls, over one of two
-transports — gRPC (production) or the servicers of this process (the
-benchmark's floor, and the proof that the run logic does not depend on the
-transport). Failures of other services become the engine's own errors."""
+"""What a run needs from the other services: one set of calls, over a
+transport — gRPC in production; the run benchmark's floor brings its own,
+on the servicers of its process (tests/bench/in_process.py), which also
+shows that the run logic does not depend on the transport. Failures of other
+services become the engine's own errors."""
 
 from __future__ import annotations
 
@@ -125,51 +126,6 @@ class GrpcTransport:
     async def close(self) -> None:
         for channel in self._channels:
             await channel.close()
-
-
-class _LocalContext:
-    """The little of a ServicerContext that servicers use: who calls."""
-
-    def __init__(self, user: str) -> None:
-        self._metadata = user_metadata(user)
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self._metadata
-
-    def time_remaining(self) -> float | None:
-        return None
-
-
-class InProcessTransport:
-    """The servicers' methods called directly: no network, no serialisation.
-    Their DomainErrors reach the engine as they are. Without ``projects``,
-    a project check is DependencyUnavailable (the engine then leaves it to
-    memory's own reads)."""
-
-    def __init__(
-        self,
-        threads: threads_service_pb2_grpc.ThreadsServiceServicer,
-        memory: memory_service_pb2_grpc.MemoryServiceServicer,
-        pages: pages_service_pb2_grpc.PagesServiceServicer,
-        handoff: handoff_service_pb2_grpc.HandoffServiceServicer,
-        router: router_service_pb2_grpc.RouterServiceServicer,
-        projects: projects_service_pb2_grpc.ProjectsServiceServicer | None = None,
-    ) -> None:
-        self._servicers: dict[str, Any] = {
-            "threads": threads,
-            "memory": memory,
-            "pages": pages,
-            "handoff": handoff,
-            "router": router,
-        }
-        if projects is not None:
-            self._servicers["projects"] = projects
-
-    async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
-        servicer = self._servicers.get(service)
-        if servicer is None:
-            raise DependencyUnavailable(f"no {service} service in this process")
-        return await getattr(servicer, method)(request, cast(Any, _LocalContext(user)))
 
 
 class Collaborators:

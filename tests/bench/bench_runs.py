@@ -776,7 +776,7 @@ async def bench_sse(
 
 
 async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, Any], backend: str) -> None:
-    from services.engine.collaborators import Collaborators, InProcessTransport, _LocalContext
+    from services.engine.collaborators import Collaborators
     from services.engine.repository import RunsRepository
     from services.engine.runs import RunRequest
     from services.engine.server import open_run_service
@@ -792,6 +792,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
     from services.threads.settings import ThreadsSettings
     from switchboard.engine.v1 import engine_pb2
     from switchboard.threads.v1 import threads_service_pb2
+    from tests.bench.in_process import InProcessTransport, LocalContext
 
     # As in the services without an OTLP endpoint: tracing off.
     setup_telemetry("bench-floor", "")
@@ -859,7 +860,7 @@ async def bench_floor(args: argparse.Namespace, folder: Path, report: dict[str, 
                 for _ in range(concurrency):
                     response = await threads.CreateConversation(
                         threads_service_pb2.CreateConversationRequest(title="bench"),
-                        _LocalContext(USER),
+                        LocalContext(USER),
                     )
                     conversations.append(response.conversation.id)
 
