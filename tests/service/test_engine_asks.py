@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
+from services.engine.collaborators import Collaborators
 from services.shared.errors import error_info
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
@@ -362,6 +363,26 @@ async def test_an_asked_agent_uses_tools_and_asks_another_agent_on_the_same_corr
     assert asked.correlation_id == answered.correlation_id == qa_entries[0].correlation_id
     nested = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=asked.run_id), **as_user(USER))
     assert nested.run.parent_run_id == events[0].run_id
+
+
+async def test_each_run_of_a_nested_ask_reads_its_agent_once(
+    sb: System, remote: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await use_remote_model(sb, "qa")
+    reads: list[str] = []
+    get_agent = Collaborators.get_agent
+
+    async def counted(self: Collaborators, user: str, agent_id: str) -> threads_pb2.Agent:
+        reads.append(agent_id)
+        return await get_agent(self, user, agent_id)
+
+    monkeypatch.setattr(Collaborators, "get_agent", counted)
+    question = json.dumps({"agent": "architect", "message": "is the API frozen?"})
+    remote.script.steps = [f"tool:ask_agent:{question}", "say:Architect answered."]
+    events = await collect(ask(sb, "main", "qa", "Ask architect: is the API frozen?"))
+    assert events[-1].final.text == "Architect answered."
+    # qa's run and the nested run on architect's thread: one read each.
+    assert sorted(reads) == ["architect", "qa"]
 
 
 async def test_asking_back_up_the_chain_is_refused_as_a_cycle(sb: System, remote: FakeServer) -> None:

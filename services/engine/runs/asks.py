@@ -166,7 +166,8 @@ class AgentAsks:
         optional = OptionalServices(rec)
         limits = self._models.limits
         async with rec.step("context", rec.text("step.ask_context", agent=ask.target)):
-            agent = await self._collab.get_agent(user, ask.target)
+            agent = ask.target_agent
+            assert agent is not None  # read by start()
             # The requester's own personal project by its name (""): memory
             # resolves it for its owner, created on first use.
             project_id = "" if agent.project_id == personal_project_id(user) else agent.project_id

@@ -117,11 +117,15 @@ class RunService:
         if len(request.message) > self._limits.max_message_chars:
             raise TooLarge(f"message exceeds {self._limits.max_message_chars} characters", field="message")
         if request.ask is not None:
+            ask = request.ask
+            if ask.target_agent is None:
+                agent = await self._collab.get_agent(request.user, ask.target)
+                ask = dataclasses.replace(ask, target_agent=agent)
             # The target agent's one shared thread, whoever asks.
-            await self._collab.get_agent(request.user, request.ask.target)
-            thread_id = (await self._collab.ensure_agent_thread(request.user, request.ask.target)).id
+            thread_id = (await self._collab.ensure_agent_thread(request.user, ask.target)).id
             needs_title = False
-            request = await self._with_default_webhook(request, "agent", request.ask.target)
+            request = dataclasses.replace(request, ask=ask)
+            request = await self._with_default_webhook(request, "agent", ask.target)
         else:
             if not request.conversation_id:
                 raise InvalidArgument("conversation_id is required", field="conversation_id")

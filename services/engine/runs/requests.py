@@ -12,6 +12,7 @@ from services.engine.budget import RunBudget
 from services.engine.quotas import RunQuota
 from services.engine.tools import AllowedSources
 from switchboard.engine.v1 import engine_pb2
+from switchboard.threads.v1 import threads_pb2
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class AskSpec:
     # Who is already waiting in this chain of asks, the requester last (the
     # requester alone for a first ask): a target among them would be a cycle.
     chain: tuple[str, ...] = ()
+    # The asked agent, read once per run: by the caller that already read it
+    # (a nested ask names the agent in its answer), else by start(); the run
+    # works from that read.
+    target_agent: threads_pb2.Agent | None = field(default=None, compare=False)
 
     @property
     def waiting(self) -> tuple[str, ...]:

@@ -187,7 +187,12 @@ class EngineToolBackend:
             )
         target = await self._collab.get_agent(user, agent)
         ask = AskSpec(
-            requester, agent, correlation_id=correlation_id, parent_run_id=parent_run_id, chain=chain
+            requester,
+            agent,
+            correlation_id=correlation_id,
+            parent_run_id=parent_run_id,
+            chain=chain,
+            target_agent=target,
         )
         events = [e async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
         last = events[-1]
