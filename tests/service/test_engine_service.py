@@ -309,6 +309,32 @@ async def test_a_run_continues_when_its_client_goes_away(make_database: Database
         assert run.status == engine_pb2.RUN_STATUS_DONE
 
 
+class SlowHeartbeats(RunsRepository):
+    """A lease renewal that takes a while, as on a loaded database."""
+
+    async def heartbeat(self, instance_id: str) -> None:
+        await asyncio.sleep(0.2)
+        await super().heartbeat(instance_id)
+
+
+async def test_a_renewal_in_flight_at_shutdown_neither_fails_nor_brings_the_lease_back(
+    make_database: DatabaseFactory,
+) -> None:
+    async with make_database("engine") as url:
+        engine = create_engine(url)
+        await upgrade_to_head(engine, MIGRATIONS, "engine")
+        runs = RunService(SlowHeartbeats(engine), None, {}, RunLimits(1000, 0.03, 512, 15.0), "me")  # type: ignore[arg-type]
+        await runs.heartbeat()
+        renewal = asyncio.create_task(runs.heartbeat())
+        await asyncio.sleep(0.05)  # the renewal is under way
+        await runs.close(grace=1)
+        await renewal  # it ended before the release, without an error
+        await runs.heartbeat()  # the lease loop's last turn after the release: nothing
+        async with session_factory(engine)() as session:
+            assert await session.get(EngineInstance, "me") is None
+        await engine.dispose()
+
+
 async def test_runs_of_a_dead_instance_are_settled_and_live_ones_untouched(
     make_database: DatabaseFactory,
 ) -> None:

@@ -86,6 +86,10 @@ class RunService:
         # Runs whose end could not be recorded (the database stayed away past
         # the retries): the lease loop settles them once it is back.
         self._unrecorded: set[str] = set()
+        # The lease's renewals and its release take turns: a renewal racing
+        # the release at shutdown would update a row that is gone.
+        self._lease = asyncio.Lock()
+        self._released = False
         models = Models(providers, limits)
         self._loop = ToolLoop(models, tools(self) if tools else None)
         self._titles = Titles(collaborators, providers, limits)
@@ -468,7 +472,9 @@ class RunService:
     # Leases and shutdown
 
     async def heartbeat(self) -> None:
-        await self._repo.heartbeat(self._instance_id)
+        async with self._lease:
+            if not self._released:
+                await self._repo.heartbeat(self._instance_id)
 
     async def settle_orphans(self, at_start: bool = False) -> int:
         """Settles `failed` ("interrupted") every run left `running` by an
@@ -535,4 +541,6 @@ class RunService:
         # Settlements run shielded from those cancellations: let them land.
         await asyncio.gather(*self._settling, return_exceptions=True)
         await self._titles.close()
-        await self._repo.release(self._instance_id)
+        async with self._lease:
+            self._released = True
+            await self._repo.release(self._instance_id)
