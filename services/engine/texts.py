@@ -14,7 +14,8 @@ from __future__ import annotations
 from services.shared.language import FRENCH
 
 # key -> (English, French). Notice codes are upper case; other texts are
-# lower-case ids. Both languages take the same {placeholders}.
+# lower-case ids. The English and French of a key name the same fields
+# (such as {cause} or {model}), filled by say().
 TEXTS: dict[str, tuple[str, str]] = {
     # Notices, by code.
     "MEMORY_UNAVAILABLE": (
@@ -216,7 +217,7 @@ def has(key: str) -> bool:
 
 
 def say(language: str, key: str, **values: object) -> str:
-    """The text ``key`` in ``language`` ("fr"; anything else: English), with
-    ``values`` in its placeholders."""
+    """The text ``key`` in ``language`` ("fr"; anything else: English), its
+    named fields filled from ``values``."""
     english, french = TEXTS[key]
     return (french if language == FRENCH else english).format(**values)

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from services.shared.audit import Actor, new_event
 from services.shared.enums import EnumNames
@@ -159,6 +159,20 @@ def live_state_file(agent_id: str, entry: memory_pb2.LiveStateEntry) -> ThreadFi
     )
 
 
+T = TypeVar("T")
+
+
+def _json(path: str, text: str, kind: type[T], what: str, line: int | None = None) -> T:
+    """``text`` parsed as JSON of ``kind``; the import's refusal otherwise."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise _bad(path, f"not valid JSON ({exc.args[0] if exc.args else exc})", line) from exc
+    if not isinstance(value, kind):
+        raise _bad(path, f"must be {what}", line)
+    return value
+
+
 def _bad(path: str, reason: str, line: int | None = None) -> InvalidArgument:
     where = f"{path} line {line}" if line is not None else path
     metadata = {"file": path} | ({"line": str(line)} if line is not None else {})
@@ -194,12 +208,7 @@ class _Reader:
         return [self._entry(path, number, text) for number, text in enumerate(lines, start=1)]
 
     def _entry(self, path: str, number: int, text: str) -> Entry:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise _bad(path, f"not valid JSON ({exc.args[0] if exc.args else exc})", number) from exc
-        if not isinstance(data, dict):
-            raise _bad(path, "must be a JSON object", number)
+        data = _json(path, text, dict, "a JSON object", number)
         for name, kind in _LINE_FIELDS.items():
             value = data.get(name)
             if value is None:
@@ -261,12 +270,7 @@ def _segment(number: int, first: int, entries: Sequence[Entry], closed: bool) ->
 
 
 def _sessions(path: str, content: str) -> list[ProviderSession]:
-    try:
-        rows = json.loads(content)
-    except ValueError as exc:
-        raise _bad(path, f"not valid JSON ({exc.args[0] if exc.args else exc})") from exc
-    if not isinstance(rows, list):
-        raise _bad(path, "must be a JSON array of provider sessions")
+    rows = _json(path, content, list, "a JSON array of provider sessions")
     sessions: list[ProviderSession] = []
     live: set[str] = set()
     for index, row in enumerate(rows):
@@ -302,12 +306,7 @@ def _sessions(path: str, content: str) -> list[ProviderSession]:
 def _check_live_state(path: str, content: str, agent_id: str) -> None:
     """A ``live_state.json`` must be what an export writes, about the agent
     of its folder; nothing of it is imported."""
-    try:
-        data = json.loads(content)
-    except ValueError as exc:
-        raise _bad(path, f"not valid JSON ({exc.args[0] if exc.args else exc})") from exc
-    if not isinstance(data, dict):
-        raise _bad(path, "must be a JSON object")
+    data = _json(path, content, dict, "a JSON object")
     for name in ("project_id", "agent_id", "activity", "detail", "update_time", "expire_time"):
         if not isinstance(data.get(name), str):
             raise _bad(path, f"field {name!r} must be a string")
