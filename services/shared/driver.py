@@ -1,0 +1,185 @@
+"""Hot-path SQL straight on the database driver.
+
+A statement through SQLAlchemy (Core or ORM) costs a compile-cache lookup,
+an execution context, result metadata and, on SQLite, aiosqlite's thread
+hand-offs: about a tenth of a millisecond of CPU, against a hundredth for
+the same statement on the driver. A run makes some twenty of them, so the
+statements every run makes go here; SQLAlchemy and Alembic keep the schema,
+the migrations and the cold paths.
+
+- The connection is the one SQLAlchemy's pool holds (checked out and back),
+  so a process still has one SQLite connection (one writer, no busy-handler
+  sleeps between two connections of its own), and PostgreSQL's pool and
+  retries stay as they are.
+- SQL is written once with PostgreSQL's ``$1, $2`` placeholders; SQLite gets
+  ``?1, ?2``, which it binds the same way.
+- A batch runs its statements in one transaction: on SQLite in one hand-off
+  to the connection's thread, on PostgreSQL with asyncpg's prepared
+  statements (its per-connection statement cache).
+- Values are converted by SQLAlchemy's own types for the dialect (a
+  timestamp is stored as SQLAlchemy stores it), so rows written here and
+  rows written through SQLAlchemy compare and sort alike.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Column, Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util.concurrency import greenlet_spawn
+
+Row = tuple[Any, ...]
+Processor = Callable[[Any], Any] | None
+
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement of a batch: ``args`` are its arguments in placeholder
+    order, or with ``many`` a sequence of such tuples (one row each)."""
+
+    sql: str
+    args: Sequence[Any] = ()
+    many: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a statement gave back: its rows (a query, or RETURNING) and the
+    rows it changed."""
+
+    rows: list[Row] = field(default_factory=list)
+    rowcount: int = 0
+
+
+def _returns_rows(sql: str) -> bool:
+    """A query, or a write with RETURNING (SQLite 3.35+ and PostgreSQL)."""
+    upper = sql.upper()
+    return upper.lstrip().startswith(("SELECT", "WITH")) or " RETURNING " in upper
+
+
+def _sqlite_batch(
+    connection: sqlite3.Connection, statements: Sequence[tuple[str, Any, bool]]
+) -> list[Result]:
+    """On the connection's thread: the statements in one transaction (a single
+    statement in its own), committed, or rolled back on the first error."""
+    results = []
+    transaction = len(statements) > 1 or not _returns_rows(statements[0][0])
+    try:
+        if transaction and not connection.in_transaction:
+            connection.execute("BEGIN")
+        for sql, args, many in statements:
+            cursor = connection.executemany(sql, args) if many else connection.execute(sql, args)
+            rows = cursor.fetchall() if cursor.description else []
+            results.append(Result(rows, cursor.rowcount))
+            cursor.close()
+        if connection.in_transaction:
+            connection.commit()
+    except BaseException:
+        if connection.in_transaction:
+            connection.rollback()
+        raise
+    return results
+
+
+class Driver:
+    """Hot-path statements of one service's database (its SQLAlchemy
+    engine's URL and pool)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self.dialect = engine.dialect
+        self.sqlite = engine.dialect.name == "sqlite"
+        self._sql: dict[str, str] = {}
+
+    def _native(self, sql: str) -> str:
+        if not self.sqlite:
+            return sql
+        native = self._sql.get(sql)
+        if native is None:
+            native = self._sql[sql] = _PLACEHOLDER.sub(r"?\1", sql)
+        return native
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        return (await self.batch([Statement(sql, args)]))[0].rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        rows = await self.fetch(sql, *args)
+        return rows[0] if rows else None
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """The rows the statement changed."""
+        return (await self.batch([Statement(sql, args)]))[0].rowcount
+
+    async def batch(self, statements: Sequence[Statement]) -> list[Result]:
+        """The statements in one transaction, in order; their results. A
+        failure rolls the whole batch back and is raised as the driver's
+        error (sqlite3's or asyncpg's)."""
+        if not statements:
+            return []
+        fairy = await self._engine.raw_connection()
+        try:
+            if self.sqlite:
+                return await self._sqlite(fairy, statements)
+            return await self._asyncpg(fairy.driver_connection, statements)
+        finally:
+            await greenlet_spawn(fairy.close)
+
+    async def _sqlite(self, fairy: Any, statements: Sequence[Statement]) -> list[Result]:
+        adapter = fairy.dbapi_connection  # services.shared.sqlite_driver.Connection
+        bridge = fairy.driver_connection  # aiosqlite.Connection: its thread owns the connection
+        native = [(self._native(s.sql), s.args, s.many) for s in statements]
+        results: list[Result] = await bridge._execute(_sqlite_batch, bridge._conn, native)
+        adapter.in_transaction = False  # committed on the thread: nothing left to end
+        return results
+
+    async def _asyncpg(self, connection: Any, statements: Sequence[Statement]) -> list[Result]:
+        async def one(statement: Statement) -> Result:
+            if statement.many:
+                await connection.executemany(statement.sql, statement.args)
+                return Result([], len(statement.args))
+            if _returns_rows(statement.sql):
+                records = await connection.fetch(statement.sql, *statement.args)
+                return Result([tuple(r) for r in records], len(records))
+            status: str = await connection.execute(statement.sql, *statement.args)
+            count = status.rsplit(" ", 1)[-1]
+            return Result([], int(count) if count.isdigit() else 0)
+
+        if len(statements) == 1 and _returns_rows(statements[0].sql):
+            return [await one(statements[0])]
+        async with connection.transaction():
+            return [await one(s) for s in statements]
+
+    # Values, converted as SQLAlchemy converts them for this dialect.
+
+    def binder(self, *columns: Column[Any]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+        """Turns Python values into the driver's for ``columns``, in order."""
+        processors = [c.type.dialect_impl(self.dialect).bind_processor(self.dialect) for c in columns]
+
+        def bind(values: Sequence[Any]) -> tuple[Any, ...]:
+            pairs = zip(processors, values, strict=True)
+            return tuple(p(v) if p is not None and v is not None else v for p, v in pairs)
+
+        return bind
+
+    def reader(self, *columns: Column[Any]) -> Callable[[Row], Row]:
+        """Turns a row of the driver's values for ``columns`` into Python's."""
+        processors = [c.type.dialect_impl(self.dialect).result_processor(self.dialect, None) for c in columns]
+        if not any(processors):
+            return lambda row: row
+
+        def read(row: Row) -> Row:
+            return tuple(p(v) if p is not None else v for p, v in zip(processors, row, strict=True))
+
+        return read
+
+
+def columns(table: Table, names: str) -> list[Column[Any]]:
+    """``table``'s columns named in ``names`` (comma-separated), in that order."""
+    return [table.c[name.strip()] for name in names.split(",")]

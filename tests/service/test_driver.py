@@ -1,0 +1,85 @@
+"""The hot-path driver on both databases: placeholders, batches in one
+transaction, rollback on failure, values converted as SQLAlchemy converts
+them, and the pool's one connection shared with SQLAlchemy."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Column, DateTime, Integer, MetaData, Table, Text, insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from services.shared.db import create_engine
+from services.shared.driver import Driver, Statement, columns
+
+metadata = MetaData()
+items = Table(
+    "driver_items",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("label", Text, nullable=False),
+    Column("at", DateTime(timezone=True)),
+)
+INSERT = "INSERT INTO driver_items (id, label) VALUES ($1, $2)"
+
+
+@pytest.fixture
+async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(db_url)
+    async with engine.begin() as connection:
+        await connection.run_sync(metadata.create_all)
+    yield engine
+    async with engine.begin() as connection:
+        await connection.run_sync(metadata.drop_all)
+    await engine.dispose()
+
+
+async def test_a_batch_runs_in_order_in_one_transaction(engine: AsyncEngine) -> None:
+    driver = Driver(engine)
+    results = await driver.batch(
+        [
+            Statement(INSERT, [(1, "un"), (2, "deux")], many=True),
+            Statement("UPDATE driver_items SET label = $1 WHERE id >= $2", ("été", 2)),
+            Statement("SELECT * FROM driver_items WHERE label = $1 OR id = $2 ORDER BY id", ("été", 1)),
+        ]
+    )
+    assert results[1].rowcount == 1
+    assert results[2].rows == [(1, "un", None), (2, "été", None)]
+    assert await driver.fetchrow("SELECT label FROM driver_items WHERE id = $1", 9) is None
+
+
+async def test_a_failing_statement_rolls_the_whole_batch_back(engine: AsyncEngine) -> None:
+    driver = Driver(engine)
+    await driver.execute(INSERT, 1, "one")
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):
+        await driver.batch(
+            [
+                Statement("INSERT INTO driver_items (id, label) VALUES ($1, $2)", (2, "two")),
+                Statement("INSERT INTO driver_items (id, label) VALUES ($1, $2)", (1, "again")),
+            ]
+        )
+    assert await driver.fetch("SELECT id, label FROM driver_items ORDER BY id") == [(1, "one")]
+    # The connection went back to the pool clean: SQLAlchemy writes and reads on it.
+    async with engine.begin() as connection:
+        await connection.execute(insert(items).values(id=3, label="three"))
+    assert await driver.fetch("SELECT count(*) FROM driver_items") == [(2,)]
+
+
+async def test_values_round_trip_as_sqlalchemy_stores_them(engine: AsyncEngine) -> None:
+    """A timestamp written by the driver reads back through SQLAlchemy as the
+    same instant, and the other way round, so both sort together."""
+    driver = Driver(engine)
+    at_columns = columns(items, "id, label, at")
+    bind, read = driver.binder(*at_columns), driver.reader(*at_columns)
+    moment = datetime(2026, 12, 5, 18, 30, 15, 123456, tzinfo=UTC)
+    await driver.execute("INSERT INTO driver_items VALUES ($1, $2, $3)", *bind((1, "a", moment)))
+    async with engine.begin() as connection:
+        await connection.execute(insert(items).values(id=2, label="b", at=moment.replace(second=16)))
+        stored = await connection.execute(select(items.c.at).where(items.c.id == 1))
+        through_sqlalchemy = stored.scalar_one()
+    assert through_sqlalchemy.replace(tzinfo=UTC) == moment
+    rows = [read(r) for r in await driver.fetch("SELECT id, label, at FROM driver_items ORDER BY at DESC")]
+    assert [r[0] for r in rows] == [2, 1]
+    assert rows[1][2].replace(tzinfo=UTC) == moment
