@@ -27,13 +27,18 @@
 # Side by side with LangGraph's server (its pinned versions installed once with
 # pip into .bench/peer-venv): the same runs through the same client, one table
 # with the ratios. Merges a "peer" key into benchmarks.json.
-#   scripts/bench.sh peer [--smoke] [--runs N] [--concurrency 1,8,32] [--jobs-per-worker 1,10,32] [--out DIR]
+#   scripts/bench.sh peer [--smoke] [--runs N] [--concurrency 1,8,32] [--jobs-per-worker 1,10,32]
+#                         [--backends sqlite,postgres] [--hops-calls 2000] [--out DIR]
 # The CPU of a whole system's start, per process, for one or more checkouts
 # started alternately (e.g. --code /tmp/before --code .).
 #   scripts/bench.sh start [--code DIR]... [--starts 3]
 # What a gRPC call, a streamed message, an HTTP request, an SSE event and a
 # SQLite statement and commit cost alone, and one run's fixed pieces together.
 #   scripts/bench.sh hops [--calls 2000] [--smoke]
+# Where a run's CPU goes: py-spy on the five processes under c=8 load, self
+# time by library and by Switchboard's functions, as shares of a run.
+# Merges a "profile" key into benchmarks.json.
+#   scripts/bench.sh profile [--runs 400] [--concurrency 8] [--smoke] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -47,5 +52,6 @@ case "${1:-}" in
   peer) shift; exec .venv/bin/python -m tests.bench.bench_peer "$@" ;;
   start) shift; exec .venv/bin/python -m tests.bench.bench_system_start "$@" ;;
   hops) shift; exec .venv/bin/python -m tests.bench.bench_hops "$@" ;;
+  profile) shift; exec .venv/bin/python -m tests.bench.bench_profile "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

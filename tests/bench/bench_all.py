@@ -109,7 +109,7 @@ def render(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     parts = [("run path", report if "scenarios" in report else None)]
-    parts += [(key, report.get(key)) for key in ("threads", "router", "memory", "peer")]
+    parts += [(key, report.get(key)) for key in ("threads", "router", "memory", "peer", "profile")]
     for name, part in parts:
         if not part:
             continue
@@ -150,6 +150,12 @@ def render(report: dict[str, Any]) -> str:
         out += ["### Side by side with LangGraph's server (`scripts/bench.sh peer`)", ""]
         out += _header(report["peer"], "Peer benchmark")
         out += [bench_peer.markdown(report["peer"]), ""]
+    if "profile" in report:
+        from tests.bench import bench_profile
+
+        out += ["### Where a run's CPU goes (`scripts/bench.sh profile`)", ""]
+        out += _header(report["profile"], "Profile")
+        out += [bench_profile.markdown(report["profile"]), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

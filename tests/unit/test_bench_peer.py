@@ -93,7 +93,7 @@ PEER_RESULTS = {
 }
 
 
-def test_compare_takes_the_peers_best_setting_per_level_and_for_each_goal() -> None:
+def test_compare_takes_the_peers_best_setting_per_level() -> None:
     comparison = compare(SB, PEER_RESULTS)
     c1, c8 = comparison["by_level"]["c1"], comparison["by_level"]["c8"]
     # At c1 jobs1 has the most runs/s (10 against 9): every ratio is against it.
@@ -106,19 +106,44 @@ def test_compare_takes_the_peers_best_setting_per_level_and_for_each_goal() -> N
         "server_cpu_per_run": 6.0,
     }
     assert c8["peer_setting"] == "jobs10" and c8["runs_per_s"] == 8.0 and c8["end_p50"] == 8.0
-    throughput, latency = comparison["goals"]
-    # Best against best: 400 runs/s (c8) against 50 (jobs10, c8).
-    assert throughput["factor"] == 8.0 and throughput["met"] is True
-    assert "jobs10, c8" in throughput["peer"]
-    # The peer's lowest c1 end p50 (jobs10's 250 ms) against 5 ms: 50×, the goal exactly.
+
+
+def goals_by_name(comparison: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {g["goal"].split(":")[0]: g for g in comparison["goals"]}
+
+
+def test_the_targets_are_ratios_against_the_peer_the_pieces_and_sqlite() -> None:
+    postgres = {"c8": result(380, 9.0, 22.0, 5.5, 8)}
+    goals = goals_by_name(compare(SB, PEER_RESULTS, postgres, pieces_ms=4.0))
+    # CPU per run at c8: 5 ms against jobs10's 40 (the setting with the most runs/s there).
+    cpu = goals["server CPU per run at c8"]
+    assert cpu["factor"] == 0.12 and cpu["met"] is True and "jobs10" in cpu["peer"]
+    # Runs/s at c8: 400 against the peer's best setting there, 50.
+    assert goals["runs/s at c8"]["factor"] == 8.0 and goals["runs/s at c8"]["met"] is True
+    # c1 end p50: the peer's lowest (jobs10, 250 ms) against 5 ms.
+    latency = goals["c1 end p50"]
     assert latency["factor"] == 50.0 and latency["met"] is True and "jobs10" in latency["peer"]
+    # 5 ms per run at c8 against 4 ms of fixed pieces: 1.25×, within 1.5×.
+    assert goals["fixed pieces at c8"]["factor"] == 1.25 and goals["fixed pieces at c8"]["met"] is True
+    # PostgreSQL 5.5 against SQLite 5.0: 1.1×, within 1.2×.
+    assert goals["PostgreSQL CPU per run at c8"]["factor"] == 1.1
+    assert goals["PostgreSQL CPU per run at c8"]["met"] is True
+    # No c32 was measured: no target at c32 is claimed.
+    assert not [name for name in goals if "c32" in name]
 
 
-def test_compare_reports_a_missed_goal() -> None:
-    slow = {"c1": result(40, 2.0, 25.0, 10.0)}
-    throughput, latency = compare(slow, PEER_RESULTS)["goals"]
-    assert throughput["factor"] == 0.8 and throughput["met"] is False
-    assert latency["factor"] == 10.0 and latency["met"] is False
+def test_compare_reports_a_missed_target() -> None:
+    slow = {"c1": result(40, 2.0, 25.0, 10.0), "c8": result(60, 8.0, 90.0, 70.0, 8)}
+    goals = goals_by_name(compare(slow, PEER_RESULTS, {"c8": result(50, 9.0, 99.0, 91.0, 8)}, pieces_ms=20.0))
+    assert goals["c1 end p50"]["factor"] == 10.0 and goals["c1 end p50"]["met"] is False
+    assert goals["runs/s at c8"]["factor"] == 1.2 and goals["runs/s at c8"]["met"] is False
+    assert (
+        goals["server CPU per run at c8"]["factor"] == 1.75
+        and goals["server CPU per run at c8"]["met"] is False
+    )
+    assert goals["PostgreSQL CPU per run at c8"]["factor"] == 1.3
+    assert goals["PostgreSQL CPU per run at c8"]["met"] is False
+    assert goals["fixed pieces at c8"]["factor"] == 3.5 and goals["fixed pieces at c8"]["met"] is False
 
 
 def test_markdown_has_one_table_with_both_servers_and_the_ratios() -> None:
@@ -129,7 +154,7 @@ def test_markdown_has_one_table_with_both_servers_and_the_ratios() -> None:
     )
     assert "| LangGraph dev | --n-jobs-per-worker 10 | 8 |" in text
     assert "| 1 | jobs1 | 20.0× | 25.0× | 60.0× | 60.0× | 6.0× |" in text
-    assert "| 8.0× | yes |" in text
+    assert "| runs/s at c8: ≥ 2× the peer's best setting | 400.0 | 50.0 | 8.0× | yes |" in text
 
 
 def test_summary_percentiles_throughput_and_cpu() -> None:
