@@ -15,7 +15,13 @@ the migrations and the cold paths.
   ``?1, ?2``, which it binds the same way.
 - A batch runs its statements in one transaction: on SQLite in one hand-off
   to the connection's thread, on PostgreSQL with asyncpg's prepared
-  statements (its per-connection statement cache).
+  statements (its per-connection statement cache). A statement's arguments
+  may be worked out from the results before it (a sequence number an UPDATE
+  reserved), or skip it, without leaving the transaction.
+- A committed batch goes through the dialect's commit (a no-op then), and a
+  lost connection is invalidated in the pool, as SQLAlchemy does for its own
+  statements: what watches commits sees these, and a retry gets a live
+  connection (services.shared.db_retry).
 - Values are converted by SQLAlchemy's own types for the dialect (a
   timestamp is stored as SQLAlchemy stores it), so rows written here and
   rows written through SQLAlchemy compare and sort alike.
@@ -33,6 +39,8 @@ from sqlalchemy import Column, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util.concurrency import greenlet_spawn
 
+from services.shared.db_retry import is_transient
+
 Row = tuple[Any, ...]
 Processor = Callable[[Any], Any] | None
 
@@ -40,22 +48,38 @@ _PLACEHOLDER = re.compile(r"\$(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
-class Statement:
-    """One statement of a batch: ``args`` are its arguments in placeholder
-    order, or with ``many`` a sequence of such tuples (one row each)."""
-
-    sql: str
-    args: Sequence[Any] = ()
-    many: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class Result:
     """What a statement gave back: its rows (a query, or RETURNING) and the
-    rows it changed."""
+    rows it changed. A skipped statement gives an empty one."""
 
     rows: list[Row] = field(default_factory=list)
     rowcount: int = 0
+
+
+# A statement's arguments from the results of the statements before it in
+# its batch; None skips the statement.
+Arguments = Callable[[list[Result]], Sequence[Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement of a batch: ``args`` are its arguments in placeholder
+    order, or with ``many`` a sequence of such tuples (one row each); or a
+    function of the earlier results giving them (run inside the transaction,
+    on SQLite on the connection's thread: no I/O), None to skip it."""
+
+    sql: str
+    args: Sequence[Any] | Arguments = ()
+    many: bool = False
+
+
+def _arguments(args: Sequence[Any] | Arguments, results: list[Result]) -> Sequence[Any] | None:
+    return args(results) if callable(args) else args
+
+
+def _in_transaction(statements: Sequence[Statement]) -> bool:
+    """Every batch but a lone query runs in a transaction of its own."""
+    return len(statements) > 1 or not _returns_rows(statements[0].sql)
 
 
 def _returns_rows(sql: str) -> bool:
@@ -65,16 +89,19 @@ def _returns_rows(sql: str) -> bool:
 
 
 def _sqlite_batch(
-    connection: sqlite3.Connection, statements: Sequence[tuple[str, Any, bool]]
+    connection: sqlite3.Connection, statements: Sequence[tuple[str, Any, bool]], transaction: bool
 ) -> list[Result]:
-    """On the connection's thread: the statements in one transaction (a single
-    statement in its own), committed, or rolled back on the first error."""
-    results = []
-    transaction = len(statements) > 1 or not _returns_rows(statements[0][0])
+    """On the connection's thread: the statements in one transaction (a lone
+    query in none), committed, or rolled back on the first error."""
+    results: list[Result] = []
     try:
         if transaction and not connection.in_transaction:
             connection.execute("BEGIN")
-        for sql, args, many in statements:
+        for sql, given, many in statements:
+            args = _arguments(given, results)
+            if args is None:
+                results.append(Result())
+                continue
             cursor = connection.executemany(sql, args) if many else connection.execute(sql, args)
             rows = cursor.fetchall() if cursor.description else []
             results.append(Result(rows, cursor.rowcount))
@@ -123,38 +150,66 @@ class Driver:
         error (sqlite3's or asyncpg's)."""
         if not statements:
             return []
+        transaction = _in_transaction(statements)
         fairy = await self._engine.raw_connection()
+        failure: BaseException | None = None
         try:
             if self.sqlite:
-                return await self._sqlite(fairy, statements)
-            return await self._asyncpg(fairy.driver_connection, statements)
+                return await self._sqlite(fairy, statements, transaction)
+            return await self._asyncpg(fairy.driver_connection, statements, transaction)
+        except BaseException as error:
+            failure = error
+            raise
         finally:
-            await greenlet_spawn(fairy.close)
+            await greenlet_spawn(self._release, fairy, transaction, failure)
 
-    async def _sqlite(self, fairy: Any, statements: Sequence[Statement]) -> list[Result]:
+    def _release(self, fairy: Any, transaction: bool, failure: BaseException | None) -> None:
+        """Back to the pool (in SQLAlchemy's greenlet: closing may await).
+        After a commit, the dialect's commit runs too: a no-op on a connection
+        with no transaction open, but what patches or watches it (the tests of
+        a lost COMMIT reply) sees this commit as it sees SQLAlchemy's. A lost
+        connection invalidates the pool's connections, as SQLAlchemy does on
+        a disconnect, so a retry does not get another dead one."""
+        try:
+            if failure is None and transaction:
+                self.dialect.do_commit(fairy.dbapi_connection)
+            elif failure is not None and is_transient(failure):
+                self._engine.sync_engine.pool._invalidate(fairy, failure)
+        finally:
+            fairy.close()
+
+    async def _sqlite(self, fairy: Any, statements: Sequence[Statement], transaction: bool) -> list[Result]:
         adapter = fairy.dbapi_connection  # services.shared.sqlite_driver.Connection
         bridge = fairy.driver_connection  # aiosqlite.Connection: its thread owns the connection
         native = [(self._native(s.sql), s.args, s.many) for s in statements]
-        results: list[Result] = await bridge._execute(_sqlite_batch, bridge._conn, native)
+        results: list[Result] = await bridge._execute(_sqlite_batch, bridge._conn, native, transaction)
         adapter.in_transaction = False  # committed on the thread: nothing left to end
         return results
 
-    async def _asyncpg(self, connection: Any, statements: Sequence[Statement]) -> list[Result]:
-        async def one(statement: Statement) -> Result:
+    async def _asyncpg(
+        self, connection: Any, statements: Sequence[Statement], transaction: bool
+    ) -> list[Result]:
+        async def one(statement: Statement, results: list[Result]) -> Result:
+            args = _arguments(statement.args, results)
+            if args is None:
+                return Result()
             if statement.many:
-                await connection.executemany(statement.sql, statement.args)
-                return Result([], len(statement.args))
+                await connection.executemany(statement.sql, args)
+                return Result([], len(args))
             if _returns_rows(statement.sql):
-                records = await connection.fetch(statement.sql, *statement.args)
+                records = await connection.fetch(statement.sql, *args)
                 return Result([tuple(r) for r in records], len(records))
-            status: str = await connection.execute(statement.sql, *statement.args)
+            status: str = await connection.execute(statement.sql, *args)
             count = status.rsplit(" ", 1)[-1]
             return Result([], int(count) if count.isdigit() else 0)
 
-        if len(statements) == 1 and _returns_rows(statements[0].sql):
-            return [await one(statements[0])]
+        results: list[Result] = []
+        if not transaction:
+            return [await one(statements[0], results)]
         async with connection.transaction():
-            return [await one(s) for s in statements]
+            for statement in statements:
+                results.append(await one(statement, results))
+        return results
 
     # Values, converted as SQLAlchemy converts them for this dialect.
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import asyncpg
 import pytest
 from sqlalchemy import Column, DateTime, Integer, MetaData, Table, Text, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.shared.db import create_engine
+from services.shared.db_retry import is_transient
 from services.shared.driver import Driver, Statement, columns
 
 metadata = MetaData()
@@ -83,3 +85,53 @@ async def test_values_round_trip_as_sqlalchemy_stores_them(engine: AsyncEngine) 
     rows = [read(r) for r in await driver.fetch("SELECT id, label, at FROM driver_items ORDER BY at DESC")]
     assert [r[0] for r in rows] == [2, 1]
     assert rows[1][2].replace(tzinfo=UTC) == moment
+
+
+async def test_a_statement_takes_its_arguments_from_the_results_before_it(engine: AsyncEngine) -> None:
+    """Arguments worked out inside the transaction from an earlier RETURNING;
+    None skips the statement (an empty result) and the batch goes on."""
+    driver = Driver(engine)
+    await driver.execute(INSERT, 1, "one")
+    results = await driver.batch(
+        [
+            Statement("UPDATE driver_items SET id = id + 10 WHERE label = $1 RETURNING id", ("one",)),
+            Statement(INSERT, lambda done: [(done[0].rows[0][0] + 1, "next")], many=True),
+            Statement(INSERT, lambda done: None),
+            Statement("SELECT id, label FROM driver_items ORDER BY id", lambda done: ()),
+        ]
+    )
+    assert results[0].rows == [(11,)]
+    assert results[2].rows == [] and results[2].rowcount == 0
+    assert results[3].rows == [(11, "one"), (12, "next")]
+
+
+async def test_a_committed_batch_goes_through_the_dialect_commit(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What watches SQLAlchemy's commits sees the driver's: writes, not a lone query."""
+    driver = Driver(engine)
+    commits: list[object] = []
+    commit = engine.dialect.do_commit
+    monkeypatch.setattr(engine.dialect, "do_commit", lambda connection: commits.append(commit(connection)))
+    await driver.execute(INSERT, 1, "one")
+    await driver.fetch("SELECT id FROM driver_items")
+    assert len(commits) == 1
+
+
+async def test_a_lost_connection_is_not_handed_out_again(engine: AsyncEngine, db_url: str) -> None:
+    """The server ends the pooled connection: the statement on it fails as a
+    transient error (db_retry retries it), and the next one gets a live
+    connection instead of the dead one back from the pool."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("an embedded SQLite connection is not lost")
+    driver = Driver(engine)
+    pid = (await driver.fetch("SELECT pg_backend_pid()"))[0][0]
+    admin = await asyncpg.connect(db_url.replace("+asyncpg", ""))
+    try:
+        await admin.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+    with pytest.raises(Exception) as lost:
+        await driver.fetch("SELECT 1")
+    assert is_transient(lost.value), lost.value
+    assert await driver.fetch("SELECT 1") == [(1,)]
