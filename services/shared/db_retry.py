@@ -85,8 +85,8 @@ def is_transient(exc: BaseException) -> bool:
     server closed the connection mid-statement: asyncpg's
     ConnectionDoesNotExistError, "the underlying connection is closed"), a
     refused or reset connect, a connect timeout, SQLSTATE class 08 or
-    57P01-57P03. A statement that failed (a constraint, SQL, any SQLite error)
-    is not transient."""
+    57P01-57P03, asyncpg's "connection is closed". A statement that failed
+    (a constraint, SQL, any SQLite error) is not transient."""
     for item in _causes(exc):
         if isinstance(item, DBAPIError) and item.connection_invalidated:
             return True
@@ -100,6 +100,10 @@ def is_transient(exc: BaseException) -> bool:
         if isinstance(sqlstate, str) and (sqlstate.startswith("08") or sqlstate in _TRANSIENT_SQLSTATES):
             return True
         if type(item).__name__ == "ConnectionDoesNotExistError":  # asyncpg's, however it arrives
+            return True
+        # asyncpg's own (the hot-path driver, services.shared.driver) on a
+        # connection already closed: what SQLAlchemy's dialect calls a disconnect.
+        if type(item).__name__ == "InterfaceError" and "connection is closed" in str(item):
             return True
     return False
 
