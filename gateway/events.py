@@ -14,8 +14,11 @@ from services.shared.api_json import message_dict as message_dict
 from switchboard.engine.v1 import engine_pb2
 
 
-def to_sse(event: engine_pb2.RunEvent) -> dict[str, str]:
-    return {"id": str(event.sequence), "event": event_kind(event), "data": event_json(event)}
+def to_sse(event: engine_pb2.RunEvent, encoded: str = "") -> dict[str, str]:
+    """``encoded`` is the engine's JSON of the event (``event_json`` of its
+    stream's response), relayed as is; an engine older than that field sends
+    none, and the gateway encodes the event itself."""
+    return {"id": str(event.sequence), "event": event_kind(event), "data": encoded or event_json(event)}
 
 
 def run_json(run: engine_pb2.Run) -> dict[str, Any]:
