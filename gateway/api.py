@@ -264,9 +264,9 @@ async def _background(start: Callable[[], Any]) -> Response:
     stream.cancel()
     if first is None:  # the engine always sends run_started; never seen
         raise ApiError(502, "BAD_GATEWAY", "the engine started no run", "ERROR_REASON_DEPENDENCY_UNAVAILABLE")
-    location = f"/api/agent/runs/{first.run_id}"
+    location = f"/api/agent/runs/{first.event.run_id}"
     return JSONResponse(
-        {"run_id": first.run_id, "status": "running", "events": f"{location}/events"},
+        {"run_id": first.event.run_id, "status": "running", "events": f"{location}/events"},
         status_code=202,
         headers={"Location": location},
     )

@@ -2,29 +2,29 @@
 enum's prefix (``RUN_STATUS_WAITING_APPROVAL`` is ``"waiting_approval"``),
 both ways, one table per enum built from the enum itself
 (services.shared.enums.EnumNames), so a value added to a .proto is named
-here at once and bodies, responses and the API docs agree."""
+here at once and bodies, responses and the API docs agree. UNSPECIFIED's
+name and ``json_name`` are services.shared.api_json's."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from services.shared.api_json import RUN_STATUSES as RUN_STATUSES
+from services.shared.api_json import SKILL_INVOCATIONS as SKILL_INVOCATIONS
+from services.shared.api_json import STEP_STATUSES as STEP_STATUSES
+from services.shared.api_json import UNSPECIFIED as UNSPECIFIED
+from services.shared.api_json import json_name as json_name
 from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, pages_pb2, projects_pb2
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2
 
-# How a response names UNSPECIFIED, and a value this gateway does not know
-# (sent by a newer service).
-UNSPECIFIED = "unspecified"
-
-# Engine.
-RUN_STATUSES = EnumNames(engine_pb2.RunStatus)
-STEP_STATUSES = EnumNames(engine_pb2.StepStatus)
+# Engine (run and step statuses, skill invocations: services.shared.api_json,
+# which the engine's run events share).
 SURFACES = EnumNames(engine_pb2.Surface)
 # Who started a run: a person (user) or the engine's scheduler (autonomous).
 RUN_REGIMES = EnumNames(engine_pb2.RunRegime)
-SKILL_INVOCATIONS = EnumNames(engine_pb2.SkillInvocation)
 APPROVALS = EnumNames(engine_pb2.ApprovalDecision)
 BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
 # A run's webhook delivery ("" while there is nothing to deliver yet).
@@ -55,11 +55,6 @@ NOTE_POLICIES = EnumNames(projects_pb2.NotePolicy)
 MODEL_PROFILES = EnumNames(router_pb2.ModelProfile)
 # No auto_use in a body is UNSPECIFIED: the enablement's override is kept.
 AUTO_USE = EnumNames(router_service_pb2.AutoUseOverride)
-
-
-def json_name(names: EnumNames[Any], number: int) -> str:
-    """The name a response shows for ``number``."""
-    return names.name(number, UNSPECIFIED)
 
 
 def documented(names: EnumNames[Any]) -> str:

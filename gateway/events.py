@@ -1,57 +1,24 @@
 """Run events as Server-Sent Events: `id:` is the run's event sequence (what a
-client sends back as Last-Event-ID), `event:` the kind, `data:` JSON."""
+client sends back as Last-Event-ID), `event:` the kind, `data:` JSON
+(services.shared.api_json)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from google.protobuf import json_format
 
-from gateway.enums import (
-    APPROVALS,
-    RUN_REGIMES,
-    RUN_STATUSES,
-    SKILL_INVOCATIONS,
-    STEP_STATUSES,
-    SURFACES,
-    json_name,
-)
+from gateway.enums import APPROVALS, RUN_REGIMES, RUN_STATUSES, SKILL_INVOCATIONS, SURFACES, json_name
+from services.shared.api_json import event_json, event_kind
+from services.shared.api_json import message_dict as message_dict
 from switchboard.engine.v1 import engine_pb2
 
 
-def message_dict(message: Any) -> dict[str, Any]:
-    return json_format.MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-
-
-def _usage(data: dict[str, Any]) -> None:
-    """int64 fields are strings in proto JSON; token counts read better as numbers."""
-    usage = data.get("usage")
-    if isinstance(usage, dict):
-        data["usage"] = {key: int(value) for key, value in usage.items()}
-
-
-def event_data(event: engine_pb2.RunEvent) -> tuple[str, dict[str, Any]]:
-    kind = event.WhichOneof("kind") or "unknown"
-    data = message_dict(getattr(event, kind)) if kind != "unknown" else {}
-    if kind == "step":
-        data["status"] = json_name(STEP_STATUSES, event.step.status)
-    if kind == "final":
-        _usage(data)
-        data["status"] = json_name(RUN_STATUSES, event.final.status)  # done | waiting_approval
-    if kind == "skill_used":
-        data = data.get("skill", {})
-        data["invocation"] = json_name(SKILL_INVOCATIONS, event.skill_used.skill.invocation)
-    data["run_id"] = event.run_id
-    data["sequence"] = event.sequence
-    return kind, data
-
-
-def to_sse(event: engine_pb2.RunEvent) -> dict[str, str]:
-    kind, data = event_data(event)
-    return {"id": str(event.sequence), "event": kind, "data": json.dumps(data, separators=(",", ":"))}
+def to_sse(event: engine_pb2.RunEvent, encoded: str = "") -> dict[str, str]:
+    """``encoded`` is the engine's JSON of the event (``event_json`` of its
+    stream's response), relayed as is; an engine older than that field sends
+    none, and the gateway encodes the event itself."""
+    return {"id": str(event.sequence), "event": event_kind(event), "data": encoded or event_json(event)}
 
 
 def run_json(run: engine_pb2.Run) -> dict[str, Any]:

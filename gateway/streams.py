@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import grpc
@@ -52,8 +52,24 @@ def is_terminal(event: engine_pb2.RunEvent) -> bool:
     return event.WhichOneof("kind") in ("final", "error")
 
 
-async def open_run(start: Callable[[], Any]) -> tuple[Any, engine_pb2.RunEvent | None]:
-    """The stream ``start`` opens, and its first event: None when it has
+class EventResponse(Protocol):
+    """One message of a run's stream: StartRunResponse, WatchRunResponse or
+    AskAgentResponse."""
+
+    @property
+    def event(self) -> engine_pb2.RunEvent: ...
+
+    @property
+    def event_json(self) -> str: ...
+
+
+def to_client(response: EventResponse) -> dict[str, str]:
+    """The response's event as SSE, with the JSON the engine made of it."""
+    return to_sse(response.event, response.event_json)
+
+
+async def open_run(start: Callable[[], Any]) -> tuple[Any, EventResponse | None]:
+    """The stream ``start`` opens, and its first response: None when it has
     nothing to send (a finished run). Read before any response is started, so
     a refused run is an HTTP error (400, 404, 413...) rather than a 200 stream.
 
@@ -69,7 +85,7 @@ async def open_run(start: Callable[[], Any]) -> tuple[Any, engine_pb2.RunEvent |
             except grpc.aio.AioRpcError:
                 stream.cancel()
                 raise
-            return stream, (None if first is grpc.aio.EOF else first.event)
+            return stream, (None if first is grpc.aio.EOF else first)
     raise AssertionError("unreachable: tenacity reraises the last error")
 
 
@@ -120,13 +136,13 @@ class _Response(EventSourceResponse):
 
 
 class Relay:
-    def __init__(self, request: Request, user: str, stream: Any, first: engine_pb2.RunEvent) -> None:
+    def __init__(self, request: Request, user: str, stream: Any, first: EventResponse) -> None:
         self._app = request.app
         self._settings = request.app.state.settings
         self._user = user
         self._stream = stream
         self._first = first
-        self.run_id = first.run_id
+        self.run_id = first.event.run_id
         # (sse event, terminal) items, then None when nothing more will come.
         self._queue: asyncio.Queue[tuple[dict[str, str], bool] | None] = asyncio.Queue()
         self.dropped = False
@@ -143,11 +159,11 @@ class Relay:
         return True
 
     async def _pump(self) -> None:
-        current, last = self._stream, self._first
+        current, last = self._stream, self._first.event
         resume_deadline: float | None = None
         reopened = 0  # in a row, without an event between
         try:
-            if not self._offer(to_sse(last), is_terminal(last)):
+            if not self._offer(to_client(self._first), is_terminal(last)):
                 return
             # Read to EOF, even after the terminal event: the engine's stream
             # then ends on its own rather than being cancelled mid-yield.
@@ -176,7 +192,7 @@ class Relay:
                     return
                 resume_deadline, reopened = None, 0
                 last = response.event
-                if not self._offer(to_sse(last), is_terminal(last)):
+                if not self._offer(to_client(response), is_terminal(last)):
                     return
         finally:
             current.cancel()

@@ -172,9 +172,9 @@ async def chat_completions(
         raise refusal(error, None, headers) from error
     if first is None:
         raise OpenAIError(502, "stream_ended", "the run's stream ended before it started", headers=headers)
-    headers[RUN_HEADER] = first.run_id
+    headers[RUN_HEADER] = first.event.run_id
     relay = Relay(request, user, stream, first)
-    completion = Completion(first.run_id, body.model)
+    completion = Completion(first.event.run_id, body.model)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         return sse_response(stream_chunks(relay, completion, include_usage), request, headers)

@@ -80,8 +80,8 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
                 language=_language(request.language),
             )
         )
-        async for event in self._runs.follow(user, run_id, 0):
-            yield engine_service_pb2.StartRunResponse(event=event)
+        async for streamed in self._runs.stream(user, run_id, 0):
+            yield engine_service_pb2.StartRunResponse(event=streamed.event, event_json=streamed.json)
             if request.background:
                 # The run goes on in its own task; the caller only needed its id.
                 return
@@ -95,8 +95,8 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     async def WatchRun(
         self, request: engine_service_pb2.WatchRunRequest, context: Context
     ) -> AsyncIterator[engine_service_pb2.WatchRunResponse]:
-        async for event in self._runs.follow(caller_user(context), request.run_id, request.after_sequence):
-            yield engine_service_pb2.WatchRunResponse(event=event)
+        async for streamed in self._runs.stream(caller_user(context), request.run_id, request.after_sequence):
+            yield engine_service_pb2.WatchRunResponse(event=streamed.event, event_json=streamed.json)
 
     async def CancelRun(
         self, request: engine_service_pb2.CancelRunRequest, context: Context
@@ -139,8 +139,8 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
             _busy_policy(request.busy_policy),
             request.client_instructions,
         )
-        async for event in events:
-            yield engine_service_pb2.AskAgentResponse(event=event)
+        async for streamed in events:
+            yield engine_service_pb2.AskAgentResponse(event=streamed.event, event_json=streamed.json)
 
     async def ListWebhookDeliveries(
         self, request: engine_service_pb2.ListWebhookDeliveriesRequest, context: Context

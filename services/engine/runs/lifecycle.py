@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential_jitter
 from services.engine import texts
 from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
-from services.engine.feed import RunFeed
+from services.engine.feed import RunFeed, StreamedEvent
 from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
 from services.engine.repository import RunsRepository
@@ -252,7 +252,7 @@ class RunService:
         budget: RunBudget | None = None,
         busy_policy: BusyPolicy = BusyPolicy.QUEUE,
         client_instructions: str = "",
-    ) -> AsyncIterator[engine_pb2.RunEvent]:
+    ) -> AsyncIterator[StreamedEvent]:
         """Starts an AskAgent run and follows it to its terminal event."""
         run_id = await self.start(
             RunRequest(
@@ -269,17 +269,23 @@ class RunService:
                 client_instructions=client_instructions,
             )
         )
-        async for event in self.follow(user, run_id, 0):
-            yield event
+        async for streamed in self.stream(user, run_id, 0):
+            yield streamed
 
     async def follow(self, user: str, run_id: str, after: int) -> AsyncIterator[engine_pb2.RunEvent]:
-        """The run's events with sequence > after until its terminal event:
-        live from this process's feed, else from the database (another
-        replica's run, or a finished one), polling until it ends."""
+        """The run's events with sequence > after until its terminal event."""
+        async for streamed in self.stream(user, run_id, after):
+            yield streamed.event
+
+    async def stream(self, user: str, run_id: str, after: int) -> AsyncIterator[StreamedEvent]:
+        """The run's events with sequence > after until its terminal event,
+        with their JSON: live from this process's feed (shared by all its
+        followers), else from the database (another replica's run, or a
+        finished one), polling until it ends."""
         local = self._feeds.get(run_id)
         if local is not None and local[1] == user:
-            async for event in local[0].follow(after):
-                yield event
+            async for streamed in local[0].follow(after):
+                yield streamed
             return
         await self.get(user, run_id)
         while True:
@@ -290,7 +296,7 @@ class RunService:
             for row in await self._repo.events_after(run_id, after):
                 event = engine_pb2.RunEvent.FromString(row.payload)
                 after = event.sequence
-                yield event
+                yield StreamedEvent(event)
                 if is_terminal(event):
                     return
             if finished:

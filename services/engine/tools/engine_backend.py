@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Protocol
 
+from services.engine.feed import StreamedEvent
 from services.engine.remember import with_fact
 from services.engine.runs import AskSpec
 from services.engine.tools.backend import (
@@ -52,7 +53,7 @@ class AskRuns(Protocol):
 
     def ask_and_follow(
         self, user: str, request_id: str, ask: AskSpec, message: str
-    ) -> AsyncIterator[engine_pb2.RunEvent]:
+    ) -> AsyncIterator[StreamedEvent]:
         """Starts an AskAgent run and follows it to its terminal event."""
         ...
 
@@ -194,7 +195,7 @@ class EngineToolBackend:
             chain=chain,
             target_agent=target,
         )
-        events = [e async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
+        events = [e.event async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
         last = events[-1]
         if last.WhichOneof("kind") != "final":
             raise FailedPrecondition(f"{agent} could not answer: {last.error.message}")

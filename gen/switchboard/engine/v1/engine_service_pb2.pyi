@@ -193,6 +193,12 @@ class StartRunResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    EVENT_JSON_FIELD_NUMBER: _builtins.int
+    event_json: _builtins.str
+    """The event's JSON as the gateway's SSE `data:` carries it, made once by the
+    engine for every stream of the event (not stored: the run's events keep the
+    proto). Empty from an older engine: the gateway then encodes `event` itself.
+    """
     @_builtins.property
     def event(self) -> _engine_pb2.RunEvent:
         """The event; the stream ends after `final` or `error`."""
@@ -201,10 +207,11 @@ class StartRunResponse(_message.Message):
         self,
         *,
         event: _engine_pb2.RunEvent | None = ...,
+        event_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "event_json", b"event_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -289,6 +296,12 @@ class WatchRunResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    EVENT_JSON_FIELD_NUMBER: _builtins.int
+    event_json: _builtins.str
+    """The event's JSON as the gateway's SSE `data:` carries it, made once by the
+    engine for every stream of the event (not stored: the run's events keep the
+    proto). Empty from an older engine: the gateway then encodes `event` itself.
+    """
     @_builtins.property
     def event(self) -> _engine_pb2.RunEvent:
         """The event; the stream ends after the run's terminal event."""
@@ -297,10 +310,11 @@ class WatchRunResponse(_message.Message):
         self,
         *,
         event: _engine_pb2.RunEvent | None = ...,
+        event_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "event_json", b"event_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -523,6 +537,12 @@ class AskAgentResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    EVENT_JSON_FIELD_NUMBER: _builtins.int
+    event_json: _builtins.str
+    """The event's JSON as the gateway's SSE `data:` carries it, made once by the
+    engine for every stream of the event (not stored: the run's events keep the
+    proto). Empty from an older engine: the gateway then encodes `event` itself.
+    """
     @_builtins.property
     def event(self) -> _engine_pb2.RunEvent:
         """The event; the stream ends after `final` or `error`."""
@@ -531,10 +551,11 @@ class AskAgentResponse(_message.Message):
         self,
         *,
         event: _engine_pb2.RunEvent | None = ...,
+        event_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "event_json", b"event_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
