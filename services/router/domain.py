@@ -25,10 +25,9 @@ from services.router.skill_router import (
     Thresholds,
     embedding_text,
     route,
-    text_hash,
 )
 from services.shared.audit import Actor, new_event, require_admin
-from services.shared.embeddings import embed, from_bytes, to_bytes
+from services.shared.embeddings import embed, from_bytes, text_sha256, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, by_offset, offset_token, page_of, page_request
@@ -185,14 +184,14 @@ class RouterDomain:
         _, skills = await self._repo.all_skills()
         stored = await self._repo.skill_vectors(embedder.name, embedder.dimension)
         texts = {s.id: embedding_text(s.name, s.description) for s in skills}
-        missing = [i for i, text in texts.items() if stored.get(i, ("", b""))[0] != text_hash(text)]
+        missing = [i for i, text in texts.items() if stored.get(i, ("", b""))[0] != text_sha256(text)]
         done, total = len(texts) - len(missing), len(texts)
         progress(done, total)
         for start in range(0, len(missing), batch):
             ids = missing[start : start + batch]
             rows = await embed(embedder, [texts[i] for i in ids])
             await self._repo.store_skill_vectors(
-                {i: (text_hash(texts[i]), to_bytes(row)) for i, row in zip(ids, rows, strict=True)},
+                {i: (text_sha256(texts[i]), to_bytes(row)) for i, row in zip(ids, rows, strict=True)},
                 embedder.name,
                 embedder.dimension,
             )
