@@ -53,7 +53,7 @@ from typing import Protocol
 
 import numpy as np
 
-from services.shared.embeddings import Embedder, Vectors, embed, text_sha256
+from services.shared.embeddings import Embedder, TextEmbedding, Vectors, embed, text_sha256
 from services.shared.search import RRF_K, VectorIndex, rrf_fuse, rrf_max
 from services.shared.text import fold
 
@@ -297,7 +297,11 @@ class SkillIndex:
         self.revision = revision
         return fresh
 
-    async def embed_query(self, text: str) -> Vectors:
+    async def embed_query(self, text: str, given: TextEmbedding | None = None) -> Vectors:
+        """``text``'s row; ``given`` instead when it is this embedder's vector
+        of exactly ``text`` (memory embedded the request for its recall)."""
+        if given is not None and given.fits(self.embedder, text):
+            return given.vector.reshape(1, -1)
         rows: Vectors = await embed(self.embedder, [text])
         return rows[0:1]
 
