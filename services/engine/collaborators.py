@@ -450,15 +450,25 @@ class Collaborators:
         )
 
     async def route_message(
-        self, user: str, text: str, forced: Sequence[str], requested: str, default: str, offline: bool
+        self,
+        user: str,
+        text: str,
+        forced: Sequence[str],
+        requested: str,
+        default: str,
+        offline: bool,
+        text_embedding: common_pb2.TextEmbedding | None = None,
     ) -> router_service_pb2.RouteMessageResponse:
-        """A chat message's skills and model in one call."""
+        """A chat message's skills and model in one call; ``text_embedding``:
+        the message's vector from memory's recall, which the router reuses
+        when it fits (None: the router embeds it)."""
         request = router_service_pb2.RouteMessageRequest(
             text=text,
             forced_skills=forced,
             requested_model=requested,
             default_model=default,
             offline=offline,
+            text_embedding=text_embedding,
         )
         return cast(
             router_service_pb2.RouteMessageResponse, await self._call("router", "RouteMessage", request, user)

@@ -25,10 +25,9 @@ from services.router.skill_router import (
     Thresholds,
     embedding_text,
     route,
-    text_hash,
 )
 from services.shared.audit import Actor, new_event, require_admin
-from services.shared.embeddings import embed, from_bytes, to_bytes
+from services.shared.embeddings import TextEmbedding, embed, from_bytes, text_sha256, to_bytes
 from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, by_offset, offset_token, page_of, page_request
@@ -185,14 +184,14 @@ class RouterDomain:
         _, skills = await self._repo.all_skills()
         stored = await self._repo.skill_vectors(embedder.name, embedder.dimension)
         texts = {s.id: embedding_text(s.name, s.description) for s in skills}
-        missing = [i for i, text in texts.items() if stored.get(i, ("", b""))[0] != text_hash(text)]
+        missing = [i for i, text in texts.items() if stored.get(i, ("", b""))[0] != text_sha256(text)]
         done, total = len(texts) - len(missing), len(texts)
         progress(done, total)
         for start in range(0, len(missing), batch):
             ids = missing[start : start + batch]
             rows = await embed(embedder, [texts[i] for i in ids])
             await self._repo.store_skill_vectors(
-                {i: (text_hash(texts[i]), to_bytes(row)) for i, row in zip(ids, rows, strict=True)},
+                {i: (text_sha256(texts[i]), to_bytes(row)) for i, row in zip(ids, rows, strict=True)},
                 embedder.name,
                 embedder.dimension,
             )
@@ -301,8 +300,15 @@ class RouterDomain:
     # The Skill Router
 
     async def route_skills(
-        self, user: str, text: str, forced_skills: Sequence[str], offline: bool
+        self,
+        user: str,
+        text: str,
+        forced_skills: Sequence[str],
+        offline: bool,
+        embedded: TextEmbedding | None = None,
     ) -> SkillRoute:
+        """``embedded``: the request's vector if the caller has one; used only
+        when it is exactly what the router would embed (SkillIndex.embed_query)."""
         names = list(dict.fromkeys(n for n in map(_forced_name, forced_skills) if n))
         _check_text(text, "text", required=not names)
         if len(names) > MAX_FORCED_SKILLS:
@@ -314,7 +320,7 @@ class RouterDomain:
         # (a worker thread for a real model) overlap.
         parts = split_request(text)
         (revision, enablements), query = await asyncio.gather(
-            self._repo.routing_state(user), self._index.embed_query(parts.instruction)
+            self._repo.routing_state(user), self._index.embed_query(parts.instruction, embedded)
         )
         index = await self.current_index(revision)
 
@@ -450,9 +456,10 @@ class RouterDomain:
         requested_model: str,
         default_model: str,
         offline: bool,
+        embedded: TextEmbedding | None = None,
     ) -> tuple[SkillRoute, ModelRoute]:
         """The skills and the model for one message, as route_skills and
         route_model decide them. The model first: it reads no database, so a
         request it refuses costs no routing."""
         model = self.route_model(text, requested_model, default_model, offline)
-        return await self.route_skills(user, text, forced_skills, offline), model
+        return await self.route_skills(user, text, forced_skills, offline, embedded), model

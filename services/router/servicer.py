@@ -11,6 +11,7 @@ from services.router.model_routing import ModelOption, ModelRoute
 from services.router.models import SkillFeedback
 from services.router.skill_router import Decision
 from services.shared.audit import Actor
+from services.shared.embeddings import TextEmbedding
 from services.shared.enums import EnumNames
 from services.shared.identity import caller_role, caller_user
 from services.shared.time import to_timestamp
@@ -192,7 +193,11 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
         self, request: router_service_pb2.RouteSkillsRequest, context: Context
     ) -> router_service_pb2.RouteSkillsResponse:
         route = await self._domain.route_skills(
-            caller_user(context), request.text, list(request.forced_skills), request.offline
+            caller_user(context),
+            request.text,
+            list(request.forced_skills),
+            request.offline,
+            TextEmbedding.from_proto(request.text_embedding),
         )
         return router_service_pb2.RouteSkillsResponse(**_skill_route_fields(route))
 
@@ -242,6 +247,7 @@ class RouterServicer(router_service_pb2_grpc.RouterServiceServicer):
             request.requested_model,
             request.default_model,
             request.offline,
+            TextEmbedding.from_proto(request.text_embedding),
         )
         return router_service_pb2.RouteMessageResponse(
             skills=router_pb2.SkillRoute(**_skill_route_fields(skills)),

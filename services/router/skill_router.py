@@ -45,7 +45,6 @@ services.router fit-thresholds`` (services/router/fit.py).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -54,7 +53,7 @@ from typing import Protocol
 
 import numpy as np
 
-from services.shared.embeddings import Embedder, Vectors, embed
+from services.shared.embeddings import Embedder, TextEmbedding, Vectors, embed, text_sha256
 from services.shared.search import RRF_K, VectorIndex, rrf_fuse, rrf_max
 from services.shared.text import fold
 
@@ -219,11 +218,6 @@ class IndexedSkill:
     terms: frozenset[str] = field(default=frozenset(), compare=False)
 
 
-def text_hash(text: str) -> str:
-    """What a stored vector records of the text it embeds."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 class SkillIndex:
     """Every catalog skill's terms (with an inverted index, so a request only
     scores the skills sharing a word with it) and description embedding.
@@ -273,7 +267,7 @@ class SkillIndex:
         Returns what it embedded, to be stored."""
         texts = {s.id: embedding_text(s.name, s.description) for s in skills}
         for skill_id, (digest, vector) in (stored or {}).items():
-            if skill_id in texts and digest == text_hash(texts[skill_id]):
+            if skill_id in texts and digest == text_sha256(texts[skill_id]):
                 self._cache.setdefault((skill_id, texts[skill_id]), vector)
         missing = [s.id for s in skills if (s.id, texts[s.id]) not in self._cache]
         fresh: dict[str, tuple[str, Vectors]] = {}
@@ -281,7 +275,7 @@ class SkillIndex:
             rows = await embed(self.embedder, [texts[i] for i in missing])
             for skill_id, row in zip(missing, rows, strict=True):
                 self._cache[(skill_id, texts[skill_id])] = row
-                fresh[skill_id] = (text_hash(texts[skill_id]), row)
+                fresh[skill_id] = (text_sha256(texts[skill_id]), row)
             missing = []
         self._cache = {
             key: self._cache[key] for key in ((s.id, texts[s.id]) for s in skills) if key in self._cache
@@ -303,7 +297,11 @@ class SkillIndex:
         self.revision = revision
         return fresh
 
-    async def embed_query(self, text: str) -> Vectors:
+    async def embed_query(self, text: str, given: TextEmbedding | None = None) -> Vectors:
+        """``text``'s row; ``given`` instead when it is this embedder's vector
+        of exactly ``text`` (memory embedded the request for its recall)."""
+        if given is not None and given.fits(self.embedder, text):
+            return given.vector.reshape(1, -1)
         rows: Vectors = await embed(self.embedder, [text])
         return rows[0:1]
 

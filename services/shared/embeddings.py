@@ -17,6 +17,11 @@ Two embedders:
 Both return L2-normalised float32 rows, so a dot product is the cosine. A
 stored vector carries its embedder's ``name`` and ``dimension``: vectors of
 two embedders are never compared.
+
+A chat run's request is embedded once: memory's recall returns the query's
+vector as a ``TextEmbedding`` (embedder, dimension, hash of the exact text),
+the engine passes it on to the Skill Router, which uses it only when
+``TextEmbedding.fits`` its own embedder and the text it would embed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from services.shared.text import fold
+from switchboard.common.v1 import common_pb2
 
 Vectors = npt.NDArray[np.float32]
 
@@ -76,6 +83,51 @@ def to_bytes(vector: Vectors) -> bytes:
 
 def from_bytes(data: bytes) -> Vectors:
     return np.frombuffer(data, dtype=np.float32)
+
+
+def text_sha256(text: str) -> str:
+    """What a passed-on vector records of the text it embeds."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TextEmbedding:
+    """One text's vector, with what another service needs to know it would
+    have computed the same: the embedder's name and dimension, and the hash
+    of the exact text (common.proto's TextEmbedding)."""
+
+    embedder: str
+    dimension: int
+    text_sha256: str
+    vector: Vectors
+
+    @classmethod
+    def of(cls, embedder: Embedder, text: str, vector: Vectors) -> TextEmbedding:
+        return cls(embedder.name, embedder.dimension, text_sha256(text), vector)
+
+    def fits(self, embedder: Embedder, text: str) -> bool:
+        """Whether ``embedder`` would have made this vector of ``text``."""
+        return (
+            self.embedder == embedder.name
+            and self.dimension == embedder.dimension
+            and self.vector.shape == (embedder.dimension,)
+            and self.text_sha256 == text_sha256(text)
+        )
+
+    def to_proto(self) -> common_pb2.TextEmbedding:
+        return common_pb2.TextEmbedding(
+            embedder=self.embedder,
+            dimension=self.dimension,
+            text_sha256=self.text_sha256,
+            vector=to_bytes(self.vector),
+        )
+
+    @classmethod
+    def from_proto(cls, message: common_pb2.TextEmbedding) -> TextEmbedding | None:
+        """None for an unset message or a vector whose length is not whole float32s."""
+        if not message.embedder or len(message.vector) % np.dtype(np.float32).itemsize:
+            return None
+        return cls(message.embedder, message.dimension, message.text_sha256, from_bytes(message.vector))
 
 
 def _normalise(rows: Vectors) -> Vectors:

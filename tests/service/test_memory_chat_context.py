@@ -1,7 +1,8 @@
 """MemoryService.GetChatContext in-process through its real stubs, on SQLite
 and PostgreSQL: one call answers what a chat run's six memory reads answer
 (RecallNotes, GetPersonalSettings, GetActiveInstructions, GetProjectContext,
-ListLiveState, GetHandoffSummary), in English and French; an unreadable
+ListLiveState, GetHandoffSummary), in English and French, and gives back
+recall's embedding of the query for the Skill Router to reuse; an unreadable
 instruction page is a state, never an error; another user's conversation
 reads like one without a summary."""
 
@@ -10,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 import pytest
 from google.protobuf import json_format
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
 
+from services.shared.embeddings import HashingEmbedder, TextEmbedding
 from switchboard.memory.v1 import (
     handoff_pb2,
     handoff_service_pb2,
@@ -221,3 +224,32 @@ async def test_an_unreadable_instruction_page_is_a_state_not_a_failure(stubs: St
         "",
     )
     assert "no longer readable" in page.notice
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+async def test_the_recall_query_embedding_comes_back_for_the_router(stubs: Stubs, language: str) -> None:
+    """Recall's own embedding of the query (no persona mixed in), with what
+    makes it safe to reuse: the embedder, its dimension, the text's hash."""
+    await alice_writes(stubs, language)
+    query = TEXTS[language]["query"]
+    read = await stubs.memory.GetChatContext(
+        pb.GetChatContextRequest(project_id=PROJECT, recall_query=query), **ALICE
+    )
+    embedded = TextEmbedding.from_proto(read.recall_query_embedding)
+    hashing = HashingEmbedder()
+    assert embedded is not None and embedded.fits(hashing, query)
+    assert (embedded.embedder, embedded.dimension) == ("hashing", 256)
+    assert np.array_equal(embedded.vector, hashing.embed([query])[0])
+
+
+async def test_no_embedding_comes_back_when_recall_embedded_nothing(stubs: Stubs) -> None:
+    query = TEXTS["en"]["query"]
+    # No note in bob's project: recall has nothing to compare a vector with.
+    empty = await stubs.memory.GetChatContext(pb.GetChatContextRequest(recall_query=query), **BOB)
+    await alice_writes(stubs, "en")
+    unread = await stubs.memory.GetChatContext(
+        pb.GetChatContextRequest(recall_query=query, read_mask=FieldMask(paths=["settings"])), **ALICE
+    )
+    blank = await stubs.memory.GetChatContext(pb.GetChatContextRequest(recall_query="  "), **ALICE)
+    for read in (empty, unread, blank):
+        assert not read.HasField("recall_query_embedding")

@@ -15,7 +15,7 @@ from services.engine.collaborators import Collaborators
 from services.engine.models import AgentRun, SkillRun
 from services.engine.providers.base import ChatMessage
 from services.engine.runs import run_context
-from services.engine.runs.context import ChatContextReader, EntryMaker
+from services.engine.runs.context import ChatContext, ChatContextReader, EntryMaker
 from services.engine.runs.generation import Models
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.proposals import propose_to_remember
@@ -76,9 +76,7 @@ class ChatWork:
             return await propose_to_remember(self._collab, run, user, fact, context.page, rec, entry)
 
         fallback = router_pb2.ModelRoute(model=self._models.fallback_model)
-        skills, model = await self._route(
-            run, request, context.settings.default_model, rec, optional, fallback
-        )
+        skills, model = await self._route(run, request, context, rec, optional, fallback)
         chosen = model.model
         provider = self._models.provider(chosen.provider)
         outcome.record_model(model, fallback=model is fallback)
@@ -162,20 +160,28 @@ class ChatWork:
         self,
         run: AgentRun,
         request: RunRequest,
-        default_model: str,
+        context: ChatContext,
         rec: Recorder,
         optional: OptionalServices,
         fallback: router_pb2.ModelRoute,
     ) -> tuple[router_pb2.SkillRoute, router_pb2.ModelRoute]:
         """The "routing" step: skills and model, chosen together in one call
         (without the router: no skill, and ``fallback``). The skills applied
-        are said as events; they and the decision go in the outcome."""
+        are said as events; they and the decision go in the outcome. The
+        message's embedding from recall goes along: the router reuses it
+        rather than embed the message again."""
         user, text, offline = request.user, request.message, self._models.offline
         async with rec.step("routing", rec.text("step.routing")):
             routed = await optional(
                 "router",
                 self._collab.route_message(
-                    user, text, request.forced_skills, request.requested_model, default_model, offline
+                    user,
+                    text,
+                    request.forced_skills,
+                    request.requested_model,
+                    context.settings.default_model,
+                    offline,
+                    context.message_embedding,
                 ),
                 None,
             )

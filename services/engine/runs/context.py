@@ -22,6 +22,7 @@ from services.engine.tokens import Counter
 from services.engine.tools import AllowedSources, SourceRead, ToolContext
 from services.engine.tools.policy import mentioned_pages, reads_workspace
 from services.shared.errors import DependencyUnavailable, NotFound
+from switchboard.common.v1 import common_pb2
 from switchboard.memory.v1 import handoff_pb2, memory_pb2, memory_service_pb2, pages_pb2
 from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
@@ -44,6 +45,9 @@ class ChatContext:
     earlier: list[threads_pb2.Entry]
     # The active instruction page as a layer ("" when there is none to send).
     instruction_page: str
+    # The message's embedding as memory's recall computed it, for the router
+    # to reuse; None when recall embedded nothing (or memory was off or down).
+    message_embedding: common_pb2.TextEmbedding | None = None
 
     def sources(self) -> list[SourceRead]:
         """What the context step read, as the run's sources."""
@@ -122,6 +126,9 @@ class ChatContextReader:
             summary=summary,
             earlier=earlier,
             instruction_page=self._instruction_layer(page, rec),
+            message_embedding=(
+                read.recall_query_embedding if read.HasField("recall_query_embedding") else None
+            ),
         )
 
     def _instruction_layer(self, page: pages_pb2.ActiveInstructions, rec: Recorder) -> str:

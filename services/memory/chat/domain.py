@@ -14,12 +14,13 @@ from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.models import LiveState, ProjectContextRow
 from services.memory.handoff.domain import HandoffDomain, Summary
 from services.memory.notes.domain import NotesDomain
-from services.memory.notes.recall import Recalled
+from services.memory.notes.recall import Recall, Recalled
 from services.memory.pages.instructions import ActiveInstructions, InstructionPages
 from services.memory.personal.domain import PersonalSettingsDomain
 from services.memory.personal.models import PersonalSettings
 from services.memory.projects.domain import Role
 from services.shared.audit import Actor
+from services.shared.embeddings import TextEmbedding
 from services.shared.errors import InvalidArgument, NotFound
 from services.shared.together import all_or_none
 
@@ -71,6 +72,8 @@ class ChatContext:
     live_state: Sequence[LiveState] = ()
     # None: nothing recorded for the thread (or another user's conversation).
     summary: Summary | None = None
+    # The recall query's embedding, when recall computed one (Recall).
+    recall_query_embedding: TextEmbedding | None = None
 
 
 async def _absent(value: _T) -> _T:
@@ -116,7 +119,7 @@ class ChatContextDomain:
         recalled, (settings, instructions), project_context, live, summary = await all_or_none(
             self._notes.recall_in(project, query.recall_query, "", query.recall_limit)
             if RECALLED_NOTES in wanted
-            else _absent([]),
+            else _absent(Recall([])),
             self._settings_and_instructions(user, SETTINGS in wanted, ACTIVE_INSTRUCTIONS in wanted),
             _or_none(self._contexts.context_of(project)) if PROJECT_CONTEXT in wanted else _absent(None),
             self._live.list_in(project, query.live_state_page_size, "")
@@ -127,12 +130,13 @@ class ChatContextDomain:
             else _absent(None),
         )
         return ChatContext(
-            recalled=recalled,
+            recalled=recalled.notes,
             settings=settings,
             instructions=instructions,
             project_context=project_context,
             live_state=live.entries if live is not None else (),
             summary=summary,
+            recall_query_embedding=recalled.query_embedding,
         )
 
     async def _settings_and_instructions(

@@ -48,4 +48,6 @@ class ChatContextRpcs:
             response.project_context.CopyFrom(context_to_proto(read.project_context))
         if read.summary is not None:
             response.handoff_summary.CopyFrom(summary_to_proto(read.summary))
+        if read.recall_query_embedding is not None:
+            response.recall_query_embedding.CopyFrom(read.recall_query_embedding.to_proto())
         return response

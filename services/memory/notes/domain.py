@@ -34,7 +34,7 @@ from services.memory.notes.lexical import (
     tags_of,
 )
 from services.memory.notes.models import Note
-from services.memory.notes.recall import Mode, NoteIndexes, ProjectIndex, Recalled, note_text
+from services.memory.notes.recall import Mode, NoteIndexes, ProjectIndex, Recall, Recalled, note_text
 from services.memory.notes.repository import ContentConflict, NoteFilter, NotesRepository
 from services.memory.projects.domain import Access, ProjectsDomain, Role
 from services.shared.audit import Actor
@@ -377,11 +377,11 @@ class NotesDomain:
         self, actor: Actor, project_id: str, query: str, persona: str, requested_limit: int, mode: int = 0
     ) -> list[Recalled]:
         access = await self.projects.access(actor, project_id, Role.VIEWER)
-        return await self.recall_in(access.project_id, query, persona, requested_limit, mode)
+        return (await self.recall_in(access.project_id, query, persona, requested_limit, mode)).notes
 
     async def recall_in(
         self, project: str, query: str, persona: str, requested_limit: int, mode: int = 0
-    ) -> list[Recalled]:
+    ) -> Recall:
         """Recall in a project the caller was already found to read."""
         limit = recall_limit(requested_limit)
         if mode not in (0, *Mode):

@@ -37,7 +37,15 @@ from services.memory.notes.lexical import (
 from services.memory.notes.models import Note
 from services.memory.notes.repository import NotesRepository
 from services.memory.revisions import NOTES
-from services.shared.embeddings import Embedder, EmbedderName, Vectors, embed, from_bytes, to_bytes
+from services.shared.embeddings import (
+    Embedder,
+    EmbedderName,
+    TextEmbedding,
+    Vectors,
+    embed,
+    from_bytes,
+    to_bytes,
+)
 from services.shared.search import VectorIndex, rrf_fuse, rrf_max
 
 _log = logging.getLogger(__name__)
@@ -74,6 +82,15 @@ class Recalled:
     score: float
     lexical_rank: int  # 1-based; 0 = not a lexical candidate
     embedding_rank: int
+
+
+@dataclass(frozen=True)
+class Recall:
+    notes: list[Recalled]
+    # The query's own embedding (no persona mixed in) when the embedding half
+    # computed one: a chat run's router reuses it instead of embedding the
+    # request again.
+    query_embedding: TextEmbedding | None = None
 
 
 def note_text(title: str, body: str, tags: Sequence[str]) -> str:
@@ -186,12 +203,16 @@ class NoteIndexes:
         vector: Vectors = self.embedder.embed([persona])[0]
         return vector
 
-    async def query_vector(self, query: str, persona: str) -> Vectors | None:
+    async def query_vector(self, query: str, persona: str) -> tuple[Vectors | None, TextEmbedding | None]:
         """The query's embedding plus PERSONA_WEIGHT times the persona's,
-        normalised; None when both are blank."""
+        normalised (None when both are blank), and the query's embedding
+        alone (None when it is blank)."""
         parts: list[Vectors] = []
+        own = None
         if query.strip():
-            parts.append((await embed(self.embedder, [query]))[0])
+            vector = (await embed(self.embedder, [query]))[0]
+            own = TextEmbedding.of(self.embedder, query, vector)
+            parts.append(vector)
         if persona.strip():
             vector = (
                 await asyncio.to_thread(self._persona_vector, persona)
@@ -200,27 +221,28 @@ class NoteIndexes:
             )
             parts.append(PERSONA_WEIGHT * vector if parts else vector)
         if not parts:
-            return None
+            return None, own
         total = np.sum(parts, axis=0)
         norm = float(np.linalg.norm(total))
-        return (total / norm).astype(np.float32) if norm else None
+        return ((total / norm).astype(np.float32) if norm else None), own
 
     async def recall(
         self, project: str, query: str, persona: str, limit: int, mode: Mode = Mode.HYBRID
-    ) -> list[Recalled]:
+    ) -> Recall:
         # Nothing to look for (no term of 2 characters or more): nothing recalled.
         weights = recall_weights(query, persona)
         if not weights:
-            return []
+            return Recall([])
         index = await self.get(project)
         if not index.notes:
-            return []
+            return Recall([])
         depth = max(CANDIDATE_FACTOR * limit, MIN_CANDIDATES)
         if index.lexical_only:  # no vector to compare with: the lexical half alone
             mode = Mode.LEXICAL
         rankings: list[list[int]] = []
         lexical: list[int] = []
         semantic: list[int] = []
+        own: TextEmbedding | None = None
         if mode in (Mode.HYBRID, Mode.LEXICAL):
             scores = index.lexical.scores(weights)
             positive = np.flatnonzero(scores > 0.0)
@@ -229,7 +251,7 @@ class NoteIndexes:
             lexical = [int(i) for i in positive[np.argsort(-scores[positive], kind="stable")]]
             rankings.append(lexical)
         if mode in (Mode.HYBRID, Mode.EMBEDDING):
-            vector = await self.query_vector(query, persona)
+            vector, own = await self.query_vector(query, persona)
             if vector is not None:
                 found = index.vectors.search(vector, depth)
                 semantic = [position for position, cosine in found if cosine >= self.min_cosine]
@@ -240,7 +262,7 @@ class NoteIndexes:
         semantic_rank = {position: rank_ for rank_, position in enumerate(semantic, start=1)}
         position_of = {id(index.notes[p]): p for p in fused}
         ordered = rank(((index.notes[p], score / top) for p, score in fused.items()), limit)
-        return [
+        recalled = [
             Recalled(
                 note=note,
                 score=score,
@@ -249,3 +271,4 @@ class NoteIndexes:
             )
             for note, score in ordered
         ]
+        return Recall(recalled, own)

@@ -25,19 +25,21 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/common/v1/common.proto\x12\x15switchboard.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\".\n\x05Usage\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03\"\x9c\x01\n\nAuditEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x12\n\nactor_role\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"E\n\rAuditPosition\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\n\n\x02id\x18\x02 \x01(\t*\x9c\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x02\x12\x1a\n\x16\x45RROR_REASON_TOO_LARGE\x10\x03\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x04\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x05\x12\'\n#ERROR_REASON_DEPENDENCY_UNAVAILABLE\x10\x06\x12\"\n\x1e\x45RROR_REASON_PERMISSION_DENIED\x10\x07\x12\x1d\n\x19\x45RROR_REASON_RATE_LIMITED\x10\x08\x12\x1e\n\x1a\x45RROR_REASON_TOO_MANY_RUNS\x10\t\x12\x1f\n\x1b\x45RROR_REASON_QUOTA_EXCEEDED\x10\n\x12\x1f\n\x1b\x45RROR_REASON_ALREADY_EXISTS\x10\x0b\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/common/v1/common.proto\x12\x15switchboard.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\".\n\x05Usage\x12\x11\n\ttokens_in\x18\x01 \x01(\x03\x12\x12\n\ntokens_out\x18\x02 \x01(\x03\"\x9c\x01\n\nAuditEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x02 \x01(\t\x12\x12\n\nactor_role\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"E\n\rAuditPosition\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\n\n\x02id\x18\x02 \x01(\t\"Y\n\rTextEmbedding\x12\x10\n\x08\x65mbedder\x18\x01 \x01(\t\x12\x11\n\tdimension\x18\x02 \x01(\x05\x12\x13\n\x0btext_sha256\x18\x03 \x01(\t\x12\x0e\n\x06vector\x18\x04 \x01(\x0c*\x9c\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\x1a\n\x16\x45RROR_REASON_NOT_FOUND\x10\x02\x12\x1a\n\x16\x45RROR_REASON_TOO_LARGE\x10\x03\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x04\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x05\x12\'\n#ERROR_REASON_DEPENDENCY_UNAVAILABLE\x10\x06\x12\"\n\x1e\x45RROR_REASON_PERMISSION_DENIED\x10\x07\x12\x1d\n\x19\x45RROR_REASON_RATE_LIMITED\x10\x08\x12\x1e\n\x1a\x45RROR_REASON_TOO_MANY_RUNS\x10\t\x12\x1f\n\x1b\x45RROR_REASON_QUOTA_EXCEEDED\x10\n\x12\x1f\n\x1b\x45RROR_REASON_ALREADY_EXISTS\x10\x0b\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ERRORREASON']._serialized_start=373
-  _globals['_ERRORREASON']._serialized_end=785
+  _globals['_ERRORREASON']._serialized_start=464
+  _globals['_ERRORREASON']._serialized_end=876
   _globals['_USAGE']._serialized_start=94
   _globals['_USAGE']._serialized_end=140
   _globals['_AUDITEVENT']._serialized_start=143
   _globals['_AUDITEVENT']._serialized_end=299
   _globals['_AUDITPOSITION']._serialized_start=301
   _globals['_AUDITPOSITION']._serialized_end=370
+  _globals['_TEXTEMBEDDING']._serialized_start=372
+  _globals['_TEXTEMBEDDING']._serialized_end=461
 # @@protoc_insertion_point(module_scope)

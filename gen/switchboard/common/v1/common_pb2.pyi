@@ -202,3 +202,45 @@ class AuditPosition(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AuditPosition: _TypeAlias = AuditPosition  # noqa: Y015
+
+@_typing.final
+class TextEmbedding(_message.Message):
+    """One text's sentence embedding, passed from the service that computed it to
+    one that would compute it again (memory's recall to the Skill Router), so
+    that a chat run embeds its request once. A receiver uses it only when
+    embedder, dimension and text_sha256 are what it would have embedded, and
+    embeds the text itself otherwise.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EMBEDDER_FIELD_NUMBER: _builtins.int
+    DIMENSION_FIELD_NUMBER: _builtins.int
+    TEXT_SHA256_FIELD_NUMBER: _builtins.int
+    VECTOR_FIELD_NUMBER: _builtins.int
+    embedder: _builtins.str
+    """The embedder's name ("use-multilingual-v3", "hashing")."""
+    dimension: _builtins.int
+    """The vector's number of components."""
+    text_sha256: _builtins.str
+    """SHA-256 of the exact text embedded (UTF-8), in lower-case hex."""
+    vector: _builtins.bytes
+    """The L2-normalised vector: dimension float32, in the byte order stored
+    vectors have (little-endian on the x86-64 and arm64 machines that run the
+    services).
+    """
+    def __init__(
+        self,
+        *,
+        embedder: _builtins.str = ...,
+        dimension: _builtins.int = ...,
+        text_sha256: _builtins.str = ...,
+        vector: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dimension", b"dimension", "embedder", b"embedder", "text_sha256", b"text_sha256", "vector", b"vector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TextEmbedding: _TypeAlias = TextEmbedding  # noqa: Y015

@@ -10,6 +10,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from switchboard.common.v1 import common_pb2 as _common_pb2
 from switchboard.memory.v1 import handoff_pb2 as _handoff_pb2
 from switchboard.memory.v1 import memory_pb2 as _memory_pb2
 from switchboard.memory.v1 import pages_pb2 as _pages_pb2
@@ -1210,6 +1211,7 @@ class GetChatContextResponse(_message.Message):
     PROJECT_CONTEXT_FIELD_NUMBER: _builtins.int
     LIVE_STATE_FIELD_NUMBER: _builtins.int
     HANDOFF_SUMMARY_FIELD_NUMBER: _builtins.int
+    RECALL_QUERY_EMBEDDING_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def recalled_notes(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.RecalledNote]:
         """Notes relevant to recall_query, best first (as RecallNotes)."""
@@ -1236,6 +1238,14 @@ class GetChatContextResponse(_message.Message):
         it is another user's, which reads exactly like that).
         """
 
+    @_builtins.property
+    def recall_query_embedding(self) -> _common_pb2.TextEmbedding:
+        """recall_query's embedding as recall computed it (before any persona is
+        mixed in), for the Skill Router to reuse (RouteMessageRequest.
+        text_embedding); unset when recall embedded nothing (recalled_notes not
+        read, a blank query, a project without notes or searched lexically only).
+        """
+
     def __init__(
         self,
         *,
@@ -1245,10 +1255,11 @@ class GetChatContextResponse(_message.Message):
         project_context: _memory_pb2.ProjectContext | None = ...,
         live_state: _abc.Iterable[_memory_pb2.LiveStateEntry] | None = ...,
         handoff_summary: _handoff_pb2.HandoffSummary | None = ...,
+        recall_query_embedding: _common_pb2.TextEmbedding | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active_instructions", b"active_instructions", "handoff_summary", b"handoff_summary", "project_context", b"project_context", "settings", b"settings"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active_instructions", b"active_instructions", "handoff_summary", b"handoff_summary", "project_context", b"project_context", "recall_query_embedding", b"recall_query_embedding", "settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instructions", b"active_instructions", "handoff_summary", b"handoff_summary", "live_state", b"live_state", "project_context", b"project_context", "recalled_notes", b"recalled_notes", "settings", b"settings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_instructions", b"active_instructions", "handoff_summary", b"handoff_summary", "live_state", b"live_state", "project_context", b"project_context", "recall_query_embedding", b"recall_query_embedding", "recalled_notes", b"recalled_notes", "settings", b"settings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

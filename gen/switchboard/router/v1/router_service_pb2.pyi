@@ -360,6 +360,7 @@ class RouteSkillsRequest(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     FORCED_SKILLS_FIELD_NUMBER: _builtins.int
     OFFLINE_FIELD_NUMBER: _builtins.int
+    TEXT_EMBEDDING_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     """The user's message; at most 32,000 characters."""
     offline: _builtins.bool
@@ -370,16 +371,25 @@ class RouteSkillsRequest(_message.Message):
         dropped, even when disabled: forcing is asking.
         """
 
+    @_builtins.property
+    def text_embedding(self) -> _common_pb2.TextEmbedding:
+        """The request's embedding if the caller has one (memory's
+        GetChatContextResponse.recall_query_embedding): used instead of
+        embedding again only when it is of the router's embedder and dimension
+        and of the exact text the router matches skills on; ignored otherwise.
+        """
+
     def __init__(
         self,
         *,
         text: _builtins.str = ...,
         forced_skills: _abc.Iterable[_builtins.str] | None = ...,
         offline: _builtins.bool = ...,
+        text_embedding: _common_pb2.TextEmbedding | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["text_embedding", b"text_embedding"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["forced_skills", b"forced_skills", "offline", b"offline", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["forced_skills", b"forced_skills", "offline", b"offline", "text", b"text", "text_embedding", b"text_embedding"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -756,6 +766,7 @@ class RouteMessageRequest(_message.Message):
     REQUESTED_MODEL_FIELD_NUMBER: _builtins.int
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
     OFFLINE_FIELD_NUMBER: _builtins.int
+    TEXT_EMBEDDING_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     """The user's message; at most 32,000 characters."""
     requested_model: _builtins.str
@@ -770,6 +781,10 @@ class RouteMessageRequest(_message.Message):
     def forced_skills(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Skill names forced by the user, as in RouteSkillsRequest."""
 
+    @_builtins.property
+    def text_embedding(self) -> _common_pb2.TextEmbedding:
+        """The message's embedding if the caller has one, as in RouteSkillsRequest."""
+
     def __init__(
         self,
         *,
@@ -778,10 +793,11 @@ class RouteMessageRequest(_message.Message):
         requested_model: _builtins.str = ...,
         default_model: _builtins.str = ...,
         offline: _builtins.bool = ...,
+        text_embedding: _common_pb2.TextEmbedding | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["text_embedding", b"text_embedding"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "forced_skills", b"forced_skills", "offline", b"offline", "requested_model", b"requested_model", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_model", b"default_model", "forced_skills", b"forced_skills", "offline", b"offline", "requested_model", b"requested_model", "text", b"text", "text_embedding", b"text_embedding"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
