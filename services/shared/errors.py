@@ -1,15 +1,12 @@
 """Domain errors, each carrying its gRPC status code and ErrorInfo reason, and
-the one server interceptor that maps them onto statuses with
+the one server layer that maps them onto statuses with
 ``google.rpc.ErrorInfo`` details. Anything unexpected becomes INTERNAL, logged,
 with no stack trace sent to the client."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -18,7 +15,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from services.shared.db_retry import is_transient
-from services.shared.handlers import around_calls
+from services.shared.handlers import Around, CallLayer
 from switchboard.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
@@ -164,29 +161,14 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort_with_status(_internal_status())
 
 
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class ErrorMapping(CallLayer):
     """Maps DomainError to its status, anything else to a logged INTERNAL."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
+    def bind(self, method: str, kind: str, handler: grpc.RpcMethodHandler) -> Around:
+        async def fail(exc: Exception, context: grpc.aio.ServicerContext) -> None:
+            await _abort(context, exc, method)
 
-        @asynccontextmanager
-        async def mapping_errors(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-            try:
-                yield
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the one place that maps errors
-                await _abort(context, exc, method)
-
-        return around_calls(handler, lambda _kind: mapping_errors)
+        return Around(fail=fail)
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
