@@ -28,7 +28,6 @@ from services.shared.errors import (
     error_info,
     retry_delay,
 )
-from services.shared.identity import user_metadata
 from switchboard.common.v1 import common_pb2
 from switchboard.memory.v1 import (
     handoff_pb2,
@@ -118,7 +117,7 @@ class GrpcTransport:
                 getattr(self._stubs[service], method),
                 request,
                 timeout=self._timeouts.get(service, self._timeout),
-                metadata=user_metadata(user),
+                user=user,
             )
         except grpc.aio.AioRpcError as error:
             raise _translate(service, error) from error
