@@ -6,6 +6,7 @@ with no stack trace sent to the client."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 
 import grpc
@@ -169,6 +170,47 @@ class ErrorMapping(CallLayer):
             await _abort(context, exc, method)
 
         return Around(fail=fail)
+
+
+# Every domain error by its ErrorInfo reason: the one table a client rebuilds
+# a service's refusal from (``rebuilt``).
+KINDS: dict[str, type[DomainError]] = {
+    common_pb2.ErrorReason.Name(kind.reason): kind
+    for kind in (
+        InvalidArgument,
+        NotFound,
+        TooLarge,
+        FailedPrecondition,
+        AlreadyExists,
+        PermissionDenied,
+        Unauthenticated,
+        DependencyUnavailable,
+        RateLimited,
+        TooManyRuns,
+        QuotaExceeded,
+    )
+}
+
+
+def rebuilt(
+    error: grpc.aio.AioRpcError, by_code: Mapping[grpc.StatusCode, type[DomainError]] | None = None
+) -> DomainError | None:
+    """The domain error a service refused the call with, rebuilt from the
+    ErrorInfo it sent: the same kind (so the same status and reason when it
+    is raised again), message, metadata and retry delay. Without one of our
+    ErrorInfos (gRPC's own failures: a message over the size limit, an
+    unreachable service, a deadline), the kind ``by_code`` gives, else None."""
+    info = error_info(error)
+    if info is not None and info.domain == ERROR_DOMAIN and info.reason in KINDS:
+        kind, metadata = KINDS[info.reason], dict(info.metadata)
+    elif by_code is not None and error.code() in by_code:
+        kind, metadata = by_code[error.code()], {}
+    else:
+        return None
+    domain = kind(error.details() or error.code().name.lower().replace("_", " "), **metadata)
+    if issubclass(kind, Exhausted):
+        domain.retry_after = retry_delay(error)
+    return domain
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
