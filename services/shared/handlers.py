@@ -51,7 +51,8 @@ class Around:
     # Wraps the method's request deserializer (it runs before any behavior).
     deserializer: Callable[[Deserializer], Deserializer] | None = None
     # start() when the call begins; finish(started, context, error) when it
-    # has ended, with what start() returned and the error it ended with.
+    # has ended, with what start() returned and the error it ended with
+    # (the two together, or neither).
     start: Callable[[], Any] | None = None
     finish: Callable[[Any, grpc.aio.ServicerContext, BaseException | None], None] | None = None
     # fail(error, context): maps an exception of the call onto its status
@@ -143,29 +144,39 @@ def _in_turn(hooks: Sequence[Callable[..., None]]) -> Callable[..., None]:
     return every
 
 
+Start = Callable[[], Any]
+Finish = Callable[[Any, grpc.aio.ServicerContext, BaseException | None], None]
+
+
+def _accounting(accounts: Sequence[tuple[Start, Finish]]) -> tuple[Start, Finish]:
+    """One start and one finish for every layer's, nested: the first
+    started is the last finished (one layer's own as they are)."""
+    if len(accounts) == 1:
+        return accounts[0]
+
+    def start() -> list[Any]:
+        return [begin() for begin, _end in accounts]
+
+    def finish(started: list[Any], context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
+        for (_begin, end), mark in zip(reversed(accounts), reversed(started), strict=True):
+            end(mark, context, error)
+
+    return start, finish
+
+
 class _Calls:
     """The hooks of one method's layers, and the behaviors that run them."""
 
     def __init__(self, bound: Sequence[Around]) -> None:
         self._check = _in_turn([a.check for a in bound if a.check is not None])
-        self._starts = [a.start for a in bound if a.start is not None]
-        self._finishes = [a.finish for a in bound if a.finish is not None]
+        self._start, self._finish = _accounting(
+            [(a.start, a.finish) for a in bound if a.start is not None and a.finish is not None]
+        )
         # Innermost first: the error mapping nearest the behavior sees it first.
         self._fails = [a.fail for a in reversed(bound) if a.fail is not None]
         self._requests = [a.requests for a in bound if a.requests is not None]
 
-    def _start(self) -> list[Any]:
-        return [start() for start in self._starts]
-
-    def _finish(
-        self, started: list[Any], context: grpc.aio.ServicerContext, error: BaseException | None
-    ) -> None:
-        for finish, mark in zip(reversed(self._finishes), reversed(started), strict=True):
-            finish(mark, context, error)
-
-    async def _failed(
-        self, error: BaseException, context: grpc.aio.ServicerContext, started: list[Any]
-    ) -> None:
+    async def _failed(self, error: BaseException, context: grpc.aio.ServicerContext, started: Any) -> None:
         """Maps ``error`` (aborting raises), then ends the accounting with the
         error the call ends with."""
         try:

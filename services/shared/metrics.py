@@ -32,6 +32,7 @@ from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from services.shared.handlers import Around, CallLayer
+from services.shared.telemetry import tracing_enabled
 
 GRPC_STARTED = Counter(
     "grpc_server_started_total",
@@ -171,4 +172,6 @@ class _MethodMetrics:
         if handled is None:
             handled = self._handled[name] = GRPC_HANDLED.labels(*self._labels, name)
         handled.inc()
-        self._seconds.observe(time.perf_counter() - started, exemplar=trace_exemplar())
+        # Without tracing no span is ever sampled: no exemplar to look up.
+        exemplar = trace_exemplar() if tracing_enabled() else None
+        self._seconds.observe(time.perf_counter() - started, exemplar=exemplar)
