@@ -76,7 +76,8 @@ class MethodHandlerCache(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     (services.shared.handlers.compose: metrics, error mapping, identity, the
     request guard, deadlines: each reads the call's metadata inside the
     handler, from its context) folded into one behavior, inside the
-    ``interceptors`` (tracing: its span covers the whole call), with a
+    ``interceptors`` (tracing: its span covers the whole call; its wrapping
+    depends on the method alone, so it too is built once), with a
     response stream written from a coroutine in the call's own task.
 
     That last part matters with tracing on: grpc.aio drives a response
