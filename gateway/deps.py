@@ -11,7 +11,6 @@ from fastapi import Depends, Request
 from gateway.auth import caller_role, current_user
 from gateway.settings import GatewaySettings
 from services.shared.clients import call
-from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc, projects_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
@@ -70,6 +69,7 @@ async def rpc(
         method,
         message,
         timeout=settings(request).call_timeout,
-        metadata=user_metadata(user, caller_role(request)),
+        user=user,
+        role=caller_role(request),
         idempotent=idempotent,
     )

@@ -35,7 +35,7 @@ from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.events import to_sse
-from services.shared.clients import retry_unavailable
+from services.shared.clients import retried
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 
@@ -77,16 +77,17 @@ async def open_run(start: Callable[[], Any]) -> tuple[Any, EventResponse | None]
     rolled out) is asked again, on the channel's other replicas: every start
     carries a request_id and watching is a read, so the retry is the same run
     (its events, or its "interrupted" settlement), never a second one."""
-    async for attempt in retry_unavailable():
-        with attempt:
-            stream = start()
-            try:
-                first = await stream.read()
-            except grpc.aio.AioRpcError:
-                stream.cancel()
-                raise
-            return stream, (None if first is grpc.aio.EOF else first)
-    raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def opened() -> tuple[Any, EventResponse | None]:
+        stream = start()
+        try:
+            first = await stream.read()
+        except grpc.aio.AioRpcError:
+            stream.cancel()
+            raise
+        return stream, (None if first is grpc.aio.EOF else first)
+
+    return await retried(opened)
 
 
 def sse_response(

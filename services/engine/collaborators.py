@@ -22,14 +22,9 @@ from services.shared.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
-    QuotaExceeded,
-    RateLimited,
-    TooManyRuns,
-    error_info,
-    retry_delay,
+    TooLarge,
+    rebuilt,
 )
-from services.shared.identity import user_metadata
-from switchboard.common.v1 import common_pb2
 from switchboard.memory.v1 import (
     handoff_pb2,
     handoff_service_pb2,
@@ -46,32 +41,29 @@ from switchboard.memory.v1 import (
 from switchboard.router.v1 import router_service_pb2, router_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
-# The quota refusals of other services, by ErrorInfo reason.
-EXHAUSTED: dict[str, type[Exhausted]] = {
-    common_pb2.ErrorReason.Name(kind.reason): kind for kind in (QuotaExceeded, RateLimited, TooManyRuns)
+# What a downstream refusal may stay when the engine raises it again: the
+# caller's own mistakes and quotas, which the user can act on (an oversize
+# field stays TooLarge: 413 at the gateway). Anything else is the engine's
+# dependency failing, whatever the service said.
+_KEPT = (NotFound, PermissionDenied, InvalidArgument, TooLarge, FailedPrecondition, Exhausted)
+# The same kinds by status code alone, for a refusal without ErrorInfo.
+_BY_CODE: dict[grpc.StatusCode, type[DomainError]] = {
+    kind.code: kind for kind in (NotFound, PermissionDenied, InvalidArgument, FailedPrecondition)
 }
 
 
 def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
     """A downstream failure as the engine's own error: client mistakes keep
-    their code, anything else says which service failed."""
+    their kind (rebuilt from the ErrorInfo), anything else says which
+    service failed."""
     code = error.code()
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFound(error.details() or "not found")
-    if code == grpc.StatusCode.PERMISSION_DENIED:
-        return PermissionDenied(error.details() or "permission denied")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidArgument(error.details() or "invalid argument")
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return FailedPrecondition(f"{service}: {error.details() or 'failed precondition'}")
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        # A quota's refusal keeps its reason and retry delay: the user can
-        # act on it, unlike an outage. Without ErrorInfo it is gRPC's own
-        # (a message over the size limit): the service failed.
-        info = error_info(error)
-        exhausted = EXHAUSTED.get(info.reason) if info is not None else None
-        if exhausted is not None:
-            return exhausted(error.details() or "quota exceeded", retry_delay(error))
+    domain = rebuilt(error, _BY_CODE)
+    if isinstance(domain, FailedPrecondition):
+        return FailedPrecondition(f"{service}: {domain.message}", **domain.metadata)
+    if isinstance(domain, _KEPT):
+        return domain
+    # Without one of the quotas' ErrorInfo, RESOURCE_EXHAUSTED is gRPC's own
+    # (a message over the size limit): the service failed.
     return DependencyUnavailable(f"{service} service failed: {code.name} {error.details() or ''}".strip())
 
 
@@ -118,7 +110,7 @@ class GrpcTransport:
                 getattr(self._stubs[service], method),
                 request,
                 timeout=self._timeouts.get(service, self._timeout),
-                metadata=user_metadata(user),
+                user=user,
             )
         except grpc.aio.AioRpcError as error:
             raise _translate(service, error) from error

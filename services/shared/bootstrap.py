@@ -25,22 +25,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.shared import db_retry, exit_codes
 from services.shared.db import create_engine
-from services.shared.deadlines import DeadlineInterceptor
-from services.shared.errors import ErrorMappingInterceptor
+from services.shared.deadlines import Deadlines
+from services.shared.errors import ErrorMapping
 from services.shared.event_loop import run, running_loop_name
-from services.shared.identity_guard import IdentityInterceptor
+from services.shared.handlers import CallLayer, compose, written
+from services.shared.identity_guard import Identity
 from services.shared.identity_tokens import IdentityKeyError, configure
-from services.shared.metrics import EVENT_LOOP, MetricsInterceptor, serve_metrics
+from services.shared.metrics import EVENT_LOOP, Metrics, serve_metrics
 from services.shared.migrations import upgrade_to_head
-from services.shared.request_guard import RequestGuardInterceptor
+from services.shared.request_guard import RequestGuard
 from services.shared.settings import ServiceSettings
-from services.shared.telemetry import (
-    StreamClosingInterceptor,
-    server_interceptors,
-    setup_logging,
-    setup_telemetry,
-    shutdown_telemetry,
-)
+from services.shared.telemetry import server_interceptors, setup_logging, setup_telemetry, shutdown_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +70,34 @@ class RunningService:
 
 
 class MethodHandlerCache(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Interceptors whose wrapping depends on the method alone (metrics,
-    error mapping, the request guard, deadlines: each reads the call's
-    metadata inside the handler, from its context), run once per method:
-    every later call of that method gets the handler they built, instead of
-    new closures and handler objects per call. Methods that do not exist are
-    not cached (a client could name any number of them)."""
+    """The server's one interceptor: a method's handler is built once, on its
+    first call, and every later call of that method gets it, instead of new
+    closures and handler objects per call. What it builds: the ``layers``
+    (services.shared.handlers.compose: metrics, error mapping, identity, the
+    request guard, deadlines: each reads the call's metadata inside the
+    handler, from its context) folded into one behavior, inside the
+    ``interceptors`` (tracing: its span covers the whole call; its wrapping
+    depends on the method alone, so it too is built once), with a
+    response stream written from a coroutine in the call's own task.
 
-    def __init__(self, interceptors: Sequence[grpc.aio.ServerInterceptor]) -> None:
+    That last part matters with tracing on: grpc.aio drives a response
+    generator itself, and when the call ends while a response is being sent
+    (the client cancels, or reads too slowly and then leaves) it drops the
+    generator suspended at its ``yield``; the garbage collector closes it
+    later, from another task's context, where the tracing interceptor cannot
+    detach the span context it attached ("Failed to detach context", with a
+    traceback, for each such call), and the handlers' ``finally`` blocks run
+    late. Written from a coroutine, the cancellation reaches that coroutine,
+    which closes the generators in the call's own task.
+
+    Methods that do not exist are not cached (a client could name any
+    number of them)."""
+
+    def __init__(
+        self, interceptors: Sequence[grpc.aio.ServerInterceptor] = (), layers: Sequence[CallLayer] = ()
+    ) -> None:
         self._interceptors = list(interceptors)
+        self._layers = list(layers)
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
@@ -94,10 +108,25 @@ class MethodHandlerCache(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = handler_call_details.method
         handler = self._handlers.get(method)
         if handler is None:
-            handler = await self._chain(0, continuation, handler_call_details)
+            handler = await self._build(continuation, handler_call_details)
             if handler is not None:
                 self._handlers[method] = handler
         return handler
+
+    async def _build(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        # Without an interceptor between them, the layers' behavior writes the stream itself.
+        writes = not self._interceptors
+
+        async def composed(inner: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+            handler = await continuation(inner)
+            return None if handler is None else compose(handler, inner.method, self._layers, writes)
+
+        handler = await self._chain(0, composed, details)
+        return None if handler is None else written(handler)
 
     async def _chain(
         self,
@@ -110,6 +139,14 @@ class MethodHandlerCache(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return await self._interceptors[index].intercept_service(
             lambda inner: self._chain(index + 1, continuation, inner), details
         )
+
+
+def server_layers() -> list[CallLayer]:
+    """Every service's per-call concerns, outermost first. The request guard
+    inside metrics, so a refused request is counted INVALID_ARGUMENT; the
+    identity check before it, so an unknown caller learns nothing about its
+    request."""
+    return [Metrics(), ErrorMapping(), Identity(), RequestGuard(), Deadlines()]
 
 
 class CannotListen(RuntimeError):
@@ -139,23 +176,7 @@ async def start_service(
     configure(settings.identity_tokens())
     credentials = settings.server_credentials()
     server = grpc.aio.server(
-        # Tracing outermost (but for the stream closer, which makes sure of it):
-        # its span covers the whole call, closed in the call's own task.
-        # The request guard inside metrics, so a refused request is counted INVALID_ARGUMENT;
-        # the identity check before it, so an unknown caller learns nothing about its request.
-        interceptors=[
-            StreamClosingInterceptor(),
-            *server_interceptors(),
-            MethodHandlerCache(
-                [
-                    MetricsInterceptor(),
-                    ErrorMappingInterceptor(),
-                    IdentityInterceptor(),
-                    RequestGuardInterceptor(),
-                    DeadlineInterceptor(),
-                ]
-            ),
-        ],
+        interceptors=[MethodHandlerCache(server_interceptors(), server_layers())],
         options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
     )
     names = list(register(server))

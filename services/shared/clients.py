@@ -1,6 +1,6 @@
 """Channels to other services: one per downstream service, opened at start-up,
-traced, every call with a deadline, idempotent calls retried with tenacity
-when (and only when) the service is UNAVAILABLE. Inside a handler, a call's
+traced, every call with a deadline and its caller's identity, idempotent
+calls retried with tenacity when (and only when) the service is UNAVAILABLE. Inside a handler, a call's
 deadline is never later than the incoming call's (services.shared.deadlines)."""
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import grpc
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from services.shared.deadlines import bounded
+from services.shared.identity import user_metadata
+from services.shared.identity_tokens import DEFAULT_ROLE
 from services.shared.telemetry import client_interceptors
 
 Response = TypeVar("Response")
@@ -54,18 +56,56 @@ async def call(
     request: object,
     *,
     timeout: float,
+    user: str | None = None,
+    role: str = DEFAULT_ROLE,
     metadata: Metadata = (),
     idempotent: bool = True,
     attempts: int = 3,
 ) -> Response:
-    """Calls a unary method. Retries UNAVAILABLE with jittered backoff only if
-    ``idempotent``; any other error is raised at once. Each attempt's deadline
-    is ``timeout``, cut to what is left of the call being served, if any."""
-    if not idempotent:
+    """Calls a unary method, as ``user`` (with ``role``) when given: their
+    identity token in its metadata, before ``metadata``. Retries UNAVAILABLE
+    with jittered backoff only if ``idempotent``; any other error is raised
+    at once. Each attempt's deadline is ``timeout``, cut to what is left of
+    the call being served, if any."""
+    if user is not None:
+        metadata = (*user_metadata(user, role), *metadata)
+    # The first attempt bare: a call that succeeds (nearly all) builds no retry loop.
+    try:
         return await method(request, timeout=bounded(timeout), metadata=metadata)
-    async for attempt in retry_unavailable(attempts):
-        with attempt:
-            return await method(request, timeout=bounded(timeout), metadata=metadata)
+    except grpc.aio.AioRpcError as error:
+        if not (idempotent and _is_unavailable(error)):
+            raise
+        first = error
+    return await _retrying(
+        first, lambda: method(request, timeout=bounded(timeout), metadata=metadata), attempts
+    )
+
+
+async def retried(attempt: Callable[[], Awaitable[Response]], attempts: int = 3) -> Response:
+    """``attempt()``, made again by ``retry_unavailable(attempts)`` when it
+    finds the service UNAVAILABLE; the first attempt runs without the loop."""
+    try:
+        return await attempt()
+    except grpc.aio.AioRpcError as error:
+        if not _is_unavailable(error):
+            raise
+        first = error
+    return await _retrying(first, attempt, attempts)
+
+
+async def _retrying(
+    first: grpc.aio.AioRpcError, attempt: Callable[[], Awaitable[Response]], attempts: int
+) -> Response:
+    """The retry loop of a call whose first attempt failed with ``first``:
+    handed to the loop as its first attempt's failure, so the stop, the
+    backoff and the error finally raised are the loop's own."""
+    pending: grpc.aio.AioRpcError | None = first
+    async for retry in retry_unavailable(attempts):
+        with retry:
+            if pending is not None:
+                failed, pending = pending, None
+                raise failed
+            return await attempt()
     raise AssertionError("unreachable: tenacity reraises the last error")
 
 

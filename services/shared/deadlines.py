@@ -1,6 +1,6 @@
 """Deadline propagation: a call never outlives the call it serves.
 
-``DeadlineInterceptor`` (installed by the bootstrap on every server) records
+``Deadlines`` (a layer of every server, services.shared.handlers) records
 the incoming call's deadline in a context variable, in the call's own task;
 ``services.shared.clients.call`` gives each outgoing call ``bounded(timeout)``:
 its own timeout, cut to what is left of the incoming deadline. So when the
@@ -14,15 +14,12 @@ deadline included."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
 
 import grpc
 
 from services.shared import timer
-from services.shared.handlers import around_calls
+from services.shared.handlers import Around, CallLayer
 
 # Absolute timer.monotonic() at which the call being served expires; None: no deadline.
 _DEADLINE: ContextVar[float | None] = ContextVar("switchboard_deadline", default=None)
@@ -55,21 +52,11 @@ def enter(context: grpc.aio.ServicerContext) -> None:
     _DEADLINE.set(None if left is None else timer.monotonic() + left)
 
 
-class DeadlineInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class Deadlines(CallLayer):
     """Calls ``enter(context)`` in the handler's task before the handler runs."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        return around_calls(handler, lambda _kind: _entered)
+    def bind(self, method: str, kind: str, handler: grpc.RpcMethodHandler) -> Around:
+        return _ENTERED
 
 
-@asynccontextmanager
-async def _entered(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-    enter(context)
-    yield
+_ENTERED = Around(check=lambda _request, context: enter(context))

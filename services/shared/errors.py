@@ -1,15 +1,13 @@
 """Domain errors, each carrying its gRPC status code and ErrorInfo reason, and
-the one server interceptor that maps them onto statuses with
+the one server layer that maps them onto statuses with
 ``google.rpc.ErrorInfo`` details. Anything unexpected becomes INTERNAL, logged,
 with no stack trace sent to the client."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -18,7 +16,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from services.shared.db_retry import is_transient
-from services.shared.handlers import around_calls
+from services.shared.handlers import Around, CallLayer
 from switchboard.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
@@ -164,29 +162,55 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort_with_status(_internal_status())
 
 
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class ErrorMapping(CallLayer):
     """Maps DomainError to its status, anything else to a logged INTERNAL."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
+    def bind(self, method: str, kind: str, handler: grpc.RpcMethodHandler) -> Around:
+        async def fail(exc: Exception, context: grpc.aio.ServicerContext) -> None:
+            await _abort(context, exc, method)
 
-        @asynccontextmanager
-        async def mapping_errors(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-            try:
-                yield
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the one place that maps errors
-                await _abort(context, exc, method)
+        return Around(fail=fail)
 
-        return around_calls(handler, lambda _kind: mapping_errors)
+
+# Every domain error by its ErrorInfo reason: the one table a client rebuilds
+# a service's refusal from (``rebuilt``).
+KINDS: dict[str, type[DomainError]] = {
+    common_pb2.ErrorReason.Name(kind.reason): kind
+    for kind in (
+        InvalidArgument,
+        NotFound,
+        TooLarge,
+        FailedPrecondition,
+        AlreadyExists,
+        PermissionDenied,
+        Unauthenticated,
+        DependencyUnavailable,
+        RateLimited,
+        TooManyRuns,
+        QuotaExceeded,
+    )
+}
+
+
+def rebuilt(
+    error: grpc.aio.AioRpcError, by_code: Mapping[grpc.StatusCode, type[DomainError]] | None = None
+) -> DomainError | None:
+    """The domain error a service refused the call with, rebuilt from the
+    ErrorInfo it sent: the same kind (so the same status and reason when it
+    is raised again), message, metadata and retry delay. Without one of our
+    ErrorInfos (gRPC's own failures: a message over the size limit, an
+    unreachable service, a deadline), the kind ``by_code`` gives, else None."""
+    info = error_info(error)
+    if info is not None and info.domain == ERROR_DOMAIN and info.reason in KINDS:
+        kind, metadata = KINDS[info.reason], dict(info.metadata)
+    elif by_code is not None and error.code() in by_code:
+        kind, metadata = by_code[error.code()], {}
+    else:
+        return None
+    domain = kind(error.details() or error.code().name.lower().replace("_", " "), **metadata)
+    if issubclass(kind, Exhausted):
+        domain.retry_after = retry_delay(error)
+    return domain
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:

@@ -5,13 +5,11 @@ and operators' tools carry no identity."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
 
-from services.shared.handlers import around_calls
+from services.shared.handlers import Around, CallLayer
 from services.shared.identity import caller
 
 # Full method-name prefixes that need no identity.
@@ -22,21 +20,15 @@ OPEN_SERVICES = (
 )
 
 
-@asynccontextmanager
-async def _identified(_request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-    caller(context)  # raises Unauthenticated, mapped by the error interceptor outside this one
-    yield
-
-
-class IdentityInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class Identity(CallLayer):
     """Refuses a call without a valid identity token (see module doc)."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(OPEN_SERVICES):
-            return handler
-        return around_calls(handler, lambda _kind: _identified)
+    def bind(self, method: str, kind: str, handler: grpc.RpcMethodHandler) -> Around | None:
+        return None if method.startswith(OPEN_SERVICES) else _IDENTIFIED
+
+
+def _identified(_request: Any, context: grpc.aio.ServicerContext) -> None:
+    caller(context)  # raises Unauthenticated, mapped by the error layer outside this one
+
+
+_IDENTIFIED = Around(check=_identified)

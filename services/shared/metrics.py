@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from typing import Any
 
 import grpc
 from opentelemetry import trace
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-from services.shared.handlers import Scope, around_calls
+from services.shared.handlers import Around, CallLayer
+from services.shared.telemetry import tracing_enabled
 
 GRPC_STARTED = Counter(
     "grpc_server_started_total",
@@ -133,47 +133,45 @@ def _split(method: str) -> tuple[str, str]:
     return service, name
 
 
-class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Counts and times every RPC. Outside ErrorMappingInterceptor, so the
-    status it records is the one the client sees."""
+class Metrics(CallLayer):
+    """Counts and times every RPC. Outside the error mapping (accounting
+    hooks always are), so the status it records is the one the client sees."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        service, method = _split(handler_call_details.method)
+    def bind(self, method: str, kind: str, handler: grpc.RpcMethodHandler) -> Around:
+        return _MethodMetrics(_TYPES[kind], *_split(method)).around()
 
-        @asynccontextmanager
-        async def timed(label: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-            GRPC_STARTED.labels(label, service, method).inc()
-            started, error = time.perf_counter(), None
-            try:
-                yield
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                # The code an abort set; else OK, CANCELLED (the client went away) or UNKNOWN.
-                code = context.code()
-                if code is None:
-                    if error is None:
-                        code = grpc.StatusCode.OK
-                    elif isinstance(error, asyncio.CancelledError):
-                        code = grpc.StatusCode.CANCELLED
-                    else:
-                        code = grpc.StatusCode.UNKNOWN
-                name = code.name if isinstance(code, grpc.StatusCode) else str(code)
-                GRPC_HANDLED.labels(label, service, method, name).inc()
-                GRPC_SECONDS.labels(label, service, method).observe(
-                    time.perf_counter() - started, exemplar=trace_exemplar()
-                )
 
-        def scope(kind: str) -> Scope:
-            label = _TYPES[kind]
-            return lambda _request, context: timed(label, context)
+class _MethodMetrics:
+    """One method's series, looked up once rather than on every call."""
 
-        return around_calls(handler, scope)
+    def __init__(self, label: str, service: str, method: str) -> None:
+        self._labels = (label, service, method)
+        self._started = GRPC_STARTED.labels(*self._labels)
+        self._seconds = GRPC_SECONDS.labels(*self._labels)
+        self._handled: dict[str, Any] = {}
+
+    def around(self) -> Around:
+        return Around(start=self.start, finish=self.finish)
+
+    def start(self) -> float:
+        self._started.inc()
+        return time.perf_counter()
+
+    def finish(self, started: float, context: grpc.aio.ServicerContext, error: BaseException | None) -> None:
+        # The code an abort set; else OK, CANCELLED (the client went away) or UNKNOWN.
+        code = context.code()
+        if code is None:
+            if error is None:
+                code = grpc.StatusCode.OK
+            elif isinstance(error, asyncio.CancelledError):
+                code = grpc.StatusCode.CANCELLED
+            else:
+                code = grpc.StatusCode.UNKNOWN
+        name = code.name if isinstance(code, grpc.StatusCode) else str(code)
+        handled = self._handled.get(name)
+        if handled is None:
+            handled = self._handled[name] = GRPC_HANDLED.labels(*self._labels, name)
+        handled.inc()
+        # Without tracing no span is ever sampled: no exemplar to look up.
+        exemplar = trace_exemplar() if tracing_enabled() else None
+        self._seconds.observe(time.perf_counter() - started, exemplar=exemplar)

@@ -5,9 +5,9 @@ any interceptor's behavior runs, and an exception raised there ends the call
 with a generic error status (UNKNOWN, "Unexpected <class DecodeError>") and a
 logged traceback, whatever the bytes were: truncated, not protobuf at all, or
 a ``string`` field that is not valid UTF-8 (proto3 requires it).
-``RequestGuardInterceptor`` wraps each method's deserializer so that a parse
+``RequestGuard`` wraps each method's deserializer so that a parse
 failure yields a ``Malformed`` marker instead of raising, and the method's
-behavior, seeing the marker, aborts the call with INVALID_ARGUMENT and an
+behavior, seeing the marker, refuses the call with INVALID_ARGUMENT and an
 ``ErrorInfo`` (``ERROR_REASON_INVALID_ARGUMENT``, metadata ``method``) before
 the servicer is reached.
 
@@ -21,19 +21,17 @@ here: gRPC itself answers RESOURCE_EXHAUSTED."""
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from services.shared.errors import InvalidArgument, to_status
-from services.shared.handlers import rewrap, scoped
+from services.shared.errors import InvalidArgument
+from services.shared.handlers import Around, CallLayer
 
 log = logging.getLogger(__name__)
 
@@ -82,52 +80,35 @@ def _guarded(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return deserialize
 
 
-async def _refuse(context: grpc.aio.ServicerContext, method: str, request: Malformed) -> NoReturn:
+def _refusal(method: str, request: Malformed) -> InvalidArgument:
     log.info("malformed request to %s: %s", method, request.message)
     metadata = {"method": method, **({"field": request.field} if request.field else {})}
-    await context.abort_with_status(to_status(InvalidArgument(request.message, **metadata)))
-    raise AssertionError("abort_with_status raises")  # pragma: no cover
+    return InvalidArgument(request.message, **metadata)
 
 
-class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Turns a request that does not parse, or holds NUL in a string, into INVALID_ARGUMENT."""
+class RequestGuard(CallLayer):
+    """Turns a request that does not parse, or holds NUL in a string, into
+    INVALID_ARGUMENT (raised inside the error layer, which maps it)."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
-            return handler
-        method = handler_call_details.method
-        behavior = (
-            handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
-        )
-        if not (inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)):
-            return handler  # a synchronous handler (none here) keeps gRPC's own handling
-        deserializer = _guarded(handler.request_deserializer)
+    def bind(self, method: str, kind: str, handler: grpc.RpcMethodHandler) -> Around | None:
+        if handler.request_deserializer is None:
+            return None
 
-        @asynccontextmanager
-        async def checked_first(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        def checked_first(request: Any, _context: grpc.aio.ServicerContext) -> None:
             if isinstance(request, Malformed):
-                await _refuse(context, method, request)
-            yield
+                raise _refusal(method, request)
 
-        def checked_each(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        def checked_each(requests: AsyncIterator[Any], _context: grpc.aio.ServicerContext) -> Any:
             """Checks each request of a client stream as the behavior reads it."""
 
             async def iterate() -> AsyncIterator[Any]:
                 async for request in requests:
                     if isinstance(request, Malformed):
-                        await _refuse(context, method, request)
+                        raise _refusal(method, request)
                     yield request
 
             return iterate()
 
-        def guarded(kind: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
-            if kind.startswith("unary_"):
-                return scoped(behavior, checked_first)
-            return scoped(behavior, requests=checked_each)
-
-        return rewrap(handler, guarded, deserializer)
+        if kind.startswith("unary_"):
+            return Around(check=checked_first, deserializer=_guarded)
+        return Around(requests=checked_each, deserializer=_guarded)

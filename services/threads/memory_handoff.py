@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import grpc
 
 from services.shared.clients import call
-from services.shared.identity import user_metadata
 from services.threads.models import Entry, Segment
 from services.threads.rotation import ReadEntries
 from switchboard.memory.v1 import handoff_pb2, handoff_service_pb2, handoff_service_pb2_grpc
@@ -58,17 +57,16 @@ class MemoryHandoff:
         self._timeout = timeout
 
     async def summarize(self, segment: Segment, read_entries: ReadEntries) -> str | None:
-        metadata = user_metadata(SERVICE_IDENTITY)
         entries = handoff_entries(await read_entries())
         for start in range(0, len(entries), BATCH):
             request = handoff_service_pb2.RecordHandoffEntriesRequest(
                 thread_id=segment.thread_id, entries=entries[start : start + BATCH]
             )
-            await call(self._stub.RecordHandoffEntries, request, timeout=self._timeout, metadata=metadata)
+            await call(self._stub.RecordHandoffEntries, request, timeout=self._timeout, user=SERVICE_IDENTITY)
         checkpoint = handoff_service_pb2.CheckpointHandoffRequest(
             thread_id=segment.thread_id, reason=handoff_pb2.HANDOFF_CHECKPOINT_REASON_ROTATION
         )
         response = await call(
-            self._stub.CheckpointHandoff, checkpoint, timeout=self._timeout, metadata=metadata
+            self._stub.CheckpointHandoff, checkpoint, timeout=self._timeout, user=SERVICE_IDENTITY
         )
         return response.summary.text or None

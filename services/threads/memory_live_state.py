@@ -11,7 +11,6 @@ import grpc
 from services.shared.audit import Actor
 from services.shared.clients import call
 from services.shared.errors import DependencyUnavailable
-from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 
 # Entries per ListLiveState page (memory's largest).
@@ -39,7 +38,8 @@ class MemoryLiveState:
                     self._stub.ListLiveState,
                     request,
                     timeout=self._timeout,
-                    metadata=user_metadata(actor.user, actor.role),
+                    user=actor.user,
+                    role=actor.role,
                 )
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.NOT_FOUND:

@@ -10,7 +10,6 @@ import grpc
 from services.shared.audit import Actor
 from services.shared.clients import call
 from services.shared.errors import DependencyUnavailable, InvalidArgument
-from services.shared.identity import user_metadata
 from services.shared.projects import ProjectRole
 from services.threads.access import ProjectGrant
 from switchboard.memory.v1 import projects_service_pb2, projects_service_pb2_grpc
@@ -35,7 +34,8 @@ class MemoryProjects:
                 self._stub.CheckProjectAccess,
                 request,
                 timeout=self._timeout,
-                metadata=user_metadata(actor.user, actor.role),
+                user=actor.user,
+                role=actor.role,
             )
         except grpc.aio.AioRpcError as error:
             code = error.code()

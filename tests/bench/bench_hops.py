@@ -3,6 +3,11 @@ unary call and a streamed message between two processes, an HTTP request and
 an SSE event between two processes (FastAPI on uvicorn, as the gateway), and
 a SQLite statement and commit through SQLAlchemy (as the services) and
 through sqlite3 alone, and embedding a request with the default model. CPU is summed over client and server.
+The same unary call is priced again through Switchboard's own server and
+client path (``grpc_unary_switchboard``: a service started by the shared
+bootstrap, with every per-call layer, around a handler that does nothing;
+``clients.call`` with an identity token): the difference is what that path
+adds to each of a run's calls.
 
     scripts/bench.sh hops [--calls 2000] [--smoke]
 
@@ -29,6 +34,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from services.shared.event_loop import run
 from tests.bench.bench_runs import cpu_seconds
+from tests.identity_key import use_run_identity_key
 from tests.processes import ROOT, child_env, free_port, process, wait_grpc_serving, wait_http_ok
 
 # One chat run's pieces, counted from the floor's call table and SQL counts
@@ -100,13 +106,30 @@ def _serve_http(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
+async def _serve_switchboard(port: int) -> None:
+    """The echo through the bootstrap every service starts with."""
+    from services.shared.bootstrap import start_service
+    from services.shared.settings import ServiceSettings
+
+    async def echo(request: bytes, _context: Any) -> bytes:
+        return request
+
+    def register(server: grpc.aio.Server) -> list[str]:
+        handlers = {"Echo": grpc.unary_unary_rpc_method_handler(echo, *_BYTES)}
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Hops", handlers)])
+        return ["bench.Hops"]
+
+    service = await start_service(ServiceSettings(host="127.0.0.1", port=port), register)
+    await service.server.wait_for_termination()
+
+
 @asynccontextmanager
 async def _server(kind: str, folder: Path) -> AsyncIterator[tuple[int, int]]:
     """A ``kind`` server in a process of its own, serving: its pid and port."""
     port, log = free_port(), folder / f"{kind}.log"
     argv = [sys.executable, "-m", "tests.bench.bench_hops", "--serve", kind, "--port", str(port)]
     async with process(argv, child_env({}), log, cwd=ROOT) as child:
-        if kind == "grpc":
+        if kind in ("grpc", "switchboard"):
             await wait_grpc_serving(f"127.0.0.1:{port}", log)
         else:
             await wait_http_ok(f"http://127.0.0.1:{port}/json", log)
@@ -161,6 +184,20 @@ async def _grpc_costs(calls: int, folder: Path) -> dict[str, float]:
 
         call, message = await _call_and_message(calls, pid, unary, streamed)
     return {"grpc_unary": call, "grpc_streamed": message}
+
+
+async def _switchboard_cost(calls: int, folder: Path) -> dict[str, float]:
+    from services.shared.clients import call, open_channel
+    from services.shared.identity import user_metadata
+
+    async with _server("switchboard", folder) as (pid, port), open_channel(f"127.0.0.1:{port}") as channel:
+        echo = channel.unary_unary("/bench.Hops/Echo", *_BYTES)
+
+        async def unary() -> None:
+            # The metadata as the callers build it (one signed token per user, cached).
+            await call(echo, b"x" * 64, timeout=10, metadata=user_metadata("bench"))
+
+        return {"grpc_unary_switchboard": await _measured(calls, pid, unary)}
 
 
 async def _http_costs(calls: int, folder: Path) -> dict[str, float]:
@@ -247,21 +284,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--smoke", action="store_true", help="a few calls, to check the bench runs")
-    parser.add_argument("--serve", choices=["grpc", "http"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["grpc", "switchboard", "http"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve == "grpc":
         run(_serve_grpc(args.port), "uvloop")
         return {}
+    if args.serve == "switchboard":
+        run(_serve_switchboard(args.port), "uvloop")
+        return {}
     if args.serve == "http":
         _serve_http(args.port)
         return {}
     calls = 50 if args.smoke else args.calls
+    use_run_identity_key()  # the switchboard server, a child, inherits it
 
     async def measure() -> dict[str, float]:
         with tempfile.TemporaryDirectory() as folder:
             return {
                 **await _grpc_costs(calls, Path(folder)),
+                **await _switchboard_cost(calls, Path(folder)),
                 **await _http_costs(calls, Path(folder)),
                 **await _sql_costs(calls, Path(folder)),
                 **await _embed_cost(calls),
@@ -276,6 +318,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     lines.append(
         f"| **one run's fixed pieces** | | | **{result['run_total_ms']:.2f}** (target {TARGET_MS} in all) |"
     )
+    added = result["per_piece_ms"]["grpc_unary_switchboard"] - result["per_piece_ms"]["grpc_unary"]
+    lines.append(f"\nSwitchboard's server and client path adds {added:.3f} CPU ms to each unary call.")
     print("\n".join(lines))
     return result
 

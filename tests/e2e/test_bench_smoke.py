@@ -238,10 +238,10 @@ def test_hops_bench_smoke_prices_every_piece_of_a_run() -> None:
 
     result = bench_hops.main(["--smoke"])
     costs = result["per_piece_ms"]
-    assert set(costs) == {*bench_hops.RUN_PIECES, "sqlite3_statement_alone"}
+    assert set(costs) == {*bench_hops.RUN_PIECES, "sqlite3_statement_alone", "grpc_unary_switchboard"}
     # Measured directly; a streamed message is a difference of two streams,
     # which a smoke run's few calls may not resolve.
-    direct = ("grpc_unary", "http_request", "sql_statement", "embed_request")
+    direct = ("grpc_unary", "grpc_unary_switchboard", "http_request", "sql_statement", "embed_request")
     assert all(costs[piece] > 0 for piece in direct), costs
     assert all(isinstance(cost, float) for cost in costs.values()), costs
     # A statement through SQLAlchemy and a thread hand-off costs more than sqlite3's own.
