@@ -25,6 +25,7 @@ from services.shared.errors import (
     TooLarge,
     rebuilt,
 )
+from switchboard.common.v1 import common_pb2
 from switchboard.memory.v1 import (
     handoff_pb2,
     handoff_service_pb2,
