@@ -25,3 +25,7 @@ trap 'rm -f "$descriptors"' EXIT
 # protoc writes modules, not packages: add the __init__.py files and py.typed.
 find "$out/switchboard" -type d -exec touch {}/__init__.py \;
 touch "$out/switchboard/py.typed"
+# The reference page of the contracts (docs/grpc.md), when gen/ itself was written.
+if [ -z "${1:-}" ]; then
+  PYTHONPATH="$out" "$python" protos/reference.py > /dev/null
+fi
