@@ -16,7 +16,7 @@ import pytest
 from services.shared.time import set_clock
 from services.shared.timer import set_timer
 from tests.databases import BACKENDS, database_url, drop_templates
-from tests.worker_groups import WorkerGroups, write_groups
+from tests.worker_groups import WorkerGroups, load_durations, write_groups
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
 
@@ -25,7 +25,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(WorkerGroups(), "switchboard-worker-groups")
 
 
+# A test file that took this long in the last recorded run (tests/durations.json)
+# is `slow`: `-m "not slow and not browser"` is the quick loop while editing.
+# The README's command runs every test, marked or not.
+SLOW_FILE_SECONDS = 30.0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    durations = load_durations()
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith("tests/e2e/test_web_"):
+            item.add_marker(pytest.mark.browser)
+        if durations.get(path, 0.0) >= SLOW_FILE_SECONDS:
+            item.add_marker(pytest.mark.slow)
     write_groups(config, items)
 
 
