@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import httpx
 import pytest
 
 from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
@@ -74,6 +75,11 @@ class Launched:
 
     def headers(self, user: str = "alice") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(user)}"}
+
+    def client(self, user: str = "alice", *, path: str = "", timeout: float = 30) -> httpx.Client:
+        """An HTTP client of the gateway signed in as ``user`` (its base URL
+        ends with ``path``, e.g. "/api/agent")."""
+        return httpx.Client(base_url=self.url + path, headers=self.headers(user), timeout=timeout)
 
 
 # The MCP configuration of the headless agent CLI that recording_env

@@ -74,7 +74,7 @@ class Scrape:
 @pytest.fixture(scope="module")
 def after_a_run(launched: Launched) -> tuple[Scrape, str]:
     """The scrape of every process after one run, and the run's id."""
-    with httpx.Client(base_url=launched.url, headers=launched.headers(), timeout=30) as client:
+    with launched.client() as client:
         created = client.post("/api/agent/conversations", json={})
         assert created.status_code == 201, created.text
         url = f"/api/agent/conversations/{created.json()['id']}/messages"

@@ -238,13 +238,13 @@ CONTENT_TYPES = st.sampled_from(
 
 @pytest.fixture(scope="module")
 def alice(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as client:
+    with launched.client("alice") as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def root(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("root"), timeout=30) as client:
+    with launched.client("root") as client:
         yield client
 
 

@@ -48,19 +48,15 @@ class World:
     note_proposal: str
 
 
-def client_for(launched: Launched, user: str) -> httpx.Client:
-    return httpx.Client(base_url=launched.url, headers=launched.headers(user), timeout=30)
-
-
 @pytest.fixture(scope="module")
 def alice(launched: Launched) -> Iterator[httpx.Client]:
-    with client_for(launched, "alice") as client:
+    with launched.client("alice") as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def bob(launched: Launched) -> Iterator[httpx.Client]:
-    with client_for(launched, "bob") as client:
+    with launched.client("bob") as client:
         yield client
 
 
@@ -662,7 +658,7 @@ ROLE_MATRIX: list[tuple[str, str, Any, int, int]] = [
 
 @pytest.fixture(scope="module")
 def root(launched: Launched) -> Iterator[httpx.Client]:
-    with client_for(launched, "root") as client:
+    with launched.client("root") as client:
         yield client
 
 

@@ -17,7 +17,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.e2e.conftest import CLI_AGENT_MCP_CONFIG, Launched, recording_env, shared_recording
@@ -57,7 +56,7 @@ def mcp_config(launched: Launched) -> Path:
 def test_a_cli_agent_asks_another_agent_through_the_stdio_mcp_server(
     launched: Launched, mcp_config: Path, question: str
 ) -> None:
-    with httpx.Client(base_url=launched.url, headers=launched.headers(), timeout=120) as alice:
+    with launched.client(timeout=120) as alice:
         for agent, model in (("dev-cli", "agent-model"), ("qa-cli", "offline-balanced")):
             created = alice.post("/api/agent/agents", json={"id": agent, "model": model})
             assert created.status_code == 201, created.text

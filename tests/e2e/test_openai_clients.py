@@ -34,7 +34,7 @@ def client(launched: Launched) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture
 def http(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as session:
+    with launched.client("alice") as session:
         yield session
 
 
@@ -367,7 +367,7 @@ def test_a_body_past_the_size_limit_and_unknown_routes_answer_in_openais_shape(h
     )
 )
 def test_any_conversation_header_is_refused_or_served_never_500(launched: Launched, value: str) -> None:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as session:
+    with launched.client("alice") as session:
         response = session.post(
             "/v1/chat/completions",
             json={"model": "auto", "messages": [USER]},

@@ -37,7 +37,7 @@ CASES = {
 
 
 def client(launched: Launched, name: str) -> httpx.Client:
-    return httpx.Client(base_url=launched.url, headers=launched.headers(name), timeout=60)
+    return launched.client(name, timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -29,13 +29,13 @@ MAX_INSTRUCTION_PAGES = 100
 
 @pytest.fixture(scope="module")
 def alice(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as client:
+    with launched.client("alice") as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def bob(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("bob"), timeout=30) as client:
+    with launched.client("bob") as client:
         yield client
 
 
@@ -106,7 +106,7 @@ def test_over_the_run_rate_is_429_with_retry_after_and_the_reason(
 
 
 def test_a_full_memory_quota_is_429_with_its_reason(launched: Launched) -> None:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("bob"), timeout=30) as carol:
+    with launched.client("bob") as carol:
         for index in range(MAX_INSTRUCTION_PAGES):
             made = carol.post(
                 "/api/agent/personal-settings/instructions-page", json={"title": f"Page {index}"}

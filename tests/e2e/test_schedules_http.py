@@ -23,13 +23,13 @@ from tests.e2e.conftest import Launched
 
 @pytest.fixture(scope="module")
 def alice(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as client:
+    with launched.client("alice") as client:
         yield client
 
 
 @pytest.fixture(scope="module")
 def bob(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("bob"), timeout=30) as client:
+    with launched.client("bob") as client:
         yield client
 
 

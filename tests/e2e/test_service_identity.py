@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import grpc
-import httpx
 import jwt
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -45,7 +44,7 @@ def outsider_token(user: str) -> str:
 @pytest.mark.parametrize("service", sorted(CALLS))
 def test_without_the_key_no_one_acts_for_a_user_on_a_service_port(launched: Launched, service: str) -> None:
     user = launched.user("alice")
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as gateway:
+    with launched.client("alice") as gateway:
         created = gateway.post("/api/agent/conversations", json={"title": "mine"})
         assert created.status_code == 201, created.text
     fields = {"conversation_id": created.json()["id"]} if service == "engine" else {}

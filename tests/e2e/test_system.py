@@ -27,7 +27,7 @@ LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")
 
 @pytest.fixture
 def client(launched: Launched) -> httpx.Client:
-    with httpx.Client(base_url=launched.url, headers=launched.headers("alice"), timeout=30) as http:
+    with launched.client("alice") as http:
         yield http
 
 
@@ -146,7 +146,7 @@ def test_unknown_ids_are_404(client: httpx.Client) -> None:
 def test_users_only_see_their_own_objects(launched: Launched, client: httpx.Client) -> None:
     conversation_id = new_conversation(client, title="Alice's")
     run_id = post_message(client, conversation_id, "hello")[0].data["run_id"]
-    with httpx.Client(base_url=launched.url, headers=launched.headers("bob"), timeout=30) as bob:
+    with launched.client("bob") as bob:
         for method, path, body in [
             ("GET", f"/api/agent/conversations/{conversation_id}", None),
             ("POST", f"/api/agent/conversations/{conversation_id}/messages", {"message": "hi"}),

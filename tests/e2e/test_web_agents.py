@@ -322,7 +322,7 @@ def test_an_agents_provider_pin_and_injection_strategy_over_http(launched: Launc
     Auto alone would have chosen the offline model for so short a question."""
     tag = uuid.uuid4().hex[:6]
     agent, stray = f"pinned-{tag}", f"stray-{tag}"
-    with httpx.Client(base_url=f"{launched.url}/api/agent", headers=launched.headers(), timeout=60) as http:
+    with launched.client(path="/api/agent", timeout=60) as http:
         created = http.post(
             "/agents",
             json={"id": agent, "provider_id": "scripted", "model": "auto", "injection_strategy": "stdin"},

@@ -59,7 +59,7 @@ def threads(launched: Launched) -> Iterator[threads_service_pb2_grpc.ThreadsServ
 
 @pytest.fixture(scope="module")
 def http(launched: Launched) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=f"{launched.url}/api/agent", headers=launched.headers(), timeout=60) as client:
+    with launched.client(path="/api/agent", timeout=60) as client:
         yield client
 
 
