@@ -92,8 +92,17 @@ CASES: list[tuple[str, Any, str]] = [
     ),
     (
         "action",
-        e.ActionTaken(tool="save_note", family="memory", status="ok"),
-        r'{"tool":"save_note","family":"memory","status":"ok","run_id":"run-1","sequence":9}',
+        e.ActionTaken(
+            tool="save_note",
+            family="memory",
+            status="ok",
+            call_id="call-1",
+            arguments='{"title": "Fenêtre"}',
+            result="<tool_result>noté</tool_result>",
+        ),
+        r'{"tool":"save_note","family":"memory","status":"ok","call_id":"call-1",'
+        r'"arguments":"{\"title\": \"Fen\u00eatre\"}","result":"<tool_result>not\u00e9</tool_result>",'
+        r'"run_id":"run-1","sequence":9}',
     ),
     (
         "reasoning",

@@ -124,7 +124,16 @@ class ToolLoop:
                         if result.is_error:
                             span.set_status(trace.StatusCode.ERROR)
                 status = "error" if result.is_error else "ok"
-                rec.emit(action=engine_pb2.ActionTaken(tool=call.name, family=family, status=status))
+                rec.emit(
+                    action=engine_pb2.ActionTaken(
+                        tool=call.name,
+                        family=family,
+                        status=status,
+                        call_id=call.call_id,
+                        arguments=call.arguments,
+                        result=result.content,
+                    )
+                )
                 if result.notice:  # a write the user did not ask for, or a quota's refusal
                     rec.notice(result.notice_code, result.notice)
                 rec.outcome.actions.append(

@@ -954,22 +954,36 @@ class ActionTaken(_message.Message):
     TOOL_FIELD_NUMBER: _builtins.int
     FAMILY_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
     tool: _builtins.str
     """The tool's name, as the model called it."""
     family: _builtins.str
     """workspace, connectors, mcp, agents, memory, instructions."""
     status: _builtins.str
     """"ok" or "error"."""
+    call_id: _builtins.str
+    """The call's id, as the model gave it (unique within the run)."""
+    arguments: _builtins.str
+    """The call's arguments: the JSON text the model wrote."""
+    result: _builtins.str
+    """The result as the model received it (a tool's output inside its
+    delimiters, or the error it was told).
+    """
     def __init__(
         self,
         *,
         tool: _builtins.str = ...,
         family: _builtins.str = ...,
         status: _builtins.str = ...,
+        call_id: _builtins.str = ...,
+        arguments: _builtins.str = ...,
+        result: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["family", b"family", "status", b"status", "tool", b"tool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "call_id", b"call_id", "family", b"family", "result", b"result", "status", b"status", "tool", b"tool"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
