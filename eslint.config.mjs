@@ -15,7 +15,7 @@ export default [
     },
   },
   {
-    files: ["scripts/**/*.mjs", "tests/web/**/*.mjs", "eslint.config.mjs"],
+    files: ["scripts/**/*.mjs", "tests/web/**/*.mjs", "tests/e2e/**/*.mjs", "eslint.config.mjs"],
     languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: globals.node },
   },
 ];

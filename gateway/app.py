@@ -35,6 +35,7 @@ from gateway import (
     trace_redaction,
     webhooks,
 )
+from gateway.agui import routes as agui_routes
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
 from gateway.openai_compat import routes as openai_routes
@@ -116,6 +117,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         schedules,
         webhooks,
         openai_routes,
+        agui_routes,
         audit,
     ):
         app.include_router(module.router)

@@ -68,6 +68,28 @@ def to_client(response: EventResponse) -> dict[str, str]:
     return to_sse(response.event, response.event_json)
 
 
+class StreamEncoder(Protocol):
+    """What a client's protocol makes of the run's events: the SSE events of
+    one engine response, and of the in-band notice that the stream broke for
+    good (never a resume point: no id)."""
+
+    def event(self, response: EventResponse) -> list[dict[str, str]]: ...
+
+    def interrupted(self, event: engine_pb2.RunEvent) -> list[dict[str, str]]: ...
+
+
+class NativeEncoder:
+    """Switchboard's own SSE: one event per run event, as the engine encoded it."""
+
+    def event(self, response: EventResponse) -> list[dict[str, str]]:
+        return [to_client(response)]
+
+    def interrupted(self, event: engine_pb2.RunEvent) -> list[dict[str, str]]:
+        sse = to_sse(event)
+        sse.pop("id")
+        return [sse]
+
+
 async def open_run(start: Callable[[], Any]) -> tuple[Any, EventResponse | None]:
     """The stream ``start`` opens, and its first response: None when it has
     nothing to send (a finished run). Read before any response is started, so
@@ -91,12 +113,17 @@ async def open_run(start: Callable[[], Any]) -> tuple[Any, EventResponse | None]
 
 
 def sse_response(
-    events: AsyncIterator[dict[str, str]], request: Request, headers: dict[str, str] | None = None
+    events: AsyncIterator[dict[str, str]],
+    request: Request,
+    headers: dict[str, str] | None = None,
+    sep: str | None = None,
 ) -> EventSourceResponse:
-    """``events`` written as SSE with the gateway's ping and send timeout."""
+    """``events`` written as SSE with the gateway's ping and send timeout;
+    lines end with ``sep`` (sse-starlette's CRLF by default)."""
     settings = request.app.state.settings
     return _Response(
         events,
+        sep=sep,
         ping=settings.sse_ping_seconds,
         send_timeout=settings.sse_send_timeout,
         headers={"Cache-Control": "no-store", **(headers or {})},
@@ -137,7 +164,15 @@ class _Response(EventSourceResponse):
 
 
 class Relay:
-    def __init__(self, request: Request, user: str, stream: Any, first: EventResponse) -> None:
+    def __init__(
+        self,
+        request: Request,
+        user: str,
+        stream: Any,
+        first: EventResponse,
+        encoder: StreamEncoder | None = None,
+    ) -> None:
+        self._encoder = encoder or NativeEncoder()
         self._app = request.app
         self._settings = request.app.state.settings
         self._user = user
@@ -148,15 +183,17 @@ class Relay:
         self._queue: asyncio.Queue[tuple[dict[str, str], bool] | None] = asyncio.Queue()
         self.dropped = False
 
-    def _offer(self, item: dict[str, str], terminal: bool) -> bool:
-        """Queues an event; False (and the client dropped) when the client
-        has ``sse_client_queue`` events it has not taken."""
+    def _offer(self, items: list[dict[str, str]], terminal: bool) -> bool:
+        """Queues the SSE events of one run event (``terminal``: the run's
+        last); False (and the client dropped) when the client has
+        ``sse_client_queue`` events it has not taken."""
         if self._queue.qsize() >= self._settings.sse_client_queue:
             self.dropped = True
             SSE_DROPPED.inc()
             log.warning("dropping an SSE client of run %s: it stopped reading", self.run_id)
             return False
-        self._queue.put_nowait((item, terminal))
+        for number, item in enumerate(items, 1):
+            self._queue.put_nowait((item, terminal and number == len(items)))
         return True
 
     async def _pump(self) -> None:
@@ -164,7 +201,7 @@ class Relay:
         resume_deadline: float | None = None
         reopened = 0  # in a row, without an event between
         try:
-            if not self._offer(to_client(self._first), is_terminal(last)):
+            if not self._offer(self._encoder.event(self._first), is_terminal(last)):
                 return
             # Read to EOF, even after the terminal event: the engine's stream
             # then ends on its own rather than being cancelled mid-yield.
@@ -178,7 +215,7 @@ class Relay:
                     now = asyncio.get_running_loop().time()
                     resume_deadline = resume_deadline or now + self._settings.stream_resume_seconds
                     if error.code() not in _RESUMABLE or now >= resume_deadline:
-                        self._offer(_interrupted(self.run_id, error), True)
+                        self._offer(self._encoder.interrupted(_interrupted(self.run_id, error)), True)
                         return
                     current.cancel()
                     await asyncio.sleep(self._resume_pause(reopened))
@@ -193,7 +230,7 @@ class Relay:
                     return
                 resume_deadline, reopened = None, 0
                 last = response.event
-                if not self._offer(to_client(response), is_terminal(last)):
+                if not self._offer(self._encoder.event(response), is_terminal(last)):
                     return
         finally:
             current.cancel()
@@ -240,12 +277,9 @@ class Relay:
         task.add_done_callback(tasks.discard)
 
 
-def _interrupted(run_id: str, error: grpc.aio.AioRpcError) -> dict[str, str]:
-    """The stream broke for good: tell the client in-band. Not a persisted
-    event, so never a resume point (no id); GET /runs/{id} has the outcome."""
-    failed = engine_pb2.RunEvent(
+def _interrupted(run_id: str, error: grpc.aio.AioRpcError) -> engine_pb2.RunEvent:
+    """The stream broke for good: the client is told in-band. Not a persisted
+    event, so never a resume point; GET /runs/{id} has the outcome."""
+    return engine_pb2.RunEvent(
         run_id=run_id, error=engine_pb2.RunError(code=error.code().name, message="stream interrupted")
     )
-    event = to_sse(failed)
-    event.pop("id")
-    return event

@@ -35,8 +35,8 @@ collect_pid=$!
 echo "== web page: vendored modules match package-lock.json"
 scripts/vendor-web.sh --check
 echo "== web page: ESLint, Prettier, every string translated, unit tests of its modules"
-node_modules/.bin/eslint gateway/static scripts tests/web eslint.config.mjs
-node_modules/.bin/prettier --check gateway/static scripts/*.mjs tests/web eslint.config.mjs
+node_modules/.bin/eslint gateway/static scripts tests/web tests/e2e/*.mjs eslint.config.mjs
+node_modules/.bin/prettier --check gateway/static scripts/*.mjs tests/web tests/e2e/*.mjs eslint.config.mjs
 node scripts/check-translations.mjs
 node --test tests/web/*.test.mjs
 
