@@ -246,7 +246,7 @@ QUERIES: dict[str, list[dict[str, str]]] = {
     "GET /api/agent/agents/{agent_id}/entries": [{"requester": "main"}, {"correlation_id": "c"}],
     "GET /api/agent/suggested-actions": [{"language": "fr", "selection": "du texte"}],
 }
-PATH_VALUES = {"version": "1"}
+PATH_VALUES = {"version": "1", "response_id": "resp_run-1"}
 
 
 def _json(value: Any) -> str:

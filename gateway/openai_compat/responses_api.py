@@ -1,0 +1,279 @@
+"""Open Responses: `POST /v1/responses` (streamed or not, in the
+background or not, continuing a `previous_response_id`), `GET
+/v1/responses/{id}` (streamed from `starting_after`) and its cancel. A
+response is a run: its id is `resp_<run id>`, its events are encoded from
+the run's persisted events by gateway.openai_compat.responses_stream."""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+import grpc
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway import deps, responses
+from gateway.api import check_message
+from gateway.deps import User, rpc
+from gateway.errors import ApiError
+from gateway.openai_compat.completion import RUN_ERROR_STATUS
+from gateway.openai_compat.conversation import CONVERSATION_HEADER, conversation_for
+from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
+from gateway.openai_compat.exchange import MAX_MESSAGES, Exchange
+from gateway.openai_compat.response_bodies import OpenResponse
+from gateway.openai_compat.responses_stream import STATUSES, ResponseLog, run_id_of
+from gateway.streams import EventResponse, Relay, open_run, sse_response
+from services.shared.identity import user_metadata
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
+
+router = APIRouter(
+    prefix="/v1", route_class=OpenAIRoute, tags=["openai"], responses=responses.OPENAI_ERROR_RESPONSES
+)
+RESPONSE_ID = r"^resp_[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+class InputPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(max_length=50)
+    text: str | None = None
+
+
+class InputItem(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[InputPart]
+
+
+class ResponsesBody(BaseModel):
+    """Open Responses' request. Sampling settings and the rest are accepted
+    and not used, as in chat completions (docs/protocols.md)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=200)
+    input: str | list[InputItem] = Field(min_length=1)
+    instructions: str | None = None
+    previous_response_id: str | None = Field(default=None, pattern=RESPONSE_ID)
+    stream: bool = False
+    background: bool = False
+    tools: list[Any] | None = None
+
+
+def _text(item: InputItem, index: int) -> str:
+    if isinstance(item.content, str):
+        return item.content
+    texts = []
+    for number, part in enumerate(item.content):
+        if part.type not in ("input_text", "output_text", "text") or part.text is None:
+            raise OpenAIError(
+                400, "unsupported_content", f"only text content is supported, not {part.type!r}",
+                f"input[{index}].content[{number}]",
+            )  # fmt: skip
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def read_input(body: ResponsesBody) -> Exchange:
+    """The request as the chat work reads it: instructions, earlier turns, the message."""
+    if body.tools:
+        refused = "client tools are not supported: Switchboard's runs call their own tools"
+        raise OpenAIError(400, "unsupported_tools", refused, "tools")
+    items = [InputItem(role="user", content=body.input)] if isinstance(body.input, str) else body.input
+    if len(items) > MAX_MESSAGES:
+        raise OpenAIError(400, "invalid_request", f"at most {MAX_MESSAGES} input items", "input")
+    instructions = [body.instructions.strip()] if body.instructions and body.instructions.strip() else []
+    turns: list[tuple[str, str]] = []
+    for index, item in enumerate(items):
+        text = _text(item, index)
+        if item.role in ("system", "developer"):
+            instructions += [text.strip()] if text.strip() else []
+        else:
+            turns.append((item.role, text))
+    if not turns or items[-1].role != "user":
+        raise OpenAIError(400, "invalid_request", "the last input item must be the user's", "input")
+    return Exchange("\n\n".join(instructions), turns[:-1], turns[-1][1])
+
+
+async def _previous_conversation(request: Request, user: str, previous: str) -> str:
+    """The conversation of the response ``previous`` (another user's: 404)."""
+    try:
+        found: engine_service_pb2.GetRunResponse = await rpc(
+            request,
+            deps.engine(request).GetRun,
+            engine_service_pb2.GetRunRequest(run_id=run_id_of(previous)),
+            user,
+        )
+    except grpc.aio.AioRpcError as error:
+        raise refusal(error, "previous_response_id", {}) from error
+    if not found.run.conversation_id:
+        raise OpenAIError(
+            400, "invalid_request", f"{previous} is not a chat response", "previous_response_id"
+        )
+    return found.run.conversation_id
+
+
+class ResponseEvents:
+    """gateway.streams' encoder for Open Responses clients: `event:` the
+    type, `data:` the event, `id:` its sequence number."""
+
+    def __init__(self, log: ResponseLog) -> None:
+        self.log = log
+
+    def event(self, response: EventResponse) -> list[dict[str, str]]:
+        return [_sse(item) for item in self.log.encode(response.event)]
+
+    def interrupted(self, event: engine_pb2.RunEvent) -> list[dict[str, str]]:
+        return [_sse(item) for item in self.log.encode(event)]
+
+
+def _sse(item: dict[str, Any]) -> dict[str, str]:
+    return {"event": item["type"], "data": json.dumps(item), "id": str(item["sequence_number"])}
+
+
+async def _whole(relay: Relay, log: ResponseLog) -> dict[str, Any]:
+    """The response once its run has ended (its events are read and dropped)."""
+    async for _ in relay.events():
+        pass
+    if log.status == "failed" and log.error is not None:
+        code = log.error["code"]
+        status = RUN_ERROR_STATUS.get(code, 502)
+        raise OpenAIError(status, code.lower(), log.error["message"] or "the run failed")
+    return log.response()
+
+
+@router.post(
+    "/responses",
+    response_model=None,
+    responses={
+        200: {
+            "model": OpenResponse,
+            "description": "a response object; with stream true, its events as Server-Sent Events "
+            "(event: the type, data: the event, id: its sequence_number)",
+            "content": {"text/event-stream": {"schema": {"type": "string", "format": "event-stream"}}},
+        }
+    },
+)
+async def create_response(body: ResponsesBody, request: Request, user: User) -> Response:
+    """A run on the last user input item, as an Open Responses response."""
+    exchange = read_input(body)
+    try:
+        check_message(request, exchange.message)
+    except ApiError as error:
+        raise refusal(error, "input", {}) from error
+    conversation = ""
+    if body.previous_response_id:
+        conversation = await _previous_conversation(request, user, body.previous_response_id)
+        exchange = Exchange(exchange.instructions, [], exchange.message)  # the conversation keeps the history
+    headers = await conversation_for(request, user, conversation, exchange)
+    settings = deps.settings(request)
+    start = functools.partial(
+        deps.engine(request).StartRun,
+        engine_service_pb2.StartRunRequest(
+            request_id=str(uuid.uuid4()),
+            conversation_id=headers[CONVERSATION_HEADER],
+            message=exchange.message,
+            requested_model=body.model,
+            surface=engine_pb2.SURFACE_CHAT,
+            client_instructions=exchange.instructions,
+        ),
+        timeout=settings.run_stream_timeout,
+        metadata=user_metadata(user),
+    )
+    try:
+        stream, first = await open_run(start)
+    except grpc.aio.AioRpcError as error:
+        raise refusal(error, None, headers) from error
+    if first is None:
+        raise OpenAIError(502, "stream_ended", "the run's stream ended before it started", headers=headers)
+    log = ResponseLog(
+        body.model,
+        previous_response_id=body.previous_response_id,
+        instructions=body.instructions,
+        background=body.background,
+    )
+    if body.background:
+        # The run goes on without this request: its events stay in the log.
+        log.encode(first.event)
+        stream.cancel()
+        return JSONResponse(log.response(), headers=headers)
+    relay = Relay(request, user, stream, first, ResponseEvents(log))
+    if body.stream:
+        return sse_response(relay.events(), request, headers, sep="\n")
+    return JSONResponse(await _whole(relay, log), headers=headers)
+
+
+async def _run(request: Request, user: str, response_id: str) -> engine_pb2.Run:
+    found: engine_service_pb2.GetRunResponse = await rpc(
+        request,
+        deps.engine(request).GetRun,
+        engine_service_pb2.GetRunRequest(run_id=run_id_of(response_id)),
+        user,
+    )
+    return found.run
+
+
+def _watch(request: Request, user: str, run_id: str) -> Any:
+    return deps.engine(request).WatchRun(
+        engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=0),
+        timeout=deps.settings(request).run_stream_timeout,
+        metadata=user_metadata(user),
+    )
+
+
+ResponseId = Annotated[str, Path(pattern=RESPONSE_ID, max_length=140)]
+
+
+@router.get(
+    "/responses/{response_id}",
+    response_model=None,
+    responses={
+        200: {
+            "model": OpenResponse,
+            "description": "the response; with stream true, its events after starting_after",
+            "content": {"text/event-stream": {"schema": {"type": "string", "format": "event-stream"}}},
+        }
+    },
+)
+async def get_response(
+    response_id: ResponseId,
+    request: Request,
+    user: User,
+    stream: bool = False,
+    starting_after: Annotated[int, Query(ge=-1, le=10**9)] = -1,
+) -> Response:
+    """The response as it stands (a running one: in progress, without its
+    output), or its events from the start of its log after `starting_after`."""
+    run = await _run(request, user, response_id)
+    log = ResponseLog(run.requested_model or run.model, starting_after=starting_after if stream else -1)
+    if stream or run.status != engine_pb2.RUN_STATUS_RUNNING:
+        watched, first = await open_run(functools.partial(_watch, request, user, run.id))
+        if first is None:
+            return Response(status_code=204)
+        relay = Relay(request, user, watched, first, ResponseEvents(log))
+        if stream:
+            return sse_response(relay.events(), request, sep="\n")
+        async for _ in relay.events():
+            pass
+    log.id, log.status = f"resp_{run.id}", STATUSES.get(run.status, "in_progress")
+    return JSONResponse(log.response())
+
+
+@router.post("/responses/{response_id}/cancel", response_model=OpenResponse)
+async def cancel_response(response_id: ResponseId, request: Request, user: User) -> dict[str, Any]:
+    """Cancels the response's run (an ended one is returned as it is)."""
+    cancelled: engine_service_pb2.CancelRunResponse = await rpc(
+        request,
+        deps.engine(request).CancelRun,
+        engine_service_pb2.CancelRunRequest(run_id=run_id_of(response_id)),
+        user,
+    )
+    log = ResponseLog(cancelled.run.requested_model or cancelled.run.model)
+    log.id, log.status = f"resp_{cancelled.run.id}", STATUSES.get(cancelled.run.status, "in_progress")
+    return log.response()
