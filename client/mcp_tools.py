@@ -1,4 +1,6 @@
 """Switchboard's MCP tools and resources, defined once for both transports.
+(No postponed annotations here: the SDK reads each tool's annotations, and
+review_note_proposal's resolver is a local of build_server.)
 
 ``build_server(api_for)`` returns an MCPServer whose every tool and resource
 reaches Switchboard through ``api_for(ctx)``: an :class:`client.api.Api` on
@@ -21,17 +23,22 @@ before anything is written: the note is saved only when the user's own
 message (``request``, quoted word for word) asks to save or remember, and
 holds no word that message does not."""
 
-from __future__ import annotations
-
 import json
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from client.api import Api, ApiRefusal, segment
 from client.events import describe
@@ -85,6 +92,18 @@ ProposalId = Annotated[
     Field(description="a note proposal's id, as list_note_proposals gives it", min_length=1, max_length=128),
 ]
 ProposalState = Literal["", "pending", "accepted", "refused"]
+# The MCP revision whose results can ask the client for input (input_required).
+INPUT_REQUIRED_SINCE = "2026-07-28"
+
+
+class Unaskable(BaseModel):
+    """No way to ask this client: a 2025-era request over stateless HTTP."""
+
+
+class Decision(BaseModel):
+    """What a review asks the user: accept the proposed note, or refuse it."""
+
+    decision: Literal["accept", "refuse"] = Field(description="accept writes the note; refuse writes nothing")
 
 
 def tool_error(refusal: ApiRefusal) -> ToolError:
@@ -286,6 +305,44 @@ def build_server(api_for: ApiFor) -> MCPServer:
     async def refuse_note_proposal(id: ProposalId, ctx: Context) -> dict[str, Any]:
         """Refuses a pending note proposal: nothing is written. Needs the editor or owner role."""
         return await call(ctx, "POST", f"/note-proposals/{segment(id)}/refuse")
+
+    async def ask_decision(id: ProposalId, ctx: Context) -> Elicit[Decision] | Unaskable:
+        """The question a review asks: the proposal with its diff, accept or refuse."""
+        era = ctx.protocol_version or ""
+        if era < INPUT_REQUIRED_SINCE and not ctx.session.can_send_request:
+            return Unaskable()
+        proposal = await call(ctx, "GET", f"/note-proposals/{segment(id)}")
+        note, diff = proposal.get("note", {}), proposal.get("diff", {}).get("unified", "")
+        question = (
+            f"{note.get('title', '')}\n{note.get('body', '')}\n\n{diff}\n"
+            f"Accept or refuse? / Accepter ou refuser ? ({proposal.get('reason', '')})"
+        )
+        return Elicit(question, Decision)
+
+    @server.tool(annotations=ACCEPTS)
+    async def review_note_proposal(
+        id: ProposalId,
+        ctx: Context,
+        decision: Annotated[ElicitationResult[Decision], Resolve(ask_decision)],
+    ) -> dict[str, Any]:
+        """Shows a pending note proposal (its note and diff) to the user and asks them to accept or
+        refuse it (an input_required round at 2026-07-28, an elicitation before), then records the
+        decision. A user who declines to answer leaves it pending. Needs the editor or owner role."""
+        # A resolver's plain value arrives as an accepted outcome holding it.
+        if isinstance(decision, AcceptedElicitation) and isinstance(decision.data, Unaskable):
+            # Before input_required, asking needs a channel back to the client,
+            # which stateless Streamable HTTP does not keep open.
+            refused = (
+                f"this connection ({ctx.protocol_version}, stateless HTTP) cannot ask the user: connect with "
+                f"MCP {INPUT_REQUIRED_SINCE}, or decide with accept_note_proposal or refuse_note_proposal"
+            )
+            error = {"code": "FAILED_PRECONDITION", "reason": "", "message": refused}
+            raise ToolError(json.dumps({"error": error}))
+        if not isinstance(decision, AcceptedElicitation):
+            return {"id": id, "decided": False, "state": "pending"}
+        verb = "accept" if decision.data.decision == "accept" else "refuse"
+        decided = await call(ctx, "POST", f"/note-proposals/{segment(id)}/{verb}")
+        return {"id": id, "decided": True, "state": decided["proposal"]["state"], **decided}
 
     @server.tool(annotations=REPLACES)
     async def set_live_state(

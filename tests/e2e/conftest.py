@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,8 @@ import grpc
 import httpx
 import pytest
 
+from services.shared.identity import user_metadata
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 from tests.databases import BACKENDS, SERVICES, give_back_database, sqlite_file, take_database
 from tests.e2e.otlp import Receiver, start_receiver
 from tests.fakes.llm_server import FakeServer, openai_app, serve
@@ -80,6 +83,28 @@ class Launched:
         """An HTTP client of the gateway signed in as ``user`` (its base URL
         ends with ``path``, e.g. "/api/agent")."""
         return httpx.Client(base_url=self.url + path, headers=self.headers(user), timeout=timeout)
+
+
+def propose_note(launched: Launched, project_id: str, title: str, body: str) -> str:
+    """A pending note proposal in alice's project, as a run of hers makes one."""
+    with grpc.insecure_channel(f"127.0.0.1:{launched.ports['memory']}") as channel:
+        response = memory_service_pb2_grpc.MemoryServiceStub(channel).ProposeNote(
+            memory_service_pb2.ProposeNoteRequest(
+                request_id=str(uuid.uuid4()),
+                note=memory_pb2.Note(
+                    project_id=project_id,
+                    kind=memory_pb2.NOTE_KIND_DECISION,
+                    title=title,
+                    body=body,
+                    author_agent_id="qa",
+                ),
+                reason="the team decided it in this conversation",
+            ),
+            metadata=user_metadata(launched.user("alice")),
+            timeout=10,
+        )
+    assert response.proposal.state == memory_pb2.NOTE_PROPOSAL_STATE_PENDING, response
+    return str(response.proposal.id)
 
 
 # The MCP configuration of the headless agent CLI that recording_env

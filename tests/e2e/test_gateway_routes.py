@@ -20,13 +20,10 @@ import pytest
 
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import (
-    memory_pb2,
-    memory_service_pb2,
-    memory_service_pb2_grpc,
     pages_service_pb2,
     pages_service_pb2_grpc,
 )
-from tests.e2e.conftest import Launched
+from tests.e2e.conftest import Launched, propose_note
 from tests.e2e.sse import SseEvent, read_events
 from tests.gateway_routes import MATRIX
 
@@ -76,28 +73,6 @@ def propose(launched: Launched, page_id: str, body: str) -> str:
             metadata=user_metadata(launched.user("alice")),
             timeout=10,
         )
-    return str(response.proposal.id)
-
-
-def propose_note(launched: Launched, project_id: str, title: str, body: str) -> str:
-    """A pending note proposal in alice's project, as a run of hers makes one."""
-    with grpc.insecure_channel(f"127.0.0.1:{launched.ports['memory']}") as channel:
-        response = memory_service_pb2_grpc.MemoryServiceStub(channel).ProposeNote(
-            memory_service_pb2.ProposeNoteRequest(
-                request_id=str(uuid.uuid4()),
-                note=memory_pb2.Note(
-                    project_id=project_id,
-                    kind=memory_pb2.NOTE_KIND_DECISION,
-                    title=title,
-                    body=body,
-                    author_agent_id="qa",
-                ),
-                reason="the team decided it in this conversation",
-            ),
-            metadata=user_metadata(launched.user("alice")),
-            timeout=10,
-        )
-    assert response.proposal.state == memory_pb2.NOTE_PROPOSAL_STATE_PENDING, response
     return str(response.proposal.id)
 
 

@@ -21,28 +21,38 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ClientRequestContext, ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextResourceContents
+from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, TextResourceContents
 
-from tests.e2e.conftest import Launched
+from tests.e2e.conftest import Launched, propose_note
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSPORTS = ("http", "stdio")
+# The protocol's two eras: the 2025 handshake, and the stateless 2026-07-28 revision.
+ERAS = ("legacy", "2026-07-28")
 # Two asks (four entries) close a thread's segment, so an agent has a handoff
 # summary: every launched system rotates that soon (tests/e2e/conftest.py).
 
 
 @asynccontextmanager
 async def mcp_client(
-    launched: Launched, transport: str, user: str = "alice", agent: str = ""
+    launched: Launched,
+    transport: str,
+    user: str = "alice",
+    agent: str = "",
+    mode: str = "auto",
+    elicitation: ElicitationFnT | None = None,
 ) -> AsyncIterator[Client]:
-    """An SDK client on Switchboard's MCP server, as ``user``."""
+    """An SDK client on Switchboard's MCP server, as ``user``; ``mode``: the
+    SDK's era (auto negotiates 2026-07-28, legacy the 2025 handshake)."""
+    options: dict[str, Any] = {"read_timeout_seconds": 120, "mode": mode, "elicitation_callback": elicitation}
     if transport == "http":
         headers = {"Authorization": f"Bearer {launched.token(user)}"}
         async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
             async with Client(
-                streamable_http_client(f"{launched.url}/mcp", http_client=http), read_timeout_seconds=120
+                streamable_http_client(f"{launched.url}/mcp", http_client=http), **options
             ) as client:
                 yield client
         return
@@ -56,7 +66,7 @@ async def mcp_client(
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "client", "mcp"], env=env, cwd=str(ROOT)
     )
-    async with Client(params, read_timeout_seconds=120) as client:
+    async with Client(params, **options) as client:
         yield client
 
 
@@ -366,3 +376,66 @@ async def test_an_mcp_clients_trace_context_reaches_the_run(launched: Launched) 
     assert {"switchboard-gateway", "switchboard-engine", "switchboard-threads"} <= services, services
     assert asks_span(spans), spans
     assert runs_span(spans)
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_review_asks_the_user_through_the_protocol_then_records_the_decision(
+    launched: Launched, transport: str, era: str
+) -> None:
+    """review_note_proposal needs the user's decision: an input_required
+    round at 2026-07-28, an elicitation request in the 2025 era. The user
+    sees the proposed note with its diff; accepting writes it, refusing and
+    declining do not."""
+    project = f"mcp-review-{transport}-{era.replace('-', '')}-{launched.namespace}"
+    with launched.client() as http:
+        assert http.post("/api/agent/projects", json={"id": project, "display_name": "Revue"}).is_success
+    accept = propose_note(launched, project, "Fenêtre de déploiement", "Le mardi, de 9 h à 11 h.")
+    refuse = propose_note(launched, project, "Deploy freeze", "No deploys on Fridays.")
+    leave = propose_note(launched, project, "Gel des versions", "Pas de version en août.")
+    answers = {"Le mardi": "accept", "No deploys": "refuse", "Pas de version": None}
+    asked: list[str] = []
+
+    async def decide(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        answer = next(value for text, value in answers.items() if text in params.message)
+        if answer is None:
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content={"decision": answer})
+
+    async with mcp_client(launched, transport, mode=era, elicitation=decide) as client:
+        assert client.protocol_version == ("2025-11-25" if era == "legacy" else era)
+        if (transport, era) == ("http", "legacy"):
+            # A stateless HTTP server of the 2025 era has no channel to ask on:
+            # it says so, and the proposal stays pending.
+            error = refusal(await client.call_tool("review_note_proposal", {"id": accept}))
+            assert error["code"] == "FAILED_PRECONDITION" and "2026-07-28" in error["message"]
+            assert asked == []
+            return
+        accepted = data(await client.call_tool("review_note_proposal", {"id": accept}))
+        refused = data(await client.call_tool("review_note_proposal", {"id": refuse}))
+        declined = data(await client.call_tool("review_note_proposal", {"id": leave}))
+    assert (accepted["decided"], accepted["state"]) == (True, "accepted")
+    assert (refused["decided"], refused["state"]) == (True, "refused")
+    assert declined == {"id": leave, "decided": False, "state": "pending"}
+    # Each question showed the note and its diff, in both languages.
+    assert len(asked) == 3 and "+Le mardi, de 9 h à 11 h." in asked[0] and "Accepter ou refuser" in asked[0]
+    with launched.client() as http:
+        notes = http.get("/api/agent/notes", params={"project_id": project}).json()["notes"]
+        assert [n["body"] for n in notes] == ["Le mardi, de 9 h à 11 h."]
+        pending = http.get("/api/agent/note-proposals", params={"project_id": project, "state": "pending"})
+        assert [p["id"] for p in pending.json()["proposals"]] == [leave]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_both_eras_list_the_same_tools_in_a_fixed_order_with_output_schemas(
+    launched: Launched, era: str
+) -> None:
+    listed = []
+    for _ in range(2):
+        async with mcp_client(launched, "http", mode=era) as client:
+            listed.append((await client.list_tools()).tools)
+    first, again = listed
+    assert [t.name for t in first] == [t.name for t in again]
+    assert all(tool.output_schema is not None for tool in first)
+    assert "review_note_proposal" in [t.name for t in first]

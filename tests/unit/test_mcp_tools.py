@@ -242,6 +242,7 @@ async def test_the_tools_say_which_calls_only_read() -> None:
         "set_live_state": False,
         "accept_note_proposal": False,
         "refuse_note_proposal": False,
+        "review_note_proposal": False,
     }
     # Accepting may rewrite the note a proposal targets; refusing writes nothing but the decision.
     accept, refuse = tools["accept_note_proposal"].annotations, tools["refuse_note_proposal"].annotations
