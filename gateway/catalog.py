@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import AUTO_USE, MODEL_PROFILES, json_name
+from gateway.enums import AUTO_USE
 from gateway.errors import ApiError
 from gateway.events import message_dict
 from gateway.params import Id, PageSize, PageToken
@@ -23,13 +23,6 @@ from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
-
-
-def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
-    data = message_dict(model)
-    data["profile"] = json_name(MODEL_PROFILES, model.profile)
-    data["label"] = model.id
-    return data
 
 
 async def configured_models(request: Request, user: str) -> list[router_pb2.ModelOption]:
@@ -55,7 +48,7 @@ async def list_models(request: Request, user: User) -> dict[str, Any]:
     with web_only (gets no workspace context: warn before sending and
     untick workspace sources) and expensive (Auto avoids it unless the
     request is classified strong)."""
-    models = [model_json(m) for m in await configured_models(request, user)]
+    models = [responses.ModelOption.from_proto(m) for m in await configured_models(request, user)]
     auto = {
         "id": "auto",
         "label": "Auto",
@@ -69,19 +62,13 @@ async def list_models(request: Request, user: User) -> dict[str, Any]:
     return {"models": [auto, *models]}
 
 
-def skill_json(skill: router_pb2.Skill) -> dict[str, Any]:
-    data = message_dict(skill)
-    data.pop("body", None)  # instructions stay server-side; GET lists what a menu needs
-    return data
-
-
 @router.get("/skills", response_model=responses.SkillList, tags=["catalog"])
 async def list_skills(
     request: Request,
     user: User,
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.SkillList:
     """The skill catalog by name, with the caller's enabled and effective_auto_use."""
     response = await rpc(
         request,
@@ -89,11 +76,14 @@ async def list_skills(
         router_service_pb2.ListSkillsRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {"skills": [skill_json(s) for s in response.skills], "next_page_token": response.next_page_token}
+    return responses.SkillList(
+        skills=[responses.Skill.from_proto(s) for s in response.skills],
+        next_page_token=response.next_page_token,
+    )
 
 
 @router.get("/skills/{skill_id}", response_model=responses.SkillDefinition, tags=["catalog"])
-async def get_skill(skill_id: Id, request: Request, user: User) -> dict[str, Any]:
+async def get_skill(skill_id: Id, request: Request, user: User) -> responses.ProtoView:
     """One skill by id or name, with its instructions (`body`, what a run
     applies) and the caller's enabled and effective_auto_use: what a run's
     Sources panel links to. 404 for neither."""
@@ -103,11 +93,11 @@ async def get_skill(skill_id: Id, request: Request, user: User) -> dict[str, Any
         router_service_pb2.GetSkillRequest(skill=skill_id),
         user,
     )
-    return message_dict(response.skill)
+    return responses.SkillDefinition.from_proto(response.skill)
 
 
 @router.post("/skills", response_model=responses.Skill, status_code=201, tags=["catalog"])
-async def create_skill(body: CreateSkillBody, request: Request, user: User) -> dict[str, Any]:
+async def create_skill(body: CreateSkillBody, request: Request, user: User) -> responses.ProtoView:
     """Adds a skill to the workspace catalog (admins only: 403 for a user);
     idempotent on request_id. 409 when the name is taken."""
     response = await rpc(
@@ -122,11 +112,13 @@ async def create_skill(body: CreateSkillBody, request: Request, user: User) -> d
         user,
         idempotent=bool(body.request_id),
     )
-    return skill_json(response.skill)
+    return responses.Skill.from_proto(response.skill)
 
 
 @router.patch("/skills/{skill_id}", response_model=responses.Skill, tags=["catalog"])
-async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, user: User) -> dict[str, Any]:
+async def update_skill(
+    skill_id: Id, body: UpdateSkillBody, request: Request, user: User
+) -> responses.ProtoView:
     """Changes a workspace skill (admins only); only the fields present are
     written. Built-ins cannot be changed (409)."""
     fields = {key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None}
@@ -140,7 +132,7 @@ async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, us
         ),
         user,
     )
-    return skill_json(response.skill)
+    return responses.Skill.from_proto(response.skill)
 
 
 @router.delete("/skills/{skill_id}", status_code=204, tags=["catalog"])
@@ -158,7 +150,7 @@ async def delete_skill(skill_id: Id, request: Request, user: User) -> Response:
 @router.put("/skills/{skill_id}/enablement", response_model=responses.Skill, tags=["catalog"])
 async def set_skill_enablement(
     skill_id: Id, body: EnablementBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.ProtoView:
     """The caller's enablement of a skill and their "Use automatically"
     override (`auto_use: "off"` after "this skill was not relevant")."""
     response = await rpc(
@@ -169,7 +161,7 @@ async def set_skill_enablement(
         ),
         user,
     )
-    return skill_json(response.skill)
+    return responses.Skill.from_proto(response.skill)
 
 
 class SourceOption(BaseModel):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 from fastapi import Request, Response
@@ -16,7 +15,7 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import IMPORT_OUTCOMES, LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
+from gateway.enums import LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
 from gateway.events import message_dict
 from gateway.params import PageSize, PageToken, ProjectId
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
@@ -29,7 +28,9 @@ AgentId = params.Name
 
 
 @router.get("/project-context", response_model=responses.ProjectContext, tags=["project"])
-async def get_project_context(request: Request, user: User, project_id: ProjectId = "") -> dict[str, Any]:
+async def get_project_context(
+    request: Request, user: User, project_id: ProjectId = ""
+) -> responses.ProtoView:
     """The project context every agent's run receives; 404 before one is written."""
     response = await rpc(
         request,
@@ -37,13 +38,13 @@ async def get_project_context(request: Request, user: User, project_id: ProjectI
         memory_service_pb2.GetProjectContextRequest(project_id=project_id),
         user,
     )
-    return message_dict(response.context)
+    return responses.ProjectContext.from_proto(response.context)
 
 
 @router.put("/project-context", response_model=responses.ProjectContext, tags=["project"])
 async def set_project_context(
     body: ProjectContextBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.ProtoView:
     """Replaces the project context; the next run of every agent reads it."""
     response = await rpc(
         request,
@@ -53,13 +54,13 @@ async def set_project_context(
         ),
         user,
     )
-    return message_dict(response.context)
+    return responses.ProjectContext.from_proto(response.context)
 
 
 @router.post("/project-context/import", response_model=responses.ProjectImport, tags=["project"])
 async def import_project_files(
     body: ImportProjectBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.ProjectImport:
     """Imports a project folder's `.ideai/CONTEXT.md` (the context) and
     `.ideai/memory/*.md` (durable notes); other files are skipped, each
     with its reason."""
@@ -72,8 +73,7 @@ async def import_project_files(
         ),
         user,
     )
-    items = [message_dict(i) | {"outcome": json_name(IMPORT_OUTCOMES, i.outcome)} for i in response.items]
-    return {"items": items}
+    return responses.ProjectImport(items=[responses.ImportItem.from_proto(i) for i in response.items])
 
 
 @router.get("/live-state", response_model=responses.LiveStateList, tags=["project"])
@@ -83,7 +83,7 @@ async def list_live_state(
     project_id: ProjectId = "",
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.LiveStateList:
     """Who is doing what now: the unexpired entries, each with its expiry."""
     response = await rpc(
         request,
@@ -93,16 +93,16 @@ async def list_live_state(
         ),
         user,
     )
-    return {
-        "entries": [message_dict(e) for e in response.entries],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.LiveStateList(
+        entries=[responses.LiveStateEntry.from_proto(e) for e in response.entries],
+        next_page_token=response.next_page_token,
+    )
 
 
 @router.put("/live-state/{agent_id}", response_model=responses.LiveStateEntry, tags=["project"])
 async def set_live_state(
     agent_id: AgentId, body: LiveStateBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.ProtoView:
     """Says what an agent is doing, until `ttl_seconds` (or the service's default) has passed."""
     ttl = None
     if body.ttl_seconds is not None:
@@ -120,7 +120,7 @@ async def set_live_state(
         ),
         user,
     )
-    return message_dict(response.entry)
+    return responses.LiveStateEntry.from_proto(response.entry)
 
 
 @router.delete("/live-state/{agent_id}", status_code=204, tags=["project"])
