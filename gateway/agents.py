@@ -17,14 +17,12 @@ from sse_starlette import EventSourceResponse
 from gateway import deps, params, responses
 from gateway.agent_models import check_provider_pin
 from gateway.api import check_message
-from gateway.auth import caller_role
 from gateway.deps import User, rpc
 from gateway.enums import BUSY_POLICIES, INJECTION_STRATEGIES
 from gateway.errors import ApiError
 from gateway.params import Id, PageSize, PageToken, ProjectId
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
-from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
@@ -195,7 +193,7 @@ async def ask_agent(
             busy_policy=BUSY_POLICIES.number(body.busy_policy),
         ),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user, caller_role(request)),
+        metadata=deps.identity(request, user),
     )
     return await stream_run(start, request, user)
 

@@ -27,7 +27,6 @@ from gateway.schemas import (
     UpdateConversationBody,
 )
 from gateway.streams import open_run, stream_run
-from services.shared.identity import user_metadata
 from services.shared.language import from_accept_language, supported
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -225,7 +224,7 @@ async def post_message(
             language=run_language(body.language, request),
         ),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
     if body.background:
         return await _background(start)
@@ -322,7 +321,7 @@ async def run_events(
         deps.engine(request).WatchRun,
         engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
     return await stream_run(start, request, user)
 

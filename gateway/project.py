@@ -19,7 +19,6 @@ from gateway.enums import LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
 from gateway.events import message_dict
 from gateway.params import PageSize, PageToken, ProjectId
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
-from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
@@ -151,7 +150,7 @@ async def watch_live_state(request: Request, user: User, project_id: ProjectId =
     stream = deps.memory(request).WatchLiveState(
         memory_service_pb2.WatchLiveStateRequest(project_id=project_id),
         timeout=settings.run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
 
     async def events() -> AsyncIterator[dict[str, str]]:
