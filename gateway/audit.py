@@ -38,9 +38,9 @@ Position = tuple[datetime, str]
 
 
 @router.get("/agent/me", response_model=responses.Me, tags=["auth"])
-async def me(request: Request, user: User) -> dict[str, Any]:
+async def me(request: Request, user: User) -> responses.Me:
     """The caller's user and role: the page hides what only admins may do."""
-    return {"user": user, "role": caller_role(request)}
+    return responses.Me(user=user, role=caller_role(request))
 
 
 def _read(cursor: dict[str, Any]) -> Position:
@@ -106,7 +106,7 @@ async def audit_log(
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
     page_token: params.PageToken = "",
-) -> dict[str, Any]:
+) -> responses.AuditPage:
     """Admin actions, newest first: skill catalog writes, agent registry
     writes, token creation and revocation, role changes; each with who
     (actor, actor_role), what (action, target, detail) and when. 403 for
@@ -125,4 +125,4 @@ async def audit_log(
     events += _file_events(request, before, size + 1)
     events.sort(key=_key, reverse=True)
     page, token = page_of(events, size, lambda last: {"t": _key(last)[0].isoformat(), "id": last["id"]})
-    return {"events": page, "next_page_token": token}
+    return responses.AuditPage(events=page, next_page_token=token)

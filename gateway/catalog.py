@@ -43,23 +43,23 @@ async def configured_models(request: Request, user: str) -> list[router_pb2.Mode
 
 
 @router.get("/models", response_model=responses.ModelList, tags=["catalog"])
-async def list_models(request: Request, user: User) -> dict[str, Any]:
+async def list_models(request: Request, user: User) -> responses.ModelList:
     """`auto` first, then the router's configured models in order, each
     with web_only (gets no workspace context: warn before sending and
     untick workspace sources) and expensive (Auto avoids it unless the
     request is classified strong)."""
     models = [responses.ModelOption.from_proto(m) for m in await configured_models(request, user)]
-    auto = {
-        "id": "auto",
-        "label": "Auto",
-        "provider": "",
-        "model": "",
-        "profile": "",
-        "web_only": False,
-        "expensive": False,
-        "web_search": False,
-    }
-    return {"models": [auto, *models]}
+    auto = responses.ModelOption(
+        id="auto",
+        label="Auto",
+        provider="",
+        model="",
+        profile="",
+        web_only=False,
+        expensive=False,
+        web_search=False,
+    )
+    return responses.ModelList(models=[auto, *models])
 
 
 @router.get("/skills", response_model=responses.SkillList, tags=["catalog"])
@@ -185,7 +185,7 @@ async def list_sources(
     request: Request,
     user: User,
     conversation_id: Annotated[str, params.optional_id(description="mark what it allows")] = "",
-) -> dict[str, Any]:
+) -> responses.SourceList:
     """What the All-sources popover offers: the workspace (always), the
     connectors and the MCP servers configured for the gateway
     (SWITCHBOARD_GATEWAY_CONNECTORS_JSON / _MCP_SERVERS_JSON). With
@@ -202,20 +202,23 @@ async def list_sources(
         )
         allowed = message_dict(response.conversation.allowed_sources)
 
-    def entry(kind: str, option: SourceOption, key: str) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": kind, "name": option.name, "title": option.title or option.name}
+    def entry(kind: str, name: str, title: str, checked: bool) -> responses.SourceEntry:
+        source = responses.SourceEntry(kind=kind, name=name, title=title)
+        # `checked` only with a conversation: left out otherwise.
         if allowed is not None:
-            data["checked"] = option.name in allowed.get(key, [])
-        return data
+            source.checked = checked
+        return source
 
-    workspace: dict[str, Any] = {"kind": "workspace", "name": "workspace", "title": "Workspace"}
-    if allowed is not None:
-        workspace["checked"] = bool(allowed.get("workspace", False))
-    return {
-        "workspace": workspace,
-        "connectors": [entry("connector", c, "connectors") for c in connectors],
-        "mcp_servers": [entry("mcp", s, "mcp_servers") for s in servers],
-    }
+    def configured(kind: str, option: SourceOption, key: str) -> responses.SourceEntry:
+        checked = allowed is not None and option.name in allowed.get(key, [])
+        return entry(kind, option.name, option.title or option.name, checked)
+
+    workspace = allowed is not None and bool(allowed.get("workspace", False))
+    return responses.SourceList(
+        workspace=entry("workspace", "workspace", "Workspace", workspace),
+        connectors=[configured("connector", c, "connectors") for c in connectors],
+        mcp_servers=[configured("mcp", s, "mcp_servers") for s in servers],
+    )
 
 
 @router.get("/suggested-actions", response_model=responses.SuggestedActions, tags=["catalog"])
@@ -224,11 +227,13 @@ async def suggested_actions(
     page_type: Annotated[str, params.text(50)] = "page",
     selection: Annotated[str, params.text(4000)] = "",
     language: Annotated[str, Query(pattern="^(en|fr)$")] = "en",
-) -> dict[str, Any]:
+) -> responses.SuggestedActions:
     """2 to 4 prompt starters for the current page, computed without any
     model call, in English or French. A click prefills the composer; it
     never starts a run."""
-    return {"actions": [s.__dict__ for s in suggest(page_type, selection, language)]}
+    return responses.SuggestedActions(
+        actions=[responses.SuggestedAction(**s.__dict__) for s in suggest(page_type, selection, language)]
+    )
 
 
 def check_sources_settings(connectors_json: str, mcp_servers_json: str) -> None:

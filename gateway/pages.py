@@ -5,7 +5,7 @@ versions is in gateway.personal."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Path, Request
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -26,7 +26,7 @@ async def list_pages(
     user: User,
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.PageList:
     """The pages the caller can read: theirs and those shared with them
     (what "add an existing page" to the instruction list offers)."""
     response = await rpc(
@@ -35,10 +35,9 @@ async def list_pages(
         pages_service_pb2.ListPagesRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {
-        "pages": [responses.Page.from_proto(p) for p in response.pages],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.PageList(
+        pages=[responses.Page.from_proto(p) for p in response.pages], next_page_token=response.next_page_token
+    )
 
 
 @router.patch("/pages/{page_id}", response_model=responses.Page, tags=["pages"])

@@ -5,7 +5,7 @@ every ownership itself."""
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 import grpc
 from fastapi import Query, Request
@@ -90,11 +90,16 @@ async def update_personal_settings(
     )
 
 
-def _instruction_state(response: Any) -> dict[str, Any]:
-    return {
-        "instruction_page_ids": list(response.instruction_page_ids),
-        "active_instruction_page_id": response.active_instruction_page_id,
-    }
+def _instruction_state(
+    response: pages_service_pb2.AddInstructionPageResponse
+    | pages_service_pb2.CreateInstructionPageResponse
+    | pages_service_pb2.SetActiveInstructionPageResponse
+    | pages_service_pb2.RemoveInstructionPageResponse,
+) -> responses.InstructionPageState:
+    return responses.InstructionPageState(
+        instruction_page_ids=list(response.instruction_page_ids),
+        active_instruction_page_id=response.active_instruction_page_id,
+    )
 
 
 @router.post(
@@ -103,7 +108,9 @@ def _instruction_state(response: Any) -> dict[str, Any]:
     status_code=201,
     tags=["personal"],
 )
-async def add_instructions_page(body: InstructionPageBody, request: Request, user: User) -> dict[str, Any]:
+async def add_instructions_page(
+    body: InstructionPageBody, request: Request, user: User
+) -> responses.InstructionPageAdded:
     """Creates the caller's private instruction page from a template ("My
     Switchboard AI" by default) and makes it active, or adds an existing page
     the caller can read (page_id). Idempotent on request_id for a new page."""
@@ -116,7 +123,9 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
             user,
         )
         page = await rpc(request, pages.GetPage, pages_service_pb2.GetPageRequest(page_id=body.page_id), user)
-        return {"page": responses.ProtoPage.from_proto(page.page), **_instruction_state(added)}
+        return responses.InstructionPageAdded(
+            page=responses.ProtoPage.from_proto(page.page), **_instruction_state(added).model_dump()
+        )
     created = await rpc(
         request,
         pages.CreateInstructionPage,
@@ -126,11 +135,11 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
         user,
         idempotent=bool(body.request_id),
     )
-    return {
-        "page": responses.ProtoPage.from_proto(created.page),
-        **_instruction_state(created),
-        "notice": created.shared_page_notice,
-    }
+    return responses.InstructionPageAdded(
+        page=responses.ProtoPage.from_proto(created.page),
+        **_instruction_state(created).model_dump(),
+        notice=created.shared_page_notice,
+    )
 
 
 @router.get(
@@ -141,7 +150,7 @@ async def list_instruction_pages(
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.InstructionPageList:
     """The caller's instruction pages, each readable or not, and the active one."""
     response = await rpc(
         request,
@@ -149,12 +158,12 @@ async def list_instruction_pages(
         pages_service_pb2.ListInstructionPagesRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {
-        "pages": [responses.InstructionPage.from_proto(page) for page in response.pages],
-        "active_instruction_page_id": response.active_instruction_page_id,
-        "next_page_token": response.next_page_token,
-        "notice": response.shared_page_notice,
-    }
+    return responses.InstructionPageList(
+        pages=[responses.InstructionPage.from_proto(page) for page in response.pages],
+        active_instruction_page_id=response.active_instruction_page_id,
+        next_page_token=response.next_page_token,
+        notice=response.shared_page_notice,
+    )
 
 
 @router.put(
@@ -162,7 +171,9 @@ async def list_instruction_pages(
     response_model=responses.InstructionPageState,
     tags=["personal"],
 )
-async def set_active_instructions_page(body: ActivePageBody, request: Request, user: User) -> dict[str, Any]:
+async def set_active_instructions_page(
+    body: ActivePageBody, request: Request, user: User
+) -> responses.InstructionPageState:
     """Switches the active instruction page to one of the caller's pages."""
     response = await rpc(
         request,
@@ -178,7 +189,9 @@ async def set_active_instructions_page(body: ActivePageBody, request: Request, u
     response_model=responses.InstructionPageState,
     tags=["personal"],
 )
-async def remove_instructions_page(page_id: Id, request: Request, user: User) -> dict[str, Any]:
+async def remove_instructions_page(
+    page_id: Id, request: Request, user: User
+) -> responses.InstructionPageState:
     """Removes a page from the caller's instruction pages (the page itself stays)."""
     response = await rpc(
         request,
@@ -190,14 +203,16 @@ async def remove_instructions_page(page_id: Id, request: Request, user: User) ->
 
 
 @router.get("/instruction-templates", response_model=responses.InstructionTemplates, tags=["personal"])
-async def list_instruction_templates(request: Request, user: User) -> dict[str, Any]:
+async def list_instruction_templates(request: Request, user: User) -> responses.InstructionTemplates:
     response = await rpc(
         request,
         deps.pages(request).ListInstructionTemplates,
         pages_service_pb2.ListInstructionTemplatesRequest(page_size=500),
         user,
     )
-    return {"templates": [responses.InstructionTemplate.from_proto(t) for t in response.templates]}
+    return responses.InstructionTemplates(
+        templates=[responses.InstructionTemplate.from_proto(t) for t in response.templates]
+    )
 
 
 @router.get("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
@@ -216,7 +231,7 @@ async def list_page_versions(
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.PageVersionList:
     """The page's versions, newest first."""
     response = await rpc(
         request,
@@ -226,10 +241,10 @@ async def list_page_versions(
         ),
         user,
     )
-    return {
-        "versions": [responses.PageVersion.from_proto(v) for v in response.versions],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.PageVersionList(
+        versions=[responses.PageVersion.from_proto(v) for v in response.versions],
+        next_page_token=response.next_page_token,
+    )
 
 
 @router.get("/proposals", response_model=responses.ProposalList, tags=["proposals"])
@@ -280,7 +295,7 @@ async def get_proposal(proposal_id: Id, request: Request, user: User) -> respons
 @router.post("/proposals/{proposal_id}/accept", response_model=responses.ProposalDecided, tags=["proposals"])
 async def accept_proposal(
     proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
-) -> dict[str, Any]:
+) -> responses.ProposalDecided:
     """Writes the proposed text as a new page version (the ordinary edit
     path). 409 when the proposal is decided already or the page changed."""
     response = await rpc(
@@ -293,16 +308,16 @@ async def accept_proposal(
         idempotent=False,
     )
     await settle_waiting_run(request, user, response.proposal, engine_pb2.APPROVAL_DECISION_ACCEPTED)
-    return {
-        "proposal": responses.Proposal.from_proto(response.proposal),
-        "page": responses.Page.from_proto(response.page),
-    }
+    return responses.ProposalDecided(
+        proposal=responses.Proposal.from_proto(response.proposal),
+        page=responses.Page.from_proto(response.page),
+    )
 
 
 @router.post("/proposals/{proposal_id}/refuse", response_model=responses.ProposalDecided, tags=["proposals"])
 async def refuse_proposal(
     proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
-) -> dict[str, Any]:
+) -> responses.ProposalDecided:
     """Nothing is written to the page. 409 when decided already."""
     response = await rpc(
         request,
@@ -314,7 +329,7 @@ async def refuse_proposal(
         idempotent=False,
     )
     await settle_waiting_run(request, user, response.proposal, engine_pb2.APPROVAL_DECISION_REFUSED)
-    return {"proposal": responses.Proposal.from_proto(response.proposal)}
+    return responses.ProposalDecided(proposal=responses.Proposal.from_proto(response.proposal))
 
 
 async def settle_waiting_run(

@@ -7,7 +7,7 @@ project."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Path, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -35,7 +35,7 @@ MemberId = params.Name
 @router.get("/projects", response_model=responses.ProjectList, tags=["projects"])
 async def list_projects(
     request: Request, user: User, page_size: PageSize = 50, page_token: PageToken = ""
-) -> dict[str, Any]:
+) -> responses.ProjectList:
     """The caller's projects, the personal one first, each with the caller's role."""
     response = await rpc(
         request,
@@ -43,10 +43,10 @@ async def list_projects(
         projects_service_pb2.ListProjectsRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {
-        "projects": [responses.Project.from_proto(p) for p in response.projects],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.ProjectList(
+        projects=[responses.Project.from_proto(p) for p in response.projects],
+        next_page_token=response.next_page_token,
+    )
 
 
 @router.post("/projects", response_model=responses.Project, status_code=201, tags=["projects"])
@@ -108,7 +108,7 @@ async def list_project_members(
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.ProjectMemberList:
     """The project's members, by user id; every member may read them."""
     response = await rpc(
         request,
@@ -118,10 +118,10 @@ async def list_project_members(
         ),
         user,
     )
-    return {
-        "members": [responses.ProjectMember.from_proto(m) for m in response.members],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.ProjectMemberList(
+        members=[responses.ProjectMember.from_proto(m) for m in response.members],
+        next_page_token=response.next_page_token,
+    )
 
 
 @router.put(

@@ -5,7 +5,7 @@ with the conversation's runs, with surface `schedule`."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -65,7 +65,7 @@ async def list_schedules(
     page_size: PageSize = 50,
     page_token: PageToken = "",
     agent_id: AgentFilter = "",
-) -> dict[str, Any]:
+) -> ScheduleList:
     """The caller's schedules; with `agent_id`, that agent's: every member's
     when it belongs to a shared project the caller is a member of (404 for
     an agent the caller may not see)."""
@@ -77,10 +77,10 @@ async def list_schedules(
         ),
         user,
     )
-    return {
-        "schedules": [Schedule.from_proto(s) for s in response.schedules],
-        "next_page_token": response.next_page_token,
-    }
+    return ScheduleList(
+        schedules=[Schedule.from_proto(s) for s in response.schedules],
+        next_page_token=response.next_page_token,
+    )
 
 
 @router.post("", response_model=Schedule, status_code=201, tags=["schedules"])
