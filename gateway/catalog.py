@@ -49,15 +49,18 @@ async def list_models(request: Request, user: User) -> responses.ModelList:
     untick workspace sources) and expensive (Auto avoids it unless the
     request is classified strong)."""
     models = [responses.ModelOption.from_proto(m) for m in await configured_models(request, user)]
-    auto = responses.ModelOption(
-        id="auto",
-        label="Auto",
-        provider="",
-        model="",
-        profile="",
-        web_only=False,
-        expensive=False,
-        web_search=False,
+    # Not a configured model: its fields written out, checked by the model.
+    auto = responses.ModelOption.model_validate(
+        {
+            "id": "auto",
+            "label": "Auto",
+            "provider": "",
+            "model": "",
+            "profile": "",
+            "web_only": False,
+            "expensive": False,
+            "web_search": False,
+        }
     )
     return responses.ModelList(models=[auto, *models])
 

@@ -8,9 +8,13 @@ are written by hand (`Body`).
 
 The models are strict and forbid unknown fields: a body that strays from
 its model is a 500 and a failing test, never a silent drop. Routes return
-model instances (or dicts) and declare `response_model`; the router drops
-the fields a body left unset (`exclude_unset`), so an absent field stays
-absent."""
+model instances and declare `response_model`; the router drops the fields
+a body left unset (`exclude_unset`), so an absent field stays absent.
+
+The modules: base (Body, errors, the router, SSE answers), views (the
+derivation from protos), then the bodies by concern: threads
+(conversations, runs, agents), catalog, memory (notes, pages, proposals),
+projects, openai, admin."""
 
 from gateway.responses.admin import *  # noqa: F403
 from gateway.responses.base import *  # noqa: F403

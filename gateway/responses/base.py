@@ -65,7 +65,7 @@ ERROR_RESPONSES = error_responses(ErrorResponse, "docs/api.md, Errors")
 
 class ApiRouter(APIRouter):
     """The router every module's routes hang on: a body keeps exactly the
-    fields its route set (see the module's docstring), and every route
+    fields its route set (see gateway.responses), and every route
     documents the error body (instead of FastAPI's 422, which this API
     never sends: a request that fails validation is a 400)."""
 

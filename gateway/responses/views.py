@@ -123,7 +123,8 @@ def number(description: str = NUMBER, *, optional: bool = False) -> Reshape:
 
 def nested(view: type[ProtoView], description: str = "", *, null_when_unset: bool = False) -> Reshape:
     """A message field (or each element of a repeated one) through its own
-    view; with `null_when_unset`, null when the message leaves it unset."""
+    view. Always in the body: an unset message shows as its empty view, or
+    with `null_when_unset` as null."""
 
     def convert(message: Any, name: str, _printed: dict[str, Any]) -> Any:
         value = getattr(message, name)
