@@ -22,7 +22,6 @@ from gateway import deps, params, responses
 from gateway.auth import caller_role
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.events import message_dict
 from gateway.tokens import read_audit
 from services.shared.errors import InvalidArgument
 from services.shared.pagination import as_instant, as_text, page_of, page_request
@@ -97,7 +96,8 @@ async def _service_events(
             user,
         ),
     )
-    return [message_dict(event) for event in (*router.events, *threads.events, *projects.events)]
+    events = (*router.events, *threads.events, *projects.events)
+    return [responses.AuditEvent.proto_dict(event) for event in events]
 
 
 @router.get("/audit", response_model=responses.AuditPage, tags=["auth"])

@@ -16,7 +16,6 @@ from sse_starlette import EventSourceResponse
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.enums import LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
-from gateway.events import message_dict
 from gateway.params import PageSize, PageToken, ProjectId
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
@@ -157,7 +156,7 @@ async def watch_live_state(request: Request, user: User, project_id: ProjectId =
         try:
             async for response in stream:
                 data = {
-                    "entries": [message_dict(e) for e in response.entries],
+                    "entries": [responses.LiveStateEntry.proto_dict(e) for e in response.entries],
                     "removal": json_name(LIVE_STATE_REMOVALS, response.removal),
                 }
                 kind = json_name(LIVE_STATE_EVENT_TYPES, response.type)
