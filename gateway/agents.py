@@ -30,7 +30,7 @@ router = responses.ApiRouter(prefix="/api/agent")
 View = threads_service_pb2.ListEntriesRequest
 
 
-@router.get("/agents", response_model=responses.AgentList, tags=["agents"])
+@router.get("/agents", tags=["agents"])
 async def list_agents(
     request: Request,
     user: User,
@@ -53,10 +53,10 @@ async def list_agents(
     )
 
 
-@router.post("/agents", response_model=responses.Agent, status_code=201, tags=["agents"])
+@router.post("/agents", status_code=201, tags=["agents"])
 async def create_agent(
     body: CreateAgentBody, request: Request, user: User, project_id: ProjectId = ""
-) -> responses.ProtoView:
+) -> responses.Agent:
     """Registers an agent (a slug id) in ``project_id`` (the caller's
     personal project by default; an editor's or owner's otherwise); creating
     an existing id returns it unchanged."""
@@ -70,18 +70,16 @@ async def create_agent(
     return responses.Agent.from_proto(response.agent)
 
 
-@router.get("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
-async def get_agent(agent_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/agents/{agent_id}", tags=["agents"])
+async def get_agent(agent_id: Id, request: Request, user: User) -> responses.Agent:
     response = await rpc(
         request, deps.threads(request).GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user
     )
     return responses.Agent.from_proto(response.agent)
 
 
-@router.patch("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
-async def update_agent(
-    agent_id: Id, body: UpdateAgentBody, request: Request, user: User
-) -> responses.ProtoView:
+@router.patch("/agents/{agent_id}", tags=["agents"])
+async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, user: User) -> responses.Agent:
     """Renames the agent or changes its persona, provider pin, model or
     injection strategy; only the fields present are written. A model of
     another provider is a provider swap: the next run releases the old
@@ -111,7 +109,7 @@ async def update_agent(
     return responses.Agent.from_proto(response.agent)
 
 
-@router.get("/agents/{agent_id}/members", response_model=responses.AgentMembers, tags=["agents"])
+@router.get("/agents/{agent_id}/members", tags=["agents"])
 async def list_agent_members(agent_id: Id, request: Request, user: User) -> responses.AgentMembers:
     """Who may ask the agent and read its thread (for its members and admins)."""
     response = await rpc(
@@ -127,7 +125,7 @@ async def list_agent_members(agent_id: Id, request: Request, user: User) -> resp
 MemberId = params.Name
 
 
-@router.put("/agents/{agent_id}/members/{user_id}", response_model=responses.AgentMembers, tags=["agents"])
+@router.put("/agents/{agent_id}/members/{user_id}", tags=["agents"])
 async def add_agent_member(
     agent_id: Id, user_id: MemberId, request: Request, user: User
 ) -> responses.AgentMembers:
@@ -144,7 +142,7 @@ async def add_agent_member(
     return responses.AgentMembers(agent_id=agent_id, owner=owner, members=list(response.members))
 
 
-@router.delete("/agents/{agent_id}/members/{user_id}", response_model=responses.AgentMembers, tags=["agents"])
+@router.delete("/agents/{agent_id}/members/{user_id}", tags=["agents"])
 async def remove_agent_member(
     agent_id: Id, user_id: MemberId, request: Request, user: User
 ) -> responses.AgentMembers:
@@ -198,7 +196,7 @@ async def ask_agent(
     return await stream_run(start, request, user)
 
 
-@router.get("/agents/{agent_id}/entries", response_model=responses.AgentEntryPage, tags=["agents"])
+@router.get("/agents/{agent_id}/entries", tags=["agents"])
 async def agent_entries(
     agent_id: Id,
     request: Request,
@@ -258,7 +256,7 @@ async def _live_thread_id(request: Request, user: str, agent_id: str) -> str:
     return head.thread_id
 
 
-@router.get("/agents/{agent_id}/segments", response_model=responses.SegmentPage, tags=["agents"])
+@router.get("/agents/{agent_id}/segments", tags=["agents"])
 async def agent_segments(
     agent_id: Id,
     request: Request,
@@ -287,7 +285,7 @@ async def agent_segments(
     )
 
 
-@router.get("/agents/{agent_id}/export", response_model=responses.AgentThreadExport, tags=["agents"])
+@router.get("/agents/{agent_id}/export", tags=["agents"])
 async def export_agent_thread(agent_id: Id, request: Request, user: User) -> responses.AgentThreadExport:
     """The agent's thread as files in the project folder's layout (agents/<id>/log.jsonl,
     log.N.jsonl per closed segment, handoff.md, providers.json); the page
@@ -304,7 +302,7 @@ async def export_agent_thread(agent_id: Id, request: Request, user: User) -> res
     )
 
 
-@router.post("/agents/import", response_model=responses.AgentThreadImport, status_code=201, tags=["agents"])
+@router.post("/agents/import", status_code=201, tags=["agents"])
 async def import_agent_thread(
     body: ImportThreadBody, request: Request, user: User
 ) -> responses.AgentThreadImport:

@@ -45,10 +45,10 @@ def check_message(request: Request, message: str) -> None:
         raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
 
 
-@router.post("/conversations", response_model=responses.Conversation, status_code=201, tags=["conversations"])
+@router.post("/conversations", status_code=201, tags=["conversations"])
 async def create_conversation(
     body: CreateConversationBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.Conversation:
     message = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
     if body.allowed_sources is not None:
         message.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**body.allowed_sources.model_dump()))
@@ -59,7 +59,7 @@ async def create_conversation(
     return responses.Conversation.from_proto(response.conversation)
 
 
-@router.get("/conversations", response_model=responses.ConversationList, tags=["conversations"])
+@router.get("/conversations", tags=["conversations"])
 async def list_conversations(
     request: Request,
     user: User,
@@ -93,17 +93,15 @@ async def _conversation(request: Request, user: str, conversation_id: str) -> th
     return response.conversation
 
 
-@router.get("/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"])
-async def get_conversation(conversation_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/conversations/{conversation_id}", tags=["conversations"])
+async def get_conversation(conversation_id: Id, request: Request, user: User) -> responses.Conversation:
     return responses.Conversation.from_proto(await _conversation(request, user, conversation_id))
 
 
-@router.patch(
-    "/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"]
-)
+@router.patch("/conversations/{conversation_id}", tags=["conversations"])
 async def update_conversation(
     conversation_id: Id, body: UpdateConversationBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.Conversation:
     """Renames and/or pins the conversation; a rename makes the title manual
     (title_auto false) for good."""
     fields = body.model_dump(exclude_none=True)
@@ -117,12 +115,10 @@ async def update_conversation(
     return responses.Conversation.from_proto(response.conversation)
 
 
-@router.put(
-    "/conversations/{conversation_id}/sources", response_model=responses.Conversation, tags=["conversations"]
-)
+@router.put("/conversations/{conversation_id}/sources", tags=["conversations"])
 async def set_conversation_sources(
     conversation_id: Id, body: SourcesUpdateBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.Conversation:
     """Sets what the conversation's runs may read: the workspace, the
     connectors and MCP servers checked, memory recall. Only the fields the
     body holds change; the others keep their value."""
@@ -141,10 +137,8 @@ async def set_conversation_sources(
     return responses.Conversation.from_proto(response.conversation)
 
 
-@router.post(
-    "/conversations/{conversation_id}/archive", response_model=responses.Conversation, tags=["conversations"]
-)
-async def archive_conversation(conversation_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.post("/conversations/{conversation_id}/archive", tags=["conversations"])
+async def archive_conversation(conversation_id: Id, request: Request, user: User) -> responses.Conversation:
     """Archived conversations leave the default list and stay readable."""
     response = await rpc(
         request,
@@ -155,9 +149,7 @@ async def archive_conversation(conversation_id: Id, request: Request, user: User
     return responses.Conversation.from_proto(response.conversation)
 
 
-@router.get(
-    "/conversations/{conversation_id}/entries", response_model=responses.EntryPage, tags=["conversations"]
-)
+@router.get("/conversations/{conversation_id}/entries", tags=["conversations"])
 async def list_entries(
     conversation_id: Id,
     request: Request,
@@ -265,7 +257,7 @@ async def _background(start: Callable[[], Any]) -> Response:
     )
 
 
-@router.get("/conversations/{conversation_id}/runs", response_model=responses.RunList, tags=["runs"])
+@router.get("/conversations/{conversation_id}/runs", tags=["runs"])
 async def list_runs(
     conversation_id: Id,
     request: Request,
@@ -296,8 +288,8 @@ async def _run(request: Request, user: str, run_id: str) -> engine_pb2.Run:
     return response.run
 
 
-@router.get("/runs/{run_id}", response_model=responses.Run, tags=["runs"])
-async def get_run(run_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/runs/{run_id}", tags=["runs"])
+async def get_run(run_id: Id, request: Request, user: User) -> responses.Run:
     """One run: status, model used, skills, sources read, router decision, usage."""
     return responses.Run.from_proto(await _run(request, user, run_id))
 
@@ -326,7 +318,7 @@ async def run_events(
     return await stream_run(start, request, user)
 
 
-@router.get("/runs/{run_id}/deliveries", response_model=responses.WebhookDeliveries, tags=["runs"])
+@router.get("/runs/{run_id}/deliveries", tags=["runs"])
 async def webhook_deliveries(run_id: Id, request: Request, user: User) -> responses.WebhookDeliveries:
     """The run's webhook: where its delivery stands and every attempt
     (status code or error, time), oldest first."""
@@ -344,8 +336,8 @@ async def webhook_deliveries(run_id: Id, request: Request, user: User) -> respon
     )
 
 
-@router.post("/runs/{run_id}/cancel", response_model=responses.Run, tags=["runs"])
-async def cancel_run(run_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.post("/runs/{run_id}/cancel", tags=["runs"])
+async def cancel_run(run_id: Id, request: Request, user: User) -> responses.Run:
     """Stops a running run (it ends `cancelled`); an ended run is returned unchanged."""
     response = await rpc(
         request, deps.engine(request).CancelRun, engine_service_pb2.CancelRunRequest(run_id=run_id), user
@@ -379,9 +371,7 @@ async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str
     raise ApiError(409, "FAILED_PRECONDITION", f"the message of run {run.id!r} is not in a conversation")
 
 
-@router.post(
-    "/runs/{run_id}/feedback", response_model=responses.SkillFeedbackResult, status_code=201, tags=["runs"]
-)
+@router.post("/runs/{run_id}/feedback", status_code=201, tags=["runs"])
 async def skill_feedback(
     run_id: Id, body: FeedbackBody, request: Request, user: User
 ) -> responses.SkillFeedbackResult:

@@ -42,7 +42,7 @@ async def configured_models(request: Request, user: str) -> list[router_pb2.Mode
             return models
 
 
-@router.get("/models", response_model=responses.ModelList, tags=["catalog"])
+@router.get("/models", tags=["catalog"])
 async def list_models(request: Request, user: User) -> responses.ModelList:
     """`auto` first, then the router's configured models in order, each
     with web_only (gets no workspace context: warn before sending and
@@ -65,7 +65,7 @@ async def list_models(request: Request, user: User) -> responses.ModelList:
     return responses.ModelList(models=[auto, *models])
 
 
-@router.get("/skills", response_model=responses.SkillList, tags=["catalog"])
+@router.get("/skills", tags=["catalog"])
 async def list_skills(
     request: Request,
     user: User,
@@ -85,8 +85,8 @@ async def list_skills(
     )
 
 
-@router.get("/skills/{skill_id}", response_model=responses.SkillDefinition, tags=["catalog"])
-async def get_skill(skill_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/skills/{skill_id}", tags=["catalog"])
+async def get_skill(skill_id: Id, request: Request, user: User) -> responses.SkillDefinition:
     """One skill by id or name, with its instructions (`body`, what a run
     applies) and the caller's enabled and effective_auto_use: what a run's
     Sources panel links to. 404 for neither."""
@@ -99,8 +99,8 @@ async def get_skill(skill_id: Id, request: Request, user: User) -> responses.Pro
     return responses.SkillDefinition.from_proto(response.skill)
 
 
-@router.post("/skills", response_model=responses.Skill, status_code=201, tags=["catalog"])
-async def create_skill(body: CreateSkillBody, request: Request, user: User) -> responses.ProtoView:
+@router.post("/skills", status_code=201, tags=["catalog"])
+async def create_skill(body: CreateSkillBody, request: Request, user: User) -> responses.Skill:
     """Adds a skill to the workspace catalog (admins only: 403 for a user);
     idempotent on request_id. 409 when the name is taken."""
     response = await rpc(
@@ -118,10 +118,8 @@ async def create_skill(body: CreateSkillBody, request: Request, user: User) -> r
     return responses.Skill.from_proto(response.skill)
 
 
-@router.patch("/skills/{skill_id}", response_model=responses.Skill, tags=["catalog"])
-async def update_skill(
-    skill_id: Id, body: UpdateSkillBody, request: Request, user: User
-) -> responses.ProtoView:
+@router.patch("/skills/{skill_id}", tags=["catalog"])
+async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, user: User) -> responses.Skill:
     """Changes a workspace skill (admins only); only the fields present are
     written. Built-ins cannot be changed (409)."""
     fields = {key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None}
@@ -150,10 +148,10 @@ async def delete_skill(skill_id: Id, request: Request, user: User) -> Response:
     return Response(status_code=204)
 
 
-@router.put("/skills/{skill_id}/enablement", response_model=responses.Skill, tags=["catalog"])
+@router.put("/skills/{skill_id}/enablement", tags=["catalog"])
 async def set_skill_enablement(
     skill_id: Id, body: EnablementBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.Skill:
     """The caller's enablement of a skill and their "Use automatically"
     override (`auto_use: "off"` after "this skill was not relevant")."""
     response = await rpc(
@@ -183,7 +181,7 @@ def configured_sources(connectors_json: str, mcp_servers_json: str) -> tuple[lis
     return _SOURCES.validate_json(connectors_json), _SOURCES.validate_json(mcp_servers_json)
 
 
-@router.get("/sources", response_model=responses.SourceList, tags=["catalog"])
+@router.get("/sources", tags=["catalog"])
 async def list_sources(
     request: Request,
     user: User,
@@ -224,7 +222,7 @@ async def list_sources(
     )
 
 
-@router.get("/suggested-actions", response_model=responses.SuggestedActions, tags=["catalog"])
+@router.get("/suggested-actions", tags=["catalog"])
 async def suggested_actions(
     user: User,
     page_type: Annotated[str, params.text(50)] = "page",

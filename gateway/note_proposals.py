@@ -30,7 +30,7 @@ StateFilter = Annotated[
 ]
 
 
-@router.get("/note-proposals", response_model=responses.NoteProposalList, tags=["note proposals"])
+@router.get("/note-proposals", tags=["note proposals"])
 async def list_note_proposals(
     request: Request,
     user: User,
@@ -57,8 +57,8 @@ async def list_note_proposals(
     )
 
 
-@router.get("/note-proposals/{proposal_id}", response_model=responses.NoteProposal, tags=["note proposals"])
-async def get_note_proposal(proposal_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/note-proposals/{proposal_id}", tags=["note proposals"])
+async def get_note_proposal(proposal_id: Id, request: Request, user: User) -> responses.NoteProposal:
     """One proposal of a project the caller is a member of, with its diff."""
     response = await rpc(
         request,
@@ -71,7 +71,6 @@ async def get_note_proposal(proposal_id: Id, request: Request, user: User) -> re
 
 @router.post(
     "/note-proposals/{proposal_id}/accept",
-    response_model=responses.NoteProposalDecided,
     tags=["note proposals"],
 )
 async def accept_note_proposal(
@@ -95,7 +94,6 @@ async def accept_note_proposal(
 
 @router.post(
     "/note-proposals/{proposal_id}/refuse",
-    response_model=responses.NoteProposalDecided,
     tags=["note proposals"],
 )
 async def refuse_note_proposal(

@@ -20,7 +20,7 @@ from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 router = responses.ApiRouter(prefix="/api/agent")
 
 
-@router.get("/notes", response_model=responses.NoteList, tags=["notes"])
+@router.get("/notes", tags=["notes"])
 async def list_notes(
     request: Request,
     user: User,
@@ -61,7 +61,7 @@ async def list_notes(
     )
 
 
-@router.post("/notes", response_model=responses.NoteSaved, status_code=201, tags=["notes"])
+@router.post("/notes", status_code=201, tags=["notes"])
 async def create_note(
     body: NoteBody, request: Request, user: User, project_id: ProjectId = ""
 ) -> responses.NoteSaved:
@@ -88,16 +88,16 @@ async def create_note(
     )
 
 
-@router.get("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
-async def get_note(note_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/notes/{note_id}", tags=["notes"])
+async def get_note(note_id: Id, request: Request, user: User) -> responses.Note:
     response = await rpc(
         request, deps.memory(request).GetNote, memory_service_pb2.GetNoteRequest(id=note_id), user
     )
     return responses.Note.from_proto(response.note)
 
 
-@router.patch("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
-async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user: User) -> responses.ProtoView:
+@router.patch("/notes/{note_id}", tags=["notes"])
+async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user: User) -> responses.Note:
     """Only the fields present are written."""
     fields = body.model_dump(exclude_none=True)
     if not fields:

@@ -20,7 +20,7 @@ from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 router = responses.ApiRouter(prefix="/api/agent")
 
 
-@router.get("/pages", response_model=responses.PageList, tags=["pages"])
+@router.get("/pages", tags=["pages"])
 async def list_pages(
     request: Request,
     user: User,
@@ -40,8 +40,8 @@ async def list_pages(
     )
 
 
-@router.patch("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
-async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user: User) -> responses.ProtoView:
+@router.patch("/pages/{page_id}", tags=["pages"])
+async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user: User) -> responses.Page:
     """Edits the page's title and/or body: a new version. 409 when
     `expected_version` is given and the page has moved on since."""
     fields = {key: value for key in ("title", "body") if (value := getattr(body, key)) is not None}
@@ -61,14 +61,14 @@ async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user:
     return responses.Page.from_proto(response.page)
 
 
-@router.post("/pages/{page_id}/versions/{version}/restore", response_model=responses.Page, tags=["pages"])
+@router.post("/pages/{page_id}/versions/{version}/restore", tags=["pages"])
 async def restore_page_version(
     page_id: Id,
     version: Annotated[int, Path(ge=1, le=2**53)],
     request: Request,
     user: User,
     body: RestoreBody | None = None,
-) -> responses.ProtoView:
+) -> responses.Page:
     """Writes that version's text as a new version (nothing is lost)."""
     response = await rpc(
         request,
@@ -82,8 +82,8 @@ async def restore_page_version(
     return responses.Page.from_proto(response.page)
 
 
-@router.put("/pages/{page_id}/acl", response_model=responses.Page, tags=["pages"])
-async def set_page_acl(page_id: Id, body: PageAclBody, request: Request, user: User) -> responses.ProtoView:
+@router.put("/pages/{page_id}/acl", tags=["pages"])
+async def set_page_acl(page_id: Id, body: PageAclBody, request: Request, user: User) -> responses.Page:
     """Replaces who may read and edit the page: users, and projects the
     caller is a member of (their members read it; their editors and owners
     edit it when listed as editor). Owner only: 409 for a reader or editor,

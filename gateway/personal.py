@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
 
 
-@router.get("/personal-settings", response_model=responses.PersonalSettings, tags=["personal"])
-async def get_personal_settings(request: Request, user: User) -> responses.ProtoView:
+@router.get("/personal-settings", tags=["personal"])
+async def get_personal_settings(request: Request, user: User) -> responses.PersonalSettings:
     """The caller's settings; defaults when they never saved any."""
     response = await rpc(
         request,
@@ -57,10 +57,10 @@ async def _check_model(request: Request, user: str, model: str) -> None:
             raise ApiError(400, "INVALID_ARGUMENT", f"default_model: {model!r} is not a configured model")
 
 
-@router.put("/personal-settings", response_model=responses.PersonalSettings, tags=["personal"])
+@router.put("/personal-settings", tags=["personal"])
 async def update_personal_settings(
     body: PersonalSettingsBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.PersonalSettings:
     """Writes the fields present (display_name, avatar, chat_mode,
     default_model); the others keep their value."""
     fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
@@ -104,7 +104,6 @@ def _instruction_state(
 
 @router.post(
     "/personal-settings/instructions-page",
-    response_model=responses.InstructionPageAdded,
     status_code=201,
     tags=["personal"],
 )
@@ -142,9 +141,7 @@ async def add_instructions_page(
     )
 
 
-@router.get(
-    "/personal-settings/instruction-pages", response_model=responses.InstructionPageList, tags=["personal"]
-)
+@router.get("/personal-settings/instruction-pages", tags=["personal"])
 async def list_instruction_pages(
     request: Request,
     user: User,
@@ -168,7 +165,6 @@ async def list_instruction_pages(
 
 @router.put(
     "/personal-settings/instructions-page/active",
-    response_model=responses.InstructionPageState,
     tags=["personal"],
 )
 async def set_active_instructions_page(
@@ -186,7 +182,6 @@ async def set_active_instructions_page(
 
 @router.delete(
     "/personal-settings/instruction-pages/{page_id}",
-    response_model=responses.InstructionPageState,
     tags=["personal"],
 )
 async def remove_instructions_page(
@@ -202,7 +197,7 @@ async def remove_instructions_page(
     return _instruction_state(response)
 
 
-@router.get("/instruction-templates", response_model=responses.InstructionTemplates, tags=["personal"])
+@router.get("/instruction-templates", tags=["personal"])
 async def list_instruction_templates(request: Request, user: User) -> responses.InstructionTemplates:
     response = await rpc(
         request,
@@ -215,8 +210,8 @@ async def list_instruction_templates(request: Request, user: User) -> responses.
     )
 
 
-@router.get("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
-async def get_page(page_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/pages/{page_id}", tags=["pages"])
+async def get_page(page_id: Id, request: Request, user: User) -> responses.Page:
     """A page the caller can read (another user's private page is 404)."""
     response = await rpc(
         request, deps.pages(request).GetPage, pages_service_pb2.GetPageRequest(page_id=page_id), user
@@ -224,7 +219,7 @@ async def get_page(page_id: Id, request: Request, user: User) -> responses.Proto
     return responses.Page.from_proto(response.page)
 
 
-@router.get("/pages/{page_id}/versions", response_model=responses.PageVersionList, tags=["pages"])
+@router.get("/pages/{page_id}/versions", tags=["pages"])
 async def list_page_versions(
     page_id: Id,
     request: Request,
@@ -247,7 +242,7 @@ async def list_page_versions(
     )
 
 
-@router.get("/proposals", response_model=responses.ProposalList, tags=["proposals"])
+@router.get("/proposals", tags=["proposals"])
 async def list_proposals(
     request: Request,
     user: User,
@@ -271,8 +266,8 @@ async def list_proposals(
     )
 
 
-@router.get("/proposals/{proposal_id}", response_model=responses.Proposal, tags=["proposals"])
-async def get_proposal(proposal_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/proposals/{proposal_id}", tags=["proposals"])
+async def get_proposal(proposal_id: Id, request: Request, user: User) -> responses.Proposal:
     """The proposal with its diff; while pending on a page that has moved
     since, also what changed (base_to_current) and what accepting now would
     change (current_to_proposed)."""
@@ -292,7 +287,7 @@ async def get_proposal(proposal_id: Id, request: Request, user: User) -> respons
     )
 
 
-@router.post("/proposals/{proposal_id}/accept", response_model=responses.ProposalDecided, tags=["proposals"])
+@router.post("/proposals/{proposal_id}/accept", tags=["proposals"])
 async def accept_proposal(
     proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
 ) -> responses.ProposalDecided:
@@ -314,7 +309,7 @@ async def accept_proposal(
     )
 
 
-@router.post("/proposals/{proposal_id}/refuse", response_model=responses.ProposalDecided, tags=["proposals"])
+@router.post("/proposals/{proposal_id}/refuse", tags=["proposals"])
 async def refuse_proposal(
     proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
 ) -> responses.ProposalDecided:

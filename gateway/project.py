@@ -25,10 +25,10 @@ router = responses.ApiRouter(prefix="/api/agent")
 AgentId = params.Name
 
 
-@router.get("/project-context", response_model=responses.ProjectContext, tags=["project"])
+@router.get("/project-context", tags=["project"])
 async def get_project_context(
     request: Request, user: User, project_id: ProjectId = ""
-) -> responses.ProtoView:
+) -> responses.ProjectContext:
     """The project context every agent's run receives; 404 before one is written."""
     response = await rpc(
         request,
@@ -39,10 +39,10 @@ async def get_project_context(
     return responses.ProjectContext.from_proto(response.context)
 
 
-@router.put("/project-context", response_model=responses.ProjectContext, tags=["project"])
+@router.put("/project-context", tags=["project"])
 async def set_project_context(
     body: ProjectContextBody, request: Request, user: User, project_id: ProjectId = ""
-) -> responses.ProtoView:
+) -> responses.ProjectContext:
     """Replaces the project context; the next run of every agent reads it."""
     response = await rpc(
         request,
@@ -55,7 +55,7 @@ async def set_project_context(
     return responses.ProjectContext.from_proto(response.context)
 
 
-@router.post("/project-context/import", response_model=responses.ProjectImport, tags=["project"])
+@router.post("/project-context/import", tags=["project"])
 async def import_project_files(
     body: ImportProjectBody, request: Request, user: User, project_id: ProjectId = ""
 ) -> responses.ProjectImport:
@@ -74,7 +74,7 @@ async def import_project_files(
     return responses.ProjectImport(items=[responses.ImportItem.from_proto(i) for i in response.items])
 
 
-@router.get("/live-state", response_model=responses.LiveStateList, tags=["project"])
+@router.get("/live-state", tags=["project"])
 async def list_live_state(
     request: Request,
     user: User,
@@ -97,10 +97,10 @@ async def list_live_state(
     )
 
 
-@router.put("/live-state/{agent_id}", response_model=responses.LiveStateEntry, tags=["project"])
+@router.put("/live-state/{agent_id}", tags=["project"])
 async def set_live_state(
     agent_id: AgentId, body: LiveStateBody, request: Request, user: User, project_id: ProjectId = ""
-) -> responses.ProtoView:
+) -> responses.LiveStateEntry:
     """Says what an agent is doing, until `ttl_seconds` (or the service's default) has passed."""
     ttl = None
     if body.ttl_seconds is not None:

@@ -32,7 +32,7 @@ ProjectIdPath = Annotated[
 MemberId = params.Name
 
 
-@router.get("/projects", response_model=responses.ProjectList, tags=["projects"])
+@router.get("/projects", tags=["projects"])
 async def list_projects(
     request: Request, user: User, page_size: PageSize = 50, page_token: PageToken = ""
 ) -> responses.ProjectList:
@@ -49,8 +49,8 @@ async def list_projects(
     )
 
 
-@router.post("/projects", response_model=responses.Project, status_code=201, tags=["projects"])
-async def create_project(body: CreateProjectBody, request: Request, user: User) -> responses.ProtoView:
+@router.post("/projects", status_code=201, tags=["projects"])
+async def create_project(body: CreateProjectBody, request: Request, user: User) -> responses.Project:
     """Creates a project owned by the caller; 409 when its id is taken."""
     project = projects_pb2.Project(id=body.id, display_name=body.display_name)
     if body.note_policy is not None:
@@ -66,8 +66,8 @@ async def create_project(body: CreateProjectBody, request: Request, user: User) 
     return responses.Project.from_proto(response.project)
 
 
-@router.get("/projects/{project_id}", response_model=responses.Project, tags=["projects"])
-async def get_project(project_id: ProjectIdPath, request: Request, user: User) -> responses.ProtoView:
+@router.get("/projects/{project_id}", tags=["projects"])
+async def get_project(project_id: ProjectIdPath, request: Request, user: User) -> responses.Project:
     """One project the caller is a member of, with the caller's role."""
     response = await rpc(
         request,
@@ -78,10 +78,10 @@ async def get_project(project_id: ProjectIdPath, request: Request, user: User) -
     return responses.Project.from_proto(response.project)
 
 
-@router.patch("/projects/{project_id}", response_model=responses.Project, tags=["projects"])
+@router.patch("/projects/{project_id}", tags=["projects"])
 async def update_project(
     project_id: ProjectIdPath, body: UpdateProjectBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.Project:
     """Renames the project or changes its note policy (owners only); only
     the fields present are written."""
     fields = body.model_dump(exclude_none=True)
@@ -101,7 +101,7 @@ async def update_project(
     return responses.Project.from_proto(response.project)
 
 
-@router.get("/projects/{project_id}/members", response_model=responses.ProjectMemberList, tags=["projects"])
+@router.get("/projects/{project_id}/members", tags=["projects"])
 async def list_project_members(
     project_id: ProjectIdPath,
     request: Request,
@@ -124,12 +124,10 @@ async def list_project_members(
     )
 
 
-@router.put(
-    "/projects/{project_id}/members/{user_id}", response_model=responses.ProjectMember, tags=["projects"]
-)
+@router.put("/projects/{project_id}/members/{user_id}", tags=["projects"])
 async def set_project_member(
     project_id: ProjectIdPath, user_id: MemberId, body: ProjectMemberBody, request: Request, user: User
-) -> responses.ProtoView:
+) -> responses.ProjectMember:
     """Adds a member or changes a member's role (owners only). A personal
     project has no other member, and the last owner stays owner (409)."""
     response = await rpc(

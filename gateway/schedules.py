@@ -43,22 +43,21 @@ class ScheduleBody(BaseModel):
 
 
 _COUNT = "how many; a number"
-Schedule = responses.proto_model(
-    schedules_pb2.Schedule.DESCRIPTOR,
-    "Schedule",
-    run_count=responses.number(_COUNT),
-    missed_count=responses.number(_COUNT),
-)
+
+
+class Schedule(responses.ProtoView, proto=schedules_pb2.Schedule):
+    run_count: int = responses.number(_COUNT)
+    missed_count: int = responses.number(_COUNT)
 
 
 class ScheduleList(responses.Body):
     """A page of the caller's schedules, oldest first."""
 
-    schedules: list[Schedule] = Field(description="the schedules of this page")  # type: ignore[valid-type]
+    schedules: list[Schedule] = Field(description="the schedules of this page")
     next_page_token: str = Field(description=responses.NEXT_PAGE)
 
 
-@router.get("", response_model=ScheduleList, tags=["schedules"])
+@router.get("", tags=["schedules"])
 async def list_schedules(
     request: Request,
     user: User,
@@ -83,8 +82,8 @@ async def list_schedules(
     )
 
 
-@router.post("", response_model=Schedule, status_code=201, tags=["schedules"])
-async def create_schedule(body: ScheduleBody, request: Request, user: User) -> responses.ProtoView:
+@router.post("", status_code=201, tags=["schedules"])
+async def create_schedule(body: ScheduleBody, request: Request, user: User) -> Schedule:
     """A cron expression that does not parse or an unknown time zone is a
     400; a conversation that is not the caller's, or an unknown agent, 404."""
     schedule = schedules_pb2.Schedule(cron=body.cron, time_zone=body.time_zone, message=body.message)
@@ -103,8 +102,8 @@ async def create_schedule(body: ScheduleBody, request: Request, user: User) -> r
     return Schedule.from_proto(response.schedule)
 
 
-@router.get("/{schedule_id}", response_model=Schedule, tags=["schedules"])
-async def get_schedule(schedule_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.get("/{schedule_id}", tags=["schedules"])
+async def get_schedule(schedule_id: Id, request: Request, user: User) -> Schedule:
     """With its counts: runs started, ticks missed (and the last one)."""
     response = await rpc(
         request,
@@ -115,8 +114,8 @@ async def get_schedule(schedule_id: Id, request: Request, user: User) -> respons
     return Schedule.from_proto(response.schedule)
 
 
-@router.post("/{schedule_id}/pause", response_model=Schedule, tags=["schedules"])
-async def pause_schedule(schedule_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.post("/{schedule_id}/pause", tags=["schedules"])
+async def pause_schedule(schedule_id: Id, request: Request, user: User) -> Schedule:
     """No run starts until it is resumed; pausing twice changes nothing."""
     response = await rpc(
         request,
@@ -127,8 +126,8 @@ async def pause_schedule(schedule_id: Id, request: Request, user: User) -> respo
     return Schedule.from_proto(response.schedule)
 
 
-@router.post("/{schedule_id}/resume", response_model=Schedule, tags=["schedules"])
-async def resume_schedule(schedule_id: Id, request: Request, user: User) -> responses.ProtoView:
+@router.post("/{schedule_id}/resume", tags=["schedules"])
+async def resume_schedule(schedule_id: Id, request: Request, user: User) -> Schedule:
     """From the first tick after now; ticks that passed while paused are not run."""
     response = await rpc(
         request,

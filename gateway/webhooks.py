@@ -34,7 +34,6 @@ async def _put(
 
 @router.get(
     "/conversations/{conversation_id}/webhook",
-    response_model=responses.WebhookDefault,
     tags=["conversations"],
 )
 async def get_conversation_webhook(
@@ -46,7 +45,6 @@ async def get_conversation_webhook(
 
 @router.put(
     "/conversations/{conversation_id}/webhook",
-    response_model=responses.WebhookDefault,
     tags=["conversations"],
 )
 async def put_conversation_webhook(
@@ -57,13 +55,13 @@ async def put_conversation_webhook(
     return await _put(request, user, target, body.webhook_url)
 
 
-@router.get("/agents/{agent_id}/webhook", response_model=responses.WebhookDefault, tags=["agents"])
+@router.get("/agents/{agent_id}/webhook", tags=["agents"])
 async def get_agent_webhook(agent_id: Id, request: Request, user: User) -> responses.WebhookDefault:
     """The caller's default webhook of the agent's runs ("" when none)."""
     return await _get(request, user, engine_service_pb2.WebhookDefaultTarget(agent_id=agent_id))
 
 
-@router.put("/agents/{agent_id}/webhook", response_model=responses.WebhookDefault, tags=["agents"])
+@router.put("/agents/{agent_id}/webhook", tags=["agents"])
 async def put_agent_webhook(
     agent_id: Id, body: WebhookDefaultBody, request: Request, user: User
 ) -> responses.WebhookDefault:

@@ -60,7 +60,7 @@ async def _check_project(request: Request, user: str, project_id: str) -> None:
         raise refusal(error, PROJECT_HEADER, {}) from error
 
 
-@router.get("/models", response_model=responses.OpenAIModelList)
+@router.get("/models")
 async def list_models(request: Request, user: User) -> responses.OpenAIModelList:
     """`auto`, every configured model, then `agent:<id>` for each agent."""
 

@@ -7,9 +7,10 @@ declared once each, typing the field and converting its value. The others
 are written by hand (`Body`).
 
 The models are strict and forbid unknown fields: a body that strays from
-its model is a 500 and a failing test, never a silent drop. Routes return
-model instances and declare `response_model`; the router drops the fields
-a body left unset (`exclude_unset`), so an absent field stays absent.
+its model is a 500 and a failing test, never a silent drop. A route
+returns a model instance, and its return annotation is its response model
+(FastAPI reads it; mypy checks the body against it); the router drops the
+fields a body left unset (`exclude_unset`), so an absent field stays absent.
 
 The modules: base (Body, errors, the router, SSE answers), views (the
 derivation from protos), then the bodies by concern: threads

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from gateway.responses.base import NEXT_PAGE, Body
 from gateway.responses.views import (
-    proto_model,
+    ProtoView,
 )
 from switchboard.common.v1 import common_pb2
 
@@ -27,12 +27,13 @@ class AgentMembers(Body):
     members: list[str] = Field(description="every member's user id, the owner first")
 
 
-AuditEvent = proto_model(common_pb2.AuditEvent.DESCRIPTOR, "AuditEvent")
+class AuditEvent(ProtoView, proto=common_pb2.AuditEvent):
+    pass
 
 
 class AuditPage(Body):
     """A page of the audit log, newest first: the skill catalog's, the
     agent registry's and the tokens file's events together."""
 
-    events: list[AuditEvent] = Field(description="the events of this page, newest first")  # type: ignore[valid-type]
+    events: list[AuditEvent] = Field(description="the events of this page, newest first")
     next_page_token: str = Field(description=NEXT_PAGE)

@@ -7,38 +7,40 @@ from pydantic import Field
 from gateway import enums
 from gateway.responses.base import NEXT_PAGE, Body
 from gateway.responses.views import (
+    ProtoView,
     computed,
     optional,
-    proto_model,
     short,
 )
 from switchboard.router.v1 import router_pb2
 
+
 # Catalog: models, skills, sources, suggested actions.
-ModelOption = proto_model(
-    router_pb2.ModelOption.DESCRIPTOR,
-    "ModelOption",
-    profile=short(enums.MODEL_PROFILES, enums.documented(enums.MODEL_PROFILES) + '; "" for auto'),
-    label=computed(str, "what a menu shows", lambda model: model.id),
-    context_window=optional(int, "absent for auto"),
-)
+class ModelOption(ProtoView, proto=router_pb2.ModelOption):
+    profile: str = short(enums.MODEL_PROFILES, enums.documented(enums.MODEL_PROFILES) + '; "" for auto')
+    label: str = computed("what a menu shows", lambda model: model.id)
+    context_window: int = optional("absent for auto")
 
 
 class ModelList(Body):
     """What a model selector offers: auto first, then the configured models in order."""
 
-    models: list[ModelOption] = Field(description="auto, then the configured models")  # type: ignore[valid-type]
+    models: list[ModelOption] = Field(description="auto, then the configured models")
 
 
-Skill = proto_model(router_pb2.Skill.DESCRIPTOR, "Skill", drop=("body",))
+class Skill(ProtoView, proto=router_pb2.Skill, drop=("body",)):
+    pass
+
+
 # One skill's definition: with its instructions (what a run applies).
-SkillDefinition = proto_model(router_pb2.Skill.DESCRIPTOR, "SkillDefinition")
+class SkillDefinition(ProtoView, proto=router_pb2.Skill):
+    pass
 
 
 class SkillList(Body):
     """A page of the skill catalog, by name, with the caller's enablement."""
 
-    skills: list[Skill] = Field(description="the skills of this page (without their body)")  # type: ignore[valid-type]
+    skills: list[Skill] = Field(description="the skills of this page (without their body)")
     next_page_token: str = Field(description=NEXT_PAGE)
 
 

@@ -11,11 +11,11 @@ from pydantic import Field
 from gateway import enums
 from gateway.responses.base import NEXT_PAGE, Body
 from gateway.responses.views import (
+    ProtoView,
     computed,
     nested,
     number,
     printed_or,
-    proto_model,
     short,
 )
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
@@ -29,28 +29,26 @@ def _sparse(message: Message) -> dict[str, Any]:
 
 
 # Conversations and their messages.
-Conversation = proto_model(threads_pb2.Conversation.DESCRIPTOR)
+class Conversation(ProtoView, proto=threads_pb2.Conversation):
+    pass
 
 
 class ConversationList(Body):
     """A page of the caller's conversations: pinned first, then the most recently active."""
 
-    conversations: list[Conversation] = Field(description="the conversations of this page")  # type: ignore[valid-type]
+    conversations: list[Conversation] = Field(description="the conversations of this page")
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
-Entry = proto_model(
-    threads_pb2.Entry.DESCRIPTOR,
-    "Entry",
-    role=short(enums.ROLES),
-    sequence=number(),
-)
+class Entry(ProtoView, proto=threads_pb2.Entry):
+    role: str = short(enums.ROLES)
+    sequence: int = number()
 
 
 class EntryPage(Body):
     """A page of a conversation's entries, in order."""
 
-    entries: list[Entry] = Field(description="the entries of this page")  # type: ignore[valid-type]
+    entries: list[Entry] = Field(description="the entries of this page")
     next_page_token: str = Field(description=NEXT_PAGE)
     previous_page_token: str = Field(description="opaque; the page before this one, empty on the first")
 
@@ -63,64 +61,54 @@ class AgentEntryPage(EntryPage):
 
 
 # Runs.
-SkillUse = proto_model(
-    engine_pb2.SkillUse.DESCRIPTOR,
-    "RunSkillUse",
-    invocation=short(enums.SKILL_INVOCATIONS),
-)
-InstructionLayer = proto_model(
-    engine_pb2.InstructionLayer.DESCRIPTOR,
-    "RunInstructionLayer",
-    size_chars=number(),
-    size_tokens=number(),
-)
-RunContext = proto_model(
-    engine_pb2.RunContext.DESCRIPTOR,
-    "RunContext",
-    regime=short(enums.RUN_REGIMES),
-)
-Run = proto_model(
-    engine_pb2.Run.DESCRIPTOR,
-    "Run",
-    drop=("usage",),
-    status=short(enums.RUN_STATUSES),
-    surface=short(enums.SURFACES),
+class SkillUse(ProtoView, proto=engine_pb2.SkillUse, name="RunSkillUse"):
+    invocation: str = short(enums.SKILL_INVOCATIONS)
+
+
+class InstructionLayer(ProtoView, proto=engine_pb2.InstructionLayer, name="RunInstructionLayer"):
+    size_chars: int = number()
+    size_tokens: int = number()
+
+
+class RunContext(ProtoView, proto=engine_pb2.RunContext):
+    regime: str = short(enums.RUN_REGIMES)
+
+
+class Run(ProtoView, proto=engine_pb2.Run, drop=("usage",)):
+    status: str = short(enums.RUN_STATUSES)
+    surface: str = short(enums.SURFACES)
     # Decided on its proposal: "accepted" or "refused"; "" otherwise.
-    approval=computed(
-        str,
+    approval: str = computed(
         'lower case without its prefix: "accepted", "refused", or "" while undecided',
         lambda run: enums.APPROVALS.name(run.approval),
-    ),
-    skills=nested(SkillUse),
-    layers=nested(InstructionLayer),
-    tokens_in=computed(int, "input tokens the run's model calls used", lambda run: run.usage.tokens_in),
-    tokens_out=computed(
-        int, "output tokens the run's model calls produced", lambda run: run.usage.tokens_out
-    ),
+    )
+    skills: list[SkillUse] = nested(SkillUse)
+    layers: list[InstructionLayer] = nested(InstructionLayer)
+    tokens_in: int = computed("input tokens the run's model calls used", lambda run: run.usage.tokens_in)
+    tokens_out: int = computed(
+        "output tokens the run's model calls produced", lambda run: run.usage.tokens_out
+    )
     # The Skill Router's record stays `router_decision`; the model's choice
     # is `model_decision` (an AskAgent run has only the latter). Zero and
     # empty values are left out of both, as they always were.
-    router_decision=computed(
-        dict[str, Any],
+    router_decision: dict[str, Any] = computed(
         "the skill router's full decision record (SkillDecision); {} when none, as for an ask",
         lambda run: _sparse(run.router_decision.skills),
-    ),
-    model_decision=computed(
-        dict[str, Any],
+    )
+    model_decision: dict[str, Any] = computed(
         "the model router's choice (ModelDecision): model, reason, routed, fallback; {} before routing",
         lambda run: _sparse(run.router_decision.model),
-    ),
+    )
     # A message: unset when the run had no trigger.
-    trigger_payload=printed_or(dict[str, Any], "{} for a run no trigger started", {}),
+    trigger_payload: dict[str, Any] = printed_or("{} for a run no trigger started", {})
     # Always there: every run has a regime, whatever else its request sent.
-    context=nested(RunContext),
-)
+    context: RunContext = nested(RunContext)
 
 
 class RunList(Body):
     """A page of a conversation's runs, newest first."""
 
-    runs: list[Run] = Field(description="the runs of this page")  # type: ignore[valid-type]
+    runs: list[Run] = Field(description="the runs of this page")
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
@@ -132,11 +120,8 @@ class BackgroundRun(Body):
     events: str = Field(description="the run's events route (Server-Sent Events, resumable)")
 
 
-WebhookDelivery = proto_model(
-    engine_service_pb2.WebhookDelivery.DESCRIPTOR,
-    "WebhookDelivery",
-    duration_ms=number(),
-)
+class WebhookDelivery(ProtoView, proto=engine_service_pb2.WebhookDelivery):
+    duration_ms: int = number()
 
 
 class WebhookDeliveries(Body):
@@ -148,7 +133,7 @@ class WebhookDeliveries(Body):
         description='"pending" (attempts go on), "delivered", "failed" (retry time over), '
         'or "" (no webhook, or the run has not ended)'
     )
-    deliveries: list[WebhookDelivery] = Field(description="the attempts, oldest first")  # type: ignore[valid-type]
+    deliveries: list[WebhookDelivery] = Field(description="the attempts, oldest first")
 
 
 class WebhookDefault(Body):
@@ -165,13 +150,14 @@ class DisableAutoUseAction(Body):
     body: dict[str, Any] = Field(description='{"enabled": true, "auto_use": "off"}')
 
 
-SkillFeedback = proto_model(router_pb2.SkillFeedback.DESCRIPTOR)
+class SkillFeedback(ProtoView, proto=router_pb2.SkillFeedback):
+    pass
 
 
 class SkillFeedbackResult(Body):
     """The recorded "this skill was not relevant", and what the page may offer next."""
 
-    feedback: SkillFeedback = Field(description="the recorded feedback")  # type: ignore[valid-type]
+    feedback: SkillFeedback = Field(description="the recorded feedback")
     offer_disable_auto_use: bool = Field(description="the skill is still used automatically for the caller")
     disable_auto_use: DisableAutoUseAction | None = Field(
         default=None, description="present when offer_disable_auto_use is true"
@@ -179,36 +165,30 @@ class SkillFeedbackResult(Body):
 
 
 # Agents and their threads.
-Agent = proto_model(
-    threads_pb2.Agent.DESCRIPTOR,
-    "Agent",
-    injection_strategy=short(enums.INJECTION_STRATEGIES),
-)
+class Agent(ProtoView, proto=threads_pb2.Agent):
+    injection_strategy: str = short(enums.INJECTION_STRATEGIES)
 
 
 class AgentList(Body):
     """A page of the registry's agents, by id."""
 
-    agents: list[Agent] = Field(description="the agents of this page")  # type: ignore[valid-type]
+    agents: list[Agent] = Field(description="the agents of this page")
     next_page_token: str = Field(description=NEXT_PAGE)
 
 
-Segment = proto_model(
-    threads_pb2.Segment.DESCRIPTOR,
-    "Segment",
-    first_sequence=number(),
-    last_sequence=number(),
-    entry_count=number(),
-    char_count=number(),
-    state=short(enums.SEGMENT_STATES),
-    handoff_state=short(enums.HANDOFF_STATES),
-)
+class Segment(ProtoView, proto=threads_pb2.Segment):
+    first_sequence: int = number()
+    last_sequence: int = number()
+    entry_count: int = number()
+    char_count: int = number()
+    state: str = short(enums.SEGMENT_STATES)
+    handoff_state: str = short(enums.HANDOFF_STATES)
 
 
 class SegmentPage(Body):
     """A page of the segments of an agent's live thread, oldest first."""
 
-    segments: list[Segment] = Field(description="the segments of this page")  # type: ignore[valid-type]
+    segments: list[Segment] = Field(description="the segments of this page")
     thread_id: str = Field(description='the agent\'s live thread; "" before its first ask')
     next_page_token: str = Field(description=NEXT_PAGE)
 
@@ -229,14 +209,11 @@ class AgentThreadExport(Body):
     )
 
 
-ImportedAgentThread = proto_model(
-    threads_pb2.AgentThread.DESCRIPTOR,
-    "ImportedAgentThread",
-    last_sequence=number(),
-)
+class ImportedAgentThread(ProtoView, proto=threads_pb2.AgentThread):
+    last_sequence: int = number()
 
 
 class AgentThreadImport(Body):
     """The imported thread."""
 
-    thread: ImportedAgentThread = Field(description="the live thread, now holding the entries")  # type: ignore[valid-type]
+    thread: ImportedAgentThread = Field(description="the live thread, now holding the entries")

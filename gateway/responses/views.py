@@ -1,8 +1,10 @@
-"""HTTP views of proto messages: `proto_model` derives a response model from
-a message's descriptor, and each field the HTTP body shows differently is
-declared once, as a `Reshape` that both types the field and converts its
-value from the message. `Model.from_proto(message)` is the body a route
-returns, `Model.proto_dict(message)` the same as a dict.
+"""HTTP views of proto messages: a `ProtoView` subclass names its message
+(`class Agent(ProtoView, proto=threads_pb2.Agent)`) and gets its fields
+from the message's descriptor; each field the HTTP body shows differently
+is declared once, its annotation typing it and a `Reshape` converting its
+value from the message (`injection_strategy: str = short(...)`).
+`Agent.from_proto(message)` is the body a route returns,
+`Agent.proto_dict(message)` the same as a dict.
 
 A body is the message as `message_dict` prints it (proto JSON with the
 proto field names; int64 as strings, enums by name, a Timestamp as RFC 3339
@@ -15,11 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 from pydantic import BaseModel, Field, create_model
+
+# BaseModel's metaclass, which pydantic exports only from here.
+from pydantic._internal._model_construction import ModelMetaclass
+from pydantic_core import PydanticUndefined
 
 from gateway import enums
 from gateway.responses.base import NUMBER, STRICT
@@ -36,26 +43,75 @@ Convert = Callable[[Any, str, dict[str, Any]], Any]
 
 @dataclass(frozen=True)
 class Reshape:
-    """A field the HTTP body shows differently from proto JSON, or adds:
-    its type, what the body says of it (after the proto's comment), and how
-    its value comes from the message. Without `convert` the value is the
-    printed one, or one the route adds (`from_proto(message, name=value)`)."""
+    """A field the HTTP body shows differently from proto JSON, or adds: what
+    the body says of it (after the proto's comment), and how its value
+    comes from the message. Its type is the field's annotation. Without
+    `convert` the value is the printed one, or one the route adds
+    (`from_proto(message, name=value)`)."""
 
-    kind: Any
     description: str
     convert: Convert | None = None
     # Some bodies leave it out (else every body has it).
     optional: bool = False
-    # `kind` is one element's type: a repeated proto field is a list of them.
-    per_element: bool = False
 
 
-class ProtoView(BaseModel):
-    """A response model derived from a proto message (see `proto_model`)."""
+class _ProtoViewMeta(ModelMetaclass):
+    """Builds a view's fields from its message's descriptor before pydantic
+    reads them: each proto field in order, typed as message_dict prints it,
+    unless the class declares it (a `Reshape`); declared fields the message
+    lacks come last."""
+
+    def __new__(
+        mcs,
+        cls_name: str,
+        bases: tuple[type[Any], ...],
+        namespace: dict[str, Any],
+        proto: type[Message] | None = None,
+        name: str | None = None,
+        drop: tuple[str, ...] = (),
+        **kwargs: Any,
+    ) -> type:
+        if proto is None:
+            return super().__new__(mcs, cls_name, bases, namespace, **kwargs)
+        descriptor = cast(Descriptor, proto.DESCRIPTOR)
+        cls_name = name or cls_name
+        namespace["__qualname__"] = cls_name
+        namespace.setdefault("__doc__", COMMENTS.get(descriptor.full_name))
+        converters = _derive(descriptor, namespace, drop)
+        # Annotations resolve in the declaring module, not in this frame.
+        kwargs["__pydantic_reset_parent_namespace__"] = False
+        cls = super().__new__(mcs, cls_name, bases, namespace, **kwargs)
+        view = cast("type[ProtoView]", cls)
+        view.reshaped = converters
+        view.dropped = drop
+        shared = cls_name == descriptor.name and not drop and not converters
+        if shared:
+            if descriptor.full_name in _DERIVED:
+                raise TypeError(f"{cls_name}: declare it before a view that nests it")
+            _DERIVED[descriptor.full_name] = view
+        return cls
+
+
+class ProtoView(BaseModel, metaclass=_ProtoViewMeta):
+    """A response model derived from a proto message: `class
+    Agent(ProtoView, proto=threads_pb2.Agent)`, with `name` (the model's name
+    when it differs from the class's) and `drop` (fields the body leaves
+    out); each field it reshapes or adds is declared with its type and a
+    `Reshape` (short, number, nested, computed...)."""
 
     model_config = STRICT
     reshaped: ClassVar[dict[str, Convert]] = {}
     dropped: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(
+        cls,
+        proto: type[Message] | None = None,
+        name: str | None = None,
+        drop: tuple[str, ...] = (),
+        **kwargs: Any,
+    ) -> None:
+        # The metaclass uses the arguments; declared here for the type checker.
+        super().__init_subclass__(**kwargs)
 
     @classmethod
     def proto_dict(cls, message: Message, **added: Any) -> dict[str, Any]:
@@ -63,14 +119,14 @@ class ProtoView(BaseModel):
         sets itself."""
         data = message_dict(message)
         printed = dict(data)
-        for name in cls.dropped:
-            data.pop(name, None)
-        for name, convert in cls.reshaped.items():
-            value = convert(message, name, printed)
+        for field_name in cls.dropped:
+            data.pop(field_name, None)
+        for field_name, convert in cls.reshaped.items():
+            value = convert(message, field_name, printed)
             if value is ABSENT:
-                data.pop(name, None)
+                data.pop(field_name, None)
             else:
-                data[name] = value
+                data[field_name] = value
         data.update(added)
         return data
 
@@ -80,36 +136,37 @@ class ProtoView(BaseModel):
         return cls.model_validate(cls.proto_dict(message, **added))
 
 
-def required(kind: Any, description: str) -> Reshape:
+# The declarations return Any, as pydantic's Field does: the field's
+# annotation is its type.
+def required(description: str) -> Any:
     """A field every body has, as printed or added by the route."""
-    return Reshape(kind, description)
+    return Reshape(description)
 
 
-def optional(kind: Any, description: str) -> Reshape:
+def optional(description: str) -> Any:
     """A field some bodies leave out, as printed or added by the route."""
-    return Reshape(kind, description, optional=True)
+    return Reshape(description, optional=True)
 
 
-def computed(kind: Any, description: str, value: Callable[[Any], Any]) -> Reshape:
+def computed(description: str, value: Callable[[Any], Any]) -> Any:
     """A field every body has, computed from the message."""
-    return Reshape(kind, description, lambda message, _name, _printed: value(message))
+    return Reshape(description, lambda message, _name, _printed: value(message))
 
 
-def printed_or(kind: Any, description: str, default: Any) -> Reshape:
+def printed_or(description: str, default: Any) -> Any:
     """A message field every body has: `default` when the message leaves it unset."""
-    return Reshape(kind, description, lambda _message, name, printed: printed.get(name, default))
+    return Reshape(description, lambda _message, name, printed: printed.get(name, default))
 
 
-def short(names: EnumNames[Any], description: str | None = None) -> Reshape:
+def short(names: EnumNames[Any], description: str | None = None) -> Any:
     """An enum as the routes name it (gateway/enums.py)."""
     return Reshape(
-        str,
         enums.documented(names) if description is None else description,
         lambda message, name, _printed: enums.json_name(names, getattr(message, name)),
     )
 
 
-def number(description: str = NUMBER, *, optional: bool = False) -> Reshape:
+def number(description: str = NUMBER, *, optional: bool = False) -> Any:
     """An int64 as a JSON number; with `optional`, absent when the message
     leaves it unset."""
 
@@ -118,10 +175,10 @@ def number(description: str = NUMBER, *, optional: bool = False) -> Reshape:
             return ABSENT
         return int(getattr(message, name))
 
-    return Reshape(int, description, convert, optional=optional)
+    return Reshape(description, convert, optional=optional)
 
 
-def nested(view: type[ProtoView], description: str = "", *, null_when_unset: bool = False) -> Reshape:
+def nested(view: type[ProtoView], description: str = "", *, null_when_unset: bool = False) -> Any:
     """A message field (or each element of a repeated one) through its own
     view. Always in the body: an unset message shows as its empty view, or
     with `null_when_unset` as null."""
@@ -134,8 +191,7 @@ def nested(view: type[ProtoView], description: str = "", *, null_when_unset: boo
             return None
         return view.proto_dict(value)
 
-    kind = view | None if null_when_unset else view
-    return Reshape(kind, description, convert, per_element=True)
+    return Reshape(description, convert)
 
 
 _SCALARS: dict[int, Any] = {
@@ -184,54 +240,50 @@ def _field_type(field: FieldDescriptor) -> tuple[Any, str]:
     return proto_model(field.message_type), ""
 
 
-def proto_model(
-    descriptor: Descriptor,
-    name: str | None = None,
-    *,
-    drop: tuple[str, ...] = (),
-    **reshaped: Reshape,
-) -> type[ProtoView]:
-    """The view of `descriptor`'s message. A field without presence is
-    required (message_dict always prints it); a message, oneof member or
-    `optional` field is absent when unset. `drop` removes fields the body
-    leaves out; each `Reshape` replaces or adds a field. Without arguments
-    the model is shared, named after the message."""
-    shared = name is None and not drop and not reshaped
-    if shared and descriptor.full_name in _DERIVED:
-        return _DERIVED[descriptor.full_name]
-    fields: dict[str, Any] = {}
+def _derive(descriptor: Descriptor, namespace: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Convert]:
+    """Fills `namespace` with the view's fields (see _ProtoViewMeta); the
+    converters of the declared fields."""
+    declared: dict[str, Any] = namespace.get("__annotations__", {})
+    annotations: dict[str, Any] = {}
+    converters: dict[str, Convert] = {}
     for field in descriptor.fields:
-        if field.name in drop:
+        if field.name in drop or field.name in declared:
+            if field.name in declared:
+                annotations[field.name] = declared[field.name]
             continue
         kind, note = _field_type(field)
         is_map = field.message_type is not None and field.message_type.GetOptions().map_entry
         if field.is_repeated and not is_map:
             kind = list[kind]  # type: ignore[valid-type]
+        annotations[field.name] = kind
         description = _described(COMMENTS.get(field.full_name), note)
-        if field.has_presence:
-            fields[field.name] = (kind, Field(default=None, description=description))
-        else:
-            fields[field.name] = (kind, Field(description=description))
-    for field_name, reshape in reshaped.items():
+        default = None if field.has_presence else PydanticUndefined
+        namespace[field.name] = Field(default=default, description=description)
+    annotations |= declared
+    for field_name in declared:
+        reshape = namespace.get(field_name)
+        if not isinstance(reshape, Reshape):
+            continue
         proto_field = descriptor.fields_by_name.get(field_name)
         comment = COMMENTS.get(proto_field.full_name) if proto_field is not None else None
-        kind = reshape.kind
-        if reshape.per_element and proto_field is not None and proto_field.is_repeated:
-            kind = list[kind]  # type: ignore[valid-type]
-        info = Field(description=_described(comment, reshape.description))
-        if reshape.optional:
-            info = Field(default=None, description=_described(comment, reshape.description))
-        fields[field_name] = (kind, info)
-    model = create_model(
-        name or descriptor.name,
-        __base__=ProtoView,
-        __doc__=COMMENTS.get(descriptor.full_name),
-        **fields,
-    )
-    model.reshaped = {
-        field_name: reshape.convert for field_name, reshape in reshaped.items() if reshape.convert is not None
-    }
-    model.dropped = drop
-    if shared:
-        _DERIVED[descriptor.full_name] = model
-    return model
+        default = None if reshape.optional else PydanticUndefined
+        namespace[field_name] = Field(default=default, description=_described(comment, reshape.description))
+        if reshape.convert is not None:
+            converters[field_name] = reshape.convert
+    namespace["__annotations__"] = annotations
+    return converters
+
+
+def proto_model(descriptor: Descriptor) -> type[ProtoView]:
+    """The shared view of a message no field of which is reshaped (the view
+    of a nested message that declares none), named after the message."""
+    if descriptor.full_name not in _DERIVED:
+        # Registered as shared by the metaclass.
+        create_model(
+            descriptor.name, __base__=ProtoView, __cls_kwargs__={"proto": _message_class(descriptor)}
+        )
+    return _DERIVED[descriptor.full_name]
+
+
+def _message_class(descriptor: Descriptor) -> type[Message]:
+    return GetMessageClass(descriptor)
