@@ -77,6 +77,8 @@ class _ProtoViewMeta(ModelMetaclass):
         cls_name = name or cls_name
         namespace["__qualname__"] = cls_name
         namespace.setdefault("__doc__", COMMENTS.get(descriptor.full_name))
+        # Declares nothing: the one view of the message, the one nested views use.
+        shared = cls_name == descriptor.name and not drop and not namespace.get("__annotations__")
         converters = _derive(descriptor, namespace, drop)
         # Annotations resolve in the declaring module, not in this frame.
         kwargs["__pydantic_reset_parent_namespace__"] = False
@@ -84,7 +86,6 @@ class _ProtoViewMeta(ModelMetaclass):
         view = cast("type[ProtoView]", cls)
         view.reshaped = converters
         view.dropped = drop
-        shared = cls_name == descriptor.name and not drop and not converters
         if shared:
             if descriptor.full_name in _DERIVED:
                 raise TypeError(f"{cls_name}: declare it before a view that nests it")
@@ -167,13 +168,12 @@ def short(names: EnumNames[Any], description: str | None = None) -> Any:
 
 
 def number(description: str = NUMBER, *, optional: bool = False) -> Any:
-    """An int64 as a JSON number; with `optional`, absent when the message
-    leaves it unset."""
+    """An int64 as a JSON number (proto JSON prints it as text); with
+    `optional`, not required by the schema."""
 
-    def convert(message: Any, name: str, printed: dict[str, Any]) -> Any:
-        if optional and name not in printed:
-            return ABSENT
-        return int(getattr(message, name))
+    def convert(_message: Any, name: str, printed: dict[str, Any]) -> Any:
+        # A field with presence left unset is not printed: it stays absent.
+        return int(printed[name]) if name in printed else ABSENT
 
     return Reshape(description, convert, optional=optional)
 
