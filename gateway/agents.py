@@ -16,39 +16,28 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.agent_models import check_provider_pin
-from gateway.api import check_message, entry_json
-from gateway.auth import caller_role
+from gateway.api import check_message
 from gateway.deps import User, rpc
-from gateway.enums import BUSY_POLICIES, HANDOFF_STATES, INJECTION_STRATEGIES, SEGMENT_STATES, json_name
+from gateway.enums import BUSY_POLICIES, INJECTION_STRATEGIES
 from gateway.errors import ApiError
-from gateway.events import message_dict
 from gateway.params import Id, PageSize, PageToken, ProjectId
 from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
 from gateway.streams import stream_run
-from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 View = threads_service_pb2.ListEntriesRequest
-# A registered agent that nobody has asked yet has no thread: an empty view.
-EMPTY_VIEW = {"thread_id": "", "partial_view": False, "next_page_token": "", "previous_page_token": ""}
 
 
-def agent_json(agent: threads_pb2.Agent) -> dict[str, Any]:
-    data = message_dict(agent)
-    data["injection_strategy"] = json_name(INJECTION_STRATEGIES, agent.injection_strategy)
-    return data
-
-
-@router.get("/agents", response_model=responses.AgentList, tags=["agents"])
+@router.get("/agents", tags=["agents"])
 async def list_agents(
     request: Request,
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
     project_id: ProjectId = "",
-) -> dict[str, Any]:
+) -> responses.AgentList:
     """The registry, or with ``project_id`` the agents of that project."""
     response = await rpc(
         request,
@@ -58,13 +47,16 @@ async def list_agents(
         ),
         user,
     )
-    return {"agents": [agent_json(a) for a in response.agents], "next_page_token": response.next_page_token}
+    return responses.AgentList(
+        agents=[responses.Agent.from_proto(a) for a in response.agents],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.post("/agents", response_model=responses.Agent, status_code=201, tags=["agents"])
+@router.post("/agents", status_code=201, tags=["agents"])
 async def create_agent(
     body: CreateAgentBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.Agent:
     """Registers an agent (a slug id) in ``project_id`` (the caller's
     personal project by default; an editor's or owner's otherwise); creating
     an existing id returns it unchanged."""
@@ -75,19 +67,19 @@ async def create_agent(
     response = await rpc(
         request, deps.threads(request).CreateAgent, threads_service_pb2.CreateAgentRequest(agent=agent), user
     )
-    return agent_json(response.agent)
+    return responses.Agent.from_proto(response.agent)
 
 
-@router.get("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
-async def get_agent(agent_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/agents/{agent_id}", tags=["agents"])
+async def get_agent(agent_id: Id, request: Request, user: User) -> responses.Agent:
     response = await rpc(
         request, deps.threads(request).GetAgent, threads_service_pb2.GetAgentRequest(agent_id=agent_id), user
     )
-    return agent_json(response.agent)
+    return responses.Agent.from_proto(response.agent)
 
 
-@router.patch("/agents/{agent_id}", response_model=responses.Agent, tags=["agents"])
-async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, user: User) -> dict[str, Any]:
+@router.patch("/agents/{agent_id}", tags=["agents"])
+async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, user: User) -> responses.Agent:
     """Renames the agent or changes its persona, provider pin, model or
     injection strategy; only the fields present are written. A model of
     another provider is a provider swap: the next run releases the old
@@ -114,11 +106,11 @@ async def update_agent(agent_id: Id, body: UpdateAgentBody, request: Request, us
         ),
         user,
     )
-    return agent_json(response.agent)
+    return responses.Agent.from_proto(response.agent)
 
 
-@router.get("/agents/{agent_id}/members", response_model=responses.AgentMembers, tags=["agents"])
-async def list_agent_members(agent_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/agents/{agent_id}/members", tags=["agents"])
+async def list_agent_members(agent_id: Id, request: Request, user: User) -> responses.AgentMembers:
     """Who may ask the agent and read its thread (for its members and admins)."""
     response = await rpc(
         request,
@@ -126,15 +118,17 @@ async def list_agent_members(agent_id: Id, request: Request, user: User) -> dict
         threads_service_pb2.ListAgentMembersRequest(agent_id=agent_id),
         user,
     )
-    return {"agent_id": agent_id, "owner": response.owner, "members": list(response.members)}
+    return responses.AgentMembers(agent_id=agent_id, owner=response.owner, members=list(response.members))
 
 
 # A member is a user id as the tokens name it: one line of text.
 MemberId = params.Name
 
 
-@router.put("/agents/{agent_id}/members/{user_id}", response_model=responses.AgentMembers, tags=["agents"])
-async def add_agent_member(agent_id: Id, user_id: MemberId, request: Request, user: User) -> dict[str, Any]:
+@router.put("/agents/{agent_id}/members/{user_id}", tags=["agents"])
+async def add_agent_member(
+    agent_id: Id, user_id: MemberId, request: Request, user: User
+) -> responses.AgentMembers:
     """Lets a user ask the agent and read its thread (its owner or an admin;
     403 for anyone else). Adding a member twice changes nothing."""
     threads = deps.threads(request)
@@ -145,13 +139,13 @@ async def add_agent_member(agent_id: Id, user_id: MemberId, request: Request, us
         user,
     )
     owner = await _owner(request, user, agent_id)
-    return {"agent_id": agent_id, "owner": owner, "members": list(response.members)}
+    return responses.AgentMembers(agent_id=agent_id, owner=owner, members=list(response.members))
 
 
-@router.delete("/agents/{agent_id}/members/{user_id}", response_model=responses.AgentMembers, tags=["agents"])
+@router.delete("/agents/{agent_id}/members/{user_id}", tags=["agents"])
 async def remove_agent_member(
     agent_id: Id, user_id: MemberId, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.AgentMembers:
     """Removes a member (its owner or an admin); the owner stays (409)."""
     response = await rpc(
         request,
@@ -160,7 +154,7 @@ async def remove_agent_member(
         user,
     )
     owner = await _owner(request, user, agent_id)
-    return {"agent_id": agent_id, "owner": owner, "members": list(response.members)}
+    return responses.AgentMembers(agent_id=agent_id, owner=owner, members=list(response.members))
 
 
 async def _agent(request: Request, user: str, agent_id: str) -> threads_pb2.Agent:
@@ -197,12 +191,12 @@ async def ask_agent(
             busy_policy=BUSY_POLICIES.number(body.busy_policy),
         ),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user, caller_role(request)),
+        metadata=deps.identity(request, user),
     )
     return await stream_run(start, request, user)
 
 
-@router.get("/agents/{agent_id}/entries", response_model=responses.AgentEntryPage, tags=["agents"])
+@router.get("/agents/{agent_id}/entries", tags=["agents"])
 async def agent_entries(
     agent_id: Id,
     request: Request,
@@ -212,7 +206,7 @@ async def agent_entries(
     descending: bool = False,
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.AgentEntryPage:
     """A view of the agent's live thread: all of it, one requester's
     exchanges with the agent (`requester`), or one request and its answers
     (`correlation_id`). `partial_view` says the thread holds more."""
@@ -225,7 +219,10 @@ async def agent_entries(
         # The correlation view names a thread: the agent's live one.
         thread_id = await _live_thread_id(request, user, agent_id)
         if not thread_id:
-            return {**EMPTY_VIEW, "entries": []}
+            # A registered agent that nobody has asked yet has no thread: an empty view.
+            return responses.AgentEntryPage(
+                entries=[], thread_id="", partial_view=False, next_page_token="", previous_page_token=""
+            )
         if correlation_id:
             message.for_correlation.CopyFrom(
                 View.ForCorrelation(thread_id=thread_id, correlation_id=correlation_id)
@@ -233,13 +230,13 @@ async def agent_entries(
         else:
             message.for_agent.CopyFrom(View.ForAgent(agent_id=agent_id))
     response = await rpc(request, deps.threads(request).ListEntries, message, user)
-    return {
-        "entries": [entry_json(e) for e in response.entries],
-        "thread_id": response.thread_id,
-        "partial_view": response.partial_view,
-        "next_page_token": response.next_page_token,
-        "previous_page_token": response.previous_page_token,
-    }
+    return responses.AgentEntryPage(
+        entries=[responses.Entry.from_proto(e) for e in response.entries],
+        thread_id=response.thread_id,
+        partial_view=response.partial_view,
+        next_page_token=response.next_page_token,
+        previous_page_token=response.previous_page_token,
+    )
 
 
 async def _live_thread_id(request: Request, user: str, agent_id: str) -> str:
@@ -259,29 +256,20 @@ async def _live_thread_id(request: Request, user: str, agent_id: str) -> str:
     return head.thread_id
 
 
-def segment_json(segment: threads_pb2.Segment) -> dict[str, Any]:
-    data = message_dict(segment)
-    for key in ("first_sequence", "last_sequence", "entry_count", "char_count"):
-        data[key] = int(data.get(key, 0))
-    data["state"] = json_name(SEGMENT_STATES, segment.state)
-    data["handoff_state"] = json_name(HANDOFF_STATES, segment.handoff_state)
-    return data
-
-
-@router.get("/agents/{agent_id}/segments", response_model=responses.SegmentPage, tags=["agents"])
+@router.get("/agents/{agent_id}/segments", tags=["agents"])
 async def agent_segments(
     agent_id: Id,
     request: Request,
     user: User,
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.SegmentPage:
     """The segments of the agent's live thread, oldest first: each rotation
     closed one, and its handoff summary is what a model receives in its
     place. None before the thread's first entry."""
     thread_id = await _live_thread_id(request, user, agent_id)
     if not thread_id:
-        return {"segments": [], "thread_id": "", "next_page_token": ""}
+        return responses.SegmentPage(segments=[], thread_id="", next_page_token="")
     response = await rpc(
         request,
         deps.threads(request).ListSegments,
@@ -290,15 +278,15 @@ async def agent_segments(
         ),
         user,
     )
-    return {
-        "segments": [segment_json(s) for s in response.segments],
-        "thread_id": thread_id,
-        "next_page_token": response.next_page_token,
-    }
+    return responses.SegmentPage(
+        segments=[responses.Segment.from_proto(s) for s in response.segments],
+        thread_id=thread_id,
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.get("/agents/{agent_id}/export", response_model=responses.AgentThreadExport, tags=["agents"])
-async def export_agent_thread(agent_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/agents/{agent_id}/export", tags=["agents"])
+async def export_agent_thread(agent_id: Id, request: Request, user: User) -> responses.AgentThreadExport:
     """The agent's thread as files in the project folder's layout (agents/<id>/log.jsonl,
     log.N.jsonl per closed segment, handoff.md, providers.json); the page
     saves them as one JSON download, which POST /agents/import takes back."""
@@ -308,11 +296,16 @@ async def export_agent_thread(agent_id: Id, request: Request, user: User) -> dic
         threads_service_pb2.ExportAgentThreadRequest(agent_id=agent_id),
         user,
     )
-    return {"agent_id": agent_id, "files": [{"path": f.path, "content": f.content} for f in response.files]}
+    return responses.AgentThreadExport(
+        agent_id=agent_id,
+        files=[responses.ThreadFile(path=f.path, content=f.content) for f in response.files],
+    )
 
 
-@router.post("/agents/import", response_model=responses.AgentThreadImport, status_code=201, tags=["agents"])
-async def import_agent_thread(body: ImportThreadBody, request: Request, user: User) -> dict[str, Any]:
+@router.post("/agents/import", status_code=201, tags=["agents"])
+async def import_agent_thread(
+    body: ImportThreadBody, request: Request, user: User
+) -> responses.AgentThreadImport:
     """Imports one agent's exported thread (registering the agent if
     missing). 409 when that agent already has a thread with entries."""
     response = await rpc(
@@ -324,6 +317,4 @@ async def import_agent_thread(body: ImportThreadBody, request: Request, user: Us
         user,
         idempotent=False,
     )
-    thread = message_dict(response.thread)
-    thread["last_sequence"] = int(thread.get("last_sequence", 0))
-    return {"thread": thread}
+    return responses.AgentThreadImport(thread=responses.ImportedAgentThread.from_proto(response.thread))

@@ -15,9 +15,8 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import BUSY_POLICIES, DELIVERY_STATES, ROLES, json_name
+from gateway.enums import BUSY_POLICIES, DELIVERY_STATES
 from gateway.errors import ApiError
-from gateway.events import message_dict, run_json
 from gateway.params import Id, LastEventId, PageSize, PageToken
 from gateway.schemas import (
     CreateConversationBody,
@@ -28,7 +27,6 @@ from gateway.schemas import (
     UpdateConversationBody,
 )
 from gateway.streams import open_run, stream_run
-from services.shared.identity import user_metadata
 from services.shared.language import from_accept_language, supported
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_service_pb2
@@ -47,8 +45,10 @@ def check_message(request: Request, message: str) -> None:
         raise ApiError(400, "INVALID_ARGUMENT", "message must not be blank")
 
 
-@router.post("/conversations", response_model=responses.Conversation, status_code=201, tags=["conversations"])
-async def create_conversation(body: CreateConversationBody, request: Request, user: User) -> dict[str, Any]:
+@router.post("/conversations", status_code=201, tags=["conversations"])
+async def create_conversation(
+    body: CreateConversationBody, request: Request, user: User
+) -> responses.Conversation:
     message = threads_service_pb2.CreateConversationRequest(request_id=body.request_id, title=body.title)
     if body.allowed_sources is not None:
         message.allowed_sources.CopyFrom(threads_pb2.AllowedSources(**body.allowed_sources.model_dump()))
@@ -56,10 +56,10 @@ async def create_conversation(body: CreateConversationBody, request: Request, us
     response = await rpc(
         request, deps.threads(request).CreateConversation, message, user, idempotent=bool(body.request_id)
     )
-    return message_dict(response.conversation)
+    return responses.Conversation.from_proto(response.conversation)
 
 
-@router.get("/conversations", response_model=responses.ConversationList, tags=["conversations"])
+@router.get("/conversations", tags=["conversations"])
 async def list_conversations(
     request: Request,
     user: User,
@@ -67,7 +67,7 @@ async def list_conversations(
     page_token: PageToken = "",
     q: Annotated[str, params.text(200, description="only titles containing this text")] = "",
     include_archived: bool = False,
-) -> dict[str, Any]:
+) -> responses.ConversationList:
     """The caller's conversations: pinned first, then the most recently active."""
     response = await rpc(
         request,
@@ -77,10 +77,10 @@ async def list_conversations(
         ),
         user,
     )
-    return {
-        "conversations": [message_dict(c) for c in response.conversations],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.ConversationList(
+        conversations=[responses.Conversation.from_proto(c) for c in response.conversations],
+        next_page_token=response.next_page_token,
+    )
 
 
 async def _conversation(request: Request, user: str, conversation_id: str) -> threads_pb2.Conversation:
@@ -93,17 +93,15 @@ async def _conversation(request: Request, user: str, conversation_id: str) -> th
     return response.conversation
 
 
-@router.get("/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"])
-async def get_conversation(conversation_id: Id, request: Request, user: User) -> dict[str, Any]:
-    return message_dict(await _conversation(request, user, conversation_id))
+@router.get("/conversations/{conversation_id}", tags=["conversations"])
+async def get_conversation(conversation_id: Id, request: Request, user: User) -> responses.Conversation:
+    return responses.Conversation.from_proto(await _conversation(request, user, conversation_id))
 
 
-@router.patch(
-    "/conversations/{conversation_id}", response_model=responses.Conversation, tags=["conversations"]
-)
+@router.patch("/conversations/{conversation_id}", tags=["conversations"])
 async def update_conversation(
     conversation_id: Id, body: UpdateConversationBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.Conversation:
     """Renames and/or pins the conversation; a rename makes the title manual
     (title_auto false) for good."""
     fields = body.model_dump(exclude_none=True)
@@ -114,15 +112,13 @@ async def update_conversation(
     )
     message.update_mask.paths.extend(sorted(fields))
     response = await rpc(request, deps.threads(request).UpdateConversation, message, user)
-    return message_dict(response.conversation)
+    return responses.Conversation.from_proto(response.conversation)
 
 
-@router.put(
-    "/conversations/{conversation_id}/sources", response_model=responses.Conversation, tags=["conversations"]
-)
+@router.put("/conversations/{conversation_id}/sources", tags=["conversations"])
 async def set_conversation_sources(
     conversation_id: Id, body: SourcesUpdateBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.Conversation:
     """Sets what the conversation's runs may read: the workspace, the
     connectors and MCP servers checked, memory recall. Only the fields the
     body holds change; the others keep their value."""
@@ -138,13 +134,11 @@ async def set_conversation_sources(
     # One path per field, so the threads service keeps the fields not given.
     message.update_mask.paths.extend(f"allowed_sources.{name}" for name in sorted(fields))
     response = await rpc(request, deps.threads(request).UpdateConversation, message, user)
-    return message_dict(response.conversation)
+    return responses.Conversation.from_proto(response.conversation)
 
 
-@router.post(
-    "/conversations/{conversation_id}/archive", response_model=responses.Conversation, tags=["conversations"]
-)
-async def archive_conversation(conversation_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.post("/conversations/{conversation_id}/archive", tags=["conversations"])
+async def archive_conversation(conversation_id: Id, request: Request, user: User) -> responses.Conversation:
     """Archived conversations leave the default list and stay readable."""
     response = await rpc(
         request,
@@ -152,19 +146,10 @@ async def archive_conversation(conversation_id: Id, request: Request, user: User
         threads_service_pb2.ArchiveConversationRequest(conversation_id=conversation_id),
         user,
     )
-    return message_dict(response.conversation)
+    return responses.Conversation.from_proto(response.conversation)
 
 
-def entry_json(entry: threads_pb2.Entry) -> dict[str, Any]:
-    data = message_dict(entry)
-    data["role"] = json_name(ROLES, entry.role)
-    data["sequence"] = entry.sequence
-    return data
-
-
-@router.get(
-    "/conversations/{conversation_id}/entries", response_model=responses.EntryPage, tags=["conversations"]
-)
+@router.get("/conversations/{conversation_id}/entries", tags=["conversations"])
 async def list_entries(
     conversation_id: Id,
     request: Request,
@@ -172,7 +157,7 @@ async def list_entries(
     page_size: PageSize = 100,
     page_token: PageToken = "",
     descending: bool = False,
-) -> dict[str, Any]:
+) -> responses.EntryPage:
     """The conversation's messages in order (user and assistant turns); with
     `descending`, newest first, each `next_page_token` reaching further back."""
     response = await rpc(
@@ -188,11 +173,11 @@ async def list_entries(
         ),
         user,
     )
-    return {
-        "entries": [entry_json(e) for e in response.entries],
-        "next_page_token": response.next_page_token,
-        "previous_page_token": response.previous_page_token,
-    }
+    return responses.EntryPage(
+        entries=[responses.Entry.from_proto(e) for e in response.entries],
+        next_page_token=response.next_page_token,
+        previous_page_token=response.previous_page_token,
+    )
 
 
 @router.post(
@@ -231,7 +216,7 @@ async def post_message(
             language=run_language(body.language, request),
         ),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
     if body.background:
         return await _background(start)
@@ -272,14 +257,14 @@ async def _background(start: Callable[[], Any]) -> Response:
     )
 
 
-@router.get("/conversations/{conversation_id}/runs", response_model=responses.RunList, tags=["runs"])
+@router.get("/conversations/{conversation_id}/runs", tags=["runs"])
 async def list_runs(
     conversation_id: Id,
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=100)] = 20,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.RunList:
     """The conversation's runs, newest first."""
     # The conversation first: another user's (or a missing) one is 404, not an empty list.
     await _conversation(request, user, conversation_id)
@@ -291,7 +276,9 @@ async def list_runs(
         ),
         user,
     )
-    return {"runs": [run_json(r) for r in response.runs], "next_page_token": response.next_page_token}
+    return responses.RunList(
+        runs=[responses.Run.from_proto(r) for r in response.runs], next_page_token=response.next_page_token
+    )
 
 
 async def _run(request: Request, user: str, run_id: str) -> engine_pb2.Run:
@@ -301,10 +288,10 @@ async def _run(request: Request, user: str, run_id: str) -> engine_pb2.Run:
     return response.run
 
 
-@router.get("/runs/{run_id}", response_model=responses.Run, tags=["runs"])
-async def get_run(run_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/runs/{run_id}", tags=["runs"])
+async def get_run(run_id: Id, request: Request, user: User) -> responses.Run:
     """One run: status, model used, skills, sources read, router decision, usage."""
-    return run_json(await _run(request, user, run_id))
+    return responses.Run.from_proto(await _run(request, user, run_id))
 
 
 @router.get(
@@ -326,13 +313,13 @@ async def run_events(
         deps.engine(request).WatchRun,
         engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=after),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
     return await stream_run(start, request, user)
 
 
-@router.get("/runs/{run_id}/deliveries", response_model=responses.WebhookDeliveries, tags=["runs"])
-async def webhook_deliveries(run_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/runs/{run_id}/deliveries", tags=["runs"])
+async def webhook_deliveries(run_id: Id, request: Request, user: User) -> responses.WebhookDeliveries:
     """The run's webhook: where its delivery stands and every attempt
     (status code or error, time), oldest first."""
     response = await rpc(
@@ -341,24 +328,21 @@ async def webhook_deliveries(run_id: Id, request: Request, user: User) -> dict[s
         engine_service_pb2.ListWebhookDeliveriesRequest(run_id=run_id),
         user,
     )
-    deliveries = [message_dict(d) for d in response.deliveries]
-    for delivery in deliveries:
-        delivery["duration_ms"] = int(delivery.get("duration_ms", 0))
-    return {
-        "webhook_url": response.webhook_url,
-        "webhook_id": response.webhook_id,
-        "state": DELIVERY_STATES.name(response.state),
-        "deliveries": deliveries,
-    }
+    return responses.WebhookDeliveries(
+        webhook_url=response.webhook_url,
+        webhook_id=response.webhook_id,
+        state=DELIVERY_STATES.name(response.state),
+        deliveries=[responses.WebhookDelivery.from_proto(d) for d in response.deliveries],
+    )
 
 
-@router.post("/runs/{run_id}/cancel", response_model=responses.Run, tags=["runs"])
-async def cancel_run(run_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.post("/runs/{run_id}/cancel", tags=["runs"])
+async def cancel_run(run_id: Id, request: Request, user: User) -> responses.Run:
     """Stops a running run (it ends `cancelled`); an ended run is returned unchanged."""
     response = await rpc(
         request, deps.engine(request).CancelRun, engine_service_pb2.CancelRunRequest(run_id=run_id), user
     )
-    return run_json(response.run)
+    return responses.Run.from_proto(response.run)
 
 
 async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str:
@@ -387,10 +371,10 @@ async def _request_text(request: Request, user: str, run: engine_pb2.Run) -> str
     raise ApiError(409, "FAILED_PRECONDITION", f"the message of run {run.id!r} is not in a conversation")
 
 
-@router.post(
-    "/runs/{run_id}/feedback", response_model=responses.SkillFeedbackResult, status_code=201, tags=["runs"]
-)
-async def skill_feedback(run_id: Id, body: FeedbackBody, request: Request, user: User) -> dict[str, Any]:
+@router.post("/runs/{run_id}/feedback", status_code=201, tags=["runs"])
+async def skill_feedback(
+    run_id: Id, body: FeedbackBody, request: Request, user: User
+) -> responses.SkillFeedbackResult:
     """ "This skill was not relevant": records the run's
     request and the skill as a counter-example. `offer_disable_auto_use`
     says whether the skill is still used automatically for the caller; the
@@ -412,14 +396,14 @@ async def skill_feedback(run_id: Id, body: FeedbackBody, request: Request, user:
         ),
         user,
     )
-    data: dict[str, Any] = {
-        "feedback": message_dict(response.feedback),
-        "offer_disable_auto_use": response.offer_disable_auto_use,
-    }
+    result = responses.SkillFeedbackResult(
+        feedback=responses.SkillFeedback.from_proto(response.feedback),
+        offer_disable_auto_use=response.offer_disable_auto_use,
+    )
     if response.offer_disable_auto_use:
-        data["disable_auto_use"] = {
-            "method": "PUT",
-            "path": f"/api/agent/skills/{body.skill_id}/enablement",
-            "body": {"enabled": True, "auto_use": "off"},
-        }
-    return data
+        result.disable_auto_use = responses.DisableAutoUseAction(
+            method="PUT",
+            path=f"/api/agent/skills/{body.skill_id}/enablement",
+            body={"enabled": True, "auto_use": "off"},
+        )
+    return result

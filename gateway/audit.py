@@ -22,7 +22,6 @@ from gateway import deps, params, responses
 from gateway.auth import caller_role
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.events import message_dict
 from gateway.tokens import read_audit
 from services.shared.errors import InvalidArgument
 from services.shared.pagination import as_instant, as_text, page_of, page_request
@@ -37,10 +36,10 @@ router = responses.ApiRouter(prefix="/api")
 Position = tuple[datetime, str]
 
 
-@router.get("/agent/me", response_model=responses.Me, tags=["auth"])
-async def me(request: Request, user: User) -> dict[str, Any]:
+@router.get("/agent/me", tags=["auth"])
+async def me(request: Request, user: User) -> responses.Me:
     """The caller's user and role: the page hides what only admins may do."""
-    return {"user": user, "role": caller_role(request)}
+    return responses.Me(user=user, role=caller_role(request))
 
 
 def _read(cursor: dict[str, Any]) -> Position:
@@ -97,16 +96,17 @@ async def _service_events(
             user,
         ),
     )
-    return [message_dict(event) for event in (*router.events, *threads.events, *projects.events)]
+    events = (*router.events, *threads.events, *projects.events)
+    return [responses.AuditEvent.proto_dict(event) for event in events]
 
 
-@router.get("/audit", response_model=responses.AuditPage, tags=["auth"])
+@router.get("/audit", tags=["auth"])
 async def audit_log(
     request: Request,
     user: User,
     page_size: Annotated[int, Query(ge=0, le=500)] = 50,
     page_token: params.PageToken = "",
-) -> dict[str, Any]:
+) -> responses.AuditPage:
     """Admin actions, newest first: skill catalog writes, agent registry
     writes, token creation and revocation, role changes; each with who
     (actor, actor_role), what (action, target, detail) and when. 403 for
@@ -125,4 +125,7 @@ async def audit_log(
     events += _file_events(request, before, size + 1)
     events.sort(key=_key, reverse=True)
     page, token = page_of(events, size, lambda last: {"t": _key(last)[0].isoformat(), "id": last["id"]})
-    return {"events": page, "next_page_token": token}
+    # The service events and the tokens file's lines alike, checked by the model.
+    return responses.AuditPage(
+        events=[responses.AuditEvent.model_validate(event) for event in page], next_page_token=token
+    )

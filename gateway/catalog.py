@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import AUTO_USE, MODEL_PROFILES, json_name
+from gateway.enums import AUTO_USE
 from gateway.errors import ApiError
 from gateway.events import message_dict
 from gateway.params import Id, PageSize, PageToken
@@ -23,13 +23,6 @@ from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
-
-
-def model_json(model: router_pb2.ModelOption) -> dict[str, Any]:
-    data = message_dict(model)
-    data["profile"] = json_name(MODEL_PROFILES, model.profile)
-    data["label"] = model.id
-    return data
 
 
 async def configured_models(request: Request, user: str) -> list[router_pb2.ModelOption]:
@@ -49,39 +42,36 @@ async def configured_models(request: Request, user: str) -> list[router_pb2.Mode
             return models
 
 
-@router.get("/models", response_model=responses.ModelList, tags=["catalog"])
-async def list_models(request: Request, user: User) -> dict[str, Any]:
+@router.get("/models", tags=["catalog"])
+async def list_models(request: Request, user: User) -> responses.ModelList:
     """`auto` first, then the router's configured models in order, each
     with web_only (gets no workspace context: warn before sending and
     untick workspace sources) and expensive (Auto avoids it unless the
     request is classified strong)."""
-    models = [model_json(m) for m in await configured_models(request, user)]
-    auto = {
-        "id": "auto",
-        "label": "Auto",
-        "provider": "",
-        "model": "",
-        "profile": "",
-        "web_only": False,
-        "expensive": False,
-        "web_search": False,
-    }
-    return {"models": [auto, *models]}
+    models = [responses.ModelOption.from_proto(m) for m in await configured_models(request, user)]
+    # Not a configured model: its fields written out, checked by the model.
+    auto = responses.ModelOption.model_validate(
+        {
+            "id": "auto",
+            "label": "Auto",
+            "provider": "",
+            "model": "",
+            "profile": "",
+            "web_only": False,
+            "expensive": False,
+            "web_search": False,
+        }
+    )
+    return responses.ModelList(models=[auto, *models])
 
 
-def skill_json(skill: router_pb2.Skill) -> dict[str, Any]:
-    data = message_dict(skill)
-    data.pop("body", None)  # instructions stay server-side; GET lists what a menu needs
-    return data
-
-
-@router.get("/skills", response_model=responses.SkillList, tags=["catalog"])
+@router.get("/skills", tags=["catalog"])
 async def list_skills(
     request: Request,
     user: User,
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.SkillList:
     """The skill catalog by name, with the caller's enabled and effective_auto_use."""
     response = await rpc(
         request,
@@ -89,11 +79,14 @@ async def list_skills(
         router_service_pb2.ListSkillsRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {"skills": [skill_json(s) for s in response.skills], "next_page_token": response.next_page_token}
+    return responses.SkillList(
+        skills=[responses.Skill.from_proto(s) for s in response.skills],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.get("/skills/{skill_id}", response_model=responses.SkillDefinition, tags=["catalog"])
-async def get_skill(skill_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/skills/{skill_id}", tags=["catalog"])
+async def get_skill(skill_id: Id, request: Request, user: User) -> responses.SkillDefinition:
     """One skill by id or name, with its instructions (`body`, what a run
     applies) and the caller's enabled and effective_auto_use: what a run's
     Sources panel links to. 404 for neither."""
@@ -103,11 +96,11 @@ async def get_skill(skill_id: Id, request: Request, user: User) -> dict[str, Any
         router_service_pb2.GetSkillRequest(skill=skill_id),
         user,
     )
-    return message_dict(response.skill)
+    return responses.SkillDefinition.from_proto(response.skill)
 
 
-@router.post("/skills", response_model=responses.Skill, status_code=201, tags=["catalog"])
-async def create_skill(body: CreateSkillBody, request: Request, user: User) -> dict[str, Any]:
+@router.post("/skills", status_code=201, tags=["catalog"])
+async def create_skill(body: CreateSkillBody, request: Request, user: User) -> responses.Skill:
     """Adds a skill to the workspace catalog (admins only: 403 for a user);
     idempotent on request_id. 409 when the name is taken."""
     response = await rpc(
@@ -122,11 +115,11 @@ async def create_skill(body: CreateSkillBody, request: Request, user: User) -> d
         user,
         idempotent=bool(body.request_id),
     )
-    return skill_json(response.skill)
+    return responses.Skill.from_proto(response.skill)
 
 
-@router.patch("/skills/{skill_id}", response_model=responses.Skill, tags=["catalog"])
-async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, user: User) -> dict[str, Any]:
+@router.patch("/skills/{skill_id}", tags=["catalog"])
+async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, user: User) -> responses.Skill:
     """Changes a workspace skill (admins only); only the fields present are
     written. Built-ins cannot be changed (409)."""
     fields = {key: value for key, value in body.model_dump(exclude_unset=True).items() if value is not None}
@@ -140,7 +133,7 @@ async def update_skill(skill_id: Id, body: UpdateSkillBody, request: Request, us
         ),
         user,
     )
-    return skill_json(response.skill)
+    return responses.Skill.from_proto(response.skill)
 
 
 @router.delete("/skills/{skill_id}", status_code=204, tags=["catalog"])
@@ -155,10 +148,10 @@ async def delete_skill(skill_id: Id, request: Request, user: User) -> Response:
     return Response(status_code=204)
 
 
-@router.put("/skills/{skill_id}/enablement", response_model=responses.Skill, tags=["catalog"])
+@router.put("/skills/{skill_id}/enablement", tags=["catalog"])
 async def set_skill_enablement(
     skill_id: Id, body: EnablementBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.Skill:
     """The caller's enablement of a skill and their "Use automatically"
     override (`auto_use: "off"` after "this skill was not relevant")."""
     response = await rpc(
@@ -169,7 +162,7 @@ async def set_skill_enablement(
         ),
         user,
     )
-    return skill_json(response.skill)
+    return responses.Skill.from_proto(response.skill)
 
 
 class SourceOption(BaseModel):
@@ -188,12 +181,12 @@ def configured_sources(connectors_json: str, mcp_servers_json: str) -> tuple[lis
     return _SOURCES.validate_json(connectors_json), _SOURCES.validate_json(mcp_servers_json)
 
 
-@router.get("/sources", response_model=responses.SourceList, tags=["catalog"])
+@router.get("/sources", tags=["catalog"])
 async def list_sources(
     request: Request,
     user: User,
     conversation_id: Annotated[str, params.optional_id(description="mark what it allows")] = "",
-) -> dict[str, Any]:
+) -> responses.SourceList:
     """What the All-sources popover offers: the workspace (always), the
     connectors and the MCP servers configured for the gateway
     (SWITCHBOARD_GATEWAY_CONNECTORS_JSON / _MCP_SERVERS_JSON). With
@@ -210,33 +203,38 @@ async def list_sources(
         )
         allowed = message_dict(response.conversation.allowed_sources)
 
-    def entry(kind: str, option: SourceOption, key: str) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": kind, "name": option.name, "title": option.title or option.name}
+    def entry(kind: str, name: str, title: str, checked: bool) -> responses.SourceEntry:
+        source = responses.SourceEntry(kind=kind, name=name, title=title)
+        # `checked` only with a conversation: left out otherwise.
         if allowed is not None:
-            data["checked"] = option.name in allowed.get(key, [])
-        return data
+            source.checked = checked
+        return source
 
-    workspace: dict[str, Any] = {"kind": "workspace", "name": "workspace", "title": "Workspace"}
-    if allowed is not None:
-        workspace["checked"] = bool(allowed.get("workspace", False))
-    return {
-        "workspace": workspace,
-        "connectors": [entry("connector", c, "connectors") for c in connectors],
-        "mcp_servers": [entry("mcp", s, "mcp_servers") for s in servers],
-    }
+    def configured(kind: str, option: SourceOption, key: str) -> responses.SourceEntry:
+        checked = allowed is not None and option.name in allowed.get(key, [])
+        return entry(kind, option.name, option.title or option.name, checked)
+
+    workspace = allowed is not None and bool(allowed.get("workspace", False))
+    return responses.SourceList(
+        workspace=entry("workspace", "workspace", "Workspace", workspace),
+        connectors=[configured("connector", c, "connectors") for c in connectors],
+        mcp_servers=[configured("mcp", s, "mcp_servers") for s in servers],
+    )
 
 
-@router.get("/suggested-actions", response_model=responses.SuggestedActions, tags=["catalog"])
+@router.get("/suggested-actions", tags=["catalog"])
 async def suggested_actions(
     user: User,
     page_type: Annotated[str, params.text(50)] = "page",
     selection: Annotated[str, params.text(4000)] = "",
     language: Annotated[str, Query(pattern="^(en|fr)$")] = "en",
-) -> dict[str, Any]:
+) -> responses.SuggestedActions:
     """2 to 4 prompt starters for the current page, computed without any
     model call, in English or French. A click prefills the composer; it
     never starts a run."""
-    return {"actions": [s.__dict__ for s in suggest(page_type, selection, language)]}
+    return responses.SuggestedActions(
+        actions=[responses.SuggestedAction(**s.__dict__) for s in suggest(page_type, selection, language)]
+    )
 
 
 def check_sources_settings(connectors_json: str, mcp_servers_json: str) -> None:

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from gateway.auth import caller_role, current_user
 from gateway.settings import GatewaySettings
 from services.shared.clients import call
+from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc, projects_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
@@ -24,33 +25,40 @@ def settings(request: Request) -> GatewaySettings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-def engine(request: Request) -> engine_service_pb2_grpc.EngineServiceStub:
+def engine(request: Request) -> engine_service_pb2_grpc.EngineServiceAsyncStub:
     return request.app.state.engine  # type: ignore[no-any-return]
 
 
-def schedules(request: Request) -> schedules_service_pb2_grpc.ScheduleServiceStub:
+def schedules(request: Request) -> schedules_service_pb2_grpc.ScheduleServiceAsyncStub:
     return request.app.state.schedules  # type: ignore[no-any-return]
 
 
-def threads(request: Request) -> threads_service_pb2_grpc.ThreadsServiceStub:
+def threads(request: Request) -> threads_service_pb2_grpc.ThreadsServiceAsyncStub:
     return request.app.state.threads  # type: ignore[no-any-return]
 
 
-def memory(request: Request) -> memory_service_pb2_grpc.MemoryServiceStub:
+def memory(request: Request) -> memory_service_pb2_grpc.MemoryServiceAsyncStub:
     return request.app.state.memory  # type: ignore[no-any-return]
 
 
-def pages(request: Request) -> pages_service_pb2_grpc.PagesServiceStub:
+def pages(request: Request) -> pages_service_pb2_grpc.PagesServiceAsyncStub:
     return request.app.state.pages  # type: ignore[no-any-return]
 
 
-def projects(request: Request) -> projects_service_pb2_grpc.ProjectsServiceStub:
+def projects(request: Request) -> projects_service_pb2_grpc.ProjectsServiceAsyncStub:
     """Projects and their members, served by the memory service on its port."""
     return request.app.state.projects  # type: ignore[no-any-return]
 
 
-def router_stub(request: Request) -> router_service_pb2_grpc.RouterServiceStub:
+def router_stub(request: Request) -> router_service_pb2_grpc.RouterServiceAsyncStub:
     return request.app.state.router  # type: ignore[no-any-return]
+
+
+def identity(request: Request, user: str) -> tuple[tuple[str, str], ...]:
+    """The metadata that names the caller to a service, for every call the
+    gateway makes: a token signed now (tokens are short-lived, so one per
+    call) for ``user`` with the role the request's token carries."""
+    return user_metadata(user, caller_role(request))
 
 
 async def rpc(
@@ -61,15 +69,14 @@ async def rpc(
     *,
     idempotent: bool = True,
 ) -> Response:
-    """A unary call as ``user`` (with the role the request's token carries)
-    with the gateway's deadline; retried on
+    """A unary call as ``user`` (see identity) with the gateway's deadline;
+    retried on
     UNAVAILABLE only when ``idempotent`` (reads, and writes carrying a key
     or setting a value)."""
     return await call(
         method,
         message,
         timeout=settings(request).call_timeout,
-        user=user,
-        role=caller_role(request),
+        metadata=identity(request, user),
         idempotent=idempotent,
     )

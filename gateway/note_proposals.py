@@ -8,18 +8,15 @@ Accepting writes the proposed note, or updates the note it targets."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Query, Request
 
 from gateway import deps, responses
 from gateway.deps import User, rpc
-from gateway.enums import NOTE_PROPOSAL_STATES, json_name
-from gateway.events import message_dict
-from gateway.notes import note_json
+from gateway.enums import NOTE_PROPOSAL_STATES
 from gateway.params import Id, PageSize, PageToken, ProjectId
-from gateway.personal import diff_json
-from switchboard.memory.v1 import memory_pb2, memory_service_pb2
+from switchboard.memory.v1 import memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
@@ -33,19 +30,7 @@ StateFilter = Annotated[
 ]
 
 
-def note_proposal_json(proposal: memory_pb2.NoteProposal) -> dict[str, Any]:
-    """The proposal as the routes answer it: its notes as the notes routes
-    render a note, its diff as the page proposals' diff, the state by its
-    short name, target_note null for a new note."""
-    data = message_dict(proposal)
-    data["note"] = note_json(proposal.note)
-    data["target_note"] = note_json(proposal.target_note) if proposal.HasField("target_note") else None
-    data["diff"] = diff_json(proposal.diff)
-    data["state"] = json_name(NOTE_PROPOSAL_STATES, proposal.state)
-    return data
-
-
-@router.get("/note-proposals", response_model=responses.NoteProposalList, tags=["note proposals"])
+@router.get("/note-proposals", tags=["note proposals"])
 async def list_note_proposals(
     request: Request,
     user: User,
@@ -53,7 +38,7 @@ async def list_note_proposals(
     state: StateFilter = "",
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.NoteProposalList:
     """The project's note proposals, newest first; every member may read them."""
     response = await rpc(
         request,
@@ -66,14 +51,14 @@ async def list_note_proposals(
         ),
         user,
     )
-    return {
-        "proposals": [note_proposal_json(p) for p in response.proposals],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.NoteProposalList(
+        proposals=[responses.NoteProposal.from_proto(p) for p in response.proposals],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.get("/note-proposals/{proposal_id}", response_model=responses.NoteProposal, tags=["note proposals"])
-async def get_note_proposal(proposal_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/note-proposals/{proposal_id}", tags=["note proposals"])
+async def get_note_proposal(proposal_id: Id, request: Request, user: User) -> responses.NoteProposal:
     """One proposal of a project the caller is a member of, with its diff."""
     response = await rpc(
         request,
@@ -81,15 +66,16 @@ async def get_note_proposal(proposal_id: Id, request: Request, user: User) -> di
         memory_service_pb2.GetNoteProposalRequest(id=proposal_id),
         user,
     )
-    return note_proposal_json(response.proposal)
+    return responses.NoteProposal.from_proto(response.proposal)
 
 
 @router.post(
     "/note-proposals/{proposal_id}/accept",
-    response_model=responses.NoteProposalDecided,
     tags=["note proposals"],
 )
-async def accept_note_proposal(proposal_id: Id, request: Request, user: User) -> dict[str, Any]:
+async def accept_note_proposal(
+    proposal_id: Id, request: Request, user: User
+) -> responses.NoteProposalDecided:
     """Writes the proposed note, or the update of its target note (editors
     and owners). 409 when decided already or the target note changed since."""
     response = await rpc(
@@ -100,15 +86,19 @@ async def accept_note_proposal(proposal_id: Id, request: Request, user: User) ->
         # A retry after a lost answer would find it decided (409): not retried.
         idempotent=False,
     )
-    return {"proposal": note_proposal_json(response.proposal), "note": note_json(response.note)}
+    return responses.NoteProposalDecided(
+        proposal=responses.NoteProposal.from_proto(response.proposal),
+        note=responses.Note.from_proto(response.note),
+    )
 
 
 @router.post(
     "/note-proposals/{proposal_id}/refuse",
-    response_model=responses.NoteProposalDecided,
     tags=["note proposals"],
 )
-async def refuse_note_proposal(proposal_id: Id, request: Request, user: User) -> dict[str, Any]:
+async def refuse_note_proposal(
+    proposal_id: Id, request: Request, user: User
+) -> responses.NoteProposalDecided:
     """Nothing is written (editors and owners). 409 when decided already."""
     response = await rpc(
         request,
@@ -117,4 +107,4 @@ async def refuse_note_proposal(proposal_id: Id, request: Request, user: User) ->
         user,
         idempotent=False,
     )
-    return {"proposal": note_proposal_json(response.proposal)}
+    return responses.NoteProposalDecided(proposal=responses.NoteProposal.from_proto(response.proposal))

@@ -4,7 +4,7 @@ meaning and words (the same hybrid recall runs use), write, edit, delete."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -13,7 +13,6 @@ from gateway import deps, params, responses
 from gateway.deps import User, rpc
 from gateway.enums import NOTE_KINDS, SAVE_OUTCOMES, json_name
 from gateway.errors import ApiError
-from gateway.events import message_dict
 from gateway.params import Id, PageSize, PageToken, ProjectId
 from gateway.schemas import NoteBody, UpdateNoteBody
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
@@ -21,13 +20,7 @@ from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 router = responses.ApiRouter(prefix="/api/agent")
 
 
-def note_json(note: memory_pb2.Note) -> dict[str, Any]:
-    data = message_dict(note)
-    data["kind"] = json_name(NOTE_KINDS, note.kind)
-    return data
-
-
-@router.get("/notes", response_model=responses.NoteList, tags=["notes"])
+@router.get("/notes", tags=["notes"])
 async def list_notes(
     request: Request,
     user: User,
@@ -35,7 +28,7 @@ async def list_notes(
     project_id: ProjectId = "",
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.NoteList:
     """The caller's notes, newest first; with `q`, the notes a run asking
     that would recall, best first, each with its `score`."""
     memory = deps.memory(request)
@@ -51,10 +44,10 @@ async def list_notes(
             ),
             user,
         )
-        return {
-            "notes": [{**note_json(r.note), "score": r.score} for r in recalled.notes],
-            "next_page_token": "",
-        }
+        return responses.NoteList(
+            notes=[responses.Note.from_proto(r.note, score=r.score) for r in recalled.notes],
+            next_page_token="",
+        )
     response = await rpc(
         request,
         memory.ListNotes,
@@ -63,13 +56,15 @@ async def list_notes(
         ),
         user,
     )
-    return {"notes": [note_json(n) for n in response.notes], "next_page_token": response.next_page_token}
+    return responses.NoteList(
+        notes=[responses.Note.from_proto(n) for n in response.notes], next_page_token=response.next_page_token
+    )
 
 
-@router.post("/notes", response_model=responses.NoteSaved, status_code=201, tags=["notes"])
+@router.post("/notes", status_code=201, tags=["notes"])
 async def create_note(
     body: NoteBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.NoteSaved:
     """Saves a note; one that repeats an existing note is merged into it
     (`outcome`: created or merged)."""
     response = await rpc(
@@ -88,22 +83,21 @@ async def create_note(
         ),
         user,
     )
-    return {
-        "note": note_json(response.note),
-        "outcome": json_name(SAVE_OUTCOMES, response.outcome),
-    }
+    return responses.NoteSaved(
+        note=responses.Note.from_proto(response.note), outcome=json_name(SAVE_OUTCOMES, response.outcome)
+    )
 
 
-@router.get("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
-async def get_note(note_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/notes/{note_id}", tags=["notes"])
+async def get_note(note_id: Id, request: Request, user: User) -> responses.Note:
     response = await rpc(
         request, deps.memory(request).GetNote, memory_service_pb2.GetNoteRequest(id=note_id), user
     )
-    return note_json(response.note)
+    return responses.Note.from_proto(response.note)
 
 
-@router.patch("/notes/{note_id}", response_model=responses.Note, tags=["notes"])
-async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user: User) -> dict[str, Any]:
+@router.patch("/notes/{note_id}", tags=["notes"])
+async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user: User) -> responses.Note:
     """Only the fields present are written."""
     fields = body.model_dump(exclude_none=True)
     if not fields:
@@ -118,7 +112,7 @@ async def update_note(note_id: Id, body: UpdateNoteBody, request: Request, user:
         ),
         user,
     )
-    return note_json(response.note)
+    return responses.Note.from_proto(response.note)
 
 
 @router.delete("/notes/{note_id}", status_code=204, tags=["notes"])

@@ -5,7 +5,7 @@ versions is in gateway.personal."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Path, Request
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -14,20 +14,19 @@ from gateway import deps, responses
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.params import Id, PageSize, PageToken
-from gateway.personal import page_json
 from gateway.schemas import PageAclBody, RestoreBody, UpdatePageBody
 from switchboard.memory.v1 import pages_pb2, pages_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
 
 
-@router.get("/pages", response_model=responses.PageList, tags=["pages"])
+@router.get("/pages", tags=["pages"])
 async def list_pages(
     request: Request,
     user: User,
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.PageList:
     """The pages the caller can read: theirs and those shared with them
     (what "add an existing page" to the instruction list offers)."""
     response = await rpc(
@@ -36,11 +35,13 @@ async def list_pages(
         pages_service_pb2.ListPagesRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {"pages": [page_json(p) for p in response.pages], "next_page_token": response.next_page_token}
+    return responses.PageList(
+        pages=[responses.Page.from_proto(p) for p in response.pages], next_page_token=response.next_page_token
+    )
 
 
-@router.patch("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
-async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user: User) -> dict[str, Any]:
+@router.patch("/pages/{page_id}", tags=["pages"])
+async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user: User) -> responses.Page:
     """Edits the page's title and/or body: a new version. 409 when
     `expected_version` is given and the page has moved on since."""
     fields = {key: value for key in ("title", "body") if (value := getattr(body, key)) is not None}
@@ -57,17 +58,17 @@ async def update_page(page_id: Id, body: UpdatePageBody, request: Request, user:
         user,
         idempotent=False,
     )
-    return page_json(response.page)
+    return responses.Page.from_proto(response.page)
 
 
-@router.post("/pages/{page_id}/versions/{version}/restore", response_model=responses.Page, tags=["pages"])
+@router.post("/pages/{page_id}/versions/{version}/restore", tags=["pages"])
 async def restore_page_version(
     page_id: Id,
     version: Annotated[int, Path(ge=1, le=2**53)],
     request: Request,
     user: User,
     body: RestoreBody | None = None,
-) -> dict[str, Any]:
+) -> responses.Page:
     """Writes that version's text as a new version (nothing is lost)."""
     response = await rpc(
         request,
@@ -78,11 +79,11 @@ async def restore_page_version(
         user,
         idempotent=False,
     )
-    return page_json(response.page)
+    return responses.Page.from_proto(response.page)
 
 
-@router.put("/pages/{page_id}/acl", response_model=responses.Page, tags=["pages"])
-async def set_page_acl(page_id: Id, body: PageAclBody, request: Request, user: User) -> dict[str, Any]:
+@router.put("/pages/{page_id}/acl", tags=["pages"])
+async def set_page_acl(page_id: Id, body: PageAclBody, request: Request, user: User) -> responses.Page:
     """Replaces who may read and edit the page: users, and projects the
     caller is a member of (their members read it; their editors and owners
     edit it when listed as editor). Owner only: 409 for a reader or editor,
@@ -99,4 +100,4 @@ async def set_page_acl(page_id: Id, body: PageAclBody, request: Request, user: U
         ),
         user,
     )
-    return page_json(response.page)
+    return responses.Page.from_proto(response.page)

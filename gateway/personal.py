@@ -5,16 +5,15 @@ every ownership itself."""
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 import grpc
 from fastapi import Query, Request
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import CHAT_MODES, DIFF_LINE_KINDS, INSTRUCTION_PAGE_STATES, PROPOSAL_STATES, json_name
+from gateway.enums import CHAT_MODES, PROPOSAL_STATES
 from gateway.errors import ApiError
-from gateway.events import message_dict
 from gateway.params import Id, PageSize, PageToken
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
@@ -25,23 +24,8 @@ log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
 
 
-def settings_json(
-    response: memory_service_pb2.GetPersonalSettingsResponse
-    | memory_service_pb2.UpdatePersonalSettingsResponse,
-) -> dict[str, Any]:
-    """The settings, and the shared-page reminder memory words (the page shows
-    it next to the instruction page switch)."""
-    settings = response.settings
-    data = message_dict(settings)
-    data["chat_mode"] = CHAT_MODES.name(settings.chat_mode, "sidebar")
-    data.setdefault("avatar", {})  # a message: unset when the user has none
-    data["default_model"] = data.get("default_model") or "auto"
-    data["instruction_page_notice"] = response.shared_page_notice
-    return data
-
-
-@router.get("/personal-settings", response_model=responses.PersonalSettings, tags=["personal"])
-async def get_personal_settings(request: Request, user: User) -> dict[str, Any]:
+@router.get("/personal-settings", tags=["personal"])
+async def get_personal_settings(request: Request, user: User) -> responses.PersonalSettings:
     """The caller's settings; defaults when they never saved any."""
     response = await rpc(
         request,
@@ -49,7 +33,9 @@ async def get_personal_settings(request: Request, user: User) -> dict[str, Any]:
         memory_service_pb2.GetPersonalSettingsRequest(),
         user,
     )
-    return settings_json(response)
+    return responses.PersonalSettings.from_proto(
+        response.settings, instruction_page_notice=response.shared_page_notice
+    )
 
 
 async def _check_model(request: Request, user: str, model: str) -> None:
@@ -71,10 +57,10 @@ async def _check_model(request: Request, user: str, model: str) -> None:
             raise ApiError(400, "INVALID_ARGUMENT", f"default_model: {model!r} is not a configured model")
 
 
-@router.put("/personal-settings", response_model=responses.PersonalSettings, tags=["personal"])
+@router.put("/personal-settings", tags=["personal"])
 async def update_personal_settings(
     body: PersonalSettingsBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.PersonalSettings:
     """Writes the fields present (display_name, avatar, chat_mode,
     default_model); the others keep their value."""
     fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
@@ -99,23 +85,31 @@ async def update_personal_settings(
     message = memory_service_pb2.UpdatePersonalSettingsRequest(settings=values)
     message.update_mask.paths.extend(paths)
     response = await rpc(request, deps.memory(request).UpdatePersonalSettings, message, user)
-    return settings_json(response)
+    return responses.PersonalSettings.from_proto(
+        response.settings, instruction_page_notice=response.shared_page_notice
+    )
 
 
-def _instruction_state(response: Any) -> dict[str, Any]:
-    return {
-        "instruction_page_ids": list(response.instruction_page_ids),
-        "active_instruction_page_id": response.active_instruction_page_id,
-    }
+def _instruction_state(
+    response: pages_service_pb2.AddInstructionPageResponse
+    | pages_service_pb2.CreateInstructionPageResponse
+    | pages_service_pb2.SetActiveInstructionPageResponse
+    | pages_service_pb2.RemoveInstructionPageResponse,
+) -> responses.InstructionPageState:
+    return responses.InstructionPageState(
+        instruction_page_ids=list(response.instruction_page_ids),
+        active_instruction_page_id=response.active_instruction_page_id,
+    )
 
 
 @router.post(
     "/personal-settings/instructions-page",
-    response_model=responses.InstructionPageAdded,
     status_code=201,
     tags=["personal"],
 )
-async def add_instructions_page(body: InstructionPageBody, request: Request, user: User) -> dict[str, Any]:
+async def add_instructions_page(
+    body: InstructionPageBody, request: Request, user: User
+) -> responses.InstructionPageAdded:
     """Creates the caller's private instruction page from a template ("My
     Switchboard AI" by default) and makes it active, or adds an existing page
     the caller can read (page_id). Idempotent on request_id for a new page."""
@@ -128,7 +122,9 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
             user,
         )
         page = await rpc(request, pages.GetPage, pages_service_pb2.GetPageRequest(page_id=body.page_id), user)
-        return {"page": message_dict(page.page), **_instruction_state(added)}
+        return responses.InstructionPageAdded(
+            page=responses.ProtoPage.from_proto(page.page), **_instruction_state(added).model_dump()
+        )
     created = await rpc(
         request,
         pages.CreateInstructionPage,
@@ -138,22 +134,20 @@ async def add_instructions_page(body: InstructionPageBody, request: Request, use
         user,
         idempotent=bool(body.request_id),
     )
-    return {
-        "page": message_dict(created.page),
-        **_instruction_state(created),
-        "notice": created.shared_page_notice,
-    }
+    return responses.InstructionPageAdded(
+        page=responses.ProtoPage.from_proto(created.page),
+        **_instruction_state(created).model_dump(),
+        notice=created.shared_page_notice,
+    )
 
 
-@router.get(
-    "/personal-settings/instruction-pages", response_model=responses.InstructionPageList, tags=["personal"]
-)
+@router.get("/personal-settings/instruction-pages", tags=["personal"])
 async def list_instruction_pages(
     request: Request,
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.InstructionPageList:
     """The caller's instruction pages, each readable or not, and the active one."""
     response = await rpc(
         request,
@@ -161,26 +155,21 @@ async def list_instruction_pages(
         pages_service_pb2.ListInstructionPagesRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    pages = []
-    for page in response.pages:
-        data = message_dict(page)
-        data["state"] = json_name(INSTRUCTION_PAGE_STATES, page.state)
-        data["version"] = int(data.get("version", 0))
-        pages.append(data)
-    return {
-        "pages": pages,
-        "active_instruction_page_id": response.active_instruction_page_id,
-        "next_page_token": response.next_page_token,
-        "notice": response.shared_page_notice,
-    }
+    return responses.InstructionPageList(
+        pages=[responses.InstructionPage.from_proto(page) for page in response.pages],
+        active_instruction_page_id=response.active_instruction_page_id,
+        next_page_token=response.next_page_token,
+        notice=response.shared_page_notice,
+    )
 
 
 @router.put(
     "/personal-settings/instructions-page/active",
-    response_model=responses.InstructionPageState,
     tags=["personal"],
 )
-async def set_active_instructions_page(body: ActivePageBody, request: Request, user: User) -> dict[str, Any]:
+async def set_active_instructions_page(
+    body: ActivePageBody, request: Request, user: User
+) -> responses.InstructionPageState:
     """Switches the active instruction page to one of the caller's pages."""
     response = await rpc(
         request,
@@ -193,10 +182,11 @@ async def set_active_instructions_page(body: ActivePageBody, request: Request, u
 
 @router.delete(
     "/personal-settings/instruction-pages/{page_id}",
-    response_model=responses.InstructionPageState,
     tags=["personal"],
 )
-async def remove_instructions_page(page_id: Id, request: Request, user: User) -> dict[str, Any]:
+async def remove_instructions_page(
+    page_id: Id, request: Request, user: User
+) -> responses.InstructionPageState:
     """Removes a page from the caller's instruction pages (the page itself stays)."""
     response = await rpc(
         request,
@@ -207,42 +197,36 @@ async def remove_instructions_page(page_id: Id, request: Request, user: User) ->
     return _instruction_state(response)
 
 
-@router.get("/instruction-templates", response_model=responses.InstructionTemplates, tags=["personal"])
-async def list_instruction_templates(request: Request, user: User) -> dict[str, Any]:
+@router.get("/instruction-templates", tags=["personal"])
+async def list_instruction_templates(request: Request, user: User) -> responses.InstructionTemplates:
     response = await rpc(
         request,
         deps.pages(request).ListInstructionTemplates,
         pages_service_pb2.ListInstructionTemplatesRequest(page_size=500),
         user,
     )
-    return {"templates": [message_dict(t) for t in response.templates]}
+    return responses.InstructionTemplates(
+        templates=[responses.InstructionTemplate.from_proto(t) for t in response.templates]
+    )
 
 
-def page_json(page: pages_pb2.Page | pages_pb2.PageVersion) -> dict[str, Any]:
-    data = message_dict(page)
-    for key in ("version", "restored_from_version"):
-        if key in data:
-            data[key] = int(data[key])
-    return data
-
-
-@router.get("/pages/{page_id}", response_model=responses.Page, tags=["pages"])
-async def get_page(page_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/pages/{page_id}", tags=["pages"])
+async def get_page(page_id: Id, request: Request, user: User) -> responses.Page:
     """A page the caller can read (another user's private page is 404)."""
     response = await rpc(
         request, deps.pages(request).GetPage, pages_service_pb2.GetPageRequest(page_id=page_id), user
     )
-    return page_json(response.page)
+    return responses.Page.from_proto(response.page)
 
 
-@router.get("/pages/{page_id}/versions", response_model=responses.PageVersionList, tags=["pages"])
+@router.get("/pages/{page_id}/versions", tags=["pages"])
 async def list_page_versions(
     page_id: Id,
     request: Request,
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.PageVersionList:
     """The page's versions, newest first."""
     response = await rpc(
         request,
@@ -252,34 +236,13 @@ async def list_page_versions(
         ),
         user,
     )
-    return {
-        "versions": [page_json(v) for v in response.versions],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.PageVersionList(
+        versions=[responses.PageVersion.from_proto(v) for v in response.versions],
+        next_page_token=response.next_page_token,
+    )
 
 
-def diff_json(diff: pages_pb2.TextDiff) -> dict[str, Any]:
-    data = message_dict(diff)
-    for key in ("added_lines", "removed_lines"):
-        data[key] = int(data.get(key, 0))
-    for hunk, proto_hunk in zip(data.get("hunks", []), diff.hunks, strict=True):
-        for key in ("old_start", "old_lines", "new_start", "new_lines"):
-            hunk[key] = int(hunk.get(key, 0))
-        for line, proto_line in zip(hunk.get("lines", []), proto_hunk.lines, strict=True):
-            line["kind"] = json_name(DIFF_LINE_KINDS, proto_line.kind)
-    return data
-
-
-def proposal_json(proposal: pages_pb2.Proposal) -> dict[str, Any]:
-    data = message_dict(proposal)
-    data["state"] = json_name(PROPOSAL_STATES, proposal.state)
-    data["base_version"] = int(data.get("base_version", 0))
-    data["accepted_version"] = int(data.get("accepted_version", 0))
-    data["diff"] = diff_json(proposal.diff)
-    return data
-
-
-@router.get("/proposals", response_model=responses.ProposalList, tags=["proposals"])
+@router.get("/proposals", tags=["proposals"])
 async def list_proposals(
     request: Request,
     user: User,
@@ -287,7 +250,7 @@ async def list_proposals(
     page_id: Annotated[str, params.optional_id()] = "",
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.ProposalList:
     """Proposals the caller can see (their pages', or made for them), newest first."""
     response = await rpc(
         request,
@@ -297,14 +260,14 @@ async def list_proposals(
         ),
         user,
     )
-    return {
-        "proposals": [proposal_json(p) for p in response.proposals],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.ProposalList(
+        proposals=[responses.Proposal.from_proto(p) for p in response.proposals],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.get("/proposals/{proposal_id}", response_model=responses.Proposal, tags=["proposals"])
-async def get_proposal(proposal_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/proposals/{proposal_id}", tags=["proposals"])
+async def get_proposal(proposal_id: Id, request: Request, user: User) -> responses.Proposal:
     """The proposal with its diff; while pending on a page that has moved
     since, also what changed (base_to_current) and what accepting now would
     change (current_to_proposed)."""
@@ -314,18 +277,20 @@ async def get_proposal(proposal_id: Id, request: Request, user: User) -> dict[st
         pages_service_pb2.GetProposalRequest(proposal_id=proposal_id),
         user,
     )
-    data = proposal_json(response.proposal)
-    if response.current_version:
-        data["current_version"] = int(response.current_version)
-        data["base_to_current"] = diff_json(response.base_to_current)
-        data["current_to_proposed"] = diff_json(response.current_to_proposed)
-    return data
+    if not response.current_version:
+        return responses.Proposal.from_proto(response.proposal)
+    return responses.Proposal.from_proto(
+        response.proposal,
+        current_version=int(response.current_version),
+        base_to_current=responses.TextDiff.proto_dict(response.base_to_current),
+        current_to_proposed=responses.TextDiff.proto_dict(response.current_to_proposed),
+    )
 
 
-@router.post("/proposals/{proposal_id}/accept", response_model=responses.ProposalDecided, tags=["proposals"])
+@router.post("/proposals/{proposal_id}/accept", tags=["proposals"])
 async def accept_proposal(
     proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
-) -> dict[str, Any]:
+) -> responses.ProposalDecided:
     """Writes the proposed text as a new page version (the ordinary edit
     path). 409 when the proposal is decided already or the page changed."""
     response = await rpc(
@@ -338,13 +303,16 @@ async def accept_proposal(
         idempotent=False,
     )
     await settle_waiting_run(request, user, response.proposal, engine_pb2.APPROVAL_DECISION_ACCEPTED)
-    return {"proposal": proposal_json(response.proposal), "page": page_json(response.page)}
+    return responses.ProposalDecided(
+        proposal=responses.Proposal.from_proto(response.proposal),
+        page=responses.Page.from_proto(response.page),
+    )
 
 
-@router.post("/proposals/{proposal_id}/refuse", response_model=responses.ProposalDecided, tags=["proposals"])
+@router.post("/proposals/{proposal_id}/refuse", tags=["proposals"])
 async def refuse_proposal(
     proposal_id: Id, request: Request, user: User, body: DecisionBody | None = None
-) -> dict[str, Any]:
+) -> responses.ProposalDecided:
     """Nothing is written to the page. 409 when decided already."""
     response = await rpc(
         request,
@@ -356,7 +324,7 @@ async def refuse_proposal(
         idempotent=False,
     )
     await settle_waiting_run(request, user, response.proposal, engine_pb2.APPROVAL_DECISION_REFUSED)
-    return {"proposal": proposal_json(response.proposal)}
+    return responses.ProposalDecided(proposal=responses.Proposal.from_proto(response.proposal))
 
 
 async def settle_waiting_run(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 from fastapi import Request, Response
@@ -16,11 +15,9 @@ from sse_starlette import EventSourceResponse
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import IMPORT_OUTCOMES, LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
-from gateway.events import message_dict
+from gateway.enums import LIVE_STATE_EVENT_TYPES, LIVE_STATE_REMOVALS, json_name
 from gateway.params import PageSize, PageToken, ProjectId
 from gateway.schemas import ImportProjectBody, LiveStateBody, ProjectContextBody
-from services.shared.identity import user_metadata
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2
 
 router = responses.ApiRouter(prefix="/api/agent")
@@ -28,8 +25,10 @@ router = responses.ApiRouter(prefix="/api/agent")
 AgentId = params.Name
 
 
-@router.get("/project-context", response_model=responses.ProjectContext, tags=["project"])
-async def get_project_context(request: Request, user: User, project_id: ProjectId = "") -> dict[str, Any]:
+@router.get("/project-context", tags=["project"])
+async def get_project_context(
+    request: Request, user: User, project_id: ProjectId = ""
+) -> responses.ProjectContext:
     """The project context every agent's run receives; 404 before one is written."""
     response = await rpc(
         request,
@@ -37,13 +36,13 @@ async def get_project_context(request: Request, user: User, project_id: ProjectI
         memory_service_pb2.GetProjectContextRequest(project_id=project_id),
         user,
     )
-    return message_dict(response.context)
+    return responses.ProjectContext.from_proto(response.context)
 
 
-@router.put("/project-context", response_model=responses.ProjectContext, tags=["project"])
+@router.put("/project-context", tags=["project"])
 async def set_project_context(
     body: ProjectContextBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.ProjectContext:
     """Replaces the project context; the next run of every agent reads it."""
     response = await rpc(
         request,
@@ -53,13 +52,13 @@ async def set_project_context(
         ),
         user,
     )
-    return message_dict(response.context)
+    return responses.ProjectContext.from_proto(response.context)
 
 
-@router.post("/project-context/import", response_model=responses.ProjectImport, tags=["project"])
+@router.post("/project-context/import", tags=["project"])
 async def import_project_files(
     body: ImportProjectBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.ProjectImport:
     """Imports a project folder's `.ideai/CONTEXT.md` (the context) and
     `.ideai/memory/*.md` (durable notes); other files are skipped, each
     with its reason."""
@@ -72,18 +71,17 @@ async def import_project_files(
         ),
         user,
     )
-    items = [message_dict(i) | {"outcome": json_name(IMPORT_OUTCOMES, i.outcome)} for i in response.items]
-    return {"items": items}
+    return responses.ProjectImport(items=[responses.ImportItem.from_proto(i) for i in response.items])
 
 
-@router.get("/live-state", response_model=responses.LiveStateList, tags=["project"])
+@router.get("/live-state", tags=["project"])
 async def list_live_state(
     request: Request,
     user: User,
     project_id: ProjectId = "",
     page_size: PageSize = 100,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.LiveStateList:
     """Who is doing what now: the unexpired entries, each with its expiry."""
     response = await rpc(
         request,
@@ -93,16 +91,16 @@ async def list_live_state(
         ),
         user,
     )
-    return {
-        "entries": [message_dict(e) for e in response.entries],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.LiveStateList(
+        entries=[responses.LiveStateEntry.from_proto(e) for e in response.entries],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.put("/live-state/{agent_id}", response_model=responses.LiveStateEntry, tags=["project"])
+@router.put("/live-state/{agent_id}", tags=["project"])
 async def set_live_state(
     agent_id: AgentId, body: LiveStateBody, request: Request, user: User, project_id: ProjectId = ""
-) -> dict[str, Any]:
+) -> responses.LiveStateEntry:
     """Says what an agent is doing, until `ttl_seconds` (or the service's default) has passed."""
     ttl = None
     if body.ttl_seconds is not None:
@@ -120,7 +118,7 @@ async def set_live_state(
         ),
         user,
     )
-    return message_dict(response.entry)
+    return responses.LiveStateEntry.from_proto(response.entry)
 
 
 @router.delete("/live-state/{agent_id}", status_code=204, tags=["project"])
@@ -151,14 +149,14 @@ async def watch_live_state(request: Request, user: User, project_id: ProjectId =
     stream = deps.memory(request).WatchLiveState(
         memory_service_pb2.WatchLiveStateRequest(project_id=project_id),
         timeout=settings.run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
 
     async def events() -> AsyncIterator[dict[str, str]]:
         try:
             async for response in stream:
                 data = {
-                    "entries": [message_dict(e) for e in response.entries],
+                    "entries": [responses.LiveStateEntry.proto_dict(e) for e in response.entries],
                     "removal": json_name(LIVE_STATE_REMOVALS, response.removal),
                 }
                 kind = json_name(LIVE_STATE_EVENT_TYPES, response.type)

@@ -7,16 +7,15 @@ project."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Path, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
-from gateway.enums import NOTE_POLICIES, PROJECT_ROLES, json_name
+from gateway.enums import NOTE_POLICIES, PROJECT_ROLES
 from gateway.errors import ApiError
-from gateway.events import message_dict
 from gateway.params import PageSize, PageToken
 from gateway.schemas import PROJECT_ID_PATTERN, CreateProjectBody, ProjectMemberBody, UpdateProjectBody
 from services.shared.projects import MAX_PROJECT_ID_CHARS
@@ -33,24 +32,10 @@ ProjectIdPath = Annotated[
 MemberId = params.Name
 
 
-def project_json(project: projects_pb2.Project) -> dict[str, Any]:
-    data = message_dict(project)
-    data.pop("caller_role", None)
-    data["note_policy"] = json_name(NOTE_POLICIES, project.note_policy)
-    data["role"] = json_name(PROJECT_ROLES, project.caller_role)
-    return data
-
-
-def member_json(member: projects_pb2.ProjectMember) -> dict[str, Any]:
-    data = message_dict(member)
-    data["role"] = json_name(PROJECT_ROLES, member.role)
-    return data
-
-
-@router.get("/projects", response_model=responses.ProjectList, tags=["projects"])
+@router.get("/projects", tags=["projects"])
 async def list_projects(
     request: Request, user: User, page_size: PageSize = 50, page_token: PageToken = ""
-) -> dict[str, Any]:
+) -> responses.ProjectList:
     """The caller's projects, the personal one first, each with the caller's role."""
     response = await rpc(
         request,
@@ -58,14 +43,14 @@ async def list_projects(
         projects_service_pb2.ListProjectsRequest(page_size=page_size, page_token=page_token),
         user,
     )
-    return {
-        "projects": [project_json(p) for p in response.projects],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.ProjectList(
+        projects=[responses.Project.from_proto(p) for p in response.projects],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.post("/projects", response_model=responses.Project, status_code=201, tags=["projects"])
-async def create_project(body: CreateProjectBody, request: Request, user: User) -> dict[str, Any]:
+@router.post("/projects", status_code=201, tags=["projects"])
+async def create_project(body: CreateProjectBody, request: Request, user: User) -> responses.Project:
     """Creates a project owned by the caller; 409 when its id is taken."""
     project = projects_pb2.Project(id=body.id, display_name=body.display_name)
     if body.note_policy is not None:
@@ -78,11 +63,11 @@ async def create_project(body: CreateProjectBody, request: Request, user: User) 
         # A retry after a lost answer would find the id taken (409): not retried.
         idempotent=False,
     )
-    return project_json(response.project)
+    return responses.Project.from_proto(response.project)
 
 
-@router.get("/projects/{project_id}", response_model=responses.Project, tags=["projects"])
-async def get_project(project_id: ProjectIdPath, request: Request, user: User) -> dict[str, Any]:
+@router.get("/projects/{project_id}", tags=["projects"])
+async def get_project(project_id: ProjectIdPath, request: Request, user: User) -> responses.Project:
     """One project the caller is a member of, with the caller's role."""
     response = await rpc(
         request,
@@ -90,13 +75,13 @@ async def get_project(project_id: ProjectIdPath, request: Request, user: User) -
         projects_service_pb2.GetProjectRequest(id=project_id),
         user,
     )
-    return project_json(response.project)
+    return responses.Project.from_proto(response.project)
 
 
-@router.patch("/projects/{project_id}", response_model=responses.Project, tags=["projects"])
+@router.patch("/projects/{project_id}", tags=["projects"])
 async def update_project(
     project_id: ProjectIdPath, body: UpdateProjectBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.Project:
     """Renames the project or changes its note policy (owners only); only
     the fields present are written."""
     fields = body.model_dump(exclude_none=True)
@@ -113,17 +98,17 @@ async def update_project(
         ),
         user,
     )
-    return project_json(response.project)
+    return responses.Project.from_proto(response.project)
 
 
-@router.get("/projects/{project_id}/members", response_model=responses.ProjectMemberList, tags=["projects"])
+@router.get("/projects/{project_id}/members", tags=["projects"])
 async def list_project_members(
     project_id: ProjectIdPath,
     request: Request,
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
-) -> dict[str, Any]:
+) -> responses.ProjectMemberList:
     """The project's members, by user id; every member may read them."""
     response = await rpc(
         request,
@@ -133,18 +118,16 @@ async def list_project_members(
         ),
         user,
     )
-    return {
-        "members": [member_json(m) for m in response.members],
-        "next_page_token": response.next_page_token,
-    }
+    return responses.ProjectMemberList(
+        members=[responses.ProjectMember.from_proto(m) for m in response.members],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.put(
-    "/projects/{project_id}/members/{user_id}", response_model=responses.ProjectMember, tags=["projects"]
-)
+@router.put("/projects/{project_id}/members/{user_id}", tags=["projects"])
 async def set_project_member(
     project_id: ProjectIdPath, user_id: MemberId, body: ProjectMemberBody, request: Request, user: User
-) -> dict[str, Any]:
+) -> responses.ProjectMember:
     """Adds a member or changes a member's role (owners only). A personal
     project has no other member, and the last owner stays owner (409)."""
     response = await rpc(
@@ -157,7 +140,7 @@ async def set_project_member(
         ),
         user,
     )
-    return member_json(response.member)
+    return responses.ProjectMember.from_proto(response.member)
 
 
 @router.delete("/projects/{project_id}/members/{user_id}", status_code=204, tags=["projects"])

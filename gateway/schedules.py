@@ -5,14 +5,13 @@ with the conversation's runs, with surface `schedule`."""
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway import deps, responses
 from gateway.deps import User, rpc
-from gateway.events import message_dict
 from gateway.params import ID_MAX, Id, PageSize, PageToken
 from switchboard.engine.v1 import schedules_pb2, schedules_service_pb2
 
@@ -44,36 +43,28 @@ class ScheduleBody(BaseModel):
 
 
 _COUNT = "how many; a number"
-Schedule = responses.proto_model(
-    schedules_pb2.Schedule.DESCRIPTOR,
-    "Schedule",
-    run_count=responses.required(int, _COUNT),
-    missed_count=responses.required(int, _COUNT),
-)
+
+
+class Schedule(responses.ProtoView, proto=schedules_pb2.Schedule):
+    run_count: int = responses.number(_COUNT)
+    missed_count: int = responses.number(_COUNT)
 
 
 class ScheduleList(responses.Body):
     """A page of the caller's schedules, oldest first."""
 
-    schedules: list[Schedule] = Field(description="the schedules of this page")  # type: ignore[valid-type]
+    schedules: list[Schedule] = Field(description="the schedules of this page")
     next_page_token: str = Field(description=responses.NEXT_PAGE)
 
 
-def schedule_json(schedule: schedules_pb2.Schedule) -> dict[str, Any]:
-    data = message_dict(schedule)
-    for count in ("run_count", "missed_count"):
-        data[count] = int(data.get(count, 0))
-    return data
-
-
-@router.get("", response_model=ScheduleList, tags=["schedules"])
+@router.get("", tags=["schedules"])
 async def list_schedules(
     request: Request,
     user: User,
     page_size: PageSize = 50,
     page_token: PageToken = "",
     agent_id: AgentFilter = "",
-) -> dict[str, Any]:
+) -> ScheduleList:
     """The caller's schedules; with `agent_id`, that agent's: every member's
     when it belongs to a shared project the caller is a member of (404 for
     an agent the caller may not see)."""
@@ -85,14 +76,14 @@ async def list_schedules(
         ),
         user,
     )
-    return {
-        "schedules": [schedule_json(s) for s in response.schedules],
-        "next_page_token": response.next_page_token,
-    }
+    return ScheduleList(
+        schedules=[Schedule.from_proto(s) for s in response.schedules],
+        next_page_token=response.next_page_token,
+    )
 
 
-@router.post("", response_model=Schedule, status_code=201, tags=["schedules"])
-async def create_schedule(body: ScheduleBody, request: Request, user: User) -> dict[str, Any]:
+@router.post("", status_code=201, tags=["schedules"])
+async def create_schedule(body: ScheduleBody, request: Request, user: User) -> Schedule:
     """A cron expression that does not parse or an unknown time zone is a
     400; a conversation that is not the caller's, or an unknown agent, 404."""
     schedule = schedules_pb2.Schedule(cron=body.cron, time_zone=body.time_zone, message=body.message)
@@ -108,11 +99,11 @@ async def create_schedule(body: ScheduleBody, request: Request, user: User) -> d
         ),
         user,
     )
-    return schedule_json(response.schedule)
+    return Schedule.from_proto(response.schedule)
 
 
-@router.get("/{schedule_id}", response_model=Schedule, tags=["schedules"])
-async def get_schedule(schedule_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.get("/{schedule_id}", tags=["schedules"])
+async def get_schedule(schedule_id: Id, request: Request, user: User) -> Schedule:
     """With its counts: runs started, ticks missed (and the last one)."""
     response = await rpc(
         request,
@@ -120,11 +111,11 @@ async def get_schedule(schedule_id: Id, request: Request, user: User) -> dict[st
         schedules_service_pb2.GetScheduleRequest(schedule_id=schedule_id),
         user,
     )
-    return schedule_json(response.schedule)
+    return Schedule.from_proto(response.schedule)
 
 
-@router.post("/{schedule_id}/pause", response_model=Schedule, tags=["schedules"])
-async def pause_schedule(schedule_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.post("/{schedule_id}/pause", tags=["schedules"])
+async def pause_schedule(schedule_id: Id, request: Request, user: User) -> Schedule:
     """No run starts until it is resumed; pausing twice changes nothing."""
     response = await rpc(
         request,
@@ -132,11 +123,11 @@ async def pause_schedule(schedule_id: Id, request: Request, user: User) -> dict[
         schedules_service_pb2.PauseScheduleRequest(schedule_id=schedule_id),
         user,
     )
-    return schedule_json(response.schedule)
+    return Schedule.from_proto(response.schedule)
 
 
-@router.post("/{schedule_id}/resume", response_model=Schedule, tags=["schedules"])
-async def resume_schedule(schedule_id: Id, request: Request, user: User) -> dict[str, Any]:
+@router.post("/{schedule_id}/resume", tags=["schedules"])
+async def resume_schedule(schedule_id: Id, request: Request, user: User) -> Schedule:
     """From the first tick after now; ticks that passed while paused are not run."""
     response = await rpc(
         request,
@@ -144,7 +135,7 @@ async def resume_schedule(schedule_id: Id, request: Request, user: User) -> dict
         schedules_service_pb2.ResumeScheduleRequest(schedule_id=schedule_id),
         user,
     )
-    return schedule_json(response.schedule)
+    return Schedule.from_proto(response.schedule)
 
 
 @router.delete("/{schedule_id}", status_code=204, tags=["schedules"])

@@ -22,6 +22,7 @@ it can resume with Last-Event-ID."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
@@ -34,9 +35,9 @@ from sse_starlette import EventSourceResponse
 from sse_starlette.sse import SendTimeoutError
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.deps import identity
 from gateway.events import to_sse
 from services.shared.clients import retried
-from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 
 log = logging.getLogger(__name__)
@@ -175,7 +176,8 @@ class Relay:
         self._encoder = encoder or NativeEncoder()
         self._app = request.app
         self._settings = request.app.state.settings
-        self._user = user
+        # Signed at each call: a resume may come long after the request.
+        self._identity = functools.partial(identity, request, user)
         self._stream = stream
         self._first = first
         self.run_id = first.event.run_id
@@ -223,7 +225,7 @@ class Relay:
                     current = self._app.state.engine.WatchRun(
                         engine_service_pb2.WatchRunRequest(run_id=self.run_id, after_sequence=last.sequence),
                         timeout=self._settings.run_stream_timeout,
-                        metadata=user_metadata(self._user),
+                        metadata=self._identity(),
                     )
                     continue
                 if response is grpc.aio.EOF:
@@ -267,7 +269,7 @@ class Relay:
                 await self._app.state.engine.CancelRun(
                     engine_service_pb2.CancelRunRequest(run_id=self.run_id),
                     timeout=self._settings.call_timeout,
-                    metadata=user_metadata(self._user),
+                    metadata=self._identity(),
                 )
             except grpc.aio.AioRpcError as error:
                 log.warning("cancelling run %s after its client left: %s", self.run_id, error.code().name)

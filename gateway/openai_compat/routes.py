@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import grpc
@@ -21,7 +22,6 @@ from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
 from gateway.openai_compat.exchange import ChatCompletionBody, read_exchange
 from gateway.schemas import PROJECT_ID_PATTERN
 from gateway.streams import Relay, open_run, sse_response
-from services.shared.identity import user_metadata
 from services.shared.projects import MAX_PROJECT_ID_CHARS, is_personal_name
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import projects_service_pb2
@@ -60,14 +60,15 @@ async def _check_project(request: Request, user: str, project_id: str) -> None:
         raise refusal(error, PROJECT_HEADER, {}) from error
 
 
-@router.get("/models", response_model=responses.OpenAIModelList)
-async def list_models(request: Request, user: User) -> dict[str, Any]:
+@router.get("/models")
+async def list_models(request: Request, user: User) -> responses.OpenAIModelList:
     """`auto`, every configured model, then `agent:<id>` for each agent."""
-    data = [{"id": AUTO, "object": "model", "created": 0, "owned_by": "switchboard"}]
-    data += [
-        {"id": m.id, "object": "model", "created": 0, "owned_by": m.provider or "switchboard"}
-        for m in await configured_models(request, user)
-    ]
+
+    def model(model_id: str, owner: str = "switchboard") -> responses.OpenAIModel:
+        return responses.OpenAIModel(id=model_id, object="model", created=0, owned_by=owner)
+
+    data = [model(AUTO)]
+    data += [model(m.id, m.provider or "switchboard") for m in await configured_models(request, user)]
     token = ""
     while True:
         response: threads_service_pb2.ListAgentsResponse = await rpc(
@@ -76,13 +77,10 @@ async def list_models(request: Request, user: User) -> dict[str, Any]:
             threads_service_pb2.ListAgentsRequest(page_size=500, page_token=token),
             user,
         )
-        data += [
-            {"id": f"{AGENT_PREFIX}{a.id}", "object": "model", "created": 0, "owned_by": "switchboard"}
-            for a in response.agents
-        ]
+        data += [model(f"{AGENT_PREFIX}{a.id}") for a in response.agents]
         token = response.next_page_token
         if not token:
-            return {"object": "list", "data": data}
+            return responses.OpenAIModelList(object="list", data=data)
 
 
 @router.post(
@@ -136,7 +134,8 @@ async def chat_completions(
                 CONVERSATION_HEADER,
             )
         headers: dict[str, str] = {}
-        start = functools.partial(
+        # Either call opens a stream of run events (see open_run).
+        start: Callable[[], Any] = functools.partial(
             deps.engine(request).AskAgent,
             engine_service_pb2.AskAgentRequest(
                 request_id=str(uuid.uuid4()),
@@ -146,7 +145,7 @@ async def chat_completions(
                 client_instructions=exchange.instructions,
             ),
             timeout=settings.run_stream_timeout,
-            metadata=user_metadata(user),
+            metadata=deps.identity(request, user),
         )
     else:
         await _check_model(request, user, body.model)
@@ -164,7 +163,7 @@ async def chat_completions(
                 project_id=project_id,
             ),
             timeout=settings.run_stream_timeout,
-            metadata=user_metadata(user),
+            metadata=deps.identity(request, user),
         )
     try:
         stream, first = await open_run(start)

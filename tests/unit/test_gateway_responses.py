@@ -14,6 +14,7 @@ import grpc
 import httpx
 import pytest
 from fastapi import FastAPI
+from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
 from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
@@ -250,7 +251,8 @@ PATH_VALUES = {"version": "1", "response_id": "resp_run-1"}
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+    # A route returns its model (or a dict of them): as it would print, with the fields it set.
+    return json.dumps(jsonable_encoder(value, exclude_unset=True), sort_keys=True)
 
 
 def _model_of(route: APIRoute) -> type[Any] | None:

@@ -4,7 +4,7 @@ run (both) and an ask (the model's only)."""
 
 from __future__ import annotations
 
-from gateway.events import run_json
+from gateway.responses import Run
 from services.engine.models import AgentRun
 from services.engine.runs import run_to_proto
 from switchboard.engine.v1 import engine_pb2
@@ -19,7 +19,7 @@ def test_a_chat_run_has_both_decisions() -> None:
     run.router_decision.skills.candidates.add(skill_id="s1", name="meeting-notes", fused_score=0.5)
     run.router_decision.model.model.CopyFrom(MODEL)
     run.router_decision.model.routed = True
-    record = run_json(run)
+    record = Run.proto_dict(run)
     assert record["router_decision"] == {
         "branch": "ROUTE_BRANCH_HIGH",
         "candidates": [{"skill_id": "s1", "name": "meeting-notes", "fused_score": 0.5}],
@@ -34,7 +34,7 @@ def test_an_ask_has_no_skill_decision() -> None:
     run = engine_pb2.Run(id="r2", surface=engine_pb2.SURFACE_AGENT)
     run.router_decision.model.model.CopyFrom(MODEL)
     run.router_decision.model.reason = "l'agent a son propre modèle"
-    record = run_json(run)
+    record = Run.proto_dict(run)
     assert record["router_decision"] == {}
     assert record["model_decision"]["reason"] == "l'agent a son propre modèle"
     assert "router_decision_json" not in record
@@ -50,10 +50,10 @@ def test_the_trigger_payload_is_an_object_from_store_to_record() -> None:
     )
     run = run_to_proto(stored)
     assert run.HasField("trigger_payload")
-    record = run_json(run)
+    record = Run.proto_dict(run)
     assert record["trigger_payload"] == {"event": "push", "commits": [{"id": "abc"}], "forced": False}
     assert "trigger_payload_json" not in record
     # A run no trigger started: unset on the wire, {} in the record.
     plain = run_to_proto(AgentRun(id="r4", user_id="u"))
     assert not plain.HasField("trigger_payload")
-    assert run_json(plain)["trigger_payload"] == {}
+    assert Run.proto_dict(plain)["trigger_payload"] == {}
