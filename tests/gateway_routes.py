@@ -100,7 +100,15 @@ SHARED_ROUTES = {
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
     ("GET", "/api/agent/skills/{skill_id}"): "a workspace skill, the same for every user but its enablement",
 }
+# The /v1 routes that name a user's object: another user's is 404 exactly as a
+# missing one, in OpenAI's error shape (tests/e2e/test_open_responses.py).
+OPENAI_MATRIX: list[tuple[Any, ...]] = [
+    ("GET", "/v1/responses/resp_{r}", None),
+    ("GET", "/v1/responses/resp_{r}?stream=true", None),
+    ("POST", "/v1/responses/resp_{r}/cancel", None),
+]
 PATH_IDS = {
+    "resp_{r}": "{response_id}",
     "{c}": "{conversation_id}",
     "{r}": "{run_id}",
     "{p}": "{page_id}",

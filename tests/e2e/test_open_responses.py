@@ -19,6 +19,7 @@ import pytest
 from services.engine.instructions import TITLE_SYSTEMS
 from tests.e2e.conftest import Launched, recording_env, shared_recording
 from tests.fakes.llm_server import ANSWER, INPUT_TOKENS
+from tests.gateway_routes import OPENAI_MATRIX
 
 RECORDING = shared_recording()
 LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")
@@ -161,3 +162,23 @@ def test_refusals_are_in_openais_shape(client: openai.OpenAI, launched: Launched
     mine = client.responses.create(model="recorded", input="Hello")
     with httpx.Client(base_url=f"{launched.url}/v1", headers=launched.headers("bob")) as bob:
         assert bob.get(f"/responses/{mine.id}").status_code == 404
+
+
+@pytest.mark.parametrize("row", OPENAI_MATRIX, ids=[f"{row[0]} {row[1]}" for row in OPENAI_MATRIX])
+def test_another_users_response_is_404_exactly_as_a_missing_one(
+    client: openai.OpenAI, launched: Launched, row: tuple[Any, ...]
+) -> None:
+    method, template, _ = row
+    script("say:Mine.")
+    mine = client.responses.create(model="recorded", input="Hello")
+    missing = "00000000-0000-4000-8000-000000000000"
+    run_id = mine.id.removeprefix("resp_")
+    with httpx.Client(base_url=launched.url, headers=launched.headers("bob"), timeout=30) as bob:
+        theirs = bob.request(method, template.format(r=run_id))
+        nobody = bob.request(method, template.format(r=missing))
+    assert theirs.status_code == nobody.status_code == 404, (theirs.text, nobody.text)
+    shape, other = theirs.json()["error"], nobody.json()["error"]
+    assert (shape["type"], shape["code"]) == (other["type"], other["code"])
+    assert shape["message"].replace(run_id, "ID") == other["message"].replace(missing, "ID")
+    # Alice's response is untouched by bob's attempts.
+    assert client.responses.retrieve(mine.id).status == "completed"
