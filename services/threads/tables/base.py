@@ -5,17 +5,25 @@ from __future__ import annotations
 from typing import cast
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker
+from sqlalchemy.orm import configure_mappers
 from sqlmodel.ext.asyncio.session import AsyncSession
+
+from services.shared.driver import Driver
 
 
 class TableRepository:
     """SQL over one table (or one transaction that spans several), through
-    SQLModel async sessions. Reads and idempotent writes are retried when the
-    database connection drops (services.shared.db_retry)."""
+    SQLModel async sessions, or the driver for the statements every run
+    makes (services.shared.driver). Reads and idempotent writes are retried
+    when the database connection drops (services.shared.db_retry)."""
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
         self._engine = cast(AsyncEngine, sessions.kw["bind"])
+        self._driver = Driver(self._engine)
+        # Models built from the driver's rows (``model_construct``) read their
+        # fields through the mappers, which must be set up by then.
+        configure_mappers()
 
     def _connect(self) -> AsyncConnection:
         """A connection without an ORM session (no identity map, no unit of
