@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import configure_mappers
+from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.shared.driver import Driver
+
+M = TypeVar("M", bound=SQLModel)
+
+
+def detached(model: type[M], names: Sequence[str], values: Sequence[Any]) -> M:
+    """A model from a driver row (``values`` of the columns ``names``), read
+    already: no validation, no ORM state; for callers that read its fields."""
+    return cast(M, model.model_construct(**dict(zip(names, values, strict=True))))
 
 
 class TableRepository:

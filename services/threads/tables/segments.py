@@ -15,7 +15,7 @@ from services.shared.db_retry import db_retry
 from services.shared.driver import Driver, Result, Statement
 from services.shared.time import utcnow
 from services.threads.models import Segment, table_of
-from services.threads.tables.base import TableRepository
+from services.threads.tables.base import TableRepository, detached
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,7 @@ class SegmentCounter:
     def closed(self, closing: Result) -> list[Segment]:
         """The segment the close statement (the second of ``statements``)
         closed, if it ran."""
-        return [
-            Segment.model_construct(**dict(zip(_SEGMENT_NAMES, self._read_segment(row), strict=True)))
-            for row in closing.rows
-        ]
+        return [detached(Segment, _SEGMENT_NAMES, self._read_segment(row)) for row in closing.rows]
 
 
 SEGMENTS: Table = table_of(Segment)

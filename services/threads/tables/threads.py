@@ -20,7 +20,7 @@ from services.shared.db_retry import db_retry, retry_if
 from services.shared.driver import Row
 from services.threads.models import Thread, table_of
 from services.threads.owners import ThreadOwner
-from services.threads.tables.base import TableRepository
+from services.threads.tables.base import TableRepository, detached
 from services.threads.tables.segments import open_segment
 
 
@@ -42,7 +42,7 @@ class ThreadsTable(TableRepository):
         """A detached Thread from a driver row of every column."""
         if row is None:
             return None
-        return Thread.model_construct(**dict(zip(_THREAD_NAMES, self._read_thread(row), strict=True)))
+        return detached(Thread, _THREAD_NAMES, self._read_thread(row))
 
     @db_retry
     async def live_agent_thread(self, agent_id: str) -> Thread | None:
