@@ -73,6 +73,11 @@ class Statement:
     many: bool = False
 
 
+class ConnectionLost(ConnectionError):
+    """The database connection was found closed: the same work may succeed on
+    a new one (services.shared.db_retry retries it)."""
+
+
 def _arguments(args: Sequence[Any] | Arguments, results: list[Result]) -> Sequence[Any] | None:
     return args(results) if callable(args) else args
 
@@ -147,7 +152,8 @@ class Driver:
     async def batch(self, statements: Sequence[Statement]) -> list[Result]:
         """The statements in one transaction, in order; their results. A
         failure rolls the whole batch back and is raised as the driver's
-        error (sqlite3's or asyncpg's)."""
+        error (sqlite3's or asyncpg's), or as ConnectionLost when the
+        connection turned out closed."""
         if not statements:
             return []
         transaction = _in_transaction(statements)
@@ -159,9 +165,22 @@ class Driver:
             return await self._asyncpg(fairy.driver_connection, statements, transaction)
         except BaseException as error:
             failure = error
+            if isinstance(error, Exception) and self._closed(fairy, error):
+                failure = ConnectionLost(
+                    f"the database connection is closed ({type(error).__name__}: {error})"
+                )
+                raise failure from error
             raise
         finally:
             await greenlet_spawn(self._release, fairy, transaction, failure)
+
+    def _closed(self, fairy: Any, error: Exception) -> bool:
+        """Whether ``error`` came of a PostgreSQL connection found closed (a
+        restart, a failover, a dropped socket) that db_retry would not retry:
+        asyncpg may report it as a protocol state error ("cannot switch to
+        state ...") as well as "connection is closed". The connection's own
+        state is the test SQLAlchemy's asyncpg dialect makes of a disconnect."""
+        return not self.sqlite and not is_transient(error) and fairy.driver_connection.is_closed()
 
     def _release(self, fairy: Any, transaction: bool, failure: BaseException | None) -> None:
         """Back to the pool (in SQLAlchemy's greenlet: closing may await).

@@ -9,18 +9,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
-from sqlalchemy.engine import Row
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Table, or_, select
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col
 from sqlmodel import select as sqlmodel_select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
+from services.shared.driver import Result, Statement
 from services.shared.time import utcnow
 from services.threads.models import Entry, Segment, Thread, table_of
 from services.threads.tables.base import TableRepository
-from services.threads.tables.segments import RotationPolicy, count_and_rotate
+from services.threads.tables.segments import RotationPolicy, SegmentCounter
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,6 @@ class EntryRow:
     request_index: int
     create_time: datetime
 
-    @classmethod
-    def of(cls, row: Row[Any]) -> EntryRow:
-        return cls(**row._mapping)
-
 
 @dataclass(frozen=True)
 class EntryFilter:
@@ -80,7 +77,15 @@ class AppendResult:
 
 class EntriesTable(TableRepository):
     """Appends are retried only when they carry a request_id, whose unique
-    key turns a retry after a lost commit reply into a no-op."""
+    key turns a retry after a lost commit reply into a no-op. An append and
+    the run's reads of entries go through the driver."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        super().__init__(sessions)
+        self._bind_reservation = self._driver.binder(THREADS.c.update_time)
+        self._bind_entry = self._driver.binder(*_ENTRY_COLUMNS)
+        self._read_entry = self._driver.reader(*_ENTRY_COLUMNS)
+        self._segments = SegmentCounter(self._driver)
 
     async def append(
         self,
@@ -115,71 +120,59 @@ class EntriesTable(TableRepository):
         rotation: RotationPolicy | None,
     ) -> AppendResult | None:
         now = utcnow()
-        async with self._sessions() as session:
-            try:
-                # One UPDATE reserves the sequence numbers and checks ownership:
-                # a row lock on PostgreSQL, the write lock on SQLite; no gap, no
-                # duplicate. Conversations belong to one user; agent threads
-                # to the project's agents.
-                connection = await session.connection()
-                result = await connection.execute(
-                    _RESERVE,
-                    {
-                        "p_thread": thread_id,
-                        "p_user": user_id,
-                        "p_agent": _agent_target(entries),
-                        "p_count": len(entries),
-                        "p_now": now,
-                    },
-                )
-                reserved = result.one_or_none()
-                if reserved is None:
-                    return None
-                last, kind = int(reserved[0]), str(reserved[1])
-                first = last - len(entries) + 1
-                rows = [
-                    EntryRow(
-                        id=str(uuid.uuid4()),
-                        thread_id=thread_id,
-                        sequence=first + index,
-                        requester=entry.requester,
-                        target=entry.target,
-                        correlation_id=entry.correlation_id,
-                        role=entry.role,
-                        source=entry.source,
-                        run_id=entry.run_id,
-                        content=entry.content,
-                        tool_calls_json=entry.tool_calls_json,
-                        tool_call_id=entry.tool_call_id,
-                        request_id=request_id or None,
-                        request_index=index,
-                        create_time=now,
-                    )
-                    for index, entry in enumerate(entries)
-                ]
-                await connection.execute(insert(ENTRIES), [_values(row) for row in rows])
-                closed: list[Segment] = []
-                if kind == "agent":
-                    chars = sum(len(row.content) for row in rows)
-                    closed = await count_and_rotate(session, thread_id, last, chars, len(rows), now, rotation)
-                await session.commit()
-                return AppendResult(rows, closed)
-            except IntegrityError as exc:
-                if not (request_id and is_unique_violation(exc)):
-                    raise
-        # A retry (or a concurrent one) of the same request: the insert rolled
-        # back with the sequence reservation; return what the first one wrote.
-        return AppendResult(await self._entries_of_request(thread_id, request_id), [])
+        written: list[EntryRow] = []
+
+        def insert_args(results: list[Result]) -> list[tuple[Any, ...]] | None:
+            """The rows, numbered after the sequence the UPDATE reserved;
+            nothing when it matched no thread of the caller's."""
+            reserved = results[0].rows
+            if not reserved:
+                return None
+            first = int(reserved[0][0]) - len(entries) + 1
+            written.extend(
+                _entry_row(thread_id, request_id, first, index, entry, now)
+                for index, entry in enumerate(entries)
+            )
+            return [self._bind_entry(_in_column_order(row)) for row in written]
+
+        def agent_last(results: list[Result]) -> int | None:
+            reserved = results[0].rows
+            return int(reserved[0][0]) if reserved and reserved[0][1] == "agent" else None
+
+        # One UPDATE reserves the sequence numbers and checks ownership: a row
+        # lock on PostgreSQL, the write lock on SQLite; no gap, no duplicate.
+        # Conversations belong to one user; agent threads to the project's
+        # agents. The rest of the batch depends on what it returned.
+        reservation = (
+            len(entries),
+            *self._bind_reservation((now,)),
+            thread_id,
+            _agent_target(entries),
+            user_id,
+        )
+        chars = sum(len(entry.content) for entry in entries)
+        statements = [
+            Statement(_RESERVE, reservation),
+            Statement(_INSERT, insert_args, many=True),
+            *self._segments.statements(thread_id, agent_last, len(entries), chars, now, rotation),
+        ]
+        try:
+            results = await self._driver.batch(statements)
+        except Exception as exc:
+            if not (request_id and is_unique_violation(exc)):
+                raise
+            # A retry (or a concurrent one) of the same request: the insert
+            # rolled back with the sequence reservation; return what the
+            # first one wrote.
+            return AppendResult(await self._entries_of_request(thread_id, request_id), [])
+        if not results[0].rows:
+            return None
+        return AppendResult(written, self._segments.closed(results[-2]))
 
     @db_retry
     async def _entries_of_request(self, thread_id: str, request_id: str) -> list[EntryRow]:
-        query = (
-            select(ENTRIES)
-            .where(ENTRIES.c.thread_id == thread_id, ENTRIES.c.request_id == request_id)
-            .order_by(ENTRIES.c.request_index)
-        )
-        async with self._connect() as connection:
-            return [EntryRow.of(row) for row in await connection.execute(query)]
+        rows = await self._driver.fetch(_OF_REQUEST, thread_id, request_id)
+        return [EntryRow(*self._read_entry(row)) for row in rows]
 
     @db_retry
     async def list_entries(
@@ -189,22 +182,31 @@ class EntriesTable(TableRepository):
         it (descending, newest first). Each filter has an index ending in
         sequence: (thread_id, sequence), (thread_id, correlation_id, sequence),
         (thread_id, requester, target, sequence); no scan of the thread."""
-        c = ENTRIES.c
-        query = select(ENTRIES).where(c.thread_id == thread_id)
-        if view.correlation_id:
-            query = query.where(c.correlation_id == view.correlation_id)
-        if view.requester:
-            query = query.where(c.requester == view.requester)
-        if view.target:
-            query = query.where(c.target == view.target)
+        args: list[Any] = [thread_id]
+        conditions = ["thread_id = $1"]
+
+        def where(condition: str, value: Any) -> None:
+            args.append(value)
+            conditions.append(f"{condition} ${len(args)}")
+
+        for column, value in (
+            ("correlation_id", view.correlation_id),
+            ("requester", view.requester),
+            ("target", view.target),
+        ):
+            if value:
+                where(f"{column} =", value)
         if ascending:
-            query = query.where(c.sequence > (position or 0)).order_by(c.sequence)
-        else:
-            if position is not None:
-                query = query.where(c.sequence < position)
-            query = query.order_by(c.sequence.desc())
-        async with self._connect() as connection:
-            return [EntryRow.of(row) for row in await connection.execute(query.limit(limit))]
+            where("sequence >", position or 0)
+        elif position is not None:
+            where("sequence <", position)
+        args.append(limit)
+        order = "sequence" if ascending else "sequence DESC"
+        sql = (
+            f"SELECT {_ENTRY_NAMES} FROM entries WHERE {' AND '.join(conditions)}"
+            f" ORDER BY {order} LIMIT ${len(args)}"
+        )
+        return [EntryRow(*self._read_entry(row)) for row in await self._driver.fetch(sql, *args)]
 
     @db_retry
     async def has_entries_outside(self, thread_id: str, view: EntryFilter) -> bool:
@@ -253,24 +255,50 @@ def _agent_target(entries: Sequence[NewEntry]) -> str | None:
     return targets.pop()
 
 
-def _values(row: EntryRow) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in EntryRow.__slots__}
+def _entry_row(
+    thread_id: str, request_id: str, first: int, index: int, entry: NewEntry, now: datetime
+) -> EntryRow:
+    return EntryRow(
+        id=str(uuid.uuid4()),
+        thread_id=thread_id,
+        sequence=first + index,
+        requester=entry.requester,
+        target=entry.target,
+        correlation_id=entry.correlation_id,
+        role=entry.role,
+        source=entry.source,
+        run_id=entry.run_id,
+        content=entry.content,
+        tool_calls_json=entry.tool_calls_json,
+        tool_call_id=entry.tool_call_id,
+        request_id=request_id or None,
+        request_index=index,
+        create_time=now,
+    )
+
+
+def _in_column_order(row: EntryRow) -> tuple[Any, ...]:
+    """The row's values in column order (``dataclasses.astuple`` would deep-copy)."""
+    return tuple(getattr(row, name) for name in EntryRow.__slots__)
 
 
 THREADS: Table = table_of(Thread)
 ENTRIES: Table = table_of(Entry)
+_ENTRY_COLUMNS = [ENTRIES.c[name] for name in EntryRow.__slots__]
+_ENTRY_NAMES = ", ".join(EntryRow.__slots__)
 
-# The append's first statement, built once (SQLAlchemy caches its compiled
-# form): reserves the sequence numbers of the thread the caller may write to.
+# The append's statements (on the driver). Its first reserves the sequence
+# numbers of the thread the caller may write to; " RETURNING " keeps its
+# spaces: the driver reads the rows of such a write.
 _RESERVE = (
-    update(THREADS)
-    .where(
-        THREADS.c.id == bindparam("p_thread"),
-        or_(
-            and_(THREADS.c.kind == "agent", THREADS.c.agent_id == bindparam("p_agent")),
-            THREADS.c.user_id == bindparam("p_user"),
-        ),
-    )
-    .values(last_sequence=THREADS.c.last_sequence + bindparam("p_count"), update_time=bindparam("p_now"))
-    .returning(THREADS.c.last_sequence, THREADS.c.kind)
+    "UPDATE threads SET last_sequence = last_sequence + $1, update_time = $2"
+    " WHERE id = $3 AND ((kind = 'agent' AND agent_id = $4) OR user_id = $5)"
+    " RETURNING last_sequence, kind"
+)
+_INSERT = (
+    f"INSERT INTO entries ({_ENTRY_NAMES})"
+    f" VALUES ({', '.join(f'${n}' for n in range(1, len(EntryRow.__slots__) + 1))})"
+)
+_OF_REQUEST = (
+    f"SELECT {_ENTRY_NAMES} FROM entries WHERE thread_id = $1 AND request_id = $2 ORDER BY request_index"
 )

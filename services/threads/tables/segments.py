@@ -3,18 +3,19 @@ applies to its thread's open segment."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Table, bindparam, update
+from sqlalchemy import Table, update
 from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.shared.db_retry import db_retry
+from services.shared.driver import Driver, Result, Statement
 from services.shared.time import utcnow
 from services.threads.models import Segment, table_of
-from services.threads.tables.base import TableRepository
+from services.threads.tables.base import TableRepository, detached
 
 
 @dataclass(frozen=True)
@@ -81,52 +82,78 @@ def open_segment(thread_id: str, number: int, first_sequence: int, now: datetime
     )
 
 
-async def count_and_rotate(
-    session: AsyncSession,
-    thread_id: str,
-    last: int,
-    chars: int,
-    count: int,
-    now: datetime,
-    rotation: RotationPolicy | None,
-) -> list[Segment]:
-    """Inside the append's transaction: adds ``count`` entries (up to sequence
-    ``last``, ``chars`` characters) to the open segment and, when ``rotation``
-    says it is full, closes it (handoff pending) and opens the next one.
-    Returns the closed segment, if any. The counting UPDATE returns only the
-    counters: a segment is loaded as an object only when it closes."""
-    connection = await session.connection()
-    result = await connection.execute(
-        _COUNT, {"p_thread": thread_id, "p_count": count, "p_chars": chars, "p_last": last}
-    )
-    # Every agent thread has its open segment: created with the thread (or by
-    # the import, or the 0003 migration), and the next opened when one closes.
-    number, entry_count, char_count = result.one()
-    if rotation is None or not rotation.closes(entry_count, char_count):
-        return []
-    closed = await session.exec(
-        update(Segment)
-        .where(col(Segment.thread_id) == thread_id, col(Segment.number) == number)
-        .values(status="closed", handoff_status="pending", close_time=now)
-        .returning(Segment)
-    )
-    closed_segment = closed.scalar_one()
-    session.add(open_segment(thread_id, number + 1, last + 1, now))
-    await session.flush()
-    return [closed_segment]
+class SegmentCounter:
+    """The last statements of an append's batch: they count the appended
+    entries into the agent thread's open segment and, when the rotation
+    policy says it is full, close it (handoff pending) and open the next.
+    Each runs only when the results before it call for it; the thread row
+    the append's UPDATE locked serializes appends to the thread, so two
+    appends racing at the threshold close one segment, never two."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._bind_time = driver.binder(SEGMENTS.c.close_time)
+        self._bind_segment = driver.binder(*SEGMENTS.c)
+        self._read_segment = driver.reader(*SEGMENTS.c)
+
+    def statements(
+        self,
+        thread_id: str,
+        reserved: Callable[[list[Result]], int | None],
+        count: int,
+        chars: int,
+        now: datetime,
+        rotation: RotationPolicy | None,
+    ) -> list[Statement]:
+        """``reserved`` reads, from the batch's earlier results, the last
+        sequence number the append reserved on an agent thread: None when it
+        wrote nothing or the thread is a conversation (no segments)."""
+
+        def count_args(results: list[Result]) -> tuple[Any, ...] | None:
+            last = reserved(results)
+            return None if last is None else (count, chars, last, thread_id)
+
+        def close_args(results: list[Result]) -> tuple[Any, ...] | None:
+            if reserved(results) is None:
+                return None
+            counted = results[-1].rows
+            # Every agent thread has its open segment: created with the thread
+            # (or by the import, or the 0003 migration), and the next opened
+            # when one closes.
+            if not counted:
+                raise LookupError(f"agent thread {thread_id} has no open segment")
+            number, entry_count, char_count = counted[0]
+            if rotation is None or not rotation.closes(entry_count, char_count):
+                return None
+            return (*self._bind_time((now,)), thread_id, number)
+
+        def open_args(results: list[Result]) -> tuple[Any, ...] | None:
+            closed = self.closed(results[-1])
+            if not closed:
+                return None
+            following = open_segment(thread_id, closed[0].number + 1, closed[0].last_sequence + 1, now)
+            return self._bind_segment([getattr(following, c.name) for c in SEGMENTS.c])
+
+        return [Statement(_COUNT, count_args), Statement(_CLOSE, close_args), Statement(_OPEN, open_args)]
+
+    def closed(self, closing: Result) -> list[Segment]:
+        """The segment the close statement (the second of ``statements``)
+        closed, if it ran."""
+        return [detached(Segment, _SEGMENT_NAMES, self._read_segment(row)) for row in closing.rows]
 
 
 SEGMENTS: Table = table_of(Segment)
-
-# Built once (SQLAlchemy caches its compiled form): counts an append into the
-# thread's open segment.
+_SEGMENT_NAMES = [c.name for c in SEGMENTS.c]
+_SEGMENT_COLUMNS = ", ".join(_SEGMENT_NAMES)
+# " RETURNING " with its spaces: the driver reads the rows of such a write.
 _COUNT = (
-    update(SEGMENTS)
-    .where(SEGMENTS.c.thread_id == bindparam("p_thread"), SEGMENTS.c.status == "open")
-    .values(
-        entry_count=SEGMENTS.c.entry_count + bindparam("p_count"),
-        char_count=SEGMENTS.c.char_count + bindparam("p_chars"),
-        last_sequence=bindparam("p_last"),
-    )
-    .returning(SEGMENTS.c.number, SEGMENTS.c.entry_count, SEGMENTS.c.char_count)
+    "UPDATE segments SET entry_count = entry_count + $1, char_count = char_count + $2, last_sequence = $3"
+    " WHERE thread_id = $4 AND status = 'open' RETURNING number, entry_count, char_count"
+)
+_CLOSE = (
+    "UPDATE segments SET status = 'closed', handoff_status = 'pending', close_time = $1"
+    f" WHERE thread_id = $2 AND number = $3 RETURNING {_SEGMENT_COLUMNS}"
+)
+_OPEN = (
+    f"INSERT INTO segments ({_SEGMENT_COLUMNS})"
+    f" VALUES ({', '.join(f'${n}' for n in range(1, len(_SEGMENT_NAMES) + 1))})"
 )

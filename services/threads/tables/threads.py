@@ -8,17 +8,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, tuple_, update
-from sqlalchemy import select as core_select
+from sqlalchemy import and_, or_, tuple_, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
+from services.shared.driver import Row
 from services.threads.models import Thread, table_of
 from services.threads.owners import ThreadOwner
-from services.threads.tables.base import TableRepository
+from services.threads.tables.base import TableRepository, detached
 from services.threads.tables.segments import open_segment
 
 
@@ -32,11 +34,19 @@ def live_agent_thread_query(agent_id: str) -> SelectOfScalar[Thread]:
 class ThreadsTable(TableRepository):
     """Conversations are created idempotently only when they carry a request_id."""
 
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        super().__init__(sessions)
+        self._read_thread = self._driver.reader(*_THREADS.c)
+
+    def _thread(self, row: Row | None) -> Thread | None:
+        """A detached Thread from a driver row of every column."""
+        if row is None:
+            return None
+        return detached(Thread, _THREAD_NAMES, self._read_thread(row))
+
     @db_retry
     async def live_agent_thread(self, agent_id: str) -> Thread | None:
-        async with self._connect() as connection:
-            row = (await connection.execute(_LIVE_AGENT_THREAD, {"p_agent": agent_id})).one_or_none()
-        return None if row is None else Thread(**row._mapping)
+        return self._thread(await self._driver.fetchrow(_LIVE_AGENT_THREAD, agent_id))
 
     @db_retry
     async def insert_agent_thread(self, thread: Thread) -> bool:
@@ -81,16 +91,13 @@ class ThreadsTable(TableRepository):
 
     @db_retry
     async def get_thread(self, thread_id: str) -> Thread | None:
-        """The thread as a detached object, read with Core (no ORM loading)."""
-        async with self._connect() as connection:
-            row = (await connection.execute(_THREAD, {"p_thread": thread_id})).one_or_none()
-        return None if row is None else Thread(**row._mapping)
+        """The thread as a detached object, read on the driver (no ORM loading)."""
+        return self._thread(await self._driver.fetchrow(_THREAD, thread_id))
 
     @db_retry
     async def thread_owner(self, thread_id: str) -> ThreadOwner | None:
         """The thread's immutable ownership facts, in one indexed read."""
-        async with self._connect() as connection:
-            row = (await connection.execute(_OWNER, {"p_thread": thread_id})).one_or_none()
+        row = await self._driver.fetchrow(_OWNER, thread_id)
         return None if row is None else ThreadOwner(*row)
 
     @db_retry
@@ -174,11 +181,12 @@ def merged_sources(stored: str, changes: dict[str, Any]) -> str:
 
 
 _THREADS = table_of(Thread)
-# Hot-path reads, built once (SQLAlchemy caches their compiled form).
-_THREAD = core_select(_THREADS).where(_THREADS.c.id == bindparam("p_thread"))
-_LIVE_AGENT_THREAD = core_select(_THREADS).where(
-    _THREADS.c.kind == "agent", _THREADS.c.agent_id == bindparam("p_agent"), _THREADS.c.archive_time.is_(None)
+_THREAD_NAMES = [c.name for c in _THREADS.c]
+# Hot-path reads, on the driver.
+_THREAD = f"SELECT {', '.join(_THREAD_NAMES)} FROM threads WHERE id = $1"
+# The partial unique index uq_threads_live_agent answers it.
+_LIVE_AGENT_THREAD = (
+    f"SELECT {', '.join(_THREAD_NAMES)} FROM threads"
+    " WHERE kind = 'agent' AND agent_id = $1 AND archive_time IS NULL"
 )
-_OWNER = core_select(_THREADS.c.id, _THREADS.c.kind, _THREADS.c.user_id, _THREADS.c.agent_id).where(
-    _THREADS.c.id == bindparam("p_thread")
-)
+_OWNER = "SELECT id, kind, user_id, agent_id FROM threads WHERE id = $1"
