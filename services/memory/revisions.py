@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from services.memory.models import Revision
 from services.shared.db import dialect_insert
 from services.shared.db_retry import db_retry
-from services.shared.driver_rows import driver_of
+from services.shared.gathered_reads import driver_of
 
 NOTES = "notes"
 LIVE = "live"

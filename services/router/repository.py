@@ -25,7 +25,8 @@ from services.shared.audit import AuditLog, record
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
 from services.shared.driver import Statement
-from services.shared.driver_rows import Loader, driver_of
+from services.shared.driver_rows import Loader
+from services.shared.gathered_reads import driver_of
 from services.shared.time import utcnow
 
 _REVISION = "SELECT revision FROM catalog_revision WHERE id = 1"

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Table, inspect
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import Mapper, configure_mappers
 from sqlalchemy.orm.attributes import instance_state
 
@@ -51,10 +50,3 @@ class Loader(Generic[M]):
         # Detached, as a row loaded by a session that has closed.
         instance_state(instance).key = (self._model, tuple(values[i] for i in self._key), None)
         return instance  # type: ignore[no-any-return]
-
-
-def driver_of(sessions: async_sessionmaker[Any]) -> Driver:
-    """The driver of the engine ``sessions`` are bound to."""
-    engine = sessions.kw["bind"]
-    assert isinstance(engine, AsyncEngine), "sessions bound to one async engine"
-    return Driver(engine)

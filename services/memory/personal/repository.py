@@ -12,7 +12,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from services.memory.personal.models import PersonalSettings
 from services.shared.db import dialect_insert
 from services.shared.db_retry import db_retry
-from services.shared.driver_rows import Loader, driver_of
+from services.shared.driver_rows import Loader
+from services.shared.gathered_reads import driver_of
 
 
 class PersonalSettingsRepository:

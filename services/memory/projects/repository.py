@@ -20,8 +20,9 @@ from services.memory.projects.models import (
 from services.shared.audit import record
 from services.shared.db import dialect_insert, is_unique_violation
 from services.shared.db_retry import db_retry
-from services.shared.driver_rows import Loader, driver_of
+from services.shared.driver_rows import Loader
 from services.shared.errors import AlreadyExists
+from services.shared.gathered_reads import driver_of
 
 
 class ProjectsRepository:
