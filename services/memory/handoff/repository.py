@@ -27,8 +27,13 @@ class HandoffRepository:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
         self._driver = driver_of(sessions)
-        self._summary = Loader(self._driver, HandoffSummaryRow)
-        self._get = f"SELECT {self._summary.select} FROM handoff_summaries WHERE thread_id = $1"
+        self._summary = Loader(self._driver, HandoffSummaryRow, alias="s")
+        self._get = f"SELECT {self._summary.select} FROM handoff_summaries s WHERE s.thread_id = $1"
+        self._get_with_pending = (
+            f"SELECT {self._summary.select}, (SELECT count(*) FROM handoff_entries e "
+            "WHERE e.thread_id = s.thread_id AND e.sequence > s.last_folded_sequence) "
+            "FROM handoff_summaries s WHERE s.thread_id = $1"
+        )
 
     @db_retry
     async def record(
@@ -74,6 +79,13 @@ class HandoffRepository:
     async def get(self, thread_id: str) -> HandoffSummaryRow | None:
         row = await self._driver.fetchrow(self._get, thread_id)
         return self._summary(row) if row is not None else None
+
+    @db_retry
+    async def get_with_pending(self, thread_id: str) -> tuple[HandoffSummaryRow | None, int]:
+        """The thread's row and how many entries wait after its last fold (0
+        without a row), in one read."""
+        row = await self._driver.fetchrow(self._get_with_pending, thread_id)
+        return (self._summary(row), int(row[-1])) if row is not None else (None, 0)
 
     @db_retry
     async def pending(self, thread_id: str, after: int) -> Sequence[HandoffPendingEntry]:
