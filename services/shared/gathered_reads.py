@@ -77,18 +77,19 @@ def _fail(followers: list[tuple[Sequence[Statement], asyncio.Future[list[Result]
             waiter.set_exception(exc)
 
 
-_gathering: ContextVar[_Gathering | None] = ContextVar("gathered_reads", default=None)
+# The gatherings of this context, one per database (engine).
+_gatherings: ContextVar[dict[AsyncEngine, _Gathering] | None] = ContextVar("gathered_reads", default=None)
 
 
 @contextmanager
 def gathered_reads() -> Iterator[None]:
     """Driver reads started in this context, including by the tasks it
-    starts, are gathered into batches (on SQLite)."""
-    token = _gathering.set(_Gathering())
+    starts, are gathered into batches (on SQLite), one per database."""
+    token = _gatherings.set({})
     try:
         yield
     finally:
-        _gathering.reset(token)
+        _gatherings.reset(token)
 
 
 def _query(statement: Statement) -> bool:
@@ -98,10 +99,17 @@ def _query(statement: Statement) -> bool:
 class GatheringDriver(Driver):
     """A driver whose queries join the batch being gathered, if any."""
 
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self.engine = engine
+
     async def batch(self, statements: Sequence[Statement]) -> list[Result]:
-        gathering = _gathering.get()
-        if not statements or gathering is None or not self.sqlite or not all(map(_query, statements)):
+        gatherings = _gatherings.get()
+        if not statements or gatherings is None or not self.sqlite or not all(map(_query, statements)):
             return await super().batch(statements)
+        gathering = gatherings.get(self.engine)
+        if gathering is None:
+            gathering = gatherings[self.engine] = _Gathering()
         return await gathering.join(self, statements)
 
     async def send(self, statements: Sequence[Statement]) -> list[Result]:

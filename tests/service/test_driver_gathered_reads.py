@@ -114,3 +114,22 @@ async def test_a_cancelled_leader_leaves_the_others_answered(engine: AsyncEngine
         answers = await asyncio.gather(*followers)
     assert answers == [("suite 0",), ("suite 1",)] and leader.cancelled()
     assert driver.sent == ([1, 1] if driver.sqlite else [])
+
+
+async def test_reads_of_two_databases_go_to_their_own(
+    engine: AsyncEngine, make_database: DatabaseFactory
+) -> None:
+    async with make_database("router") as url:
+        router_engine = create_engine(url)
+        try:
+            memory, router = CountedDriver(engine), CountedDriver(router_engine)
+            with gathered_reads():
+                counts = await all_or_none(
+                    memory.fetchrow("SELECT count(*) FROM handoff_summaries"),
+                    router.fetchrow("SELECT count(*) FROM skill_enablements"),
+                    memory.fetchrow("SELECT count(*) FROM live_state"),
+                )
+        finally:
+            await router_engine.dispose()
+    assert counts == [(0,), (0,), (0,)]
+    assert (memory.sent, router.sent) == (([2], [1]) if memory.sqlite else ([], []))
