@@ -93,7 +93,11 @@ def gathered_reads() -> Iterator[None]:
 
 
 def _query(statement: Statement) -> bool:
-    return not statement.many and statement.sql.lstrip()[:6].upper() == "SELECT"
+    """A SELECT with its own arguments: arguments worked out from the
+    results before it would see other reads' results in a gathered batch."""
+    if statement.many or callable(statement.args):
+        return False
+    return statement.sql.lstrip()[:6].upper() == "SELECT"
 
 
 class GatheringDriver(Driver):

@@ -133,3 +133,15 @@ async def test_reads_of_two_databases_go_to_their_own(
             await router_engine.dispose()
     assert counts == [(0,), (0,), (0,)]
     assert (memory.sent, router.sent) == (([2], [1]) if memory.sqlite else ([], []))
+
+
+async def test_a_batch_whose_arguments_come_from_its_results_is_never_gathered(engine: AsyncEngine) -> None:
+    driver = CountedDriver(engine)
+    chained = [
+        Statement("SELECT 41"),
+        Statement("SELECT CAST($1 AS INTEGER) + 1", lambda done: done[0].rows[0]),
+    ]
+    with gathered_reads():
+        first, (_, second) = await all_or_none(driver.fetchrow("SELECT 7"), driver.batch(chained))
+    assert first == (7,) and second.rows == [(42,)]
+    assert driver.sent == ([1] if driver.sqlite else [])
