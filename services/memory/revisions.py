@@ -13,6 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from services.memory.models import Revision
 from services.shared.db import dialect_insert
 from services.shared.db_retry import db_retry
+from services.shared.gathered_reads import driver_of
 
 NOTES = "notes"
 LIVE = "live"
@@ -33,9 +34,12 @@ class RevisionedRepository:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        # The reads every run makes go straight to the driver.
+        self._driver = driver_of(sessions)
 
     @db_retry
     async def revision(self, project: str, scope: str) -> int:
-        async with self._sessions() as session:
-            row = await session.get(Revision, (project, scope))
-            return row.revision if row is not None else 0
+        row = await self._driver.fetchrow(
+            "SELECT revision FROM memory_revisions WHERE project_id = $1 AND scope = $2", project, scope
+        )
+        return int(row[0]) if row is not None else 0

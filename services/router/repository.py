@@ -24,7 +24,12 @@ from services.router.models import (
 from services.shared.audit import AuditLog, record
 from services.shared.db import is_unique_violation
 from services.shared.db_retry import db_retry, retry_if
+from services.shared.driver import Statement
+from services.shared.driver_rows import Loader
+from services.shared.gathered_reads import driver_of
 from services.shared.time import utcnow
+
+_REVISION = "SELECT revision FROM catalog_revision WHERE id = 1"
 
 
 class NameTaken(Exception):
@@ -48,25 +53,28 @@ class RouterRepository:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
         self.audit = AuditLog(RouterAuditEvent, sessions)
+        # The reads every routing makes go straight to the driver.
+        self._driver = driver_of(sessions)
+        self._enablement = Loader(self._driver, SkillEnablement)
+        self._enablements = f"SELECT {self._enablement.select} FROM skill_enablements WHERE user_id = $1"
 
     # The catalog
 
     @db_retry
     async def revision(self) -> int:
         """The catalog revision: one primary-key read, before every routing."""
-        async with self._sessions() as session:
-            row = await session.get(CatalogRevision, 1)
-            return row.revision if row else 0
+        row = await self._driver.fetchrow(_REVISION)
+        return int(row[0]) if row is not None else 0
 
     @db_retry
     async def routing_state(self, user_id: str) -> tuple[int, dict[str, SkillEnablement]]:
-        """What routing reads for a request, in one session: the catalog
+        """What routing reads for a request, in one transaction: the catalog
         revision and the caller's enablement rows."""
-        async with self._sessions() as session:
-            row = await session.get(CatalogRevision, 1)
-            query = select(SkillEnablement).where(col(SkillEnablement.user_id) == user_id)
-            rows = (await session.exec(query)).all()
-            return (row.revision if row else 0), {r.skill_id: r for r in rows}
+        revision, enablements = await self._driver.batch(
+            [Statement(_REVISION), Statement(self._enablements, (user_id,))]
+        )
+        rows = [self._enablement(row) for row in enablements.rows]
+        return (int(revision.rows[0][0]) if revision.rows else 0), {r.skill_id: r for r in rows}
 
     @db_retry
     async def all_skills(self) -> tuple[int, Sequence[Skill]]:

@@ -22,6 +22,7 @@ from services.memory.projects.domain import Role
 from services.shared.audit import Actor
 from services.shared.embeddings import TextEmbedding
 from services.shared.errors import InvalidArgument, NotFound
+from services.shared.gathered_reads import gathered_reads
 from services.shared.together import all_or_none
 
 RECALLED_NOTES = "recalled_notes"
@@ -116,19 +117,22 @@ class ChatContextDomain:
         if wanted & {RECALLED_NOTES, PROJECT_CONTEXT, LIVE_STATE}:
             # One membership check for the three project reads.
             project = (await self._notes.projects.access(actor, query.project_id, Role.VIEWER)).project_id
-        recalled, (settings, instructions), project_context, live, summary = await all_or_none(
-            self._notes.recall_in(project, query.recall_query, "", query.recall_limit)
-            if RECALLED_NOTES in wanted
-            else _absent(Recall([])),
-            self._settings_and_instructions(user, SETTINGS in wanted, ACTIVE_INSTRUCTIONS in wanted),
-            _or_none(self._contexts.context_of(project)) if PROJECT_CONTEXT in wanted else _absent(None),
-            self._live.list_in(project, query.live_state_page_size, "")
-            if LIVE_STATE in wanted
-            else _absent(None),
-            _or_none(self._handoff.summary(query.thread_id, user))
-            if HANDOFF_SUMMARY in wanted and query.thread_id
-            else _absent(None),
-        )
+        # The parts' first reads (revision, settings, context, live state,
+        # summary) start in one turn: one batch, one snapshot (on SQLite).
+        with gathered_reads():
+            recalled, (settings, instructions), project_context, live, summary = await all_or_none(
+                self._notes.recall_in(project, query.recall_query, "", query.recall_limit)
+                if RECALLED_NOTES in wanted
+                else _absent(Recall([])),
+                self._settings_and_instructions(user, SETTINGS in wanted, ACTIVE_INSTRUCTIONS in wanted),
+                _or_none(self._contexts.context_of(project)) if PROJECT_CONTEXT in wanted else _absent(None),
+                self._live.list_in(project, query.live_state_page_size, "")
+                if LIVE_STATE in wanted
+                else _absent(None),
+                _or_none(self._handoff.summary(query.thread_id, user))
+                if HANDOFF_SUMMARY in wanted and query.thread_id
+                else _absent(None),
+            )
         return ChatContext(
             recalled=recalled.notes,
             settings=settings,

@@ -8,25 +8,40 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import delete, func
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from services.memory.context.models import LiveState, ProjectContextRow
 from services.memory.revisions import LIVE, RevisionedRepository, bump
 from services.shared.db import dialect_insert
 from services.shared.db_retry import db_retry
+from services.shared.driver_rows import Loader
 
 
 class ContextRepository(RevisionedRepository):
     """Reads and writes are retried when the database connection drops
     (services.shared.db_retry): every write here is an upsert or a delete,
-    which a second run leaves as the first one did."""
+    which a second run leaves as the first one did. The reads every chat
+    run makes go straight to the driver."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        super().__init__(sessions)
+        self._context = Loader(self._driver, ProjectContextRow)
+        self._get_context = f"SELECT {self._context.select} FROM project_contexts WHERE project_id = $1"
+        self._live = Loader(self._driver, LiveState)
+        self._bind_time = self._driver.binder(self._live.columns["expire_time"])
+        live = f"SELECT {self._live.select} FROM live_state "
+        live += "WHERE project_id = $1 AND expire_time > $2 AND agent_id > $3 ORDER BY agent_id"
+        self._list_live = live
+        self._list_live_page = live + " LIMIT $4"
 
     # Project context
 
     @db_retry
     async def get_context(self, project: str) -> ProjectContextRow | None:
-        async with self._sessions() as session:
-            return await session.get(ProjectContextRow, project)
+        row = await self._driver.fetchrow(self._get_context, project)
+        return self._context(row) if row is not None else None
 
     @db_retry
     async def put_context(self, row: ProjectContextRow) -> ProjectContextRow:
@@ -75,16 +90,12 @@ class ContextRepository(RevisionedRepository):
         self, project: str, now: datetime, after_agent: str = "", limit: int | None = None
     ) -> Sequence[LiveState]:
         """Unexpired entries by agent id, after ``after_agent``."""
-        query = select(LiveState).where(
-            LiveState.project_id == project,
-            col(LiveState.expire_time) > now,
-            col(LiveState.agent_id) > after_agent,
-        )
-        query = query.order_by(col(LiveState.agent_id))
-        if limit is not None:
-            query = query.limit(limit)
-        async with self._sessions() as session:
-            return (await session.exec(query)).all()
+        (expire_after,) = self._bind_time((now,))
+        if limit is None:
+            rows = await self._driver.fetch(self._list_live, project, expire_after, after_agent)
+        else:
+            rows = await self._driver.fetch(self._list_live_page, project, expire_after, after_agent, limit)
+        return [self._live(row) for row in rows]
 
     @db_retry
     async def delete_live(self, project: str, agent_id: str | None, now: datetime) -> int:

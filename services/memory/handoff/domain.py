@@ -484,11 +484,7 @@ class HandoffDomain:
         return await self._summariser.fold(state, pending), self._summariser.name, reason[:500]
 
     async def _row(self, thread_id: str, caller: str) -> HandoffSummaryRow:
-        row = await self._repo.get(thread_id)
-        # A private summary (a conversation's) is another user's: exactly like a missing one.
-        if row is None or (row.owner_user_id is not None and row.owner_user_id != caller):
-            raise NotFound(f"no handoff entries recorded for thread {thread_id!r}", thread_id=thread_id)
-        return row
+        return _owned(await self._repo.get(thread_id), thread_id, caller)
 
     async def record(
         self, thread_id: str, entries: Sequence[HandoffEntry], caller: str = "", private: bool = False
@@ -539,8 +535,9 @@ class HandoffDomain:
 
     async def summary(self, thread_id: str, caller: str = "") -> Summary:
         thread_id = check_thread_id(thread_id)
-        row = await self._row(thread_id, caller)
-        return self._summary(row, await self._repo.pending_count(thread_id, row.last_folded_sequence))
+        # The row and the count of its pending entries in one read.
+        row, pending = await self._repo.get_with_pending(thread_id)
+        return self._summary(_owned(row, thread_id, caller), pending)
 
     def _summary(self, row: HandoffSummaryRow, pending: int) -> Summary:
         return Summary(
@@ -553,3 +550,10 @@ class HandoffDomain:
             summariser=row.summariser,
             fallback_reason=row.fallback_reason,
         )
+
+
+def _owned(row: HandoffSummaryRow | None, thread_id: str, caller: str) -> HandoffSummaryRow:
+    # A private summary (a conversation's) is another user's: exactly like a missing one.
+    if row is None or (row.owner_user_id is not None and row.owner_user_id != caller):
+        raise NotFound(f"no handoff entries recorded for thread {thread_id!r}", thread_id=thread_id)
+    return row

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, update
+from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -12,6 +12,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from services.memory.handoff.models import HandoffPendingEntry, HandoffSummaryRow
 from services.shared.db import dialect_insert
 from services.shared.db_retry import db_retry
+from services.shared.driver_rows import Loader
+from services.shared.gathered_reads import driver_of
 from services.shared.time import utcnow
 
 
@@ -19,10 +21,19 @@ class HandoffRepository:
     """Reads and ``record`` (entries keyed by sequence, skipped when present)
     are retried when the database connection drops (services.shared.db_retry);
     a checkpoint is not: a second run would find its own fold and report
-    that another checkpoint won."""
+    that another checkpoint won. The reads of a chat run's summary go
+    straight to the driver."""
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        self._driver = driver_of(sessions)
+        self._summary = Loader(self._driver, HandoffSummaryRow, alias="s")
+        self._get = f"SELECT {self._summary.select} FROM handoff_summaries s WHERE s.thread_id = $1"
+        self._get_with_pending = (
+            f"SELECT {self._summary.select}, (SELECT count(*) FROM handoff_entries e "
+            "WHERE e.thread_id = s.thread_id AND e.sequence > s.last_folded_sequence) "
+            "FROM handoff_summaries s WHERE s.thread_id = $1"
+        )
 
     @db_retry
     async def record(
@@ -66,8 +77,15 @@ class HandoffRepository:
 
     @db_retry
     async def get(self, thread_id: str) -> HandoffSummaryRow | None:
-        async with self._sessions() as session:
-            return await session.get(HandoffSummaryRow, thread_id, populate_existing=True)
+        row = await self._driver.fetchrow(self._get, thread_id)
+        return self._summary(row) if row is not None else None
+
+    @db_retry
+    async def get_with_pending(self, thread_id: str) -> tuple[HandoffSummaryRow | None, int]:
+        """The thread's row and how many entries wait after its last fold (0
+        without a row), in one read."""
+        row = await self._driver.fetchrow(self._get_with_pending, thread_id)
+        return (self._summary(row), int(row[-1])) if row is not None else (None, 0)
 
     @db_retry
     async def pending(self, thread_id: str, after: int) -> Sequence[HandoffPendingEntry]:
@@ -81,11 +99,10 @@ class HandoffRepository:
 
     @db_retry
     async def pending_count(self, thread_id: str, after: int) -> int:
-        async with self._sessions() as session:
-            query = select(func.count()).where(
-                col(HandoffPendingEntry.thread_id) == thread_id, col(HandoffPendingEntry.sequence) > after
-            )
-            return int((await session.exec(query)).one())
+        row = await self._driver.fetchrow(
+            "SELECT count(*) FROM handoff_entries WHERE thread_id = $1 AND sequence > $2", thread_id, after
+        )
+        return int(row[0]) if row is not None else 0
 
     async def store_checkpoint(
         self,

@@ -12,6 +12,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from services.memory.personal.models import PersonalSettings
 from services.shared.db import dialect_insert
 from services.shared.db_retry import db_retry
+from services.shared.driver_rows import Loader
+from services.shared.gathered_reads import driver_of
 
 
 class PersonalSettingsRepository:
@@ -20,13 +22,17 @@ class PersonalSettingsRepository:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        # Every chat run reads the settings: straight on the driver.
+        self._driver = driver_of(sessions)
+        self._settings = Loader(self._driver, PersonalSettings)
+        self._get = f"SELECT {self._settings.select} FROM personal_settings WHERE user_id = $1"
 
     # Personal settings
 
     @db_retry
     async def get_settings(self, user_id: str) -> PersonalSettings | None:
-        async with self._sessions() as session:
-            return await session.get(PersonalSettings, user_id)
+        row = await self._driver.fetchrow(self._get, user_id)
+        return self._settings(row) if row is not None else None
 
     @db_retry
     async def upsert_settings(self, user_id: str, changes: Mapping[str, Any]) -> PersonalSettings:

@@ -20,32 +20,29 @@ from services.memory.projects.models import (
 from services.shared.audit import record
 from services.shared.db import dialect_insert, is_unique_violation
 from services.shared.db_retry import db_retry
+from services.shared.driver_rows import Loader
 from services.shared.errors import AlreadyExists
+from services.shared.gathered_reads import driver_of
 
 
 class ProjectsRepository:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        # The access check every project-scoped call makes goes straight to the driver.
+        self._driver = driver_of(sessions)
+        self._project = Loader(self._driver, ProjectRow, alias="p")
+        self._project_and_role = (
+            f"SELECT {self._project.select}, m.role FROM projects p "
+            "LEFT JOIN project_members m ON m.project_id = p.id AND m.user_id = $2 WHERE p.id = $1"
+        )
 
     @db_retry
     async def project_and_role(self, project_id: str, user_id: str) -> tuple[ProjectRow | None, int]:
         """The project and ``user_id``'s role in it (0: not a member), in one read."""
-        query = (
-            select(ProjectRow, ProjectMemberRow.role)
-            .join(
-                ProjectMemberRow,
-                (col(ProjectMemberRow.project_id) == col(ProjectRow.id))
-                & (col(ProjectMemberRow.user_id) == user_id),
-                isouter=True,
-            )
-            .where(col(ProjectRow.id) == project_id)
-        )
-        async with self._sessions() as session:
-            found = (await session.exec(query)).first()
+        found = await self._driver.fetchrow(self._project_and_role, project_id, user_id)
         if found is None:
             return None, 0
-        project, role = found
-        return project, int(role or 0)
+        return self._project(found), int(found[-1] or 0)
 
     @db_retry
     async def alias(self, user_id: str, alias: str) -> str | None:
