@@ -7,28 +7,25 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, insert, or_, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel import col, select
 
 from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
 from services.engine.quotas import RunQuota
+from services.engine.run_sql import QUOTA_LOCK_CLASS, RunStatements
 from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import outbox_row
 from services.shared.db import is_unique_violation, session_factory
-from services.shared.db_retry import db_retry, insert_skipping_existing, retry_transient
+from services.shared.db_retry import db_retry, retry_transient
+from services.shared.driver import Driver
 from services.shared.errors import Exhausted, FailedPrecondition
 from services.shared.time import utcnow
 
-# The first key of the user's advisory lock (two-key form): apart from the
-# threads' one-key locks, so a user id never shares a lock with a thread.
-QUOTA_LOCK_CLASS = 19
-
 
 class RunsRepository:
-    """The writes of every run (insert, events, finish) are Core statements on
-    a connection, lighter than an ORM session on the hottest path (about 1 ms
-    of CPU per run, docs/history/benchmarks-2026.md). Reads and rare writes use sessions.
+    """The statements of every run (insert, queue check, events, finish) run
+    on the driver (services.engine.run_sql), a tenth of the CPU of the same
+    statements through SQLAlchemy. Reads and rare writes use sessions.
 
     Every method is retried when the database connection drops
     (services.shared.db_retry), and each is safe to run twice: a retry after
@@ -37,6 +34,8 @@ class RunsRepository:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._sessions = session_factory(engine)
+        self._driver = Driver(engine)
+        self._sql = RunStatements(self._driver)
 
     @db_retry
     async def insert_run(
@@ -51,41 +50,12 @@ class RunsRepository:
         the user's (TooManyRuns / RateLimited), so concurrent requests on
         several replicas cannot all fit under it."""
         try:
-            async with self._engine.begin() as connection:
-                if connection.dialect.name == "postgresql" and run.conversation_id:
-                    # The runs of a thread are inserted one at a time and stamped
-                    # in that order, so the start order is the commit order: a
-                    # run that finds no run ahead of it (runs_ahead) cannot have
-                    # an earlier one commit after it looked (two runs on one
-                    # thread at once). SQLite has a single writer per file.
-                    lock = func.pg_advisory_xact_lock(func.hashtext(run.conversation_id))
-                    await connection.execute(select(lock))
-                    run.started_at = (await connection.execute(select(func.clock_timestamp()))).scalar_one()
-                if reject_busy and run.conversation_id:
-                    active = await connection.execute(
-                        select(AgentRun.id, AgentRun.user_id).where(
-                            AgentRun.conversation_id == run.conversation_id, AgentRun.status == "running"
-                        )
-                    )
-                    if rows := active.all():
-                        # Another user's run id (a shared agent thread) is not theirs to know.
-                        own = [row[0] for row in rows if row[1] == run.user_id]
-                        raise FailedPrecondition(
-                            "a run is already active on this conversation; retry later or queue",
-                            **({"active_run_id": own[0]} if own else {}),
-                        )
-                if quota is not None and quota.limits_anything:
-                    refusal = await self._quota_refusal(connection, run, quota)
-                    if refusal is not None:
-                        if run.request_id and await self._has_request(connection, run):
-                            return None  # a retry of a run that fitted: it is replayed, not refused
-                        raise refusal
-                await connection.execute(insert(AgentRun), [run.model_dump()])
-                await connection.execute(
-                    insert(RunEventRow), [{"run_id": run.id, "sequence": 1, "payload": first_event}]
-                )
-            return run
-        except IntegrityError as exc:
+            if await self._insert_if_room(run, first_event, reject_busy, quota):
+                return run
+            # Refused in the first transaction: this one says why, or inserts
+            # the run when a run ended meanwhile.
+            return await self._insert_deciding(run, first_event, reject_busy, quota)
+        except Exception as exc:  # the driver's own errors too (sqlite3, asyncpg)
             if not is_unique_violation(exc):
                 raise
             if (stored := await self.get_run(run.id)) is not None:
@@ -94,6 +64,62 @@ class RunsRepository:
             if run.request_id:
                 return None
             raise
+
+    async def _insert_if_room(
+        self, run: AgentRun, first_event: bytes, reject_busy: bool, quota: RunQuota | None
+    ) -> bool:
+        """One transaction that writes the run and its first event when the
+        thread is idle (``reject_busy``) and the quota has room, and nothing
+        otherwise (False). The common case: a run that is not refused."""
+        limits = quota if quota is not None and quota.limits_anything else None
+        statements = self._sql.insert_run(run, first_event, reject_busy, limits, utcnow())
+        inserted = (await self._driver.batch(statements))[-2]
+        if not inserted.rowcount:
+            return False
+        if inserted.rows:  # PostgreSQL: the database's clock, read under the thread's lock
+            run.started_at = inserted.rows[0][0]
+        return True
+
+    async def _insert_deciding(
+        self, run: AgentRun, first_event: bytes, reject_busy: bool, quota: RunQuota | None
+    ) -> AgentRun | None:
+        """insert_run's refusals, decided in one transaction (SQLAlchemy's:
+        refusals are rare): FailedPrecondition, the quota's refusal, None for
+        a retry of a run that fitted, or the run inserted after all."""
+        async with self._engine.begin() as connection:
+            if connection.dialect.name == "postgresql" and run.conversation_id:
+                # The runs of a thread are inserted one at a time and stamped
+                # in that order, so the start order is the commit order: a
+                # run that finds no run ahead of it (runs_ahead) cannot have
+                # an earlier one commit after it looked (two runs on one
+                # thread at once). SQLite has a single writer per file.
+                lock = func.pg_advisory_xact_lock(func.hashtext(run.conversation_id))
+                await connection.execute(select(lock))
+                run.started_at = (await connection.execute(select(func.clock_timestamp()))).scalar_one()
+            if reject_busy and run.conversation_id:
+                active = await connection.execute(
+                    select(AgentRun.id, AgentRun.user_id).where(
+                        AgentRun.conversation_id == run.conversation_id, AgentRun.status == "running"
+                    )
+                )
+                if rows := active.all():
+                    # Another user's run id (a shared agent thread) is not theirs to know.
+                    own = [row[0] for row in rows if row[1] == run.user_id]
+                    raise FailedPrecondition(
+                        "a run is already active on this conversation; retry later or queue",
+                        **({"active_run_id": own[0]} if own else {}),
+                    )
+            if quota is not None and quota.limits_anything:
+                refusal = await self._quota_refusal(connection, run, quota)
+                if refusal is not None:
+                    if run.request_id and await self._has_request(connection, run):
+                        return None  # a retry of a run that fitted: it is replayed, not refused
+                    raise refusal
+            await connection.execute(insert(AgentRun), [run.model_dump()])
+            await connection.execute(
+                insert(RunEventRow), [{"run_id": run.id, "sequence": 1, "payload": first_event}]
+            )
+        return run
 
     @staticmethod
     async def _quota_refusal(connection: AsyncConnection, run: AgentRun, quota: RunQuota) -> Exhausted | None:
@@ -143,18 +169,13 @@ class RunsRepository:
             return await session.get(AgentRun, run_id)
 
     async def append_events(self, run_id: str, events: Sequence[tuple[int, bytes]]) -> None:
-        rows = [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events]
+        rows = [(run_id, seq, payload) for seq, payload in events]
 
         async def write(attempt: int) -> None:
-            async with self._engine.begin() as connection:
-                # A retry skips the events an attempt whose reply was lost wrote.
-                await connection.execute(self._insert(RunEventRow, attempt), rows)
+            # A retry skips the events an attempt whose reply was lost wrote.
+            await self._driver.batch([self._sql.events.of(rows, retry=attempt > 1)])
 
         await retry_transient(write, "RunsRepository.append_events")
-
-    def _insert(self, table: Any, attempt: int) -> Any:
-        """A plain INSERT, or for a retry one that skips rows already there."""
-        return insert(table) if attempt == 1 else insert_skipping_existing(table, self._engine.dialect.name)
 
     async def finish_run(
         self,
@@ -169,24 +190,18 @@ class RunsRepository:
         names one (so an ended run is always delivered, and delivered once)."""
 
         async def write(attempt: int) -> None:
-            async with self._engine.begin() as connection:
-                await connection.execute(
-                    update(AgentRun).where(col(AgentRun.id) == run_id).values(finished_at=utcnow(), **values)
-                )
-                # Fixed keys (ids, sequences): a retry skips what a lost-reply attempt wrote.
-                for table in (AgentAction, SkillRun):
-                    rows = [row.model_dump() for row in journal if isinstance(row, table)]
-                    if rows:
-                        await connection.execute(self._insert(table, attempt), rows)
-                if events:
-                    await connection.execute(
-                        self._insert(RunEventRow, attempt),
-                        [{"run_id": run_id, "sequence": seq, "payload": payload} for seq, payload in events],
-                    )
-                if webhook_url:
-                    await connection.execute(
-                        self._insert(WebhookOutbox, attempt), [outbox_row(run_id, webhook_url)]
-                    )
+            # Fixed keys (ids, sequences): a retry skips what a lost-reply attempt wrote.
+            retry = attempt > 1
+            statements = [self._sql.finish_run(run_id, values, utcnow())]
+            for inserts, table in ((self._sql.actions, AgentAction), (self._sql.skill_runs, SkillRun)):
+                rows = [row.model_dump() for row in journal if isinstance(row, table)]
+                if rows:
+                    statements.append(inserts.of_dicts(rows, retry))
+            if events:
+                statements.append(self._sql.events.of([(run_id, seq, data) for seq, data in events], retry))
+            if webhook_url:
+                statements.append(self._sql.outbox.of_dicts([outbox_row(run_id, webhook_url)], retry))
+            await self._driver.batch(statements)
 
         await retry_transient(write, "RunsRepository.finish_run")
 
@@ -269,16 +284,8 @@ class RunsRepository:
     async def runs_ahead(self, run: AgentRun) -> int:
         """Running runs of the same conversation that arrived before ``run``
         (by start time, then id): the queue in front of it."""
-        async with self._sessions() as session:
-            query = select(func.count()).where(
-                AgentRun.conversation_id == run.conversation_id,
-                AgentRun.status == "running",
-                or_(
-                    col(AgentRun.started_at) < run.started_at,
-                    (col(AgentRun.started_at) == run.started_at) & (col(AgentRun.id) < run.id),
-                ),
-            )
-            return int((await session.exec(query)).one())
+        (result,) = await self._driver.batch([self._sql.runs_ahead(run)])
+        return int(result.rows[0][0])
 
     @db_retry
     async def record_approval(self, run_id: str, decision: str) -> bool:

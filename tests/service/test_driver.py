@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Column, DateTime, Integer, MetaData, Table, Text, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.shared.db import create_engine
+from services.shared.db import create_engine, is_unique_violation
 from services.shared.db_retry import is_transient
 from services.shared.driver import Driver, Statement, columns
 
@@ -135,3 +135,16 @@ async def test_a_lost_connection_is_not_handed_out_again(engine: AsyncEngine, db
         await driver.fetch("SELECT 1")
     assert is_transient(lost.value), lost.value
     assert await driver.fetch("SELECT 1") == [(1,)]
+
+
+async def test_a_unique_violation_of_the_driver_is_recognised_and_not_retried(engine: AsyncEngine) -> None:
+    """The driver raises sqlite3's or asyncpg's own errors: the repositories'
+    unique-violation handling and db_retry classify them as they classify
+    SQLAlchemy's."""
+    driver = Driver(engine)
+    await driver.execute(INSERT, 1, "one")
+    with pytest.raises(Exception) as failed:
+        await driver.execute(INSERT, 1, "again")
+    assert is_unique_violation(failed.value), repr(failed.value)
+    assert not is_transient(failed.value)
+    assert await driver.execute(INSERT + " ON CONFLICT DO NOTHING", 1, "again") == 0

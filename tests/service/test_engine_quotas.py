@@ -6,15 +6,21 @@ a run as a quota notice, not as memory being unavailable."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
 from prometheus_client import REGISTRY
 
+from services.engine.models import AgentRun
+from services.engine.quotas import RunQuota
+from services.engine.repository import RunsRepository
 from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
-from services.shared.errors import error_info, retry_delay
+from services.shared.db import create_engine
+from services.shared.errors import TooManyRuns, error_info, retry_delay
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.memory.v1.pages_service_pb2 import GetActiveInstructionsRequest
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -256,3 +262,38 @@ async def test_a_full_memory_quota_is_a_quota_notice_not_unavailable(
     assert final.final.text == answer.format(cause=cause)
     run = await sb.engine.GetRun(engine_service_pb2.GetRunRequest(run_id=final.run_id), **as_user("alice"))
     assert run.run.status == engine_pb2.RUN_STATUS_DONE and run.run.language == language
+
+
+# The insert's two transactions
+
+
+async def test_a_refused_insert_writes_nothing_and_lets_the_run_in_if_room_came_meanwhile(
+    make_database: DatabaseFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's insert writes it (and its first event) only while the quota
+    has room; a run refused there goes to a second transaction, which words
+    the refusal, or inserts the run when the run in the way ended since."""
+    async with make_database("engine") as url:
+        engine = create_engine(url)
+        try:
+            repo = RunsRepository(engine)
+            quota = RunQuota(max_concurrent=1)
+            first = AgentRun(id=str(uuid.uuid4()), user_id="alice", conversation_id="c1")
+            second = AgentRun(id=str(uuid.uuid4()), user_id="alice", conversation_id="c2")
+            assert await repo.insert_run(first, b"first", quota=quota) is first
+            with pytest.raises(TooManyRuns):
+                await repo.insert_run(second, b"second", quota=quota)
+            assert await repo.get_run(second.id) is None
+            assert await repo.events_after(second.id, 0) == []
+
+            decide = RunsRepository._insert_deciding
+
+            async def first_ends_meanwhile(self: RunsRepository, *args: Any) -> AgentRun | None:
+                await repo.finish_run(first.id, {"status": "done", "error": None}, [])
+                return await decide(self, *args)
+
+            monkeypatch.setattr(RunsRepository, "_insert_deciding", first_ends_meanwhile)
+            assert await repo.insert_run(second, b"second", quota=quota) is second
+            assert [row.payload for row in await repo.events_after(second.id, 0)] == [b"second"]
+        finally:
+            await engine.dispose()

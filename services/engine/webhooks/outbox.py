@@ -31,7 +31,16 @@ from services.engine.webhooks.models import (
 )
 from services.shared.db import dialect_insert, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing
+from services.shared.driver import Driver
 from services.shared.time import utcnow
+
+# Whether any row is due (OutboxRepository._claimable, as SQL for the driver):
+# the worker looks after every run, and most runs name no webhook.
+ANY_DUE = (
+    "SELECT 1 FROM webhook_outbox WHERE state = $1 AND next_attempt_at <= $2"
+    " AND (lease_until IS NULL OR lease_until < $2) LIMIT 1"
+)
+DEFAULT_URL = "SELECT url FROM webhook_defaults WHERE user_id = $1 AND target_kind = $2 AND target_id = $3"
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,8 @@ class OutboxRepository:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._sessions = session_factory(engine)
+        self._driver = Driver(engine)
+        self._bind_time = self._driver.binder(WebhookOutbox.__table__.c.next_attempt_at)  # type: ignore[attr-defined]
 
     @staticmethod
     def _claimable(now: datetime) -> ColumnElement[bool]:
@@ -69,6 +80,8 @@ class OutboxRepository:
         now = utcnow()
         until = now + timedelta(seconds=lease_seconds)
         claimed: list[WebhookOutbox] = []
+        if await self._driver.fetchrow(ANY_DUE, PENDING, *self._bind_time([now])) is None:
+            return claimed
         async with self._sessions() as session:
             due = (
                 select(WebhookOutbox)
@@ -165,12 +178,13 @@ class DefaultsRepository:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._sessions = session_factory(engine)
+        self._driver = Driver(engine)
 
     @db_retry
     async def get(self, user_id: str, kind: str, target_id: str) -> str:
-        async with self._sessions() as session:
-            row = await session.get(WebhookDefault, (user_id, kind, target_id))
-            return row.url if row is not None else ""
+        """Read for every run that names no webhook: on the driver."""
+        row = await self._driver.fetchrow(DEFAULT_URL, user_id, kind, target_id)
+        return str(row[0]) if row is not None else ""
 
     @db_retry
     async def put(self, user_id: str, kind: str, target_id: str, url: str) -> None:
