@@ -1,0 +1,624 @@
+"""The growth benchmark: what a run costs does not grow with the data around
+it. CPU per run of every server process (gateway, engine, threads, memory,
+router, from /proc) with little data around the run and with a lot, on one
+launched system (SQLite files, the offline model, the hashing embedder).
+
+    scripts/bench.sh growth                        # 100 runs per side; docs/benchmarks.json
+    scripts/bench.sh growth --smoke --out /tmp/b   # smaller data, 10 runs per side
+    scripts/bench.sh growth --cases notes --profile /tmp/prof   # py-spy every process
+
+The cases (small against big, the target a ratio of CPU per run, big / small):
+
+- chat: a message at turn 1 of a conversation (a fresh conversation per run)
+  against turns 500, 501... of one conversation whose earlier turns were
+  written into the threads database (≤ 1.2×);
+- notes: a message in a project of 10 notes against one of 100,000, each run
+  in a fresh conversation (≤ 1.3×);
+- skills: a message routed over the default catalog (23 skills) against a
+  catalog of 10,000, each run in a fresh conversation (≤ 1.3×);
+- ask: AskAgent on an agent whose thread is empty against one whose thread
+  holds 200,000 entries (≤ 1.2×);
+- page: the agent view's first page as the web page reads it (500 entries,
+  newest first) on a thread of one page against the 200,000-entry thread
+  (≤ 1.2×). An empty thread's page reads nothing, so the small thread holds
+  the page it returns: what differs is only what lies beyond it.
+
+Data is written straight into the services' SQLite files while they run
+(sqlite3 / SQLAlchemy Core executemany, then the revision the services check
+bumped, as a write through the RPC would): note vectors are the hashing
+embedder's, skill vectors too (stored as the router stores them, so no
+reindex). Each pair is measured back to back on the same system, in blocks
+small, big, big, small (half the runs each), so that a drift of the machine
+does not read as growth; the catalog is one per system, so skills go small,
+big, small with the 10,000 skills added and removed in between. Each side is
+warmed up first, unmeasured."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import random
+import secrets
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import sqlalchemy as sa
+
+from services.shared.identity import user_metadata
+from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
+from tests.bench.bench_all import finish, merge_key, provenance
+from tests.bench.bench_memory import QUERIES, synthetic_note
+from tests.bench.bench_router import generated_skills
+from tests.bench.bench_runs import (
+    EMBEDDERS,
+    MESSAGE,
+    BenchError,
+    CpuMeter,
+    System,
+    conversations_of,
+    percentile,
+    profiled,
+    sse_post,
+    system,
+)
+from tests.bench.bench_threads import seed_sqlite
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = "local"  # the launcher's user without auth
+CASES = ("chat", "notes", "skills", "ask", "page")
+# (label, target ratio big / small)
+TARGETS = {
+    "chat": ("Chat run, turn 1 → turn {big:,}", 1.2),
+    "notes": ("Chat run, project of {small:,} → {big:,} notes", 1.3),
+    "skills": ("Chat run, catalog of {small:,} → {big:,} skills", 1.3),
+    "ask": ("AskAgent, thread of {small:,} → {big:,} entries", 1.2),
+    "page": ("Agent view page of 500, thread of {small:,} → {big:,} entries", 1.2),
+}
+WEB_PAGE = 500  # the web page's first read of an agent's thread (gateway/static/js/agents.js)
+NOTES_MESSAGE = QUERIES[0]  # a question the notes answer, so recall has work to do
+SKILLS_MESSAGE = "Please draft the budget forecast for the board."  # words of the generated skills
+ANSWER = "Paris is the capital of France; it has been since the tenth century, with a few interruptions."
+SEED_CHUNK = 10_000
+
+
+@dataclass
+class Side:
+    """One side of a pair: a call that does one run (or read) of it."""
+
+    label: str
+    size: int
+    call: Callable[[], Awaitable[None]]
+    runs: int = 0
+    cpu_ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    wall_ms: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        per_run = {name: round(ms / self.runs, 3) for name, ms in self.cpu_ms.items()}
+        return {
+            "label": self.label,
+            "size": self.size,
+            "runs": self.runs,
+            "cpu_ms_per_run": round(sum(per_run.values()), 3),
+            "cpu_ms_per_run_by_process": per_run,
+            "wall_p50_ms": round(percentile(self.wall_ms, 50), 3),
+        }
+
+
+# Measuring
+
+
+async def block(
+    args: argparse.Namespace, up: System, side: Side, runs: int, label: str, profiles: Any
+) -> None:
+    """``runs`` calls back to back, their servers' CPU added to the side's."""
+    meter = CpuMeter(up.services)
+    meter.start()
+    with profiled(args.profile, label, up.services, profiles):
+        for _ in range(runs):
+            started = time.perf_counter()
+            await side.call()
+            side.wall_ms.append((time.perf_counter() - started) * 1000)
+    per_run = meter.per_run(runs)["cpu_ms_per_run"]
+    for name in up.services:
+        side.cpu_ms[name] += per_run[name] * runs
+    side.runs += runs
+
+
+async def warm(args: argparse.Namespace, side: Side) -> None:
+    for _ in range(args.warmup):
+        await side.call()
+
+
+def result(key: str, small: Side, big: Side) -> dict[str, Any]:
+    label, target = TARGETS[key]
+    s, b = small.summary(), big.summary()
+    ratio = round(b["cpu_ms_per_run"] / s["cpu_ms_per_run"], 3) if s["cpu_ms_per_run"] else None
+    print(f"  {key}: {s['cpu_ms_per_run']:.2f} → {b['cpu_ms_per_run']:.2f} ms", file=sys.stderr, flush=True)
+    return {
+        "label": label.format(small=small.size, big=big.size),
+        "small": s,
+        "big": b,
+        "ratio": ratio,
+        "target": target,
+        "met": None if ratio is None else ratio <= target,
+    }
+
+
+async def paired(
+    args: argparse.Namespace, up: System, key: str, small: Side, big: Side, profiles: Any
+) -> Any:
+    """Small, big, big, small: half the runs per block."""
+    await warm(args, small)
+    await warm(args, big)
+    first, second = args.runs // 2, args.runs - args.runs // 2
+    for i, (side, runs) in enumerate(((small, first), (big, first), (big, second), (small, second))):
+        if runs:
+            await block(args, up, side, runs, f"{key}_{i}_{'big' if side is big else 'small'}", profiles)
+    return result(key, small, big)
+
+
+# The services' SQLite files
+
+
+@contextmanager
+def database(up: System, service: str) -> Iterator[sa.Connection]:
+    """One transaction on a service's SQLite file, waiting out its writers."""
+    path = up.folder / "data" / f"{service}.db"
+    if not path.exists():
+        raise BenchError(f"no SQLite file {path}")
+    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
+    try:
+        with engine.begin() as db:
+            yield db
+    finally:
+        engine.dispose()
+
+
+def chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == SEED_CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def seed_turns(up: System, conversation: str, turns: int) -> None:
+    """``turns`` earlier exchanges of a conversation, as chat runs write them
+    (the user's entry, the answer), with the thread's last sequence set."""
+    from services.threads.models import Entry, Thread
+
+    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=2 * turns)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for sequence in range(1, 2 * turns + 1):
+            turn, answer = divmod(sequence - 1, 2)
+            run_id = str(uuid.UUID(int=(0x6E0 << 64) + turn))
+            yield {
+                "id": str(uuid.uuid4()),
+                "thread_id": conversation,
+                "sequence": sequence,
+                "requester": USER,
+                "target": "personal",
+                "correlation_id": run_id,
+                "role": 2 if answer else 1,  # ROLE_ASSISTANT, ROLE_USER
+                "source": "engine" if answer else "user",
+                "run_id": run_id,
+                "content": ANSWER if answer else f"{MESSAGE} ({turn})",
+                "tool_calls_json": "[]",
+                "tool_call_id": "",
+                "request_id": f"{run_id}:{'assistant' if answer else 'user'}",
+                "request_index": 0,
+                "create_time": start + datetime.timedelta(seconds=sequence),
+            }
+
+    with database(up, "threads") as db:
+        for chunk in chunks(rows()):
+            db.execute(sa.insert(Entry.__table__), chunk)  # type: ignore[arg-type]
+        db.execute(
+            sa.update(Thread.__table__).where(Thread.__table__.c.id == conversation),
+            {"last_sequence": 2 * turns},
+        )  # type: ignore[attr-defined]
+
+
+def seed_notes(up: System, project: str, count: int, embedder_name: str) -> None:
+    """``count`` notes of a project with the embedder's vectors, and the
+    project's notes revision bumped (its recall index is rebuilt)."""
+    from services.memory.notes.domain import content_hash
+    from services.memory.notes.models import Note
+    from services.memory.notes.recall import note_text
+    from services.shared.embeddings import load_embedder, to_bytes
+
+    embedder = load_embedder(embedder_name)
+    rng = random.Random(11)
+    now = datetime.datetime.now(datetime.UTC)
+    with database(up, "memory") as db:
+        for first in range(0, count, SEED_CHUNK):
+            notes = [synthetic_note(rng, i) for i in range(first, min(count, first + SEED_CHUNK))]
+            vectors = embedder.embed([note_text(t, b, tags) for t, b, tags in notes])
+            rows = [
+                {
+                    "id": str(uuid.uuid4()),
+                    "author_user_id": USER,
+                    "project_id": project,
+                    "kind": 4,
+                    "title": title,
+                    "body": body,
+                    "tags_json": json.dumps(tags),
+                    "author_agent_id": "",
+                    "request_id": None,
+                    "content_hash": content_hash(title, body),
+                    "embedding": to_bytes(vector),
+                    "embedder": embedder.name,
+                    "embedding_dimension": embedder.dimension,
+                    "source": None,
+                    "source_hash": "",
+                    "create_time": now,
+                    "update_time": now,
+                }
+                for (title, body, tags), vector in zip(notes, vectors, strict=True)
+            ]
+            db.execute(sa.insert(Note.__table__), rows)  # type: ignore[arg-type]
+        bump = sa.text(
+            "INSERT INTO memory_revisions (project_id, scope, revision) VALUES (:project, 'notes', 1) "
+            "ON CONFLICT (project_id, scope) DO UPDATE SET revision = revision + 1"
+        )
+        db.execute(bump, {"project": project})
+
+
+GENERATED_PREFIX = "bench-"  # generated_skills' names
+
+
+def seed_skills(up: System, total: int, embedder_name: str) -> int:
+    """Generated skills up to ``total`` in the catalog, with their vectors
+    stored as the router stores them, and the catalog revision bumped.
+    Returns how many were added."""
+    from services.router.models import Skill, SkillVector
+    from services.router.skill_router import embedding_text, text_hash
+    from services.shared.embeddings import load_embedder, to_bytes
+
+    embedder = load_embedder(embedder_name)
+    now = datetime.datetime.now(datetime.UTC)
+    with database(up, "router") as db:
+        present = db.execute(sa.select(sa.func.count()).select_from(Skill.__table__)).scalar_one()  # type: ignore[arg-type]
+        skills = generated_skills(max(0, total - present))
+        for first in range(0, len(skills), SEED_CHUNK):
+            part = skills[first : first + SEED_CHUNK]
+            ids = [str(uuid.uuid4()) for _ in part]
+            texts = [embedding_text(s.name, s.description) for s in part]
+            db.execute(
+                sa.insert(Skill.__table__),  # type: ignore[arg-type]
+                [
+                    {
+                        "id": i,
+                        "name": s.name,
+                        "description": s.description,
+                        "body": s.body,
+                        "builtin": False,
+                        "auto_use": s.auto_use,
+                        "create_request_id": None,
+                        "create_time": now,
+                        "update_time": now,
+                    }
+                    for i, s in zip(ids, part, strict=True)
+                ],
+            )
+            db.execute(
+                sa.insert(SkillVector.__table__),  # type: ignore[arg-type]
+                [
+                    {
+                        "skill_id": i,
+                        "embedder": embedder.name,
+                        "dimension": embedder.dimension,
+                        "text_hash": text_hash(text),
+                        "vector": to_bytes(vector),
+                        "update_time": now,
+                    }
+                    for i, text, vector in zip(ids, texts, embedder.embed(texts), strict=True)
+                ],
+            )
+        db.execute(sa.text("UPDATE catalog_revision SET revision = revision + 1"))
+    return len(skills)
+
+
+def unseed_skills(up: System) -> None:
+    """The generated skills out of the catalog again, the revision bumped."""
+    with database(up, "router") as db:
+        generated = f"SELECT id FROM skills WHERE name LIKE '{GENERATED_PREFIX}%'"
+        db.execute(sa.text(f"DELETE FROM skill_vectors WHERE skill_id IN ({generated})"))
+        db.execute(sa.text(f"DELETE FROM skills WHERE id IN ({generated})"))
+        db.execute(sa.text("UPDATE catalog_revision SET revision = revision + 1"))
+
+
+def catalog_size(up: System) -> int:
+    with database(up, "router") as db:
+        return int(db.execute(sa.text("SELECT count(*) FROM skills")).scalar_one())
+
+
+# The cases
+
+
+def chat_side(up: System, label: str, size: int, conversations: list[str], body: dict[str, Any]) -> Side:
+    """Runs each in the next of ``conversations`` (one, repeated: runs go on in it)."""
+    turn = iter(conversations * (1 if len(conversations) > 1 else 10**6))
+
+    async def call() -> None:
+        await sse_post(up.client, f"/api/agent/conversations/{next(turn)}/messages", body)
+
+    return Side(label, size, call)
+
+
+async def fresh(args: argparse.Namespace, up: System, sides: int = 1) -> list[list[str]]:
+    """A fresh conversation for every run of each side (warm-up included,
+    and one spare: the skills case's unmeasured run)."""
+    each = args.runs + args.warmup + 1
+    made = await conversations_of(up.client, sides * each)
+    return [made[i * each : (i + 1) * each] for i in range(sides)]
+
+
+async def case_chat(args: argparse.Namespace, up: System, profiles: Any) -> dict[str, Any]:
+    (firsts,) = await fresh(args, up)
+    [long] = await conversations_of(up.client, 1)
+    # The warm-up turns come before the measured ones: the first measured is turn --turns.
+    earlier = max(0, args.turns - 1 - args.warmup)
+    await asyncio.to_thread(seed_turns, up, long, earlier)
+    body = {"message": MESSAGE}
+    small = chat_side(up, "turn 1", 1, firsts, body)
+    big = chat_side(up, f"turn {args.turns}+", args.turns, [long], body)
+    return await paired(args, up, "chat", small, big, profiles)
+
+
+async def project(up: System, project_id: str) -> str:
+    response = await up.client.post(
+        "/api/agent/projects", json={"id": project_id, "display_name": project_id}
+    )
+    if response.status_code != 201:
+        raise BenchError(f"create project: {response.status_code} {response.text}")
+    return project_id
+
+
+async def case_notes(args: argparse.Namespace, up: System, profiles: Any) -> dict[str, Any]:
+    few, many = await project(up, "growth-few-notes"), await project(up, "growth-many-notes")
+    await asyncio.to_thread(seed_notes, up, few, args.notes_small, args.embedder)
+    print(f"  notes: seeding {args.notes:,}", file=sys.stderr, flush=True)
+    await asyncio.to_thread(seed_notes, up, many, args.notes, args.embedder)
+    small_runs, big_runs = await fresh(args, up, 2)
+    small = chat_side(
+        up,
+        f"{args.notes_small:,} notes",
+        args.notes_small,
+        small_runs,
+        {"message": NOTES_MESSAGE, "project_id": few},
+    )
+    big = chat_side(
+        up, f"{args.notes:,} notes", args.notes, big_runs, {"message": NOTES_MESSAGE, "project_id": many}
+    )
+    return await paired(args, up, "notes", small, big, profiles)
+
+
+async def case_skills(args: argparse.Namespace, up: System, profiles: Any) -> dict[str, Any]:
+    """Small, big, small: the catalog is the system's, so the big one is
+    added between the small blocks and removed after."""
+    default = catalog_size(up)
+    small_runs, big_runs = await fresh(args, up, 2)
+    body = {"message": SKILLS_MESSAGE}
+    small = chat_side(up, f"{default:,} skills", default, small_runs, body)
+    big = chat_side(up, f"{args.skills:,} skills", args.skills, big_runs, body)
+    first, second = args.runs // 2, args.runs - args.runs // 2
+    await warm(args, small)
+    await block(args, up, small, first, "skills_0_small", profiles)
+    print(f"  skills: seeding {args.skills:,}", file=sys.stderr, flush=True)
+    await asyncio.to_thread(seed_skills, up, args.skills, args.embedder)
+    await warm(args, big)  # the first route rebuilds the index
+    await block(args, up, big, args.runs, "skills_1_big", profiles)
+    await asyncio.to_thread(unseed_skills, up)
+    await small.call()  # the index rebuilt at the default catalog again, unmeasured
+    await block(args, up, small, second, "skills_2_small", profiles)
+    return result("skills", small, big)
+
+
+async def agent_thread(up: System, agent_id: str, stub: threads_service_pb2_grpc.ThreadsServiceStub) -> str:
+    """An agent registered through the gateway, and its live thread."""
+    response = await up.client.post("/api/agent/agents", json={"id": agent_id, "display_name": agent_id})
+    if response.status_code != 201:
+        raise BenchError(f"create agent: {response.status_code} {response.text}")
+    reply = await stub.EnsureAgentThread(
+        threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent_id),
+        metadata=user_metadata(USER),
+        timeout=30,
+    )
+    return str(reply.thread.id)
+
+
+async def case_agent(args: argparse.Namespace, up: System, profiles: Any) -> dict[str, Any]:
+    """AskAgent on an empty thread and on a big one; then the web page's
+    first read of each agent's view."""
+    port = json.loads((up.folder / "ready.json").read_text())["ports"]["threads"]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = threads_service_pb2_grpc.ThreadsServiceStub(channel)
+        empty = await agent_thread(up, "growth-empty", stub)
+        del empty  # asks fill it
+        one_page = await agent_thread(up, "growth-one-page", stub)
+        big = await agent_thread(up, "growth-big", stub)
+    threads_db = up.folder / "data" / "threads.db"
+    await asyncio.to_thread(seed_sqlite, threads_db, one_page, "growth-one-page", WEB_PAGE)
+    print(f"  agent: seeding {args.entries:,}", file=sys.stderr, flush=True)
+    await asyncio.to_thread(seed_sqlite, threads_db, big, "growth-big", args.entries)
+
+    def ask(agent: str, label: str, size: int) -> Side:
+        async def call() -> None:
+            await sse_post(
+                up.client, f"/api/agent/agents/{agent}/asks", {"message": MESSAGE, "requester": "user"}
+            )
+
+        return Side(label, size, call)
+
+    def page(agent: str, label: str, size: int) -> Side:
+        async def call() -> None:
+            response = await up.client.get(
+                f"/api/agent/agents/{agent}/entries", params={"descending": "true", "page_size": WEB_PAGE}
+            )
+            if response.status_code != 200 or len(response.json()["entries"]) != WEB_PAGE:
+                raise BenchError(f"agent view of {agent}: {response.status_code} {response.text[:300]}")
+
+        return Side(label, size, call)
+
+    asks = await paired(
+        args,
+        up,
+        "ask",
+        ask("growth-empty", "empty thread", 0),
+        ask("growth-big", f"{args.entries:,} entries", args.entries),
+        profiles,
+    )
+    pages = await paired(
+        args,
+        up,
+        "page",
+        page("growth-one-page", f"{WEB_PAGE} entries", WEB_PAGE),
+        page("growth-big", f"{args.entries:,} entries", args.entries),
+        profiles,
+    )
+    return {"ask": asks, "page": pages}
+
+
+# Report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "| Case | Small | Big | CPU ms/run, small | CPU ms/run, big | Ratio | Target | Met |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    for c in report["cases"].values():
+        met = "n/a" if c["met"] is None else ("yes" if c["met"] else "no")
+        small, big = c["small"], c["big"]
+        lines.append(
+            f"| {c['label']} | {small['label']} | {big['label']} | {small['cpu_ms_per_run']:.2f} "
+            f"| {big['cpu_ms_per_run']:.2f} | {c['ratio']:.2f}× | ≤ {c['target']:g}× | {met} |"
+        )
+    names = sorted({n for c in report["cases"].values() for n in c["small"]["cpu_ms_per_run_by_process"]})
+    lines += ["", "| CPU ms/run by process, small → big | " + " | ".join(names) + " |"]
+    lines += ["|---|" + "---:|" * len(names)]
+    for key, c in report["cases"].items():
+        small, big = c["small"]["cpu_ms_per_run_by_process"], c["big"]["cpu_ms_per_run_by_process"]
+        lines.append(f"| {key} | " + " | ".join(f"{small[n]:.2f} → {big[n]:.2f}" for n in names) + " |")
+    return "\n".join(lines)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench.sh growth", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=100, help="measured runs per side (default 100)")
+    parser.add_argument("--warmup", type=int, default=10, help="unmeasured runs per side first")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"some of {','.join(CASES)} (default all)")
+    parser.add_argument("--turns", type=int, default=500, help="the long conversation's turn (default 500)")
+    parser.add_argument("--notes", type=int, default=100_000, help="notes of the big project")
+    parser.add_argument("--notes-small", type=int, default=10, help="notes of the small project")
+    parser.add_argument("--skills", type=int, default=10_000, help="skills of the big catalog")
+    parser.add_argument("--entries", type=int, default=200_000, help="entries of the big agent thread")
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="hashing", help="of router and memory")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a quick check: 10 runs, 2 warm-up, 50 turns, 2,000 notes, 500 skills, 5,000 entries",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where benchmarks.json goes")
+    parser.add_argument("--profile", type=Path, help="py-spy every process during the measured blocks")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs, args.warmup = 10, 2
+        args.turns, args.notes, args.skills, args.entries = 50, 2_000, 500, 5_000
+    args.cases = [c for c in args.cases.split(",") if c]
+    if unknown := set(args.cases) - set(CASES):
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
+    if args.runs < 2 or args.warmup < 1 or args.turns < 2 or args.entries < WEB_PAGE:
+        parser.error(f"--runs >= 2, --warmup >= 1, --turns >= 2, --entries >= {WEB_PAGE}")
+    args.launcher_env = {}
+    return args
+
+
+async def bench(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    command = os.environ.get("SWITCHBOARD_BENCH_COMMAND") or shlex.join(
+        ["python", "-m", "tests.bench.bench_growth", *argv]
+    )
+    # One key for the services and this process, so that it may call the
+    # threads service itself (EnsureAgentThread) as the launcher's user.
+    os.environ.setdefault("SWITCHBOARD_IDENTITY_KEY", secrets.token_urlsafe(32))
+    report: dict[str, Any] = {
+        **provenance(command),
+        "settings": {
+            "runs": args.runs,
+            "warmup": args.warmup,
+            "smoke": args.smoke,
+            "embedder": args.embedder,
+            "database": "SQLite files (WAL), one per service",
+            "model": "offline",
+            "turns": args.turns,
+            "notes": [args.notes_small, args.notes],
+            "skills": args.skills,
+            "entries": args.entries,
+            "blocks": "small, big, big, small (skills: small, big, small)",
+        },
+        "cases": {},
+        "profiles": {},
+    }
+    folder = Path(tempfile.mkdtemp(prefix="switchboard-bench-growth-", dir="/tmp"))
+    cases: dict[str, Callable[[argparse.Namespace, System, Any], Awaitable[dict[str, Any]]]] = {
+        "chat": case_chat,
+        "notes": case_notes,
+        "skills": case_skills,
+    }
+    try:
+        async with system(args, folder / "system", ("sqlite", "off"), sse=False) as up:
+            for key in args.cases:
+                if key in cases:
+                    report["cases"][key] = await cases[key](args, up, report["profiles"])
+            if {"ask", "page"} & set(args.cases):
+                both = await case_agent(args, up, report["profiles"])
+                report["cases"].update({k: v for k, v in both.items() if k in args.cases})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    finish(report)
+    if not report["profiles"]:
+        del report["profiles"]
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # the system it launched is stopped
+    try:
+        report = asyncio.run(bench(args, argv))
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the system it launched is stopped")
+    args.out.mkdir(parents=True, exist_ok=True)
+    merge_key(args.out, "growth", report)
+    m = report["machine"]
+    print(
+        f"\n{report['date']}  commit {report['commit']}  {m['cpu']}, {m['cores']} cores, "
+        f"Python {m['python']}\n{report['command']}\n"
+    )
+    print(markdown(report))
+    print(f"\nWrote the growth key of {args.out / 'benchmarks.json'}")
+
+
+if __name__ == "__main__":
+    main()
