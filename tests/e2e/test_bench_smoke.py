@@ -134,6 +134,7 @@ def test_report_renders_the_committed_results() -> None:
         ("threads", "### Threads"),
         ("router", "### Skill Router"),
         ("peer", "### Side by side with LangGraph's server"),
+        ("growth", "### Cost that does not grow with the work"),
     ):
         if key in report:
             assert title in text
