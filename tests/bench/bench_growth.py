@@ -39,10 +39,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
+import itertools
 import json
 import os
-import random
 import secrets
 import shlex
 import shutil
@@ -50,22 +49,18 @@ import signal
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
-import sqlalchemy as sa
 
 from services.shared.identity import user_metadata
 from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 from tests.bench.bench_all import finish, merge_key, provenance
-from tests.bench.bench_memory import QUERIES, synthetic_note
-from tests.bench.bench_router import generated_skills
+from tests.bench.bench_memory import QUERIES
 from tests.bench.bench_runs import (
     EMBEDDERS,
     MESSAGE,
@@ -80,9 +75,9 @@ from tests.bench.bench_runs import (
     system,
 )
 from tests.bench.bench_threads import seed_sqlite
+from tests.bench.growth_seed import USER, catalog_size, seed_notes, seed_skills, seed_turns, unseed_skills
 
 ROOT = Path(__file__).resolve().parents[2]
-USER = "local"  # the launcher's user without auth
 CASES = ("chat", "notes", "skills", "ask", "page")
 # (label, target ratio big / small)
 TARGETS = {
@@ -95,8 +90,6 @@ TARGETS = {
 WEB_PAGE = 500  # the web page's first read of an agent's thread (gateway/static/js/agents.js)
 NOTES_MESSAGE = QUERIES[0]  # a question the notes answer, so recall has work to do
 SKILLS_MESSAGE = "Please draft the budget forecast for the board."  # words of the generated skills
-ANSWER = "Paris is the capital of France; it has been since the tenth century, with a few interruptions."
-SEED_CHUNK = 10_000
 
 
 @dataclass
@@ -187,7 +180,7 @@ def result(key: str, small: Side, big: Side) -> dict[str, Any]:
 
 async def paired(
     args: argparse.Namespace, up: System, key: str, small: Side, big: Side, profiles: Any
-) -> Any:
+) -> dict[str, Any]:
     """Small, big, big, small: half the runs per block."""
     await warm(args, small)
     await warm(args, big)
@@ -199,192 +192,17 @@ async def paired(
     return result(key, small, big)
 
 
-# The services' SQLite files
-
-
-@contextmanager
-def database(up: System, service: str) -> Iterator[sa.Connection]:
-    """One transaction on a service's SQLite file, waiting out its writers."""
-    path = up.folder / "data" / f"{service}.db"
-    if not path.exists():
-        raise BenchError(f"no SQLite file {path}")
-    engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
-    try:
-        with engine.begin() as db:
-            yield db
-    finally:
-        engine.dispose()
-
-
-def chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    chunk: list[dict[str, Any]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == SEED_CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def seed_turns(up: System, conversation: str, turns: int) -> None:
-    """``turns`` earlier exchanges of a conversation, as chat runs write them
-    (the user's entry, the answer), with the thread's last sequence set."""
-    from services.threads.models import Entry, Thread
-
-    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=2 * turns)
-
-    def rows() -> Iterator[dict[str, Any]]:
-        for sequence in range(1, 2 * turns + 1):
-            turn, answer = divmod(sequence - 1, 2)
-            run_id = str(uuid.UUID(int=(0x6E0 << 64) + turn))
-            yield {
-                "id": str(uuid.uuid4()),
-                "thread_id": conversation,
-                "sequence": sequence,
-                "requester": USER,
-                "target": "personal",
-                "correlation_id": run_id,
-                "role": 2 if answer else 1,  # ROLE_ASSISTANT, ROLE_USER
-                "source": "engine" if answer else "user",
-                "run_id": run_id,
-                "content": ANSWER if answer else f"{MESSAGE} ({turn})",
-                "tool_calls_json": "[]",
-                "tool_call_id": "",
-                "request_id": f"{run_id}:{'assistant' if answer else 'user'}",
-                "request_index": 0,
-                "create_time": start + datetime.timedelta(seconds=sequence),
-            }
-
-    with database(up, "threads") as db:
-        for chunk in chunks(rows()):
-            db.execute(sa.insert(Entry.__table__), chunk)  # type: ignore[arg-type]
-        db.execute(
-            sa.update(Thread.__table__).where(Thread.__table__.c.id == conversation),
-            {"last_sequence": 2 * turns},
-        )  # type: ignore[attr-defined]
-
-
-def seed_notes(up: System, project: str, count: int, embedder_name: str) -> None:
-    """``count`` notes of a project with the embedder's vectors, and the
-    project's notes revision bumped (its recall index is rebuilt)."""
-    from services.memory.notes.domain import content_hash
-    from services.memory.notes.models import Note
-    from services.memory.notes.recall import note_text
-    from services.shared.embeddings import load_embedder, to_bytes
-
-    embedder = load_embedder(embedder_name)
-    rng = random.Random(11)
-    now = datetime.datetime.now(datetime.UTC)
-    with database(up, "memory") as db:
-        for first in range(0, count, SEED_CHUNK):
-            notes = [synthetic_note(rng, i) for i in range(first, min(count, first + SEED_CHUNK))]
-            vectors = embedder.embed([note_text(t, b, tags) for t, b, tags in notes])
-            rows = [
-                {
-                    "id": str(uuid.uuid4()),
-                    "author_user_id": USER,
-                    "project_id": project,
-                    "kind": 4,
-                    "title": title,
-                    "body": body,
-                    "tags_json": json.dumps(tags),
-                    "author_agent_id": "",
-                    "request_id": None,
-                    "content_hash": content_hash(title, body),
-                    "embedding": to_bytes(vector),
-                    "embedder": embedder.name,
-                    "embedding_dimension": embedder.dimension,
-                    "source": None,
-                    "source_hash": "",
-                    "create_time": now,
-                    "update_time": now,
-                }
-                for (title, body, tags), vector in zip(notes, vectors, strict=True)
-            ]
-            db.execute(sa.insert(Note.__table__), rows)  # type: ignore[arg-type]
-        bump = sa.text(
-            "INSERT INTO memory_revisions (project_id, scope, revision) VALUES (:project, 'notes', 1) "
-            "ON CONFLICT (project_id, scope) DO UPDATE SET revision = revision + 1"
-        )
-        db.execute(bump, {"project": project})
-
-
-GENERATED_PREFIX = "bench-"  # generated_skills' names
-
-
-def seed_skills(up: System, total: int, embedder_name: str) -> int:
-    """Generated skills up to ``total`` in the catalog, with their vectors
-    stored as the router stores them, and the catalog revision bumped.
-    Returns how many were added."""
-    from services.router.models import Skill, SkillVector
-    from services.router.skill_router import embedding_text, text_hash
-    from services.shared.embeddings import load_embedder, to_bytes
-
-    embedder = load_embedder(embedder_name)
-    now = datetime.datetime.now(datetime.UTC)
-    with database(up, "router") as db:
-        present = db.execute(sa.select(sa.func.count()).select_from(Skill.__table__)).scalar_one()  # type: ignore[arg-type]
-        skills = generated_skills(max(0, total - present))
-        for first in range(0, len(skills), SEED_CHUNK):
-            part = skills[first : first + SEED_CHUNK]
-            ids = [str(uuid.uuid4()) for _ in part]
-            texts = [embedding_text(s.name, s.description) for s in part]
-            db.execute(
-                sa.insert(Skill.__table__),  # type: ignore[arg-type]
-                [
-                    {
-                        "id": i,
-                        "name": s.name,
-                        "description": s.description,
-                        "body": s.body,
-                        "builtin": False,
-                        "auto_use": s.auto_use,
-                        "create_request_id": None,
-                        "create_time": now,
-                        "update_time": now,
-                    }
-                    for i, s in zip(ids, part, strict=True)
-                ],
-            )
-            db.execute(
-                sa.insert(SkillVector.__table__),  # type: ignore[arg-type]
-                [
-                    {
-                        "skill_id": i,
-                        "embedder": embedder.name,
-                        "dimension": embedder.dimension,
-                        "text_hash": text_hash(text),
-                        "vector": to_bytes(vector),
-                        "update_time": now,
-                    }
-                    for i, text, vector in zip(ids, texts, embedder.embed(texts), strict=True)
-                ],
-            )
-        db.execute(sa.text("UPDATE catalog_revision SET revision = revision + 1"))
-    return len(skills)
-
-
-def unseed_skills(up: System) -> None:
-    """The generated skills out of the catalog again, the revision bumped."""
-    with database(up, "router") as db:
-        generated = f"SELECT id FROM skills WHERE name LIKE '{GENERATED_PREFIX}%'"
-        db.execute(sa.text(f"DELETE FROM skill_vectors WHERE skill_id IN ({generated})"))
-        db.execute(sa.text(f"DELETE FROM skills WHERE id IN ({generated})"))
-        db.execute(sa.text("UPDATE catalog_revision SET revision = revision + 1"))
-
-
-def catalog_size(up: System) -> int:
-    with database(up, "router") as db:
-        return int(db.execute(sa.text("SELECT count(*) FROM skills")).scalar_one())
-
-
 # The cases
 
 
+def data(up: System) -> Path:
+    """Where the launched system keeps its SQLite files."""
+    return up.folder / "data"
+
+
 def chat_side(up: System, label: str, size: int, conversations: list[str], body: dict[str, Any]) -> Side:
-    """Runs each in the next of ``conversations`` (one, repeated: runs go on in it)."""
-    turn = iter(conversations * (1 if len(conversations) > 1 else 10**6))
+    """Runs each in the next of ``conversations`` (one alone: every run goes on in it)."""
+    turn = iter(conversations) if len(conversations) > 1 else itertools.repeat(conversations[0])
 
     async def call() -> None:
         await sse_post(up.client, f"/api/agent/conversations/{next(turn)}/messages", body)
@@ -405,7 +223,7 @@ async def case_chat(args: argparse.Namespace, up: System, profiles: Any) -> dict
     [long] = await conversations_of(up.client, 1)
     # The warm-up turns come before the measured ones: the first measured is turn --turns.
     earlier = max(0, args.turns - 1 - args.warmup)
-    await asyncio.to_thread(seed_turns, up, long, earlier)
+    await asyncio.to_thread(seed_turns, data(up), long, earlier)
     body = {"message": MESSAGE}
     small = chat_side(up, "turn 1", 1, firsts, body)
     big = chat_side(up, f"turn {args.turns}+", args.turns, [long], body)
@@ -423,9 +241,9 @@ async def project(up: System, project_id: str) -> str:
 
 async def case_notes(args: argparse.Namespace, up: System, profiles: Any) -> dict[str, Any]:
     few, many = await project(up, "growth-few-notes"), await project(up, "growth-many-notes")
-    await asyncio.to_thread(seed_notes, up, few, args.notes_small, args.embedder)
+    await asyncio.to_thread(seed_notes, data(up), few, args.notes_small, args.embedder)
     print(f"  notes: seeding {args.notes:,}", file=sys.stderr, flush=True)
-    await asyncio.to_thread(seed_notes, up, many, args.notes, args.embedder)
+    await asyncio.to_thread(seed_notes, data(up), many, args.notes, args.embedder)
     small_runs, big_runs = await fresh(args, up, 2)
     small = chat_side(
         up,
@@ -443,7 +261,7 @@ async def case_notes(args: argparse.Namespace, up: System, profiles: Any) -> dic
 async def case_skills(args: argparse.Namespace, up: System, profiles: Any) -> dict[str, Any]:
     """Small, big, small: the catalog is the system's, so the big one is
     added between the small blocks and removed after."""
-    default = catalog_size(up)
+    default = catalog_size(data(up))
     small_runs, big_runs = await fresh(args, up, 2)
     body = {"message": SKILLS_MESSAGE}
     small = chat_side(up, f"{default:,} skills", default, small_runs, body)
@@ -453,11 +271,11 @@ async def case_skills(args: argparse.Namespace, up: System, profiles: Any) -> di
     await settle(up)
     await block(args, up, small, first, "skills_0_small", profiles)
     print(f"  skills: seeding {args.skills:,}", file=sys.stderr, flush=True)
-    await asyncio.to_thread(seed_skills, up, args.skills, args.embedder)
+    await asyncio.to_thread(seed_skills, data(up), args.skills, args.embedder)
     await warm(args, big)  # the first route rebuilds the index
     await settle(up)
     await block(args, up, big, args.runs, "skills_1_big", profiles)
-    await asyncio.to_thread(unseed_skills, up)
+    await asyncio.to_thread(unseed_skills, data(up))
     await small.call()  # the index rebuilt at the default catalog again, unmeasured
     await settle(up)
     await block(args, up, small, second, "skills_2_small", profiles)
@@ -487,7 +305,7 @@ async def case_agent(args: argparse.Namespace, up: System, profiles: Any) -> dic
         del empty  # asks fill it
         one_page = await agent_thread(up, "growth-one-page", stub)
         big = await agent_thread(up, "growth-big", stub)
-    threads_db = up.folder / "data" / "threads.db"
+    threads_db = data(up) / "threads.db"
     await asyncio.to_thread(seed_sqlite, threads_db, one_page, "growth-one-page", WEB_PAGE)
     print(f"  agent: seeding {args.entries:,}", file=sys.stderr, flush=True)
     await asyncio.to_thread(seed_sqlite, threads_db, big, "growth-big", args.entries)
