@@ -357,10 +357,11 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for c in report["cases"].values():
         met = "n/a" if c["met"] is None else ("yes" if c["met"] else "no")
+        ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.2f}×"
         small, big = c["small"], c["big"]
         lines.append(
             f"| {c['label']} | {small['label']} | {big['label']} | {small['cpu_ms_per_run']:.2f} "
-            f"| {big['cpu_ms_per_run']:.2f} | {c['ratio']:.2f}× | ≤ {c['target']:g}× | {met} |"
+            f"| {big['cpu_ms_per_run']:.2f} | {ratio} | ≤ {c['target']:g}× | {met} |"
         )
     names = sorted({n for c in report["cases"].values() for n in c["small"]["cpu_ms_per_run_by_process"]})
     lines += ["", "| CPU ms/run by process, small → big | " + " | ".join(names) + " |"]
