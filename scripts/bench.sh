@@ -2,10 +2,10 @@
 # The benchmark suite (docs/benchmarks.md). Not part of the default test run;
 # tests/e2e/test_bench_smoke.py runs the --smoke variants.
 #
-# Everything, one command: the run matrix, threads, router and memory, one
+# Everything, one command: the run matrix, threads, router, memory and growth, one
 # after the other; writes docs/benchmarks.json (every key) and the results
 # section of docs/benchmarks.md, and prints the tables. Run it on an idle machine.
-#   scripts/bench.sh all [--smoke] [--out DIR] [--steps runs,threads,router,memory] [--backends sqlite,postgres]
+#   scripts/bench.sh all [--smoke] [--out DIR] [--steps runs,threads,router,memory,growth] [--backends sqlite,postgres]
 # The tables of a benchmarks.json (--write-docs: into docs/benchmarks.md too).
 #   scripts/bench.sh report [--json FILE] [--write-docs]
 # The run benchmark: the distributed path (launcher, gateway, gRPC services) on
@@ -32,6 +32,13 @@
 # The CPU of a whole system's start, per process, for one or more checkouts
 # started alternately (e.g. --code /tmp/before --code .).
 #   scripts/bench.sh start [--code DIR]... [--starts 3]
+# Cost that does not grow with the work: CPU per run of every server process
+# with little data around the run and with a lot (turn 1 / turn 500 of a
+# conversation, 10 / 100,000 notes, 23 / 10,000 skills, an empty / a
+# 200,000-entry agent thread: an ask and a page of its view), small and big
+# measured back to back on one launched system; the ratios against their
+# targets. Merges a "growth" key into benchmarks.json.
+#   scripts/bench.sh growth [--smoke] [--runs N] [--cases chat,notes,skills,ask,page] [--out DIR] [--profile DIR]
 # What a gRPC call, a streamed message, an HTTP request, an SSE event and a
 # SQLite statement and commit cost alone, and one run's fixed pieces together.
 #   scripts/bench.sh hops [--calls 2000] [--smoke]
@@ -53,5 +60,6 @@ case "${1:-}" in
   start) shift; exec .venv/bin/python -m tests.bench.bench_system_start "$@" ;;
   hops) shift; exec .venv/bin/python -m tests.bench.bench_hops "$@" ;;
   profile) shift; exec .venv/bin/python -m tests.bench.bench_profile "$@" ;;
+  growth) shift; exec .venv/bin/python -m tests.bench.bench_growth "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"

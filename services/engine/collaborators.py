@@ -180,7 +180,18 @@ class Collaborators:
         return [e for e in reversed(response.entries) if e.sequence >= first], first
 
     async def open_segment_start(self, user: str, thread_id: str) -> int:
-        """The first sequence of the agent thread's open segment (1 before any rotation)."""
+        """The first sequence of the agent thread's open segment (1 before any
+        rotation). The newest segment is the open one: one read, however
+        many rotations came before; all of them only when it is not (or a
+        threads service that does not list newest first answered)."""
+        newest = await self._call(
+            "threads",
+            "ListSegments",
+            threads_service_pb2.ListSegmentsRequest(thread_id=thread_id, page_size=1, descending=True),
+            user,
+        )
+        if newest.segments and newest.segments[0].state == threads_pb2.SEGMENT_STATE_OPEN:
+            return int(newest.segments[0].first_sequence)
         first, token = 1, ""
         while True:
             request = threads_service_pb2.ListSegmentsRequest(

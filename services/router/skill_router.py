@@ -46,6 +46,7 @@ services.router fit-thresholds`` (services/router/fit.py).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -59,6 +60,10 @@ from services.shared.text import fold
 
 # Candidates of each ranking and of the fused list: the top 8.
 MAX_CANDIDATES = 8
+# How much of the embedding ranking is sorted first (widened while fewer than
+# MAX_CANDIDATES of it are eligible): a catalog of 10,000 skills then costs
+# a matrix product, not a sort of every skill.
+EMBEDDING_DEPTH = 64
 # The scores saturate from this many distinct shared words (see lexical_score).
 EVIDENCE_WORDS = 3
 # A long request (pasted notes...) is judged as if it had at most this many
@@ -196,8 +201,13 @@ def lexical_score(request_terms: Collection[str], terms: frozenset[str]) -> floa
     distinct = set(request_terms)
     if not distinct or not terms:
         return 0.0
-    shared = len(distinct & terms)
-    coverage = shared / min(len(distinct), COVERAGE_DENOMINATOR_CAP)
+    return shared_score(len(distinct & terms), len(distinct))
+
+
+def shared_score(shared: int, distinct: int) -> float:
+    """The lexical_score of a skill sharing ``shared`` of a request's
+    ``distinct`` content words (both > 0)."""
+    coverage = shared / min(distinct, COVERAGE_DENOMINATOR_CAP)
     evidence = min(1.0, shared / EVIDENCE_WORDS)
     return round(min(1.0, coverage) * evidence, 6)
 
@@ -235,6 +245,7 @@ class SkillIndex:
         self.revision: int | None = None
         self.skills: dict[str, IndexedSkill] = {}
         self._postings: dict[str, list[str]] = {}
+        self._names: dict[str, str] = {}  # skill id -> name, the lexical ranking's tie-break
         self._vectors: VectorIndex[str] = VectorIndex([], np.zeros((0, embedder.dimension), np.float32))
         # (id, embedded text) -> its vector, so a rebuild embeds only what changed.
         self._cache: dict[tuple[str, str], Vectors] = {}
@@ -292,6 +303,7 @@ class SkillIndex:
             else np.zeros((0, self.embedder.dimension), np.float32)
         )
         self.skills, self._postings, self._vectors = indexed, postings, VectorIndex(ids, matrix)
+        self._names = {s.id: s.name for s in indexed.values()}
         self._default_excluded = sum(not self.default_eligible(s) for s in indexed.values())
         self.missing_vectors = len(missing)
         self.revision = revision
@@ -305,26 +317,56 @@ class SkillIndex:
         rows: Vectors = await embed(self.embedder, [text])
         return rows[0:1]
 
+    def lexical_top(
+        self, request_terms: set[str], eligible: Callable[[IndexedSkill], bool]
+    ) -> tuple[dict[str, float], list[str]]:
+        """(lexical score of every skill sharing a word with the request, the
+        best MAX_CANDIDATES eligible ones by score then name). The scores
+        depend on the shared words' count alone: counted from the postings
+        and scored once per count, so that a big catalog costs little more
+        than a small one; eligibility is asked only going down the ranking."""
+        shared: Counter[str] = Counter()
+        for term in request_terms:
+            shared.update(self._postings.get(term, ()))
+        score_of = {count: shared_score(count, len(request_terms)) for count in set(shared.values())}
+        lexical = {skill_id: score_of[count] for skill_id, count in shared.items()}
+        by_score: dict[float, list[str]] = {}
+        for skill_id, score in lexical.items():
+            by_score.setdefault(score, []).append(skill_id)
+        top: list[str] = []
+        for score in sorted(by_score, reverse=True):
+            if score <= 0:
+                break
+            for skill_id in sorted(by_score[score], key=self._names.__getitem__):
+                if eligible(self.skills[skill_id]):
+                    top.append(skill_id)
+                    if len(top) == MAX_CANDIDATES:
+                        return lexical, top
+        return lexical, top
+
+    def embedding_top(self, query: Vectors, eligible: Callable[[IndexedSkill], bool]) -> dict[str, float]:
+        """The cosine (at least 0) of the best MAX_CANDIDATES eligible skills,
+        best first. Only the head of the ranking is sorted, widened while too
+        few of it are eligible."""
+        depth = min(len(self._vectors), EMBEDDING_DEPTH)
+        while True:
+            cosine: dict[str, float] = {}
+            for skill_id, score in self._vectors.search(query, depth):
+                if eligible(self.skills[skill_id]):
+                    cosine[skill_id] = max(0.0, score)
+                    if len(cosine) == MAX_CANDIDATES:
+                        return cosine
+            if depth >= len(self._vectors):
+                return cosine
+            depth = min(len(self._vectors), depth * 8)
+
     def candidates(
         self, text: str, query: Vectors, eligible: Callable[[IndexedSkill], bool]
     ) -> list[Candidate]:
         """The fused top 8 among the ``eligible`` skills, best first."""
         request_terms = set(tokenize(text))
-        touched = {i for term in request_terms for i in self._postings.get(term, ())}
-        lexical = {}
-        for skill_id in touched:
-            skill = self.skills[skill_id]
-            if eligible(skill):
-                lexical[skill_id] = lexical_score(request_terms, skill.terms)
-        lexical_top = sorted(
-            (i for i, s in lexical.items() if s > 0), key=lambda i: (-lexical[i], self.skills[i].name)
-        )[:MAX_CANDIDATES]
-        cosine: dict[str, float] = {}
-        for skill_id, score in self._vectors.search(query, len(self._vectors)):
-            if eligible(self.skills[skill_id]):
-                cosine[skill_id] = max(0.0, score)
-                if len(cosine) == MAX_CANDIDATES:
-                    break
+        lexical, lexical_top = self.lexical_top(request_terms, eligible)
+        cosine = self.embedding_top(query, eligible)
         embedding_top = [i for i in cosine if cosine[i] > 0]
         lexical_rrf = rrf_fuse([lexical_top])
         embedding_rrf = rrf_fuse([embedding_top])

@@ -4,10 +4,13 @@ several rankings (Cormack et al., 2009: score = sum of 1 / (k + rank))."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import Generic, TypeVar
+import functools
+from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Generic, TypeVar
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from services.shared.embeddings import Vectors
 
@@ -31,6 +34,15 @@ def rrf_max(lists: int, k: int = RRF_K) -> float:
     return lists / (k + 1)
 
 
+@functools.cache
+def _blas_limit() -> Callable[..., AbstractContextManager[Any]]:
+    """threadpoolctl's limit on the BLAS NumPy loaded, its libraries found
+    once (a scan of the loaded libraries per call would cost more than the
+    product)."""
+    limit: Callable[..., AbstractContextManager[Any]] = ThreadpoolController().limit
+    return limit
+
+
 class VectorIndex(Generic[Key]):
     """Exact cosine search by one matrix product. Rows are L2-normalised, so
     the dot product is the cosine. 10,000 rows of 384 floats take about a
@@ -47,18 +59,33 @@ class VectorIndex(Generic[Key]):
         return len(self.keys)
 
     def search(self, query: Vectors, top: int) -> list[tuple[Key, float]]:
-        """The ``top`` nearest keys to the (1, d) or (d,) query, best first."""
+        """The ``top`` nearest keys to the (1, d) or (d,) query, best first,
+        equal scores in key order: always the head of the whole ranking, so
+        a search widened step by step sees the same order."""
         if not self.keys or top <= 0:
             return []
-        scores = self._matrix @ query.reshape(-1)
+        scores = self._products(query)
         if top < len(scores):
-            picked = np.argpartition(-scores, top - 1)[:top]
-            picked = picked[np.argsort(-scores[picked], kind="stable")]
+            # Every row as good as the top-th, in key order, then sorted
+            # stably: only the head is sorted, ties at its end included.
+            threshold = np.partition(scores, len(scores) - top)[len(scores) - top]
+            picked = np.flatnonzero(scores >= threshold)
+            picked = picked[np.argsort(-scores[picked], kind="stable")][:top]
         else:
             picked = np.argsort(-scores, kind="stable")
         return [(self.keys[i], float(scores[i])) for i in picked]
 
     def scores(self, query: Vectors) -> dict[Key, float]:
         """The cosine of every key with the query."""
-        values = self._matrix @ query.reshape(-1)
+        values = self._products(query)
         return {key: float(v) for key, v in zip(self.keys, values, strict=True)}
+
+    def _products(self, query: Vectors) -> Vectors:
+        """Every row's dot product with the query, on one BLAS thread: the
+        product reads the matrix once, and OpenBLAS's threads, spinning while
+        they wait, cost several times its CPU on a loaded 2-core machine
+        (10,000 rows of 256: 3.0 ms of CPU on two threads, 0.8 ms on one;
+        the results are the same, each row's product is computed whole)."""
+        with _blas_limit()(limits=1, user_api="blas"):
+            products: Vectors = self._matrix @ query.reshape(-1)
+        return products

@@ -128,14 +128,16 @@ class Rotation:
         return thread
 
     async def list_segments(
-        self, actor: Actor, thread_id: str, requested_size: int, token: str
+        self, actor: Actor, thread_id: str, requested_size: int, token: str, descending: bool = False
     ) -> tuple[Sequence[Segment], str]:
-        """For the members of the thread's agent or its project (viewers and up)."""
+        """For the members of the thread's agent or its project (viewers and
+        up). Newest first when ``descending``: its tokens say "before"."""
         await self._access.require_thread_id_member(actor, thread_id, READ)
         await self._agent_thread(thread_id)
-        size, after = page_request(requested_size, token, lambda cursor: as_count(cursor["after"]))
-        rows = await self._repo.segments.list_segments(thread_id, after or 0, size + 1)
-        return page_of(rows, size, lambda last: {"after": last.number})
+        side = "before" if descending else "after"
+        size, bound = page_request(requested_size, token, lambda cursor: as_count(cursor[side]))
+        rows = await self._repo.segments.list_segments(thread_id, bound or 0, size + 1, descending)
+        return page_of(rows, size, lambda last: {side: last.number})
 
     async def set_handoff(self, actor: Actor, thread_id: str, number: int, summary: str) -> Segment:
         """For the members of the thread's agent or its project (editors and up)."""

@@ -393,7 +393,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
         self, request: threads_service_pb2.ListSegmentsRequest, context: Context
     ) -> threads_service_pb2.ListSegmentsResponse:
         rows, token = await self._rotation.list_segments(
-            actor(context), request.thread_id, request.page_size, request.page_token
+            actor(context), request.thread_id, request.page_size, request.page_token, request.descending
         )
         return threads_service_pb2.ListSegmentsResponse(
             segments=[segment_to_proto(r) for r in rows], next_page_token=token

@@ -15,10 +15,13 @@
 3. router: tests/bench/bench_router.py, Skill Router decisions over 1,000
    skills (hashing in process, MiniLM through the RPC);
 4. memory: tests/bench/bench_memory.py, recall over 10,000 notes (MiniLM and
-   hashing).
+   hashing);
+5. growth: tests/bench/bench_growth.py, CPU per run with little and with a
+   lot of data around it (a long conversation, 100,000 notes, 10,000 skills,
+   a 200,000-entry agent thread), against ratio targets.
 
 Each writes its keys of ``<out>/benchmarks.json`` (runs: the top-level ones;
-the others: ``threads``, ``router``, ``memory``) and keeps the others'. Then
+the others: ``threads``, ``router``, ``memory``, ``growth``) and keeps the others'. Then
 the markdown of the whole file is printed; when ``<out>`` is docs/, it also
 replaces the generated section of docs/benchmarks.md (between the
 ``<!-- results:begin -->`` and ``<!-- results:end -->`` markers)."""
@@ -40,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-STEPS = ("runs", "threads", "router", "memory")
+STEPS = ("runs", "threads", "router", "memory", "growth")
 
 
 class SuiteError(RuntimeError):
@@ -109,7 +112,7 @@ def render(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     parts = [("run path", report if "scenarios" in report else None)]
-    parts += [(key, report.get(key)) for key in ("threads", "router", "memory", "peer", "profile")]
+    parts += [(key, report.get(key)) for key in ("threads", "router", "memory", "peer", "growth", "profile")]
     for name, part in parts:
         if not part:
             continue
@@ -150,6 +153,12 @@ def render(report: dict[str, Any]) -> str:
         out += ["### Side by side with LangGraph's server (`scripts/bench.sh peer`)", ""]
         out += _header(report["peer"], "Peer benchmark")
         out += [bench_peer.markdown(report["peer"]), ""]
+    if "growth" in report:
+        from tests.bench import bench_growth
+
+        out += ["### Cost that does not grow with the work (`scripts/bench.sh growth`)", ""]
+        out += _header(report["growth"], "Growth benchmark")
+        out += [bench_growth.markdown(report["growth"]), ""]
     if "profile" in report:
         from tests.bench import bench_profile
 
@@ -172,18 +181,18 @@ def write_docs(text: str, path: Path = DOCS / "benchmarks.md") -> None:
 # Running the suite
 
 
-def _provenance(command: str) -> dict[str, Any]:
+def provenance(command: str) -> dict[str, Any]:
     """Date, commit, machine (load average at the start) and command of a
-    benchmark about to run; ``_finish`` adds the load average at the end."""
+    benchmark about to run; ``finish`` adds the load average at the end."""
     from tests.bench.bench_runs import git_commit, machine
 
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     return {"date": date, "commit": git_commit(), "machine": machine(), "command": command}
 
 
-def _finish(provenance: dict[str, Any]) -> dict[str, Any]:
-    provenance["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    return provenance
+def finish(part: dict[str, Any]) -> dict[str, Any]:
+    part["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return part
 
 
 def _run(argv: list[str]) -> float:
@@ -196,7 +205,8 @@ def _run(argv: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def _merge(out: Path, key: str, value: dict[str, Any]) -> None:
+def merge_key(out: Path, key: str, value: dict[str, Any]) -> None:
+    """Sets ``key`` of out/benchmarks.json, keeping the other benchmarks' keys."""
     path = out / "benchmarks.json"
     existing = json.loads(path.read_text()) if path.exists() else {}
     existing[key] = value
@@ -213,7 +223,7 @@ def run_all(args: argparse.Namespace) -> dict[str, float]:
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="switchboard-bench-all-") as scratch:
         for step in args.steps:
-            provenance = _provenance(command)
+            origin = provenance(command)
             if step == "runs":
                 seconds[step] = _run(
                     ["tests.bench.bench_runs", *smoke, "--backends", args.backends, "--out", str(out)]
@@ -226,11 +236,13 @@ def run_all(args: argparse.Namespace) -> dict[str, float]:
                 argv = ["tests.bench.bench_router", "--json", str(file)]
                 seconds[step] = _run(argv + (["--smoke", "--embedder", "hashing"] if args.smoke else []))
                 result = json.loads(file.read_text())
-                _merge(out, "router", {**result, **_finish(provenance), "smoke": args.smoke})
+                merge_key(out, "router", {**result, **finish(origin), "smoke": args.smoke})
             elif step == "memory":
                 seconds[step] = _run(["tests.bench.bench_memory", *smoke, "--out", scratch])
                 results = json.loads((Path(scratch) / "memory_bench.json").read_text())["memory"]
-                _merge(out, "memory", {**_finish(provenance), "smoke": args.smoke, "results": results})
+                merge_key(out, "memory", {**finish(origin), "smoke": args.smoke, "results": results})
+            elif step == "growth":
+                seconds[step] = _run(["tests.bench.bench_growth", *smoke, "--out", str(out)])
     return seconds
 
 
@@ -242,7 +254,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="scripts/bench.sh all", description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="every benchmark's --smoke")
     parser.add_argument("--out", type=Path, default=DOCS, help="where benchmarks.json goes (default docs/)")
-    parser.add_argument("--steps", default=",".join(STEPS), help="runs,threads,router,memory (default all)")
+    parser.add_argument(
+        "--steps", default=",".join(STEPS), help="runs,threads,router,memory,growth (default all)"
+    )
     parser.add_argument("--backends", default="sqlite,postgres", help="of the runs and threads benchmarks")
     parser.add_argument(
         "--write-docs",

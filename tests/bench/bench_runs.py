@@ -558,12 +558,20 @@ async def launched(
 async def sse_run(client: httpx.AsyncClient, conversation: str, started: float | None = None) -> Sample:
     """One message posted and its SSE stream read to the end; times from
     ``started`` (a perf_counter reading; default: now)."""
+    return await sse_post(
+        client, f"/api/agent/conversations/{conversation}/messages", {"message": MESSAGE}, started
+    )
+
+
+async def sse_post(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any], started: float | None = None
+) -> Sample:
+    """A run started by POSTing ``body`` to ``path`` (a message, an ask),
+    its SSE stream read to the final event; times from ``started``."""
     started = time.perf_counter() if started is None else started
-    async with client.stream(
-        "POST", f"/api/agent/conversations/{conversation}/messages", json={"message": MESSAGE}
-    ) as response:
+    async with client.stream("POST", path, json=body) as response:
         if response.status_code != 200:
-            raise BenchError(f"POST message: {response.status_code} {(await response.aread())[:500]!r}")
+            raise BenchError(f"POST {path}: {response.status_code} {(await response.aread())[:500]!r}")
         try:
             times = await read_sse(response.aiter_lines(), final="final")
         except StreamError as error:

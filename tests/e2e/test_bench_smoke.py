@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,6 +134,7 @@ def test_report_renders_the_committed_results() -> None:
         ("threads", "### Threads"),
         ("router", "### Skill Router"),
         ("peer", "### Side by side with LangGraph's server"),
+        ("growth", "### Cost that does not grow with the work"),
     ):
         if key in report:
             assert title in text
@@ -159,6 +161,22 @@ def _postgres_reachable() -> bool:
     return True
 
 
+def _merged_beside_others(
+    argv: list[str], out: Path, key: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Runs a benchmark that merges ``key`` into out/benchmarks.json, which
+    already holds another benchmark's keys; checks those are kept and
+    returns the run and its key."""
+    out.mkdir()
+    (out / "benchmarks.json").write_text(json.dumps({"scenarios": {"kept": True}}))
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    merged = json.loads((out / "benchmarks.json").read_text())
+    assert merged["scenarios"] == {"kept": True}
+    report: dict[str, Any] = merged[key]
+    return done, report
+
+
 @pytest.mark.timeout(300)
 def test_threads_bench_smoke_writes_every_number(tmp_path: Path) -> None:
     """`scripts/bench.sh threads --smoke`: the real threads service on each
@@ -170,20 +188,8 @@ def test_threads_bench_smoke_writes_every_number(tmp_path: Path) -> None:
     if REQUIRE_POSTGRES or _postgres_reachable():
         backends.append("postgres")
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "benchmarks.json").write_text(json.dumps({"scenarios": {"kept": True}}))
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench.bench_threads", "--smoke", "--backends", ",".join(backends)]
-        + ["--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    merged = json.loads((out / "benchmarks.json").read_text())
-    assert merged["scenarios"] == {"kept": True}
-    report = merged["threads"]
+    argv = [sys.executable, "-m", "tests.bench.bench_threads", "--smoke", "--backends", ",".join(backends)]
+    done, report = _merged_beside_others(argv + ["--out", str(out)], out, "threads")
 
     assert report["command"] and report["date"] and report["commit"]
     assert report["machine"]["cpu"] and report["machine"]["cores"] > 0
@@ -247,3 +253,40 @@ def test_hops_bench_smoke_prices_every_piece_of_a_run() -> None:
     # A statement through SQLAlchemy and a thread hand-off costs more than sqlite3's own.
     assert costs["sql_statement"] > costs["sqlite3_statement_alone"]
     assert result["run_total_ms"] == round(sum(result["run_ms"].values()), 2) > 0
+
+
+@pytest.mark.timeout(300)
+def test_growth_bench_smoke_reports_every_case(tmp_path: Path) -> None:
+    """`scripts/bench.sh growth --smoke`: one launched system, each case's
+    small and big side measured, every number there and positive, merged as
+    the "growth" key beside the keys already in benchmarks.json. Not the
+    ratio targets: those are the benchmark's report, not a test's."""
+    from tests.bench.bench_growth import CASES
+
+    out = tmp_path / "out"
+    argv = ["bash", "scripts/bench.sh", "growth", "--smoke", "--out", str(out)]
+    done, report = _merged_beside_others(argv, out, "growth")
+    assert report["command"] == "scripts/bench.sh growth --smoke --out " + str(out)
+    assert report["date"] and report["commit"] and report["machine"]["cores"] > 0
+    settings = report["settings"]
+    assert settings["smoke"] is True and settings["runs"] == 10 and settings["turns"] == 50
+    assert list(report["cases"]) == list(CASES)
+    for key, case in report["cases"].items():
+        small, big = case["small"], case["big"]
+        assert small["size"] < big["size"], key
+        for side in (small, big):
+            assert side["runs"] == settings["runs"], key
+            assert side["cpu_ms_per_run"] > 0 and side["wall_p50_ms"] > 0, (key, side)
+            by_process = side["cpu_ms_per_run_by_process"]
+            assert set(by_process) == set(SERVICES) and all(ms >= 0 for ms in by_process.values())
+            assert side["cpu_ms_per_run"] == pytest.approx(sum(by_process.values()), abs=0.01)
+        assert case["ratio"] == pytest.approx(big["cpu_ms_per_run"] / small["cpu_ms_per_run"], abs=0.001)
+        assert case["target"] in (1.2, 1.3) and isinstance(case["met"], bool)
+    # The table went to stdout, and the report renders it.
+    assert (
+        "| Case | Small | Big | CPU ms/run, small | CPU ms/run, big | Ratio | Target | Met |" in done.stdout
+    )
+    assert "| AskAgent, thread of 0 → 5,000 entries | empty thread | 5,000 entries |" in done.stdout
+    from tests.bench.bench_all import render
+
+    assert "### Cost that does not grow with the work" in render({"growth": report})

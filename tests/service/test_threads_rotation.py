@@ -167,6 +167,63 @@ async def test_paging_across_many_rotations_never_skips_or_repeats(db_url: str) 
                 assert backward == expected
 
 
+async def test_segments_newest_first_start_with_the_open_one(db_url: str) -> None:
+    """ListSegments with descending: the same segments newest first, page
+    by page, the open one first; a token of one order is refused by the
+    other. The engine finds where an asked agent's live part starts from
+    that one segment, and from the whole list when a threads service that
+    does not know the order answers oldest first."""
+    from services.engine.collaborators import Collaborators
+
+    async with threads(db_url, rotate_after_entries=2) as stub:
+        qa = await agent_thread(stub)
+        for i in range(9):
+            await append(stub, qa, turn("main", f"m{i}"))
+        oldest_first = await segments(stub, qa)
+        assert len(oldest_first) == 5 and oldest_first[-1].state == OPEN
+        request = pb.ListSegmentsRequest(thread_id=qa, page_size=2, descending=True)
+        pages = [await stub.ListSegments(request, **as_user("u"))]
+        while pages[-1].next_page_token:
+            request.page_token = pages[-1].next_page_token
+            pages.append(await stub.ListSegments(request, **as_user("u")))
+        assert [len(p.segments) for p in pages] == [2, 2, 1]
+        assert ranges([s for p in pages for s in p.segments]) == ranges(oldest_first[::-1])
+        ascending_token = (
+            await stub.ListSegments(pb.ListSegmentsRequest(thread_id=qa, page_size=2), **as_user("u"))
+        ).next_page_token
+        await expect_error(
+            stub.ListSegments(
+                pb.ListSegmentsRequest(thread_id=qa, page_token=ascending_token, descending=True),
+                **as_user("u"),
+            ),
+            *INVALID,
+        )
+
+        calls: list[pb.ListSegmentsRequest] = []
+
+        def transport(knows_order: bool) -> Any:
+            async def call(service: str, method: str, message: Any, user: str) -> Any:
+                assert (service, method) == ("threads", "ListSegments")
+                calls.append(message)
+                if not knows_order:
+                    message = pb.ListSegmentsRequest(
+                        thread_id=message.thread_id,
+                        page_size=message.page_size,
+                        page_token=message.page_token,
+                    )
+                return await stub.ListSegments(message, **as_user(user))
+
+            return call
+
+        open_start = oldest_first[-1].first_sequence
+        assert open_start == 9
+        assert await Collaborators(transport(True)).open_segment_start("u", qa) == open_start
+        assert len(calls) == 1 and calls[0].descending and calls[0].page_size == 1
+        calls.clear()
+        assert await Collaborators(transport(False)).open_segment_start("u", qa) == open_start
+        assert len(calls) > 1  # the oldest segment first: the whole list read
+
+
 async def test_appends_racing_at_the_threshold_close_one_segment_each_time(db_url: str) -> None:
     """Two servers with their own pools stand in for two processes."""
     config = ThreadsSettings(port=0, database_url=db_url, rotate_after_entries=5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -76,6 +77,50 @@ def test_vector_index_returns_the_nearest_first() -> None:
     assert [key for key, _ in index.search(query, 10)][0] == best[0][0]  # top > size
     assert index.scores(query)["meeting notes to action items"] == pytest.approx(best[0][1])
     assert VectorIndex([], embedder.embed([])).search(query, 3) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(-3, 3), min_size=1, max_size=40),
+    st.integers(1, 45),
+)
+def test_vector_index_search_is_the_head_of_the_whole_ranking_ties_in_key_order(
+    values: list[int], top: int
+) -> None:
+    """A search of the ``top`` best is the start of the whole ranking (a
+    stable sort: equal scores in key order), whatever ``top``: a caller that
+    widens its search step by step sees the same order."""
+    rows = np.array([[v, 1.0] for v in values], dtype=np.float32)  # many equal scores
+    index = VectorIndex(list(range(len(values))), rows)
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    whole = sorted(range(len(values)), key=lambda i: (-values[i], i))
+    assert [key for key, _ in index.search(query, top)] == whole[:top]
+
+
+def test_vector_index_products_run_on_one_blas_thread() -> None:
+    """The matrix product of a search runs with BLAS limited to one thread
+    (its spinning threads cost more CPU than the product on a loaded 2-core
+    machine), with the same results, and the limit is lifted after."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    seen: list[list[int]] = []
+
+    class Recording(np.ndarray):  # type: ignore[type-arg]
+        def __matmul__(self, other: Any) -> Any:
+            seen.append(blas_threads())
+            return np.asarray(self) @ other
+
+    rows = np.random.default_rng(5).standard_normal((300, 16)).astype(np.float32)
+    query = rows[7]
+    plain = VectorIndex(list(range(300)), rows).search(query, 5)
+    index = VectorIndex(list(range(300)), rows.view(Recording))
+    assert index.search(query, 5) == plain and plain[0][0] == 7
+    assert index.scores(query)[7] == pytest.approx(plain[0][1])
+    assert seen == [[1] * len(seen[0])] * 2 and seen[0]
+    assert blas_threads() != [1] * len(seen[0]) or os.cpu_count() == 1
 
 
 def test_the_multilingual_model_embeds_meaning_across_languages() -> None:

@@ -133,6 +133,62 @@ async def test_candidates_fuse_both_rankings_by_score_weighted_rrf(embedder: str
     assert not {c.name for c in translated} & {s["name"] for s in BUILTINS}
 
 
+async def test_each_ranking_is_the_head_of_the_whole_catalog_ranked_however_big() -> None:
+    """The lexical and embedding rankings read only what the request touches
+    and the head of the cosine ranking (services/router/skill_router.py), yet
+    are exactly what ranking every eligible skill would give: lexical by
+    score then name, embedding by cosine then catalog order; with few
+    eligible skills the embedding search widens until it has them."""
+    import random
+
+    import numpy as np
+
+    from services.router.skill_router import embedding_text
+
+    rng = random.Random(3)
+    verbs, things = (
+        ["draft", "plan", "review", "track"],
+        ["budget", "forecast", "invoice", "roadmap", "board"],
+    )
+    skills = [
+        indexed(
+            f"skill-{i:03d}-{rng.choice(things)}",
+            f"{rng.choice(verbs)} the {rng.choice(things)} and the {rng.choice(things)} for the team",
+            auto_use=i % 5 != 0,
+        )
+        for i in range(600)
+    ]
+    index = SkillIndex(load_embedder("hashing"))
+    await index.rebuild(skills, revision=1)
+    matrix = index.embedder.embed([embedding_text(s.name, s.description) for s in skills])
+    eligibility = {
+        "default": SkillIndex.default_eligible,
+        "one in seven": lambda s: int(s.name[6:9]) % 7 == 0,
+        "a handful": lambda s: int(s.name[6:9]) in {5, 250, 599},
+    }
+    for text in ("draft the budget forecast for the board", "plan", "track invoice roadmap", "weather"):
+        terms = set(tokenize(text))
+        query = await index.embed_query(text)
+        cosines = matrix @ query.reshape(-1)
+        for name, eligible in eligibility.items():
+            allowed = [i for i, s in enumerate(skills) if eligible(s)]
+            scored = {
+                skills[i].id: lexical_score(terms, skill_terms(skills[i].name, skills[i].description))
+                for i in allowed
+            }
+            expected_lexical = sorted(
+                (i for i, v in scored.items() if v > 0), key=lambda i: (-scored[i], index.skills[i].name)
+            )[:MAX_CANDIDATES]
+            lexical, top = index.lexical_top(terms, eligible)
+            assert top == expected_lexical, (text, name)
+            assert all(lexical[i] == scored[i] for i in top)
+            by_cosine = sorted(allowed, key=lambda i: (-cosines[i], i))[:MAX_CANDIDATES]
+            cosine = index.embedding_top(query, eligible)
+            assert list(cosine) == [skills[i].id for i in by_cosine], (text, name)
+            assert list(cosine.values()) == pytest.approx([max(0.0, float(cosines[i])) for i in by_cosine])
+            assert np.all(np.array(list(cosine.values())) >= 0.0)
+
+
 async def test_ineligible_skills_are_never_candidates() -> None:
     index = SkillIndex(load_embedder("hashing"))
     await index.rebuild(

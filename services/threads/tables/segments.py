@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, update
+from sqlalchemy import Table, true, update
 from sqlmodel import col, select
 
 from services.shared.db_retry import db_retry
@@ -33,14 +33,19 @@ class RotationPolicy:
 
 class SegmentsTable(TableRepository):
     @db_retry
-    async def list_segments(self, thread_id: str, after: int, limit: int) -> Sequence[Segment]:
+    async def list_segments(
+        self, thread_id: str, after: int, limit: int, descending: bool = False
+    ) -> Sequence[Segment]:
+        """Segments numbered after ``after``, or before it (0: from the
+        newest) when ``descending``."""
         async with self._sessions() as session:
-            query = (
-                select(Segment)
-                .where(Segment.thread_id == thread_id, col(Segment.number) > after)
-                .order_by(col(Segment.number))
-                .limit(limit)
-            )
+            number = col(Segment.number)
+            query = select(Segment).where(Segment.thread_id == thread_id)
+            if descending:
+                query = query.where((number < after) if after else true()).order_by(number.desc())
+            else:
+                query = query.where(number > after).order_by(number)
+            query = query.limit(limit)
             return (await session.exec(query)).all()
 
     @db_retry

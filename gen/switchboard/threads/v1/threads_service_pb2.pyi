@@ -1250,22 +1250,28 @@ class ListSegmentsRequest(_message.Message):
     THREAD_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    DESCENDING_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The agent thread."""
     page_size: _builtins.int
     """At most this many segments (0 = 50, at most 500)."""
     page_token: _builtins.str
     """next_page_token of the previous page; "" for the first."""
+    descending: _builtins.bool
+    """Newest first: the open segment first, so one segment tells where the
+    thread's live part starts however many rotations came before.
+    """
     def __init__(
         self,
         *,
         thread_id: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        descending: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descending", b"descending", "page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1273,7 +1279,7 @@ Global___ListSegmentsRequest: _TypeAlias = ListSegmentsRequest  # noqa: Y015
 
 @_typing.final
 class ListSegmentsResponse(_message.Message):
-    """A page of segments, oldest first."""
+    """A page of segments, oldest first (newest first when descending)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
