@@ -17,20 +17,29 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import grpc
-from ag_ui.core import RunAgentInput, UserMessage
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    ResumeEntry,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    UserMessage,
+)
 from fastapi import Header, Request, Response
 
-from gateway import deps, params, responses
-from gateway.agui.encoder import AguiEncoder, parse_cursor, to_sse
+from gateway import deps, params, personal, responses
+from gateway.agui.encoder import CUSTOM_PREFIX, AguiEncoder, parse_cursor, to_sse
 from gateway.api import check_message
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.schemas import PROJECT_ID_PATTERN
 from gateway.streams import EventResponse, Relay, open_run, sse_response
-from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
@@ -105,6 +114,41 @@ async def _conversation(request: Request, user: str, thread_id: str) -> str:
     return made.conversation.id
 
 
+async def _settle(request: Request, user: str, entry: ResumeEntry) -> dict[str, str]:
+    """An interrupt's answer: a proposal accepted or refused exactly as the
+    page's buttons do (its waiting run settled with it); a cancelled answer
+    leaves it pending."""
+    if entry.status == "cancelled":
+        return {"interrupt_id": entry.interrupt_id, "decision": "", "state": "pending"}
+    payload = entry.payload if isinstance(entry.payload, dict) else {}
+    decision = payload.get("decision")
+    if decision not in ("accept", "refuse"):
+        raise ApiError(
+            400, "INVALID_ARGUMENT", 'a resolved interrupt\'s payload is {"decision": "accept" | "refuse"}'
+        )
+    if not re.fullmatch(params.ID_PATTERN, entry.interrupt_id) or len(entry.interrupt_id) > params.ID_MAX:
+        raise ApiError(400, "INVALID_ARGUMENT", "interruptId is a proposal id")
+    decide = personal.accept_proposal if decision == "accept" else personal.refuse_proposal
+    decided = await decide(entry.interrupt_id, request, user, None)
+    return {"interrupt_id": entry.interrupt_id, "decision": decision, "state": str(decided.proposal.state)}
+
+
+async def _resumed(body: RunAgentInput, decided: list[dict[str, str]]) -> AsyncIterator[dict[str, str]]:
+    """The stream answering a resume: the decisions, as a run of their own."""
+    events: list[BaseEvent] = [
+        RunStartedEvent(thread_id=body.thread_id, run_id=body.run_id),
+        *(CustomEvent(name=f"{CUSTOM_PREFIX}approval", value=item) for item in decided),
+        RunFinishedEvent(
+            thread_id=body.thread_id,
+            run_id=body.run_id,
+            result={"decisions": decided},
+            outcome=RunFinishedSuccessOutcome(),
+        ),
+    ]
+    for event in events:
+        yield to_sse(event)
+
+
 @router.post(
     "/ag-ui",
     **responses.event_stream(
@@ -119,9 +163,13 @@ async def run_agent(
     last_event_id: Cursor = "",
 ) -> Response:
     """One AG-UI run: the last (user) message of `messages` as a chat run on
-    the thread's conversation, streamed as AG-UI events."""
+    the thread's conversation, streamed as AG-UI events; or, with `resume`,
+    the user's answers to a run's interrupts (its proposals) recorded."""
     if len(body.thread_id) > params.ID_MAX or len(body.run_id) > params.ID_MAX:
         raise ApiError(400, "INVALID_ARGUMENT", f"threadId and runId are at most {params.ID_MAX} characters")
+    if body.resume:
+        decided = [await _settle(request, user, entry) for entry in body.resume]
+        return sse_response(_resumed(body, decided), request, sep="\n")
     text = _message_text(body)
     check_message(request, text)
     model = _forwarded(body, "model", r"[A-Za-z0-9._:/-]{1,200}")
@@ -139,7 +187,7 @@ async def run_agent(
             project_id=project_id,
         ),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
     stream, first = await open_run(start)
     if first is None:

@@ -154,3 +154,35 @@ def test_a_dropped_stream_resumes_after_its_cursor_with_no_gap_and_no_duplicate(
     assert types(reopened)[0] == "RUN_STARTED" and types(reopened)[-1] == "TEXT_MESSAGE_START"
     assert text_of(first) + text_of(rest) == answer == text_of(whole)
     assert len(model_requests()) == 1  # one run, read three times
+
+
+@pytest.mark.parametrize(
+    ("decision", "message"),
+    [
+        ("accept", "Souviens-toi que je préfère qu'on me tutoie."),
+        ("refuse", "Remember that I like short answers."),
+    ],
+)
+def test_a_proposal_is_an_interrupt_and_resuming_decides_it(
+    launched: Launched, decision: str, message: str
+) -> None:
+    thread, run = f"thread-{uuid.uuid4()}", f"run-{uuid.uuid4()}"
+    asked = run_client(launched, threadId=thread, runId=run, message=message)
+    finished = asked["events"][-1]
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+    [interrupt] = finished["outcome"]["interrupts"]
+    assert interrupt["reason"] == "approval" and interrupt["metadata"]["unified_diff"].startswith("---")
+    assert interrupt["responseSchema"]["properties"]["decision"]["enum"] == ["accept", "refuse"]
+    switchboard_run = finished["result"]["switchboard_run_id"]
+    # The user answers: the same thread, a run that resumes the interrupt.
+    answer = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": decision}}
+    resumed = run_client(launched, threadId=thread, runId=f"{run}-answer", message=message, resume=[answer])
+    events = resumed["events"]
+    assert types(events) == ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"]
+    state = "accepted" if decision == "accept" else "refused"
+    assert events[1]["value"] == {"interrupt_id": interrupt["id"], "decision": decision, "state": state}
+    # Decided exactly as the page's buttons decide: the proposal and its waiting run.
+    with launched.client() as http:
+        assert http.get(f"/api/agent/proposals/{interrupt['id']}").json()["state"] == state
+        record = http.get(f"/api/agent/runs/{switchboard_run}").json()
+        assert (record["status"], record["approval"]) == ("done", state)
