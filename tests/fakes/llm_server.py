@@ -11,7 +11,7 @@ Each request takes the next step of the script (then "ok" once it is empty):
   the API's own error body;
 * ``"cut:N"``: N words, then the connection drops mid-stream;
 * ``"slow:SECONDS"`` (OpenAI): the answer with SECONDS between two words, a
-  slow model to act on mid-stream;
+  slow model to act on mid-stream (``"slow:SECONDS:TEXT"``: TEXT, so);
 * ``"overloaded"`` / ``"overloaded:N"`` (Anthropic): a 200 stream whose
   ``error`` event (``overloaded_error``) comes after N words (default 0);
 * ``"tool:NAME:{json}"``: a tool call of NAME with those arguments, streamed
@@ -102,7 +102,12 @@ def _words(count: int | None = None, answer: str = ANSWER) -> list[str]:
 
 
 def _answer(step: str) -> str:
-    return step[len("say:") :] if step.startswith("say:") else ANSWER
+    """The text of a "say:<text>" step, or of a "slow:<pause>:<text>" one; ANSWER otherwise."""
+    if step.startswith("say:"):
+        return step[len("say:") :]
+    if step.startswith("slow:") and step.count(":") >= 2:
+        return step.split(":", 2)[2]
+    return ANSWER
 
 
 def _status(step: str) -> int | None:
