@@ -51,7 +51,7 @@ def _usage(final: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _run_error(data: dict[str, Any]) -> OpenAIError:
+def run_error(data: dict[str, Any]) -> OpenAIError:
     code = str(data.get("code", "")) or "INTERNAL"
     known = grpc.StatusCode.__members__.get(code)
     # A gRPC status keeps the HTTP API's mapping; anything else (a provider's
@@ -85,7 +85,7 @@ async def stream_chunks(
             if include_usage:
                 yield completion.usage_chunk(_usage(data))
         elif kind == "error":
-            error = _run_error(data)
+            error = run_error(data)
             yield {"data": json.dumps(openai_error(error.status, error.message, error.code))}
     yield {"data": "[DONE]"}
 
@@ -99,7 +99,7 @@ async def whole_completion(relay: Relay, completion: Completion, headers: dict[s
             text = "".join(parts) or str(data.get("text", ""))
             return JSONResponse(completion.whole(text, _usage(data)), headers=headers)
         elif kind == "error":
-            error = _run_error(data)
+            error = run_error(data)
             error.headers = headers
             raise error
     raise OpenAIError(502, "stream_ended", "the run's stream ended without an outcome", headers=headers)

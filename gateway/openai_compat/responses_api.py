@@ -20,14 +20,14 @@ from gateway import deps, responses
 from gateway.api import check_message
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.openai_compat.completion import RUN_ERROR_STATUS
+from gateway.openai_compat.completion import run_error
 from gateway.openai_compat.conversation import CONVERSATION_HEADER, conversation_for
 from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
 from gateway.openai_compat.exchange import MAX_MESSAGES, Exchange
 from gateway.openai_compat.response_bodies import OpenResponse
 from gateway.openai_compat.responses_stream import STATUSES, ResponseLog, run_id_of
+from gateway.openai_compat.routes import AGENT_PREFIX, check_model
 from gateway.streams import EventResponse, Relay, open_run, sse_response
-from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 
 router = APIRouter(
@@ -141,10 +141,8 @@ async def _whole(relay: Relay, log: ResponseLog) -> dict[str, Any]:
     """The response once its run has ended (its events are read and dropped)."""
     async for _ in relay.events():
         pass
-    if log.status == "failed" and log.error is not None:
-        code = log.error["code"]
-        status = RUN_ERROR_STATUS.get(code, 502)
-        raise OpenAIError(status, code.lower(), log.error["message"] or "the run failed")
+    if log.error is not None:
+        raise run_error(log.error)
     return log.response()
 
 
@@ -167,25 +165,46 @@ async def create_response(body: ResponsesBody, request: Request, user: User) -> 
         check_message(request, exchange.message)
     except ApiError as error:
         raise refusal(error, "input", {}) from error
-    conversation = ""
-    if body.previous_response_id:
-        conversation = await _previous_conversation(request, user, body.previous_response_id)
-        exchange = Exchange(exchange.instructions, [], exchange.message)  # the conversation keeps the history
-    headers = await conversation_for(request, user, conversation, exchange)
     settings = deps.settings(request)
-    start = functools.partial(
-        deps.engine(request).StartRun,
-        engine_service_pb2.StartRunRequest(
-            request_id=str(uuid.uuid4()),
-            conversation_id=headers[CONVERSATION_HEADER],
-            message=exchange.message,
-            requested_model=body.model,
-            surface=engine_pb2.SURFACE_CHAT,
-            client_instructions=exchange.instructions,
-        ),
-        timeout=settings.run_stream_timeout,
-        metadata=user_metadata(user),
-    )
+    headers: dict[str, str] = {}
+    if body.model.startswith(AGENT_PREFIX):
+        if body.previous_response_id:
+            refused = "an agent model answers on the agent's shared thread: drop previous_response_id"
+            raise OpenAIError(400, "invalid_request", refused, "previous_response_id")
+        start = functools.partial(
+            deps.engine(request).AskAgent,
+            engine_service_pb2.AskAgentRequest(
+                request_id=str(uuid.uuid4()),
+                requester="user",
+                target_agent_id=body.model.removeprefix(AGENT_PREFIX),
+                message=exchange.message,
+                client_instructions=exchange.instructions,
+            ),
+            timeout=settings.run_stream_timeout,
+            metadata=deps.identity(request, user),
+        )
+    else:
+        await check_model(request, user, body.model)
+        conversation = ""
+        if body.previous_response_id:
+            conversation = await _previous_conversation(request, user, body.previous_response_id)
+            exchange = Exchange(
+                exchange.instructions, [], exchange.message
+            )  # the conversation keeps the history
+        headers = await conversation_for(request, user, conversation, exchange)
+        start = functools.partial(
+            deps.engine(request).StartRun,
+            engine_service_pb2.StartRunRequest(
+                request_id=str(uuid.uuid4()),
+                conversation_id=headers[CONVERSATION_HEADER],
+                message=exchange.message,
+                requested_model=body.model,
+                surface=engine_pb2.SURFACE_CHAT,
+                client_instructions=exchange.instructions,
+            ),
+            timeout=settings.run_stream_timeout,
+            metadata=deps.identity(request, user),
+        )
     try:
         stream, first = await open_run(start)
     except grpc.aio.AioRpcError as error:
@@ -223,7 +242,7 @@ def _watch(request: Request, user: str, run_id: str) -> Any:
     return deps.engine(request).WatchRun(
         engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=0),
         timeout=deps.settings(request).run_stream_timeout,
-        metadata=user_metadata(user),
+        metadata=deps.identity(request, user),
     )
 
 

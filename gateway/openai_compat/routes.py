@@ -38,7 +38,7 @@ router = APIRouter(
 )
 
 
-async def _check_model(request: Request, user: str, model: str) -> None:
+async def check_model(request: Request, user: str, model: str) -> None:
     if model == AUTO or any(m.id == model for m in await configured_models(request, user)):
         return
     raise OpenAIError(400, "model_not_found", f"model {model!r} is not configured (GET /v1/models)", "model")
@@ -148,7 +148,7 @@ async def chat_completions(
             metadata=deps.identity(request, user),
         )
     else:
-        await _check_model(request, user, body.model)
+        await check_model(request, user, body.model)
         await _check_project(request, user, project_id)
         headers = await conversation_for(request, user, conversation_id, exchange)
         start = functools.partial(

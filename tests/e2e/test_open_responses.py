@@ -157,6 +157,9 @@ def test_refusals_are_in_openais_shape(client: openai.OpenAI, launched: Launched
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="recorded", input=[{"role": "assistant", "content": "Hi"}])
     assert refused.value.code == "invalid_request"
+    with pytest.raises(openai.BadRequestError) as unknown:
+        client.responses.create(model="no-such-model", input="Hello")
+    assert unknown.value.code == "model_not_found"
     # Another user's response is theirs: 404, as a missing one.
     script("say:Mine.")
     mine = client.responses.create(model="recorded", input="Hello")
@@ -182,3 +185,23 @@ def test_another_users_response_is_404_exactly_as_a_missing_one(
     assert shape["message"].replace(run_id, "ID") == other["message"].replace(missing, "ID")
     # Alice's response is untouched by bob's attempts.
     assert client.responses.retrieve(mine.id).status == "completed"
+
+
+def test_an_agent_model_asks_the_agent_on_its_shared_thread(
+    client: openai.OpenAI, launched: Launched
+) -> None:
+    agent = f"reviewer-or-{launched.namespace}"
+    with launched.client() as http:
+        made = http.post(
+            "/api/agent/agents", json={"id": agent, "display_name": "Relecteur", "model": "recorded"}
+        )
+        assert made.status_code == 201, made.text
+    script("say:Relu, rien à signaler.")
+    response = client.responses.create(model=f"agent:{agent}", input="Peux-tu relire la note de version ?")
+    assert response.status == "completed" and response.output_text == "Relu, rien à signaler."
+    with launched.client() as http:
+        thread = http.get(f"/api/agent/agents/{agent}/entries").json()["entries"]
+    assert [e["content"] for e in thread][-2:] == [
+        "Peux-tu relire la note de version ?",
+        "Relu, rien à signaler.",
+    ]
