@@ -51,6 +51,21 @@ def event_kind(event: engine_pb2.RunEvent) -> str:
 
 def event_data(event: engine_pb2.RunEvent) -> dict[str, Any]:
     kind = event_kind(event)
+    # The most frequent kinds built directly: json_format's reflection costs
+    # some 20 µs an event, and a run streams a delta per piece of its answer.
+    # Same keys in the same order (the proto's fields), so the same JSON.
+    if kind == "delta":
+        return {"text": event.delta.text, "run_id": event.run_id, "sequence": event.sequence}
+    if kind == "step":
+        step = event.step
+        status = json_name(STEP_STATUSES, step.status)
+        return {
+            "key": step.key,
+            "label": step.label,
+            "status": status,
+            "run_id": event.run_id,
+            "sequence": event.sequence,
+        }
     data = message_dict(getattr(event, kind)) if kind != "unknown" else {}
     if kind == "step":
         data["status"] = json_name(STEP_STATUSES, event.step.status)
