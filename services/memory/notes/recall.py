@@ -133,7 +133,9 @@ class NoteIndexes:
         self.inline_embed_limit = inline_embed_limit
         self.min_cosine = MIN_COSINE.get(embedder.name, 0.0) if min_cosine is None else min_cosine
         self._indexes: OrderedDict[str, ProjectIndex] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        # The build in progress of each project: one at a time, shared by
+        # every caller, and never cancelled with one (see get).
+        self._building: dict[str, asyncio.Task[ProjectIndex]] = {}
         # Projects already reported lexical only: once each, not at every recall.
         self._reported: set[str] = set()
 
@@ -146,18 +148,34 @@ class NoteIndexes:
         if cached is not None and cached.revision == revision and not cached.lexical_only:
             self._indexes.move_to_end(key)
             return cached
-        # One rebuild per project at a time; the others wait and reuse it.
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            cached = self._indexes.get(key)
-            if cached is not None and cached.revision == revision and not cached.lexical_only:
-                return cached
-            index = await self._build(project)
-            self._indexes[key] = index
-            self._indexes.move_to_end(key)
-            while len(self._indexes) > MAX_CACHED_PROJECTS:
-                self._locks.pop(self._indexes.popitem(last=False)[0], None)
-            return index
+        # One rebuild per project at a time; the others wait and reuse it. A
+        # caller that gives up (its deadline passed: a project of 100,000
+        # notes takes seconds) leaves the build running, so that the next
+        # recall finds the index instead of starting it all over again.
+        building = self._building.get(key)
+        if building is None:
+            building = asyncio.get_running_loop().create_task(self._build_and_keep(key))
+            self._building[key] = building
+            building.add_done_callback(lambda done: self._built(key, done))
+        index = await asyncio.shield(building)
+        if index.revision < revision:  # begun before the write this caller saw
+            return await self.get(project)
+        return index
+
+    def _built(self, key: str, done: asyncio.Task[ProjectIndex]) -> None:
+        if self._building.get(key) is done:
+            del self._building[key]
+        if not done.cancelled() and done.exception() is not None:
+            # Said by the callers that waited; without one, said here.
+            _log.debug("recall index of project %r failed", key, exc_info=done.exception())
+
+    async def _build_and_keep(self, project: str) -> ProjectIndex:
+        index = await self._build(project)
+        self._indexes[project] = index
+        self._indexes.move_to_end(project)
+        while len(self._indexes) > MAX_CACHED_PROJECTS:
+            self._indexes.popitem(last=False)
+        return index
 
     async def _build(self, project: str) -> ProjectIndex:
         # The revision is read before the rows: a write that lands in between
