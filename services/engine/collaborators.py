@@ -1,17 +1,21 @@
 """What a run needs from the other services: one set of calls, over a
 transport — gRPC in production; the run benchmark's floor brings its own,
 on the servicers of its process (tests/bench/in_process.py), which also
-shows that the run logic does not depend on the transport. Failures of other
-services become the engine's own errors."""
+shows that the run logic does not depend on the transport. Each call names
+its stub's method (mypy-protobuf's *AsyncStub classes), so mypy checks its
+request and response types. Failures of other services become the engine's
+own errors."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, cast
+from dataclasses import dataclass, fields
+from typing import Protocol, TypeVar
 
 import grpc
 from google.protobuf import field_mask_pb2
+from google.protobuf.message import Message
 
 from services.shared.clients import call, open_channel
 from services.shared.errors import (
@@ -68,11 +72,31 @@ def _translate(service: str, error: grpc.aio.AioRpcError) -> DomainError:
     return DependencyUnavailable(f"{service} service failed: {code.name} {error.details() or ''}".strip())
 
 
-class Transport(Protocol):
-    """Calls ``method`` of ``service`` ("threads", "memory", "pages",
-    "handoff", "projects", "router") with ``request``, as ``user``."""
+Request = TypeVar("Request", bound=Message)
+Response = TypeVar("Response", bound=Message)
 
-    async def __call__(self, service: str, method: str, request: object, user: str) -> Any: ...
+
+@dataclass(frozen=True)
+class Stubs:
+    """The services the engine calls: memory serves four of them."""
+
+    threads: threads_service_pb2_grpc.ThreadsServiceAsyncStub
+    memory: memory_service_pb2_grpc.MemoryServiceAsyncStub
+    pages: pages_service_pb2_grpc.PagesServiceAsyncStub
+    handoff: handoff_service_pb2_grpc.HandoffServiceAsyncStub
+    projects: projects_service_pb2_grpc.ProjectsServiceAsyncStub
+    router: router_service_pb2_grpc.RouterServiceAsyncStub
+
+
+class Transport(Protocol):
+    """Calls ``method``, one of ``stubs``' methods, with ``request``, as ``user``."""
+
+    @property
+    def stubs(self) -> Stubs: ...
+
+    async def __call__(
+        self, method: grpc.aio.UnaryUnaryMultiCallable[Request, Response], request: Request, user: str
+    ) -> Response: ...
 
 
 class GrpcTransport:
@@ -93,26 +117,35 @@ class GrpcTransport:
             open_channel(a, credentials) for a in (threads_address, memory_address, router_address)
         ]
         threads, memory, router = self._channels
-        self._stubs: dict[str, Any] = {
-            "threads": threads_service_pb2_grpc.ThreadsServiceStub(threads),
-            "memory": memory_service_pb2_grpc.MemoryServiceStub(memory),
-            "pages": pages_service_pb2_grpc.PagesServiceStub(memory),
-            "handoff": handoff_service_pb2_grpc.HandoffServiceStub(memory),
-            "projects": projects_service_pb2_grpc.ProjectsServiceStub(memory),
-            "router": router_service_pb2_grpc.RouterServiceStub(router),
+        self._stubs = Stubs(
+            threads=threads_service_pb2_grpc.ThreadsServiceStub(threads),
+            memory=memory_service_pb2_grpc.MemoryServiceStub(memory),
+            pages=pages_service_pb2_grpc.PagesServiceStub(memory),
+            handoff=handoff_service_pb2_grpc.HandoffServiceStub(memory),
+            projects=projects_service_pb2_grpc.ProjectsServiceStub(memory),
+            router=router_service_pb2_grpc.RouterServiceStub(router),
+        )
+        # The service of each stub method (a generated stub keeps them as its
+        # attributes): its deadline, and the name its failures are told by.
+        self._service_of: dict[object, str] = {
+            method: field.name
+            for field in fields(Stubs)
+            for method in vars(getattr(self._stubs, field.name)).values()
         }
         self._timeout = timeout
         # Per service, where one should cost a run less than the default.
         self._timeouts = dict(timeouts or {})
 
-    async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
+    @property
+    def stubs(self) -> Stubs:
+        return self._stubs
+
+    async def __call__(
+        self, method: grpc.aio.UnaryUnaryMultiCallable[Request, Response], request: Request, user: str
+    ) -> Response:
+        service = self._service_of[method]
         try:
-            return await call(
-                getattr(self._stubs[service], method),
-                request,
-                timeout=self._timeouts.get(service, self._timeout),
-                user=user,
-            )
+            return await call(method, request, timeout=self._timeouts.get(service, self._timeout), user=user)
         except grpc.aio.AioRpcError as error:
             raise _translate(service, error) from error
 
@@ -126,15 +159,13 @@ class Collaborators:
 
     def __init__(self, transport: Transport) -> None:
         self._call = transport
+        self._stubs = transport.stubs
 
     # Threads
 
     async def get_conversation(self, user: str, conversation_id: str) -> threads_pb2.Conversation:
         request = threads_service_pb2.GetConversationRequest(conversation_id=conversation_id)
-        return cast(
-            threads_pb2.Conversation,
-            (await self._call("threads", "GetConversation", request, user)).conversation,
-        )
+        return (await self._call(self._stubs.threads.GetConversation, request, user)).conversation
 
     async def append_entries(
         self, user: str, thread_id: str, request_id: str, entries: Sequence[threads_pb2.Entry]
@@ -143,9 +174,7 @@ class Collaborators:
         request = threads_service_pb2.AppendEntriesRequest(
             request_id=request_id, thread_id=thread_id, entries=entries
         )
-        return cast(
-            Sequence[threads_pb2.Entry], (await self._call("threads", "AppendEntries", request, user)).entries
-        )
+        return (await self._call(self._stubs.threads.AppendEntries, request, user)).entries
 
     async def set_auto_title(
         self, user: str, conversation_id: str, request_text: str, title: str = ""
@@ -153,17 +182,15 @@ class Collaborators:
         request = threads_service_pb2.SetAutoTitleRequest(
             conversation_id=conversation_id, request_text=request_text, title=title
         )
-        await self._call("threads", "SetAutoTitle", request, user)
+        await self._call(self._stubs.threads.SetAutoTitle, request, user)
 
     async def get_agent(self, user: str, agent_id: str) -> threads_pb2.Agent:
         request = threads_service_pb2.GetAgentRequest(agent_id=agent_id)
-        return cast(threads_pb2.Agent, (await self._call("threads", "GetAgent", request, user)).agent)
+        return (await self._call(self._stubs.threads.GetAgent, request, user)).agent
 
     async def ensure_agent_thread(self, user: str, agent_id: str) -> threads_pb2.AgentThread:
         request = threads_service_pb2.EnsureAgentThreadRequest(target_agent_id=agent_id)
-        return cast(
-            threads_pb2.AgentThread, (await self._call("threads", "EnsureAgentThread", request, user)).thread
-        )
+        return (await self._call(self._stubs.threads.EnsureAgentThread, request, user)).thread
 
     async def transcript_tail(
         self, user: str, thread_id: str, limit: int
@@ -175,7 +202,8 @@ class Collaborators:
             thread_id=thread_id, page_size=limit, descending=True
         )
         response, first = await asyncio.gather(
-            self._call("threads", "ListEntries", request, user), self.open_segment_start(user, thread_id)
+            self._call(self._stubs.threads.ListEntries, request, user),
+            self.open_segment_start(user, thread_id),
         )
         return [e for e in reversed(response.entries) if e.sequence >= first], first
 
@@ -185,8 +213,7 @@ class Collaborators:
         many rotations came before; all of them only when it is not (or a
         threads service that does not list newest first answered)."""
         newest = await self._call(
-            "threads",
-            "ListSegments",
+            self._stubs.threads.ListSegments,
             threads_service_pb2.ListSegmentsRequest(thread_id=thread_id, page_size=1, descending=True),
             user,
         )
@@ -197,7 +224,7 @@ class Collaborators:
             request = threads_service_pb2.ListSegmentsRequest(
                 thread_id=thread_id, page_size=100, page_token=token
             )
-            response = await self._call("threads", "ListSegments", request, user)
+            response = await self._call(self._stubs.threads.ListSegments, request, user)
             for segment in response.segments:
                 if segment.state == threads_pb2.SEGMENT_STATE_OPEN:
                     first = segment.first_sequence
@@ -217,7 +244,7 @@ class Collaborators:
             request = threads_service_pb2.ListEntriesRequest(
                 thread_id=thread_id, page_size=page_size, page_token=token, descending=True
             )
-            response = await self._call("threads", "ListEntries", request, user)
+            response = await self._call(self._stubs.threads.ListEntries, request, user)
             for entry in response.entries:
                 if entry.sequence <= after_sequence:
                     return list(reversed(entries))
@@ -228,7 +255,7 @@ class Collaborators:
 
     async def live_provider_sessions(self, user: str, thread_id: str) -> list[threads_pb2.ProviderSession]:
         request = threads_service_pb2.ListProviderSessionsRequest(agent_thread_id=thread_id, page_size=50)
-        return list((await self._call("threads", "ListProviderSessions", request, user)).sessions)
+        return list((await self._call(self._stubs.threads.ListProviderSessions, request, user)).sessions)
 
     async def bind_provider_session(
         self, user: str, thread_id: str, provider_id: str, native_session_id: str, replace: bool = False
@@ -239,10 +266,7 @@ class Collaborators:
             native_session_id=native_session_id,
             replace=replace,
         )
-        return cast(
-            threads_pb2.ProviderSession,
-            (await self._call("threads", "BindProviderSession", request, user)).session,
-        )
+        return (await self._call(self._stubs.threads.BindProviderSession, request, user)).session
 
     async def provider_session(self, user: str, thread_id: str, provider_id: str) -> str | None:
         """The native session id of the provider's live session on the thread."""
@@ -250,7 +274,7 @@ class Collaborators:
             agent_thread_id=thread_id, provider_id=provider_id
         )
         try:
-            response = await self._call("threads", "GetProviderSession", request, user)
+            response = await self._call(self._stubs.threads.GetProviderSession, request, user)
         except NotFound:
             return None
         return str(response.session.native_session_id)
@@ -259,7 +283,7 @@ class Collaborators:
         request = threads_service_pb2.ReleaseProviderSessionRequest(
             agent_thread_id=thread_id, provider_id=provider_id
         )
-        await self._call("threads", "ReleaseProviderSession", request, user)
+        await self._call(self._stubs.threads.ReleaseProviderSession, request, user)
 
     # Memory
 
@@ -267,7 +291,7 @@ class Collaborators:
         """The id of the project ``project_id`` names, when ``user`` is a
         member of it (any role); NotFound otherwise, as for a missing one."""
         request = projects_service_pb2.CheckProjectAccessRequest(project_id=project_id)
-        return str((await self._call("projects", "CheckProjectAccess", request, user)).project_id)
+        return str((await self._call(self._stubs.projects.CheckProjectAccess, request, user)).project_id)
 
     async def project_role(self, user: str, project_id: str) -> int:
         """``user``'s role in the project (switchboard.memory.v1.ProjectRole's
@@ -275,7 +299,7 @@ class Collaborators:
         it does not exist (the two are never told apart)."""
         request = projects_service_pb2.CheckProjectAccessRequest(project_id=project_id)
         try:
-            return int((await self._call("projects", "CheckProjectAccess", request, user)).role)
+            return int((await self._call(self._stubs.projects.CheckProjectAccess, request, user)).role)
         except NotFound:
             return 0
 
@@ -284,15 +308,12 @@ class Collaborators:
     ) -> Sequence[memory_pb2.RecalledNote]:
         """The project's notes for ``query`` ("" = the user's personal project)."""
         request = memory_service_pb2.RecallNotesRequest(project_id=project_id, query=query, persona=persona)
-        return cast(
-            Sequence[memory_pb2.RecalledNote],
-            (await self._call("memory", "RecallNotes", request, user)).notes,
-        )
+        return (await self._call(self._stubs.memory.RecallNotes, request, user)).notes
 
     async def live_state(self, user: str, project_id: str, limit: int) -> list[memory_pb2.LiveStateEntry]:
         """The first ``limit`` entries of the project's live state, by agent id."""
         request = memory_service_pb2.ListLiveStateRequest(project_id=project_id, page_size=limit)
-        return list((await self._call("memory", "ListLiveState", request, user)).entries)
+        return list((await self._call(self._stubs.memory.ListLiveState, request, user)).entries)
 
     async def set_live_state(
         self, user: str, project_id: str, agent_id: str, activity: str, detail: str, ttl_seconds: int | None
@@ -304,15 +325,12 @@ class Collaborators:
         )
         if ttl_seconds:
             request.ttl.FromSeconds(ttl_seconds)
-        response = await self._call("memory", "SetLiveState", request, user)
-        return cast(memory_pb2.LiveStateEntry, response.entry)
+        response = await self._call(self._stubs.memory.SetLiveState, request, user)
+        return response.entry
 
     async def active_instructions(self, user: str) -> pages_service_pb2.GetActiveInstructionsResponse:
         request = pages_service_pb2.GetActiveInstructionsRequest()
-        return cast(
-            pages_service_pb2.GetActiveInstructionsResponse,
-            await self._call("pages", "GetActiveInstructions", request, user),
-        )
+        return await self._call(self._stubs.pages.GetActiveInstructions, request, user)
 
     async def chat_context(
         self,
@@ -340,15 +358,12 @@ class Collaborators:
             recall_query=recall_query or "",
             live_state_page_size=live_state_entries,
         )
-        return cast(
-            memory_service_pb2.GetChatContextResponse,
-            await self._call("memory", "GetChatContext", request, user),
-        )
+        return await self._call(self._stubs.memory.GetChatContext, request, user)
 
     async def create_instruction_page(self, user: str, request_id: str, language: str = "") -> pages_pb2.Page:
         """From the default template of ``language`` (English when memory has none in it)."""
         request = pages_service_pb2.CreateInstructionPageRequest(request_id=request_id, language=language)
-        return cast(pages_pb2.Page, (await self._call("pages", "CreateInstructionPage", request, user)).page)
+        return (await self._call(self._stubs.pages.CreateInstructionPage, request, user)).page
 
     async def create_proposal(
         self, user: str, request_id: str, page_id: str, body: str, reason: str, run_id: str = ""
@@ -361,16 +376,16 @@ class Collaborators:
             proposer_agent_id="personal",
             run_id=run_id,
         )
-        return cast(pages_pb2.Proposal, (await self._call("pages", "CreateProposal", request, user)).proposal)
+        return (await self._call(self._stubs.pages.CreateProposal, request, user)).proposal
 
     async def readable_pages(self, user: str, limit: int) -> list[pages_pb2.Page]:
         """Pages the user can read (theirs and those shared with them)."""
         request = pages_service_pb2.ListPagesRequest(page_size=limit)
-        return list((await self._call("pages", "ListPages", request, user)).pages)
+        return list((await self._call(self._stubs.pages.ListPages, request, user)).pages)
 
     async def get_page(self, user: str, page_id: str) -> pages_pb2.Page:
         request = pages_service_pb2.GetPageRequest(page_id=page_id)
-        return cast(pages_pb2.Page, (await self._call("pages", "GetPage", request, user)).page)
+        return (await self._call(self._stubs.pages.GetPage, request, user)).page
 
     async def create_note(
         self, user: str, request_id: str, note: memory_pb2.Note
@@ -379,9 +394,7 @@ class Collaborators:
         request = memory_service_pb2.CreateNoteRequest(
             request_id=request_id, note=note, duplicate_policy=memory_pb2.DUPLICATE_POLICY_MERGE
         )
-        return cast(
-            memory_service_pb2.CreateNoteResponse, await self._call("memory", "CreateNote", request, user)
-        )
+        return await self._call(self._stubs.memory.CreateNote, request, user)
 
     async def propose_note(
         self, user: str, request_id: str, note: memory_pb2.Note, reason: str, run_id: str
@@ -390,15 +403,13 @@ class Collaborators:
         request = memory_service_pb2.ProposeNoteRequest(
             request_id=request_id, note=note, reason=reason, run_id=run_id
         )
-        return cast(
-            memory_service_pb2.ProposeNoteResponse, await self._call("memory", "ProposeNote", request, user)
-        )
+        return await self._call(self._stubs.memory.ProposeNote, request, user)
 
     async def project_context(self, user: str, project_id: str) -> str:
         """The project's shared context (CONTEXT.md), "" when none was written."""
         request = memory_service_pb2.GetProjectContextRequest(project_id=project_id)
         try:
-            return str((await self._call("memory", "GetProjectContext", request, user)).context.body)
+            return str((await self._call(self._stubs.memory.GetProjectContext, request, user)).context.body)
         except NotFound:
             return ""
 
@@ -410,7 +421,7 @@ class Collaborators:
         request = handoff_service_pb2.RecordHandoffEntriesRequest(
             thread_id=thread_id, entries=entries, private=private
         )
-        await self._call("handoff", "RecordHandoffEntries", request, user)
+        await self._call(self._stubs.handoff.RecordHandoffEntries, request, user)
 
     async def fold_into_summary(
         self, user: str, thread_id: str, entries: Sequence[handoff_pb2.HandoffEntry]
@@ -426,19 +437,20 @@ class Collaborators:
         """The thread's handoff summary (empty before anything was recorded);
         ``checkpoint`` folds pending entries first (a provider swap must see
         everything recorded so far)."""
-        request: Any
         try:
             if checkpoint:
-                request = handoff_service_pb2.CheckpointHandoffRequest(
-                    thread_id=thread_id, reason=handoff_pb2.HANDOFF_CHECKPOINT_REASON_REQUEST
+                checkpointed = await self._call(
+                    self._stubs.handoff.CheckpointHandoff,
+                    handoff_service_pb2.CheckpointHandoffRequest(
+                        thread_id=thread_id, reason=handoff_pb2.HANDOFF_CHECKPOINT_REASON_REQUEST
+                    ),
+                    user,
                 )
-                response = await self._call("handoff", "CheckpointHandoff", request, user)
-            else:
-                request = handoff_service_pb2.GetHandoffSummaryRequest(thread_id=thread_id)
-                response = await self._call("handoff", "GetHandoffSummary", request, user)
+                return checkpointed.summary
+            request = handoff_service_pb2.GetHandoffSummaryRequest(thread_id=thread_id)
+            return (await self._call(self._stubs.handoff.GetHandoffSummary, request, user)).summary
         except NotFound:
             return handoff_pb2.HandoffSummary(thread_id=thread_id)
-        return cast(handoff_pb2.HandoffSummary, response.summary)
 
     # Router
 
@@ -449,9 +461,7 @@ class Collaborators:
         request = router_service_pb2.RouteModelRequest(
             text=text, requested_model=requested, default_model=default, offline=offline, provider_id=provider
         )
-        return cast(
-            router_service_pb2.RouteModelResponse, await self._call("router", "RouteModel", request, user)
-        )
+        return await self._call(self._stubs.router.RouteModel, request, user)
 
     async def route_message(
         self,
@@ -474,6 +484,4 @@ class Collaborators:
             offline=offline,
             text_embedding=text_embedding,
         )
-        return cast(
-            router_service_pb2.RouteMessageResponse, await self._call("router", "RouteMessage", request, user)
-        )
+        return await self._call(self._stubs.router.RouteMessage, request, user)

@@ -5,8 +5,10 @@ alone. Their DomainErrors reach the engine as they are."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from services.engine.collaborators import Stubs
 from services.shared.errors import DependencyUnavailable
 from services.shared.identity import user_metadata
 from switchboard.memory.v1 import (
@@ -17,6 +19,8 @@ from switchboard.memory.v1 import (
 )
 from switchboard.router.v1 import router_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2_grpc
+
+LocalMethod = Callable[[Any, str], Awaitable[Any]]
 
 
 class LocalContext:
@@ -30,6 +34,27 @@ class LocalContext:
 
     def time_remaining(self) -> float | None:
         return None
+
+
+class LocalStub:
+    """A service's stub in this process: each method, named as the stub's,
+    calls the servicer's with the caller as its context. Without a servicer,
+    every call is DependencyUnavailable."""
+
+    def __init__(self, service: str, servicer: object | None) -> None:
+        self._service = service
+        self._servicer = servicer
+
+    def __getattr__(self, name: str) -> LocalMethod:
+        servicer_method = None if self._servicer is None else getattr(self._servicer, name)
+
+        async def method(request: Any, user: str) -> Any:
+            if servicer_method is None:
+                raise DependencyUnavailable(f"no {self._service} service in this process")
+            return await servicer_method(request, cast(Any, LocalContext(user)))
+
+        setattr(self, name, method)  # looked up once per method
+        return method
 
 
 class InProcessTransport:
@@ -46,18 +71,17 @@ class InProcessTransport:
         router: router_service_pb2_grpc.RouterServiceServicer,
         projects: projects_service_pb2_grpc.ProjectsServiceServicer | None = None,
     ) -> None:
-        self._servicers: dict[str, Any] = {
+        servicers = {
             "threads": threads,
             "memory": memory,
             "pages": pages,
             "handoff": handoff,
+            "projects": projects,
             "router": router,
         }
-        if projects is not None:
-            self._servicers["projects"] = projects
+        # Typed as the gRPC stubs they stand in for: the engine names the same methods.
+        local = {name: cast(Any, LocalStub(name, servicer)) for name, servicer in servicers.items()}
+        self.stubs = Stubs(**local)
 
-    async def __call__(self, service: str, method: str, request: object, user: str) -> Any:
-        servicer = self._servicers.get(service)
-        if servicer is None:
-            raise DependencyUnavailable(f"no {service} service in this process")
-        return await getattr(servicer, method)(request, cast(Any, LocalContext(user)))
+    async def __call__(self, method: LocalMethod, request: Any, user: str) -> Any:
+        return await method(request, user)

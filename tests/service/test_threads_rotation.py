@@ -173,7 +173,9 @@ async def test_segments_newest_first_start_with_the_open_one(db_url: str) -> Non
     other. The engine finds where an asked agent's live part starts from
     that one segment, and from the whole list when a threads service that
     does not know the order answers oldest first."""
-    from services.engine.collaborators import Collaborators
+    from dataclasses import fields
+
+    from services.engine.collaborators import Collaborators, Stubs
 
     async with threads(db_url, rotate_after_entries=2) as stub:
         qa = await agent_thread(stub)
@@ -201,11 +203,16 @@ async def test_segments_newest_first_start_with_the_open_one(db_url: str) -> Non
 
         calls: list[pb.ListSegmentsRequest] = []
 
-        def transport(knows_order: bool) -> Any:
-            async def call(service: str, method: str, message: Any, user: str) -> Any:
-                assert (service, method) == ("threads", "ListSegments")
+        class Transport:
+            def __init__(self, knows_order: bool) -> None:
+                self.knows_order = knows_order
+                # Only threads is called: every service's stub is the threads one.
+                self.stubs = Stubs(*[stub] * len(fields(Stubs)))
+
+            async def __call__(self, method: Any, message: Any, user: str) -> Any:
+                assert method is stub.ListSegments
                 calls.append(message)
-                if not knows_order:
+                if not self.knows_order:
                     message = pb.ListSegmentsRequest(
                         thread_id=message.thread_id,
                         page_size=message.page_size,
@@ -213,7 +220,8 @@ async def test_segments_newest_first_start_with_the_open_one(db_url: str) -> Non
                     )
                 return await stub.ListSegments(message, **as_user(user))
 
-            return call
+        def transport(knows_order: bool) -> Any:
+            return Transport(knows_order)
 
         open_start = oldest_first[-1].first_sequence
         assert open_start == 9
