@@ -16,7 +16,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway import deps, responses
+from gateway import deps, params, responses
 from gateway.api import check_message
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
@@ -228,11 +228,18 @@ async def create_response(body: ResponsesBody, request: Request, user: User) -> 
     return JSONResponse(await _whole(relay, log), headers=headers)
 
 
+def _known(response_id: str) -> str:
+    """The run id of a response id; one without the resp_ prefix names none."""
+    if not response_id.startswith("resp_"):
+        raise OpenAIError(404, "not_found", f"response {response_id!r} not found")
+    return run_id_of(response_id)
+
+
 async def _run(request: Request, user: str, response_id: str) -> engine_pb2.Run:
     found: engine_service_pb2.GetRunResponse = await rpc(
         request,
         deps.engine(request).GetRun,
-        engine_service_pb2.GetRunRequest(run_id=run_id_of(response_id)),
+        engine_service_pb2.GetRunRequest(run_id=_known(response_id)),
         user,
     )
     return found.run
@@ -246,7 +253,8 @@ def _watch(request: Request, user: str, run_id: str) -> Any:
     )
 
 
-ResponseId = Annotated[str, Path(pattern=RESPONSE_ID, max_length=140)]
+# Any id the API takes: one without the resp_ prefix names no response (404).
+ResponseId = Annotated[str, Path(pattern=params.ID_PATTERN, max_length=params.ID_MAX + 5)]
 
 
 @router.get(
@@ -290,7 +298,7 @@ async def cancel_response(response_id: ResponseId, request: Request, user: User)
     cancelled: engine_service_pb2.CancelRunResponse = await rpc(
         request,
         deps.engine(request).CancelRun,
-        engine_service_pb2.CancelRunRequest(run_id=run_id_of(response_id)),
+        engine_service_pb2.CancelRunRequest(run_id=_known(response_id)),
         user,
     )
     log = ResponseLog(cancelled.run.requested_model or cancelled.run.model)

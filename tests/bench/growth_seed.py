@@ -139,8 +139,9 @@ def seed_skills(data: Path, total: int, embedder_name: str) -> int:
     stored as the router stores them, and the catalog revision bumped.
     Returns how many were added."""
     from services.router.models import Skill, SkillVector
-    from services.router.skill_router import embedding_text, text_hash
+    from services.router.skill_router import embedding_text
     from services.shared.embeddings import load_embedder, to_bytes
+    from services.shared.embeddings import text_sha256 as text_hash
 
     embedder = load_embedder(embedder_name)
     now = datetime.datetime.now(datetime.UTC)

@@ -244,10 +244,21 @@ def test_hops_bench_smoke_prices_every_piece_of_a_run() -> None:
 
     result = bench_hops.main(["--smoke"])
     costs = result["per_piece_ms"]
-    assert set(costs) == {*bench_hops.RUN_PIECES, "sqlite3_statement_alone", "grpc_unary_switchboard"}
+    # The run's pieces, and what they are compared with: the bare statement
+    # and commit through SQLAlchemy (the cold paths) and sqlite3 alone, and
+    # a unary call through Switchboard's own server and client path.
+    compared = {"sql_statement", "sql_commit", "sqlite3_statement_alone", "grpc_unary_switchboard"}
+    assert set(costs) == {*bench_hops.RUN_PIECES, *compared}
     # Measured directly; a streamed message is a difference of two streams,
     # which a smoke run's few calls may not resolve.
-    direct = ("grpc_unary", "grpc_unary_switchboard", "http_request", "sql_statement", "embed_request")
+    direct = (
+        "grpc_unary",
+        "grpc_unary_switchboard",
+        "http_request",
+        "sql_statement",
+        "driver_read",
+        "embed_request",
+    )
     assert all(costs[piece] > 0 for piece in direct), costs
     assert all(isinstance(cost, float) for cost in costs.values()), costs
     # A statement through SQLAlchemy and a thread hand-off costs more than sqlite3's own.
