@@ -574,7 +574,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     report = asyncio.run(bench(args, command))
     args.out.mkdir(parents=True, exist_ok=True)
-    bench_all._merge(args.out, "peer", report)
+    bench_all.merge_key(args.out, "peer", report)
     load = report["machine"]["load_avg_at_start"][0], report["machine"]["load_avg_at_end"][0]
     print(f"\n{report['date']}  commit {report['commit']}  load average {load[0]} → {load[1]}\n{command}\n")
     print(markdown(report))

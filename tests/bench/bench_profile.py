@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
             **shares(folder, label, cpu),
         }
     args.out.mkdir(parents=True, exist_ok=True)
-    bench_all._merge(args.out, "profile", report)
+    bench_all.merge_key(args.out, "profile", report)
     print(markdown(report))
     if args.out.resolve() == bench_all.DOCS.resolve():
         bench_all.write_docs(bench_all.render(json.loads((args.out / "benchmarks.json").read_text())))
