@@ -162,6 +162,29 @@ def shared_recording() -> FakeServer:
     return _recording
 
 
+def script_answers(*answers: str) -> None:
+    """The shared recording model's answers, in order, for the next runs; a
+    title request (after a conversation's first exchange) gets a title."""
+    from services.engine.instructions import TITLE_SYSTEMS
+
+    queue = list(answers)
+
+    def answer(body: dict[str, Any]) -> str:
+        return "say:Titre" if body["messages"][0]["content"] in TITLE_SYSTEMS.values() else queue.pop(0)
+
+    recording = shared_recording()
+    recording.script.reset()
+    recording.script.steps = [answer] * (2 * len(answers) + 2)
+
+
+def model_requests() -> list[dict[str, Any]]:
+    """What the shared recording model received, title requests aside."""
+    from services.engine.instructions import TITLE_SYSTEMS
+
+    requests = shared_recording().script.requests
+    return [r for r in requests if r["messages"][0]["content"] not in TITLE_SYSTEMS.values()]
+
+
 def _blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """Runs a coroutine to completion from sync code, in a thread of its own
     (the caller's thread may already run a loop, e.g. Playwright's)."""

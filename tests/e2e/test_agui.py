@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from services.engine.instructions import TITLE_SYSTEMS
-from tests.e2e.conftest import Launched, recording_env, shared_recording
+from tests.e2e.conftest import Launched, model_requests, recording_env, shared_recording
+from tests.e2e.conftest import script_answers as script
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "tests" / "e2e" / "agui_client.mjs"
@@ -44,21 +44,6 @@ def run_client(launched: Launched, **options: Any) -> dict[str, Any]:
     output: dict[str, Any] = json.loads(done.stdout)
     assert output["invalid"] == [], output["invalid"]
     return output
-
-
-def script(*answers: str) -> None:
-    """The recording model's answers in order; a title request gets a title."""
-    queue = list(answers)
-
-    def answer(body: dict[str, Any]) -> str:
-        return "say:Titre" if body["messages"][0]["content"] in TITLE_SYSTEMS.values() else queue.pop(0)
-
-    RECORDING.script.reset()
-    RECORDING.script.steps = [answer] * (2 * len(answers) + 2)
-
-
-def model_requests() -> list[dict[str, Any]]:
-    return [r for r in RECORDING.script.requests if r["messages"][0]["content"] not in TITLE_SYSTEMS.values()]
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:

@@ -14,9 +14,9 @@ import httpx
 import openai
 
 from tests.e2e.conftest import Launched, recording_env, shared_recording
+from tests.e2e.conftest import script_answers as script
 from tests.e2e.sse import read_events
 from tests.e2e.test_agui import run_client
-from tests.e2e.test_open_responses import script
 
 RECORDING = shared_recording()
 LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")

@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from services.engine.instructions import TITLE_SYSTEMS
-from tests.e2e.conftest import Launched, recording_env, shared_recording
+from tests.e2e.conftest import Launched, model_requests, recording_env, shared_recording
+from tests.e2e.conftest import script_answers as script
 from tests.fakes.llm_server import ANSWER, INPUT_TOKENS
 from tests.gateway_routes import OPENAI_MATRIX
 
@@ -33,21 +33,6 @@ CASES = {
 def client(launched: Launched) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=f"{launched.url}/v1", api_key=launched.token(), max_retries=0) as sdk:
         yield sdk
-
-
-def script(*answers: str) -> None:
-    """The recording model's answers in order; a title request gets a title."""
-    queue = list(answers)
-
-    def answer(body: dict[str, Any]) -> str:
-        return "say:Titre" if body["messages"][0]["content"] in TITLE_SYSTEMS.values() else queue.pop(0)
-
-    RECORDING.script.reset()
-    RECORDING.script.steps = [answer] * (2 * len(answers) + 2)
-
-
-def model_requests() -> list[dict[str, Any]]:
-    return [r for r in RECORDING.script.requests if r["messages"][0]["content"] not in TITLE_SYSTEMS.values()]
 
 
 def run_record(launched: Launched, response_id: str) -> dict[str, Any]:
