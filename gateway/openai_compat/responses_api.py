@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid
 from typing import Annotated, Any, Literal
 
 import grpc
@@ -26,7 +25,7 @@ from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
 from gateway.openai_compat.exchange import MAX_MESSAGES, Exchange
 from gateway.openai_compat.response_bodies import OpenResponse
 from gateway.openai_compat.responses_stream import STATUSES, ResponseLog, run_id_of
-from gateway.openai_compat.routes import AGENT_PREFIX, check_model
+from gateway.openai_compat.routes import AGENT_PREFIX, check_model, run_start
 from gateway.streams import EventResponse, Relay, open_run, sse_response
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 
@@ -165,24 +164,12 @@ async def create_response(body: ResponsesBody, request: Request, user: User) -> 
         check_message(request, exchange.message)
     except ApiError as error:
         raise refusal(error, "input", {}) from error
-    settings = deps.settings(request)
     headers: dict[str, str] = {}
     if body.model.startswith(AGENT_PREFIX):
         if body.previous_response_id:
             refused = "an agent model answers on the agent's shared thread: drop previous_response_id"
             raise OpenAIError(400, "invalid_request", refused, "previous_response_id")
-        start = functools.partial(
-            deps.engine(request).AskAgent,
-            engine_service_pb2.AskAgentRequest(
-                request_id=str(uuid.uuid4()),
-                requester="user",
-                target_agent_id=body.model.removeprefix(AGENT_PREFIX),
-                message=exchange.message,
-                client_instructions=exchange.instructions,
-            ),
-            timeout=settings.run_stream_timeout,
-            metadata=deps.identity(request, user),
-        )
+        start = run_start(request, user, body.model, exchange)
     else:
         await check_model(request, user, body.model)
         conversation = ""
@@ -192,19 +179,7 @@ async def create_response(body: ResponsesBody, request: Request, user: User) -> 
                 exchange.instructions, [], exchange.message
             )  # the conversation keeps the history
         headers = await conversation_for(request, user, conversation, exchange)
-        start = functools.partial(
-            deps.engine(request).StartRun,
-            engine_service_pb2.StartRunRequest(
-                request_id=str(uuid.uuid4()),
-                conversation_id=headers[CONVERSATION_HEADER],
-                message=exchange.message,
-                requested_model=body.model,
-                surface=engine_pb2.SURFACE_CHAT,
-                client_instructions=exchange.instructions,
-            ),
-            timeout=settings.run_stream_timeout,
-            metadata=deps.identity(request, user),
-        )
+        start = run_start(request, user, body.model, exchange, headers[CONVERSATION_HEADER])
     try:
         stream, first = await open_run(start)
     except grpc.aio.AioRpcError as error:

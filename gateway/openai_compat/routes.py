@@ -19,7 +19,7 @@ from gateway.errors import ApiError
 from gateway.openai_compat.completion import Completion, stream_chunks, whole_completion
 from gateway.openai_compat.conversation import CONVERSATION_HEADER, conversation_for
 from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
-from gateway.openai_compat.exchange import ChatCompletionBody, read_exchange
+from gateway.openai_compat.exchange import ChatCompletionBody, Exchange, read_exchange
 from gateway.schemas import PROJECT_ID_PATTERN
 from gateway.streams import Relay, open_run, sse_response
 from services.shared.projects import MAX_PROJECT_ID_CHARS, is_personal_name
@@ -58,6 +58,48 @@ async def _check_project(request: Request, user: str, project_id: str) -> None:
         )
     except grpc.aio.AioRpcError as error:
         raise refusal(error, PROJECT_HEADER, {}) from error
+
+
+def run_start(
+    request: Request,
+    user: str,
+    model: str,
+    exchange: Exchange,
+    conversation_id: str = "",
+    project_id: str = "",
+) -> Callable[[], Any]:
+    """What opens the run of one exchange (see open_run): an ask of the agent
+    an `agent:<id>` model names, else a chat run in ``conversation_id``."""
+    settings = deps.settings(request)
+    if model.startswith(AGENT_PREFIX):
+        ask = engine_service_pb2.AskAgentRequest(
+            request_id=str(uuid.uuid4()),
+            requester="user",
+            target_agent_id=model.removeprefix(AGENT_PREFIX),
+            message=exchange.message,
+            client_instructions=exchange.instructions,
+        )
+        return functools.partial(
+            deps.engine(request).AskAgent,
+            ask,
+            timeout=settings.run_stream_timeout,
+            metadata=deps.identity(request, user),
+        )
+    chat = engine_service_pb2.StartRunRequest(
+        request_id=str(uuid.uuid4()),
+        conversation_id=conversation_id,
+        message=exchange.message,
+        requested_model=model,
+        surface=engine_pb2.SURFACE_CHAT,
+        client_instructions=exchange.instructions,
+        project_id=project_id,
+    )
+    return functools.partial(
+        deps.engine(request).StartRun,
+        chat,
+        timeout=settings.run_stream_timeout,
+        metadata=deps.identity(request, user),
+    )
 
 
 @router.get("/models")
@@ -135,36 +177,13 @@ async def chat_completions(
             )
         headers: dict[str, str] = {}
         # Either call opens a stream of run events (see open_run).
-        start: Callable[[], Any] = functools.partial(
-            deps.engine(request).AskAgent,
-            engine_service_pb2.AskAgentRequest(
-                request_id=str(uuid.uuid4()),
-                requester="user",
-                target_agent_id=body.model.removeprefix(AGENT_PREFIX),
-                message=exchange.message,
-                client_instructions=exchange.instructions,
-            ),
-            timeout=settings.run_stream_timeout,
-            metadata=deps.identity(request, user),
-        )
+        # Either call opens a stream of run events (see open_run).
+        start: Callable[[], Any] = run_start(request, user, body.model, exchange)
     else:
         await check_model(request, user, body.model)
         await _check_project(request, user, project_id)
         headers = await conversation_for(request, user, conversation_id, exchange)
-        start = functools.partial(
-            deps.engine(request).StartRun,
-            engine_service_pb2.StartRunRequest(
-                request_id=str(uuid.uuid4()),
-                conversation_id=headers[CONVERSATION_HEADER],
-                message=exchange.message,
-                requested_model=body.model,
-                surface=engine_pb2.SURFACE_CHAT,
-                client_instructions=exchange.instructions,
-                project_id=project_id,
-            ),
-            timeout=settings.run_stream_timeout,
-            metadata=deps.identity(request, user),
-        )
+        start = run_start(request, user, body.model, exchange, headers[CONVERSATION_HEADER], project_id)
     try:
         stream, first = await open_run(start)
     except grpc.aio.AioRpcError as error:
