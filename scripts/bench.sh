@@ -46,6 +46,11 @@
 # time by library and by Switchboard's functions, as shares of a run.
 # Merges a "profile" key into benchmarks.json.
 #   scripts/bench.sh profile [--runs 400] [--concurrency 8] [--smoke] [--out DIR]
+# Many replicas on one PostgreSQL: 1, 2, 4 and 8 gateways and engines (two of
+# each other service); the latency a cross-replica stream and a cancellation
+# add, idle CPU and transactions per replica with open SSE streams, database
+# connections per process. Merges a "scale" key into benchmarks.json.
+#   scripts/bench.sh scale [--replicas 1,2,4,8] [--streams 1000] [--window 10] [--smoke] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
@@ -61,5 +66,6 @@ case "${1:-}" in
   hops) shift; exec .venv/bin/python -m tests.bench.bench_hops "$@" ;;
   profile) shift; exec .venv/bin/python -m tests.bench.bench_profile "$@" ;;
   growth) shift; exec .venv/bin/python -m tests.bench.bench_growth "$@" ;;
+  scale) shift; exec .venv/bin/python -m tests.bench.bench_scale "$@" ;;
 esac
 exec .venv/bin/python -m tests.bench.bench_runs "$@"
