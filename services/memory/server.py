@@ -91,7 +91,12 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
     projects = ProjectsDomain(ProjectsRepository(sessions))
     notes = NotesDomain(
         notes_repository,
-        NoteIndexes(notes_repository, embedder, settings.recall_min_cosine),
+        NoteIndexes(
+            notes_repository,
+            embedder,
+            settings.recall_min_cosine,
+            cache_bytes=settings.recall_cache_mb * 2**20,
+        ),
         settings.max_note_chars,
         projects,
         settings.duplicate_cosine,

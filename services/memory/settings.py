@@ -38,6 +38,11 @@ class MemorySettings(ServiceSettings):
     # query about nothing in the project recalls nothing. None: the
     # embedder's default (recall.MIN_COSINE).
     recall_min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
+    # The memory budget of the per-project recall indexes a process keeps
+    # (vectors, postings, rows), least recently used dropped first. A project
+    # of 100,000 notes of a few hundred characters takes about 600 MB with
+    # 384-dimension vectors; an index bigger than the budget is kept alone.
+    recall_cache_mb: int = Field(default=1024, ge=1)
     # Live state: lifetime of an entry set without ttl or expire_time, the
     # longest allowed, and how often a watch polls the database for changes
     # made by other replicas (same-process changes wake it at once).

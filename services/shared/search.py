@@ -58,6 +58,11 @@ class VectorIndex(Generic[Key]):
     def __len__(self) -> int:
         return len(self.keys)
 
+    @property
+    def nbytes(self) -> int:
+        """The matrix's bytes (the keys are the caller's)."""
+        return int(self._matrix.nbytes)
+
     def search(self, query: Vectors, top: int) -> list[tuple[Key, float]]:
         """The ``top`` nearest keys to the (1, d) or (d,) query, best first,
         equal scores in key order: always the head of the whole ranking, so

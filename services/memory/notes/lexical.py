@@ -7,6 +7,7 @@ ranking with the embedding one."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -84,6 +85,12 @@ class LexicalIndex:
             term: (np.array(positions, dtype=np.int64), np.array(counts, dtype=np.float64))
             for term, (positions, counts) in postings.items()
         }
+
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """The postings' and norms' arrays, plus a dictionary entry per term, about."""
+        arrays = sum(positions.nbytes + counts.nbytes for positions, counts in self._postings.values())
+        return int(arrays + self._norm.nbytes + 100 * len(self._postings))
 
     def scores(self, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
         """The BM25 of every document against weighted terms. A document
