@@ -415,6 +415,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for count, r in sorted(results.items(), key=lambda item: int(item[0])):
+        if "error" in r:
+            lines.append(f"| {count} | {r['error'][:120]} | | | | | |")
+            continue
         stream = r.get("cross_replica_stream", {})
         cancel = r.get("cross_replica_cancel", {})
         idle = r["idle"]
@@ -463,7 +466,11 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"sb-scale-{os.getpid()}"
     results: dict[str, dict[str, Any]] = {}
     for count in counts:
-        results[str(count)] = asyncio.run(measure(args, count, folder / str(count)))
+        try:
+            results[str(count)] = asyncio.run(measure(args, count, folder / str(count)))
+        except Exception as error:  # noqa: BLE001 - a count that cannot be deployed is a result too
+            results[str(count)] = {"error": f"{type(error).__name__}: {error}"}
+        print(table({str(count): results[str(count)]}), file=sys.stderr, flush=True)
     print(table(results))
     command = os.environ.get("SWITCHBOARD_BENCH_COMMAND", "python -m tests.bench.bench_scale")
     if not args.smoke:
