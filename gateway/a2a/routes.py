@@ -13,6 +13,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import ServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.utils.constants import VERSION_HEADER
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
@@ -57,6 +58,9 @@ class _HttpContext(ServerCallContextBuilder):
         }
         return ServerCallContext(
             state={
+                # The protocol version the SDK checks (A2A-Version), and no
+                # other header: the token stays out of the handler's reach.
+                "headers": {VERSION_HEADER.lower(): request.headers.get(VERSION_HEADER, "")},
                 IDENTITY: (request.state.a2a_user, caller_role(request)),
                 AGENT: request.state.a2a_agent,
                 CURSOR: request.headers.get(CURSOR_PARAMETER, ""),
