@@ -7,10 +7,12 @@ missing one)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.jsonrpc_models import JSONParseError
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import ServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.utils.constants import VERSION_HEADER
@@ -30,6 +32,22 @@ from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
 router = responses.ApiRouter(tags=["a2a"])
+
+
+class _ClientMistakes(logging.Filter):
+    """The SDK logs a malformed JSON-RPC request with its traceback, as if
+    the server had failed: the line stays, as a warning, without the trace."""
+
+    MISTAKES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith(self.MISTAKES):
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+logging.getLogger("a2a.server.routes.jsonrpc_dispatcher").addFilter(_ClientMistakes())
 CARD = "/.well-known/agent-card.json"
 EXTENSIONS_HEADER = "A2A-Extensions"
 
@@ -164,6 +182,13 @@ async def a2a_json_rpc(agent_id: Id, request: Request, user: User) -> Response:
     the push notification config methods). A2A errors are JSON-RPC errors
     (HTTP 200), as the binding specifies."""
     await _agent(request, user, agent_id)
+    try:
+        (await request.body()).decode("utf-8")
+    except UnicodeDecodeError as error:
+        # The SDK would call this an internal error: it is the client's parse error.
+        return JSONResponse(
+            build_error_response(None, JSONParseError(message=f"the body is not UTF-8: {error}"))
+        )
     request.state.a2a_user, request.state.a2a_agent = user, agent_id
     response = await dispatcher(request).handle_requests(request)
     if CURSOR_EXTENSION in request.headers.get(EXTENSIONS_HEADER, ""):
