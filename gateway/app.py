@@ -35,6 +35,8 @@ from gateway import (
     trace_redaction,
     webhooks,
 )
+from gateway.a2a import grpc_binding as a2a_grpc
+from gateway.a2a import routes as a2a_routes
 from gateway.agui import routes as agui_routes
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
@@ -80,10 +82,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         app.state.router = router_service_pb2_grpc.RouterServiceStub(channels["router"])
         if settings.metrics_enabled:
             metrics.watch_event_loop(asyncio.get_running_loop())
+        a2a_server = await a2a_grpc.start(app.state, settings, app.state.auth)
         try:
             async with app.state.mcp.running():
                 yield
         finally:
+            if a2a_server is not None:
+                await a2a_server.stop(grace=5)
             for channel in channels.values():
                 await channel.close()
             # Now, not at exit: uvicorn ends the process by raising the
@@ -120,6 +125,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         responses_api,  # before openai_routes, whose last route refuses every other /v1 URL
         openai_routes,
         agui_routes,
+        a2a_routes,
         audit,
     ):
         app.include_router(module.router)

@@ -75,6 +75,14 @@ class GatewaySettings(SecuritySettings):
     # (the engine's MCP server entries can be pasted as they are).
     connectors_json: str = "[]"
     mcp_servers_json: str = "[]"
+    # A2A (gateway/a2a/, docs/connect-agents.md): the agent whose card the
+    # host's /.well-known/agent-card.json is ("" = none: that card is 404),
+    # also the agent of a gRPC call that names no tenant; the port of the
+    # A2A gRPC binding (None = not served), and the address its cards give
+    # clients ("" = the host the card was asked from, with that port).
+    a2a_default_agent: str = ""
+    a2a_grpc_port: int | None = None
+    a2a_grpc_address: str = ""
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
 

@@ -37,7 +37,17 @@ from switchboard.router.v1 import router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
 COLORS = {"threads": 36, "memory": 35, "router": 33, "engine": 32, "gateway": 34}
-DEFAULT_PORTS = {"engine": 50051, "router": 50052, "threads": 50053, "memory": 50054, "gateway": 8080}
+# "a2a": the gateway's second port, A2A's gRPC binding (gateway/a2a/).
+DEFAULT_PORTS = {
+    "engine": 50051,
+    "router": 50052,
+    "threads": 50053,
+    "memory": 50054,
+    "gateway": 8080,
+    "a2a": 50055,
+}
+# The processes, in DEFAULT_PORTS' order; the other names are ports of one of them.
+PROCESSES = ("engine", "router", "threads", "memory", "gateway")
 STARTUP_TIMEOUT = 60.0
 # With --ephemeral-ports, start-ups tried when a picked port was taken meanwhile.
 EPHEMERAL_ATTEMPTS = 3
@@ -58,6 +68,7 @@ class Child:
     port: int
     env: dict[str, str]
     metrics_port: int = 0  # its Prometheus port, when the launcher picked one
+    other_ports: list[int] = field(default_factory=list)  # the gateway's A2A gRPC port
     process: asyncio.subprocess.Process | None = None
     pumps: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -129,7 +140,9 @@ def plan(
                 "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": addr["threads"],
                 "SWITCHBOARD_GATEWAY_MEMORY_ADDRESS": addr["memory"],
                 "SWITCHBOARD_GATEWAY_ROUTER_ADDRESS": addr["router"],
+                "SWITCHBOARD_GATEWAY_A2A_GRPC_PORT": str(ports["a2a"]),
             },
+            other_ports=[ports["a2a"]],
         )
     )
     for child in children:
@@ -185,7 +198,7 @@ class StartFailed(RuntimeError):
         process, child = self.child.process, self.child
         if process is None or process.returncode is None:
             return None
-        ports = [child.port] + ([child.metrics_port] if child.metrics_port else [])
+        ports = [child.port, *child.other_ports] + ([child.metrics_port] if child.metrics_port else [])
         answering = next((port for port in ports if port_in_use(port)), None)
         if answering is not None:
             return f"port {answering}"
@@ -326,7 +339,7 @@ async def run(args: argparse.Namespace) -> int:
     for attempt in range(1, EPHEMERAL_ATTEMPTS + 1):
         if args.ephemeral_ports:
             # Metrics too, on ports of their own, reported in the ready file.
-            metered = [name for name in names if name != "gateway"]
+            metered = [name for name in PROCESSES if name != "gateway"]
             picked = iter(free_ports(len(names) + len(metered)))
             ports = {name: next(picked) for name in names}
             metrics_ports = {name: next(picked) for name in metered}
@@ -357,6 +370,8 @@ async def run(args: argparse.Namespace) -> int:
     auth = f"Authorization: Bearer {token}" if token else "none (--no-auth)"
     print(
         f"\nSwitchboard is up.\n  Web page:  {page}\n  HTTP API:  {url}/api/agent  (OpenAPI: {url}/docs)\n"
+        f"  A2A:       {url}/a2a/agents/<agent id>  (JSON-RPC; agents: {url}/a2a/agents)"
+        f"  gRPC :{ports['a2a']}\n"
         f"  Auth:      {auth}\n"
         f"  gRPC:      engine :{ports['engine']}  router :{ports['router']}  threads :{ports['threads']}"
         f"  memory :{ports['memory']}\n  Data:      {data}\nPress Ctrl-C to stop.\n",

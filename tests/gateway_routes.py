@@ -99,6 +99,8 @@ SHARED_ROUTES = {
     ("PUT", "/api/agent/agents/{agent_id}/webhook"): "the caller's own default webhook for a shared agent",
     ("PUT", "/api/agent/skills/{skill_id}/enablement"): "a workspace skill; sets the caller's enablement",
     ("GET", "/api/agent/skills/{skill_id}"): "a workspace skill, the same for every user but its enablement",
+    ("GET", "/a2a/agents/{agent_id}/.well-known/agent-card.json"): "an agent card: its project's",
+    ("POST", "/a2a/agents/{agent_id}"): "A2A: the project's agent, the caller's tasks",
 }
 # The /v1 routes that name a user's object: another user's is 404 exactly as a
 # missing one, in OpenAI's error shape (tests/e2e/test_open_responses.py).

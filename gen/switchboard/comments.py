@@ -54,6 +54,7 @@ COMMENTS: dict[str, str] = {
     'switchboard.engine.v1.AskAgentRequest.request_id': 'Client-chosen idempotency key, at most 128 characters.',
     'switchboard.engine.v1.AskAgentRequest.requester': 'Who asks: an agent id ("main", "architect"...), or "user".',
     'switchboard.engine.v1.AskAgentRequest.target_agent_id': 'The agent asked (its id, e.g. "qa").',
+    'switchboard.engine.v1.AskAgentRequest.webhook_url': 'Where the run\'s record is POSTed once it ends, as in StartRunRequest (same checks); "" = the caller\'s default webhook of the agent, if any.',
     'switchboard.engine.v1.AskAgentResponse': "One event of the ask's run, in sequence order.",
     'switchboard.engine.v1.AskAgentResponse.event': 'The event; the stream ends after `final` or `error`.',
     'switchboard.engine.v1.AskAgentResponse.event_json': "The event's JSON as the gateway's SSE `data:` carries it, made once by the engine for every stream of the event (not stored: the run's events keep the proto). Empty from an older engine: the gateway then encodes `event` itself.",

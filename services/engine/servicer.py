@@ -138,6 +138,7 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
             _budget(request.budget),
             _busy_policy(request.busy_policy),
             request.client_instructions,
+            self._webhooks.check(request.webhook_url),
         )
         async for streamed in events:
             yield engine_service_pb2.AskAgentResponse(event=streamed.event, event_json=streamed.json)

@@ -253,7 +253,89 @@ def targets(alice: httpx.Client) -> dict[str, str]:
     """Real ids for the routes that change an object (rename, sources, enablement)."""
     conversation = alice.post("/api/agent/conversations", json={"title": "fuzzed"}).json()["id"]
     skill = alice.get("/api/agent/skills").json()["skills"][0]["id"]
-    return {"conversation": conversation, "skill": skill}
+    made = alice.post("/api/agent/agents", json={"id": "fuzz-a2a", "display_name": "Fuzz"})
+    assert made.status_code in (200, 201), made.text
+    return {"conversation": conversation, "skill": skill, "agent": "fuzz-a2a"}
+
+
+# The A2A JSON-RPC methods (gateway/a2a/): an envelope naming one, with params
+# of any shape; A2A's errors are JSON-RPC errors in a 200, never -32603.
+A2A_METHODS = st.sampled_from(
+    [
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "ListTasks",
+        "CancelTask",
+        "SubscribeToTask",
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+        "GetExtendedAgentCard",
+        "message/send",
+    ]
+)
+JSON_RPC_INTERNAL_ERROR = -32603
+
+
+@st.composite
+def json_rpc_body(draw: st.DrawFn) -> tuple[str, bytes]:
+    if draw(st.booleans()):
+        return draw(body_strategy(None))
+    params = draw(
+        st.one_of(
+            json_values,
+            st.fixed_dictionaries(
+                {"id": st.text(max_size=70)},
+                optional={
+                    "message": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "messageId": st.text(max_size=80),
+                            "contextId": st.text(max_size=80),
+                            "taskId": st.text(max_size=5),
+                            "role": st.sampled_from(["ROLE_USER", "ROLE_AGENT", "x", 7]),
+                            "parts": st.lists(
+                                st.one_of(st.fixed_dictionaries({"text": st.text(max_size=30)}), json_values),
+                                max_size=3,
+                            ),
+                        },
+                    ),
+                    "taskId": st.text(max_size=70),
+                    "pageSize": st.integers(-5, 500),
+                },
+            ),
+        )
+    )
+    envelope = {
+        "jsonrpc": draw(st.sampled_from(["2.0", "1.0", 2])),
+        "id": draw(st.one_of(st.integers(), st.text(max_size=5), st.none())),
+        "method": draw(A2A_METHODS),
+        "params": params,
+    }
+    return "json_rpc", json.dumps(envelope).encode()
+
+
+def test_a2a_json_rpc_bodies_are_refused_never_internal(alice: httpx.Client, targets: dict[str, str]) -> None:
+    url = f"/a2a/agents/{targets['agent']}"
+
+    @FUZZ
+    @given(case=json_rpc_body(), content_type=CONTENT_TYPES)
+    def check(case: tuple[str, bytes], content_type: str | None) -> None:
+        kind, body = case
+        headers = {"A2A-Version": "1.0", **({"Content-Type": content_type} if content_type else {})}
+        with alice.stream("POST", url, content=body, headers=headers) as response:
+            status = response.status_code
+            streaming = response.headers.get("content-type", "").startswith("text/event-stream")
+            text = "" if streaming else response.read().decode(errors="replace")
+        CASES[f"a2a {kind}"] += 1
+        assert status in HTTP_OK | HTTP_REFUSED, (status, text[:500])
+        if text and status == 200:
+            error = json.loads(text).get("error") or {}
+            assert error.get("code") != JSON_RPC_INTERNAL_ERROR, (body[:300], text[:500])
+
+    check()
 
 
 @pytest.mark.parametrize(("method", "path", "model"), ROUTES, ids=[f"{m} {p}" for m, p, _ in ROUTES])

@@ -21,15 +21,20 @@ from services import launcher
 
 
 # The first round picks the five processes' ports in DEFAULT_PORTS' order
-# (the gateway's last, the fifth), then the four services' metrics ports
-# (the engine's first, the sixth).
+# (the gateway's the fifth, then its A2A gRPC port, the sixth), then the four
+# services' metrics ports (the engine's first, the seventh).
 # A port is taken by a program that only listens (held_port), or by a peer's
 # HTTP server that answers 200 to /healthz (peer_http_port): neither is taken
 # for the gateway.
 @pytest.mark.parametrize(
     ("child", "pick", "holder"),
-    [("gateway", 4, "held_port"), ("gateway", 4, "peer_http_port"), ("engine", 5, "held_port")],
-    ids=["gateway", "gateway-peer-http", "metrics"],
+    [
+        ("gateway", 4, "held_port"),
+        ("gateway", 4, "peer_http_port"),
+        ("gateway", 5, "held_port"),
+        ("engine", 6, "held_port"),
+    ],
+    ids=["gateway", "gateway-peer-http", "gateway-a2a-grpc", "metrics"],
 )
 @pytest.mark.timeout(180)
 async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
@@ -64,7 +69,7 @@ async def test_a_picked_port_taken_meanwhile_starts_the_system_on_other_ports(
             await asyncio.sleep(0.1)
         assert not running.done(), capsys.readouterr()
         ports = json.loads(ready.read_text())["ports"]
-        assert ports["gateway"] != held_port
+        assert held_port not in ports.values()
         assert held_port not in json.loads(ready.read_text())["metrics_ports"].values()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports['gateway']}") as client:
             healthz = await client.get("/healthz")

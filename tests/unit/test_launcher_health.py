@@ -78,7 +78,7 @@ async def test_the_childs_own_service_answering_is_the_child_up(memory_on_a_port
 def test_the_health_name_checked_is_one_the_service_serves(name: str) -> None:
     server = importlib.import_module(f"services.{name}.server")
     assert launcher.HEALTH_SERVICES[name] == server.SERVICE_NAME
-    assert sorted(launcher.HEALTH_SERVICES) == sorted(set(launcher.DEFAULT_PORTS) - {"gateway"})
+    assert sorted(launcher.HEALTH_SERVICES) == sorted(set(launcher.PROCESSES) - {"gateway"})
 
 
 async def test_a_peers_healthz_on_the_gateways_port_is_not_the_gateway(peer_http_port: int) -> None:

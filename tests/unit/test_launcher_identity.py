@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.launcher import DEFAULT_PORTS, identity_env, plan
+from services.launcher import DEFAULT_PORTS, PROCESSES, identity_env, plan
 from services.shared.identity_tokens import parse_keys
 
 
@@ -15,7 +15,7 @@ def test_without_a_key_around_it_each_start_makes_a_new_one_shared_by_every_proc
     assert parse_keys(key) == [key]  # long enough to be accepted
     assert key != second["SWITCHBOARD_IDENTITY_KEY"]
     children = plan(dict(DEFAULT_PORTS), tmp_path, first)
-    assert {child.name for child in children} == set(DEFAULT_PORTS)
+    assert {child.name for child in children} == set(PROCESSES)
     assert {child.env["SWITCHBOARD_IDENTITY_KEY"] for child in children} == {key}
 
 

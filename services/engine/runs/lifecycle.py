@@ -252,6 +252,7 @@ class RunService:
         budget: RunBudget | None = None,
         busy_policy: BusyPolicy = BusyPolicy.QUEUE,
         client_instructions: str = "",
+        webhook_url: str = "",
     ) -> AsyncIterator[StreamedEvent]:
         """Starts an AskAgent run and follows it to its terminal event."""
         run_id = await self.start(
@@ -267,6 +268,7 @@ class RunService:
                 busy_policy=busy_policy,
                 ask=ask,
                 client_instructions=client_instructions,
+                webhook_url=webhook_url,
             )
         )
         async for streamed in self.stream(user, run_id, 0):

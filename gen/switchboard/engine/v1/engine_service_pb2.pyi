@@ -490,6 +490,7 @@ class AskAgentRequest(_message.Message):
     BUDGET_FIELD_NUMBER: _builtins.int
     BUSY_POLICY_FIELD_NUMBER: _builtins.int
     CLIENT_INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen idempotency key, at most 128 characters."""
     requester: _builtins.str
@@ -506,6 +507,10 @@ class AskAgentRequest(_message.Message):
     """Instructions from the client application, a layer after the agent's
     own system prompt; as in StartRunRequest.
     """
+    webhook_url: _builtins.str
+    """Where the run's record is POSTed once it ends, as in StartRunRequest
+    (same checks); "" = the caller's default webhook of the agent, if any.
+    """
     @_builtins.property
     def budget(self) -> _engine_pb2.Budget:
         """Limits of this run; unset fields take the engine's defaults."""
@@ -521,10 +526,11 @@ class AskAgentRequest(_message.Message):
         budget: _engine_pb2.Budget | None = ...,
         busy_policy: Global___BusyPolicy.ValueType = ...,
         client_instructions: _builtins.str = ...,
+        webhook_url: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "correlation_id", b"correlation_id", "message", b"message", "request_id", b"request_id", "requester", b"requester", "target_agent_id", b"target_agent_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "busy_policy", b"busy_policy", "client_instructions", b"client_instructions", "correlation_id", b"correlation_id", "message", b"message", "request_id", b"request_id", "requester", b"requester", "target_agent_id", b"target_agent_id", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
