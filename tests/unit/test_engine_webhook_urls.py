@@ -10,14 +10,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from services.engine.webhooks.urls import (
+from services.shared.errors import InvalidArgument
+from services.shared.outbound_urls import (
     RefusedAddress,
     UrlPolicy,
     address_refusal,
     check_url,
     resolve_allowed,
 )
-from services.shared.errors import InvalidArgument
 
 STRICT = UrlPolicy()
 DEVELOPMENT = UrlPolicy(allow_loopback=True)
