@@ -140,17 +140,27 @@ def test_a_remote_agent_answers_on_its_shared_thread_and_the_model_reads_its_ans
 
 
 @pytest.mark.parametrize(
-    ("reply", "why"),
+    ("question", "reply", "why", "notice"),
     [
-        ("fail:plus de crédit", "its task failed: plus de crédit"),
-        ("hang", "it did not answer within 3 s"),
+        (
+            "Peux-tu vérifier la compilation {n} ?",
+            "fail:plus de crédit",
+            "its task failed: plus de crédit",
+            "l'agent distant Reviewer n'a pas répondu : its task failed: plus de crédit",
+        ),
+        (
+            "Can you check the build {n}?",
+            "hang",
+            "it did not answer within 3 s",
+            "the remote agent Reviewer gave no answer: it did not answer within 3 s",
+        ),
     ],
 )
 def test_a_remote_that_fails_or_does_not_answer_is_a_notice_and_the_run_ends(
-    launched: Launched, remotes: dict[str, FakeAgent], reply: str, why: str
+    launched: Launched, remotes: dict[str, FakeAgent], question: str, reply: str, why: str, notice: str
 ) -> None:
     remote = remotes["en"]
-    question = f"Can you check the build {uuid.uuid4().hex[:6]}?"
+    question = question.format(n=uuid.uuid4().hex[:6])
     remote.replies[question] = reply
     remote_id = slug("remote-down")
     register(launched, remote_id, remote.card_url)
@@ -165,7 +175,7 @@ def test_a_remote_that_fails_or_does_not_answer_is_a_notice_and_the_run_ends(
     result = tool_result(model_requests()[-1])
     assert result["message"]["content"] == wrap_result("ask_agent", failed, error=True)
     # The question is on the remote's thread, unanswered; its run (nested in
-    # the asking run) failed, with a notice that says why.
+    # the asking run) failed, with a notice that says why in the question's language.
     with launched.client(path="/api/agent") as http:
         [asked] = http.get(f"/agents/{remote_id}/entries").json()["entries"]
         assert (asked["role"], asked["content"]) == ("user", question)
@@ -173,9 +183,7 @@ def test_a_remote_that_fails_or_does_not_answer_is_a_notice_and_the_run_ends(
         with http.stream("GET", f"/runs/{asked['run_id']}/events") as stream:
             notices = [e.data for e in read_events(stream) if e.event == "notice"]
     assert run["status"] == "failed" and run["parent_run_id"] and run["agent_id"] == remote_id
-    assert [(n["code"], n["message"]) for n in notices] == [
-        ("REMOTE_AGENT_FAILED", f"the remote agent {CASES['en'][0]} gave no answer: {why}")
-    ]
+    assert [(n["code"], n["message"]) for n in notices] == [("REMOTE_AGENT_FAILED", notice)]
 
 
 def test_asked_directly_the_exchanges_fold_into_the_handoff_summary(
