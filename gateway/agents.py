@@ -21,7 +21,13 @@ from gateway.deps import User, rpc
 from gateway.enums import BUSY_POLICIES, INJECTION_STRATEGIES
 from gateway.errors import ApiError
 from gateway.params import Id, PageSize, PageToken, ProjectId
-from gateway.schemas import AskBody, CreateAgentBody, ImportThreadBody, UpdateAgentBody
+from gateway.schemas import (
+    AskBody,
+    CreateAgentBody,
+    ImportThreadBody,
+    RegisterRemoteAgentBody,
+    UpdateAgentBody,
+)
 from gateway.streams import stream_run
 from switchboard.engine.v1 import engine_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
@@ -66,6 +72,27 @@ async def create_agent(
     agent = threads_pb2.Agent(**fields, project_id=project_id)
     response = await rpc(
         request, deps.threads(request).CreateAgent, threads_service_pb2.CreateAgentRequest(agent=agent), user
+    )
+    return responses.Agent.from_proto(response.agent)
+
+
+@router.post("/agents/remote", status_code=201, tags=["agents"])
+async def register_remote_agent(
+    body: RegisterRemoteAgentBody, request: Request, user: User, project_id: ProjectId = ""
+) -> responses.Agent:
+    """Registers a remote A2A agent by the URL of its agent card, in
+    ``project_id`` as POST /agents does: the card is fetched and checked
+    first (400 for a URL the outbound guard refuses, a card that cannot be
+    fetched or is not a usable agent card; 409 for an id another agent
+    has). Its asks then go to it over A2A, on its own shared thread."""
+    response = await rpc(
+        request,
+        deps.threads(request).RegisterRemoteAgent,
+        threads_service_pb2.RegisterRemoteAgentRequest(
+            agent_id=body.id, card_url=body.card_url, display_name=body.display_name, project_id=project_id
+        ),
+        user,
+        timeout=deps.settings(request).remote_agent_register_timeout,
     )
     return responses.Agent.from_proto(response.agent)
 

@@ -68,15 +68,17 @@ async def rpc(
     user: str,
     *,
     idempotent: bool = True,
+    timeout: float | None = None,
 ) -> Response:
-    """A unary call as ``user`` (see identity) with the gateway's deadline;
+    """A unary call as ``user`` (see identity) with the gateway's deadline
+    (or ``timeout``, for a call that waits on something outside);
     retried on
     UNAVAILABLE only when ``idempotent`` (reads, and writes carrying a key
     or setting a value)."""
     return await call(
         method,
         message,
-        timeout=settings(request).call_timeout,
+        timeout=timeout or settings(request).call_timeout,
         metadata=identity(request, user),
         idempotent=idempotent,
     )

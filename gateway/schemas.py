@@ -273,6 +273,16 @@ class CreateAgentBody(BaseModel):
     injection_strategy: InjectionStrategyName = "unspecified"
 
 
+class RegisterRemoteAgentBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    # The URL of the remote agent's A2A agent card; threads fetches and checks it.
+    card_url: str = Field(min_length=1, max_length=2048)
+    # "" = the card's name.
+    display_name: str = Field(default="", max_length=200)
+
+
 class AskBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -34,6 +34,10 @@ class GatewaySettings(SecuritySettings):
     router_address: str = "127.0.0.1:50052"
     # Deadline of unary calls to the services, in seconds.
     call_timeout: float = 5.0
+    # Deadline of registering a remote A2A agent, which fetches its card:
+    # longer than the threads service's remote_card_timeout (10 s), so the
+    # client hears why the card did not arrive rather than a bare 504.
+    remote_agent_register_timeout: float = 15.0
     # Deadline of a run's event stream (StartRun, WatchRun): the longest a
     # client can follow one run over one connection.
     run_stream_timeout: float = 900.0

@@ -19,6 +19,7 @@ from services.engine.providers.registry import build_providers
 from services.engine.quotas import RunQuota
 from services.engine.repository import RunsRepository
 from services.engine.runs import RunLimits, RunService
+from services.engine.runs.remote import RemoteAgents
 from services.engine.servicer import EngineServicer
 from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
@@ -28,9 +29,9 @@ from services.engine.tools.mcp_client import McpHub, parse_mcp_servers
 from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
 from services.engine.webhooks.service import Webhooks
 from services.engine.webhooks.signing import load_secret
-from services.engine.webhooks.urls import UrlPolicy
 from services.engine.webhooks.worker import WebhookLimits, WebhookWorker
 from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, start_service
+from services.shared.outbound_urls import UrlPolicy
 from switchboard.engine.v1 import (
     engine_service_pb2,
     engine_service_pb2_grpc,
@@ -119,6 +120,7 @@ async def _open_runs(
         run_limits(settings),
         settings.instance_id,
         tools,
+        RemoteAgents(settings.remote_agent_policy(), settings.remote_agent_timeout),
     )
     secret = settings.webhook_secret.get_secret_value()
     outbox = OutboxRepository(engine)

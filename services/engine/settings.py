@@ -81,6 +81,10 @@ class EngineSettings(ServiceSettings):
     # signed with (Standard Webhooks: "whsec_" + base64 of 24-64 random
     # bytes); "" = runs cannot name a webhook.
     webhook_secret: SecretStr = SecretStr("")
+    # The longest one ask of a remote A2A agent may take, its card and its
+    # answer included, in seconds (where it may be: SWITCHBOARD_REMOTE_AGENT_ALLOW_*
+    # of services/shared/settings.py).
+    remote_agent_timeout: float = Field(default=120.0, gt=0)
     # Development: webhooks to loopback addresses (and http to them).
     webhook_allow_loopback: bool = False
     # Webhooks to private, link-local and other non-public addresses

@@ -86,6 +86,10 @@ TEXTS: dict[str, tuple[str, str]] = {
         "la stratégie d'injection {strategy} de {agent} ne peut pas servir ({why}) : la stratégie "
         "propre au fournisseur transmet le même contexte",
     ),
+    "REMOTE_AGENT_FAILED": (
+        "the remote agent {agent} gave no answer: {cause}",
+        "l'agent distant {agent} n'a pas répondu : {cause}",
+    ),
     "PROVIDER_SWITCHED": (
         "switched from {old} to {new}: it starts from the handoff summary and the recent entries",
         "passage de {old} à {new} : il repart du résumé de passation et des entrées récentes",
@@ -185,6 +189,7 @@ TEXTS: dict[str, tuple[str, str]] = {
         "Préparation d'une modification de vos instructions",
     ),
     "step.ask_context": ("Reading {agent}'s thread and memory", "Lecture du fil et de la mémoire de {agent}"),
+    "step.ask_remote": ("Asking the remote agent {agent}", "Question à l'agent distant {agent}"),
     "step.ask_routing": ("Choosing the model", "Choix du modèle"),
     "step.ask_generate": ("{agent} answers with {model}", "{agent} répond avec {model}"),
     "step.tools.workspace": ("Searching the workspace", "Recherche dans l'espace de travail"),

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.shared.event_loop import EventLoopName
 from services.shared.identity_tokens import IdentityTokens, parse_keys
+from services.shared.outbound_urls import UrlPolicy
 
 
 class SecuritySettings(BaseSettings):
@@ -40,11 +41,28 @@ class SecuritySettings(BaseSettings):
     # PEM CA bundle that signed the services' certificates: set, calls to
     # other services use TLS and check their certificate; empty, plaintext.
     tls_ca_file: Path | None = Field(default=None, validation_alias=AliasChoices("SWITCHBOARD_TLS_CA_FILE"))
+    # Remote A2A agents (their cards, read by threads; their asks, sent by
+    # the engine): which addresses they may be at (services/shared/outbound_urls.py).
+    # Loopback (and http to it) is for development only; private addresses
+    # for agents inside the operator's own network.
+    remote_agent_allow_loopback: bool = Field(
+        default=False, validation_alias=AliasChoices("SWITCHBOARD_REMOTE_AGENT_ALLOW_LOOPBACK")
+    )
+    remote_agent_allow_private_addresses: bool = Field(
+        default=False, validation_alias=AliasChoices("SWITCHBOARD_REMOTE_AGENT_ALLOW_PRIVATE_ADDRESSES")
+    )
 
     def identity_tokens(self) -> IdentityTokens:
         """The process's minter and verifier; IdentityKeyError without a usable key."""
         keys = parse_keys(self.identity_key.get_secret_value(), self.identity_key_file)
         return IdentityTokens(keys, self.identity_token_seconds, self.identity_leeway_seconds)
+
+    def remote_agent_policy(self) -> UrlPolicy:
+        """Where remote A2A agents may be: the same guard as webhooks."""
+        return UrlPolicy(
+            allow_loopback=self.remote_agent_allow_loopback,
+            allow_private=self.remote_agent_allow_private_addresses,
+        )
 
     def channel_credentials(self) -> grpc.ChannelCredentials | None:
         """TLS credentials for calls to other services (None: plaintext)."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.shared.agent_cards import CardSummary
 from services.shared.audit import Actor, new_event
-from services.shared.errors import FailedPrecondition, InvalidArgument, NotFound, TooLarge
+from services.shared.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, TooLarge
 from services.shared.masks import masked_fields
 from services.shared.pagination import as_instant, as_text, page_of, page_request, page_size
 from services.shared.projects import MAX_PROJECT_ID_CHARS, PERSONAL_NAMES, ProjectRole, personal_project_id
@@ -84,12 +85,16 @@ class ThreadsDomain:
         access: AgentAccess,
         max_entry_chars: int,
         rotation: Rotation | None = None,
+        read_card: Callable[[str], Awaitable[CardSummary]] | None = None,
     ) -> None:
+        """``read_card``: fetches and checks a remote A2A agent's card
+        (None: remote agents cannot be registered here)."""
         self._repo = repository
         self._access = access
         self._max_entry_chars = max_entry_chars
         # None: agent threads never rotate (their open segment still counts).
         self._rotation = rotation
+        self._read_card = read_card
 
     # Agents
 
@@ -97,10 +102,14 @@ class ThreadsDomain:
         """Registers the agent owned by the caller (its first member) in
         ``agent.project_id``: "" for the caller's personal project, else a
         project the caller is an editor or owner of."""
-        if not _AGENT_ID.match(agent.id):
-            raise InvalidArgument("agent id must be a slug: a-z, 0-9 and '-', at most 64", field="agent.id")
+        _check_agent_id(agent.id, "agent.id")
         if not agent.display_name.strip():
             agent.display_name = agent.id
+        return await self._insert_owned(actor, agent)
+
+    async def _insert_owned(self, actor: Actor, agent: Agent) -> Agent:
+        """``agent`` owned by the caller in its project, recorded; the
+        agent already stored under its id when there is one."""
         agent.owner_id = actor.user
         agent.project_id = await self._access.project_for_new_agent(actor, agent.project_id)
         audit = new_event(ThreadsAuditEvent, actor, "agent.create", agent.id, _agent_detail(agent))
@@ -109,6 +118,35 @@ class ThreadsDomain:
             assert existing is not None
             return existing  # creating an existing agent is a no-op, like a retry
         return agent
+
+    async def register_remote_agent(
+        self, actor: Actor, agent_id: str, card_url: str, display_name: str, project_id: str
+    ) -> Agent:
+        """A remote A2A agent, registered like CreateAgent once its card is
+        read and checked. The same id with the same card URL is a retry
+        (the stored agent, unchanged); with anything else, ALREADY_EXISTS."""
+        _check_agent_id(agent_id, "agent_id")
+        card_url = card_url.strip()
+        if not card_url:
+            raise InvalidArgument("card_url is required", field="card_url")
+        if self._read_card is None:
+            raise FailedPrecondition("this threads service does not register remote agents")
+        existing = await self._repo.agents.get_agent(agent_id)
+        if existing is None:
+            card = await self._read_card(card_url)
+            agent = Agent(
+                id=agent_id,
+                display_name=display_name.strip() or card.name,
+                project_id=project_id,
+                remote_card_url=card_url,
+                remote_card_name=card.name,
+                remote_description=card.description,
+                remote_streaming=card.streaming,
+            )
+            existing = await self._insert_owned(actor, agent)
+        if existing.remote_card_url != card_url:
+            raise AlreadyExists(f"agent {agent_id!r} exists already", agent_id=agent_id)
+        return existing
 
     # Registry reads (GetAgent, ListAgents) show every agent of a personal
     # project, and an agent of a shared project only to the members of that
@@ -444,7 +482,14 @@ class ThreadsDomain:
 
 
 def _agent_detail(agent: Agent) -> str:
+    if agent.remote_card_url:
+        return f"name={agent.display_name} remote={agent.remote_card_url}"
     return f"name={agent.display_name} provider={agent.provider_id or '-'} model={agent.model or '-'}"
+
+
+def _check_agent_id(agent_id: str, field: str) -> None:
+    if not _AGENT_ID.match(agent_id):
+        raise InvalidArgument("agent id must be a slug: a-z, 0-9 and '-', at most 64", field=field)
 
 
 def _member_id(user_id: str) -> str:

@@ -31,6 +31,12 @@ class Agent(SQLModel, table=True):
     # project unless created in another. "" only while it has no owner: the
     # claim puts it in its new owner's personal project.
     project_id: str = Field(default="", max_length=128)
+    # A remote A2A agent: the URL of its agent card ("" for an agent that
+    # runs here), and what its card said when it was registered.
+    remote_card_url: str = Field(default="", max_length=2048)
+    remote_card_name: str = ""
+    remote_description: str = ""
+    remote_streaming: bool = False
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)
 

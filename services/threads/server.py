@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from datetime import timedelta
 from pathlib import Path
 
+from services.shared.agent_cards import summarize_card
 from services.shared.bootstrap import Closer, RunningService, open_database, registrar, start_service
 from services.shared.clients import open_channel
 from services.shared.db import session_factory
@@ -54,7 +56,10 @@ async def open_servicer(
     access = AgentAccess(repository, projects=projects)
     policy = RotationPolicy(settings.rotate_after_entries, settings.rotate_after_chars)
     rotation = Rotation(repository, access, policy, summarizer or PendingHandoff())
-    domain = ThreadsDomain(repository, access, settings.max_entry_chars, rotation)
+    read_card = functools.partial(
+        summarize_card, policy=settings.remote_agent_policy(), timeout=settings.remote_card_timeout
+    )
+    domain = ThreadsDomain(repository, access, settings.max_entry_chars, rotation, read_card)
     archive = ThreadArchive(
         repository, access, settings.max_entry_chars, settings.max_export_chars, live_state
     )

@@ -51,6 +51,14 @@ def agent_to_proto(agent: Agent) -> threads_pb2.Agent:
         update_time=to_timestamp(agent.update_time),
         owner=agent.owner_id,
         project_id=agent.project_id,
+        remote=threads_pb2.RemoteAgent(
+            card_url=agent.remote_card_url,
+            card_name=agent.remote_card_name,
+            description=agent.remote_description,
+            streaming=agent.remote_streaming,
+        )
+        if agent.remote_card_url
+        else None,
     )
 
 
@@ -171,6 +179,14 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             ),
         )
         return threads_service_pb2.CreateAgentResponse(agent=agent_to_proto(agent))
+
+    async def RegisterRemoteAgent(
+        self, request: threads_service_pb2.RegisterRemoteAgentRequest, context: Context
+    ) -> threads_service_pb2.RegisterRemoteAgentResponse:
+        agent = await self._domain.register_remote_agent(
+            actor(context), request.agent_id, request.card_url, request.display_name, request.project_id
+        )
+        return threads_service_pb2.RegisterRemoteAgentResponse(agent=agent_to_proto(agent))
 
     async def GetAgent(
         self, request: threads_service_pb2.GetAgentRequest, context: Context

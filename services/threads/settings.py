@@ -32,6 +32,9 @@ class ThreadsSettings(ServiceSettings):
     memory_address: str = ""
     # Deadline of each call to memory, in seconds.
     call_timeout: float = Field(default=5.0, gt=0)
+    # How long registering a remote A2A agent waits for its agent card, in
+    # seconds (where it may be: SWITCHBOARD_REMOTE_AGENT_ALLOW_* of services/shared/settings.py).
+    remote_card_timeout: float = Field(default=10.0, gt=0)
     # Retention: archived conversations (with their entries) are deleted
     # this many days after they were archived; 0 = kept forever (default).
     # The prune runs once per interval (seconds) across replicas.

@@ -119,7 +119,8 @@ def recording_env(base_url: str) -> dict[str, str]:
     (an offline model of each profile comes first); a request names them as
     the models `recorded` and `agent-model`. Two MCP servers (the glossary
     of tests/fakes/mcp_server.py, as `glossary` and `spare`) are configured
-    for a conversation to allow; each starts only when a run calls it."""
+    for a conversation to allow; each starts only when a run calls it.
+    Remote A2A agents may be on loopback."""
     offline = [
         {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
         for p in ("fast", "balanced", "strong")
@@ -138,6 +139,10 @@ def recording_env(base_url: str) -> dict[str, str]:
     ]
     glossary = {"command": sys.executable, "args": ["-m", "tests.fakes.mcp_server"], "cwd": str(ROOT)}
     return {
+        # Remote A2A agents on loopback (tests/fakes/a2a_agent.py), which
+        # only development allows; an ask that takes longer than 3 s fails.
+        "SWITCHBOARD_REMOTE_AGENT_ALLOW_LOOPBACK": "true",
+        "SWITCHBOARD_ENGINE_REMOTE_AGENT_TIMEOUT": "3",
         "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(providers),
         "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded, cli_agent]),
         "SWITCHBOARD_ENGINE_MCP_SERVERS_JSON": json.dumps(

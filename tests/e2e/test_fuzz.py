@@ -109,6 +109,8 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         ("POST", f"/api/agent/agents/{MISSING}/asks", schemas.AskBody),
         ("PATCH", f"/api/agent/agents/{MISSING}", schemas.UpdateAgentBody),
         ("POST", "/api/agent/agents/import", schemas.ImportThreadBody),
+        # Fetches nothing: a fuzzed card_url is refused by the outbound guard first.
+        ("POST", "/api/agent/agents/remote", schemas.RegisterRemoteAgentBody),
         ("PUT", "/api/agent/project-context", schemas.ProjectContextBody),
         ("POST", "/api/agent/project-context/import", schemas.ImportProjectBody),
         ("PUT", "/api/agent/live-state/fuzz", schemas.LiveStateBody),

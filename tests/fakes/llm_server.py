@@ -268,22 +268,29 @@ def serve(app_factory: Any) -> Iterator[FakeServer]:
     """Runs the app under uvicorn on a free port, in a thread, for the block."""
     script = Script()
     port = free_ports(1)[0]
+    with serve_app(app_factory(script), port):
+        yield FakeServer(f"http://127.0.0.1:{port}", script)
+
+
+@contextmanager
+def serve_app(app: Any, port: int) -> Iterator[None]:
+    """Runs an ASGI app under uvicorn on ``port`` of 127.0.0.1, in a thread, for the block."""
     # asyncio's loop, not uvloop: a uvloop object left in a reference cycle
     # may be freed by the garbage collector of another thread (the test's),
     # which touches libuv from the wrong thread; a pytest worker once died
     # of a segfault while collecting garbage beside these servers.
     config = uvicorn.Config(
-        app_factory(script), host="127.0.0.1", port=port, log_level="warning", lifespan="off", loop="asyncio"
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", loop="asyncio"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
         if not thread.is_alive():
-            raise RuntimeError("the fake LLM server did not start")
+            raise RuntimeError("the fake server did not start")
         threading.Event().wait(0.01)
     try:
-        yield FakeServer(f"http://127.0.0.1:{port}", script)
+        yield
     finally:
         # Without waiting out a request still in flight (a "slow:" answer its
         # client gave up on): nobody is left to read it.

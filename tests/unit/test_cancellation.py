@@ -16,12 +16,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from services.engine.webhooks.urls import UrlPolicy
 from services.engine.webhooks.worker import WebhookLimits, WebhookWorker
 from services.memory.context.live_state import LiveStateDomain
 from services.memory.context.models import LiveState
 from services.memory.projects.domain import Access, Role
 from services.shared.audit import Actor
+from services.shared.outbound_urls import UrlPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 # How many times each interleaving is tried (wait_for lost every one of them).

@@ -8,16 +8,19 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
-from services.engine.webhooks.urls import (
+from services.shared.errors import InvalidArgument
+from services.shared.outbound_tls import httpx_context
+from services.shared.outbound_urls import (
+    GuardedTransport,
     RefusedAddress,
     UrlPolicy,
     address_refusal,
     check_url,
     resolve_allowed,
 )
-from services.shared.errors import InvalidArgument
 
 STRICT = UrlPolicy()
 DEVELOPMENT = UrlPolicy(allow_loopback=True)
@@ -127,3 +130,20 @@ async def test_http_at_delivery_needs_loopback_allowed_and_a_loopback_address(
     _resolving_to(monkeypatch, "93.184.216.34")
     with pytest.raises(RefusedAddress, match="loopback"):
         await resolve_allowed(urlsplit("http://public.example.com/h"), DEVELOPMENT)
+
+
+async def test_the_guarded_transport_refuses_every_request_the_policy_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What remote A2A agents are called through: each request (a card's
+    endpoint, a redirect's target) is checked when it is sent, its name
+    resolved then, and refused as a connection error that says why."""
+    _resolving_to(monkeypatch, "10.0.0.5")
+    async with httpx.AsyncClient(transport=GuardedTransport(STRICT, httpx_context(), "card_url")) as client:
+        for url, why in [
+            ("https://rebind.example.com/a2a", "private"),
+            ("http://127.0.0.1:9/a2a", "loopback"),
+            ("https://169.254.169.254/latest", "private or special-purpose"),
+        ]:
+            with pytest.raises(httpx.ConnectError, match=f"refused: .*{why}"):
+                await client.get(url)

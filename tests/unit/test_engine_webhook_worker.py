@@ -12,8 +12,8 @@ import pytest
 from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import Attempt
 from services.engine.webhooks.signing import load_secret
-from services.engine.webhooks.urls import UrlPolicy
 from services.engine.webhooks.worker import WebhookLimits, WebhookWorker
+from services.shared.outbound_urls import UrlPolicy
 from services.shared.time import utcnow
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -25,6 +25,7 @@ provider, or the engine's fallback when it is that provider's, or fails.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -37,6 +38,7 @@ from services.engine.runs import run_context
 from services.engine.runs.generation import Models
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
+from services.engine.runs.remote import RemoteAgentFailed, RemoteAgents
 from services.engine.runs.requests import AskSpec, RunRequest
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, SourceRead, ToolContext
@@ -58,6 +60,8 @@ _T = TypeVar("_T")
 
 # Entries of the target's thread put in the context (newest last).
 TRANSCRIPT_TAIL = 20
+# The provider a remote A2A agent's run records (its model: the card's URL).
+REMOTE_PROVIDER = "a2a"
 MAX_TAIL_ENTRY_CHARS = 500
 
 
@@ -117,6 +121,26 @@ def working_context(
     return "\n\n".join(parts)
 
 
+def _entry(
+    run: AgentRun,
+    ask: AskSpec,
+    correlation: str,
+    role: threads_pb2.Role.ValueType,
+    content: str,
+    source: str,
+) -> threads_pb2.Entry:
+    """An entry of the ask on the target's thread: who asked whom, under which correlation."""
+    return threads_pb2.Entry(
+        role=role,
+        content=content,
+        source=source,
+        requester=ask.requester,
+        target=ask.target,
+        correlation_id=correlation,
+        run_id=run.id,
+    )
+
+
 async def _readable(call: Awaitable[_T], fallback: _T, unreadable: list[str]) -> _T:
     """``call``'s result; ``fallback`` when memory says NOT_FOUND (the
     requester is no member of the project), noted in ``unreadable``."""
@@ -134,29 +158,25 @@ class AgentAsks:
         models: Models,
         loop: ToolLoop,
         last_model: Callable[[str], Awaitable[tuple[str, str] | None]] | None = None,
+        remote: RemoteAgents | None = None,
     ) -> None:
-        """``last_model``: the (provider, model) that last answered on a thread."""
+        """``last_model``: the (provider, model) that last answered on a
+        thread; ``remote``: how remote A2A agents are asked (None: they are not)."""
         self._collab = collaborators
         self._models = models
         self._loop = loop
         self._last_model = last_model
+        self._remote = remote
 
     async def work(
         self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: Recorder, budget: RunBudget
     ) -> engine_pb2.Final:
+        assert ask.target_agent is not None  # read by start()
+        if ask.target_agent.remote.card_url:
+            return await self._remote_work(run, request, ask, rec)
         user, text, thread = request.user, request.message, run.conversation_id or ""
         correlation = ask.correlation_id or run.id
-
-        def entry(role: threads_pb2.Role.ValueType, content: str, source: str) -> threads_pb2.Entry:
-            return threads_pb2.Entry(
-                role=role,
-                content=content,
-                source=source,
-                requester=ask.requester,
-                target=ask.target,
-                correlation_id=correlation,
-                run_id=run.id,
-            )
+        entry = functools.partial(_entry, run, ask, correlation)
 
         # Recall, the project context, the live state and the router are
         # optional, as in a chat run: without them the ask goes on, with one
@@ -167,7 +187,6 @@ class AgentAsks:
         limits = self._models.limits
         async with rec.step("context", rec.text("step.ask_context", agent=ask.target)):
             agent = ask.target_agent
-            assert agent is not None  # read by start()
             # The requester's own personal project by its name (""): memory
             # resolves it for its owner, created on first use.
             project_id = "" if agent.project_id == personal_project_id(user) else agent.project_id
@@ -273,11 +292,39 @@ class AgentAsks:
             context_strategy=strategy,
         )
         answer, tokens_in, tokens_out = loop.answer, loop.tokens_in, loop.tokens_out
+        await self._record_answer(run, request, ask, correlation, asked[0], answer)
+        outcome = rec.outcome
+        outcome.record_model(route, fallback=route is fallback)
+        outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
+        outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
+        outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
+        outcome.sources += tools.sources_read
+        outcome.layers = [layer.record(counter) for layer in layers]
+        return engine_pb2.Final(
+            text=answer,
+            provider=chosen.provider,
+            model=chosen.model,
+            usage=common_pb2.Usage(tokens_in=tokens_in, tokens_out=tokens_out),
+            status=engine_pb2.RUN_STATUS_DONE,
+        )
+
+    async def _record_answer(
+        self,
+        run: AgentRun,
+        request: RunRequest,
+        ask: AskSpec,
+        correlation: str,
+        asked: threads_pb2.Entry,
+        answer: str,
+    ) -> None:
+        """The answer on the thread, said by the target to the requester, and
+        the exchange in the thread's handoff log (what its summary folds)."""
+        user, thread = request.user, run.conversation_id or ""
         answered = await self._collab.append_entries(
             user,
             thread,
             f"{run.id}:answer",
-            [entry(threads_pb2.ROLE_ASSISTANT, answer, f"agent:{ask.target}")],
+            [_entry(run, ask, correlation, threads_pb2.ROLE_ASSISTANT, answer, f"agent:{ask.target}")],
         )
         await self._collab.record_handoff(
             user,
@@ -292,23 +339,50 @@ class AgentAsks:
                     text=e.content,
                 )
                 for e, author, kind in (
-                    (asked[0], ask.requester, handoff_pb2.HANDOFF_ENTRY_KIND_REQUEST),
+                    (asked, ask.requester, handoff_pb2.HANDOFF_ENTRY_KIND_REQUEST),
                     (answered[0], ask.target, handoff_pb2.HANDOFF_ENTRY_KIND_ANSWER),
                 )
             ],
         )
+
+    async def _remote_work(
+        self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: Recorder
+    ) -> engine_pb2.Final:
+        """An ask of a remote A2A agent: no model runs here. The question and
+        the answer land on the agent's shared thread as a local agent's do
+        (who asked, who answered, the correlation id, the handoff log); the
+        correlation id is the A2A contextId, so the remote sees one
+        conversation per correlation. A remote that fails is a notice and a
+        failed run, which the asking model reads as the failed ask."""
+        agent = ask.target_agent
+        assert agent is not None
+        user, text, thread = request.user, request.message, run.conversation_id or ""
+        correlation = ask.correlation_id or run.id
+        if self._remote is None:
+            raise FailedPrecondition(
+                f"agent {agent.id!r} is a remote A2A agent, which this engine does not ask"
+            )
+        name = agent.display_name or agent.id
+        async with rec.step("remote", rec.text("step.ask_remote", agent=name)):
+            asked = await self._collab.append_entries(
+                user,
+                thread,
+                f"{run.id}:ask",
+                [_entry(run, ask, correlation, threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")],
+            )
+            try:
+                answer = await self._remote.ask(agent.remote.card_url, text, correlation, run.id)
+            except RemoteAgentFailed as exc:
+                rec.say("REMOTE_AGENT_FAILED", agent=name, cause=exc.message)
+                raise
+        await self._record_answer(run, request, ask, correlation, asked[0], answer)
         outcome = rec.outcome
-        outcome.record_model(route, fallback=route is fallback)
-        outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
-        outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
+        outcome.provider, outcome.model = REMOTE_PROVIDER, agent.remote.card_url
         outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
-        outcome.sources += tools.sources_read
-        outcome.layers = [layer.record(counter) for layer in layers]
         return engine_pb2.Final(
             text=answer,
-            provider=chosen.provider,
-            model=chosen.model,
-            usage=common_pb2.Usage(tokens_in=tokens_in, tokens_out=tokens_out),
+            provider=REMOTE_PROVIDER,
+            model=agent.remote.card_url,
             status=engine_pb2.RUN_STATUS_DONE,
         )
 

@@ -33,6 +33,7 @@ from services.engine.runs.convert import APPROVALS, SURFACES
 from services.engine.runs.generation import Models
 from services.engine.runs.outcome import STATUSES
 from services.engine.runs.recorder import Recorder, is_terminal
+from services.engine.runs.remote import RemoteAgents
 from services.engine.runs.requests import AskSpec, BusyPolicy, RunLimits, RunRequest
 from services.engine.runs.titles import Titles
 from services.engine.runs.tool_loop import ToolLoop
@@ -68,9 +69,11 @@ class RunService:
         limits: RunLimits,
         instance_id: str,
         tools: Callable[[RunService], ToolRegistry] | None = None,
+        remote: RemoteAgents | None = None,
     ) -> None:
         """``tools`` builds the tools runs may use, given this service: the
-        ask_agent tool runs its nested asks through it (None: no tools)."""
+        ask_agent tool runs its nested asks through it (None: no tools).
+        ``remote`` asks remote A2A agents (None: their asks fail)."""
         self._repo = repo
         self._collab = collaborators
         self._limits = limits
@@ -94,7 +97,7 @@ class RunService:
         self._loop = ToolLoop(models, tools(self) if tools else None)
         self._titles = Titles(collaborators, providers, limits)
         self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
-        self._asks = AgentAsks(collaborators, models, self._loop, repo.last_model)
+        self._asks = AgentAsks(collaborators, models, self._loop, repo.last_model, remote)
         # Called once a run's end (and its webhook's outbox row) is recorded.
         self._on_end: Callable[[], None] = lambda: None
         # The user's default webhook of a conversation or agent (kind, id).

@@ -13,8 +13,8 @@ from services.engine.agent_projects import EDITOR, VIEWER, AgentProjects, requir
 from services.engine.collaborators import Collaborators
 from services.engine.webhooks.models import DELIVERED, FAILED, PENDING
 from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
-from services.engine.webhooks.urls import UrlPolicy, check_url
 from services.shared.errors import FailedPrecondition, InvalidArgument
+from services.shared.outbound_urls import UrlPolicy, check_url
 from services.shared.time import to_timestamp
 from switchboard.engine.v1 import engine_service_pb2
 

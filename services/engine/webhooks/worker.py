@@ -27,9 +27,15 @@ from services.engine.runs.convert import run_to_proto
 from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import Attempt, OutboxRepository
 from services.engine.webhooks.signing import signed_headers
-from services.engine.webhooks.urls import RefusedAddress, UrlPolicy, check_url, resolve_allowed
 from services.shared.errors import InvalidArgument
 from services.shared.outbound_tls import httpx_context
+from services.shared.outbound_urls import (
+    RefusedAddress,
+    UrlPolicy,
+    check_url,
+    pinned_url,
+    resolve_allowed,
+)
 from services.shared.time import aware, utcnow
 
 log = logging.getLogger(__name__)
@@ -200,8 +206,7 @@ class WebhookWorker:
         # Connect to the address just checked, under the URL's own name
         # (Host header, TLS server name and certificate check).
         headers["host"] = parts.netloc
-        target = f"[{address}]" if address.version == 6 else str(address)
-        url = parts._replace(netloc=f"{target}:{parts.port}" if parts.port else target).geturl()
+        url = pinned_url(parts, address)
         extensions = {"sni_hostname": parts.hostname or ""} if parts.scheme == "https" else {}
         # Streamed, and the answer's body never read: only its status counts.
         request = self._client.build_request(

@@ -160,6 +160,7 @@ class Agent(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
     PROJECT_ID_FIELD_NUMBER: _builtins.int
+    REMOTE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Slug, e.g. "qa": lower-case letters, digits and dashes, at most 64."""
     display_name: _builtins.str
@@ -200,6 +201,12 @@ class Agent(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """When it last changed."""
 
+    @_builtins.property
+    def remote(self) -> Global___RemoteAgent:
+        """Set for a remote A2A agent (RegisterRemoteAgent): its asks are sent to
+        it over A2A instead of running a model here; output only.
+        """
+
     def __init__(
         self,
         *,
@@ -213,14 +220,52 @@ class Agent(_message.Message):
         update_time: _timestamp_pb2.Timestamp | None = ...,
         owner: _builtins.str = ...,
         project_id: _builtins.str = ...,
+        remote: Global___RemoteAgent | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "remote", b"remote", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "display_name", b"display_name", "id", b"id", "injection_strategy", b"injection_strategy", "model", b"model", "owner", b"owner", "persona", b"persona", "project_id", b"project_id", "provider_id", b"provider_id", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "display_name", b"display_name", "id", b"id", "injection_strategy", b"injection_strategy", "model", b"model", "owner", b"owner", "persona", b"persona", "project_id", b"project_id", "provider_id", b"provider_id", "remote", b"remote", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Agent: _TypeAlias = Agent  # noqa: Y015
+
+@_typing.final
+class RemoteAgent(_message.Message):
+    """A remote agent reached over the A2A protocol, as its agent card described
+    it when it was registered. The card is read again at each ask (where the
+    agent is, whether it streams), so a moved agent keeps answering.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CARD_URL_FIELD_NUMBER: _builtins.int
+    CARD_NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    STREAMING_FIELD_NUMBER: _builtins.int
+    card_url: _builtins.str
+    """The URL of its agent card (https; http to loopback where allowed)."""
+    card_name: _builtins.str
+    """The card's name."""
+    description: _builtins.str
+    """The card's description of what the agent does."""
+    streaming: _builtins.bool
+    """Whether the card declared streaming: asks then read its answer as a stream."""
+    def __init__(
+        self,
+        *,
+        card_url: _builtins.str = ...,
+        card_name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        streaming: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card_name", b"card_name", "card_url", b"card_url", "description", b"description", "streaming", b"streaming"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoteAgent: _TypeAlias = RemoteAgent  # noqa: Y015
 
 @_typing.final
 class AllowedSources(_message.Message):

@@ -70,6 +70,64 @@ class CreateAgentResponse(_message.Message):
 Global___CreateAgentResponse: _TypeAlias = CreateAgentResponse  # noqa: Y015
 
 @_typing.final
+class RegisterRemoteAgentRequest(_message.Message):
+    """The remote agent to register."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    CARD_URL_FIELD_NUMBER: _builtins.int
+    DISPLAY_NAME_FIELD_NUMBER: _builtins.int
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Its id here, a slug as for CreateAgent."""
+    card_url: _builtins.str
+    """The URL of its A2A agent card (e.g. https://host/.well-known/agent-card.json)."""
+    display_name: _builtins.str
+    """What to show; "" = the card's name."""
+    project_id: _builtins.str
+    """Its project ("" = the caller's personal project), as for CreateAgent."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        card_url: _builtins.str = ...,
+        display_name: _builtins.str = ...,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "card_url", b"card_url", "display_name", b"display_name", "project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisterRemoteAgentRequest: _TypeAlias = RegisterRemoteAgentRequest  # noqa: Y015
+
+@_typing.final
+class RegisterRemoteAgentResponse(_message.Message):
+    """The registered remote agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agent(self) -> _threads_pb2.Agent:
+        """The agent as stored, its remote field set."""
+
+    def __init__(
+        self,
+        *,
+        agent: _threads_pb2.Agent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegisterRemoteAgentResponse: _TypeAlias = RegisterRemoteAgentResponse  # noqa: Y015
+
+@_typing.final
 class GetAgentRequest(_message.Message):
     """Which agent to read."""
 

@@ -51,6 +51,11 @@ class ThreadsServiceStub:
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateAgentRequest.SerializeToString,
                 response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateAgentResponse.FromString,
                 _registered_method=True)
+        self.RegisterRemoteAgent = channel.unary_unary(
+                '/switchboard.threads.v1.ThreadsService/RegisterRemoteAgent',
+                request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RegisterRemoteAgentRequest.SerializeToString,
+                response_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RegisterRemoteAgentResponse.FromString,
+                _registered_method=True)
         self.GetAgent = channel.unary_unary(
                 '/switchboard.threads.v1.ThreadsService/GetAgent',
                 request_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetAgentRequest.SerializeToString,
@@ -191,6 +196,19 @@ class ThreadsServiceServicer:
     def CreateAgent(self, request, context):
         """Registers an agent owned by the caller (its first member); an existing
         id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterRemoteAgent(self, request, context):
+        """Registers a remote A2A agent by the URL of its agent card, owned by the
+        caller in project_id (as CreateAgent): the card is fetched and checked
+        first. INVALID_ARGUMENT (field card_url) for a URL the outbound guard
+        refuses (not https, a loopback or private address where not allowed),
+        a card that cannot be fetched in time, or a body that is no valid agent
+        card; ALREADY_EXISTS for an id taken by another agent. Registering the
+        same id with the same card URL again returns the agent unchanged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -399,6 +417,11 @@ def add_ThreadsServiceServicer_to_server(servicer, server):
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateAgentRequest.FromString,
                     response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateAgentResponse.SerializeToString,
             ),
+            'RegisterRemoteAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterRemoteAgent,
+                    request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RegisterRemoteAgentRequest.FromString,
+                    response_serializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RegisterRemoteAgentResponse.SerializeToString,
+            ),
             'GetAgent': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAgent,
                     request_deserializer=switchboard_dot_threads_dot_v1_dot_threads__service__pb2.GetAgentRequest.FromString,
@@ -559,6 +582,33 @@ class ThreadsService:
             '/switchboard.threads.v1.ThreadsService/CreateAgent',
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateAgentRequest.SerializeToString,
             switchboard_dot_threads_dot_v1_dot_threads__service__pb2.CreateAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterRemoteAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.threads.v1.ThreadsService/RegisterRemoteAgent',
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RegisterRemoteAgentRequest.SerializeToString,
+            switchboard_dot_threads_dot_v1_dot_threads__service__pb2.RegisterRemoteAgentResponse.FromString,
             options,
             channel_credentials,
             insecure,

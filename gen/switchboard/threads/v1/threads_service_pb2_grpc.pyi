@@ -49,6 +49,15 @@ class ThreadsServiceStub:
     """Registers an agent owned by the caller (its first member); an existing
     id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
     """
+    RegisterRemoteAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.RegisterRemoteAgentRequest, _threads_service_pb2.RegisterRemoteAgentResponse]
+    """Registers a remote A2A agent by the URL of its agent card, owned by the
+    caller in project_id (as CreateAgent): the card is fetched and checked
+    first. INVALID_ARGUMENT (field card_url) for a URL the outbound guard
+    refuses (not https, a loopback or private address where not allowed),
+    a card that cannot be fetched in time, or a body that is no valid agent
+    card; ALREADY_EXISTS for an id taken by another agent. Registering the
+    same id with the same card URL again returns the agent unchanged.
+    """
     GetAgent: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]
     """Reads one agent. NOT_FOUND for an unknown id."""
     ListAgents: _grpc.UnaryUnaryMultiCallable[_threads_service_pb2.ListAgentsRequest, _threads_service_pb2.ListAgentsResponse]
@@ -160,6 +169,15 @@ class ThreadsServiceAsyncStub(ThreadsServiceStub):
     CreateAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.CreateAgentRequest, _threads_service_pb2.CreateAgentResponse]  # type: ignore[assignment]
     """Registers an agent owned by the caller (its first member); an existing
     id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
+    """
+    RegisterRemoteAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.RegisterRemoteAgentRequest, _threads_service_pb2.RegisterRemoteAgentResponse]  # type: ignore[assignment]
+    """Registers a remote A2A agent by the URL of its agent card, owned by the
+    caller in project_id (as CreateAgent): the card is fetched and checked
+    first. INVALID_ARGUMENT (field card_url) for a URL the outbound guard
+    refuses (not https, a loopback or private address where not allowed),
+    a card that cannot be fetched in time, or a body that is no valid agent
+    card; ALREADY_EXISTS for an id taken by another agent. Registering the
+    same id with the same card URL again returns the agent unchanged.
     """
     GetAgent: _aio.UnaryUnaryMultiCallable[_threads_service_pb2.GetAgentRequest, _threads_service_pb2.GetAgentResponse]  # type: ignore[assignment]
     """Reads one agent. NOT_FOUND for an unknown id."""
@@ -275,6 +293,21 @@ class ThreadsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_threads_service_pb2.CreateAgentResponse, _abc.Awaitable[_threads_service_pb2.CreateAgentResponse]]:
         """Registers an agent owned by the caller (its first member); an existing
         id is returned unchanged. INVALID_ARGUMENT when the id is not a slug.
+        """
+
+    @_abc_1.abstractmethod
+    def RegisterRemoteAgent(
+        self,
+        request: _threads_service_pb2.RegisterRemoteAgentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_threads_service_pb2.RegisterRemoteAgentResponse, _abc.Awaitable[_threads_service_pb2.RegisterRemoteAgentResponse]]:
+        """Registers a remote A2A agent by the URL of its agent card, owned by the
+        caller in project_id (as CreateAgent): the card is fetched and checked
+        first. INVALID_ARGUMENT (field card_url) for a URL the outbound guard
+        refuses (not https, a loopback or private address where not allowed),
+        a card that cannot be fetched in time, or a body that is no valid agent
+        card; ALREADY_EXISTS for an id taken by another agent. Registering the
+        same id with the same card URL again returns the agent unchanged.
         """
 
     @_abc_1.abstractmethod

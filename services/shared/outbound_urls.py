@@ -1,21 +1,27 @@
-"""Which webhook URLs a run may name, and which addresses a delivery may
-reach: a guard against making the engine call into its own network (SSRF).
+"""Which user-given URLs a service may call, and which addresses a call may
+reach: a guard against making a service call into its own network (SSRF).
+Webhooks (the engine's deliveries) and remote A2A agents (their cards and
+their asks) both go through it.
 
 A URL is https, or http on a loopback host where the operator allows
 loopback for development. Its host must not be, or resolve to, a private,
 loopback, link-local or otherwise special address unless the operator allows
-it. The check runs twice: when the run is started (the URL as written) and
-at each delivery on the addresses the name resolves to then, and the
-delivery connects to the address checked (not to a second resolution that
-could answer differently: DNS rebinding)."""
+it. The check runs twice: when the URL is given (as written) and at each
+call on the addresses the name resolves to then, and the call connects to
+the address checked (not to a second resolution that could answer
+differently: DNS rebinding); :class:`GuardedTransport` does both for every
+request of an ``httpx`` client."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
 import socket
+import ssl
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
+
+import httpx
 
 from services.shared.errors import InvalidArgument
 
@@ -24,7 +30,7 @@ IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class RefusedAddress(Exception):
-    """The webhook's host resolves to an address the policy refuses."""
+    """The URL's host resolves to an address the policy refuses."""
 
 
 @dataclass(frozen=True)
@@ -65,12 +71,12 @@ def address_refusal(address: IpAddress, policy: UrlPolicy) -> str | None:
     return None
 
 
-def check_url(url: str, policy: UrlPolicy) -> SplitResult:
-    """The parsed URL; INVALID_ARGUMENT (field webhook_url) when it is not one
-    a run may name."""
+def check_url(url: str, policy: UrlPolicy, field: str = "webhook_url") -> SplitResult:
+    """The parsed URL; INVALID_ARGUMENT (naming ``field``) when it is not one
+    the policy lets a service call."""
 
     def refuse(why: str) -> InvalidArgument:
-        return InvalidArgument(f"webhook_url {why}", field="webhook_url")
+        return InvalidArgument(f"{field} {why}", field=field)
 
     if len(url) > MAX_URL_CHARS:
         raise refuse(f"exceeds {MAX_URL_CHARS} characters")
@@ -97,7 +103,7 @@ def check_url(url: str, policy: UrlPolicy) -> SplitResult:
     literal = _literal(host)
     loopback = _is_loopback_name(host) or (literal is not None and literal.is_loopback)
     if loopback and not (policy.allow_loopback or policy.allow_private):
-        raise refuse(f"names a loopback host ({host}), which this engine does not call")
+        raise refuse(f"names a loopback host ({host}), which this service does not call")
     if literal is not None and (why := address_refusal(literal, policy)):
         raise refuse(f"names a refused address: {why}")
     if parts.scheme == "http" and not (loopback and policy.allow_loopback):
@@ -133,3 +139,43 @@ async def resolve_allowed(parts: SplitResult, policy: UrlPolicy) -> IpAddress:
         if parts.scheme == "http" and not address.is_loopback:
             raise RefusedAddress(f"http to {address}: http is allowed only to loopback")
     return addresses[0]
+
+
+def pinned_url(parts: SplitResult, address: IpAddress) -> str:
+    """``parts`` with its host replaced by ``address``, the port kept."""
+    target = f"[{address}]" if address.version == 6 else str(address)
+    return parts._replace(netloc=f"{target}:{parts.port}" if parts.port else target).geturl()
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    """An ``httpx`` transport that checks every request's URL against the
+    policy, resolves its host once, refuses it when any address is refused,
+    and connects to the address it checked under the URL's own name (Host
+    header, TLS server name and certificate check). A client that follows a
+    redirect sends a new request through here, checked the same way. A
+    refusal is an ``httpx.ConnectError`` whose message says why, so a
+    library over ``httpx`` reports it as the network error it handles."""
+
+    def __init__(self, policy: UrlPolicy, verify: ssl.SSLContext, field: str = "url") -> None:
+        self._policy = policy
+        self._field = field
+        self._inner = httpx.AsyncHTTPTransport(verify=verify)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            parts = check_url(str(request.url), self._policy, self._field)
+            address = await resolve_allowed(parts, self._policy)
+        except InvalidArgument as exc:
+            raise httpx.ConnectError(f"refused: {exc.message}", request=request) from exc
+        except RefusedAddress as exc:
+            raise httpx.ConnectError(f"refused: {exc}", request=request) from exc
+        except OSError as exc:
+            raise httpx.ConnectError(f"{request.url.host} does not resolve: {exc}", request=request) from exc
+        request.headers["host"] = parts.netloc
+        request.url = httpx.URL(pinned_url(parts, address))
+        if parts.scheme == "https":
+            request.extensions = {**request.extensions, "sni_hostname": parts.hostname or ""}
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
