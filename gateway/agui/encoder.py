@@ -5,32 +5,46 @@ carrying the run event's sequence number as their cursor.
 | Switchboard run event | AG-UI events |
 |---|---|
 | run_started | RUN_STARTED (the client's thread and run ids) |
-| step | STEP_STARTED, STEP_FINISHED (the step's key) |
+| step | STEP_STARTED, STEP_FINISHED (the step's key); after the context step, MESSAGES_SNAPSHOT |
+| live_state | STATE_SNAPSHOT (snapshot), STATE_DELTA (set: RFC 6902 JSON Patch) |
 | delta | TEXT_MESSAGE_START (once per message), TEXT_MESSAGE_CONTENT |
 | action | TOOL_CALL_START, TOOL_CALL_ARGS, TOOL_CALL_END, TOOL_CALL_RESULT |
 | skill_used, notice, reasoning, proposal | CUSTOM `switchboard.<kind>` |
-| final | TEXT_MESSAGE_END, RUN_FINISHED (success, or an interrupt per proposal awaiting a decision) |
-| error | TEXT_MESSAGE_END, RUN_ERROR |
+| final | TEXT_MESSAGE_END, CUSTOM sources and routing, RUN_FINISHED (success, or interrupts) |
+| error | TEXT_MESSAGE_END, CUSTOM sources and routing, RUN_ERROR |
 
-The encoder keeps what is open (the message, the steps), so that a stream
-resumed after a cursor starts as AG-UI requires (RUN_STARTED, then the
-message still being written) and goes on with the events after it."""
+The state is the run's project's live state, ``{"live_state": {<agent id>:
+<entry as GET /api/agent/live-state shows it>}}``, from the run's own log.
+The thread's messages and the run's sources and routing decision are not
+in the log: the encoder leaves them empty (:func:`to_fill`) and the route
+fills them from the services (gateway.agui.records).
+
+The encoder keeps what is open (the message, the steps) and what a client
+holds (the state, a messages snapshot), so that a stream resumed after a
+cursor starts as AG-UI requires and as a client that lost its memory needs
+(RUN_STARTED, the snapshots, then the message still being written) and goes
+on with the events after it."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import jsonpatch
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     Interrupt,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -42,14 +56,20 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from gateway.responses import LiveStateEntry
 from services.shared.api_json import event_data
 from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import memory_pb2
 
 # The metadata key of every event: the sequence number of the run event it
 # came from, which a client sends back as Last-Event-ID to resume after it.
 CURSOR = "switchboard_cursor"
 CUSTOM_PREFIX = "switchboard."
 APPROVAL = "approval"  # the reason of a proposal's interrupt
+# The run record's parts a run's end carries as CUSTOM events (value: as
+# GET /api/agent/runs/{id} shows them); the route fills them in.
+RECORD_PARTS = {"sources": "sources", "routing": "router_decision"}
+LIVE_STATE = "live_state"  # the state's one key
 
 
 class AguiEncoder:
@@ -98,6 +118,11 @@ class AguiEncoder:
             yield self._run_started()
         elif kind == "step":
             yield from self._step(event.step)
+            if event.step.key == "context" and event.step.status == engine_pb2.STEP_STATUS_COMPLETED:
+                # The run's message is in the thread now: the conversation so far.
+                yield MessagesSnapshotEvent(messages=[])
+        elif kind == "live_state":
+            yield from self._live_state(event.live_state)
         elif kind == "delta":
             if event.delta.text:
                 if not self._message:
@@ -114,10 +139,13 @@ class AguiEncoder:
         elif kind == "final":
             yield from self._close_message()
             yield from self._close_steps()
+            yield from self._record_parts()
             yield self._finished(event)
         elif kind == "error":
             yield from self._close_message()
             yield from self._close_steps()
+            if event.sequence:  # a run that ended (not a stream that broke): its record is whole
+                yield from self._record_parts()
             yield RunErrorEvent(message=event.error.message, code=event.error.code)
         elif kind is not None:  # skill_used, notice, reasoning
             yield self._custom(event)
@@ -130,6 +158,24 @@ class AguiEncoder:
         elif step.key in self._steps:
             self._steps.remove(step.key)
             yield StepFinishedEvent(step_name=step.key)
+
+    def _live_state(self, change: engine_pb2.LiveStateChanged) -> Iterator[BaseEvent]:
+        """The whole state at a snapshot; at an entry set, the JSON Patch from
+        the state a client holds (none before a snapshot: nothing to patch)."""
+        entries = {e.agent_id: LiveStateEntry.proto_dict(e) for e in change.entries}
+        if change.type == memory_pb2.LIVE_STATE_EVENT_TYPE_SNAPSHOT:
+            yield StateSnapshotEvent(snapshot={LIVE_STATE: entries})
+        elif change.type == memory_pb2.LIVE_STATE_EVENT_TYPE_SET and self._open.state is not None:
+            held = self._open.state
+            changed = {**held, LIVE_STATE: {**held.get(LIVE_STATE, {}), **entries}}
+            delta = jsonpatch.make_patch(held, changed).patch
+            if delta:
+                yield StateDeltaEvent.model_validate({"delta": delta})
+
+    @staticmethod
+    def _record_parts() -> Iterator[BaseEvent]:
+        for name in RECORD_PARTS:
+            yield CustomEvent(name=f"{CUSTOM_PREFIX}{name}", value=None)
 
     def _close_message(self) -> Iterator[BaseEvent]:
         if self._message:
@@ -192,15 +238,27 @@ class AguiEncoder:
 
 class OpenParts:
     """What is open on an AG-UI stream after the events it has carried: the
-    steps, the text message and the tool call being written."""
+    steps, the text message and the tool call being written; and what a
+    client of it holds: the state (its snapshot with the deltas applied, as
+    the client applies them), and whether it has had the messages."""
 
     def __init__(self) -> None:
         self.steps: list[str] = []
         self.message = ""
         self.tool_call: ToolCallStartEvent | None = None
+        self.state: dict[str, Any] | None = None
+        self.messages = False
 
     def follow(self, event: BaseEvent) -> None:
-        if isinstance(event, StepStartedEvent):
+        if isinstance(event, StateSnapshotEvent):
+            self.state = copy.deepcopy(event.snapshot)
+        elif isinstance(event, StateDeltaEvent) and self.state is not None:
+            self.state = jsonpatch.apply_patch(
+                self.state, [op.model_dump(by_alias=True) for op in event.delta]
+            )
+        elif isinstance(event, MessagesSnapshotEvent):
+            self.messages = True
+        elif isinstance(event, StepStartedEvent):
             self.steps.append(event.step_name)
         elif isinstance(event, StepFinishedEvent) and event.step_name in self.steps:
             self.steps.remove(event.step_name)
@@ -215,8 +273,15 @@ class OpenParts:
 
     def reopening(self, started: RunStartedEvent) -> list[BaseEvent]:
         """What a stream that begins now sends first, so that it is a whole
-        AG-UI stream: the run's start, then what is open, as it was opened."""
-        events: list[BaseEvent] = [started, *(StepStartedEvent(step_name=step) for step in self.steps)]
+        AG-UI stream: the run's start, what a client holds by now (the
+        messages, the state: snapshots after a connection interruption, as
+        AG-UI has them), then what is open, as it was opened."""
+        events: list[BaseEvent] = [started]
+        if self.messages:
+            events.append(MessagesSnapshotEvent(messages=[]))
+        if self.state is not None:
+            events.append(StateSnapshotEvent(snapshot=copy.deepcopy(self.state)))
+        events += [StepStartedEvent(step_name=step) for step in self.steps]
         if self.message:
             events.append(TextMessageStartEvent(message_id=self.message, role="assistant"))
         if self.tool_call is not None:
@@ -253,3 +318,11 @@ def to_sse(event: BaseEvent) -> dict[str, str]:
 def json_of(event: BaseEvent) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(event.model_dump_json(by_alias=True, exclude_none=True))
     return loaded
+
+
+def to_fill(event: BaseEvent) -> bool:
+    """Whether the route fills ``event`` in from the services: a messages
+    snapshot (the thread's messages), the run record's parts (CUSTOM)."""
+    if isinstance(event, MessagesSnapshotEvent):
+        return True
+    return isinstance(event, CustomEvent) and event.name.removeprefix(CUSTOM_PREFIX) in RECORD_PARTS

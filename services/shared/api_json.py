@@ -15,6 +15,7 @@ from google.protobuf import json_format
 
 from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import memory_pb2
 
 # How a response names UNSPECIFIED, and a value this side does not know
 # (sent by a newer service).
@@ -24,6 +25,7 @@ UNSPECIFIED = "unspecified"
 RUN_STATUSES = EnumNames(engine_pb2.RunStatus)
 STEP_STATUSES = EnumNames(engine_pb2.StepStatus)
 SKILL_INVOCATIONS = EnumNames(engine_pb2.SkillInvocation)
+LIVE_STATE_EVENT_TYPES = EnumNames(memory_pb2.LiveStateEventType)
 
 
 def json_name(names: EnumNames[Any], number: int) -> str:
@@ -72,6 +74,8 @@ def event_data(event: engine_pb2.RunEvent) -> dict[str, Any]:
     if kind == "final":
         _usage(data)
         data["status"] = json_name(RUN_STATUSES, event.final.status)  # done | waiting_approval
+    if kind == "live_state":
+        data["type"] = json_name(LIVE_STATE_EVENT_TYPES, event.live_state.type)  # snapshot | set
     if kind == "skill_used":
         data = data.get("skill", {})
         data["invocation"] = json_name(SKILL_INVOCATIONS, event.skill_used.skill.invocation)

@@ -4,7 +4,7 @@
 //
 //   node tests/e2e/agui_client.mjs '<json>'
 //   { url, token, threadId, runId, message, lastEventId?, abortAfter?, forwardedProps?, resume? }
-// Prints one JSON object: { events: [...], result?, error? }.
+// Prints one JSON object: { events: [...], result?, messages?, state?, error? }.
 import { HttpAgent } from "@ag-ui/client";
 import { EventSchemas } from "@ag-ui/core/schemas";
 
@@ -42,6 +42,8 @@ try {
   const result = await Promise.race([run, abort]);
   output.result = result?.result ?? null;
   output.messages = agent.messages;
+  // The state as the SDK holds it: the snapshot with the deltas applied.
+  output.state = agent.state;
   output.aborted = result === null;
 } catch (error) {
   output.error = String(error?.message ?? error);

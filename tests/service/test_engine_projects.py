@@ -411,6 +411,16 @@ async def test_an_asked_agent_sets_its_live_state_and_the_next_runs_read_it(
         (e.action.tool, e.action.family, e.action.status) for e in events if e.WhichOneof("kind") == "action"
     ]
     assert actions == [("set_live_state", "live_state", "ok")]
+    # The run's log holds the live state it read, then the entry it set,
+    # exactly as memory stored it.
+    changes = [(e.sequence, e.live_state) for e in events if e.WhichOneof("kind") == "live_state"]
+    [(read_at, read), (set_at, changed)] = changes
+    assert read.type == memory_pb2.LIVE_STATE_EVENT_TYPE_SNAPSHOT and "qa" not in {
+        entry.agent_id for entry in read.entries
+    }
+    assert changed.type == memory_pb2.LIVE_STATE_EVENT_TYPE_SET and list(changed.entries) == [qa]
+    action_at = next(e.sequence for e in events if e.WhichOneof("kind") == "action")
+    assert read_at < action_at < set_at
 
     english = {"activity": "Writing the Apollo release notes", "ttl_seconds": 600}
     remote.script.steps = [f"tool:set_live_state:{json.dumps(english)}", "say:Done."]
@@ -460,3 +470,8 @@ async def test_a_viewer_cannot_set_live_state_and_the_model_reads_why(
         "The live state was not changed; do not retry." in tool_message["content"]
     )
     assert list(await live_state(sb)) == ["dev"]
+    # Nothing was set: the run's log has the live state it read, no change.
+    changes = [e.live_state for e in events if e.WhichOneof("kind") == "live_state"]
+    assert [(c.type, [entry.agent_id for entry in c.entries]) for c in changes] == [
+        (memory_pb2.LIVE_STATE_EVENT_TYPE_SNAPSHOT, ["dev"])
+    ]

@@ -61,9 +61,10 @@ async def test_a_run_streams_named_steps_and_is_recorded(sb: System) -> None:
         )
     )
     sequence = kinds(events)
-    assert sequence[:7] == [
+    assert sequence[:8] == [
         "run_started",
         "step:context:started",
+        "live_state",  # the project's live state as the run read it
         "step:context:completed",
         "step:routing:started",
         "step:routing:completed",
@@ -380,15 +381,16 @@ async def test_without_the_router_the_routing_step_completes_with_one_notice(sb:
             pb.StartRunRequest(conversation_id=conversation_id, message="hello"), **as_user("alice")
         )
     )
-    assert kinds(events)[:5] == [
+    assert kinds(events)[:6] == [
         "run_started",
         "step:context:started",
+        "live_state",
         "step:context:completed",
         "step:routing:started",
         "notice",
     ]
     assert "step:routing:completed" in kinds(events) and kinds(events)[-1] == "final"
-    notice = events[4].notice
+    notice = events[5].notice
     assert notice.code == "ROUTER_UNAVAILABLE" and "UNAVAILABLE" in notice.message
     run = (await sb.engine.GetRun(pb.GetRunRequest(run_id=events[0].run_id), **as_user("alice"))).run
     assert run.status == engine_pb2.RUN_STATUS_DONE and run.model == "switchboard-offline-balanced"

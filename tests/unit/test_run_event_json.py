@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 import gateway.events
 from gateway.events import to_sse
@@ -21,6 +22,7 @@ from services.shared.api_json import event_json
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2 as e
 from switchboard.engine.v1 import engine_service_pb2
+from switchboard.memory.v1 import memory_pb2
 from tests.unit.test_gateway_streams import app_with
 
 RUN = "run-1"
@@ -108,6 +110,24 @@ CASES: list[tuple[str, Any, str]] = [
         "reasoning",
         e.Reasoning(text="Je compare les deux réunions…"),
         r'{"text":"Je compare les deux r\u00e9unions\u2026","run_id":"run-1","sequence":10}',
+    ),
+    (
+        "live_state",
+        e.LiveStateChanged(
+            type=memory_pb2.LIVE_STATE_EVENT_TYPE_SET,
+            entries=[
+                memory_pb2.LiveStateEntry(
+                    project_id="p-1",
+                    agent_id="qa",
+                    activity="relit la PR « 12 »",
+                    update_time=Timestamp(seconds=1_777_887_000),
+                    expire_time=Timestamp(seconds=1_777_890_600),
+                )
+            ],
+        ),
+        r'{"type":"set","entries":[{"project_id":"p-1","agent_id":"qa",'
+        r'"activity":"relit la PR \u00ab 12 \u00bb","update_time":"2026-05-04T09:30:00Z",'
+        r'"expire_time":"2026-05-04T10:30:00Z","detail":""}],"run_id":"run-1","sequence":11}',
     ),
 ]
 

@@ -46,7 +46,7 @@ from services.shared.errors import DependencyUnavailable, FailedPrecondition, No
 from services.shared.projects import personal_project_id
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
-from switchboard.memory.v1 import handoff_pb2
+from switchboard.memory.v1 import handoff_pb2, memory_pb2
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2
 
@@ -191,7 +191,7 @@ class AgentAsks:
             # resolves it for its owner, created on first use.
             project_id = "" if agent.project_id == personal_project_id(user) else agent.project_id
             unreadable: list[str] = []
-            (tail, open_from), recalled, project, live = await asyncio.gather(
+            (tail, open_from), recalled, project, live_read = await asyncio.gather(
                 self._collab.transcript_tail(user, thread, TRANSCRIPT_TAIL),
                 optional(
                     "memory",
@@ -202,11 +202,15 @@ class AgentAsks:
                 optional(
                     "memory",
                     _readable(
-                        self._collab.live_state(user, project_id, limits.live_state_entries), [], unreadable
+                        self._collab.live_state(user, project_id, limits.live_state_entries), None, unreadable
                     ),
-                    [],
+                    None,
                 ),
             )
+            # None: not read (memory down, or the requester is no member of the project).
+            live = live_read or []
+            if live_read is not None:
+                rec.live_state(memory_pb2.LIVE_STATE_EVENT_TYPE_SNAPSHOT, live_read)
             if unreadable:
                 rec.say("PROJECT_MEMORY_UNREADABLE", user=user, agent=ask.target, project=agent.project_id)
             asked = await self._collab.append_entries(

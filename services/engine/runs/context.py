@@ -88,6 +88,7 @@ class ChatContextReader:
             # message. Recall only when the conversation allows memory; the
             # settings only matter for the user's default model: not read
             # when the request names one.
+            unread = memory_service_pb2.GetChatContextResponse()
             read, _ = await asyncio.gather(
                 optional(
                     "memory",
@@ -99,12 +100,14 @@ class ChatContextReader:
                         settings=not request.requested_model,
                         live_state_entries=limits.live_state_entries,
                     ),
-                    memory_service_pb2.GetChatContextResponse(),
+                    unread,
                 ),
                 collab.append_entries(
                     user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
                 ),
             )
+            if read is not unread:
+                rec.live_state(memory_pb2.LIVE_STATE_EVENT_TYPE_SNAPSHOT, read.live_state)
             summary = (
                 read.handoff_summary
                 if read.HasField("handoff_summary")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +16,7 @@ from services.engine.feed import RunFeed
 from services.engine.repository import RunsRepository
 from services.engine.runs.outcome import Outcome
 from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import memory_pb2
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,14 @@ class Recorder:
 
     def notice(self, code: str, message: str) -> None:
         self.emit(notice=engine_pb2.Notice(code=code, message=message))
+
+    def live_state(
+        self, kind: memory_pb2.LiveStateEventType.ValueType, entries: Iterable[memory_pb2.LiveStateEntry]
+    ) -> None:
+        """The project's live state as the run read it (SNAPSHOT), or the
+        entry it set (SET): in the run's log, so every read of the run, and
+        every protocol's encoder, follows the same state."""
+        self.emit(live_state=engine_pb2.LiveStateChanged(type=kind, entries=entries))
 
     def text(self, key: str, **values: object) -> str:
         """The text ``key`` in the run's language."""

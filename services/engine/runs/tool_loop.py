@@ -20,9 +20,10 @@ from services.engine.runs.generation import Models
 from services.engine.runs.recorder import Recorder
 from services.engine.tokens import Counter
 from services.engine.tools import ToolContext, ToolRegistry
-from services.engine.tools.backend import InstructionProposal
+from services.engine.tools.backend import InstructionProposal, LiveEntry
 from services.engine.tools.registry import FAMILY_LABELS
 from switchboard.engine.v1 import engine_pb2
+from switchboard.memory.v1 import memory_pb2
 from switchboard.router.v1 import router_pb2
 
 tracer = trace.get_tracer("switchboard.engine")
@@ -134,6 +135,9 @@ class ToolLoop:
                         result=result.content,
                     )
                 )
+                if result.live_entry is not None:
+                    entry = live_entry_proto(result.live_entry)
+                    rec.live_state(memory_pb2.LIVE_STATE_EVENT_TYPE_SET, [entry])
                 if result.notice:  # a write the user did not ask for, or a quota's refusal
                     rec.notice(result.notice_code, result.notice)
                 rec.outcome.actions.append(
@@ -158,3 +162,15 @@ class ToolLoop:
                             unified_diff=result.proposal.unified_diff,
                         )
                     )
+
+
+def live_entry_proto(entry: LiveEntry) -> memory_pb2.LiveStateEntry:
+    """An entry a tool set, as memory's message (the run's live_state event)."""
+    message = memory_pb2.LiveStateEntry(
+        project_id=entry.project_id, agent_id=entry.agent_id, activity=entry.activity, detail=entry.detail
+    )
+    if entry.update_time is not None:
+        message.update_time.FromDatetime(entry.update_time)
+    if entry.expire_time is not None:
+        message.expire_time.FromDatetime(entry.expire_time)
+    return message

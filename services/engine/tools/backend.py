@@ -69,6 +69,9 @@ class LiveEntry:
     activity: str
     detail: str
     expire_time: datetime | None = None
+    # Where and when it was set, as memory stored it (the run's live_state event shows them).
+    project_id: str = ""
+    update_time: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from services.engine.tools.backend import InstructionProposal, ProposedNote, ToolBackend
+from services.engine.tools.backend import InstructionProposal, LiveEntry, ProposedNote, ToolBackend
 from services.engine.tools.connectors import Connector
 from services.engine.tools.context import ToolContext
 
@@ -36,7 +36,8 @@ class ToolServices:
 
 
 Handler = Callable[
-    [ToolServices, Any, ToolContext, str], Awaitable[tuple[str, InstructionProposal | ProposedNote | None]]
+    [ToolServices, Any, ToolContext, str],
+    Awaitable[tuple[str, InstructionProposal | ProposedNote | LiveEntry | None]],
 ]
 
 
@@ -47,7 +48,7 @@ class Builtin:
     description: str
     args: type[Args]
     # (services, arguments, context, call id) -> the result's text and what
-    # the engine shows beside it (a proposal).
+    # the engine shows beside it (a proposal, the live state entry set).
     handler: Handler
     offered: Callable[[ToolContext, ToolServices], bool]
     # Writes (memory, another agent's thread, the live state): a call the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.engine.providers.base import ChatMessage
-from services.engine.tools.backend import InstructionProposal
+from services.engine.tools.backend import InstructionProposal, LiveEntry
 from services.shared.write_guard import asks_instruction_update
 from switchboard.threads.v1 import threads_pb2
 
@@ -104,6 +104,8 @@ class ToolResult:
     content: str
     is_error: bool
     proposal: InstructionProposal | None = None
+    # The live state entry the call set (set_live_state).
+    live_entry: LiveEntry | None = None
     # For the user, as a notice: a write this run's user did not ask for (or
     # not in their words) was refused (WRITE_REFUSED), or a quota refused the
     # call (its reason without the ERROR_REASON_ prefix: QUOTA_EXCEEDED...).

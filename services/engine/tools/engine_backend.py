@@ -220,7 +220,8 @@ class EngineToolBackend:
 
 def _live_entry(entry: memory_pb2.LiveStateEntry) -> LiveEntry:
     expires = entry.expire_time.ToDatetime(tzinfo=UTC) if entry.HasField("expire_time") else None
-    return LiveEntry(entry.agent_id, entry.activity, entry.detail, expires)
+    updated = entry.update_time.ToDatetime(tzinfo=UTC) if entry.HasField("update_time") else None
+    return LiveEntry(entry.agent_id, entry.activity, entry.detail, expires, entry.project_id, updated)
 
 
 def _final_text(event: engine_pb2.RunEvent) -> str:

@@ -29,7 +29,7 @@ from services.engine.tools import (
     search_workspace,
     set_live_state,
 )
-from services.engine.tools.backend import InstructionProposal, ProposedNote, ToolBackend
+from services.engine.tools.backend import InstructionProposal, LiveEntry, ProposedNote, ToolBackend
 from services.engine.tools.builtin import Builtin, ToolServices
 from services.engine.tools.connectors import Connector
 from services.engine.tools.context import ToolContext, ToolResult
@@ -168,9 +168,12 @@ class ToolRegistry:
             proposal: InstructionProposal | None = None,
             notice: str | None = None,
             notice_code: str = "WRITE_REFUSED",
+            live_entry: LiveEntry | None = None,
         ) -> ToolResult:
             content = wrap_result(call.name, body, error=error, limit=self._limit)
-            return ToolResult(call.call_id, call.name, family, content, error, proposal, notice, notice_code)
+            return ToolResult(
+                call.call_id, call.name, family, content, error, proposal, live_entry, notice, notice_code
+            )
 
         try:
             arguments = _arguments(call)
@@ -194,6 +197,8 @@ class ToolRegistry:
                     context.language, "NOTE_PROPOSED", proposal_id=payload.proposal_id, title=payload.title
                 )
                 return result(body, False, notice=notice, notice_code="NOTE_PROPOSED")
+            if isinstance(payload, LiveEntry):
+                return result(body, False, live_entry=payload)
             return result(body, False, payload)
         except WriteRefused as exc:
             log.info("run %s: %s", context.run_id, exc.refusal.for_user)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from services.engine.tools.backend import LiveEntry
 from services.engine.tools.builtin import Args, Builtin, ToolServices
 from services.engine.tools.context import ToolContext
 from services.engine.tools.live_state import LIVE_STATE_RULE, live_line
@@ -46,7 +47,7 @@ class SetLiveStateArgs(Args):
 
 async def set_live_state(
     tools: ToolServices, args: SetLiveStateArgs, context: ToolContext, call_id: str
-) -> tuple[str, None]:
+) -> tuple[str, LiveEntry]:
     # The run's own entry only, never another agent's: the agent id is
     # the run's, not an argument. It goes through memory as the run's
     # user, so the project's roles decide (a viewer cannot write).
@@ -66,7 +67,7 @@ async def set_live_state(
                 f"set_live_state was refused: {exc.message}.",
             )
         ) from None
-    return f"Your live state is now:\n{live_line(entry, True)}", None
+    return f"Your live state is now:\n{live_line(entry, True)}", entry
 
 
 TOOL = Builtin(

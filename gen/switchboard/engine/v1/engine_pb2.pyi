@@ -11,6 +11,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from switchboard.common.v1 import common_pb2 as _common_pb2
+from switchboard.memory.v1 import memory_pb2 as _memory_pb2
 from switchboard.router.v1 import router_pb2 as _router_pb2
 import builtins as _builtins
 import sys
@@ -990,6 +991,43 @@ class ActionTaken(_message.Message):
 Global___ActionTaken: _TypeAlias = ActionTaken  # noqa: Y015
 
 @_typing.final
+class LiveStateChanged(_message.Message):
+    """The live state of the run's project, kept in the run's log so that every
+    read of the run (a resumed stream, another protocol) shows the same: first
+    the whole of it as the run's context step read it (SNAPSHOT), then each
+    entry the run set with the set_live_state tool (SET). Changes made by
+    others during the run are not in it (MemoryService.WatchLiveState has
+    them). A run whose context step could not read it sends none.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    type: _memory_pb2.LiveStateEventType.ValueType
+    """SNAPSHOT or SET; REMOVED is not sent (a run removes no entry)."""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.LiveStateEntry]:
+        """SNAPSHOT: the unexpired entries read, by agent id, at most the engine's
+        live state limit (the entries its model is shown); SET: the entry as
+        memory stored it.
+        """
+
+    def __init__(
+        self,
+        *,
+        type: _memory_pb2.LiveStateEventType.ValueType = ...,
+        entries: _abc.Iterable[_memory_pb2.LiveStateEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveStateChanged: _TypeAlias = LiveStateChanged  # noqa: Y015
+
+@_typing.final
 class Budget(_message.Message):
     """Limits of one run. 0 = the engine's default for that limit."""
 
@@ -1071,6 +1109,7 @@ class RunEvent(_message.Message):
     PROPOSAL_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
     REASONING_FIELD_NUMBER: _builtins.int
+    LIVE_STATE_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run it belongs to."""
     sequence: _builtins.int
@@ -1119,6 +1158,10 @@ class RunEvent(_message.Message):
     def reasoning(self) -> Global___Reasoning:
         """A piece of the model's visible reasoning."""
 
+    @_builtins.property
+    def live_state(self) -> Global___LiveStateChanged:
+        """The project's live state as the run read it, or an entry the run set."""
+
     def __init__(
         self,
         *,
@@ -1135,12 +1178,13 @@ class RunEvent(_message.Message):
         proposal: Global___ProposalMade | None = ...,
         action: Global___ActionTaken | None = ...,
         reasoning: Global___Reasoning | None = ...,
+        live_state: Global___LiveStateChanged | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "reasoning", b"reasoning", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "live_state", b"live_state", "notice", b"notice", "proposal", b"proposal", "reasoning", b"reasoning", "run_started", b"run_started", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "notice", b"notice", "proposal", b"proposal", "reasoning", b"reasoning", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "create_time", b"create_time", "delta", b"delta", "error", b"error", "final", b"final", "kind", b"kind", "live_state", b"live_state", "notice", b"notice", "proposal", b"proposal", "reasoning", b"reasoning", "run_id", b"run_id", "run_started", b"run_started", "sequence", b"sequence", "skill_used", b"skill_used", "step", b"step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal", "action", "reasoning"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["run_started", "step", "skill_used", "delta", "notice", "final", "error", "proposal", "action", "reasoning", "live_state"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
