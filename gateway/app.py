@@ -40,7 +40,7 @@ from gateway.a2a import routes as a2a_routes
 from gateway.agui import routes as agui_routes
 from gateway.auth import COOKIE, Authenticator
 from gateway.limits import BodySizeLimit
-from gateway.openai_compat import responses_api
+from gateway.openai_compat import conversations_api, responses_api
 from gateway.openai_compat import routes as openai_routes
 from gateway.settings import LAUNCH_ID_HEADER, GatewaySettings
 from gateway.tokens import TokenFile
@@ -123,6 +123,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         schedules,
         webhooks,
         responses_api,  # before openai_routes, whose last route refuses every other /v1 URL
+        conversations_api,
         openai_routes,
         agui_routes,
         a2a_routes,

@@ -103,14 +103,27 @@ SHARED_ROUTES = {
     ("POST", "/a2a/agents/{agent_id}"): "A2A: the project's agent, the caller's tasks",
 }
 # The /v1 routes that name a user's object: another user's is 404 exactly as a
-# missing one, in OpenAI's error shape (tests/e2e/test_open_responses.py).
+# missing one, in OpenAI's error shape (tests/e2e/test_open_responses.py for
+# responses, {r}; tests/e2e/test_open_conversations.py for conversations, {c},
+# and their items, {i}).
 OPENAI_MATRIX: list[tuple[Any, ...]] = [
     ("GET", "/v1/responses/resp_{r}", None),
     ("GET", "/v1/responses/resp_{r}?stream=true", None),
     ("POST", "/v1/responses/resp_{r}/cancel", None),
+    ("GET", "/v1/conversations/conv_{c}", None),
+    ("POST", "/v1/conversations/conv_{c}", {"metadata": {"owner": "bob"}}),
+    ("DELETE", "/v1/conversations/conv_{c}", None),
+    ("GET", "/v1/conversations/conv_{c}/items", None),
+    ("GET", "/v1/conversations/conv_{c}/items?order=asc&limit=1", None),
+    ("POST", "/v1/conversations/conv_{c}/items", {"items": [{"role": "user", "content": "mine now"}]}),
+    ("GET", "/v1/conversations/conv_{c}/items/msg_{i}", None),
+    ("DELETE", "/v1/conversations/conv_{c}/items/msg_{i}", None),
+    ("POST", "/v1/responses", {"model": "recorded", "input": "mine now", "conversation": "conv_{c}"}),
 ]
 PATH_IDS = {
     "resp_{r}": "{response_id}",
+    "conv_{c}": "{conv_id}",
+    "msg_{i}": "{item_id}",
     "{c}": "{conversation_id}",
     "{r}": "{run_id}",
     "{p}": "{page_id}",

@@ -71,6 +71,34 @@ def history_matches(client: Sequence[tuple[str, str]], stored: Sequence[tuple[st
     return all(role == s_role and texts <= s_texts for (role, texts), (s_role, s_texts) in pairs)
 
 
+async def list_entries(
+    request: Request,
+    user: str,
+    conversation_id: str,
+    *,
+    descending: bool,
+    page_size: int,
+    page_token: str = "",
+    start_entry_id: str = "",
+) -> threads_service_pb2.ListEntriesResponse:
+    """A page of the conversation's entries (ListEntries' ForConversation view)."""
+    response: threads_service_pb2.ListEntriesResponse = await rpc(
+        request,
+        deps.threads(request).ListEntries,
+        threads_service_pb2.ListEntriesRequest(
+            for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
+                conversation_id=conversation_id
+            ),
+            descending=descending,
+            page_size=page_size,
+            page_token=page_token,
+            start_entry_id=start_entry_id,
+        ),
+        user,
+    )
+    return response
+
+
 async def _stored_tail(
     request: Request, user: str, conversation_id: str, wanted: int
 ) -> list[tuple[str, frozenset[str]]]:
@@ -79,18 +107,8 @@ async def _stored_tail(
     entries: list[threads_pb2.Entry] = []
     token = ""
     while True:
-        response: threads_service_pb2.ListEntriesResponse = await rpc(
-            request,
-            deps.threads(request).ListEntries,
-            threads_service_pb2.ListEntriesRequest(
-                for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
-                    conversation_id=conversation_id
-                ),
-                descending=True,
-                page_size=SEED_BATCH,
-                page_token=token,
-            ),
-            user,
+        response = await list_entries(
+            request, user, conversation_id, descending=True, page_size=SEED_BATCH, page_token=token
         )
         entries += response.entries
         token = response.next_page_token
@@ -101,16 +119,20 @@ async def _stored_tail(
             return turns[1:]
 
 
-async def _seed(request: Request, user: str, conversation_id: str, turns: Sequence[tuple[str, str]]) -> None:
-    """A new conversation gets the turns the client already had, so its
-    first run sees them as history."""
+async def append_turns(
+    request: Request, user: str, conversation_id: str, turns: Sequence[tuple[str, str]], request_id: str
+) -> list[threads_pb2.Entry]:
+    """Turns the client wrote (user messages, answers it had) added to the
+    conversation as its own entries, so the next run sees them as history;
+    idempotent on ``request_id``."""
     roles = {"user": threads_pb2.ROLE_USER, "assistant": threads_pb2.ROLE_ASSISTANT}
+    appended: list[threads_pb2.Entry] = []
     for start in range(0, len(turns), SEED_BATCH):
-        await rpc(
+        response: threads_service_pb2.AppendEntriesResponse = await rpc(
             request,
             deps.threads(request).AppendEntries,
             threads_service_pb2.AppendEntriesRequest(
-                request_id=f"{conversation_id}:client-history:{start}",
+                request_id=f"{request_id}:{start}",
                 thread_id=conversation_id,
                 entries=[
                     threads_pb2.Entry(
@@ -121,6 +143,8 @@ async def _seed(request: Request, user: str, conversation_id: str, turns: Sequen
             ),
             user,
         )
+        appended += response.entries
+    return appended
 
 
 async def conversation_for(
@@ -160,7 +184,8 @@ async def conversation_for(
     headers = {CONVERSATION_HEADER: response.conversation.id}
     if exchange.earlier:
         try:
-            await _seed(request, user, response.conversation.id, exchange.earlier)
+            seed = f"{response.conversation.id}:client-history"
+            await append_turns(request, user, response.conversation.id, exchange.earlier, seed)
         except grpc.aio.AioRpcError as error:
             raise refusal(error, "messages", headers) from error
     return headers

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Annotated, Any, Literal
+import uuid
+from typing import Annotated, Any
 
 import grpc
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -20,9 +21,11 @@ from gateway.api import check_message
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.openai_compat.completion import run_error
-from gateway.openai_compat.conversation import CONVERSATION_HEADER, conversation_for
+from gateway.openai_compat.conversation import CONVERSATION_HEADER, append_turns, conversation_for
+from gateway.openai_compat.conversations_api import CONVERSATION_ID, conversation_id, open_conversation
 from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
 from gateway.openai_compat.exchange import MAX_MESSAGES, Exchange
+from gateway.openai_compat.items import InputItem, item_text
 from gateway.openai_compat.response_bodies import OpenResponse
 from gateway.openai_compat.responses_stream import STATUSES, ResponseLog, run_id_of
 from gateway.openai_compat.routes import AGENT_PREFIX, check_model, run_start
@@ -35,19 +38,10 @@ router = APIRouter(
 RESPONSE_ID = r"^resp_[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
-class InputPart(BaseModel):
+class ConversationParam(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    type: str = Field(max_length=50)
-    text: str | None = None
-
-
-class InputItem(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    type: Literal["message"] = "message"
-    role: Literal["user", "assistant", "system", "developer"]
-    content: str | list[InputPart]
+    id: str = Field(pattern=CONVERSATION_ID)
 
 
 class ResponsesBody(BaseModel):
@@ -60,23 +54,10 @@ class ResponsesBody(BaseModel):
     input: str | list[InputItem] = Field(min_length=1)
     instructions: str | None = None
     previous_response_id: str | None = Field(default=None, pattern=RESPONSE_ID)
+    conversation: Annotated[str, Field(pattern=CONVERSATION_ID)] | ConversationParam | None = None
     stream: bool = False
     background: bool = False
     tools: list[Any] | None = None
-
-
-def _text(item: InputItem, index: int) -> str:
-    if isinstance(item.content, str):
-        return item.content
-    texts = []
-    for number, part in enumerate(item.content):
-        if part.type not in ("input_text", "output_text", "text") or part.text is None:
-            raise OpenAIError(
-                400, "unsupported_content", f"only text content is supported, not {part.type!r}",
-                f"input[{index}].content[{number}]",
-            )  # fmt: skip
-        texts.append(part.text)
-    return "\n".join(texts)
 
 
 def read_input(body: ResponsesBody) -> Exchange:
@@ -90,7 +71,7 @@ def read_input(body: ResponsesBody) -> Exchange:
     instructions = [body.instructions.strip()] if body.instructions and body.instructions.strip() else []
     turns: list[tuple[str, str]] = []
     for index, item in enumerate(items):
-        text = _text(item, index)
+        text = item_text(item, f"input[{index}]")
         if item.role in ("system", "developer"):
             instructions += [text.strip()] if text.strip() else []
         else:
@@ -165,11 +146,27 @@ async def create_response(body: ResponsesBody, request: Request, user: User) -> 
     except ApiError as error:
         raise refusal(error, "input", {}) from error
     headers: dict[str, str] = {}
+    named = body.conversation.id if isinstance(body.conversation, ConversationParam) else body.conversation
+    if named and body.previous_response_id:
+        refused = "a response continues a conversation or a previous response, not both"
+        raise OpenAIError(400, "invalid_request", refused, "conversation")
     if body.model.startswith(AGENT_PREFIX):
-        if body.previous_response_id:
-            refused = "an agent model answers on the agent's shared thread: drop previous_response_id"
-            raise OpenAIError(400, "invalid_request", refused, "previous_response_id")
+        if body.previous_response_id or named:
+            field = "previous_response_id" if body.previous_response_id else "conversation"
+            refused = f"an agent model answers on the agent's shared thread: drop {field}"
+            raise OpenAIError(400, "invalid_request", refused, field)
         start = run_start(request, user, body.model, exchange)
+    elif named:
+        await check_model(request, user, body.model)
+        conversation = (await open_conversation(request, user, named)).id
+        headers = {CONVERSATION_HEADER: conversation}
+        if exchange.earlier:
+            # The input items are the conversation's next items: the run answers the last.
+            try:
+                await append_turns(request, user, conversation, exchange.earlier, str(uuid.uuid4()))
+            except grpc.aio.AioRpcError as error:
+                raise refusal(error, "input", headers) from error
+        start = run_start(request, user, body.model, exchange, conversation)
     else:
         await check_model(request, user, body.model)
         conversation = ""
@@ -191,6 +188,7 @@ async def create_response(body: ResponsesBody, request: Request, user: User) -> 
         previous_response_id=body.previous_response_id,
         instructions=body.instructions,
         background=body.background,
+        conversation=conversation_id(headers[CONVERSATION_HEADER]) if named else None,
     )
     if body.background:
         # The run goes on without this request: its events stay in the log.

@@ -53,13 +53,16 @@ class ResponseLog:
         instructions: str | None = None,
         background: bool = False,
         starting_after: int = -1,
+        conversation: str | None = None,
     ) -> None:
         self.id = ""
         self.model = model
         self.created_at = int(time.time())
+        self.completed_at: int | None = None
         self.previous_response_id = previous_response_id
         self.instructions = instructions
         self.background = background
+        self.conversation = conversation
         self.starting_after = starting_after
         self.status = "queued"
         self.output: list[dict[str, Any]] = []
@@ -88,6 +91,7 @@ class ResponseLog:
                 if part["type"] == "output_text"
             ),
             "previous_response_id": self.previous_response_id,
+            "conversation": {"id": self.conversation} if self.conversation else None,
             "instructions": self.instructions,
             "usage": self.usage,
             "error": self.error,
@@ -97,6 +101,22 @@ class ResponseLog:
             "tool_choice": "auto",
             "tools": [],
             "text": {"format": {"type": "text"}},
+            "completed_at": self.completed_at,
+            # Sampling is the model's provider configuration: the API's defaults stand for it.
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "top_logprobs": 0,
+            # Older turns are folded into the conversation's summary to fit the context.
+            "truncation": "auto",
+            "reasoning": None,
+            "max_output_tokens": None,
+            "max_tool_calls": None,
+            "store": True,
+            "service_tier": "default",
+            "safety_identifier": None,
+            "prompt_cache_key": None,
         }
 
     # Events
@@ -143,6 +163,9 @@ class ResponseLog:
                 "total_tokens": tokens_in + tokens_out,
             }
             self.status = "completed"
+            self.completed_at = (
+                event.create_time.seconds if event.HasField("create_time") else int(time.time())
+            )
             return [*events, self._about("response.completed")]
         if kind == "error":
             events = self._close_message()

@@ -202,5 +202,5 @@ async def chat_completions(
 @router.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 async def unknown(path: str) -> Response:
     """The rest of OpenAI's API (embeddings, files...) is not served."""
-    served = "only /v1/models, /v1/chat/completions and /v1/responses are"
+    served = "only /v1/models, /v1/chat/completions, /v1/responses and /v1/conversations are"
     raise OpenAIError(404, "unknown_url", f"/v1/{path} is not served: {served}")

@@ -19,7 +19,7 @@ from services.shared.time import utcnow
 from services.threads.access import ASK, READ, AgentAccess
 from services.threads.models import Agent, Thread, ThreadsAuditEvent
 from services.threads.owners import ThreadOwner
-from services.threads.paging import read_page, view_fingerprint
+from services.threads.paging import read_page, start_token, view_fingerprint
 from services.threads.repository import ThreadsRepository
 from services.threads.rotation import Rotation
 from services.threads.tables.entries import EntryFilter, EntryRow, NewEntry
@@ -30,6 +30,10 @@ MAX_TITLE_CHARS = 200
 MAX_AUTO_TITLE_CHARS = 60
 MAX_ENTRIES_PER_APPEND = 100
 MAX_USER_CHARS = 128
+# A conversation's client labels, as OpenAI's API bounds them.
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
 AGENT_MUTABLE_FIELDS = ("display_name", "persona", "provider_id", "model", "injection_strategy")
 # The allowed sources, each settable on its own (``allowed_sources.memory``)
 # so that a save of one keeps the others.
@@ -38,6 +42,7 @@ CONVERSATION_MUTABLE_FIELDS = (
     "title",
     "pinned",
     "allowed_sources",
+    "metadata",
     *(f"allowed_sources.{name}" for name in SOURCE_FIELDS),
 )
 
@@ -256,7 +261,12 @@ class ThreadsDomain:
     # Conversations
 
     async def create_conversation(
-        self, user_id: str, request_id: str, title: str, allowed_sources: dict[str, Any]
+        self,
+        user_id: str,
+        request_id: str,
+        title: str,
+        allowed_sources: dict[str, Any],
+        metadata: dict[str, str] | None = None,
     ) -> Thread:
         title = title.strip()
         if len(title) > MAX_TITLE_CHARS:
@@ -272,6 +282,7 @@ class ThreadsDomain:
             title=title,
             title_auto=False,
             sources_json=json.dumps(allowed_sources, sort_keys=True),
+            metadata_json=_metadata_json(metadata or {}),
         )
         return await self._repo.threads.insert_conversation(thread)
 
@@ -323,6 +334,7 @@ class ThreadsDomain:
         pinned: bool,
         paths: Sequence[str],
         allowed_sources: dict[str, Any] | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> Thread:
         fields = masked_fields(paths, CONVERSATION_MUTABLE_FIELDS)
         values: dict[str, Any] = {"update_time": utcnow()}
@@ -334,6 +346,8 @@ class ThreadsDomain:
             values.update(title=title, title_auto=False)
         if "pinned" in fields:
             values["pinned"] = pinned
+        if "metadata" in fields:
+            values["metadata_json"] = _metadata_json(metadata or {})
         named = [f.removeprefix("allowed_sources.") for f in fields if f.startswith("allowed_sources.")]
         if "allowed_sources" in fields:
             if named:
@@ -441,11 +455,22 @@ class ThreadsDomain:
         return written.entries
 
     async def list_entries(
-        self, actor: Actor, view: View, descending: bool, requested_size: int, token: str
+        self,
+        actor: Actor,
+        view: View,
+        descending: bool,
+        requested_size: int,
+        token: str,
+        start_entry_id: str = "",
     ) -> EntriesPage:
         thread, entry_filter = await self._resolve_view(actor, view)
         size = page_size(requested_size)
         fingerprint = view_fingerprint(thread.id, entry_filter, descending)
+        if start_entry_id and not token:
+            start = await self._repo.entries.sequence_in_view(thread.id, entry_filter, start_entry_id)
+            if start is None:
+                raise NotFound(f"entry {start_entry_id!r} not found", entry_id=start_entry_id)
+            token = start_token(not descending, start, fingerprint)
 
         async def fetch(position: int | None, ascending: bool, limit: int) -> Sequence[EntryRow]:
             return await self._repo.entries.list_entries(thread.id, entry_filter, position, ascending, limit)
@@ -501,3 +526,19 @@ def _member_id(user_id: str) -> str:
 
 def _owner_first(owner: str, members: Sequence[str]) -> list[str]:
     return sorted(members, key=lambda member: (member != owner, member))
+
+
+def _metadata_json(metadata: dict[str, str]) -> str:
+    """A conversation's labels, checked against their bounds, as stored."""
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise InvalidArgument(f"metadata holds at most {MAX_METADATA_PAIRS} pairs", field="metadata")
+    for key, value in metadata.items():
+        if not key or len(key) > MAX_METADATA_KEY_CHARS:
+            raise InvalidArgument(
+                f"a metadata key has 1 to {MAX_METADATA_KEY_CHARS} characters", field="metadata"
+            )
+        if len(value) > MAX_METADATA_VALUE_CHARS:
+            raise InvalidArgument(
+                f"metadata[{key!r}] is longer than {MAX_METADATA_VALUE_CHARS} characters", field="metadata"
+            )
+    return json.dumps(metadata, sort_keys=True)

@@ -88,6 +88,8 @@ class Thread(SQLModel, table=True):
     pinned: bool = False
     # The conversation's *allowed* sources (not a run's read sources).
     sources_json: str = "{}"
+    # The client's labels (Conversation.metadata), a JSON object of strings.
+    metadata_json: str = "{}"
     last_sequence: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     create_time: datetime = Field(default_factory=utcnow)
     update_time: datetime = Field(default_factory=utcnow)

@@ -59,6 +59,11 @@ def _encode(forward: bool, position: int, fingerprint: str) -> str:
     return encode_token({"d": "n" if forward else "p", "s": position, "v": fingerprint})
 
 
+def start_token(ascending: bool, sequence: int, fingerprint: str) -> str:
+    """The token of a page that starts at ``sequence`` (included) in the view's order."""
+    return _encode(True, sequence - 1 if ascending else sequence + 1, fingerprint)
+
+
 async def read_page(fetch: Fetch[T], descending: bool, size: int, token: str, fingerprint: str) -> Page[T]:
     """One page in the view's order (ascending, or newest first when
     ``descending``), with the tokens of the page after and the page before."""

@@ -75,6 +75,7 @@ def conversation_to_proto(thread: Thread) -> threads_pb2.Conversation:
         create_time=to_timestamp(thread.create_time),
         update_time=to_timestamp(thread.update_time),
         archived=thread.archive_time is not None,
+        metadata=json.loads(thread.metadata_json or "{}"),
     )
 
 
@@ -267,7 +268,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             else {"workspace": True}
         )
         thread = await self._domain.create_conversation(
-            caller_user(context), request.request_id, request.title, sources
+            caller_user(context), request.request_id, request.title, sources, dict(request.metadata)
         )
         return threads_service_pb2.CreateConversationResponse(conversation=conversation_to_proto(thread))
 
@@ -306,6 +307,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
                 preserving_proto_field_name=True,
                 always_print_fields_with_no_presence=True,
             ),
+            dict(c.metadata),
         )
         return threads_service_pb2.UpdateConversationResponse(conversation=conversation_to_proto(thread))
 
@@ -358,6 +360,7 @@ class ThreadsServicer(threads_service_pb2_grpc.ThreadsServiceServicer):
             request.descending,
             request.page_size,
             request.page_token,
+            request.start_entry_id,
         )
         return threads_service_pb2.ListEntriesResponse(
             entries=[entry_to_proto(r) for r in page.entries],

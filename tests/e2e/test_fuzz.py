@@ -48,6 +48,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from gateway import params, schemas
+from gateway.openai_compat import conversations_api
 from gateway.openai_compat.exchange import ChatCompletionBody
 from services.shared.bootstrap import MAX_REQUEST_BYTES
 from services.shared.identity import user_metadata
@@ -121,6 +122,9 @@ def _routes() -> list[tuple[str, str, type[BaseModel] | None]]:
         # The OpenAI-compatible endpoint (a random model name is refused
         # before any conversation is created).
         ("POST", "/v1/chat/completions", ChatCompletionBody),
+        ("POST", "/v1/conversations", conversations_api.NewConversation),
+        ("POST", f"/v1/conversations/conv_{MISSING}", conversations_api.ConversationUpdate),
+        ("POST", f"/v1/conversations/conv_{MISSING}/items", conversations_api.NewItems),
     ]
 
 

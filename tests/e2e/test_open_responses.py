@@ -152,7 +152,10 @@ def test_refusals_are_in_openais_shape(client: openai.OpenAI, launched: Launched
         assert bob.get(f"/responses/{mine.id}").status_code == 404
 
 
-@pytest.mark.parametrize("row", OPENAI_MATRIX, ids=[f"{row[0]} {row[1]}" for row in OPENAI_MATRIX])
+RESPONSE_ROWS = [row for row in OPENAI_MATRIX if "{r}" in row[1]]
+
+
+@pytest.mark.parametrize("row", RESPONSE_ROWS, ids=[f"{row[0]} {row[1]}" for row in RESPONSE_ROWS])
 def test_another_users_response_is_404_exactly_as_a_missing_one(
     client: openai.OpenAI, launched: Launched, row: tuple[Any, ...]
 ) -> None:

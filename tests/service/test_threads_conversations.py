@@ -346,3 +346,69 @@ async def test_cached_owner_still_refuses_another_user_and_keeps_archived_conver
     assert [e.content for e in listed.entries] == ["first", "after archiving"]
     got = await stub.GetConversation(pb.GetConversationRequest(conversation_id=mine.id), **as_user("alice"))
     assert got.conversation.archived
+
+
+async def test_metadata_is_stored_replaced_whole_and_bounded(stub: Stub) -> None:
+    created = await stub.CreateConversation(
+        pb.CreateConversationRequest(metadata={"topic": "déploiement", "team": "ops"}), **as_user("alice")
+    )
+    assert dict(created.conversation.metadata) == {"topic": "déploiement", "team": "ops"}
+    replaced = await stub.UpdateConversation(
+        update(created.conversation.id, ["metadata"], metadata={"topic": "release"}), **as_user("alice")
+    )
+    assert dict(replaced.conversation.metadata) == {"topic": "release"}
+    read = await stub.GetConversation(
+        pb.GetConversationRequest(conversation_id=created.conversation.id), **as_user("alice")
+    )
+    assert dict(read.conversation.metadata) == {"topic": "release"} and read.conversation.title == ""
+    for metadata in [{f"k{n}": "v" for n in range(17)}, {"k" * 65: "v"}, {"k": "v" * 513}]:
+        await expect_error(
+            stub.UpdateConversation(
+                update(created.conversation.id, ["metadata"], metadata=metadata), **as_user("alice")
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ERROR_REASON_INVALID_ARGUMENT",
+        )
+
+
+async def test_a_page_of_entries_can_start_at_an_entry_either_way(stub: Stub) -> None:
+    conversation = await create(stub)
+    appended = await stub.AppendEntries(
+        pb.AppendEntriesRequest(
+            thread_id=conversation.id,
+            entries=[threads_pb2.Entry(role=threads_pb2.ROLE_USER, content=f"m{n}") for n in range(5)],
+        ),
+        **as_user("alice"),
+    )
+    ids = [e.id for e in appended.entries]
+
+    async def page(descending: bool, token: str = "") -> pb.ListEntriesResponse:
+        return await stub.ListEntries(
+            pb.ListEntriesRequest(
+                for_conversation=pb.ListEntriesRequest.ForConversation(conversation_id=conversation.id),
+                start_entry_id=ids[2],
+                descending=descending,
+                page_size=2,
+                page_token=token,
+            ),
+            **as_user("alice"),
+        )
+
+    forward = await page(False)
+    assert [e.content for e in forward.entries] == ["m2", "m3"]
+    assert [e.content for e in (await page(False, forward.next_page_token)).entries] == ["m4"]
+    assert [e.content for e in (await page(True)).entries] == ["m2", "m1"]
+    # An entry of another thread, or none, names no start.
+    other = await create(stub)
+    for foreign in (ids[0], "no-such-entry"):
+        await expect_error(
+            stub.ListEntries(
+                pb.ListEntriesRequest(
+                    for_conversation=pb.ListEntriesRequest.ForConversation(conversation_id=other.id),
+                    start_entry_id=foreign,
+                ),
+                **as_user("alice"),
+            ),
+            grpc.StatusCode.NOT_FOUND,
+            "ERROR_REASON_NOT_FOUND",
+        )

@@ -26,7 +26,13 @@ from switchboard.threads.v1 import threads_service_pb2
 
 TEXT = api_docs.DOC.read_text(encoding="utf-8")
 # Served, not described in OpenAPI (include_in_schema=False).
-UNDOCUMENTED_IN_OPENAPI = {("GET", "/healthz"), ("GET", "/")}
+# Deleting a conversation item is always refused (400): a route with no
+# success, listed in the table for the clients that try.
+UNDOCUMENTED_IN_OPENAPI = {
+    ("GET", "/healthz"),
+    ("GET", "/"),
+    ("DELETE", "/v1/conversations/{conv_id}/items/{item_id}"),
+}
 
 
 @pytest.fixture(scope="module")

@@ -183,7 +183,13 @@ class FakeService:
 
         async def unary(request: Message, *, timeout: float, metadata: Any) -> Message:
             response = GetMessageClass(method.output_type)()
-            return _fill(response) if self._full else response
+            if not self._full:
+                return response
+            _fill(response)
+            if name == "GetConversation":
+                # A live one: an archived conversation is 404 on the /v1 routes.
+                response.conversation.archived = False  # type: ignore[attr-defined]
+            return response
 
         return unary
 
@@ -239,6 +245,9 @@ BODIES: dict[str, Any] = {
     "POST /api/agent/projects": {"id": "apollo", "display_name": "Apollo", "note_policy": "auto"},
     "PATCH /api/agent/projects/{project_id}": {"note_policy": "review"},
     "PUT /api/agent/projects/{project_id}/members/{user_id}": {"role": "editor"},
+    "POST /v1/conversations": {"items": [{"role": "user", "content": "hello"}], "metadata": {"k": "v"}},
+    "POST /v1/conversations/{conv_id}": {"metadata": {"k": "v"}},
+    "POST /v1/conversations/{conv_id}/items": {"items": [{"role": "assistant", "content": "hello"}]},
 }
 # Second calls that take another branch of the same route.
 QUERIES: dict[str, list[dict[str, str]]] = {
@@ -247,7 +256,7 @@ QUERIES: dict[str, list[dict[str, str]]] = {
     "GET /api/agent/agents/{agent_id}/entries": [{"requester": "main"}, {"correlation_id": "c"}],
     "GET /api/agent/suggested-actions": [{"language": "fr", "selection": "du texte"}],
 }
-PATH_VALUES = {"version": "1", "response_id": "resp_run-1"}
+PATH_VALUES = {"version": "1", "response_id": "resp_run-1", "conv_id": "conv_x", "item_id": "msg_x"}
 
 
 def _json(value: Any) -> str:

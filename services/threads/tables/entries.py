@@ -209,6 +209,19 @@ class EntriesTable(TableRepository):
         return [EntryRow(*self._read_entry(row)) for row in await self._driver.fetch(sql, *args)]
 
     @db_retry
+    async def sequence_in_view(self, thread_id: str, view: EntryFilter, entry_id: str) -> int | None:
+        """The sequence of the thread's entry ``entry_id``, when the view shows it."""
+        row = await self._driver.fetchrow(_SEQUENCE_OF, thread_id, entry_id)
+        if row is None:
+            return None
+        sequence, *fields = row
+        shown = all(
+            not wanted or value == wanted
+            for wanted, value in zip((view.correlation_id, view.requester, view.target), fields, strict=True)
+        )
+        return int(sequence) if shown else None
+
+    @db_retry
     async def has_entries_outside(self, thread_id: str, view: EntryFilter) -> bool:
         """Whether the thread holds an entry the filter leaves out: a filtered
         view that happens to cover the whole thread is not partial."""
@@ -298,6 +311,9 @@ _RESERVE = (
 _INSERT = (
     f"INSERT INTO entries ({_ENTRY_NAMES})"
     f" VALUES ({', '.join(f'${n}' for n in range(1, len(EntryRow.__slots__) + 1))})"
+)
+_SEQUENCE_OF = (
+    "SELECT sequence, correlation_id, requester, target FROM entries WHERE thread_id = $1 AND id = $2"
 )
 _OF_REQUEST = (
     f"SELECT {_ENTRY_NAMES} FROM entries WHERE thread_id = $1 AND request_id = $2 ORDER BY request_index"

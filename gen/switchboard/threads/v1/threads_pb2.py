@@ -25,21 +25,23 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$switchboard/threads/v1/threads.proto\x12\x16switchboard.threads.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x02\n\x05\x41gent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x0f\n\x07persona\x18\x03 \x01(\t\x12\x13\n\x0bprovider_id\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x45\n\x12injection_strategy\x18\x06 \x01(\x0e\x32).switchboard.threads.v1.InjectionStrategy\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05owner\x18\t \x01(\t\x12\x12\n\nproject_id\x18\n \x01(\t\x12\x33\n\x06remote\x18\x0b \x01(\x0b\x32#.switchboard.threads.v1.RemoteAgent\"Z\n\x0bRemoteAgent\x12\x10\n\x08\x63\x61rd_url\x18\x01 \x01(\t\x12\x11\n\tcard_name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x11\n\tstreaming\x18\x04 \x01(\x08\"l\n\x0e\x41llowedSources\x12\x11\n\tworkspace\x18\x01 \x01(\x08\x12\x12\n\nconnectors\x18\x02 \x03(\t\x12\x13\n\x0bmcp_servers\x18\x03 \x03(\t\x12\x13\n\x06memory\x18\x04 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_memory\"\x93\x02\n\x0c\x43onversation\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x12\n\ntitle_auto\x18\x04 \x01(\x08\x12\x0e\n\x06pinned\x18\x05 \x01(\x08\x12?\n\x0f\x61llowed_sources\x18\x06 \x01(\x0b\x32&.switchboard.threads.v1.AllowedSources\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61rchived\x18\t \x01(\x08\"\xa4\x01\n\x0b\x41gentThread\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x15\n\rlast_sequence\x18\x03 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc9\x01\n\x0fProviderSession\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0f\x61gent_thread_id\x18\x02 \x01(\t\x12\x13\n\x0bprovider_id\x18\x03 \x01(\t\x12\x19\n\x11native_session_id\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0crelease_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xcd\x02\n\x05\x45ntry\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x03\x12\x11\n\trequester\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x06 \x01(\t\x12*\n\x04role\x18\x07 \x01(\x0e\x32\x1c.switchboard.threads.v1.Role\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x0e\n\x06run_id\x18\t \x01(\t\x12\x0f\n\x07\x63ontent\x18\n \x01(\t\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\ntool_calls\x18\x0c \x03(\x0b\x32 .switchboard.threads.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\r \x01(\t\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"\xa0\x03\n\x07Segment\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06number\x18\x02 \x01(\x05\x12\x16\n\x0e\x66irst_sequence\x18\x03 \x01(\x03\x12\x15\n\rlast_sequence\x18\x04 \x01(\x03\x12\x13\n\x0b\x65ntry_count\x18\x05 \x01(\x03\x12\x12\n\nchar_count\x18\x06 \x01(\x03\x12\x33\n\x05state\x18\x07 \x01(\x0e\x32$.switchboard.threads.v1.SegmentState\x12;\n\rhandoff_state\x18\x08 \x01(\x0e\x32$.switchboard.threads.v1.HandoffState\x12\x17\n\x0fhandoff_summary\x18\t \x01(\t\x12-\n\topen_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nclose_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0chandoff_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"+\n\nThreadFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t*\xb6\x01\n\x11InjectionStrategy\x12\"\n\x1eINJECTION_STRATEGY_UNSPECIFIED\x10\x00\x12&\n\"INJECTION_STRATEGY_CONVENTION_FILE\x10\x01\x12\x1b\n\x17INJECTION_STRATEGY_FLAG\x10\x02\x12\x1c\n\x18INJECTION_STRATEGY_STDIN\x10\x03\x12\x1a\n\x16INJECTION_STRATEGY_ENV\x10\x04*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*_\n\x0cSegmentState\x12\x1d\n\x19SEGMENT_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEGMENT_STATE_OPEN\x10\x01\x12\x18\n\x14SEGMENT_STATE_CLOSED\x10\x02*|\n\x0cHandoffState\x12\x1d\n\x19HANDOFF_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15HANDOFF_STATE_NOT_DUE\x10\x01\x12\x19\n\x15HANDOFF_STATE_PENDING\x10\x02\x12\x17\n\x13HANDOFF_STATE_READY\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$switchboard/threads/v1/threads.proto\x12\x16switchboard.threads.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdf\x02\n\x05\x41gent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x0f\n\x07persona\x18\x03 \x01(\t\x12\x13\n\x0bprovider_id\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x45\n\x12injection_strategy\x18\x06 \x01(\x0e\x32).switchboard.threads.v1.InjectionStrategy\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05owner\x18\t \x01(\t\x12\x12\n\nproject_id\x18\n \x01(\t\x12\x33\n\x06remote\x18\x0b \x01(\x0b\x32#.switchboard.threads.v1.RemoteAgent\"Z\n\x0bRemoteAgent\x12\x10\n\x08\x63\x61rd_url\x18\x01 \x01(\t\x12\x11\n\tcard_name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x11\n\tstreaming\x18\x04 \x01(\x08\"l\n\x0e\x41llowedSources\x12\x11\n\tworkspace\x18\x01 \x01(\x08\x12\x12\n\nconnectors\x18\x02 \x03(\t\x12\x13\n\x0bmcp_servers\x18\x03 \x03(\t\x12\x13\n\x06memory\x18\x04 \x01(\x08H\x00\x88\x01\x01\x42\t\n\x07_memory\"\x8a\x03\n\x0c\x43onversation\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\x12\x12\n\ntitle_auto\x18\x04 \x01(\x08\x12\x0e\n\x06pinned\x18\x05 \x01(\x08\x12?\n\x0f\x61llowed_sources\x18\x06 \x01(\x0b\x32&.switchboard.threads.v1.AllowedSources\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61rchived\x18\t \x01(\x08\x12\x44\n\x08metadata\x18\n \x03(\x0b\x32\x32.switchboard.threads.v1.Conversation.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa4\x01\n\x0b\x41gentThread\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x15\n\rlast_sequence\x18\x03 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc9\x01\n\x0fProviderSession\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0f\x61gent_thread_id\x18\x02 \x01(\t\x12\x13\n\x0bprovider_id\x18\x03 \x01(\t\x12\x19\n\x11native_session_id\x18\x04 \x01(\t\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0crelease_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xcd\x02\n\x05\x45ntry\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x10\n\x08sequence\x18\x03 \x01(\x03\x12\x11\n\trequester\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x06 \x01(\t\x12*\n\x04role\x18\x07 \x01(\x0e\x32\x1c.switchboard.threads.v1.Role\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x0e\n\x06run_id\x18\t \x01(\t\x12\x0f\n\x07\x63ontent\x18\n \x01(\t\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\ntool_calls\x18\x0c \x03(\x0b\x32 .switchboard.threads.v1.ToolCall\x12\x14\n\x0ctool_call_id\x18\r \x01(\t\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"\xa0\x03\n\x07Segment\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06number\x18\x02 \x01(\x05\x12\x16\n\x0e\x66irst_sequence\x18\x03 \x01(\x03\x12\x15\n\rlast_sequence\x18\x04 \x01(\x03\x12\x13\n\x0b\x65ntry_count\x18\x05 \x01(\x03\x12\x12\n\nchar_count\x18\x06 \x01(\x03\x12\x33\n\x05state\x18\x07 \x01(\x0e\x32$.switchboard.threads.v1.SegmentState\x12;\n\rhandoff_state\x18\x08 \x01(\x0e\x32$.switchboard.threads.v1.HandoffState\x12\x17\n\x0fhandoff_summary\x18\t \x01(\t\x12-\n\topen_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nclose_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0chandoff_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"+\n\nThreadFile\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t*\xb6\x01\n\x11InjectionStrategy\x12\"\n\x1eINJECTION_STRATEGY_UNSPECIFIED\x10\x00\x12&\n\"INJECTION_STRATEGY_CONVENTION_FILE\x10\x01\x12\x1b\n\x17INJECTION_STRATEGY_FLAG\x10\x02\x12\x1c\n\x18INJECTION_STRATEGY_STDIN\x10\x03\x12\x1a\n\x16INJECTION_STRATEGY_ENV\x10\x04*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03\x12\r\n\tROLE_TOOL\x10\x04*_\n\x0cSegmentState\x12\x1d\n\x19SEGMENT_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SEGMENT_STATE_OPEN\x10\x01\x12\x18\n\x14SEGMENT_STATE_CLOSED\x10\x02*|\n\x0cHandoffState\x12\x1d\n\x19HANDOFF_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15HANDOFF_STATE_NOT_DUE\x10\x01\x12\x19\n\x15HANDOFF_STATE_PENDING\x10\x02\x12\x17\n\x13HANDOFF_STATE_READY\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.threads.v1.threads_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_INJECTIONSTRATEGY']._serialized_start=2160
-  _globals['_INJECTIONSTRATEGY']._serialized_end=2342
-  _globals['_ROLE']._serialized_start=2344
-  _globals['_ROLE']._serialized_end=2439
-  _globals['_SEGMENTSTATE']._serialized_start=2441
-  _globals['_SEGMENTSTATE']._serialized_end=2536
-  _globals['_HANDOFFSTATE']._serialized_start=2538
-  _globals['_HANDOFFSTATE']._serialized_end=2662
+  _globals['_CONVERSATION_METADATAENTRY']._loaded_options = None
+  _globals['_CONVERSATION_METADATAENTRY']._serialized_options = b'8\001'
+  _globals['_INJECTIONSTRATEGY']._serialized_start=2279
+  _globals['_INJECTIONSTRATEGY']._serialized_end=2461
+  _globals['_ROLE']._serialized_start=2463
+  _globals['_ROLE']._serialized_end=2558
+  _globals['_SEGMENTSTATE']._serialized_start=2560
+  _globals['_SEGMENTSTATE']._serialized_end=2655
+  _globals['_HANDOFFSTATE']._serialized_start=2657
+  _globals['_HANDOFFSTATE']._serialized_end=2781
   _globals['_AGENT']._serialized_start=98
   _globals['_AGENT']._serialized_end=449
   _globals['_REMOTEAGENT']._serialized_start=451
@@ -47,17 +49,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ALLOWEDSOURCES']._serialized_start=543
   _globals['_ALLOWEDSOURCES']._serialized_end=651
   _globals['_CONVERSATION']._serialized_start=654
-  _globals['_CONVERSATION']._serialized_end=929
-  _globals['_AGENTTHREAD']._serialized_start=932
-  _globals['_AGENTTHREAD']._serialized_end=1096
-  _globals['_PROVIDERSESSION']._serialized_start=1099
-  _globals['_PROVIDERSESSION']._serialized_end=1300
-  _globals['_ENTRY']._serialized_start=1303
-  _globals['_ENTRY']._serialized_end=1636
-  _globals['_TOOLCALL']._serialized_start=1638
-  _globals['_TOOLCALL']._serialized_end=1693
-  _globals['_SEGMENT']._serialized_start=1696
-  _globals['_SEGMENT']._serialized_end=2112
-  _globals['_THREADFILE']._serialized_start=2114
-  _globals['_THREADFILE']._serialized_end=2157
+  _globals['_CONVERSATION']._serialized_end=1048
+  _globals['_CONVERSATION_METADATAENTRY']._serialized_start=1001
+  _globals['_CONVERSATION_METADATAENTRY']._serialized_end=1048
+  _globals['_AGENTTHREAD']._serialized_start=1051
+  _globals['_AGENTTHREAD']._serialized_end=1215
+  _globals['_PROVIDERSESSION']._serialized_start=1218
+  _globals['_PROVIDERSESSION']._serialized_end=1419
+  _globals['_ENTRY']._serialized_start=1422
+  _globals['_ENTRY']._serialized_end=1755
+  _globals['_TOOLCALL']._serialized_start=1757
+  _globals['_TOOLCALL']._serialized_end=1812
+  _globals['_SEGMENT']._serialized_start=1815
+  _globals['_SEGMENT']._serialized_end=2231
+  _globals['_THREADFILE']._serialized_start=2233
+  _globals['_THREADFILE']._serialized_end=2276
 # @@protoc_insertion_point(module_scope)

@@ -317,6 +317,26 @@ class Conversation(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
@@ -326,6 +346,7 @@ class Conversation(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     ARCHIVED_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The conversation's id (UUID); also the id of its thread of entries."""
     user_id: _builtins.str
@@ -350,6 +371,12 @@ class Conversation(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """When it last changed: a new entry, a rename, a pin."""
 
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The client's key-value labels (at most 16 pairs, keys of at most 64
+        characters, values of at most 512): stored and returned, never read by a run.
+        """
+
     def __init__(
         self,
         *,
@@ -362,10 +389,11 @@ class Conversation(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         archived: _builtins.bool = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "archived", b"archived", "create_time", b"create_time", "id", b"id", "pinned", b"pinned", "title", b"title", "title_auto", b"title_auto", "update_time", b"update_time", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "archived", b"archived", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "pinned", b"pinned", "title", b"title", "title_auto", b"title_auto", "update_time", b"update_time", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -237,9 +237,30 @@ class CreateConversationRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TITLE_FIELD_NUMBER: _builtins.int
     ALLOWED_SOURCES_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key: a retry with the same id returns the same conversation."""
     title: _builtins.str
@@ -248,16 +269,21 @@ class CreateConversationRequest(_message.Message):
     def allowed_sources(self) -> _threads_pb2.AllowedSources:
         """What its runs may read; unset = the workspace only."""
 
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The client's labels (Conversation.metadata's limits); INVALID_ARGUMENT beyond them."""
+
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
         title: _builtins.str = ...,
         allowed_sources: _threads_pb2.AllowedSources | None = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_sources", b"allowed_sources", "metadata", b"metadata", "request_id", b"request_id", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -556,6 +582,7 @@ class ListEntriesRequest(_message.Message):
     FOR_PAIR_FIELD_NUMBER: _builtins.int
     FOR_CORRELATION_FIELD_NUMBER: _builtins.int
     FOR_CONVERSATION_FIELD_NUMBER: _builtins.int
+    START_ENTRY_ID_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     """The thread to read when no view is set."""
     page_size: _builtins.int
@@ -566,6 +593,11 @@ class ListEntriesRequest(_message.Message):
     """Only entries of this correlation id (the ForCorrelation view)."""
     descending: _builtins.bool
     """Newest first (for a transcript tail)."""
+    start_entry_id: _builtins.str
+    """The first page starts at this entry (included), in the view's order,
+    instead of at the view's start: a cursor a client keeps as an entry id.
+    Ignored with a page_token; NOT_FOUND when the view has no such entry.
+    """
     @_builtins.property
     def for_agent(self) -> Global___ListEntriesRequest.ForAgent:
         """An agent's whole live thread."""
@@ -594,10 +626,11 @@ class ListEntriesRequest(_message.Message):
         for_pair: Global___ListEntriesRequest.ForPair | None = ...,
         for_correlation: Global___ListEntriesRequest.ForCorrelation | None = ...,
         for_conversation: Global___ListEntriesRequest.ForConversation | None = ...,
+        start_entry_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["for_agent", b"for_agent", "for_conversation", b"for_conversation", "for_correlation", b"for_correlation", "for_pair", b"for_pair", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "descending", b"descending", "for_agent", b"for_agent", "for_conversation", b"for_conversation", "for_correlation", b"for_correlation", "for_pair", b"for_pair", "page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["correlation_id", b"correlation_id", "descending", b"descending", "for_agent", b"for_agent", "for_conversation", b"for_conversation", "for_correlation", b"for_correlation", "for_pair", b"for_pair", "page_size", b"page_size", "page_token", b"page_token", "start_entry_id", b"start_entry_id", "thread_id", b"thread_id", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_view: _TypeAlias = _typing.Literal["for_agent", "for_pair", "for_correlation", "for_conversation"]  # noqa: Y015
     _WhichOneofArgType_view: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
@@ -914,8 +947,8 @@ class UpdateConversationRequest(_message.Message):
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def conversation(self) -> _threads_pb2.Conversation:
-        """conversation.id names the conversation; title, pinned and
-        allowed_sources are updatable.
+        """conversation.id names the conversation; title, pinned, allowed_sources
+        and metadata (replaced whole) are updatable.
         """
 
     @_builtins.property
