@@ -18,7 +18,7 @@ from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.utils.constants import VERSION_HEADER
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import Field
 
 from gateway import deps, responses
 from gateway.a2a.cards import AGENTS_PATH, agent_card, agent_url
@@ -28,6 +28,7 @@ from gateway.auth import caller_role
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
 from gateway.params import Id, PageSize, PageToken
+from gateway.responses.base import Body
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 
@@ -52,18 +53,20 @@ CARD = "/.well-known/agent-card.json"
 EXTENSIONS_HEADER = "A2A-Extensions"
 
 
-class A2aAgent(BaseModel):
+class A2aAgent(Body):
     """An agent the caller may address over A2A."""
 
-    id: str
-    name: str
-    url: str  # its JSON-RPC endpoint
-    card_url: str
+    id: str = Field(description="the agent's id")
+    name: str = Field(description="its display name, as its card gives it")
+    url: str = Field(description="its A2A JSON-RPC endpoint")
+    card_url: str = Field(description="its agent card")
 
 
-class A2aAgentList(BaseModel):
-    agents: list[A2aAgent]
-    next_page_token: str
+class A2aAgentList(Body):
+    """A page of the agents the caller may address over A2A."""
+
+    agents: list[A2aAgent] = Field(description="the page's agents")
+    next_page_token: str = Field(description='the next page\'s token; "" after the last page')
 
 
 class _HttpContext(ServerCallContextBuilder):
