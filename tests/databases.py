@@ -328,6 +328,16 @@ async def _create(name: str, service: str | None) -> None:
         await admin.close()
 
 
+async def fetch_rows(url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    """The rows of ``sql`` on the database of ``url`` (an asyncpg SQLAlchemy
+    URL), on a connection of its own."""
+    connection = await asyncpg.connect(url.replace("+asyncpg", ""), timeout=10)
+    try:
+        return await connection.fetch(sql, *args)
+    finally:
+        await connection.close()
+
+
 async def drop_database(url: str) -> None:
     name = url.rsplit("/", 1)[1]
     admin = await _admin()

@@ -93,9 +93,17 @@ class PgBouncer:
         finally:
             await console.close()
 
-    def logins(self) -> set[str]:
-        """The databases clients have logged in to through the pooler."""
-        return set(re.findall(r"login attempt: db=(\S+)", self.log.read_text(errors="replace")))
+    def logins(self, database: str) -> int:
+        """How many client connections logged in to ``database`` through the pooler."""
+        return len(re.findall(rf"login attempt: db={re.escape(database)} ", self._log_text()))
+
+    def server_connections(self, database: str) -> int:
+        """How many connections to the server the pooler opened for ``database``."""
+        pattern = rf": {re.escape(database)}/\S+ new connection to server"
+        return len(re.findall(pattern, self._log_text()))
+
+    def _log_text(self) -> str:
+        return self.log.read_text(errors="replace")
 
 
 def _config(folder: Path, port: int, server: str, version: tuple[int, ...], pool_size: int) -> str:
