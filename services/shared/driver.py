@@ -19,7 +19,7 @@ the migrations and the cold paths.
   may be worked out from the results before it (a sequence number an UPDATE
   reserved), or skip it, without leaving the transaction.
 - Behind a transaction-mode pooler that does not track prepared statements
-  (PgBouncer before 1.21), the engine's connections are opened with
+  (PgBouncer before 1.21), the SQLAlchemy engine's connections are opened with
   asyncpg's cache off (services.shared.db, ``prepared_statements``): the
   same calls here then send unnamed statements, parsed again in the round
   trip that runs them, and nothing of them outlives a transaction. A lone
