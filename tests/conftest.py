@@ -15,7 +15,8 @@ import pytest
 
 from services.shared.time import set_clock
 from services.shared.timer import set_timer
-from tests.databases import BACKENDS, database_url, drop_templates
+from tests.databases import BACKENDS, SERVICES, database_url, drop_templates
+from tests.pgbouncer import PGBOUNCER
 from tests.worker_groups import WorkerGroups, load_durations, write_groups
 
 DatabaseFactory = Callable[[str], AbstractAsyncContextManager[str]]
@@ -57,10 +58,23 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_database(backend: str, tmp_path: Path) -> DatabaseFactory:
+def prepared_statements(backend: str) -> bool:
+    """Whether the test's engines may keep named prepared statements: not
+    through PgBouncer (tests/pgbouncer.py: a version that does not track them)."""
+    return backend != PGBOUNCER
+
+
+@pytest.fixture
+def make_database(
+    backend: str, tmp_path: Path, prepared_statements: bool, monkeypatch: pytest.MonkeyPatch
+) -> DatabaseFactory:
     """make_database("threads") -> async context manager yielding a URL: the
     database of that service, already migrated; any other name (e.g. "svc")
-    gives an empty database."""
+    gives an empty database. Through PgBouncer, the services the test builds
+    read from their settings that they may not keep prepared statements."""
+    if not prepared_statements:
+        for service in SERVICES:
+            monkeypatch.setenv(f"SWITCHBOARD_{service.upper()}_DATABASE_PREPARED_STATEMENTS", "false")
 
     def factory(service: str) -> AbstractAsyncContextManager[str]:
         return database_url(backend, tmp_path, service)

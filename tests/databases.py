@@ -2,7 +2,10 @@
 Which PostgreSQL: SWITCHBOARD_TEST_POSTGRES_URL (default
 postgresql://postgres@127.0.0.1:5432/postgres). Without a server the
 PostgreSQL half is skipped with the reason, unless SWITCHBOARD_REQUIRE_POSTGRES=1
-(as in CI), where it fails.
+(as in CI), where it fails. The backend ``pgbouncer`` is the same PostgreSQL
+database reached through PgBouncer in transaction mode (tests/pgbouncer.py:
+one per test process, started on first use, stopped with the templates);
+the modules that matter behind a pooler add it to their backends.
 
 A database named after a service (threads, memory, router, engine) arrives
 migrated to that service's newest revision: its migrations run once per test
@@ -27,7 +30,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -39,10 +42,14 @@ import pytest
 import services
 from services.shared.db import create_engine
 from services.shared.migrations import upgrade_to_head
+from tests.pgbouncer import PGBOUNCER, PgBouncer, pgbouncer
 
 ADMIN_URL = os.environ.get("SWITCHBOARD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_POSTGRES = os.environ.get("SWITCHBOARD_REQUIRE_POSTGRES") == "1"
 BACKENDS = ["sqlite", "postgres"]
+# A module's pytestmark: its tests on both backends and on PostgreSQL through
+# PgBouncer (the parameter overrides the conftest's ``backend`` fixture).
+ALSO_THROUGH_PGBOUNCER = pytest.mark.parametrize("backend", [*BACKENDS, PGBOUNCER])
 SERVICES = ("threads", "memory", "router", "engine")
 _SERVER = ADMIN_URL.rsplit("/", 1)[0]
 _BASE_URL = _SERVER.replace("postgresql://", "postgresql+asyncpg://", 1)
@@ -280,10 +287,24 @@ class _Databases:
 
 
 _databases = _Databases()
+# This process's PgBouncer, once a test asked for one.
+_poolers = ExitStack()
+_pooler: list[PgBouncer] = []
+
+
+def shared_pgbouncer() -> PgBouncer:
+    """The PgBouncer of this test process, in front of the test server
+    (started on first use)."""
+    if not _pooler or _pooler[0].process.poll() is not None:
+        _pooler[:] = [_poolers.enter_context(pgbouncer(ADMIN_URL))]
+    return _pooler[0]
 
 
 async def drop_templates() -> None:
-    """Drops this run's templates and pooled databases (once, at the end of the run)."""
+    """Stops the PgBouncer, drops this run's templates and pooled databases
+    (once, at the end of the run)."""
+    _poolers.close()
+    _pooler.clear()
     await _databases.drop_all()
 
 
@@ -305,6 +326,16 @@ async def _create(name: str, service: str | None) -> None:
         await admin.execute(f"CREATE DATABASE {_quoted(name)}{clause}")
     finally:
         await admin.close()
+
+
+async def fetch_rows(url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    """The rows of ``sql`` on the database of ``url`` (an asyncpg SQLAlchemy
+    URL), on a connection of its own."""
+    connection = await asyncpg.connect(url.replace("+asyncpg", ""), timeout=10)
+    try:
+        return await connection.fetch(sql, *args)
+    finally:
+        await connection.close()
 
 
 async def drop_database(url: str) -> None:
@@ -355,4 +386,8 @@ async def database_url(backend: str, folder: Path, service: str) -> AsyncIterato
         yield f"sqlite+aiosqlite:///{path}"
     else:
         async with postgres_database(f"sbtest_{service}", migrated) as url:
+            if backend == PGBOUNCER:
+                pooler = shared_pgbouncer()
+                await pooler.reconnect(url.rsplit("/", 1)[1])
+                url = pooler.url(url)
             yield url

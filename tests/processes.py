@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services import launcher
 from services.healthcheck import check
 from tests.databases import SERVICES, postgres_database
+from tests.pgbouncer import PgBouncer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,21 +80,37 @@ def stop_popen(child: subprocess.Popen[bytes], grace: float = 60.0) -> int:
 
 @asynccontextmanager
 async def backing_services(
-    folder: Path, ports: Mapping[str, int], prefix: str, settings: Mapping[str, str]
+    folder: Path,
+    ports: Mapping[str, int],
+    prefix: str,
+    settings: Mapping[str, str],
+    pooler: PgBouncer | None = None,
 ) -> AsyncIterator[tuple[dict[str, str], dict[str, str]]]:
     """Threads, memory and router as processes on ``ports``, for the tests
     that start engines (and gateways) of their own beside them: each of the
     four services gets a PostgreSQL database (``<prefix>_<service>``).
-    Yields each service's database URL and the settings every process of
-    such a stack shares (hashing embedders, the engine's addresses of the
-    three, then ``settings``). Everything stops, in reverse, after the block."""
+    Yields each service's database URL (PostgreSQL's own) and the settings
+    every process of such a stack shares (hashing embedders, the engine's
+    addresses of the three, then ``settings``). With a ``pooler``, the
+    services reach their databases through it, without prepared statements,
+    and PostgreSQL directly only for LISTEN. Everything stops, in reverse,
+    after the block."""
     async with AsyncExitStack() as stack:
         urls = {
             name: await stack.enter_async_context(postgres_database(f"{prefix}_{name}", name))
             for name in SERVICES
         }
+        databases: dict[str, str] = {}
+        for name, url in urls.items():
+            variable = f"SWITCHBOARD_{name.upper()}_DATABASE"
+            if pooler is None:
+                databases[f"{variable}_URL"] = url
+            else:
+                databases[f"{variable}_URL"] = pooler.url(url)
+                databases[f"{variable}_PREPARED_STATEMENTS"] = "false"
+                databases[f"{variable}_LISTEN_URL"] = url
         common = {
-            **{f"SWITCHBOARD_{name.upper()}_DATABASE_URL": url for name, url in urls.items()},
+            **databases,
             "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
             "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
             **{

@@ -50,7 +50,9 @@ def merge(fixture: dict[str, object], entries: Sequence[dict[str, object]]) -> l
 
 
 async def feedback_rows(settings: RouterSettings, since: datetime | None) -> list[SkillFeedback]:
-    engine = create_engine(settings.effective_database_url)
+    engine = create_engine(
+        settings.effective_database_url, prepared_statements=settings.database_prepared_statements
+    )
     try:
         async with session_factory(engine)() as session:
             query = select(SkillFeedback)

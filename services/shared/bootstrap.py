@@ -227,7 +227,7 @@ async def open_database(settings: ServiceSettings, migrations_dir: Path) -> Asyn
     """The service's engine, migrated to the newest revision unless a separate
     migration job owns that (``migrate_on_start=false``)."""
     db_retry.configure(settings.database_retry_seconds)
-    engine = create_engine(settings.effective_database_url)
+    engine = service_engine(settings)
     if settings.migrate_on_start:
         await upgrade_to_head(engine, migrations_dir, settings.service_name)
     return engine
@@ -245,8 +245,15 @@ def registrar(
     return register
 
 
+def service_engine(settings: ServiceSettings) -> AsyncEngine:
+    """The engine of the service's database, as its settings describe it."""
+    return create_engine(
+        settings.effective_database_url, prepared_statements=settings.database_prepared_statements
+    )
+
+
 async def migrate(settings: ServiceSettings, migrations_dir: Path) -> None:
-    engine = create_engine(settings.effective_database_url)
+    engine = service_engine(settings)
     try:
         await upgrade_to_head(engine, migrations_dir, settings.service_name)
     finally:

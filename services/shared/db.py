@@ -11,10 +11,26 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+# Each PostgreSQL process's pool: connections kept open, and opened beyond
+# them under load (closed again when returned). A pooler in front of
+# PostgreSQL must accept this many clients per replica (deploy/ checks it).
+POOL_SIZE = 10
+MAX_OVERFLOW = 10
 
-def create_engine(url: str) -> AsyncEngine:
+
+def create_engine(url: str, *, prepared_statements: bool = True) -> AsyncEngine:
     """An engine for ``url``; for SQLite, creates the folder and turns on WAL so
-    readers never wait for the writer, and a busy timeout instead of errors."""
+    readers never wait for the writer, and a busy timeout instead of errors.
+
+    On PostgreSQL, ``prepared_statements`` keeps asyncpg's per-connection
+    cache of named prepared statements (SQLAlchemy's statements and the
+    driver's, services.shared.driver): each statement is parsed and planned
+    once per connection. Off, every statement is an unnamed one, parsed in
+    the same round trip that runs it: what a pooler that hands a client a
+    different server connection for each transaction needs when it does not
+    track named statements itself (PgBouncer before 1.21 in transaction
+    mode: a named statement prepared on one server connection is missing,
+    or another client's, on the next; docs/operations.md#pgbouncer)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -39,7 +55,12 @@ def create_engine(url: str) -> AsyncEngine:
             cursor.close()
 
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=10)
+    # statement_cache_size is asyncpg's own cache (the driver's statements);
+    # prepared_statement_cache_size is SQLAlchemy's, of asyncpg statements it
+    # prepared. With both at 0 asyncpg names no statement.
+    unnamed = {"statement_cache_size": 0, "prepared_statement_cache_size": 0}
+    connect_args = {} if prepared_statements else unnamed
+    return create_async_engine(url, pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, connect_args=connect_args)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

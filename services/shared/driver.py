@@ -18,6 +18,13 @@ the migrations and the cold paths.
   statements (its per-connection statement cache). A statement's arguments
   may be worked out from the results before it (a sequence number an UPDATE
   reserved), or skip it, without leaving the transaction.
+- Behind a transaction-mode pooler that does not track prepared statements
+  (PgBouncer before 1.21), the SQLAlchemy engine's connections are opened with
+  asyncpg's cache off (services.shared.db, ``prepared_statements``): the
+  same calls here then send unnamed statements, parsed again in the round
+  trip that runs them, and nothing of them outlives a transaction. A lone
+  query is one implicit transaction; a batch holds one server connection
+  from BEGIN to COMMIT.
 - A committed batch goes through the dialect's commit (a no-op then), and a
   lost connection is invalidated in the pool, as SQLAlchemy does for its own
   statements: what watches commits sees these, and a retry gets a live

@@ -86,6 +86,10 @@ class ServiceSettings(SecuritySettings):
     # Empty: an SQLite file <data_dir>/<service_name>.db. Otherwise any async
     # SQLAlchemy URL, e.g. postgresql+asyncpg://user@host/db.
     database_url: str = ""
+    # Named prepared statements, cached per connection (PostgreSQL). Off behind
+    # a pooler in transaction mode that does not track them: PgBouncer before
+    # 1.21, or 1.21+ with max_prepared_statements = 0 (docs/operations.md#pgbouncer).
+    database_prepared_statements: bool = True
     # Run the migrations at start-up (the default); off when a migration job runs them.
     migrate_on_start: bool = True
     # How long a database operation is retried when its connection drops (a

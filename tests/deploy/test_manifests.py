@@ -1,11 +1,14 @@
 """deploy/ checked offline (no Docker engine, no cluster here): every
 kustomize overlay builds and validates against the Kubernetes schemas, the
 compose file against the compose spec, and the manifests say what operators
-rely on (probes, resources, labels, autoscaling, a migrations Job)."""
+rely on (probes, resources, labels, autoscaling, a migrations Job, and in
+production PgBouncer, disruption budgets and topology spread)."""
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
+import re
 import subprocess
 import sys
 import tomllib
@@ -16,6 +19,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
+from services.shared.db import MAX_OVERFLOW, POOL_SIZE
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -149,6 +154,99 @@ def test_engine_and_gateway_autoscale_on_cpu(resources: list[dict[str, Any]]) ->
     for hpa in autoscalers.values():
         assert hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
         assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+        # Down one pod at a time: each drains its runs or streams first.
+        (policy,) = hpa["spec"]["behavior"]["scaleDown"]["policies"]
+        assert (policy["type"], policy["value"]) == ("Pods", 1)
+
+
+def production_pgbouncer() -> tuple[list[dict[str, Any]], configparser.ConfigParser]:
+    """The production overlay's resources and its PgBouncer's pgbouncer.ini
+    (from the ConfigMap the Deployment mounts)."""
+    built = kustomize_build("production")
+    pod = by_kind(built, "Deployment")["pgbouncer"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    config_map = by_kind(built, "ConfigMap")[volumes["config"]["configMap"]["name"]]
+    ini = configparser.ConfigParser(inline_comment_prefixes=(";",))
+    ini.read_string(config_map["data"]["pgbouncer.ini"])
+    return built, ini
+
+
+def test_production_pools_through_pgbouncer_in_transaction_mode_and_listens_past_it() -> None:
+    built, ini = production_pgbouncer()
+    pgbouncer = ini["pgbouncer"]
+    assert pgbouncer["pool_mode"] == "transaction"
+    deployments, services = by_kind(built, "Deployment"), by_kind(built, "Service")
+    pod = deployments["pgbouncer"]["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    port = int(pgbouncer["listen_port"])
+    assert {p["name"]: p["containerPort"] for p in container["ports"]}["postgres"] == port
+    assert container["command"] == ["pgbouncer", "/etc/pgbouncer/pgbouncer.ini"]
+    assert services["pgbouncer"]["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert pgbouncer["auth_file"] == f"{mounts['auth']}/userlist.txt"
+    assert deployments["pgbouncer"]["spec"]["replicas"] >= 2
+    # Each service: the pooled URL and a direct one for LISTEN; the Job migrates directly.
+    for name in GRPC_SERVICES:
+        env = {e["name"]: e for e in deployments[name]["spec"]["template"]["spec"]["containers"][0]["env"]}
+        prefix = f"SWITCHBOARD_{name.upper()}_DATABASE"
+        assert env[f"{prefix}_URL"]["valueFrom"]["secretKeyRef"]["key"] == f"{name}-url"
+        assert env[f"{prefix}_LISTEN_URL"]["valueFrom"]["secretKeyRef"]["key"] == f"{name}-direct-url"
+    (job,) = by_kind(built, "Job").values()
+    job_env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    for name in GRPC_SERVICES:
+        key = job_env[f"SWITCHBOARD_{name.upper()}_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["key"]
+        assert key == f"{name}-direct-url"
+
+
+def test_prepared_statements_are_kept_only_where_the_pgbouncer_tracks_them() -> None:
+    """PgBouncer carries named prepared statements in transaction mode from
+    1.21, with max_prepared_statements above 0; otherwise every service must
+    turn its own off."""
+    built, ini = production_pgbouncer()
+    image = by_kind(built, "Deployment")["pgbouncer"]["spec"]["template"]["spec"]["containers"][0]["image"]
+    found = re.search(r":v?(\d+)\.(\d+)", image)
+    assert found, f"the PgBouncer image is not pinned to a version: {image}"
+    version = (int(found[1]), int(found[2]))
+    tracked = version >= (1, 21) and int(ini["pgbouncer"]["max_prepared_statements"]) > 0
+    (config,) = [c for c in by_kind(built, "ConfigMap").values() if "SWITCHBOARD_LOG_LEVEL" in c["data"]]
+    for name in GRPC_SERVICES:
+        kept = config["data"][f"SWITCHBOARD_{name.upper()}_DATABASE_PREPARED_STATEMENTS"] == "true"
+        assert kept == tracked, (name, image)
+
+
+def test_pgbouncer_accepts_every_replica_s_pool_at_the_most_replicas() -> None:
+    """One PgBouncer pod may get every connection (a Service balances
+    connections, not load): it accepts the pools of every database client
+    at their largest, the autoscaled engine at its maximum."""
+    built, ini = production_pgbouncer()
+    deployments = by_kind(built, "Deployment")
+    most = {name: deployments[name]["spec"]["replicas"] for name in GRPC_SERVICES}
+    for hpa in by_kind(built, "HorizontalPodAutoscaler").values():
+        target = hpa["spec"]["scaleTargetRef"]["name"]
+        if target in most:
+            most[target] = hpa["spec"]["maxReplicas"]
+    migrations = 1  # the Job's one process at a time
+    clients = (sum(most.values()) + migrations) * (POOL_SIZE + MAX_OVERFLOW)
+    assert int(ini["pgbouncer"]["max_client_conn"]) >= clients
+
+
+def test_production_workloads_have_disruption_budgets_and_spread_over_zones_and_nodes() -> None:
+    built = kustomize_build("production")
+    budgets = list(by_kind(built, "PodDisruptionBudget").values())
+    deployments = by_kind(built, "Deployment")
+    assert set(deployments) == {*GRPC_SERVICES, "gateway", "pgbouncer"}
+    for name, deployment in deployments.items():
+        pod = deployment["spec"]["template"]
+        labels = pod["metadata"]["labels"]
+        (budget,) = [b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        # A drain always proceeds (never a budget of zero), one pod at a time.
+        assert budget["spec"]["maxUnavailable"] == 1, name
+        constraints = {c["topologyKey"]: c for c in pod["spec"]["topologySpreadConstraints"]}
+        assert set(constraints) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}, name
+        for constraint in constraints.values():
+            assert constraint["labelSelector"]["matchLabels"].items() <= labels.items(), name
+            # Counted per workload: its own name label joins the selector.
+            assert "app.kubernetes.io/name" in constraint["matchLabelKeys"], name
 
 
 def test_the_migrations_job_migrates_every_service_and_services_do_not(
@@ -172,7 +270,8 @@ def test_only_the_dev_overlay_ships_secrets_and_a_database() -> None:
     assert not by_kind(production, "Secret") and not by_kind(production, "StatefulSet")
     pods = [d["spec"]["template"]["spec"] for d in by_kind(production, "Deployment").values()]
     images = {container["image"] for pod in pods for container in pod["containers"]}
-    assert images == {"ghcr.io/switchboard-dev/switchboard:0.1.0"}  # a pinned release, never :latest
+    # A pinned release, never :latest; and a pinned PgBouncer.
+    assert images == {"ghcr.io/switchboard-dev/switchboard:0.1.0", "edoburu/pgbouncer:v1.24.1-p0"}
 
 
 def test_the_compose_file_follows_the_compose_spec() -> None:

@@ -368,8 +368,8 @@ async def test_a_run_completes_once_when_half_its_commit_replies_are_lost(
 ) -> None:
     engines: dict[str, AsyncEngine] = {}
 
-    def recording_create_engine(url: str) -> AsyncEngine:
-        engine = create_engine(url)
+    def recording_create_engine(url: str, *, prepared_statements: bool = True) -> AsyncEngine:
+        engine = create_engine(url, prepared_statements=prepared_statements)
         engines[url] = engine
         return engine
 

@@ -1,6 +1,8 @@
-"""The hot-path driver on both databases: placeholders, batches in one
-transaction, rollback on failure, values converted as SQLAlchemy converts
-them, and the pool's one connection shared with SQLAlchemy."""
+"""The hot-path driver on both databases, and on PostgreSQL through
+PgBouncer in transaction mode (with prepared statements off, as its
+settings say there): placeholders, batches in one transaction, rollback on
+failure, values converted as SQLAlchemy converts them, and the pool's one
+connection shared with SQLAlchemy."""
 
 from __future__ import annotations
 
@@ -14,7 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.shared.db import create_engine, is_unique_violation
 from services.shared.db_retry import is_transient
-from services.shared.driver import Driver, Statement, columns
+from services.shared.driver import ConnectionLost, Driver, Statement, columns
+from tests.databases import ADMIN_URL, ALSO_THROUGH_PGBOUNCER
+from tests.pgbouncer import PGBOUNCER
+
+pytestmark = ALSO_THROUGH_PGBOUNCER
 
 metadata = MetaData()
 items = Table(
@@ -28,8 +34,8 @@ INSERT = "INSERT INTO driver_items (id, label) VALUES ($1, $2)"
 
 
 @pytest.fixture
-async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
+async def engine(db_url: str, prepared_statements: bool) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(db_url, prepared_statements=prepared_statements)
     async with engine.begin() as connection:
         await connection.run_sync(metadata.create_all)
     yield engine
@@ -118,22 +124,31 @@ async def test_a_committed_batch_goes_through_the_dialect_commit(
     assert len(commits) == 1
 
 
-async def test_a_lost_connection_is_not_handed_out_again(engine: AsyncEngine, db_url: str) -> None:
+async def test_a_lost_connection_is_not_handed_out_again(engine: AsyncEngine, backend: str) -> None:
     """The server ends the pooled connection: the statement on it fails as a
     transient error (db_retry retries it), and the next one gets a live
-    connection instead of the dead one back from the pool."""
+    connection instead of the dead one back from the pool. Through PgBouncer
+    the server connection is the pooler's: it either drops it unseen (the
+    next statement gets another) or closes the client's connection too,
+    which then fails as transient as well; the one after works either way."""
     if engine.dialect.name != "postgresql":
         pytest.skip("an embedded SQLite connection is not lost")
     driver = Driver(engine)
     pid = (await driver.fetch("SELECT pg_backend_pid()"))[0][0]
-    admin = await asyncpg.connect(db_url.replace("+asyncpg", ""))
+    admin = await asyncpg.connect(f"{ADMIN_URL.rsplit('/', 1)[0]}/{engine.url.database}")
     try:
         await admin.execute("SELECT pg_terminate_backend($1)", pid)
     finally:
         await admin.close()
-    with pytest.raises(Exception) as lost:
+    lost: Exception | None = None
+    try:
         await driver.fetch("SELECT 1")
-    assert is_transient(lost.value), lost.value
+    except Exception as error:  # noqa: BLE001 - classified below
+        lost = error
+    if lost is None:
+        assert backend == PGBOUNCER, "the statement on a terminated connection succeeded"
+    else:
+        assert is_transient(lost) or isinstance(lost, ConnectionLost), lost
     assert await driver.fetch("SELECT 1") == [(1,)]
 
 

@@ -2,7 +2,9 @@
 what a real-wire provider receives: the product rules and a skill's rules
 take precedence in the order the prompt states them, Auto keeps one model
 for the whole run, a note edited between two runs is recalled as it is now,
-and a skill the router chose is journalled as applied automatically."""
+and a skill the router chose is journalled as applied automatically. The
+four services also run through PgBouncer in transaction mode (the run's
+hot path: the driver's batches and transaction-scoped advisory locks)."""
 
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ from services.shared.db import create_engine
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
 from tests.conftest import DatabaseFactory
+from tests.databases import ALSO_THROUGH_PGBOUNCER
 from tests.fakes.llm_server import FakeServer, openai_app, serve
 from tests.service.harness import as_user
 from tests.service.system import System, collect, conversation, system
 
 ALICE = as_user("alice")
+pytestmark = ALSO_THROUGH_PGBOUNCER
 
 
 @pytest.fixture(scope="module")
@@ -158,10 +162,12 @@ async def test_a_note_edited_between_two_runs_is_recalled_as_it_is_now(
     assert "Les déploiements ont lieu le jeudi." in prompt and "le mardi" not in prompt
 
 
-async def test_the_router_s_skill_is_journalled_auto_and_a_forced_one_manual(sb: System) -> None:
+async def test_the_router_s_skill_is_journalled_auto_and_a_forced_one_manual(
+    sb: System, prepared_statements: bool
+) -> None:
     _, chosen = await run(sb, "Write the weekly status report for my team", requested_model="auto")
     _, forced = await run(sb, "Hello", forced_skills=["weekly-status-report"])
-    engine = create_engine(sb.database_urls["engine"])
+    engine = create_engine(sb.database_urls["engine"], prepared_statements=prepared_statements)
     try:
         async with engine.connect() as connection:
             rows = (

@@ -2,7 +2,9 @@
 taken once per interval whoever asks (holders racing on separate
 connections included), is free again when its time is up on the process's
 clock, and can be released; the transaction-scoped lock excludes a second
-PostgreSQL transaction at once, without waiting."""
+PostgreSQL transaction at once, without waiting. On PostgreSQL directly and
+through PgBouncer in transaction mode, where each transaction may run on
+another server connection."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.shared.db import create_engine
 from services.shared.lease import LeaseRow, release, take, try_lock
 from tests.conftest import MovableClock
+from tests.databases import ALSO_THROUGH_PGBOUNCER
+
+pytestmark = ALSO_THROUGH_PGBOUNCER
 
 
 class LeaseOfTests(LeaseRow, table=True):
@@ -22,8 +27,8 @@ class LeaseOfTests(LeaseRow, table=True):
 
 
 @pytest.fixture
-async def database(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
+async def database(db_url: str, prepared_statements: bool) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(db_url, prepared_statements=prepared_statements)
     async with engine.begin() as connection:
         await connection.run_sync(lambda sync: LeaseOfTests.__table__.create(sync))  # type: ignore[attr-defined]
     try:
@@ -67,9 +72,9 @@ async def test_holders_racing_for_a_lease_get_it_once(database: AsyncEngine, clo
 
 
 async def test_the_transaction_lock_excludes_a_second_transaction(
-    database: AsyncEngine, db_url: str, backend: str
+    database: AsyncEngine, db_url: str, backend: str, prepared_statements: bool
 ) -> None:
-    second = create_engine(db_url)  # another replica's connections
+    second = create_engine(db_url, prepared_statements=prepared_statements)  # another replica's connections
     try:
         async with database.begin() as first:
             assert await try_lock(first, "schedule:x")

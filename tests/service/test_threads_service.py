@@ -1,4 +1,6 @@
-"""The threads service in-process, called through its real stub."""
+"""The threads service in-process, called through its real stub; on
+PostgreSQL also through PgBouncer in transaction mode (its settings then
+say no prepared statements)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import pytest
 
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2_grpc
 from switchboard.threads.v1 import threads_service_pb2 as pb
+from tests.databases import ALSO_THROUGH_PGBOUNCER
 from tests.service.harness import as_user, expect_error, sequences_both_ways
+
+pytestmark = ALSO_THROUGH_PGBOUNCER
 
 Stub = threads_service_pb2_grpc.ThreadsServiceStub
 
