@@ -49,8 +49,10 @@
 # Many replicas on one PostgreSQL: 1, 2, 4 and 8 gateways and engines (two of
 # each other service); the latency a cross-replica stream and a cancellation
 # add, idle CPU and transactions per replica with open SSE streams, database
-# connections per process. Merges a "scale" key into benchmarks.json.
-#   scripts/bench.sh scale [--replicas 1,2,4,8] [--streams 1000] [--window 10] [--smoke] [--out DIR]
+# connections per process; on PostgreSQL directly, then through PgBouncer.
+# Merges a "scale" key into benchmarks.json.
+#   scripts/bench.sh scale [--replicas 1,2,4,8] [--streams 1000] [--window 10]
+#                          [--poolers none,pgbouncer] [--smoke] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SWITCHBOARD_BENCH_COMMAND="scripts/bench.sh${*:+ $*}"

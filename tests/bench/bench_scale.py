@@ -16,11 +16,16 @@ number of cores (this machine has two, so throughput cannot grow here):
   per second over a quiet window, first with no stream open, then with
   ``--streams`` SSE clients spread over the gateways, following runs held
   open in a tool call (tests/bench/mcp_wait.py);
-- connections per process: its established sockets to the database port,
-  and the server's own count (pg_stat_activity) per database.
+- connections per process: its established sockets to the database port
+  (PostgreSQL's, or PgBouncer's), and the server's own count
+  (pg_stat_activity) per database.
+
+Each count is measured with the services on PostgreSQL directly, then
+through PgBouncer in transaction mode (Debian's, started here:
+tests/pgbouncer.py).
 
     scripts/bench.sh scale [--replicas 1,2,4,8] [--streams 1000] [--window 10]
-                           [--smoke] [--out DIR]
+                           [--poolers none,pgbouncer] [--smoke] [--out DIR]
 
 Merges a "scale" key into benchmarks.json and prints one table per count."""
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -50,6 +56,7 @@ from tests.bench.bench_all import merge_key
 from tests.bench.bench_runs import cpu_seconds
 from tests.bench.sse_clients import held_runs, raise_fd_limit, side_process
 from tests.databases import SERVICES, postgres_database
+from tests.pgbouncer import PgBouncer, pgbouncer
 from tests.processes import child_env, free_ports, process, wait_grpc_serving, wait_http_ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +71,10 @@ TOKEN_DELAY = 0.04
 # of what was already written, not live events.
 REPLAY_SETTLE = 0.3
 DB_PORT = 5432
+ADMIN_URL = os.environ.get("SWITCHBOARD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+# Server connections PgBouncer opens per database: what every replica of the
+# service shares, whatever their count.
+POOLER_SIZE = 10
 
 
 @dataclass
@@ -88,10 +99,15 @@ def targets(addresses: list[str]) -> str:
 
 
 @asynccontextmanager
-async def deployment(folder: Path, replicas: int, extra: Mapping[str, str]) -> AsyncIterator[Stack]:
+async def deployment(
+    folder: Path, replicas: int, extra: Mapping[str, str], pooler: PgBouncer | None = None
+) -> AsyncIterator[Stack]:
     """``replicas`` gateways and engines and BACKING_REPLICAS of each backing
     service on one PostgreSQL (four databases of their own), all started at
-    once; stopped, and the databases given back, when the block ends."""
+    once; stopped, and the databases given back, when the block ends. With a
+    ``pooler``, the services reach their databases through it (transaction
+    mode, no named prepared statements) and PostgreSQL directly only to
+    LISTEN."""
     names = [f"{s}-{i}" for s in BACKING for i in range(BACKING_REPLICAS)]
     names += [f"engine-{i}" for i in range(replicas)] + [f"gateway-{i}" for i in range(replicas)]
     ports = free_ports(*names)
@@ -105,8 +121,15 @@ async def deployment(folder: Path, replicas: int, extra: Mapping[str, str]) -> A
             s: targets([f"127.0.0.1:{ports[f'{s}-{i}']}" for i in range(BACKING_REPLICAS)]) for s in BACKING
         }
         engines = [f"127.0.0.1:{ports[f'engine-{i}']}" for i in range(replicas)]
+        databases: dict[str, str] = {}
+        for service, url in stack.databases.items():
+            variable = f"SWITCHBOARD_{service.upper()}_DATABASE"
+            databases[f"{variable}_URL"] = url if pooler is None else pooler.url(url)
+            if pooler is not None:
+                databases[f"{variable}_PREPARED_STATEMENTS"] = "false"
+                databases[f"{variable}_LISTEN_URL"] = url
         common = {
-            **{f"SWITCHBOARD_{s.upper()}_DATABASE_URL": url for s, url in stack.databases.items()},
+            **databases,
             "SWITCHBOARD_MEMORY_EMBEDDER": "hashing",
             "SWITCHBOARD_ROUTER_EMBEDDER": "hashing",
             **{f"SWITCHBOARD_ENGINE_{s.upper()}_ADDRESS": target for s, target in backing.items()},
@@ -180,7 +203,7 @@ async def database_counters(stack: Stack) -> dict[str, dict[str, int]]:
     }
 
 
-def database_sockets(pid: int, port: int = DB_PORT) -> int:
+def database_sockets(pid: int, port: int) -> int:
     """The process's established TCP connections to ``port`` (its database
     connections: the pool's and any listener's)."""
     inodes = set()
@@ -338,7 +361,7 @@ async def quiet_window(stack: Stack, seconds: float) -> dict[str, Any]:
 
 
 async def idle_cost(
-    stack: Stack, client: httpx.AsyncClient, folder: Path, streams: int, window: float
+    stack: Stack, client: httpx.AsyncClient, folder: Path, streams: int, window: float, db_port: int
 ) -> dict[str, Any]:
     """The quiet window with no stream, then with ``streams`` SSE clients
     spread evenly over the gateways (following a few held runs)."""
@@ -365,7 +388,7 @@ async def idle_cost(
             ready.append(info)
         await asyncio.sleep(2)  # the replays are over; only what stays open goes on
         streaming = await quiet_window(stack, window)
-    connections = {name: database_sockets(pid) for name, pid in stack.pids.items()}
+    connections = {name: database_sockets(pid, db_port) for name, pid in stack.pids.items()}
     by_role: dict[str, list[int]] = {}
     for name, count in connections.items():
         by_role.setdefault(stack.role_of(name), []).append(count)
@@ -378,10 +401,12 @@ async def idle_cost(
     }
 
 
-async def measure(args: argparse.Namespace, replicas: int, folder: Path) -> dict[str, Any]:
+async def measure(
+    args: argparse.Namespace, replicas: int, folder: Path, pooler: PgBouncer | None
+) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    async with deployment(folder, replicas, {}) as stack:
+    async with deployment(folder, replicas, {}, pooler) as stack:
         up = time.perf_counter() - started
         print(
             f"  {replicas} replicas: {len(stack.pids)} processes up in {up:.0f} s",
@@ -401,7 +426,8 @@ async def measure(args: argparse.Namespace, replicas: int, folder: Path) -> dict
                     result["cross_replica_cancel"] = await cancel_latency(
                         stack, stubs, client, args.cancel_samples
                     )
-                result["idle"] = await idle_cost(stack, client, folder, args.streams, args.window)
+                db_port = DB_PORT if pooler is None else pooler.port
+                result["idle"] = await idle_cost(stack, client, folder, args.streams, args.window, db_port)
         finally:
             for channel in channels.values():
                 await channel.close()
@@ -448,6 +474,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=float, default=10.0, help="seconds of each quiet window")
     parser.add_argument("--latency-runs", type=int, default=5)
     parser.add_argument("--cancel-samples", type=int, default=8)
+    parser.add_argument(
+        "--poolers", default="none,pgbouncer", help="none: PostgreSQL directly; pgbouncer: through PgBouncer"
+    )
     parser.add_argument("--smoke", action="store_true", help="1 and 2 replicas, 40 streams, short windows")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     args = parser.parse_args(argv)
@@ -460,18 +489,30 @@ def main(argv: list[str] | None = None) -> None:
             2,
         )
     counts = [int(c) for c in args.replicas.split(",")]
+    poolers = args.poolers.split(",")
     if not counts or min(counts) < 1 or args.streams < 0 or args.window <= 0:
         parser.error("--replicas must be counts of at least 1; --streams >= 0; --window > 0")
+    if not set(poolers) <= {"none", "pgbouncer"}:
+        parser.error("--poolers: none, pgbouncer")
     raise_fd_limit()
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"sb-scale-{os.getpid()}"
-    results: dict[str, dict[str, Any]] = {}
-    for count in counts:
-        try:
-            results[str(count)] = asyncio.run(measure(args, count, folder / str(count)))
-        except Exception as error:  # noqa: BLE001 - a count that cannot be deployed is a result too
-            results[str(count)] = {"error": f"{type(error).__name__}: {error}"}
-        print(table({str(count): results[str(count)]}), file=sys.stderr, flush=True)
-    print(table(results))
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for pooler_name in poolers:
+        results[pooler_name] = {}
+        with contextlib.ExitStack() as exits:
+            pooler = None if pooler_name == "none" else exits.enter_context(pgbouncer(ADMIN_URL, POOLER_SIZE))
+            for count in counts:
+                try:
+                    measured = asyncio.run(measure(args, count, folder / f"{pooler_name}-{count}", pooler))
+                except Exception as error:  # noqa: BLE001 - a count that cannot be deployed is a result too
+                    measured = {"error": f"{type(error).__name__}: {error}"}
+                results[pooler_name][str(count)] = measured
+                print(f"{pooler_name}:", file=sys.stderr)
+                print(table({str(count): measured}), file=sys.stderr, flush=True)
+    for pooler_name, by_count in results.items():
+        print(
+            f"\n{'PostgreSQL directly' if pooler_name == 'none' else 'through PgBouncer'}:\n{table(by_count)}"
+        )
     command = os.environ.get("SWITCHBOARD_BENCH_COMMAND", "python -m tests.bench.bench_scale")
     if not args.smoke:
         merge_key(args.out, "scale", {"command": command, "token_delay_s": TOKEN_DELAY, "results": results})
