@@ -35,6 +35,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import MetaData
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 import services
 from services.shared.db import create_engine
@@ -356,3 +358,17 @@ async def database_url(backend: str, folder: Path, service: str) -> AsyncIterato
     else:
         async with postgres_database(f"sbtest_{service}", migrated) as url:
             yield url
+
+
+@asynccontextmanager
+async def engine_with_tables(url: str, metadata: MetaData) -> AsyncIterator[AsyncEngine]:
+    """An engine on ``url`` with ``metadata``'s tables, dropped after the block."""
+    engine = create_engine(url)
+    async with engine.begin() as connection:
+        await connection.run_sync(metadata.create_all)
+    try:
+        yield engine
+    finally:
+        async with engine.begin() as connection:
+            await connection.run_sync(metadata.drop_all)
+        await engine.dispose()

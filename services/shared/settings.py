@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.shared.event_loop import EventLoopName
 from services.shared.identity_tokens import IdentityTokens, parse_keys
+from services.shared.wakeups import SAFETY_POLL_SECONDS
 
 
 class SecuritySettings(BaseSettings):
@@ -68,6 +69,15 @@ class ServiceSettings(SecuritySettings):
     # Empty: an SQLite file <data_dir>/<service_name>.db. Otherwise any async
     # SQLAlchemy URL, e.g. postgresql+asyncpg://user@host/db.
     database_url: str = ""
+    # The connection the wake-up listener LISTENs on (services/shared/wakeups.py):
+    # a direct one to PostgreSQL when database_url goes through PgBouncer in
+    # transaction pooling mode. Empty: database_url.
+    database_listen_url: str = ""
+    # Off: no listener; every wait relies on the safety poll alone.
+    push_wakeups: bool = True
+    # The safety poll: the longest any wait for another replica's write lasts
+    # without a wake-up (a lost notification costs at most this), seconds.
+    safety_poll_seconds: float = Field(default=SAFETY_POLL_SECONDS, gt=0)
     # Run the migrations at start-up (the default); off when a migration job runs them.
     migrate_on_start: bool = True
     # How long a database operation is retried when its connection drops (a

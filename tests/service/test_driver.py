@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import Column, DateTime, Integer, MetaData, Table, Text, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.shared.db import create_engine, is_unique_violation
+from services.shared.db import is_unique_violation
 from services.shared.db_retry import is_transient
 from services.shared.driver import Driver, Statement, columns
+from tests.databases import engine_with_tables
 
 metadata = MetaData()
 items = Table(
@@ -29,13 +30,8 @@ INSERT = "INSERT INTO driver_items (id, label) VALUES ($1, $2)"
 
 @pytest.fixture
 async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url)
-    async with engine.begin() as connection:
-        await connection.run_sync(metadata.create_all)
-    yield engine
-    async with engine.begin() as connection:
-        await connection.run_sync(metadata.drop_all)
-    await engine.dispose()
+    async with engine_with_tables(db_url, metadata) as engine:
+        yield engine
 
 
 async def test_a_batch_runs_in_order_in_one_transaction(engine: AsyncEngine) -> None:
