@@ -38,12 +38,10 @@ class MemorySettings(ServiceSettings):
     # query about nothing in the project recalls nothing. None: the
     # embedder's default (recall.MIN_COSINE).
     recall_min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
-    # Live state: lifetime of an entry set without ttl or expire_time, the
-    # longest allowed, and how often a watch polls the database for changes
-    # made by other replicas (same-process changes wake it at once).
+    # Live state: lifetime of an entry set without ttl or expire_time, and
+    # the longest allowed.
     live_default_ttl: float = Field(default=300.0, gt=0.0)
     live_max_ttl: float = Field(default=86_400.0, gt=0.0)
-    live_poll_interval: float = Field(default=0.1, gt=0.0, le=0.2)
     # Pages: longest title + body accepted (characters), and how many
     # undecided proposals a page (and a project's notes) may have.
     max_page_chars: int = Field(default=100_000, gt=0)
