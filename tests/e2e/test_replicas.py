@@ -73,6 +73,9 @@ async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Re
             "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
             "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
             "SWITCHBOARD_GATEWAY_STREAM_RESUME_SECONDS": "30",
+            # Longer than the module runs: a stream following the other
+            # engine's run moves on its writer's announcements alone.
+            "SWITCHBOARD_ENGINE_SAFETY_POLL_SECONDS": "600",
         }
         urls, common = await stack.enter_async_context(
             backing_services(tmp_path, ports, "sbreplicas", settings)
