@@ -177,8 +177,9 @@ class RunsRepository:
 
         async def write(attempt: int) -> None:
             # A retry skips the events an attempt whose reply was lost wrote.
-            statements = [self._sql.events.of(rows, retry=attempt > 1)]
-            await self.wakeups.batch(self._driver, statements, RUN_EVENTS.of(run_id))
+            # The INSERT announces the batch itself on PostgreSQL: no extra round trip.
+            statements = [self._sql.announced_events.of(rows, retry=attempt > 1)]
+            await self.wakeups.batch(self._driver, statements, RUN_EVENTS.of(run_id), announced=True)
 
         await retry_transient(write, "RunsRepository.append_events")
 

@@ -78,6 +78,12 @@ RECONNECT_FIRST_SECONDS = 0.1
 RECONNECT_MAX_SECONDS = 5.0
 
 
+def announcing(channel: Channel, key: str) -> str:
+    """The SQL expression announcing ``channel`` with ``key`` (an SQL
+    expression: a placeholder), for a statement that announces itself."""
+    return f"pg_notify('{channel.name}', {key})"
+
+
 def notify_statement(wakes: Sequence[Wake]) -> Statement:
     """One statement announcing every wake (one round trip, however many)."""
     calls = ", ".join(f"pg_notify(${2 * n + 1}, ${2 * n + 2})" for n in range(len(wakes)))
@@ -199,11 +205,14 @@ class Wakeups:
 
     # Announcing
 
-    async def batch(self, driver: Driver, statements: Sequence[Statement], *wakes: Wake) -> list[Result]:
+    async def batch(
+        self, driver: Driver, statements: Sequence[Statement], *wakes: Wake, announced: bool = False
+    ) -> list[Result]:
         """``statements`` in one transaction (``driver.batch``), announcing
         ``wakes`` once it commits: on PostgreSQL by one pg_notify statement
-        inside the transaction, on SQLite in-process after it."""
-        if not wakes:
+        inside the transaction (none when the statements announce them
+        themselves: ``announced``), on SQLite in-process after it."""
+        if not wakes or (announced and self._postgres):
             return await driver.batch(statements)
         if self._postgres:
             return (await driver.batch([*statements, notify_statement(wakes)]))[:-1]

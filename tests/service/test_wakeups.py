@@ -16,7 +16,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, Text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.shared.driver import Driver, Statement
-from services.shared.wakeups import LIVE_STATE, RUN_EVENTS, Channel, Waiter, Wakeups, asyncpg_dsn
+from services.shared.wakeups import LIVE_STATE, RUN_EVENTS, Channel, Waiter, Wakeups, announcing, asyncpg_dsn
 from tests.databases import engine_with_tables
 
 metadata = MetaData()
@@ -168,3 +168,35 @@ async def test_without_push_a_waiter_is_woken_only_by_its_safety_poll(
             assert not deaf.listening
     finally:
         await deaf.close()
+
+
+async def test_a_statement_that_announces_itself_wakes_once_per_transaction(replicas: Replicas) -> None:
+    """A run's event batch announces itself from its INSERT (no statement of
+    its own on PostgreSQL): every row calls pg_notify, one notification is
+    delivered per transaction. On SQLite the same call wakes in-process."""
+    sql = INSERT
+    if not replicas.driver.sqlite:
+        announce = announcing(RUN_EVENTS, "$2")
+        sql = f"INSERT INTO wakeup_items (id, key) SELECT $1, $2 FROM (SELECT {announce}) AS a"
+    heard: list[str] = []
+    counter = None if replicas.driver.sqlite else await asyncpg.connect(asyncpg_dsn(replicas.url))
+    try:
+        if counter is not None:
+            await counter.add_listener(RUN_EVENTS.name, lambda *args: heard.append(str(args[3])))
+        async with replicas.waiter.subscribe(RUN_EVENTS, "run-5") as waiter:
+            await listening(replicas.waiter, waiter)
+            rows = [(n, "run-5") for n in range(1, 4)]
+            await replicas.writer.batch(
+                replicas.driver, [Statement(sql, rows, many=True)], RUN_EVENTS.of("run-5"), announced=True
+            )
+            assert await waiter.wait(NEVER)
+            if counter is not None:
+                # A later notification from the same writer arrives after it.
+                await replicas.writer.notify(RUN_EVENTS.of("run-later"))
+                while "run-later" not in heard:
+                    await asyncio.sleep(0.01)
+                assert heard == ["run-5", "run-later"]
+    finally:
+        if counter is not None:
+            await counter.close()
+    assert len(await replicas.driver.fetch("SELECT id FROM wakeup_items")) == 3
