@@ -42,6 +42,9 @@
 # What a gRPC call, a streamed message, an HTTP request, an SSE event and a
 # SQLite statement and commit cost alone, and one run's fixed pieces together.
 #   scripts/bench.sh hops [--calls 2000] [--smoke]
+# What a stream following another engine's run adds to each event's latency
+# (two engines on PostgreSQL; wake-ups or polling).
+#   scripts/bench.sh wakeups [--runs 20] [--token-delay 0.05]
 # Where a run's CPU goes: py-spy on the five processes under c=8 load, self
 # time by library and by Switchboard's functions, as shares of a run.
 # Merges a "profile" key into benchmarks.json.
@@ -66,6 +69,7 @@ case "${1:-}" in
   peer) shift; exec .venv/bin/python -m tests.bench.bench_peer "$@" ;;
   start) shift; exec .venv/bin/python -m tests.bench.bench_system_start "$@" ;;
   hops) shift; exec .venv/bin/python -m tests.bench.bench_hops "$@" ;;
+  wakeups) shift; exec .venv/bin/python -m tests.bench.bench_wakeups "$@" ;;
   profile) shift; exec .venv/bin/python -m tests.bench.bench_profile "$@" ;;
   growth) shift; exec .venv/bin/python -m tests.bench.bench_growth "$@" ;;
   scale) shift; exec .venv/bin/python -m tests.bench.bench_scale "$@" ;;

@@ -38,6 +38,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import MetaData
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 import services
 from services.shared.db import create_engine
@@ -391,3 +393,19 @@ async def database_url(backend: str, folder: Path, service: str) -> AsyncIterato
                 await pooler.reconnect(url.rsplit("/", 1)[1])
                 url = pooler.url(url)
             yield url
+
+
+@asynccontextmanager
+async def engine_with_tables(
+    url: str, metadata: MetaData, prepared_statements: bool = True
+) -> AsyncIterator[AsyncEngine]:
+    """An engine on ``url`` with ``metadata``'s tables, dropped after the block."""
+    engine = create_engine(url, prepared_statements=prepared_statements)
+    async with engine.begin() as connection:
+        await connection.run_sync(metadata.create_all)
+    try:
+        yield engine
+    finally:
+        async with engine.begin() as connection:
+            await connection.run_sync(metadata.drop_all)
+        await engine.dispose()

@@ -703,7 +703,7 @@ COMMENTS: dict[str, str] = {
     'switchboard.memory.v1.MemoryService.UpdateNote': 'Writes the fields named in update_mask. INVALID_ARGUMENT for an empty mask or another path; NOT_FOUND for a missing note.',
     'switchboard.memory.v1.MemoryService.UpdatePersonalSettings': 'Writes the fields named in update_mask. INVALID_ARGUMENT for an empty mask, instruction page fields (PagesService sets them), an avatar_json that is not a JSON object, an unspecified chat_mode.',
     'switchboard.memory.v1.MemoryService.UpdateProjectContext': "Creates or replaces the project's context. INVALID_ARGUMENT for an empty body.",
-    'switchboard.memory.v1.MemoryService.WatchLiveState': "A snapshot of the project's entries, then each change as it happens (across replicas, within the poll interval), expiries included.",
+    'switchboard.memory.v1.MemoryService.WatchLiveState': "A snapshot of the project's entries, then each change as it happens (across replicas: a write wakes every replica's watches), expiries included.",
     'switchboard.memory.v1.NOTE_KIND_DECISION': 'A decision taken, and why.',
     'switchboard.memory.v1.NOTE_KIND_FACT': 'A stable fact of the project.',
     'switchboard.memory.v1.NOTE_KIND_FEATURE_SUMMARY': 'What a feature does and how it is built.',

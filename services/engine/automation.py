@@ -41,7 +41,7 @@ class Automation:
 def start_automation(
     settings: EngineSettings, database: AsyncEngine, collaborators: Collaborators, runs: RunService
 ) -> Automation:
-    repo = SchedulesRepository(database)
+    repo = SchedulesRepository(database, runs.wakeups)
     scheduler = Scheduler(
         repo,
         runs,
@@ -49,7 +49,6 @@ def start_automation(
         # A claimed tick whose run was not started within a lease is its
         # claimant's loss: another replica starts it.
         stale_after=timedelta(seconds=settings.lease_seconds),
-        poll_seconds=settings.schedule_poll_seconds,
     )
     policy = RetentionPolicy.from_days(settings.retention_run_events_days, settings.retention_runs_days)
     retention = Retention(database, policy, settings.retention_interval_seconds, settings.instance_id)

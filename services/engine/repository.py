@@ -20,6 +20,7 @@ from services.shared.db_retry import db_retry, retry_transient
 from services.shared.driver import Driver
 from services.shared.errors import Exhausted, FailedPrecondition
 from services.shared.time import utcnow
+from services.shared.wakeups import RUN_CANCEL, RUN_EVENTS, THREAD_FREE, WEBHOOKS, Wake, Wakeups
 
 
 class RunsRepository:
@@ -31,11 +32,14 @@ class RunsRepository:
     (services.shared.db_retry), and each is safe to run twice: a retry after
     a commit whose reply was lost finds its rows and adds none."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, wakeups: Wakeups | None = None) -> None:
+        """``wakeups``: the process's (shared with every waiter); by default
+        one of this repository's own, with the default safety poll."""
         self._engine = engine
         self._sessions = session_factory(engine)
         self._driver = Driver(engine)
         self._sql = RunStatements(self._driver)
+        self.wakeups = wakeups or Wakeups(driver=self._driver)
 
     @db_retry
     async def insert_run(
@@ -173,7 +177,9 @@ class RunsRepository:
 
         async def write(attempt: int) -> None:
             # A retry skips the events an attempt whose reply was lost wrote.
-            await self._driver.batch([self._sql.events.of(rows, retry=attempt > 1)])
+            # The INSERT announces the batch itself on PostgreSQL: no extra round trip.
+            statements = [self._sql.announced_events.of(rows, retry=attempt > 1)]
+            await self.wakeups.batch(self._driver, statements, RUN_EVENTS.of(run_id), announced=True)
 
         await retry_transient(write, "RunsRepository.append_events")
 
@@ -184,10 +190,14 @@ class RunsRepository:
         events: Sequence[tuple[int, bytes]],
         journal: Sequence[AgentAction | SkillRun] = (),
         webhook_url: str | None = None,
+        thread_id: str | None = None,
     ) -> None:
         """Settles the run and writes its last events, its actions and its
         skill runs in one transaction; with its webhook's outbox row when it
-        names one (so an ended run is always delivered, and delivered once)."""
+        names one (so an ended run is always delivered, and delivered once).
+        Wakes its followers, the runs queued on its thread and the webhook
+        workers."""
+        wakes = _ended(run_id, thread_id, webhook_url)
 
         async def write(attempt: int) -> None:
             # Fixed keys (ids, sequences): a retry skips what a lost-reply attempt wrote.
@@ -201,7 +211,7 @@ class RunsRepository:
                 statements.append(self._sql.events.of([(run_id, seq, data) for seq, data in events], retry))
             if webhook_url:
                 statements.append(self._sql.outbox.of_dicts([outbox_row(run_id, webhook_url)], retry))
-            await self._driver.batch(statements)
+            await self.wakeups.batch(self._driver, statements, *wakes)
 
         await retry_transient(write, "RunsRepository.finish_run")
 
@@ -301,12 +311,16 @@ class RunsRepository:
 
     @db_retry
     async def request_cancel(self, run_id: str) -> None:
+        """Flags the run; wakes the engine instance that executes it."""
         async with self._engine.begin() as connection:
-            await connection.execute(
+            result = await connection.execute(
                 update(AgentRun)
                 .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
                 .values(cancel_requested=True)
+                .returning(col(AgentRun.instance_id))
             )
+            instances = [str(instance) for instance in result.scalars() if instance]
+        await self.wakeups.notify(*(RUN_CANCEL.of(instance) for instance in instances))
 
     @db_retry
     async def cancel_requested(self, instance_id: str) -> Sequence[str]:
@@ -352,12 +366,26 @@ class RunsRepository:
             query = select(AgentRun).where(AgentRun.status == "running", orphaned)
             return (await session.exec(query)).all()
 
-    @db_retry
     async def settle_if_running(
-        self, run_id: str, error: str, event: bytes, sequence: int, webhook_url: str | None = None
+        self,
+        run_id: str,
+        error: str,
+        event: bytes,
+        sequence: int,
+        webhook_url: str | None = None,
+        thread_id: str | None = None,
     ) -> bool:
         """Marks a run failed unless it finished meanwhile; writes its
         terminal event, and its webhook's outbox row when it names one."""
+        settled = await self._settle_if_running(run_id, error, event, sequence, webhook_url)
+        if settled:
+            await self.wakeups.notify(*_ended(run_id, thread_id, webhook_url))
+        return settled
+
+    @db_retry
+    async def _settle_if_running(
+        self, run_id: str, error: str, event: bytes, sequence: int, webhook_url: str | None
+    ) -> bool:
         async with self._sessions() as session:
             result = await session.exec(
                 update(AgentRun)
@@ -372,3 +400,14 @@ class RunsRepository:
                 session.add(WebhookOutbox(**outbox_row(run_id, webhook_url)))
             await session.commit()
             return True
+
+
+def _ended(run_id: str, thread_id: str | None, webhook_url: str | None) -> list[Wake]:
+    """Who waits for a run's end: its followers, the runs queued behind it on
+    its thread, and the webhook workers when it names a webhook."""
+    wakes = [RUN_EVENTS.of(run_id)]
+    if thread_id:
+        wakes.append(THREAD_FREE.of(thread_id))
+    if webhook_url:
+        wakes.append(WEBHOOKS.of())
+    return wakes

@@ -16,6 +16,7 @@ from services.engine.models import AgentAction, AgentRun, RunEventRow, SkillRun
 from services.engine.quotas import RunQuota
 from services.engine.webhooks.models import WebhookOutbox
 from services.shared.driver import Driver, Statement
+from services.shared.wakeups import RUN_EVENTS, Channel, announcing
 
 # The first key of the user's advisory lock (two-key form): apart from the
 # threads' one-key locks, so a user id never shares a lock with a thread.
@@ -45,13 +46,22 @@ def _table(model: Any) -> Table:
 class Inserts:
     """INSERTs of rows into ``table``, with the columns ``names`` (every one
     by default); for a retry, one that skips the rows (fixed keys) its
-    lost-reply attempt wrote."""
+    lost-reply attempt wrote. ``announce``: on PostgreSQL the INSERT itself
+    announces the channel with the first column's value as key (a wake-up,
+    services.shared.wakeups): no statement of its own, and PostgreSQL
+    delivers one notification per transaction however many rows call it."""
 
-    def __init__(self, driver: Driver, table: Table, names: Sequence[str] = ()) -> None:
+    def __init__(
+        self, driver: Driver, table: Table, names: Sequence[str] = (), announce: Channel | None = None
+    ) -> None:
         self._names = list(names) or [c.name for c in table.columns]
         self._bind = driver.binder(*[table.c[name] for name in self._names])
         places = ", ".join(f"${n}" for n in range(1, len(self._names) + 1))
-        self._sql = f"INSERT INTO {table.name} ({', '.join(self._names)}) VALUES ({places})"
+        into = f"INSERT INTO {table.name} ({', '.join(self._names)})"
+        if announce is not None and not driver.sqlite:
+            self._sql = f"{into} SELECT {places} FROM (SELECT {announcing(announce, '$1')}) AS announced"
+        else:
+            self._sql = f"{into} VALUES ({places})"
 
     def of(self, rows: Sequence[Sequence[Any]], retry: bool = False) -> Statement:
         """``rows``: values in the order of ``names``."""
@@ -78,6 +88,10 @@ class RunStatements:
         self._insert_sql: dict[tuple[bool, bool, bool], str] = {}
         self._finish: dict[tuple[str, ...], tuple[str, Callable[[Sequence[Any]], tuple[Any, ...]]]] = {}
         self.events = Inserts(driver, _table(RunEventRow), ("run_id", "sequence", "payload"))
+        # A run's event batches wake its followers on other replicas.
+        self.announced_events = Inserts(
+            driver, _table(RunEventRow), ("run_id", "sequence", "payload"), announce=RUN_EVENTS
+        )
         self.actions = Inserts(driver, _table(AgentAction))
         self.skill_runs = Inserts(driver, _table(SkillRun))
         self.outbox = Inserts(

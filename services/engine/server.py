@@ -30,7 +30,14 @@ from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
 from services.engine.webhooks.service import Webhooks
 from services.engine.webhooks.signing import load_secret
 from services.engine.webhooks.worker import WebhookLimits, WebhookWorker
-from services.shared.bootstrap import Closer, Drainer, RunningService, open_database, start_service
+from services.shared.bootstrap import (
+    Closer,
+    Drainer,
+    RunningService,
+    open_database,
+    open_wakeups,
+    start_service,
+)
 from services.shared.outbound_urls import UrlPolicy
 from switchboard.engine.v1 import (
     engine_service_pb2,
@@ -67,7 +74,6 @@ def run_limits(settings: EngineSettings) -> RunLimits:
         instruction_page_budget_chars=settings.instruction_page_budget_chars,
         history_cache_bytes=settings.history_cache_mb * 1024 * 1024,
         default_budget=RunBudget(settings.max_run_tokens, settings.max_run_steps, settings.max_run_seconds),
-        cancel_poll_seconds=settings.cancel_poll_seconds,
         fallback_model=settings.fallback_model,
         title_model=settings.title_model,
         quota=RunQuota(settings.max_concurrent_runs_per_user, settings.runs_per_minute_per_user),
@@ -87,7 +93,6 @@ def webhook_limits(settings: EngineSettings) -> WebhookLimits:
         retry_seconds=settings.webhook_retry_seconds,
         backoff_initial=settings.webhook_backoff_initial,
         backoff_max=settings.webhook_backoff_max,
-        poll_seconds=settings.webhook_poll_seconds,
         concurrency=settings.webhook_concurrency,
     )
 
@@ -106,7 +111,9 @@ async def open_run_service(
 async def _open_runs(
     settings: EngineSettings, collaborators: Collaborators, engine: AsyncEngine
 ) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
-    repository = RunsRepository(engine)
+    # One listener for the process: runs, cancellations, webhooks and schedules share it.
+    wakeups = open_wakeups(settings, engine)
+    repository = RunsRepository(engine, wakeups)
     mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
     connectors = [CONNECTORS[name]() for name in settings.connector_names]
 
@@ -123,7 +130,7 @@ async def _open_runs(
         RemoteAgents(settings.remote_agent_policy(), settings.remote_agent_timeout),
     )
     secret = settings.webhook_secret.get_secret_value()
-    outbox = OutboxRepository(engine)
+    outbox = OutboxRepository(engine, wakeups)
     policy = webhook_policy(settings)
     worker = WebhookWorker(
         outbox,
@@ -157,7 +164,7 @@ async def _open_runs(
         # (a last step, INTERRUPTED) reaches clients before their streams close.
         await runs.close(None if grace is None else grace * 0.8)
 
-    return runs, webhooks, [engine.dispose, mcp.close, stop_maintenance], drain
+    return runs, webhooks, [engine.dispose, wakeups.close, mcp.close, stop_maintenance], drain
 
 
 async def build_server(settings: EngineSettings) -> RunningService:

@@ -97,9 +97,7 @@ class EngineSettings(ServiceSettings):
     webhook_retry_seconds: float = Field(default=3600.0, ge=0)
     webhook_backoff_initial: float = Field(default=1.0, gt=0)
     webhook_backoff_max: float = Field(default=300.0, gt=0)
-    # How often due deliveries are looked for (a run that ends on this
-    # engine wakes its worker at once), and attempts in flight at once.
-    webhook_poll_seconds: float = Field(default=1.0, gt=0)
+    # Attempts in flight at once.
     webhook_concurrency: int = Field(default=8, ge=1, le=100)
     # Per-user run quotas (0 = no limit), enforced where runs are created, on
     # every surface, from the database (so across replicas): runs executing
@@ -107,13 +105,9 @@ class EngineSettings(ServiceSettings):
     # RESOURCE_EXHAUSTED (HTTP 429) with a retry delay.
     max_concurrent_runs_per_user: int = Field(default=20, ge=0)
     runs_per_minute_per_user: int = Field(default=120, ge=0)
-    # How often an engine looks for CancelRun requests made on another replica.
-    cancel_poll_seconds: float = Field(default=0.5, gt=0)
-    # Schedules: how often each replica looks for due ticks (seconds), and
-    # how late a tick may still run: a tick no engine claimed within this
-    # grace of its time (every engine was stopped) is counted missed, never
-    # replayed.
-    schedule_poll_seconds: float = Field(default=1.0, gt=0)
+    # Schedules: how late a tick may still run: a tick no engine claimed
+    # within this grace of its time (every engine was stopped) is counted
+    # missed, never replayed.
     schedule_misfire_grace_seconds: float = Field(default=60.0, ge=0)
     # Retention (0 = keep forever, the default): run events of runs that
     # ended more than this many days ago; runs themselves (with their events,

@@ -41,7 +41,7 @@ from services.memory.projects.servicer import ProjectsServicer
 from services.memory.servicer import MemoryServicer
 from services.memory.settings import MemorySettings
 from services.shared.audit import AuditLog
-from services.shared.bootstrap import Closer, RunningService, open_database, start_service
+from services.shared.bootstrap import Closer, RunningService, open_database, open_wakeups, start_service
 from services.shared.completion import ModelCompleter
 from services.shared.db import session_factory
 from services.shared.embeddings import load_embedder
@@ -104,9 +104,9 @@ async def open_servicers(settings: MemorySettings) -> tuple[Servicers, list[Clos
     )
     personal_settings = PersonalSettingsDomain(personal)
     contexts_domain = ContextDomain(contexts, notes, settings.max_context_chars)
-    live = LiveStateDomain(
-        contexts, projects, settings.live_default_ttl, settings.live_max_ttl, settings.live_poll_interval
-    )
+    wakeups = open_wakeups(settings, engine)
+    closers.append(wakeups.close)
+    live = LiveStateDomain(contexts, projects, settings.live_default_ttl, settings.live_max_ttl, wakeups)
     pages_domain = PagesDomain(
         PagesRepository(sessions),
         personal,

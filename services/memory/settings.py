@@ -43,12 +43,10 @@ class MemorySettings(ServiceSettings):
     # of 100,000 notes of a few hundred characters takes about 600 MB with
     # 384-dimension vectors; an index bigger than the budget is kept alone.
     recall_cache_mb: int = Field(default=1024, ge=1)
-    # Live state: lifetime of an entry set without ttl or expire_time, the
-    # longest allowed, and how often a watch polls the database for changes
-    # made by other replicas (same-process changes wake it at once).
+    # Live state: lifetime of an entry set without ttl or expire_time, and
+    # the longest allowed.
     live_default_ttl: float = Field(default=300.0, gt=0.0)
     live_max_ttl: float = Field(default=86_400.0, gt=0.0)
-    live_poll_interval: float = Field(default=0.1, gt=0.0, le=0.2)
     # Pages: longest title + body accepted (characters), and how many
     # undecided proposals a page (and a project's notes) may have.
     max_page_chars: int = Field(default=100_000, gt=0)

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from services.shared import db_retry, exit_codes
 from services.shared.db import create_engine
 from services.shared.deadlines import Deadlines
+from services.shared.driver import Driver
 from services.shared.errors import ErrorMapping
 from services.shared.event_loop import run, running_loop_name
 from services.shared.handlers import CallLayer, compose, written
@@ -36,6 +37,7 @@ from services.shared.migrations import upgrade_to_head
 from services.shared.request_guard import RequestGuard
 from services.shared.settings import ServiceSettings
 from services.shared.telemetry import server_interceptors, setup_logging, setup_telemetry, shutdown_telemetry
+from services.shared.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +233,19 @@ async def open_database(settings: ServiceSettings, migrations_dir: Path) -> Asyn
     if settings.migrate_on_start:
         await upgrade_to_head(engine, migrations_dir, settings.service_name)
     return engine
+
+
+def open_wakeups(settings: ServiceSettings, engine: AsyncEngine) -> Wakeups:
+    """The process's wake-ups over the service's database: its listener (on
+    PostgreSQL) connects on the first subscription, to ``database_listen_url``
+    or else the database URL."""
+    return Wakeups(
+        settings.safety_poll_seconds,
+        Driver(engine),
+        settings.database_listen_url or settings.effective_database_url,
+        push=settings.push_wakeups,
+        name=settings.service_name,
+    )
 
 
 def registrar(

@@ -135,6 +135,8 @@ class Driver:
         self._engine = engine
         self.dialect = engine.dialect
         self.sqlite = engine.dialect.name == "sqlite"
+        # Which database (its URL, without the password).
+        self.database = engine.url.render_as_string(hide_password=True)
         self._sql: dict[str, str] = {}
 
     def _native(self, sql: str) -> str:

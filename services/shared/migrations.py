@@ -15,7 +15,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, MetaData, String, column, inspect, select, table
+from sqlalchemy import Connection, MetaData, String, column, func, inspect, select, table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 if TYPE_CHECKING:
@@ -78,20 +78,36 @@ def _current(connection: Connection, name: str) -> frozenset[str]:
     return frozenset(connection.execute(query).scalars())
 
 
-async def upgrade_to_head(engine: AsyncEngine, migrations_dir: Path, service_name: str) -> None:
-    """Brings the database to the newest revision (a no-op when it is there)."""
+# The first key of the migration lock (two-key advisory lock form), apart
+# from the other advisory locks the services take.
+MIGRATION_LOCK_CLASS = 23
 
-    def _upgrade(connection: Connection) -> None:
-        if _current(connection, version_table(service_name)) == heads(migrations_dir):
-            return
+
+async def upgrade_to_head(engine: AsyncEngine, migrations_dir: Path, service_name: str) -> bool:
+    """Brings the database to the newest revision (a no-op when it is there);
+    True when it upgraded. On PostgreSQL the upgrade runs under an advisory
+    lock of the service's, held to its commit: replicas starting at once
+    wait for the first, then find the database at the newest revision."""
+
+    def _upgrade(connection: Connection) -> bool:
+        table_name = version_table(service_name)
+        if _current(connection, table_name) == heads(migrations_dir):
+            return False
+        if connection.dialect.name == "postgresql":
+            lock = func.pg_advisory_xact_lock(MIGRATION_LOCK_CLASS, func.hashtext(table_name))
+            connection.execute(select(lock))
+            # Read again under the lock: another replica may have migrated meanwhile.
+            if _current(connection, table_name) == heads(migrations_dir):
+                return False
         from alembic import command
 
         config = alembic_config(migrations_dir, service_name)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+        return True
 
     async with engine.begin() as connection:
-        await connection.run_sync(_upgrade)
+        return await connection.run_sync(_upgrade)
 
 
 def run_env(target_metadata: MetaData) -> None:

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from services.shared.event_loop import EventLoopName
 from services.shared.identity_tokens import IdentityTokens, parse_keys
 from services.shared.outbound_urls import UrlPolicy
+from services.shared.wakeups import SAFETY_POLL_SECONDS
 
 
 class SecuritySettings(BaseSettings):
@@ -90,6 +91,15 @@ class ServiceSettings(SecuritySettings):
     # a pooler in transaction mode that does not track them: PgBouncer before
     # 1.21, or 1.21+ with max_prepared_statements = 0 (docs/operations.md#pgbouncer).
     database_prepared_statements: bool = True
+    # The connection the wake-up listener LISTENs on (services/shared/wakeups.py):
+    # a direct one to PostgreSQL when database_url goes through PgBouncer in
+    # transaction pooling mode. Empty: database_url.
+    database_listen_url: str = ""
+    # Off: no listener; every wait relies on the safety poll alone.
+    push_wakeups: bool = True
+    # The safety poll: the longest any wait for another replica's write lasts
+    # without a wake-up (a lost notification costs at most this), seconds.
+    safety_poll_seconds: float = Field(default=SAFETY_POLL_SECONDS, gt=0)
     # Run the migrations at start-up (the default); off when a migration job runs them.
     migrate_on_start: bool = True
     # How long a database operation is retried when its connection drops (a

@@ -75,6 +75,8 @@ async def system(tmp_path: Path) -> AsyncIterator[System]:
             "SWITCHBOARD_ENGINE_ROUTER_ADDRESS": addresses["router"],
             "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": str(TOKEN_DELAY),
             "SWITCHBOARD_LOG_LEVEL": "INFO",
+            # Longer than the test: the wake-up listeners must reconnect and catch up.
+            **{f"SWITCHBOARD_{name.upper()}_SAFETY_POLL_SECONDS": "600" for name in SERVICES},
             **{f"SWITCHBOARD_{name.upper()}_SHUTDOWN_GRACE": "2" for name in SERVICES},
         }
         logs = {name: tmp_path / f"{name}.log" for name in SERVICES}
@@ -242,3 +244,5 @@ async def test_runs_survive_postgres_restarts_without_duplicates(system: System)
     assert not problems, "\n".join(problems)
     # The restarts did hit work in flight: database operations were retried.
     assert retried > 0, logs[0][-3000:]
+    # And the engine's wake-up listener lost its connection, then made it again.
+    assert "wake-up listener's connection was lost" in logs[0], logs[0][-3000:]

@@ -3,7 +3,9 @@ gateways (each gateway balancing over both engines, as a headless Service
 would), one threads, memory and router. A stream moves between gateways with
 Last-Event-ID; a `kill -9` of one engine settles its runs (and only its runs)
 "interrupted" by lease expiry, and every waiting SSE client gets a terminal
-event through the surviving engine."""
+event through the surviving engine. A stream that follows the other
+engine's run moves on wake-ups (the safety poll is out of reach), even when
+the listeners' connections are cut."""
 
 from __future__ import annotations
 
@@ -52,12 +54,24 @@ class Replicas:
         headers = {"Authorization": f"Bearer {TOKEN}"}
         return httpx.Client(base_url=self.gateways[gateway], headers=headers, timeout=60)
 
-    async def runs(self) -> list[asyncpg.Record]:
+    async def query(self, sql: str, *args: object) -> list[asyncpg.Record]:
         connection = await asyncpg.connect(self.engine_database.replace("+asyncpg", ""))
         try:
-            return await connection.fetch("SELECT id, instance_id, status, error FROM agent_runs")
+            return await connection.fetch(sql, *args)
         finally:
             await connection.close()
+
+    async def runs(self) -> list[asyncpg.Record]:
+        return await self.query("SELECT id, instance_id, status, error FROM agent_runs")
+
+    async def cut_listeners(self, application_name: str) -> int:
+        """Terminates the wake-up listener connections of that name; how many."""
+        rows = await self.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = $1 AND datname = current_database()",
+            application_name,
+        )
+        return len(rows)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -73,6 +87,9 @@ async def replicas(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Re
             "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
             "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
             "SWITCHBOARD_GATEWAY_STREAM_RESUME_SECONDS": "30",
+            # Longer than the module runs: a stream following the other
+            # engine's run moves on its writer's announcements alone.
+            "SWITCHBOARD_ENGINE_SAFETY_POLL_SECONDS": "600",
         }
         urls, common = await stack.enter_async_context(
             backing_services(tmp_path, ports, "sbreplicas", settings)
@@ -143,6 +160,43 @@ async def test_a_stream_started_on_one_gateway_resumes_on_the_other(replicas: Re
     assert seen == list(range(1, len(seen) + 1)), seen  # no gap, no duplicate
     assert tail[-1].event == "final"
     assert "".join(e.data["text"] for e in head + tail if e.event == "delta")
+
+
+async def test_a_stream_following_the_other_engine_survives_its_listener_being_cut(
+    replicas: Replicas,
+) -> None:
+    """engine-b follows engine-a's run on wake-ups alone (no safety poll
+    within the module). Both engines' listener connections are terminated
+    mid-run: each reconnects and wakes its waiters, and the stream goes on to
+    the end with every event, once, in order."""
+    with replicas.client(0) as client:
+        conversation = await asyncio.to_thread(start_conversation, client)
+    async with (
+        grpc.aio.insecure_channel(replicas.engine_addresses[0]) as channel_a,
+        grpc.aio.insecure_channel(replicas.engine_addresses[1]) as channel_b,
+    ):
+        engine_a = engine_service_pb2_grpc.EngineServiceStub(channel_a)
+        engine_b = engine_service_pb2_grpc.EngineServiceStub(channel_b)
+        started = engine_a.StartRun(
+            engine_service_pb2.StartRunRequest(
+                conversation_id=conversation, message="tell me about listeners"
+            ),
+            metadata=user_metadata("alice"),
+            timeout=60,
+        )
+        first = (await anext(aiter(started))).event
+        watch = engine_b.WatchRun(
+            engine_service_pb2.WatchRunRequest(run_id=first.run_id),
+            metadata=user_metadata("alice"),
+            timeout=60,
+        )
+        followed = [(await anext(aiter(watch))).event]
+        assert await replicas.cut_listeners("engine wakeups") == 2
+        followed += [response.event async for response in watch]
+        executed = [first, *[response.event async for response in started]]
+    assert [e.sequence for e in followed] == list(range(1, len(executed) + 1))
+    assert [e.SerializeToString() for e in followed] == [e.SerializeToString() for e in executed]
+    assert followed[-1].WhichOneof("kind") == "final"
 
 
 async def test_concurrent_asks_through_both_engines_share_one_thread_and_one_session(

@@ -89,7 +89,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     async with AsyncExitStack() as stack:
         settings = {
             "SWITCHBOARD_ENGINE_LEASE_SECONDS": "2",
-            "SWITCHBOARD_ENGINE_SCHEDULE_POLL_SECONDS": "0.1",
+            # Longer than the test: the next tick's time and announcements wake the schedulers.
+            "SWITCHBOARD_ENGINE_SAFETY_POLL_SECONDS": "600",
             "SWITCHBOARD_ENGINE_SCHEDULE_MISFIRE_GRACE_SECONDS": str(GRACE_SECONDS),
         }
         urls, common = await stack.enter_async_context(

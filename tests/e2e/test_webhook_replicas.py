@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.asyncio(loop_scope="module")]
 TOKEN = "webhook-token"
 ENGINES = ("engine-a", "engine-b")
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
+# Longer than the module runs: only wake-ups move the engines.
+NO_POLL_SECONDS = 600
 # An attempt's time limit: a dead engine's claim expires this + 5 s after it was made.
 ATTEMPT_TIMEOUT = 2.0
 
@@ -66,7 +68,8 @@ async def webhooks(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[We
                 "SWITCHBOARD_ENGINE_WEBHOOK_TIMEOUT": str(ATTEMPT_TIMEOUT),
                 "SWITCHBOARD_ENGINE_WEBHOOK_BACKOFF_INITIAL": "0.1",
                 "SWITCHBOARD_ENGINE_WEBHOOK_BACKOFF_MAX": "0.5",
-                "SWITCHBOARD_ENGINE_WEBHOOK_POLL_SECONDS": "0.2",
+                # Announcements, retry times and lease ends wake the workers: no poll in the test.
+                "SWITCHBOARD_ENGINE_SAFETY_POLL_SECONDS": str(NO_POLL_SECONDS),
                 "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": "ipv4:"
                 + ",".join(f"127.0.0.1:{ports[name]}" for name in ENGINES),
                 "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import Column, DateTime, Integer, MetaData, Table, Text, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from services.shared.db import create_engine, is_unique_violation
+from services.shared.db import is_unique_violation
 from services.shared.db_retry import is_transient
 from services.shared.driver import ConnectionLost, Driver, Statement, columns
-from tests.databases import ADMIN_URL, ALSO_THROUGH_PGBOUNCER
+from tests.databases import ADMIN_URL, ALSO_THROUGH_PGBOUNCER, engine_with_tables
 from tests.pgbouncer import PGBOUNCER
 
 pytestmark = ALSO_THROUGH_PGBOUNCER
@@ -35,13 +35,8 @@ INSERT = "INSERT INTO driver_items (id, label) VALUES ($1, $2)"
 
 @pytest.fixture
 async def engine(db_url: str, prepared_statements: bool) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(db_url, prepared_statements=prepared_statements)
-    async with engine.begin() as connection:
-        await connection.run_sync(metadata.create_all)
-    yield engine
-    async with engine.begin() as connection:
-        await connection.run_sync(metadata.drop_all)
-    await engine.dispose()
+    async with engine_with_tables(db_url, metadata, prepared_statements) as engine:
+        yield engine
 
 
 async def test_a_batch_runs_in_order_in_one_transaction(engine: AsyncEngine) -> None:

@@ -24,7 +24,7 @@ from tests.service.system import System, collect, conversation, system
 
 @pytest.fixture
 async def sb(make_database: DatabaseFactory) -> AsyncIterator[System]:
-    async with system(make_database, offline_token_delay=0.05, cancel_poll_seconds=0.1) as running_system:
+    async with system(make_database, offline_token_delay=0.05) as running_system:
         yield running_system
 
 
@@ -83,21 +83,51 @@ async def test_cancel_stops_a_run_promptly(sb: System) -> None:
     )
 
 
-async def test_cancel_reaches_a_run_executing_on_another_replica(sb: System) -> None:
-    other = EngineSettings(
+def another_replica(sb: System, **settings: object) -> EngineSettings:
+    """A second engine on the system's engine database and services."""
+    return EngineSettings(
         port=0,
         database_url=sb.database_urls["engine"],
         threads_address=f"127.0.0.1:{sb.services['threads'].port}",
         memory_address=f"127.0.0.1:{sb.services['memory'].port}",
         router_address=f"127.0.0.1:{sb.services['router'].port}",
         instance_id="replica-b",
+        **settings,  # type: ignore[arg-type]
     )
-    async with running(build_engine, other) as (_, channel):
+
+
+async def test_cancel_reaches_a_run_executing_on_another_replica(sb: System) -> None:
+    async with running(build_engine, another_replica(sb)) as (_, channel):
         replica_b = engine_service_pb2_grpc.EngineServiceStub(channel)
         events, took = await cancel_after_first_delta(start(sb.engine, await conversation(sb)), replica_b)
     assert events[-1].error.code == "CANCELLED"
-    assert took < 2.0  # the executing replica polls every 0.1 s here
+    assert took < 2.0  # CancelRun's announcement wakes the executing replica
     assert (await get_run(sb, events[0].run_id)).status == engine_pb2.RUN_STATUS_CANCELLED
+
+
+async def test_without_wake_ups_the_safety_poll_still_streams_every_event_of_another_replicas_run(
+    sb: System,
+) -> None:
+    """Replica B hears no notification (push off): following a run replica A
+    executes, it reads the database at its safety poll alone, and still sends
+    every event once, in order, to the end. (On SQLite the replicas of one
+    process share their in-process wake-ups; on PostgreSQL nothing wakes B.)"""
+    deaf = another_replica(sb, push_wakeups=False, safety_poll_seconds=0.2)
+    async with running(build_engine, deaf) as (_, channel):
+        replica_b = engine_service_pb2_grpc.EngineServiceStub(channel)
+        call = start(sb.engine, await conversation(sb))
+        first = await anext(aiter(call))
+        watch = replica_b.WatchRun(
+            engine_service_pb2.WatchRunRequest(
+                run_id=first.event.run_id, after_sequence=first.event.sequence
+            ),
+            **as_user("alice"),
+        )
+        followed = [response.event async for response in watch]
+        executed = [first.event, *[response.event async for response in call]]
+    assert [e.sequence for e in followed] == [e.sequence for e in executed[1:]]
+    assert [e.SerializeToString() for e in followed] == [e.SerializeToString() for e in executed[1:]]
+    assert kinds(followed)[-1] == "final" and "delta" in kinds(followed)
 
 
 # Budgets

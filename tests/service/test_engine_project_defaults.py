@@ -32,7 +32,6 @@ WEBHOOKS = {
     "webhook_allow_loopback": True,
     "webhook_backoff_initial": 0.05,
     "webhook_backoff_max": 0.2,
-    "webhook_poll_seconds": 0.1,
 }
 pb = schedules_service_pb2
 NOT_FOUND = (grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")

@@ -81,7 +81,6 @@ async def held(make_database: DatabaseFactory, at_once: int) -> AsyncIterator[Sy
         max_concurrent_runs_per_user=at_once,
         runs_per_minute_per_user=0,
         offline_token_delay=1.0,
-        cancel_poll_seconds=0.1,
     ) as running_system:
         yield running_system
 

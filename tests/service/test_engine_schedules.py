@@ -42,7 +42,8 @@ from tests.service.system import System, collect, conversation, system
 pb = schedules_service_pb2
 # Every five minutes: the clock moves by whole ticks, far from any real wait.
 EVERY_5_MINUTES = "*/5 * * * *"
-ENGINE_OPTIONS = {"schedule_poll_seconds": 0.05, "schedule_misfire_grace_seconds": 60.0, "lease_seconds": 5.0}
+# The clock is a test's own: the scheduler finds a tick it moved to at its safety poll.
+ENGINE_OPTIONS = {"safety_poll_seconds": 0.05, "schedule_misfire_grace_seconds": 60.0, "lease_seconds": 5.0}
 
 
 @pytest.fixture

@@ -37,7 +37,6 @@ FAST_RETRIES = {
     "webhook_allow_loopback": True,
     "webhook_backoff_initial": 0.05,
     "webhook_backoff_max": 0.2,
-    "webhook_poll_seconds": 0.1,
 }
 State = engine_service_pb2.WebhookDeliveryState
 

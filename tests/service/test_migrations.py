@@ -1,8 +1,10 @@
 """Each service's migrations build exactly the tables its models describe, on
-SQLite and PostgreSQL, and running them twice is a no-op."""
+SQLite and PostgreSQL, and running them twice is a no-op; replicas starting
+at once on a new PostgreSQL database migrate it once."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,14 @@ from sqlalchemy import Connection, MetaData
 from sqlmodel import SQLModel
 
 from services.shared.db import create_engine
-from services.shared.migrations import upgrade_to_head
+from services.shared.migrations import heads, upgrade_to_head, version_table
+from tests.databases import postgres_database
 
 SERVICES = ["threads", "memory", "router", "engine"]
+
+
+def migrations_of(service: str) -> Path:
+    return Path(importlib.import_module(f"services.{service}.server").__file__ or "").parent / "migrations"
 
 
 def service_metadata(service: str) -> MetaData:
@@ -37,9 +44,7 @@ def service_metadata(service: str) -> MetaData:
 @pytest.mark.parametrize("service", SERVICES)
 async def test_migrations_match_models(service: str, db_url: str) -> None:
     engine = create_engine(db_url)
-    migrations = (
-        Path(importlib.import_module(f"services.{service}.server").__file__ or "").parent / "migrations"
-    )
+    migrations = migrations_of(service)
     try:
         await upgrade_to_head(engine, migrations, service)
         await upgrade_to_head(engine, migrations, service)  # idempotent
@@ -61,3 +66,26 @@ async def test_migrations_match_models(service: str, db_url: str) -> None:
         assert differences == [], differences
     finally:
         await engine.dispose()
+
+
+async def test_eight_replicas_starting_at_once_migrate_a_new_database_once() -> None:
+    """Each replica its own engine (its own connections), all at once: one
+    upgrades under the migration lock, the others wait for it, then find the
+    newest revision; none fails on a table another is creating."""
+    migrations = migrations_of("engine")
+    async with postgres_database("sbtest_migrate_at_once") as url:
+        engines = [create_engine(url) for _ in range(8)]
+        try:
+            upgraded = await asyncio.gather(
+                *(upgrade_to_head(engine, migrations, "engine") for engine in engines)
+            )
+            async with engines[0].connect() as connection:
+                recorded = await connection.exec_driver_sql(
+                    f"SELECT version_num FROM {version_table('engine')}"
+                )
+                versions = frozenset(recorded.scalars())
+        finally:
+            for engine in engines:
+                await engine.dispose()
+    assert sorted(upgraded) == [False] * 7 + [True]
+    assert versions == heads(migrations)

@@ -22,6 +22,7 @@ from services.memory.context.models import LiveState
 from services.memory.projects.domain import Access, Role
 from services.shared.audit import Actor
 from services.shared.outbound_urls import UrlPolicy
+from services.shared.wakeups import LIVE_STATE, Wakeups
 
 ROOT = Path(__file__).resolve().parents[2]
 # How many times each interleaving is tried (wait_for lost every one of them).
@@ -43,8 +44,13 @@ async def cancel_as_woken(task: asyncio.Task[Any], wake: Any) -> bool:
 
 
 class EmptyOutbox:
+    wakeups = Wakeups()
+
     async def claim(self, owner: str, lease_seconds: float, limit: int) -> list[Any]:
         return []
+
+    async def next_due(self) -> None:
+        return None
 
     async def release(self, owner: str) -> None:
         return None
@@ -57,7 +63,7 @@ async def test_the_webhook_worker_stops_when_cancelled_as_a_run_ends() -> None:
             None,  # type: ignore[arg-type]
             None,
             UrlPolicy(allow_loopback=True),
-            WebhookLimits(poll_seconds=0.1),
+            WebhookLimits(),
             "engine-test",
         )
         task = asyncio.create_task(worker.run())
@@ -99,13 +105,14 @@ async def drain(events: Any) -> None:
 
 
 async def test_a_live_state_watch_stops_when_its_watcher_leaves_as_a_write_wakes_it() -> None:
-    domain = LiveStateDomain(OneEntry(), OneProject(), 60, 600, poll_interval=0.1)  # type: ignore[arg-type]
+    wakeups = Wakeups()
+    domain = LiveStateDomain(OneEntry(), OneProject(), 60, 600, wakeups)  # type: ignore[arg-type]
     for _ in range(TRIES):
         watch = domain.watch(Actor("alice", "user"), "acme")
         await anext(watch)  # the snapshot
 
         task = asyncio.create_task(drain(watch))
-        assert await cancel_as_woken(task, lambda: domain._wakeups.notify("acme")), (
+        assert await cancel_as_woken(task, lambda: wakeups.deliver(LIVE_STATE.of("acme"))), (
             "the watch went on after its watcher left"
         )
 

@@ -51,6 +51,7 @@ from services.shared.errors import (
 from services.shared.metrics import RUN_REFUSALS, RUN_SECONDS, RUNS, trace_exemplar
 from services.shared.pagination import as_instant, as_text, page_of, page_request
 from services.shared.projects import MAX_PROJECT_ID_CHARS, is_personal_name, personal_project_id
+from services.shared.wakeups import RUN_CANCEL, RUN_EVENTS, THREAD_FREE, Wakeups
 from switchboard.common.v1 import common_pb2
 from switchboard.engine.v1 import engine_pb2
 
@@ -102,6 +103,11 @@ class RunService:
         self._on_end: Callable[[], None] = lambda: None
         # The user's default webhook of a conversation or agent (kind, id).
         self._webhook_default: Callable[[str, str, str], Awaitable[str]] | None = None
+
+    @property
+    def wakeups(self) -> Wakeups:
+        """The process's wake-ups (services.shared.wakeups)."""
+        return self._repo.wakeups
 
     def notify_end(self, callback: Callable[[], None]) -> None:
         """``callback`` is called each time a run's end is recorded here (the
@@ -213,8 +219,10 @@ class RunService:
         if not await self._repo.runs_ahead(run):
             return
         async with rec.step("queued", rec.text("step.queued")):
-            while await self._repo.runs_ahead(run):
-                await asyncio.sleep(self._limits.queue_poll_seconds)
+            # Subscribed before the read: a run ending after it wakes this one.
+            async with self._repo.wakeups.subscribe(THREAD_FREE, run.conversation_id or "") as waiter:
+                while await self._repo.runs_ahead(run):
+                    await waiter.wait()
 
     async def _record_and_spawn(self, run: AgentRun, request: RunRequest, needs_title: bool) -> str:
         feed = RunFeed()
@@ -286,27 +294,30 @@ class RunService:
         """The run's events with sequence > after until its terminal event,
         with their JSON: live from this process's feed (shared by all its
         followers), else from the database (another replica's run, or a
-        finished one), polling until it ends."""
+        finished one), read again each time the run's writer announces
+        events (services.shared.wakeups), or at the safety poll."""
         local = self._feeds.get(run_id)
         if local is not None and local[1] == user:
             async for streamed in local[0].follow(after):
                 yield streamed
             return
         await self.get(user, run_id)
-        while True:
-            # Status first: a run's terminal event commits with its status, so
-            # once it reads finished, the events read next are all there are.
-            run = await self._repo.get_run(run_id)
-            finished = run is None or run.status != "running"
-            for row in await self._repo.events_after(run_id, after):
-                event = engine_pb2.RunEvent.FromString(row.payload)
-                after = event.sequence
-                yield StreamedEvent(event)
-                if is_terminal(event):
+        # Subscribed before the first read: events stored after it wake this stream.
+        async with self._repo.wakeups.subscribe(RUN_EVENTS, run_id) as waiter:
+            while True:
+                # Status first: a run's terminal event commits with its status, so
+                # once it reads finished, the events read next are all there are.
+                run = await self._repo.get_run(run_id)
+                finished = run is None or run.status != "running"
+                for row in await self._repo.events_after(run_id, after):
+                    event = engine_pb2.RunEvent.FromString(row.payload)
+                    after = event.sequence
+                    yield StreamedEvent(event)
+                    if is_terminal(event):
+                        return
+                if finished:
                     return
-            if finished:
-                return
-            await asyncio.sleep(0.05)
+                await waiter.wait()
 
     async def get(self, user: str, run_id: str) -> AgentRun:
         run = await self._repo.get_run(run_id) if run_id else None
@@ -331,9 +342,10 @@ class RunService:
         return page_of(rows, size, lambda last: {"t": last.started_at.isoformat(), "id": last.id})
 
     async def cancel(self, user: str, run_id: str) -> AgentRun:
-        """Stops a running run: at once when it executes here, within
-        cancel_poll_seconds when it executes on another replica (which polls
-        the flag). Returns the run; one already ended is left as it is."""
+        """Stops a running run: at once when it executes here; when it
+        executes on another replica, that replica is woken (at the latest, it
+        finds the flag at its safety poll). Returns the run; one already
+        ended is left as it is."""
         run = await self.get(user, run_id)
         if run.status != "running":
             return run
@@ -365,15 +377,17 @@ class RunService:
             task.cancel()
 
     async def watch_cancellations(self) -> None:
-        """Cancels this instance's runs that CancelRun flagged elsewhere, until cancelled."""
-        while True:
-            try:
-                if self._tasks:
-                    for run_id in await self._repo.cancel_requested(self._instance_id):
-                        self._cancel_local(run_id)
-            except Exception:  # noqa: BLE001 - keep polling through a database blip
-                log.exception("cancellation poll failed")
-            await asyncio.sleep(self._limits.cancel_poll_seconds)
+        """Cancels this instance's runs that CancelRun flagged elsewhere, until
+        cancelled: each time CancelRun announces one, and at the safety poll."""
+        async with self._repo.wakeups.subscribe(RUN_CANCEL, self._instance_id) as waiter:
+            while True:
+                try:
+                    if self._tasks:
+                        for run_id in await self._repo.cancel_requested(self._instance_id):
+                            self._cancel_local(run_id)
+                except Exception:  # noqa: BLE001 - keep polling through a database blip
+                    log.exception("cancellation poll failed")
+                await waiter.wait()
 
     # Execution
 
@@ -468,6 +482,7 @@ class RunService:
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
                         outcome.journal,
                         webhook_url=run.webhook_url,
+                        thread_id=run.conversation_id,
                     )
         except Exception:
             # Never show clients events that are not stored: end their
@@ -506,7 +521,7 @@ class RunService:
             )
             event.create_time.GetCurrentTime()
             if await self._repo.settle_if_running(
-                run.id, INTERRUPTED, event.SerializeToString(), sequence, run.webhook_url
+                run.id, INTERRUPTED, event.SerializeToString(), sequence, run.webhook_url, run.conversation_id
             ):
                 settled += 1
                 RUNS.labels("failed").inc()
@@ -521,8 +536,9 @@ class RunService:
             )
             event.create_time.GetCurrentTime()
             webhook_url = stored.webhook_url if stored is not None else None
+            thread_id = stored.conversation_id if stored is not None else None
             if await self._repo.settle_if_running(
-                run_id, message, event.SerializeToString(), sequence, webhook_url
+                run_id, message, event.SerializeToString(), sequence, webhook_url, thread_id
             ):
                 settled += 1
                 log.warning("settled run %s failed: its end could not be recorded", run_id)

@@ -102,10 +102,6 @@ class RunLimits:
     history_cache_bytes: int = 32 * 1024 * 1024
     # What a run may spend when its request sets no budget.
     default_budget: RunBudget = RunBudget(max_tokens=200_000, max_steps=20, max_seconds=600.0)
-    # How often this instance looks for cancellations asked on other replicas.
-    cancel_poll_seconds: float = 0.5
-    # How often a queued run checks whether its turn has come.
-    queue_poll_seconds: float = 0.1
     # The model that answers when the router cannot be reached ("provider/model").
     fallback_model: str = "offline/switchboard-offline-balanced"
     # A model's input tokens when its entry sets no context_window.

@@ -7,9 +7,9 @@ schedule from a given tick to the next, and the claim records the tick
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import and_, delete, or_, update
+from sqlalchemy import and_, delete, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
@@ -18,18 +18,29 @@ from services.engine.schedules.cron import TickPlan
 from services.engine.schedules.models import Schedule
 from services.shared.db import is_unique_violation, session_factory
 from services.shared.db_retry import db_retry
+from services.shared.driver import Driver
 from services.shared.lease import try_lock
+from services.shared.time import aware
+from services.shared.wakeups import SCHEDULES, Wakeups
 
 
 class SchedulesRepository:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, wakeups: Wakeups | None = None) -> None:
+        """``wakeups``: the process's; by default one of this repository's own."""
         self._engine = engine
         self._sessions = session_factory(engine)
+        self.wakeups = wakeups or Wakeups(driver=Driver(engine))
+
+    async def insert(self, schedule: Schedule) -> Schedule:
+        """Stores a new schedule (every replica's scheduler is woken); a
+        retry with the user's same request_id gets the schedule its first
+        attempt stored."""
+        stored = await self._insert(schedule)
+        await self.wakeups.notify(SCHEDULES.of())
+        return stored
 
     @db_retry
-    async def insert(self, schedule: Schedule) -> Schedule:
-        """Stores a new schedule; a retry with the user's same request_id
-        gets the schedule its first attempt stored."""
+    async def _insert(self, schedule: Schedule) -> Schedule:
         try:
             async with self._sessions() as session:
                 session.add(schedule)
@@ -91,7 +102,9 @@ class SchedulesRepository:
             result = await connection.execute(
                 update(Schedule).where(*conditions).values(paused=paused, next_run_at=next_run_at)
             )
-            return bool(result.rowcount)
+        if result.rowcount and not paused:
+            await self.wakeups.notify(SCHEDULES.of())
+        return bool(result.rowcount)
 
     @db_retry
     async def delete(self, user_id: str | None, schedule_id: str) -> bool:
@@ -124,6 +137,24 @@ class SchedulesRepository:
                 .limit(limit)
             )
             return (await session.exec(query)).all()
+
+    @db_retry
+    async def next_due(self, stale_after: timedelta) -> datetime | None:
+        """The earliest time a look may find work: the next tick of an active
+        schedule, or when a claimed tick's run goes stale."""
+        async with self._sessions() as session:
+            active = col(Schedule.paused).is_(False)
+            query = select(
+                select(func.min(Schedule.next_run_at)).where(active).scalar_subquery(),
+                select(func.min(Schedule.pending_since))
+                .where(active, col(Schedule.pending_tick_at).is_not(None))
+                .scalar_subquery(),
+            )
+            tick, pending_since = (await session.exec(query)).one()
+        times = [aware(tick)] if tick is not None else []
+        if pending_since is not None:
+            times.append(aware(pending_since) + stale_after)
+        return min(times, default=None)
 
     @db_retry
     async def claim(self, schedule_id: str, observed: datetime, plan: TickPlan, now: datetime) -> bool:

@@ -1,5 +1,7 @@
-"""The loop that runs schedules: every replica polls for due schedules; for
-each, one replica claims the tick (compare-and-set of the row's next tick,
+"""The loop that runs schedules: every replica looks for due schedules at
+the next tick's time, when a schedule is created or resumed (an
+announcement, services.shared.wakeups), and at the safety poll; for each,
+one replica claims the tick (compare-and-set of the row's next tick,
 recorded in the claim's transaction) and starts an ordinary run with
 surface SCHEDULE.
 
@@ -17,7 +19,6 @@ Semantics of a tick, across replicas and restarts:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from datetime import datetime, timedelta
@@ -30,14 +31,17 @@ from services.engine.schedules.repository import SchedulesRepository
 from services.shared.errors import DependencyUnavailable, DomainError
 from services.shared.metrics import SCHEDULE_TICKS
 from services.shared.time import aware, utcnow
+from services.shared.wakeups import SCHEDULES
 from switchboard.engine.v1 import engine_pb2
 
 log = logging.getLogger(__name__)
 
 # The requester of a scheduled run on an agent's shared thread.
 REQUESTER = "schedule"
-# Due schedules read per poll; the rest wait for the next poll.
+# Due schedules read per look; the rest are read at once after.
 BATCH = 100
+# The shortest pause between two looks (a due tick another replica is claiming).
+MIN_PAUSE_SECONDS = 0.05
 # Ticks one schedule claims in one poll (a per-second schedule catching up).
 MAX_CLAIMS = 20
 
@@ -53,16 +57,14 @@ class Scheduler:
         runs: RunService,
         misfire_grace: timedelta,
         stale_after: timedelta,
-        poll_seconds: float,
     ) -> None:
         self._repo = repo
         self._runs = runs
         self._grace = misfire_grace
         self._stale_after = stale_after
-        self._poll_seconds = poll_seconds
 
     async def run_due(self) -> int:
-        """One poll: claims every due tick this replica wins and starts its
+        """One look: claims every due tick this replica wins and starts its
         runs. Returns how many runs it started."""
         now = utcnow()
         started = 0
@@ -131,10 +133,21 @@ class Scheduler:
         await self._repo.started(row.id, tick, run_id, error)
 
     async def loop(self) -> None:
-        """Polls until cancelled; a failed poll is logged and retried."""
-        while True:
-            try:
-                await self.run_due()
-            except Exception:  # noqa: BLE001 - keep scheduling through a database blip
-                log.exception("scheduling failed")
-            await asyncio.sleep(self._poll_seconds)
+        """Runs due ticks until cancelled; a failed look is logged and retried."""
+        async with self._repo.wakeups.subscribe(SCHEDULES) as waiter:
+            while True:
+                pause = None
+                try:
+                    await self.run_due()
+                    pause = await self._until_due()
+                except Exception:  # noqa: BLE001 - keep scheduling through a database blip
+                    log.exception("scheduling failed")
+                await waiter.wait(pause)
+
+    async def _until_due(self) -> float | None:
+        """Seconds until the next tick of an active schedule, or until a
+        claimed tick goes stale; None when there is none."""
+        due = await self._repo.next_due(self._stale_after)
+        if due is None:
+            return None
+        return max(MIN_PAUSE_SECONDS, (due - utcnow()).total_seconds())

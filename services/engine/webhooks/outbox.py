@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, or_, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 
@@ -32,7 +32,8 @@ from services.engine.webhooks.models import (
 from services.shared.db import dialect_insert, session_factory
 from services.shared.db_retry import db_retry, insert_skipping_existing
 from services.shared.driver import Driver
-from services.shared.time import utcnow
+from services.shared.time import aware, utcnow
+from services.shared.wakeups import WEBHOOKS, Wakeups
 
 # Whether any row is due (OutboxRepository._claimable, as SQL for the driver):
 # the worker looks after every run, and most runs name no webhook.
@@ -60,10 +61,12 @@ class Attempt:
 
 
 class OutboxRepository:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, wakeups: Wakeups | None = None) -> None:
+        """``wakeups``: the process's; by default one of this repository's own."""
         self._engine = engine
         self._sessions = session_factory(engine)
         self._driver = Driver(engine)
+        self.wakeups = wakeups or Wakeups(driver=self._driver)
         self._bind_time = self._driver.binder(WebhookOutbox.__table__.c.next_attempt_at)  # type: ignore[attr-defined]
 
     @staticmethod
@@ -107,6 +110,22 @@ class OutboxRepository:
                     claimed.append(row)
             await session.commit()
         return claimed
+
+    @db_retry
+    async def next_due(self) -> datetime | None:
+        """When the earliest pending row can next be claimed: its next
+        attempt, or the end of the lease another attempt holds on it."""
+        async with self._sessions() as session:
+            pending = col(WebhookOutbox.state) == PENDING
+            unleased = or_(
+                col(WebhookOutbox.lease_until).is_(None), col(WebhookOutbox.lease_until) < utcnow()
+            )
+            query = select(
+                select(func.min(WebhookOutbox.next_attempt_at)).where(pending, unleased).scalar_subquery(),
+                select(func.min(WebhookOutbox.lease_until)).where(pending, ~unleased).scalar_subquery(),
+            )
+            times = [aware(t) for t in (await session.exec(query)).one() if t is not None]
+            return min(times, default=None)
 
     @db_retry
     async def record(
@@ -159,6 +178,7 @@ class OutboxRepository:
                 .where(col(WebhookOutbox.lease_owner) == owner, col(WebhookOutbox.state) == PENDING)
                 .values(lease_owner=None, lease_until=None)
             )
+        await self.wakeups.notify(WEBHOOKS.of())
 
     @db_retry
     async def of_run(self, run_id: str) -> tuple[WebhookOutbox | None, Sequence[WebhookDelivery]]:

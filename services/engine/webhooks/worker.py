@@ -37,6 +37,7 @@ from services.shared.outbound_urls import (
     resolve_allowed,
 )
 from services.shared.time import aware, utcnow
+from services.shared.wakeups import WEBHOOKS, Waiter
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ ATTEMPT_SECONDS = Histogram(
 )
 
 EVENT_TYPE = "run.ended"
+# The shortest pause between two claims when a row is due again at once
+# (its time came between the claim and the read of the next due time).
+MIN_PAUSE_SECONDS = 0.01
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,6 @@ class WebhookLimits:
     # Backoff between attempts: initial, then doubling up to max, plus jitter.
     backoff_initial: float = 1.0
     backoff_max: float = 300.0
-    # How often due rows are looked for when nothing wakes the worker.
-    poll_seconds: float = 1.0
     # Attempts in flight at once in this engine.
     concurrency: int = 8
 
@@ -99,7 +101,9 @@ class WebhookWorker:
         self._policy = policy
         self._limits = limits
         self._owner = owner
-        self._wakeup = asyncio.Event()
+        # While running: woken by a run that ends here, a slot freed, another
+        # replica's announcement (services.shared.wakeups); else at the safety poll.
+        self._waiter: Waiter | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(limits.concurrency)
         self._backoff = wait_exponential_jitter(
@@ -112,15 +116,24 @@ class WebhookWorker:
 
     def wake(self) -> None:
         """A run ended here: look for due rows now."""
-        self._wakeup.set()
+        if self._waiter is not None:
+            self._waiter.wake()
 
     async def run(self) -> None:
-        """Claims and delivers due rows until cancelled."""
+        """Claims and delivers due rows until cancelled: when woken, when the
+        next retry is due, and at the safety poll."""
+        async with self._outbox.wakeups.subscribe(WEBHOOKS) as waiter:
+            self._waiter = waiter
+            await self._claim_and_deliver(waiter)
+
+    async def _claim_and_deliver(self, waiter: Waiter) -> None:
         while True:
-            self._wakeup.clear()
+            pause: float | None = None
             try:
                 free = self._limits.concurrency - len(self._inflight)
                 rows = await self._outbox.claim(self._owner, self._limits.lease_seconds, free) if free else []
+                if free and len(rows) < free:
+                    pause = await self._until_due()
             except Exception:  # noqa: BLE001 - keep delivering through a database blip
                 log.exception("claiming webhook deliveries failed")
                 rows = []
@@ -130,16 +143,19 @@ class WebhookWorker:
                 task.add_done_callback(self._done)
             if len(rows) == free and free:
                 continue  # maybe more are due
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
-            # cancellation that lands as the wakeup fires, and this loop
-            # would then outlive the engine's shutdown.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._limits.poll_seconds):
-                    await self._wakeup.wait()
+            await waiter.wait(pause)
+
+    async def _until_due(self) -> float | None:
+        """Seconds until the earliest pending row can be claimed (a retry's
+        time, another attempt's lease), at least a moment; None: none pending."""
+        due = await self._outbox.next_due()
+        if due is None:
+            return None
+        return max(MIN_PAUSE_SECONDS, (due - utcnow()).total_seconds())
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
-        self._wakeup.set()  # a slot is free
+        self.wake()  # a slot is free
 
     async def _deliver(self, row: WebhookOutbox) -> None:
         try:

@@ -3,18 +3,16 @@ memory. Entries expire; nothing here is ever recalled as
 memory (its own table, never read by recall).
 
 A watch sends a snapshot, then changes. It works across replicas on one
-database: every write bumps the project's live revision, and a watcher reads
-that counter every ``poll_interval`` (one primary-key read), re-reading the
-entries only when it moved or when an entry it holds reaches its expiry. A
-write in the same process also wakes its watchers at once. Changes are found
-by comparing the entries with the ones the watcher last sent, so several
-writes to one agent between two polls arrive as the last of them."""
+database: every write bumps the project's live revision and, once
+committed, announces the project (services.shared.wakeups), which wakes its
+watchers on every replica; a watcher then reads that counter (one
+primary-key read), re-reading the entries only when it moved. It also wakes
+when an entry it holds reaches its expiry, and at the safety poll. Changes
+are found by comparing the entries with the ones the watcher last sent, so
+several writes to one agent between two reads arrive as the last of them."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +26,7 @@ from services.shared.audit import Actor
 from services.shared.errors import InvalidArgument, NotFound, TooLarge
 from services.shared.pagination import Cursor, as_text, page_of, page_request, same
 from services.shared.time import aware, utcnow
+from services.shared.wakeups import LIVE_STATE, Wakeups
 
 MAX_AGENT_ID_CHARS = 128
 MAX_ACTIVITY_CHARS = 200
@@ -76,27 +75,6 @@ def _agent(agent_id: str) -> str:
     return agent
 
 
-class Wakeups:
-    """Process-local wake-up of the watchers of one project."""
-
-    def __init__(self) -> None:
-        self._events: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-
-    def subscribe(self, key: str) -> asyncio.Event:
-        event = asyncio.Event()
-        self._events[key].add(event)
-        return event
-
-    def unsubscribe(self, key: str, event: asyncio.Event) -> None:
-        self._events[key].discard(event)
-        if not self._events[key]:
-            del self._events[key]
-
-    def notify(self, key: str) -> None:
-        for event in self._events.get(key, ()):
-            event.set()
-
-
 class LiveStateDomain:
     def __init__(
         self,
@@ -104,14 +82,13 @@ class LiveStateDomain:
         projects: ProjectsDomain,
         default_ttl: float,
         max_ttl: float,
-        poll_interval: float,
+        wakeups: Wakeups,
     ) -> None:
         self._repo = repository
         self._projects = projects
         self._default_ttl = timedelta(seconds=default_ttl)
         self._max_ttl = timedelta(seconds=max_ttl)
-        self._poll_interval = poll_interval
-        self._wakeups = Wakeups()
+        self._wakeups = wakeups
 
     async def set(
         self,
@@ -158,7 +135,7 @@ class LiveStateDomain:
             expire_time=now + lifetime,
         )
         saved = await self._repo.set_live(row, now)
-        self._wakeups.notify(project)
+        await self._wakeups.notify(LIVE_STATE.of(project))
         return saved
 
     async def list(self, actor: Actor, project_id: str, size: int, token: str) -> LivePage:
@@ -182,35 +159,30 @@ class LiveStateDomain:
         project = (await self._projects.access(actor, project_id, Role.EDITOR)).project_id
         if not await self._repo.delete_live(project, agent, utcnow()):
             raise NotFound(f"agent {agent!r} has no live state in project {project!r}", field="agent_id")
-        self._wakeups.notify(project)
+        await self._wakeups.notify(LIVE_STATE.of(project))
 
     async def clear(self, actor: Actor, project_id: str) -> int:
         project = (await self._projects.access(actor, project_id, Role.EDITOR)).project_id
         deleted = await self._repo.delete_live(project, None, utcnow())
-        self._wakeups.notify(project)
+        if deleted:
+            await self._wakeups.notify(LIVE_STATE.of(project))
         return deleted
 
     async def _read(self, project: str) -> tuple[int, dict[str, LiveState]]:
         # The revision first: a write landing between the two reads is seen
-        # again at the next poll, never missed.
+        # again at the next wake-up, never missed.
         revision = await self._repo.revision(project, LIVE)
         rows = await self._repo.list_live(project, utcnow())
         return revision, {row.agent_id: _normalised(row) for row in rows}
 
     async def watch(self, actor: Actor, project_id: str) -> AsyncIterator[LiveEvent]:
         project = (await self._projects.access(actor, project_id, Role.VIEWER)).project_id
-        key = project
-        wakeup = self._wakeups.subscribe(key)
-        try:
+        # Subscribed before the snapshot: a write after it wakes the watch.
+        async with self._wakeups.subscribe(LIVE_STATE, project) as waiter:
             revision, known = await self._read(project)
             yield LiveEvent(EventType.SNAPSHOT, list(known.values()))
             while True:
-                # asyncio.timeout, not wait_for, which on Python 3.11 loses a
-                # cancellation (the watcher leaving) that lands as a write wakes it.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll_interval):
-                        await wakeup.wait()
-                wakeup.clear()
+                await waiter.wait(_until_first_expiry(known, utcnow()))
                 now = utcnow()
                 expiring = any(entry.expire_time <= now for entry in known.values())
                 if not expiring and await self._repo.revision(project, LIVE) == revision:
@@ -219,8 +191,12 @@ class LiveStateDomain:
                 for event in changes(known, current, utcnow()):
                     yield event
                 known = current
-        finally:
-            self._wakeups.unsubscribe(key, wakeup)
+
+
+def _until_first_expiry(known: dict[str, LiveState], now: datetime) -> float | None:
+    """Seconds until the first entry held expires (None: nothing held)."""
+    first = min((entry.expire_time for entry in known.values()), default=None)
+    return None if first is None else max(0.0, (first - now).total_seconds())
 
 
 def changes(before: dict[str, LiveState], after: dict[str, LiveState], now: datetime) -> Sequence[LiveEvent]:

@@ -305,7 +305,7 @@ class MemoryServiceServicer:
 
     def WatchLiveState(self, request, context):
         """A snapshot of the project's entries, then each change as it happens
-        (across replicas, within the poll interval), expiries included.
+        (across replicas: a write wakes every replica's watches), expiries included.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -99,7 +99,7 @@ class MemoryServiceStub:
     """Deletes every entry of a project."""
     WatchLiveState: _grpc.UnaryStreamMultiCallable[_memory_service_pb2.WatchLiveStateRequest, _memory_service_pb2.WatchLiveStateResponse]
     """A snapshot of the project's entries, then each change as it happens
-    (across replicas, within the poll interval), expiries included.
+    (across replicas: a write wakes every replica's watches), expiries included.
     """
     GetPersonalSettings: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetPersonalSettingsRequest, _memory_service_pb2.GetPersonalSettingsResponse]
     """The caller's settings; the defaults when they never saved any."""
@@ -189,7 +189,7 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Deletes every entry of a project."""
     WatchLiveState: _aio.UnaryStreamMultiCallable[_memory_service_pb2.WatchLiveStateRequest, _memory_service_pb2.WatchLiveStateResponse]  # type: ignore[assignment]
     """A snapshot of the project's entries, then each change as it happens
-    (across replicas, within the poll interval), expiries included.
+    (across replicas: a write wakes every replica's watches), expiries included.
     """
     GetPersonalSettings: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetPersonalSettingsRequest, _memory_service_pb2.GetPersonalSettingsResponse]  # type: ignore[assignment]
     """The caller's settings; the defaults when they never saved any."""
@@ -390,7 +390,7 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_memory_service_pb2.WatchLiveStateResponse], _abc.AsyncIterator[_memory_service_pb2.WatchLiveStateResponse]]:
         """A snapshot of the project's entries, then each change as it happens
-        (across replicas, within the poll interval), expiries included.
+        (across replicas: a write wakes every replica's watches), expiries included.
         """
 
     @_abc_1.abstractmethod
