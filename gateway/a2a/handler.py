@@ -202,7 +202,7 @@ class SwitchboardRequestHandler(RequestHandler):
             target_agent_id=caller.agent_id,
             message=text,
             correlation_id=context_id,
-            webhook_url=params.configuration.task_push_notification_config.url,
+            webhook_url=_webhook_of(params.configuration.task_push_notification_config),
         )
         stream = self._engine.AskAgent(
             ask, timeout=self._settings.run_stream_timeout, metadata=caller.metadata()
@@ -248,8 +248,8 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_list_tasks(
         self, params: a2a_pb2.ListTasksRequest, context: ServerCallContext
     ) -> a2a_pb2.ListTasksResponse:
-        """The caller's tasks of this agent, newest first, one page of runs;
-        ``contextId`` and ``status`` filter that page."""
+        """The caller's tasks of this agent, newest first, one page of runs
+        (of one ``contextId`` when given); ``status`` filters that page."""
         caller = await self._caller(context)
         if params.page_size < 0 or params.page_size > 100:
             raise InvalidParamsError("pageSize is between 1 and 100")
@@ -260,14 +260,16 @@ class SwitchboardRequestHandler(RequestHandler):
             caller,
             self._engine.ListRuns,
             engine_service_pb2.ListRunsRequest(
-                conversation_id=thread_id, page_size=params.page_size, page_token=params.page_token
+                conversation_id=thread_id,
+                page_size=params.page_size,
+                page_token=params.page_token,
+                correlation_id=params.context_id,
             ),
         )
         tasks = [
-            task_of(run)
-            for run in runs.runs
-            if (not params.context_id or context_of(run) == params.context_id)
-            and (not params.status or task_of(run).status.state == params.status)
+            task
+            for task in map(task_of, runs.runs)
+            if not params.status or task.status.state == params.status
         ]
         return a2a_pb2.ListTasksResponse(
             tasks=tasks, next_page_token=runs.next_page_token, page_size=len(tasks), total_size=len(tasks)
@@ -351,12 +353,22 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: a2a_pb2.TaskPushNotificationConfig, context: ServerCallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
+        """The running task's one config: its run's webhook, set (replacing
+        any) on whichever replica runs it. An ended task's is refused."""
         caller = await self._caller(context)
-        await self._run(caller, params.task_id)
-        raise UnsupportedOperationError(
-            "a task's push notification config is its run's webhook, set with the message "
-            "(SendMessage configuration.taskPushNotificationConfig)"
-        )
+        run = await self._run(caller, params.task_id)
+        url = _webhook_of(params)
+        if not url:
+            raise InvalidParamsError("the push notification config needs a url")
+        return _push_config(await self._set_webhook(caller, run, url))
+
+    async def _set_webhook(self, caller: Caller, run: engine_pb2.Run, url: str) -> engine_pb2.Run:
+        if run.status != engine_pb2.RUN_STATUS_RUNNING:
+            raise UnsupportedOperationError("the task has ended: its push notification is already decided")
+        set_webhook = engine_service_pb2.SetRunWebhookRequest(run_id=run.id, webhook_url=url)
+        response = await self._call(caller, self._engine.SetRunWebhook, set_webhook)
+        updated: engine_pb2.Run = response.run
+        return updated
 
     @validate_request_params
     async def on_get_task_push_notification_config(
@@ -381,15 +393,30 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_delete_task_push_notification_config(
         self, params: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
+        """Clears the running task's webhook: its end is delivered nowhere."""
         caller = await self._caller(context)
-        await self._run(caller, params.task_id)
-        raise UnsupportedOperationError("a run's webhook stays with the run")
+        run = await self._run(caller, params.task_id)
+        if not run.webhook_url or params.id not in ("", PUSH_CONFIG_ID):
+            raise TaskNotFoundError("the task has no such push notification config")
+        await self._set_webhook(caller, run, "")
 
     async def on_get_extended_agent_card(
         self, params: a2a_pb2.GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> a2a_pb2.AgentCard:
         await self._caller(context)
         raise ExtendedAgentCardNotConfiguredError
+
+
+def _webhook_of(config: a2a_pb2.TaskPushNotificationConfig) -> str:
+    """The webhook a push notification config names. Deliveries are signed
+    with the engine's secret (Standard Webhooks), so a client's own token or
+    authentication would not be sent: refused rather than ignored."""
+    if config.token or config.HasField("authentication"):
+        raise InvalidParamsError(
+            "push notifications are signed by Switchboard (Standard Webhooks): "
+            "token and authentication are not supported"
+        )
+    return config.url
 
 
 def _push_config(run: engine_pb2.Run) -> a2a_pb2.TaskPushNotificationConfig:

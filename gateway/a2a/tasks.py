@@ -32,8 +32,9 @@ from switchboard.engine.v1 import engine_pb2
 CURSOR_EXTENSION = "urn:switchboard:a2a:resume-cursor:v1"
 CURSOR_PARAMETER = "Last-Event-ID"
 ANSWER = "answer"  # the artifact id of a run's answer
-# A task's id is its run's; its context id is carried by the run's request id,
-# "a2a:<contextId>:<messageId>", which also makes a resent message the same task.
+# A task's id is its run's, its context id the ask's correlation id (kept on
+# the run). Its request id "a2a:<contextId>:<messageId>" makes a resent
+# message the same task.
 REQUEST_PREFIX = "a2a:"
 
 STATES = {
@@ -59,11 +60,9 @@ def request_id(context_id: str, message_id: str) -> str:
 
 
 def context_of(run: engine_pb2.Run) -> str:
-    """The task's context id: the one its A2A request carried; an ask made
-    another way has its run id as correlation id unless it named one."""
-    if run.request_id.startswith(REQUEST_PREFIX):
-        return run.request_id[len(REQUEST_PREFIX) :].rpartition(":")[0]
-    return run.id
+    """The task's context id: its ask's correlation id, however the ask was
+    made (the run's id when it named none)."""
+    return run.correlation_id or run.id
 
 
 def agent_message(task_id: str, context_id: str, text: str, message_id: str) -> a2a_pb2.Message:

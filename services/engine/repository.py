@@ -183,11 +183,11 @@ class RunsRepository:
         values: dict[str, Any],
         events: Sequence[tuple[int, bytes]],
         journal: Sequence[AgentAction | SkillRun] = (),
-        webhook_url: str | None = None,
     ) -> None:
         """Settles the run and writes its last events, its actions and its
-        skill runs in one transaction; with its webhook's outbox row when it
-        names one (so an ended run is always delivered, and delivered once)."""
+        skill runs in one transaction; with its webhook's outbox row when its
+        row names one as it ends (so an ended run is always delivered, and
+        delivered once, to the webhook it had last)."""
 
         async def write(attempt: int) -> None:
             # Fixed keys (ids, sequences): a retry skips what a lost-reply attempt wrote.
@@ -199,8 +199,7 @@ class RunsRepository:
                     statements.append(inserts.of_dicts(rows, retry))
             if events:
                 statements.append(self._sql.events.of([(run_id, seq, data) for seq, data in events], retry))
-            if webhook_url:
-                statements.append(self._sql.outbox.of_dicts([outbox_row(run_id, webhook_url)], retry))
+            statements.append(self._sql.run_outbox(run_id, retry))
             await self._driver.batch(statements)
 
         await retry_transient(write, "RunsRepository.finish_run")
@@ -233,14 +232,21 @@ class RunsRepository:
 
     @db_retry
     async def list_runs(
-        self, user_id: str, conversation_id: str, before: tuple[datetime, str] | None, limit: int
+        self,
+        user_id: str,
+        conversation_id: str,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        correlation_id: str = "",
     ) -> Sequence[AgentRun]:
-        """A user's runs of a conversation, newest first, strictly after the
-        (started_at, id) of ``before`` in that order."""
+        """A user's runs of a conversation (of one correlation when given),
+        newest first, strictly after the (started_at, id) of ``before`` in that order."""
         async with self._sessions() as session:
             query = select(AgentRun).where(
                 AgentRun.user_id == user_id, AgentRun.conversation_id == conversation_id
             )
+            if correlation_id:
+                query = query.where(AgentRun.correlation_id == correlation_id)
             if before is not None:
                 started, run_id = before
                 query = query.where(
@@ -298,6 +304,18 @@ class RunsRepository:
                 .values(status="done", approval=decision)
             )
             return bool(result.rowcount)
+
+    @db_retry
+    async def set_webhook_if_running(self, run_id: str, webhook_url: str | None) -> bool:
+        """Sets (None: clears) a running run's webhook; False when the run
+        has ended (its end, with or without a delivery, is already written)."""
+        async with self._engine.begin() as connection:
+            result = await connection.execute(
+                update(AgentRun)
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
+                .values(webhook_url=webhook_url)
+            )
+            return bool(result.rowcount == 1)
 
     @db_retry
     async def request_cancel(self, run_id: str) -> None:

@@ -151,8 +151,9 @@ class RunService:
                 return existing.id
         await self._apply_busy_policy(request.user, thread_id, request.busy_policy)
 
+        run_id = str(uuid.uuid4())
         run = AgentRun(
-            id=str(uuid.uuid4()),
+            id=run_id,
             user_id=request.user,
             agent_id=request.ask.target if request.ask else None,
             parent_run_id=(request.ask.parent_run_id or None) if request.ask else None,
@@ -167,6 +168,8 @@ class RunService:
             run_context_json=run_context.to_json(run_context.recorded(request.context, request.surface)),
             # The run's texts follow the language asked for, else the message's.
             language=language.resolve(request.language, request.message),
+            # The correlation every entry of the ask carries (asks.AgentAsks.work).
+            correlation_id=(request.ask.correlation_id or run_id) if request.ask else None,
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
@@ -315,9 +318,10 @@ class RunService:
         return run
 
     async def list_runs(
-        self, user: str, conversation_id: str, requested_size: int, token: str
+        self, user: str, conversation_id: str, requested_size: int, token: str, correlation_id: str = ""
     ) -> tuple[list[AgentRun], str]:
-        """The user's runs of a conversation, newest first, one page."""
+        """The user's runs of a conversation, newest first, one page; only
+        those of ``correlation_id`` when one is given."""
         if not conversation_id:
             raise InvalidArgument("conversation_id is required", field="conversation_id")
         size, before = page_request(
@@ -327,7 +331,7 @@ class RunService:
             default=20,
             maximum=100,
         )
-        rows = await self._repo.list_runs(user, conversation_id, before, size + 1)
+        rows = await self._repo.list_runs(user, conversation_id, before, size + 1, correlation_id)
         return page_of(rows, size, lambda last: {"t": last.started_at.isoformat(), "id": last.id})
 
     async def cancel(self, user: str, run_id: str) -> AgentRun:
@@ -340,6 +344,19 @@ class RunService:
         await self._repo.request_cancel(run_id)
         self._cancel_local(run_id)
         return run
+
+    async def set_webhook(self, user: str, run_id: str, webhook_url: str) -> AgentRun:
+        """Sets (or clears, "") the webhook of the user's running run, whichever
+        replica executes it: the run's end reads it from its row. A run that
+        has ended is refused: its delivery was decided as it ended."""
+        run = await self.get(user, run_id)
+        if run.status != "running" or not await self._repo.set_webhook_if_running(
+            run_id, webhook_url or None
+        ):
+            raise FailedPrecondition(
+                f"run {run_id!r} has ended: its webhook is decided", run_id=run_id, field="run_id"
+            )
+        return await self.get(user, run_id)
 
     async def record_approval(self, user: str, run_id: str, decision: str) -> AgentRun:
         """The user decided on the proposal the run waited on: the run is done,
@@ -467,7 +484,6 @@ class RunService:
                         {"status": status, "error": error, **outcome.columns()},
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
                         outcome.journal,
-                        webhook_url=run.webhook_url,
                     )
         except Exception:
             # Never show clients events that are not stored: end their
