@@ -48,6 +48,7 @@ from gateway.a2a.tasks import (
     TaskEncoder,
     context_of,
     cursor_of,
+    history_message,
     request_id,
     task_of,
 )
@@ -55,7 +56,7 @@ from gateway.settings import GatewaySettings
 from services.shared.clients import call
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
-from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
 Response = TypeVar("Response")
 
@@ -70,6 +71,8 @@ ID_MAX = 60
 # cancel_poll_seconds is 0.5 s on another replica).
 CANCEL_WAIT_SECONDS = 5.0
 PUSH_CONFIG_ID = "webhook"
+# The entries of an ask that are its task's history (not its tool calls).
+SPOKEN = (threads_pb2.ROLE_USER, threads_pb2.ROLE_ASSISTANT)
 
 
 @dataclass(frozen=True)
@@ -233,16 +236,44 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_get_task(
         self, params: a2a_pb2.GetTaskRequest, context: ServerCallContext
     ) -> a2a_pb2.Task | None:
-        """The task; an ended one with its answer (a running one's is
-        followed with SubscribeToTask)."""
+        """The task as it stands: its answer so far (stored so far, for a
+        running one) and its history, the question then, once answered, the
+        answer; only the last ``historyLength`` messages when given."""
         caller = await self._caller(context)
         run = await self._run(caller, params.id)
-        if run.status == engine_pb2.RUN_STATUS_RUNNING:
-            return task_of(run)
+        if params.history_length < 0:
+            raise InvalidParamsError("historyLength must not be negative")
         encoder = TaskEncoder(run.id, context_of(run))
-        async for event in self._watch(caller, run.id):
+        async for event in self._watch(caller, run.id, stored_only=True):
             encoder.encode(event)
-        return encoder.task(run)
+        task = encoder.task(run)
+        if not params.HasField("history_length"):
+            task.history.extend(await self._history(caller, run))
+        elif params.history_length:
+            task.history.extend((await self._history(caller, run))[-params.history_length :])
+        return task
+
+    async def _history(self, caller: Caller, run: engine_pb2.Run) -> list[a2a_pb2.Message]:
+        """The run's messages, from its ask's entries on the agent's thread:
+        the question, and the answer once written."""
+        view = threads_service_pb2.ListEntriesRequest
+        correlation = view.ForCorrelation(thread_id=run.conversation_id, correlation_id=context_of(run))
+        messages: list[a2a_pb2.Message] = []
+        token = ""
+        while True:  # a context's other tasks share its entries: this run's are picked out
+            page = await self._call(
+                caller,
+                self._threads.ListEntries,
+                view(for_correlation=correlation, page_size=100, page_token=token),
+            )
+            messages += [
+                history_message(run, entry)
+                for entry in page.entries
+                if entry.run_id == run.id and entry.role in SPOKEN and entry.content
+            ]
+            token = page.next_page_token
+            if not token or len(messages) >= 2:
+                return messages
 
     @validate_request_params
     async def on_list_tasks(
@@ -331,11 +362,13 @@ class SwitchboardRequestHandler(RequestHandler):
             for item in encoder.encode(event):
                 yield item
 
-    async def _watch(self, caller: Caller, run_id: str) -> AsyncGenerator[engine_pb2.RunEvent]:
+    async def _watch(
+        self, caller: Caller, run_id: str, *, stored_only: bool = False
+    ) -> AsyncGenerator[engine_pb2.RunEvent]:
         """The run's whole log, then its events until it ends (at once for
-        an ended run)."""
+        an ended run); ``stored_only``: its log as stored now."""
         stream = self._engine.WatchRun(
-            engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=0),
+            engine_service_pb2.WatchRunRequest(run_id=run_id, stored_only=stored_only),
             timeout=self._settings.run_stream_timeout,
             metadata=caller.metadata(),
         )

@@ -340,6 +340,7 @@ COMMENTS: dict[str, str] = {
     'switchboard.engine.v1.WatchRunRequest': 'Which run to follow, and from where.',
     'switchboard.engine.v1.WatchRunRequest.after_sequence': 'Stream events with sequence > after_sequence (0 = from the start).',
     'switchboard.engine.v1.WatchRunRequest.run_id': "The run's id.",
+    'switchboard.engine.v1.WatchRunRequest.stored_only': 'Only the events stored so far, then the stream ends, whether or not the run has (a snapshot of a running run; its latest events may not be stored yet).',
     'switchboard.engine.v1.WatchRunResponse': 'One stored or live event of the watched run.',
     'switchboard.engine.v1.WatchRunResponse.event': "The event; the stream ends after the run's terminal event.",
     'switchboard.engine.v1.WatchRunResponse.event_json': "The event's JSON as the gateway's SSE `data:` carries it, made once by the engine for every stream of the event (not stored: the run's events keep the proto). Empty from an older engine: the gateway then encodes `event` itself.",

@@ -97,7 +97,10 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     async def WatchRun(
         self, request: engine_service_pb2.WatchRunRequest, context: Context
     ) -> AsyncIterator[engine_service_pb2.WatchRunResponse]:
-        async for streamed in self._runs.stream(caller_user(context), request.run_id, request.after_sequence):
+        events = self._runs.stream(
+            caller_user(context), request.run_id, request.after_sequence, request.stored_only
+        )
+        async for streamed in events:
             yield engine_service_pb2.WatchRunResponse(event=streamed.event, event_json=streamed.json)
 
     async def CancelRun(

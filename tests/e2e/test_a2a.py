@@ -300,6 +300,35 @@ async def test_a_resubscription_without_the_extension_gets_the_task_and_its_answ
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
+async def test_get_task_gives_the_answer_so_far_and_the_history_of_question_and_answer(
+    launched: Launched, agent: str, binding: str
+) -> None:
+    script(f"slow:0.1:{SLOW}")
+    question = "Quand a lieu le déploiement, exactement ?"
+    async with await client_of(launched, agent, binding) as client:
+        seen = await dropped_stream(client, launched, question)
+        asked = seen[0].task.history[0]
+        running = await client.get_task(a2a_pb2.GetTaskRequest(id=asked.task_id), context=auth(launched))
+        assert running.status.state == a2a_pb2.TASK_STATE_WORKING
+        # The answer streamed so far: at least what the client read, never more than the answer.
+        so_far = running.artifacts[0].parts[0].text
+        assert so_far.startswith("".join(chunks(seen))) and SLOW.startswith(so_far) and so_far != SLOW
+        assert [(m.role, m.message_id, m.parts[0].text) for m in running.history] == [
+            (a2a_pb2.ROLE_USER, asked.message_id, question)
+        ]
+        done = await settled(client, launched, asked.task_id)
+        assert done.artifacts[0].parts[0].text == SLOW
+        assert [(m.role, m.parts[0].text) for m in done.history] == [
+            (a2a_pb2.ROLE_USER, question),
+            (a2a_pb2.ROLE_AGENT, SLOW),
+        ]
+        for length, expected in ((1, [SLOW]), (0, []), (5, [question, SLOW])):
+            request = a2a_pb2.GetTaskRequest(id=asked.task_id, history_length=length)
+            task = await client.get_task(request, context=auth(launched))
+            assert [m.parts[0].text for m in task.history] == expected, length
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
 async def test_cancelling_a_task_cancels_its_run(launched: Launched, agent: str, binding: str) -> None:
     script(f"slow:0.2:{SLOW}")
     async with await client_of(launched, agent, binding) as client:

@@ -285,11 +285,19 @@ class RunService:
         async for streamed in self.stream(user, run_id, after):
             yield streamed.event
 
-    async def stream(self, user: str, run_id: str, after: int) -> AsyncIterator[StreamedEvent]:
+    async def stream(
+        self, user: str, run_id: str, after: int, stored_only: bool = False
+    ) -> AsyncIterator[StreamedEvent]:
         """The run's events with sequence > after until its terminal event,
         with their JSON: live from this process's feed (shared by all its
         followers), else from the database (another replica's run, or a
-        finished one), polling until it ends."""
+        finished one), polling until it ends. ``stored_only``: those stored
+        now, and no more (a snapshot)."""
+        if stored_only:
+            await self.get(user, run_id)
+            for row in await self._repo.events_after(run_id, after):
+                yield StreamedEvent(engine_pb2.RunEvent.FromString(row.payload))
+            return
         local = self._feeds.get(run_id)
         if local is not None and local[1] == user:
             async for streamed in local[0].follow(after):

@@ -271,19 +271,26 @@ class WatchRunRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    STORED_ONLY_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run's id."""
     after_sequence: _builtins.int
     """Stream events with sequence > after_sequence (0 = from the start)."""
+    stored_only: _builtins.bool
+    """Only the events stored so far, then the stream ends, whether or not the
+    run has (a snapshot of a running run; its latest events may not be
+    stored yet).
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         after_sequence: _builtins.int = ...,
+        stored_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "run_id", b"run_id", "stored_only", b"stored_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
