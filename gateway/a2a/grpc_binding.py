@@ -16,6 +16,9 @@ from gateway.a2a.handler import CURSOR, GRPC_CONTEXT, IDENTITY, SwitchboardReque
 from gateway.a2a.tasks import CURSOR_PARAMETER
 from gateway.auth import Authenticator
 from gateway.settings import GatewaySettings
+from services.shared.bootstrap import MethodHandlerCache
+from services.shared.errors import ErrorMapping
+from services.shared.request_guard import RequestGuard
 
 EXTENSIONS_KEY = "a2a-extensions"
 
@@ -49,8 +52,12 @@ async def start(state: State, settings: GatewaySettings, auth: Authenticator) ->
     """The A2A gRPC server, listening; None when no port is set."""
     if settings.a2a_grpc_port is None:
         return None
+    # A request that does not parse (or holds NUL in a string) is the
+    # caller's mistake: INVALID_ARGUMENT with an ErrorInfo, as on every
+    # service, never the UNKNOWN grpc.aio gives a deserializer's exception.
+    guard = MethodHandlerCache(layers=[ErrorMapping(), RequestGuard()])
     # No port sharing: a port another program holds is a failed start, not a split one.
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(interceptors=[guard], options=[("grpc.so_reuseport", 0)])
     handler = GrpcHandler(SwitchboardRequestHandler(state, settings), _GrpcContext(auth))
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(handler, server)  # type: ignore[no-untyped-call]
     server.add_insecure_port(f"{settings.host}:{settings.a2a_grpc_port}")

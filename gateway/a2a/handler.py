@@ -48,6 +48,7 @@ from gateway.a2a.tasks import (
     TaskEncoder,
     context_of,
     cursor_of,
+    history_message,
     request_id,
     task_of,
 )
@@ -55,7 +56,7 @@ from gateway.settings import GatewaySettings
 from services.shared.clients import call
 from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
-from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_pb2, threads_service_pb2, threads_service_pb2_grpc
 
 Response = TypeVar("Response")
 
@@ -70,6 +71,8 @@ ID_MAX = 60
 # cancel_poll_seconds is 0.5 s on another replica).
 CANCEL_WAIT_SECONDS = 5.0
 PUSH_CONFIG_ID = "webhook"
+# The entries of an ask that are its task's history (not its tool calls).
+SPOKEN = (threads_pb2.ROLE_USER, threads_pb2.ROLE_ASSISTANT)
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,7 @@ class SwitchboardRequestHandler(RequestHandler):
             target_agent_id=caller.agent_id,
             message=text,
             correlation_id=context_id,
-            webhook_url=params.configuration.task_push_notification_config.url,
+            webhook_url=_webhook_of(params.configuration.task_push_notification_config),
         )
         stream = self._engine.AskAgent(
             ask, timeout=self._settings.run_stream_timeout, metadata=caller.metadata()
@@ -233,23 +236,51 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_get_task(
         self, params: a2a_pb2.GetTaskRequest, context: ServerCallContext
     ) -> a2a_pb2.Task | None:
-        """The task; an ended one with its answer (a running one's is
-        followed with SubscribeToTask)."""
+        """The task as it stands: its answer so far (stored so far, for a
+        running one) and its history, the question then, once answered, the
+        answer; only the last ``historyLength`` messages when given."""
         caller = await self._caller(context)
         run = await self._run(caller, params.id)
-        if run.status == engine_pb2.RUN_STATUS_RUNNING:
-            return task_of(run)
+        if params.history_length < 0:
+            raise InvalidParamsError("historyLength must not be negative")
         encoder = TaskEncoder(run.id, context_of(run))
-        async for event in self._watch(caller, run.id):
+        async for event in self._watch(caller, run.id, stored_only=True):
             encoder.encode(event)
-        return encoder.task(run)
+        task = encoder.task(run)
+        if not params.HasField("history_length"):
+            task.history.extend(await self._history(caller, run))
+        elif params.history_length:
+            task.history.extend((await self._history(caller, run))[-params.history_length :])
+        return task
+
+    async def _history(self, caller: Caller, run: engine_pb2.Run) -> list[a2a_pb2.Message]:
+        """The run's messages, from its ask's entries on the agent's thread:
+        the question, and the answer once written."""
+        view = threads_service_pb2.ListEntriesRequest
+        correlation = view.ForCorrelation(thread_id=run.conversation_id, correlation_id=context_of(run))
+        messages: list[a2a_pb2.Message] = []
+        token = ""
+        while True:  # a context's other tasks share its entries: this run's are picked out
+            page = await self._call(
+                caller,
+                self._threads.ListEntries,
+                view(for_correlation=correlation, page_size=100, page_token=token),
+            )
+            messages += [
+                history_message(run, entry)
+                for entry in page.entries
+                if entry.run_id == run.id and entry.role in SPOKEN and entry.content
+            ]
+            token = page.next_page_token
+            if not token or len(messages) >= 2:
+                return messages
 
     @validate_request_params
     async def on_list_tasks(
         self, params: a2a_pb2.ListTasksRequest, context: ServerCallContext
     ) -> a2a_pb2.ListTasksResponse:
-        """The caller's tasks of this agent, newest first, one page of runs;
-        ``contextId`` and ``status`` filter that page."""
+        """The caller's tasks of this agent, newest first, one page of runs
+        (of one ``contextId`` when given); ``status`` filters that page."""
         caller = await self._caller(context)
         if params.page_size < 0 or params.page_size > 100:
             raise InvalidParamsError("pageSize is between 1 and 100")
@@ -260,14 +291,16 @@ class SwitchboardRequestHandler(RequestHandler):
             caller,
             self._engine.ListRuns,
             engine_service_pb2.ListRunsRequest(
-                conversation_id=thread_id, page_size=params.page_size, page_token=params.page_token
+                conversation_id=thread_id,
+                page_size=params.page_size,
+                page_token=params.page_token,
+                correlation_id=params.context_id,
             ),
         )
         tasks = [
-            task_of(run)
-            for run in runs.runs
-            if (not params.context_id or context_of(run) == params.context_id)
-            and (not params.status or task_of(run).status.state == params.status)
+            task
+            for task in map(task_of, runs.runs)
+            if not params.status or task.status.state == params.status
         ]
         return a2a_pb2.ListTasksResponse(
             tasks=tasks, next_page_token=runs.next_page_token, page_size=len(tasks), total_size=len(tasks)
@@ -329,11 +362,13 @@ class SwitchboardRequestHandler(RequestHandler):
             for item in encoder.encode(event):
                 yield item
 
-    async def _watch(self, caller: Caller, run_id: str) -> AsyncGenerator[engine_pb2.RunEvent]:
+    async def _watch(
+        self, caller: Caller, run_id: str, *, stored_only: bool = False
+    ) -> AsyncGenerator[engine_pb2.RunEvent]:
         """The run's whole log, then its events until it ends (at once for
-        an ended run)."""
+        an ended run); ``stored_only``: its log as stored now."""
         stream = self._engine.WatchRun(
-            engine_service_pb2.WatchRunRequest(run_id=run_id, after_sequence=0),
+            engine_service_pb2.WatchRunRequest(run_id=run_id, stored_only=stored_only),
             timeout=self._settings.run_stream_timeout,
             metadata=caller.metadata(),
         )
@@ -351,12 +386,22 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: a2a_pb2.TaskPushNotificationConfig, context: ServerCallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
+        """The running task's one config: its run's webhook, set (replacing
+        any) on whichever replica runs it. An ended task's is refused."""
         caller = await self._caller(context)
-        await self._run(caller, params.task_id)
-        raise UnsupportedOperationError(
-            "a task's push notification config is its run's webhook, set with the message "
-            "(SendMessage configuration.taskPushNotificationConfig)"
-        )
+        run = await self._run(caller, params.task_id)
+        url = _webhook_of(params)
+        if not url:
+            raise InvalidParamsError("the push notification config needs a url")
+        return _push_config(await self._set_webhook(caller, run, url))
+
+    async def _set_webhook(self, caller: Caller, run: engine_pb2.Run, url: str) -> engine_pb2.Run:
+        if run.status != engine_pb2.RUN_STATUS_RUNNING:
+            raise UnsupportedOperationError("the task has ended: its push notification is already decided")
+        set_webhook = engine_service_pb2.SetRunWebhookRequest(run_id=run.id, webhook_url=url)
+        response = await self._call(caller, self._engine.SetRunWebhook, set_webhook)
+        updated: engine_pb2.Run = response.run
+        return updated
 
     @validate_request_params
     async def on_get_task_push_notification_config(
@@ -381,15 +426,30 @@ class SwitchboardRequestHandler(RequestHandler):
     async def on_delete_task_push_notification_config(
         self, params: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
+        """Clears the running task's webhook: its end is delivered nowhere."""
         caller = await self._caller(context)
-        await self._run(caller, params.task_id)
-        raise UnsupportedOperationError("a run's webhook stays with the run")
+        run = await self._run(caller, params.task_id)
+        if not run.webhook_url or params.id not in ("", PUSH_CONFIG_ID):
+            raise TaskNotFoundError("the task has no such push notification config")
+        await self._set_webhook(caller, run, "")
 
     async def on_get_extended_agent_card(
         self, params: a2a_pb2.GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> a2a_pb2.AgentCard:
         await self._caller(context)
         raise ExtendedAgentCardNotConfiguredError
+
+
+def _webhook_of(config: a2a_pb2.TaskPushNotificationConfig) -> str:
+    """The webhook a push notification config names. Deliveries are signed
+    with the engine's secret (Standard Webhooks), so a client's own token or
+    authentication would not be sent: refused rather than ignored."""
+    if config.token or config.HasField("authentication"):
+        raise InvalidParamsError(
+            "push notifications are signed by Switchboard (Standard Webhooks): "
+            "token and authentication are not supported"
+        )
+    return config.url
 
 
 def _push_config(run: engine_pb2.Run) -> a2a_pb2.TaskPushNotificationConfig:

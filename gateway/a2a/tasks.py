@@ -25,6 +25,7 @@ from a2a.types import a2a_pb2
 from google.protobuf.struct_pb2 import Struct
 
 from switchboard.engine.v1 import engine_pb2
+from switchboard.threads.v1 import threads_pb2
 
 # The resume-cursor extension: declared in every card, activated by the
 # client with the A2A-Extensions header (gRPC: metadata), and the cursor
@@ -32,8 +33,9 @@ from switchboard.engine.v1 import engine_pb2
 CURSOR_EXTENSION = "urn:switchboard:a2a:resume-cursor:v1"
 CURSOR_PARAMETER = "Last-Event-ID"
 ANSWER = "answer"  # the artifact id of a run's answer
-# A task's id is its run's; its context id is carried by the run's request id,
-# "a2a:<contextId>:<messageId>", which also makes a resent message the same task.
+# A task's id is its run's, its context id the ask's correlation id (kept on
+# the run). Its request id "a2a:<contextId>:<messageId>" makes a resent
+# message the same task.
 REQUEST_PREFIX = "a2a:"
 
 STATES = {
@@ -59,11 +61,26 @@ def request_id(context_id: str, message_id: str) -> str:
 
 
 def context_of(run: engine_pb2.Run) -> str:
-    """The task's context id: the one its A2A request carried; an ask made
-    another way has its run id as correlation id unless it named one."""
-    if run.request_id.startswith(REQUEST_PREFIX):
-        return run.request_id[len(REQUEST_PREFIX) :].rpartition(":")[0]
-    return run.id
+    """The task's context id: its ask's correlation id, however the ask was
+    made (the run's id when it named none)."""
+    return run.correlation_id or run.id
+
+
+def history_message(run: engine_pb2.Run, entry: threads_pb2.Entry) -> a2a_pb2.Message:
+    """An entry of the run's ask as a message of its task's history: the
+    question (with the messageId it was sent with over A2A) or the answer
+    (the same message as the ended task's status)."""
+    context_id = context_of(run)
+    if entry.role == threads_pb2.ROLE_ASSISTANT:
+        return agent_message(run.id, context_id, entry.content, f"{run.id}-status")
+    sent = run.request_id.rpartition(":")[2] if run.request_id.startswith(REQUEST_PREFIX) else ""
+    return a2a_pb2.Message(
+        message_id=sent or f"{run.id}-question",
+        task_id=run.id,
+        context_id=context_id,
+        role=a2a_pb2.ROLE_USER,
+        parts=[a2a_pb2.Part(text=entry.content)],
+    )
 
 
 def agent_message(task_id: str, context_id: str, text: str, message_id: str) -> a2a_pb2.Message:

@@ -16,6 +16,8 @@ class AgentRun(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("user_id", "request_id", name="uq_agent_runs_user_request"),
         Index("ix_agent_runs_conversation", "conversation_id"),
+        # An agent's tasks of one A2A context: its thread's runs of one correlation.
+        Index("ix_agent_runs_conversation_correlation", "conversation_id", "correlation_id"),
         Index("ix_agent_runs_started_at", "started_at"),
         Index("ix_agent_runs_status_instance", "status", "instance_id"),
         # The run quotas count a user's running runs and recent starts.
@@ -65,6 +67,8 @@ class AgentRun(SQLModel, table=True):
     webhook_url: str | None = Field(default=None, max_length=2048)
     # The language of the texts the run writes (services.engine.texts): "en", "fr".
     language: str = Field(default="en", max_length=8)
+    # An ask's correlation id (the one it named, else the run's id); None for a chat run.
+    correlation_id: str | None = Field(default=None, max_length=128)
 
 
 class RunEventRow(SQLModel, table=True):

@@ -193,10 +193,12 @@ class RunsRepository:
         thread_id: str | None = None,
     ) -> None:
         """Settles the run and writes its last events, its actions and its
-        skill runs in one transaction; with its webhook's outbox row when it
-        names one (so an ended run is always delivered, and delivered once).
-        Wakes its followers, the runs queued on its thread and the webhook
-        workers."""
+        skill runs in one transaction; with its webhook's outbox row when its
+        row names one as it ends (so an ended run is always delivered, and
+        delivered once, to the webhook it had last). Wakes its followers, the
+        runs queued on its thread and, when this replica knows the run has a
+        webhook (``webhook_url``), the webhook workers; one set on another
+        replica while the run went on is delivered at their safety poll."""
         wakes = _ended(run_id, thread_id, webhook_url)
 
         async def write(attempt: int) -> None:
@@ -209,8 +211,7 @@ class RunsRepository:
                     statements.append(inserts.of_dicts(rows, retry))
             if events:
                 statements.append(self._sql.events.of([(run_id, seq, data) for seq, data in events], retry))
-            if webhook_url:
-                statements.append(self._sql.outbox.of_dicts([outbox_row(run_id, webhook_url)], retry))
+            statements.append(self._sql.run_outbox(run_id, retry))
             await self.wakeups.batch(self._driver, statements, *wakes)
 
         await retry_transient(write, "RunsRepository.finish_run")
@@ -243,14 +244,21 @@ class RunsRepository:
 
     @db_retry
     async def list_runs(
-        self, user_id: str, conversation_id: str, before: tuple[datetime, str] | None, limit: int
+        self,
+        user_id: str,
+        conversation_id: str,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        correlation_id: str = "",
     ) -> Sequence[AgentRun]:
-        """A user's runs of a conversation, newest first, strictly after the
-        (started_at, id) of ``before`` in that order."""
+        """A user's runs of a conversation (of one correlation when given),
+        newest first, strictly after the (started_at, id) of ``before`` in that order."""
         async with self._sessions() as session:
             query = select(AgentRun).where(
                 AgentRun.user_id == user_id, AgentRun.conversation_id == conversation_id
             )
+            if correlation_id:
+                query = query.where(AgentRun.correlation_id == correlation_id)
             if before is not None:
                 started, run_id = before
                 query = query.where(
@@ -308,6 +316,18 @@ class RunsRepository:
                 .values(status="done", approval=decision)
             )
             return bool(result.rowcount)
+
+    @db_retry
+    async def set_webhook_if_running(self, run_id: str, webhook_url: str | None) -> bool:
+        """Sets (None: clears) a running run's webhook; False when the run
+        has ended (its end, with or without a delivery, is already written)."""
+        async with self._engine.begin() as connection:
+            result = await connection.execute(
+                update(AgentRun)
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
+                .values(webhook_url=webhook_url)
+            )
+            return bool(result.rowcount == 1)
 
     @db_retry
     async def request_cancel(self, run_id: str) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import Table
 from services.engine.models import AgentAction, AgentRun, RunEventRow, SkillRun
 from services.engine.quotas import RunQuota
 from services.engine.webhooks.models import WebhookOutbox
+from services.engine.webhooks.outbox import outbox_row
 from services.shared.driver import Driver, Statement
 from services.shared.wakeups import RUN_EVENTS, Channel, announcing
 
@@ -36,6 +37,13 @@ FIRST_EVENT = (
     " SELECT $1, 1, $2 WHERE EXISTS (SELECT 1 FROM agent_runs WHERE id = $3)"
 )
 SKIP_EXISTING = " ON CONFLICT DO NOTHING"
+# The outbox row of a run that ends, for the webhook its row names when it
+# ends: one set or cleared while it ran (SetRunWebhook, any replica) counts.
+RUN_OUTBOX = (
+    "INSERT INTO webhook_outbox (run_id, url, webhook_id, state, attempts, created_at, next_attempt_at)"
+    " SELECT id, webhook_url, $1, $2, 0, $3, $4 FROM agent_runs"
+    " WHERE id = $5 AND webhook_url IS NOT NULL AND webhook_url <> ''"
+)
 
 
 def _table(model: Any) -> Table:
@@ -94,10 +102,9 @@ class RunStatements:
         )
         self.actions = Inserts(driver, _table(AgentAction))
         self.skill_runs = Inserts(driver, _table(SkillRun))
-        self.outbox = Inserts(
-            driver,
-            _table(WebhookOutbox),
-            ("run_id", "url", "webhook_id", "state", "attempts", "created_at", "next_attempt_at"),
+        outbox = _table(WebhookOutbox)
+        self._bind_outbox = driver.binder(
+            outbox.c.webhook_id, outbox.c.state, outbox.c.created_at, outbox.c.next_attempt_at
         )
 
     def insert_run(
@@ -160,6 +167,13 @@ class RunStatements:
 
     def runs_ahead(self, run: AgentRun) -> Statement:
         return Statement(RUNS_AHEAD, self._bind_ahead([run.conversation_id, run.started_at, run.id]))
+
+    def run_outbox(self, run_id: str, retry: bool = False) -> Statement:
+        """The outbox row of the run that ends, when its row names a webhook."""
+        row = outbox_row(run_id, "")
+        keys = ("webhook_id", "state", "created_at", "next_attempt_at")
+        args = [*self._bind_outbox([row[key] for key in keys]), run_id]
+        return Statement(RUN_OUTBOX + SKIP_EXISTING if retry else RUN_OUTBOX, args)
 
     def finish_run(self, run_id: str, values: Mapping[str, Any], finished_at: datetime) -> Statement:
         """The run's end: ``values`` (its status, error, outcome) and when."""

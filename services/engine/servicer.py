@@ -27,6 +27,8 @@ from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service
 Context: TypeAlias = grpc.aio.ServicerContext
 
 
+# A run's correlation_id column (models.AgentRun).
+MAX_CORRELATION_CHARS = 128
 _BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
 
 
@@ -95,7 +97,10 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     async def WatchRun(
         self, request: engine_service_pb2.WatchRunRequest, context: Context
     ) -> AsyncIterator[engine_service_pb2.WatchRunResponse]:
-        async for streamed in self._runs.stream(caller_user(context), request.run_id, request.after_sequence):
+        events = self._runs.stream(
+            caller_user(context), request.run_id, request.after_sequence, request.stored_only
+        )
+        async for streamed in events:
             yield engine_service_pb2.WatchRunResponse(event=streamed.event, event_json=streamed.json)
 
     async def CancelRun(
@@ -103,6 +108,13 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     ) -> engine_service_pb2.CancelRunResponse:
         run = await self._runs.cancel(caller_user(context), request.run_id)
         return engine_service_pb2.CancelRunResponse(run=run_to_proto(run))
+
+    async def SetRunWebhook(
+        self, request: engine_service_pb2.SetRunWebhookRequest, context: Context
+    ) -> engine_service_pb2.SetRunWebhookResponse:
+        url = self._webhooks.check(request.webhook_url)
+        run = await self._runs.set_webhook(caller_user(context), request.run_id, url)
+        return engine_service_pb2.SetRunWebhookResponse(run=run_to_proto(run))
 
     async def RecordApprovalDecision(
         self, request: engine_service_pb2.RecordApprovalDecisionRequest, context: Context
@@ -115,7 +127,11 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
         self, request: engine_service_pb2.ListRunsRequest, context: Context
     ) -> engine_service_pb2.ListRunsResponse:
         runs, token = await self._runs.list_runs(
-            caller_user(context), request.conversation_id, request.page_size, request.page_token
+            caller_user(context),
+            request.conversation_id,
+            request.page_size,
+            request.page_token,
+            request.correlation_id,
         )
         return engine_service_pb2.ListRunsResponse(
             runs=[run_to_proto(r) for r in runs], next_page_token=token
@@ -129,6 +145,10 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
             raise InvalidArgument("requester is required", field="requester")
         if not request.target_agent_id.strip():
             raise InvalidArgument("target_agent_id is required", field="target_agent_id")
+        if len(request.correlation_id) > MAX_CORRELATION_CHARS:
+            raise InvalidArgument(
+                f"correlation_id is longer than {MAX_CORRELATION_CHARS} characters", field="correlation_id"
+            )
         ask = AskSpec(request.requester.strip(), request.target_agent_id.strip(), request.correlation_id)
         events = self._runs.ask_and_follow(
             user,

@@ -15,9 +15,11 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 import yaml
+from a2a.types import a2a_pb2, a2a_pb2_grpc
 
 from tests.databases import postgres_database
 from tests.e2e.sse import SseEvent, read_events
@@ -61,7 +63,7 @@ async def healthy(name: str, ports: dict[str, int], env: dict[str, str], log: Pa
 
 @pytest.mark.postgres
 async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -> None:
-    ports = free_ports(*GRPC_SERVICES, "gateway")
+    ports = free_ports(*GRPC_SERVICES, "gateway", "a2a")
     async with AsyncExitStack() as stack:
         urls = {
             name: await stack.enter_async_context(postgres_database(f"sbcompose_{name}"))
@@ -86,6 +88,7 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
             "SWITCHBOARD_GATEWAY_ENGINE_ADDRESS": f"127.0.0.1:{ports['engine']}",
             "SWITCHBOARD_GATEWAY_THREADS_ADDRESS": f"127.0.0.1:{ports['threads']}",
             "SWITCHBOARD_GATEWAY_TOKENS": f"{TOKEN}:alice",
+            "SWITCHBOARD_GATEWAY_A2A_GRPC_PORT": str(ports["a2a"]),
             # What `${SWITCHBOARD_IDENTITY_KEY:?...}` takes from the shell.
             "SWITCHBOARD_IDENTITY_KEY": os.environ["SWITCHBOARD_IDENTITY_KEY"],
         }
@@ -110,6 +113,8 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
         # Migrations off in every service: the one-shot's schema is what they run on.
         events = await asyncio.to_thread(one_run, ports["gateway"])
         assert events[-1].event == "final", [event.event for event in events]
+        # A2A's gRPC binding is served beside the API: an unknown task is NOT_FOUND.
+        assert await a2a_grpc_refusal(ports["a2a"]) == grpc.StatusCode.NOT_FOUND
         # What Prometheus scrapes is served, the engine's run among it.
         scraped = {
             name: metrics_of(f"http://127.0.0.1:{port}/metrics") for name, port in metrics_ports.items()
@@ -118,6 +123,20 @@ async def test_the_compose_stack_runs_as_processes_on_postgres(tmp_path: Path) -
         assert 'switchboard_runs_total{status="done"} 1.0' in scraped["engine"]
         assert all("grpc_server_handled_total{" in scraped[name] for name in GRPC_SERVICES)
         assert "switchboard_sse_clients" in scraped["gateway"]
+
+
+async def a2a_grpc_refusal(port: int) -> grpc.StatusCode:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            await stub.GetTask(
+                a2a_pb2.GetTaskRequest(id="no-such-task", tenant="no-such-agent"),
+                metadata=(("authorization", f"Bearer {TOKEN}"),),
+                timeout=10,
+            )
+        except grpc.aio.AioRpcError as error:
+            return error.code()
+    return grpc.StatusCode.OK
 
 
 def scrape_port(job: str) -> int:

@@ -117,6 +117,21 @@ def test_the_gateway_has_http_probes_and_reaches_the_services_by_dns(resources: 
     assert tokens["name"].startswith("switchboard-gateway")
 
 
+def test_the_gateway_serves_a2a_grpc_on_a_port_its_service_exposes(resources: list[dict[str, Any]]) -> None:
+    container = by_kind(resources, "Deployment")["gateway"]["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    port = int(env["SWITCHBOARD_GATEWAY_A2A_GRPC_PORT"])
+    assert {p["name"]: p["containerPort"] for p in container["ports"]}["a2a-grpc"] == port
+    service = by_kind(resources, "Service")["gateway"]
+    (exposed,) = [p for p in service["spec"]["ports"] if p["name"] == "a2a-grpc"]
+    assert exposed["targetPort"] == "a2a-grpc" and exposed["appProtocol"] == "grpc"
+    # Compose publishes the same port, set the same way.
+    gateway = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["gateway"]
+    assert gateway["environment"]["SWITCHBOARD_GATEWAY_A2A_GRPC_PORT"] == str(port)
+    assert f"{port}:{port}" in gateway["ports"]
+    assert str(port) in (DEPLOY / "Dockerfile").read_text().split("EXPOSE", 1)[1].splitlines()[0].split()
+
+
 def test_every_process_signs_and_checks_identities_with_the_key_from_one_secret(
     resources: list[dict[str, Any]],
 ) -> None:

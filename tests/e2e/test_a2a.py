@@ -20,12 +20,13 @@ from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientF
 from a2a.client.client import Client
 from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2
-from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, UnsupportedOperationError
 from standardwebhooks import Webhook
 
 from gateway.a2a.tasks import CURSOR_EXTENSION
 from tests.e2e.conftest import Launched, model_requests, recording_env, shared_recording
 from tests.e2e.conftest import script_answers as script
+from tests.e2e.sse import read_events
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 
 RECORDING = shared_recording()
@@ -181,6 +182,40 @@ async def test_a_message_is_an_ask_and_the_task_its_run(
     ]
 
 
+def http_ask(launched: Launched, agent: str, question: str, correlation_id: str = "") -> str:
+    """An ask made without A2A (the HTTP route); its run's id."""
+    body = {"message": question, "correlation_id": correlation_id}
+    with (
+        launched.client(path="/api/agent", timeout=60) as http,
+        http.stream("POST", f"/agents/{agent}/asks", json=body) as response,
+    ):
+        assert response.status_code == 200, response.read()
+        events = list(read_events(response))  # to its end: the task has ended
+    return str(next(e.data["run_id"] for e in events if e.event == "run_started"))
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_tasks_context_is_its_asks_correlation_however_it_was_asked(
+    launched: Launched, agent: str, binding: str
+) -> None:
+    script("say:Le mardi.", "say:Tuesday.", "say:Encore le mardi.")
+    correlation = f"release-{uuid.uuid4().hex[:8]}"
+    named = http_ask(launched, agent, "Quand livre-t-on ?", correlation)
+    unnamed = http_ask(launched, agent, "When do we ship?")
+    later = http_ask(launched, agent, "Et la suivante ?")  # newer: another context on the first page
+    async with await client_of(launched, agent, binding, streaming=False) as client:
+        task = await client.get_task(a2a_pb2.GetTaskRequest(id=named), context=auth(launched))
+        assert task.context_id == correlation and task.artifacts[0].parts[0].text == "Le mardi."
+        own = await client.get_task(a2a_pb2.GetTaskRequest(id=unnamed), context=auth(launched))
+        assert own.context_id == unnamed  # no correlation named: the run's id
+        # The context is filtered by the query, not within a page of the thread's runs.
+        one = a2a_pb2.ListTasksRequest(context_id=correlation, page_size=1)
+        listed = await client.list_tasks(one, context=auth(launched))
+        assert [t.id for t in listed.tasks] == [named] and listed.tasks[0].context_id == correlation
+        newest = await client.list_tasks(a2a_pb2.ListTasksRequest(page_size=1), context=auth(launched))
+        assert [t.id for t in newest.tasks] == [later]
+
+
 @pytest.mark.parametrize("binding", BINDINGS)
 @pytest.mark.parametrize("lang", ["en", "fr"])
 async def test_a_streamed_message_is_the_task_then_its_updates(
@@ -265,6 +300,35 @@ async def test_a_resubscription_without_the_extension_gets_the_task_and_its_answ
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
+async def test_get_task_gives_the_answer_so_far_and_the_history_of_question_and_answer(
+    launched: Launched, agent: str, binding: str
+) -> None:
+    script(f"slow:0.1:{SLOW}")
+    question = "Quand a lieu le déploiement, exactement ?"
+    async with await client_of(launched, agent, binding) as client:
+        seen = await dropped_stream(client, launched, question)
+        asked = seen[0].task.history[0]
+        running = await client.get_task(a2a_pb2.GetTaskRequest(id=asked.task_id), context=auth(launched))
+        assert running.status.state == a2a_pb2.TASK_STATE_WORKING
+        # The answer streamed so far: at least what the client read, never more than the answer.
+        so_far = running.artifacts[0].parts[0].text
+        assert so_far.startswith("".join(chunks(seen))) and SLOW.startswith(so_far) and so_far != SLOW
+        assert [(m.role, m.message_id, m.parts[0].text) for m in running.history] == [
+            (a2a_pb2.ROLE_USER, asked.message_id, question)
+        ]
+        done = await settled(client, launched, asked.task_id)
+        assert done.artifacts[0].parts[0].text == SLOW
+        assert [(m.role, m.parts[0].text) for m in done.history] == [
+            (a2a_pb2.ROLE_USER, question),
+            (a2a_pb2.ROLE_AGENT, SLOW),
+        ]
+        for length, expected in ((1, [SLOW]), (0, []), (5, [question, SLOW])):
+            request = a2a_pb2.GetTaskRequest(id=asked.task_id, history_length=length)
+            task = await client.get_task(request, context=auth(launched))
+            assert [m.parts[0].text for m in task.history] == expected, length
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
 async def test_cancelling_a_task_cancels_its_run(launched: Launched, agent: str, binding: str) -> None:
     script(f"slow:0.2:{SLOW}")
     async with await client_of(launched, agent, binding) as client:
@@ -299,6 +363,67 @@ async def test_a_push_notification_config_is_a_signed_webhook(
     payload = Webhook(SECRET).verify(delivered.body.decode(), delivered.headers)
     run = payload["data"]["run"]
     assert run["id"] == response.task.id and run["status"] == "RUN_STATUS_DONE", payload
+
+
+async def settled(client: Client, launched: Launched, task_id: str) -> a2a_pb2.Task:
+    """The task once it has ended (read to its end with the cursor extension)."""
+    request = a2a_pb2.SubscribeToTaskRequest(id=task_id)
+    events = [
+        e
+        async for e in client.subscribe(
+            request, context=auth(launched, "alice", CURSOR_EXTENSION, cursor="0")
+        )
+    ]
+    assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED, events[-1]
+    return await client.get_task(a2a_pb2.GetTaskRequest(id=task_id), context=auth(launched))
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_push_notification_config_set_on_a_running_task_gets_its_end_and_a_deleted_one_nothing(
+    launched: Launched, agent: str, binding: str, receiver: WebhookReceiver
+) -> None:
+    script(f"slow:0.05:{SLOW}", f"slow:0.05:{SLOW}")
+    before = len(receiver.requests)
+    async with await client_of(launched, agent, binding) as client:
+        task_id = (await dropped_stream(client, launched, "Préviens-moi à la fin.")).pop(0).task.id
+        made = await client.create_task_push_notification_config(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url=receiver.url), context=auth(launched)
+        )
+        assert (made.task_id, made.url) == (task_id, receiver.url) and made.id
+        read = a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task_id, id=made.id)
+        assert await client.get_task_push_notification_config(read, context=auth(launched)) == made
+        await settled(client, launched, task_id)
+        delivered = (await receiver.arrived(before + 1))[before]
+        # Signed as every webhook (Standard Webhooks), with the run's record.
+        run = Webhook(SECRET).verify(delivered.body.decode(), delivered.headers)["data"]["run"]
+        assert run["id"] == task_id and run["status"] == "RUN_STATUS_DONE", run
+        # An ended task's delivery is decided: a new config is refused, clearly.
+        with pytest.raises(UnsupportedOperationError, match="ended"):
+            await client.create_task_push_notification_config(
+                a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url=receiver.url), context=auth(launched)
+            )
+        # Set, then deleted while the task runs: its end goes nowhere.
+        other = (await dropped_stream(client, launched, "Ne me préviens pas.")).pop(0).task.id
+        push = a2a_pb2.TaskPushNotificationConfig(task_id=other, url=receiver.url)
+        made = await client.create_task_push_notification_config(push, context=auth(launched))
+        await client.delete_task_push_notification_config(
+            a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=other, id=made.id), context=auth(launched)
+        )
+        listed = await client.list_task_push_notification_configs(
+            a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=other), context=auth(launched)
+        )
+        assert not listed.configs
+        await settled(client, launched, other)
+        # Deliveries are signed by Switchboard: a client's own token is refused, not ignored.
+        with pytest.raises(InvalidParamsError, match="token"):
+            await client.create_task_push_notification_config(
+                a2a_pb2.TaskPushNotificationConfig(task_id=other, url=receiver.url, token="mine"),
+                context=auth(launched),
+            )
+    with launched.client() as http:
+        record = http.get(f"/api/agent/runs/{other}/deliveries").json()
+    assert (record["webhook_url"], record["state"], record["deliveries"]) == ("", "", [])
+    assert len(receiver.requests) == before + 1
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

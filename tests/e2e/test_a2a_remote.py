@@ -7,8 +7,8 @@ question, the correlation id as contextId), the exchange on the remote's
 shared thread read back over HTTP, and exactly what the model received as
 the tool's result; in French (a card without streaming: SendMessage) and in
 English (a streaming card: the answer read as a stream). A remote that
-fails or does not answer in time is a notice and a failed ask, and the
-asking run ends."""
+fails or does not answer in time is a notice and a failed ask, in the
+asked run and in the asking run, and the asking run ends."""
 
 from __future__ import annotations
 
@@ -169,8 +169,11 @@ def test_a_remote_that_fails_or_does_not_answer_is_a_notice_and_the_run_ends(
         f"tool:ask_agent:{json.dumps({'agent': remote_id, 'message': question})}", "say:It could not answer."
     )
     events = ask(launched, main, f"{remote_id}: {question}")
-    # The asking run ends normally: its model read the failed ask.
+    # The asking run ends normally: its model read the failed ask, and its
+    # user is told why, with the remote's own notice.
     assert events[-1]["event"] == "final" and events[-1]["text"] == "It could not answer."
+    told = [(e["code"], e["message"]) for e in events if e["event"] == "notice"]
+    assert told == [("REMOTE_AGENT_FAILED", notice)], told
     failed = f"{remote_id} could not answer: {why}"
     result = tool_result(model_requests()[-1])
     assert result["message"]["content"] == wrap_result("ask_agent", failed, error=True)

@@ -38,6 +38,7 @@ from urllib.parse import quote
 import grpc
 import httpx
 import pytest
+from a2a.types import a2a_pb2
 from google.protobuf import descriptor as pb_descriptor
 from google.protobuf import message_factory
 from google.rpc import error_details_pb2
@@ -720,11 +721,17 @@ def channels(launched: Launched) -> Iterator[dict[str, grpc.Channel]]:
 
 
 def _invoke(
-    channel: grpc.Channel, method: pb_descriptor.MethodDescriptor, raw: bytes, user: str | None
+    channel: grpc.Channel,
+    method: pb_descriptor.MethodDescriptor,
+    raw: bytes,
+    user: str | None,
+    metadata: tuple[tuple[str, str], ...] | None = None,
 ) -> grpc.StatusCode:
-    """Sends ``raw`` as the request; the status (OK once a stream's first
-    message has come: it is then cancelled)."""
-    metadata = user_metadata(user) if user else ()
+    """Sends ``raw`` as the request, as ``user`` (their signed identity) or
+    with ``metadata``; the status (OK once a stream's first message has
+    come: it is then cancelled)."""
+    if metadata is None:
+        metadata = user_metadata(user) if user else ()
     try:
         if method.server_streaming:
             responses = channel.unary_stream(_path(method))(raw, timeout=10, metadata=metadata)
@@ -779,6 +786,71 @@ def test_grpc_requests_are_refused_never_internal(
     oversize = _length_delimited(1, b"x" * MAX_REQUEST_BYTES)
     assert _invoke(channel, method, oversize, "alice") == grpc.StatusCode.RESOURCE_EXHAUSTED
     CASES["grpc oversize"] += 1
+
+
+# The gateway's A2A gRPC binding (the a2a-sdk's A2AService): the caller is a
+# bearer token, the agent the request's tenant.
+A2A_METHODS_GRPC = list(a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].methods)
+A2A_CALLERS = ["alice", "bob", "no token", "bad token", "basic", "internal identity"]
+A2A_CLIENT_ERRORS = {
+    grpc.StatusCode.OK,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.UNIMPLEMENTED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+def a2a_metadata(launched: Launched, caller: str) -> tuple[tuple[str, str], ...]:
+    return {
+        "alice": (("authorization", f"Bearer {launched.token('alice')}"),),
+        "bob": (("authorization", f"Bearer {launched.token('bob')}"),),
+        "no token": (),
+        "bad token": (("authorization", "Bearer not-a-token"),),
+        "basic": (("authorization", "Basic YWxpY2U6c2VjcmV0"),),
+        # The services' signed identity is no A2A credential.
+        "internal identity": tuple(user_metadata("alice")),
+    }[caller]
+
+
+@st.composite
+def a2a_request(draw: st.DrawFn, descriptor: pb_descriptor.Descriptor, agent: str) -> tuple[str, bytes]:
+    """A fuzzed request, half of them naming a tenant: the real agent, an
+    unknown one, or odd text."""
+    kind, raw = draw(grpc_strategy(descriptor))
+    if "tenant" in descriptor.fields_by_name and draw(st.booleans()):
+        tenant = draw(
+            st.sampled_from([agent, "no-such-agent", "", " ", "../x", "é" * 80, "a\x00b", "x" * 300])
+        )
+        number = descriptor.fields_by_name["tenant"].number
+        raw += _length_delimited(number, tenant.encode())  # the last occurrence of a field wins
+        kind = f"{kind}+tenant"
+    return kind, raw
+
+
+@pytest.mark.parametrize("method", A2A_METHODS_GRPC, ids=[m.name for m in A2A_METHODS_GRPC])
+def test_a2a_grpc_requests_are_client_errors_never_internal(
+    launched: Launched, targets: dict[str, str], method: pb_descriptor.MethodDescriptor
+) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{launched.ports['a2a']}")
+
+    @GRPC_FUZZ
+    @given(case=a2a_request(method.input_type, targets["agent"]), caller=st.sampled_from(A2A_CALLERS))
+    def check(case: tuple[str, bytes], caller: str) -> None:
+        kind, raw = case
+        code = _invoke(channel, method, raw, None, a2a_metadata(launched, caller))
+        CASES[f"grpc a2a {kind.partition('+')[0]}"] += 1
+        assert code in A2A_CLIENT_ERRORS, (kind, caller, code)
+        if caller not in ("alice", "bob") and code != grpc.StatusCode.INVALID_ARGUMENT:
+            assert code == grpc.StatusCode.UNAUTHENTICATED, (kind, caller, code)
+
+    try:
+        check()
+    finally:
+        channel.close()
 
 
 def test_reflection_refuses_malformed_requests(channels: dict[str, grpc.Channel]) -> None:

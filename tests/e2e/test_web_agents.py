@@ -32,6 +32,7 @@ from tests.e2e.web import (
     start_scripted_model,
     stream_cut_after,
 )
+from tests.fakes.a2a_agent import serve_agent
 
 FIXTURE_PROJECT = Path(__file__).resolve().parents[1] / "fixtures" / "memory" / "project"
 SCRIPTED, stop_scripted = start_scripted_model()
@@ -46,6 +47,8 @@ LAUNCH_ENV = {
     **scripted_provider_env(SCRIPTED),
     # Answers slow enough (several seconds) to watch one stream from outside.
     "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.15",
+    # A remote A2A agent on loopback (tests/fakes/a2a_agent.py).
+    "SWITCHBOARD_REMOTE_AGENT_ALLOW_LOOPBACK": "true",
 }
 
 
@@ -434,3 +437,27 @@ def test_an_agents_provider_and_context_injection_are_chosen_on_the_page_and_kep
         "auto",
         "stdin",
     )
+
+
+@pytest.mark.parametrize(
+    ("locale", "badge"), [("en-GB", "remote: Traductrice"), ("fr-FR", "distant : Traductrice")]
+)
+def test_a_remote_agent_is_marked_with_its_cards_name(
+    browser: Browser, launched: Launched, locale: str, badge: str
+) -> None:
+    remote_id, local_id = f"remote-{uuid.uuid4().hex[:8]}", f"local-{uuid.uuid4().hex[:8]}"
+    with (
+        serve_agent("Traductrice", {}, streaming=False) as remote,
+        launched.client(path="/api/agent") as http,
+    ):
+        made = http.post("/agents/remote", json={"id": remote_id, "card_url": remote.card_url})
+        assert made.status_code == 201, made.text
+        assert http.post("/agents", json={"id": local_id}).status_code == 201
+        with web.logged_in(browser, launched, locale=locale, new=False) as page:
+            page.locator("a[href='#agents']").click()
+            expect(page.locator("#view-agents")).to_be_visible()
+            marked = page.locator(f'#agent-list li[data-id="{remote_id}"] .badge.remote')
+            expect(marked).to_have_text(badge)
+            expect(marked).to_have_attribute("title", remote.card_url)
+            expect(page.locator(f'#agent-list li[data-id="{local_id}"] .badge.remote')).to_have_count(0)
+            shot(page, launched, f"agents-remote-badge-{locale}")

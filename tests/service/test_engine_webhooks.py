@@ -265,6 +265,57 @@ async def test_a_run_without_a_webhook_has_no_deliveries(make_database: Database
         await expect_error(other, grpc.StatusCode.NOT_FOUND, "ERROR_REASON_NOT_FOUND")
 
 
+async def set_webhook(sb: System, run_id: str, url: str) -> engine_pb2.Run:
+    request = engine_service_pb2.SetRunWebhookRequest(run_id=run_id, webhook_url=url)
+    return (await sb.engine.SetRunWebhook(request, **as_user("alice"))).run
+
+
+async def test_a_webhook_set_on_a_running_run_gets_its_end_and_a_cleared_one_nothing(
+    make_database: DatabaseFactory, receiver: WebhookReceiver
+) -> None:
+    async with system(make_database, offline_token_delay=0.05, **FAST_RETRIES) as sb:
+        conversation_id = await conversation(sb)
+        first = await collect(start(sb.engine, conversation_id, "", background=True))
+        run_id = first[0].run_id
+        # Checked as every webhook, before anything is written.
+        await expect_error(
+            set_webhook(sb, run_id, "https://169.254.169.254/hook"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "ERROR_REASON_INVALID_ARGUMENT",
+        )
+        assert (await set_webhook(sb, run_id, receiver.url)).webhook_url == receiver.url
+        (request,) = await receiver.arrived(1)
+        run = Webhook(SECRET).verify(request.body, request.headers)["data"]["run"]
+        assert run["id"] == run_id and run["status"] == "RUN_STATUS_DONE"
+        # Its end is decided: another webhook now is refused, clearly.
+        await expect_error(
+            set_webhook(sb, run_id, receiver.url),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "ERROR_REASON_FAILED_PRECONDITION",
+        )
+        # Set then cleared while running: the run ends with no delivery.
+        second = await collect(start(sb.engine, conversation_id, receiver.url, background=True))
+        assert (await set_webhook(sb, second[0].run_id, "")).webhook_url == ""
+        watched = await collect(
+            sb.engine.WatchRun(
+                engine_service_pb2.WatchRunRequest(run_id=second[0].run_id), **as_user("alice")
+            )
+        )
+        assert watched[-1].WhichOneof("kind") == "final"
+        assert (
+            await deliveries(sb.engine, second[0].run_id)
+            == engine_service_pb2.ListWebhookDeliveriesResponse()
+        )
+        assert len(receiver.requests) == 1
+        await expect_error(
+            sb.engine.SetRunWebhook(
+                engine_service_pb2.SetRunWebhookRequest(run_id=run_id, webhook_url=""), **as_user("bob")
+            ),
+            grpc.StatusCode.NOT_FOUND,
+            "ERROR_REASON_NOT_FOUND",
+        )
+
+
 def second_engine(sb: System, instance_id: str, **options: object) -> EngineSettings:
     """Another engine on the same database and collaborators (a replica)."""
     threads, memory, router = (sb.services[name].port for name in ("threads", "memory", "router"))

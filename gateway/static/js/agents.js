@@ -115,9 +115,21 @@ function renderRegistry() {
           className: "meta",
           textContent: ` ${agent.id} · ${[agent.provider_id, agent.model || t("Auto")].filter(Boolean).join(" / ")}`,
         }),
+        remoteBadge(agent),
       );
     }),
   );
+}
+
+// An agent asked over A2A at another address: marked, with its card's name
+// (its card's URL on hover).
+function remoteBadge(agent) {
+  if (!agent.remote) return null;
+  return el("span", {
+    className: "badge remote",
+    textContent: t("remote: {name}", { name: agent.remote.card_name || agent.remote.card_url }),
+    title: agent.remote.card_url,
+  });
 }
 
 async function register(event) {

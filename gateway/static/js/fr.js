@@ -212,6 +212,8 @@ export const FR = {
   Ask: "Demander",
   "Open {name}": "Ouvrir {name}",
   "Agent {id} registered.": "Agent {id} enregistré.",
+  "remote: {name}": "distant : {name}",
+  "A remote agent gave no answer.": "Un agent distant n'a pas répondu.",
   "Provider swap: from {old} to {new}. The agent's next run starts from the handoff summary and the recent entries of its thread, not from the old provider's session.":
     "Changement de fournisseur : de {old} à {new}. La prochaine exécution de l'agent repart du résumé de passation et des entrées récentes de son fil, pas de la session de l'ancien fournisseur.",
   "The model changes; the provider stays the same.": "Le modèle change ; le fournisseur reste le même.",

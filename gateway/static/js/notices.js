@@ -34,6 +34,7 @@ export const NOTICE_TEXT = {
   INJECTION_STRATEGY_UNAVAILABLE: tLater(
     "The agent's injection strategy cannot be used with this provider: its own strategy delivers the same context.",
   ),
+  REMOTE_AGENT_FAILED: tLater("A remote agent gave no answer."),
   PROVIDER_SWITCHED: tLater("Provider switched: the agent starts from the handoff summary and the recent entries."),
   QUOTA_EXCEEDED: tLater("Memory is full: nothing was written. Delete or decide something first."),
   RATE_LIMITED: tLater("Another agent could not be asked: too many requests were started in the last minute."),

@@ -36,6 +36,7 @@ def run_to_proto(run: AgentRun) -> engine_pb2.Run:
         approval=APPROVALS.number(run.approval),
         webhook_url=run.webhook_url or "",
         language=run.language,
+        correlation_id=run.correlation_id or "",
     )
     payload = json.loads(run.trigger_payload_json or "{}")
     if payload:  # no trigger: the field stays unset

@@ -157,8 +157,9 @@ class RunService:
                 return existing.id
         await self._apply_busy_policy(request.user, thread_id, request.busy_policy)
 
+        run_id = str(uuid.uuid4())
         run = AgentRun(
-            id=str(uuid.uuid4()),
+            id=run_id,
             user_id=request.user,
             agent_id=request.ask.target if request.ask else None,
             parent_run_id=(request.ask.parent_run_id or None) if request.ask else None,
@@ -173,6 +174,8 @@ class RunService:
             run_context_json=run_context.to_json(run_context.recorded(request.context, request.surface)),
             # The run's texts follow the language asked for, else the message's.
             language=language.resolve(request.language, request.message),
+            # The correlation every entry of the ask carries (asks.AgentAsks.work).
+            correlation_id=(request.ask.correlation_id or run_id) if request.ask else None,
         )
         # Shielded: a client that goes away mid-insert must not leave a row
         # `running` with no task to finish it.
@@ -290,12 +293,20 @@ class RunService:
         async for streamed in self.stream(user, run_id, after):
             yield streamed.event
 
-    async def stream(self, user: str, run_id: str, after: int) -> AsyncIterator[StreamedEvent]:
+    async def stream(
+        self, user: str, run_id: str, after: int, stored_only: bool = False
+    ) -> AsyncIterator[StreamedEvent]:
         """The run's events with sequence > after until its terminal event,
         with their JSON: live from this process's feed (shared by all its
         followers), else from the database (another replica's run, or a
         finished one), read again each time the run's writer announces
-        events (services.shared.wakeups), or at the safety poll."""
+        events (services.shared.wakeups), or at the safety poll.
+        ``stored_only``: those stored now, and no more (a snapshot)."""
+        if stored_only:
+            await self.get(user, run_id)
+            for row in await self._repo.events_after(run_id, after):
+                yield StreamedEvent(engine_pb2.RunEvent.FromString(row.payload))
+            return
         local = self._feeds.get(run_id)
         if local is not None and local[1] == user:
             async for streamed in local[0].follow(after):
@@ -326,9 +337,10 @@ class RunService:
         return run
 
     async def list_runs(
-        self, user: str, conversation_id: str, requested_size: int, token: str
+        self, user: str, conversation_id: str, requested_size: int, token: str, correlation_id: str = ""
     ) -> tuple[list[AgentRun], str]:
-        """The user's runs of a conversation, newest first, one page."""
+        """The user's runs of a conversation, newest first, one page; only
+        those of ``correlation_id`` when one is given."""
         if not conversation_id:
             raise InvalidArgument("conversation_id is required", field="conversation_id")
         size, before = page_request(
@@ -338,7 +350,7 @@ class RunService:
             default=20,
             maximum=100,
         )
-        rows = await self._repo.list_runs(user, conversation_id, before, size + 1)
+        rows = await self._repo.list_runs(user, conversation_id, before, size + 1, correlation_id)
         return page_of(rows, size, lambda last: {"t": last.started_at.isoformat(), "id": last.id})
 
     async def cancel(self, user: str, run_id: str) -> AgentRun:
@@ -352,6 +364,19 @@ class RunService:
         await self._repo.request_cancel(run_id)
         self._cancel_local(run_id)
         return run
+
+    async def set_webhook(self, user: str, run_id: str, webhook_url: str) -> AgentRun:
+        """Sets (or clears, "") the webhook of the user's running run, whichever
+        replica executes it: the run's end reads it from its row. A run that
+        has ended is refused: its delivery was decided as it ended."""
+        run = await self.get(user, run_id)
+        if run.status != "running" or not await self._repo.set_webhook_if_running(
+            run_id, webhook_url or None
+        ):
+            raise FailedPrecondition(
+                f"run {run_id!r} has ended: its webhook is decided", run_id=run_id, field="run_id"
+            )
+        return await self.get(user, run_id)
 
     async def record_approval(self, user: str, run_id: str, decision: str) -> AgentRun:
         """The user decided on the proposal the run waited on: the run is done,

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from services.shared.errors import FailedPrecondition
+
 
 @dataclass(frozen=True)
 class PageHit:
@@ -72,6 +74,16 @@ class LiveEntry:
     # Where and when it was set, as memory stored it (the run's live_state event shows them).
     project_id: str = ""
     update_time: datetime | None = None
+
+
+class AskUnanswered(FailedPrecondition):
+    """A nested ask that ended without an answer. ``notice``: the (code,
+    text) of the notice its run said why with when the asking run's user
+    should be told too (a remote agent's failure); None otherwise."""
+
+    def __init__(self, message: str, notice: tuple[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.notice = notice
 
 
 @dataclass(frozen=True)

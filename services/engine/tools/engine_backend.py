@@ -15,6 +15,7 @@ from services.engine.remember import with_fact
 from services.engine.runs import AskSpec
 from services.engine.tools.backend import (
     AgentReply,
+    AskUnanswered,
     InstructionProposal,
     LiveEntry,
     PageHit,
@@ -40,6 +41,9 @@ NOTE_KINDS = {
 }
 # Nested asks under one first ask: A asks B asks C asks D, then no further.
 MAX_ASK_DEPTH = 3
+# The notices of an asked run that failed which its asker's user is told too:
+# why a remote agent gave no answer is theirs to know, not only the model's.
+RELAYED_NOTICES = frozenset({"REMOTE_AGENT_FAILED"})
 _WORD = re.compile(r"[^\W_]{3,}")
 
 
@@ -198,7 +202,8 @@ class EngineToolBackend:
         events = [e.event async for e in self._runs.ask_and_follow(user, request_id, ask, message)]
         last = events[-1]
         if last.WhichOneof("kind") != "final":
-            raise FailedPrecondition(f"{agent} could not answer: {last.error.message}")
+            told = [(e.notice.code, e.notice.message) for e in events if e.notice.code in RELAYED_NOTICES]
+            raise AskUnanswered(f"{agent} could not answer: {last.error.message}", next(iter(told), None))
         return AgentReply(agent, target.display_name or agent, _final_text(last))
 
     async def live_state(self, user: str, project_id: str, limit: int) -> Sequence[LiveEntry]:

@@ -29,7 +29,13 @@ from services.engine.tools import (
     search_workspace,
     set_live_state,
 )
-from services.engine.tools.backend import InstructionProposal, LiveEntry, ProposedNote, ToolBackend
+from services.engine.tools.backend import (
+    AskUnanswered,
+    InstructionProposal,
+    LiveEntry,
+    ProposedNote,
+    ToolBackend,
+)
 from services.engine.tools.builtin import Builtin, ToolServices
 from services.engine.tools.connectors import Connector
 from services.engine.tools.context import ToolContext, ToolResult
@@ -209,6 +215,11 @@ class ToolRegistry:
             # A quota, not an outage: the user learns which one and what to do.
             code = QUOTA_NOTICES.get(type(exc), "QUOTA_EXCEEDED")
             notice = texts.say(context.language, "tool_refused", tool=call.name, cause=exc.message)
+            return result(exc.message, True, notice=notice, notice_code=code)
+        except AskUnanswered as exc:
+            if exc.notice is None:
+                return result(exc.message, True)
+            code, notice = exc.notice
             return result(exc.message, True, notice=notice, notice_code=code)
         except DomainError as exc:
             return result(exc.message, True)

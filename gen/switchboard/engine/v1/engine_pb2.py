@@ -29,25 +29,25 @@ from switchboard.memory.v1 import memory_pb2 as switchboard_dot_memory_dot_v1_do
 from switchboard.router.v1 import router_pb2 as switchboard_dot_router_dot_v1_dot_router__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/engine/v1/engine.proto\x12\x15switchboard.engine.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"switchboard/common/v1/common.proto\x1a\"switchboard/memory/v1/memory.proto\x1a\"switchboard/router/v1/router.proto\"f\n\x08SkillUse\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12:\n\ninvocation\x18\x03 \x01(\x0e\x32&.switchboard.engine.v1.SkillInvocation\"4\n\tSourceRef\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\"{\n\x10InstructionLayer\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0f\n\x07present\x18\x02 \x01(\x08\x12\x12\n\nsize_chars\x18\x03 \x01(\x03\x12\x13\n\x0bsize_tokens\x18\x04 \x01(\x03\x12\x12\n\nitem_count\x18\x05 \x01(\x05\x12\x0c\n\x04note\x18\x06 \x01(\t\"\xb4\x07\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\x17\n\x0f\x63onversation_id\x18\x04 \x01(\t\x12\x15\n\rparent_run_id\x18\x05 \x01(\t\x12/\n\x07surface\x18\x06 \x01(\x0e\x32\x1e.switchboard.engine.v1.Surface\x12\x12\n\ntrigger_id\x18\x07 \x01(\t\x12\x30\n\x06status\x18\t \x01(\x0e\x32 .switchboard.engine.v1.RunStatus\x12\x10\n\x08provider\x18\n \x01(\t\x12\r\n\x05model\x18\x0b \x01(\t\x12+\n\x05usage\x18\x0c \x01(\x0b\x32\x1c.switchboard.common.v1.Usage\x12\x0f\n\x07\x63redits\x18\r \x01(\x01\x12/\n\x06skills\x18\x0e \x03(\x0b\x32\x1f.switchboard.engine.v1.SkillUse\x12\x31\n\x07sources\x18\x0f \x03(\x0b\x32 .switchboard.engine.v1.SourceRef\x12\r\n\x05\x65rror\x18\x11 \x01(\t\x12.\n\nstart_time\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inish_time\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrequest_id\x18\x14 \x01(\t\x12\x17\n\x0frequested_model\x18\x15 \x01(\t\x12\x37\n\x06layers\x18\x16 \x03(\x0b\x32\'.switchboard.engine.v1.InstructionLayer\x12\x39\n\x08\x61pproval\x18\x17 \x01(\x0e\x32\'.switchboard.engine.v1.ApprovalDecision\x12>\n\x0frouter_decision\x18\x18 \x01(\x0b\x32%.switchboard.engine.v1.RouterDecision\x12\x30\n\x0ftrigger_payload\x18\x19 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0bwebhook_url\x18\x1a \x01(\t\x12\x32\n\x07\x63ontext\x18\x1b \x01(\x0b\x32!.switchboard.engine.v1.RunContext\x12\x10\n\x08language\x18\x1c \x01(\tJ\x04\x08\x08\x10\tJ\x04\x08\x10\x10\x11R\x14trigger_payload_jsonR\x14router_decision_json\"\xaa\x01\n\nRunContext\x12\x30\n\x06regime\x18\x01 \x01(\x0e\x32 .switchboard.engine.v1.RunRegime\x12\x30\n\x04page\x18\x02 \x01(\x0b\x32\".switchboard.engine.v1.CurrentPage\x12\x38\n\nselections\x18\x03 \x03(\x0b\x32$.switchboard.engine.v1.SelectedBlock\"6\n\x0b\x43urrentPage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\"/\n\rSelectedBlock\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08\x62lock_id\x18\x02 \x01(\t\"{\n\x0eRouterDecision\x12\x34\n\x06skills\x18\x01 \x01(\x0b\x32$.switchboard.router.v1.SkillDecision\x12\x33\n\x05model\x18\x02 \x01(\x0b\x32$.switchboard.engine.v1.ModelDecision\"\xd7\x01\n\rModelDecision\x12\x31\n\x05model\x18\x01 \x01(\x0b\x32\".switchboard.router.v1.ModelOption\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06routed\x18\x03 \x01(\x08\x12<\n\x0frequest_profile\x18\x04 \x01(\x0e\x32#.switchboard.router.v1.ModelProfile\x12\x10\n\x08web_only\x18\x05 \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x06 \x01(\x08\x12\x11\n\tneeds_web\x18\x41 \x01(\x08\"P\n\nRunStarted\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x17\n\x0frequested_model\x18\x02 \x01(\t\x12\x10\n\x08language\x18\x37 \x01(\t\"U\n\x04Step\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32!.switchboard.engine.v1.StepStatus\";\n\tSkillUsed\x12.\n\x05skill\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.SkillUse\"\x15\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x19\n\tReasoning\x12\x0c\n\x04text\x18\x01 \x01(\t\"\'\n\x06Notice\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x95\x01\n\x05\x46inal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12+\n\x05usage\x18\x04 \x01(\x0b\x32\x1c.switchboard.common.v1.Usage\x12\x30\n\x06status\x18\x05 \x01(\x0e\x32 .switchboard.engine.v1.RunStatus\"o\n\x0cProposalMade\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t\x12\x0f\n\x07page_id\x18\x02 \x01(\t\x12\x12\n\npage_title\x18\x03 \x01(\t\x12\x0f\n\x07summary\x18\x04 \x01(\t\x12\x14\n\x0cunified_diff\x18\x05 \x01(\t\"o\n\x0b\x41\x63tionTaken\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\x12\x11\n\targuments\x18\x05 \x01(\t\x12\x0e\n\x06result\x18\x06 \x01(\t\"\x83\x01\n\x10LiveStateChanged\x12\x37\n\x04type\x18\x01 \x01(\x0e\x32).switchboard.memory.v1.LiveStateEventType\x12\x36\n\x07\x65ntries\x18\x02 \x03(\x0b\x32%.switchboard.memory.v1.LiveStateEntry\"D\n\x06\x42udget\x12\x12\n\nmax_tokens\x18\x01 \x01(\x03\x12\x11\n\tmax_steps\x18\x02 \x01(\x05\x12\x13\n\x0bmax_seconds\x18\x03 \x01(\x01\")\n\x08RunError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xaa\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x38\n\x0brun_started\x18\n \x01(\x0b\x32!.switchboard.engine.v1.RunStartedH\x00\x12+\n\x04step\x18\x0b \x01(\x0b\x32\x1b.switchboard.engine.v1.StepH\x00\x12\x36\n\nskill_used\x18\x0c \x01(\x0b\x32 .switchboard.engine.v1.SkillUsedH\x00\x12-\n\x05\x64\x65lta\x18\r \x01(\x0b\x32\x1c.switchboard.engine.v1.DeltaH\x00\x12/\n\x06notice\x18\x0e \x01(\x0b\x32\x1d.switchboard.engine.v1.NoticeH\x00\x12-\n\x05\x66inal\x18\x0f \x01(\x0b\x32\x1c.switchboard.engine.v1.FinalH\x00\x12\x30\n\x05\x65rror\x18\x10 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunErrorH\x00\x12\x37\n\x08proposal\x18\x11 \x01(\x0b\x32#.switchboard.engine.v1.ProposalMadeH\x00\x12\x34\n\x06\x61\x63tion\x18\x12 \x01(\x0b\x32\".switchboard.engine.v1.ActionTakenH\x00\x12\x35\n\treasoning\x18\x13 \x01(\x0b\x32 .switchboard.engine.v1.ReasoningH\x00\x12=\n\nlive_state\x18\x14 \x01(\x0b\x32\'.switchboard.engine.v1.LiveStateChangedH\x00\x42\x06\n\x04kind*q\n\x07Surface\x12\x17\n\x13SURFACE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSURFACE_CHAT\x10\x01\x12\x12\n\x0eSURFACE_EDITOR\x10\x02\x12\x11\n\rSURFACE_AGENT\x10\x03\x12\x14\n\x10SURFACE_SCHEDULE\x10\x04*\xc6\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATUS_RUNNING\x10\x01\x12\x1f\n\x1bRUN_STATUS_WAITING_APPROVAL\x10\x02\x12\x13\n\x0fRUN_STATUS_DONE\x10\x03\x12\x15\n\x11RUN_STATUS_FAILED\x10\x04\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x05\x12\x1e\n\x1aRUN_STATUS_BUDGET_EXCEEDED\x10\x06*k\n\x0fSkillInvocation\x12 \n\x1cSKILL_INVOCATION_UNSPECIFIED\x10\x00\x12\x1b\n\x17SKILL_INVOCATION_MANUAL\x10\x01\x12\x19\n\x15SKILL_INVOCATION_AUTO\x10\x02*W\n\tRunRegime\x12\x1a\n\x16RUN_REGIME_UNSPECIFIED\x10\x00\x12\x13\n\x0fRUN_REGIME_USER\x10\x01\x12\x19\n\x15RUN_REGIME_AUTONOMOUS\x10\x02*t\n\x10\x41pprovalDecision\x12!\n\x1d\x41PPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x41PPROVAL_DECISION_ACCEPTED\x10\x01\x12\x1d\n\x19\x41PPROVAL_DECISION_REFUSED\x10\x02*\x8e\x01\n\nStepStatus\x12\x1b\n\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13STEP_STATUS_STARTED\x10\x01\x12\x19\n\x15STEP_STATUS_COMPLETED\x10\x02\x12\x16\n\x12STEP_STATUS_FAILED\x10\x03\x12\x17\n\x13STEP_STATUS_SKIPPED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"switchboard/engine/v1/engine.proto\x12\x15switchboard.engine.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"switchboard/common/v1/common.proto\x1a\"switchboard/memory/v1/memory.proto\x1a\"switchboard/router/v1/router.proto\"f\n\x08SkillUse\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12:\n\ninvocation\x18\x03 \x01(\x0e\x32&.switchboard.engine.v1.SkillInvocation\"4\n\tSourceRef\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05title\x18\x03 \x01(\t\"{\n\x10InstructionLayer\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0f\n\x07present\x18\x02 \x01(\x08\x12\x12\n\nsize_chars\x18\x03 \x01(\x03\x12\x13\n\x0bsize_tokens\x18\x04 \x01(\x03\x12\x12\n\nitem_count\x18\x05 \x01(\x05\x12\x0c\n\x04note\x18\x06 \x01(\t\"\xcc\x07\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\x17\n\x0f\x63onversation_id\x18\x04 \x01(\t\x12\x15\n\rparent_run_id\x18\x05 \x01(\t\x12/\n\x07surface\x18\x06 \x01(\x0e\x32\x1e.switchboard.engine.v1.Surface\x12\x12\n\ntrigger_id\x18\x07 \x01(\t\x12\x30\n\x06status\x18\t \x01(\x0e\x32 .switchboard.engine.v1.RunStatus\x12\x10\n\x08provider\x18\n \x01(\t\x12\r\n\x05model\x18\x0b \x01(\t\x12+\n\x05usage\x18\x0c \x01(\x0b\x32\x1c.switchboard.common.v1.Usage\x12\x0f\n\x07\x63redits\x18\r \x01(\x01\x12/\n\x06skills\x18\x0e \x03(\x0b\x32\x1f.switchboard.engine.v1.SkillUse\x12\x31\n\x07sources\x18\x0f \x03(\x0b\x32 .switchboard.engine.v1.SourceRef\x12\r\n\x05\x65rror\x18\x11 \x01(\t\x12.\n\nstart_time\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inish_time\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nrequest_id\x18\x14 \x01(\t\x12\x17\n\x0frequested_model\x18\x15 \x01(\t\x12\x37\n\x06layers\x18\x16 \x03(\x0b\x32\'.switchboard.engine.v1.InstructionLayer\x12\x39\n\x08\x61pproval\x18\x17 \x01(\x0e\x32\'.switchboard.engine.v1.ApprovalDecision\x12>\n\x0frouter_decision\x18\x18 \x01(\x0b\x32%.switchboard.engine.v1.RouterDecision\x12\x30\n\x0ftrigger_payload\x18\x19 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0bwebhook_url\x18\x1a \x01(\t\x12\x32\n\x07\x63ontext\x18\x1b \x01(\x0b\x32!.switchboard.engine.v1.RunContext\x12\x10\n\x08language\x18\x1c \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x1d \x01(\tJ\x04\x08\x08\x10\tJ\x04\x08\x10\x10\x11R\x14trigger_payload_jsonR\x14router_decision_json\"\xaa\x01\n\nRunContext\x12\x30\n\x06regime\x18\x01 \x01(\x0e\x32 .switchboard.engine.v1.RunRegime\x12\x30\n\x04page\x18\x02 \x01(\x0b\x32\".switchboard.engine.v1.CurrentPage\x12\x38\n\nselections\x18\x03 \x03(\x0b\x32$.switchboard.engine.v1.SelectedBlock\"6\n\x0b\x43urrentPage\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\"/\n\rSelectedBlock\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08\x62lock_id\x18\x02 \x01(\t\"{\n\x0eRouterDecision\x12\x34\n\x06skills\x18\x01 \x01(\x0b\x32$.switchboard.router.v1.SkillDecision\x12\x33\n\x05model\x18\x02 \x01(\x0b\x32$.switchboard.engine.v1.ModelDecision\"\xd7\x01\n\rModelDecision\x12\x31\n\x05model\x18\x01 \x01(\x0b\x32\".switchboard.router.v1.ModelOption\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0e\n\x06routed\x18\x03 \x01(\x08\x12<\n\x0frequest_profile\x18\x04 \x01(\x0e\x32#.switchboard.router.v1.ModelProfile\x12\x10\n\x08web_only\x18\x05 \x01(\x08\x12\x10\n\x08\x66\x61llback\x18\x06 \x01(\x08\x12\x11\n\tneeds_web\x18\x41 \x01(\x08\"P\n\nRunStarted\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x17\n\x0frequested_model\x18\x02 \x01(\t\x12\x10\n\x08language\x18\x37 \x01(\t\"U\n\x04Step\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32!.switchboard.engine.v1.StepStatus\";\n\tSkillUsed\x12.\n\x05skill\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.SkillUse\"\x15\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x19\n\tReasoning\x12\x0c\n\x04text\x18\x01 \x01(\t\"\'\n\x06Notice\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x95\x01\n\x05\x46inal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12+\n\x05usage\x18\x04 \x01(\x0b\x32\x1c.switchboard.common.v1.Usage\x12\x30\n\x06status\x18\x05 \x01(\x0e\x32 .switchboard.engine.v1.RunStatus\"o\n\x0cProposalMade\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t\x12\x0f\n\x07page_id\x18\x02 \x01(\t\x12\x12\n\npage_title\x18\x03 \x01(\t\x12\x0f\n\x07summary\x18\x04 \x01(\t\x12\x14\n\x0cunified_diff\x18\x05 \x01(\t\"o\n\x0b\x41\x63tionTaken\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\x12\x11\n\targuments\x18\x05 \x01(\t\x12\x0e\n\x06result\x18\x06 \x01(\t\"\x83\x01\n\x10LiveStateChanged\x12\x37\n\x04type\x18\x01 \x01(\x0e\x32).switchboard.memory.v1.LiveStateEventType\x12\x36\n\x07\x65ntries\x18\x02 \x03(\x0b\x32%.switchboard.memory.v1.LiveStateEntry\"D\n\x06\x42udget\x12\x12\n\nmax_tokens\x18\x01 \x01(\x03\x12\x11\n\tmax_steps\x18\x02 \x01(\x05\x12\x13\n\x0bmax_seconds\x18\x03 \x01(\x01\")\n\x08RunError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xaa\x05\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08sequence\x18\x02 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x38\n\x0brun_started\x18\n \x01(\x0b\x32!.switchboard.engine.v1.RunStartedH\x00\x12+\n\x04step\x18\x0b \x01(\x0b\x32\x1b.switchboard.engine.v1.StepH\x00\x12\x36\n\nskill_used\x18\x0c \x01(\x0b\x32 .switchboard.engine.v1.SkillUsedH\x00\x12-\n\x05\x64\x65lta\x18\r \x01(\x0b\x32\x1c.switchboard.engine.v1.DeltaH\x00\x12/\n\x06notice\x18\x0e \x01(\x0b\x32\x1d.switchboard.engine.v1.NoticeH\x00\x12-\n\x05\x66inal\x18\x0f \x01(\x0b\x32\x1c.switchboard.engine.v1.FinalH\x00\x12\x30\n\x05\x65rror\x18\x10 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunErrorH\x00\x12\x37\n\x08proposal\x18\x11 \x01(\x0b\x32#.switchboard.engine.v1.ProposalMadeH\x00\x12\x34\n\x06\x61\x63tion\x18\x12 \x01(\x0b\x32\".switchboard.engine.v1.ActionTakenH\x00\x12\x35\n\treasoning\x18\x13 \x01(\x0b\x32 .switchboard.engine.v1.ReasoningH\x00\x12=\n\nlive_state\x18\x14 \x01(\x0b\x32\'.switchboard.engine.v1.LiveStateChangedH\x00\x42\x06\n\x04kind*q\n\x07Surface\x12\x17\n\x13SURFACE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSURFACE_CHAT\x10\x01\x12\x12\n\x0eSURFACE_EDITOR\x10\x02\x12\x11\n\rSURFACE_AGENT\x10\x03\x12\x14\n\x10SURFACE_SCHEDULE\x10\x04*\xc6\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_STATUS_RUNNING\x10\x01\x12\x1f\n\x1bRUN_STATUS_WAITING_APPROVAL\x10\x02\x12\x13\n\x0fRUN_STATUS_DONE\x10\x03\x12\x15\n\x11RUN_STATUS_FAILED\x10\x04\x12\x18\n\x14RUN_STATUS_CANCELLED\x10\x05\x12\x1e\n\x1aRUN_STATUS_BUDGET_EXCEEDED\x10\x06*k\n\x0fSkillInvocation\x12 \n\x1cSKILL_INVOCATION_UNSPECIFIED\x10\x00\x12\x1b\n\x17SKILL_INVOCATION_MANUAL\x10\x01\x12\x19\n\x15SKILL_INVOCATION_AUTO\x10\x02*W\n\tRunRegime\x12\x1a\n\x16RUN_REGIME_UNSPECIFIED\x10\x00\x12\x13\n\x0fRUN_REGIME_USER\x10\x01\x12\x19\n\x15RUN_REGIME_AUTONOMOUS\x10\x02*t\n\x10\x41pprovalDecision\x12!\n\x1d\x41PPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x41PPROVAL_DECISION_ACCEPTED\x10\x01\x12\x1d\n\x19\x41PPROVAL_DECISION_REFUSED\x10\x02*\x8e\x01\n\nStepStatus\x12\x1b\n\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13STEP_STATUS_STARTED\x10\x01\x12\x19\n\x15STEP_STATUS_COMPLETED\x10\x02\x12\x16\n\x12STEP_STATUS_FAILED\x10\x03\x12\x17\n\x13STEP_STATUS_SKIPPED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.engine.v1.engine_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SURFACE']._serialized_start=3718
-  _globals['_SURFACE']._serialized_end=3831
-  _globals['_RUNSTATUS']._serialized_start=3834
-  _globals['_RUNSTATUS']._serialized_end=4032
-  _globals['_SKILLINVOCATION']._serialized_start=4034
-  _globals['_SKILLINVOCATION']._serialized_end=4141
-  _globals['_RUNREGIME']._serialized_start=4143
-  _globals['_RUNREGIME']._serialized_end=4230
-  _globals['_APPROVALDECISION']._serialized_start=4232
-  _globals['_APPROVALDECISION']._serialized_end=4348
-  _globals['_STEPSTATUS']._serialized_start=4351
-  _globals['_STEPSTATUS']._serialized_end=4493
+  _globals['_SURFACE']._serialized_start=3742
+  _globals['_SURFACE']._serialized_end=3855
+  _globals['_RUNSTATUS']._serialized_start=3858
+  _globals['_RUNSTATUS']._serialized_end=4056
+  _globals['_SKILLINVOCATION']._serialized_start=4058
+  _globals['_SKILLINVOCATION']._serialized_end=4165
+  _globals['_RUNREGIME']._serialized_start=4167
+  _globals['_RUNREGIME']._serialized_end=4254
+  _globals['_APPROVALDECISION']._serialized_start=4256
+  _globals['_APPROVALDECISION']._serialized_end=4372
+  _globals['_STEPSTATUS']._serialized_start=4375
+  _globals['_STEPSTATUS']._serialized_end=4517
   _globals['_SKILLUSE']._serialized_start=232
   _globals['_SKILLUSE']._serialized_end=334
   _globals['_SOURCEREF']._serialized_start=336
@@ -55,41 +55,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSTRUCTIONLAYER']._serialized_start=390
   _globals['_INSTRUCTIONLAYER']._serialized_end=513
   _globals['_RUN']._serialized_start=516
-  _globals['_RUN']._serialized_end=1464
-  _globals['_RUNCONTEXT']._serialized_start=1467
-  _globals['_RUNCONTEXT']._serialized_end=1637
-  _globals['_CURRENTPAGE']._serialized_start=1639
-  _globals['_CURRENTPAGE']._serialized_end=1693
-  _globals['_SELECTEDBLOCK']._serialized_start=1695
-  _globals['_SELECTEDBLOCK']._serialized_end=1742
-  _globals['_ROUTERDECISION']._serialized_start=1744
-  _globals['_ROUTERDECISION']._serialized_end=1867
-  _globals['_MODELDECISION']._serialized_start=1870
-  _globals['_MODELDECISION']._serialized_end=2085
-  _globals['_RUNSTARTED']._serialized_start=2087
-  _globals['_RUNSTARTED']._serialized_end=2167
-  _globals['_STEP']._serialized_start=2169
-  _globals['_STEP']._serialized_end=2254
-  _globals['_SKILLUSED']._serialized_start=2256
-  _globals['_SKILLUSED']._serialized_end=2315
-  _globals['_DELTA']._serialized_start=2317
-  _globals['_DELTA']._serialized_end=2338
-  _globals['_REASONING']._serialized_start=2340
-  _globals['_REASONING']._serialized_end=2365
-  _globals['_NOTICE']._serialized_start=2367
-  _globals['_NOTICE']._serialized_end=2406
-  _globals['_FINAL']._serialized_start=2409
-  _globals['_FINAL']._serialized_end=2558
-  _globals['_PROPOSALMADE']._serialized_start=2560
-  _globals['_PROPOSALMADE']._serialized_end=2671
-  _globals['_ACTIONTAKEN']._serialized_start=2673
-  _globals['_ACTIONTAKEN']._serialized_end=2784
-  _globals['_LIVESTATECHANGED']._serialized_start=2787
-  _globals['_LIVESTATECHANGED']._serialized_end=2918
-  _globals['_BUDGET']._serialized_start=2920
-  _globals['_BUDGET']._serialized_end=2988
-  _globals['_RUNERROR']._serialized_start=2990
-  _globals['_RUNERROR']._serialized_end=3031
-  _globals['_RUNEVENT']._serialized_start=3034
-  _globals['_RUNEVENT']._serialized_end=3716
+  _globals['_RUN']._serialized_end=1488
+  _globals['_RUNCONTEXT']._serialized_start=1491
+  _globals['_RUNCONTEXT']._serialized_end=1661
+  _globals['_CURRENTPAGE']._serialized_start=1663
+  _globals['_CURRENTPAGE']._serialized_end=1717
+  _globals['_SELECTEDBLOCK']._serialized_start=1719
+  _globals['_SELECTEDBLOCK']._serialized_end=1766
+  _globals['_ROUTERDECISION']._serialized_start=1768
+  _globals['_ROUTERDECISION']._serialized_end=1891
+  _globals['_MODELDECISION']._serialized_start=1894
+  _globals['_MODELDECISION']._serialized_end=2109
+  _globals['_RUNSTARTED']._serialized_start=2111
+  _globals['_RUNSTARTED']._serialized_end=2191
+  _globals['_STEP']._serialized_start=2193
+  _globals['_STEP']._serialized_end=2278
+  _globals['_SKILLUSED']._serialized_start=2280
+  _globals['_SKILLUSED']._serialized_end=2339
+  _globals['_DELTA']._serialized_start=2341
+  _globals['_DELTA']._serialized_end=2362
+  _globals['_REASONING']._serialized_start=2364
+  _globals['_REASONING']._serialized_end=2389
+  _globals['_NOTICE']._serialized_start=2391
+  _globals['_NOTICE']._serialized_end=2430
+  _globals['_FINAL']._serialized_start=2433
+  _globals['_FINAL']._serialized_end=2582
+  _globals['_PROPOSALMADE']._serialized_start=2584
+  _globals['_PROPOSALMADE']._serialized_end=2695
+  _globals['_ACTIONTAKEN']._serialized_start=2697
+  _globals['_ACTIONTAKEN']._serialized_end=2808
+  _globals['_LIVESTATECHANGED']._serialized_start=2811
+  _globals['_LIVESTATECHANGED']._serialized_end=2942
+  _globals['_BUDGET']._serialized_start=2944
+  _globals['_BUDGET']._serialized_end=3012
+  _globals['_RUNERROR']._serialized_start=3014
+  _globals['_RUNERROR']._serialized_end=3055
+  _globals['_RUNEVENT']._serialized_start=3058
+  _globals['_RUNEVENT']._serialized_end=3740
 # @@protoc_insertion_point(module_scope)

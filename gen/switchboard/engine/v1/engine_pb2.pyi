@@ -378,6 +378,7 @@ class Run(_message.Message):
     WEBHOOK_URL_FIELD_NUMBER: _builtins.int
     CONTEXT_FIELD_NUMBER: _builtins.int
     LANGUAGE_FIELD_NUMBER: _builtins.int
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The run's id (UUID), assigned by the engine."""
     agent_id: _builtins.str
@@ -422,6 +423,10 @@ class Run(_message.Message):
     """The language the run writes its texts in (notices, proposals, refusals,
     the conversation's title), BCP 47: "en" or "fr". The one StartRunRequest
     asked for, else the language of the user's message.
+    """
+    correlation_id: _builtins.str
+    """An ask's correlation id: the one AskAgentRequest named, else the run's
+    id; "" for a chat run (and for asks recorded before it was kept).
     """
     @_builtins.property
     def usage(self) -> _common_pb2.Usage:
@@ -494,10 +499,11 @@ class Run(_message.Message):
         webhook_url: _builtins.str = ...,
         context: Global___RunContext | None = ...,
         language: _builtins.str = ...,
+        correlation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "finish_time", b"finish_time", "router_decision", b"router_decision", "start_time", b"start_time", "trigger_payload", b"trigger_payload", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "context", b"context", "conversation_id", b"conversation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "language", b"language", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id", "webhook_url", b"webhook_url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval", b"approval", "context", b"context", "conversation_id", b"conversation_id", "correlation_id", b"correlation_id", "credits", b"credits", "error", b"error", "finish_time", b"finish_time", "id", b"id", "language", b"language", "layers", b"layers", "model", b"model", "parent_run_id", b"parent_run_id", "provider", b"provider", "request_id", b"request_id", "requested_model", b"requested_model", "router_decision", b"router_decision", "skills", b"skills", "sources", b"sources", "start_time", b"start_time", "status", b"status", "surface", b"surface", "trigger_id", b"trigger_id", "trigger_payload", b"trigger_payload", "usage", b"usage", "user_id", b"user_id", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -26,17 +26,17 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from switchboard.engine.v1 import engine_pb2 as switchboard_dot_engine_dot_v1_dot_engine__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*switchboard/engine/v1/engine_service.proto\x12\x15switchboard.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"switchboard/engine/v1/engine.proto\"\xb7\x03\n\x0fStartRunRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x17\n\x0frequested_model\x18\x04 \x01(\t\x12/\n\x07surface\x18\x05 \x01(\x0e\x32\x1e.switchboard.engine.v1.Surface\x12\x15\n\rforced_skills\x18\x06 \x03(\t\x12-\n\x06\x62udget\x18\x07 \x01(\x0b\x32\x1d.switchboard.engine.v1.Budget\x12\x36\n\x0b\x62usy_policy\x18\x08 \x01(\x0e\x32!.switchboard.engine.v1.BusyPolicy\x12\x1b\n\x13\x63lient_instructions\x18\t \x01(\t\x12\x13\n\x0bwebhook_url\x18\n \x01(\t\x12\x12\n\nbackground\x18\x0b \x01(\x08\x12\x12\n\nproject_id\x18\x0c \x01(\t\x12\x32\n\x07\x63ontext\x18\r \x01(\x0b\x32!.switchboard.engine.v1.RunContext\x12\x10\n\x08language\x18\x0e \x01(\t\"V\n\x10StartRunResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunEvent\x12\x12\n\nevent_json\x18\x02 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"9\n\x0eGetRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"9\n\x0fWatchRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x16\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x03\"V\n\x10WatchRunResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunEvent\x12\x12\n\nevent_json\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"j\n\x1dRecordApprovalDecisionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x39\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\'.switchboard.engine.v1.ApprovalDecision\"I\n\x1eRecordApprovalDecisionResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"<\n\x11\x43\x61ncelRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"Q\n\x0fListRunsRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"U\n\x10ListRunsResponse\x12(\n\x04runs\x18\x01 \x03(\x0b\x32\x1a.switchboard.engine.v1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x93\x02\n\x0f\x41skAgentRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\trequester\x18\x02 \x01(\t\x12\x17\n\x0ftarget_agent_id\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x05 \x01(\t\x12-\n\x06\x62udget\x18\x06 \x01(\x0b\x32\x1d.switchboard.engine.v1.Budget\x12\x36\n\x0b\x62usy_policy\x18\x07 \x01(\x0e\x32!.switchboard.engine.v1.BusyPolicy\x12\x1b\n\x13\x63lient_instructions\x18\x08 \x01(\t\x12\x13\n\x0bwebhook_url\x18\t \x01(\t\"V\n\x10\x41skAgentResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunEvent\x12\x12\n\nevent_json\x18\x02 \x01(\t\"\x8c\x01\n\x0fWebhookDelivery\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x13\n\x0bstatus_code\x18\x02 \x01(\x05\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x64uration_ms\x18\x05 \x01(\x03\".\n\x1cListWebhookDeliveriesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xc0\x01\n\x1dListWebhookDeliveriesResponse\x12\x13\n\x0bwebhook_url\x18\x01 \x01(\t\x12\x12\n\nwebhook_id\x18\x02 \x01(\t\x12:\n\x05state\x18\x03 \x01(\x0e\x32+.switchboard.engine.v1.WebhookDeliveryState\x12:\n\ndeliveries\x18\x04 \x03(\x0b\x32&.switchboard.engine.v1.WebhookDelivery\"A\n\x14WebhookDefaultTarget\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"l\n\x18SetWebhookDefaultRequest\x12;\n\x06target\x18\x01 \x01(\x0b\x32+.switchboard.engine.v1.WebhookDefaultTarget\x12\x13\n\x0bwebhook_url\x18\x02 \x01(\t\"0\n\x19SetWebhookDefaultResponse\x12\x13\n\x0bwebhook_url\x18\x01 \x01(\t\"W\n\x18GetWebhookDefaultRequest\x12;\n\x06target\x18\x01 \x01(\x0b\x32+.switchboard.engine.v1.WebhookDefaultTarget\"0\n\x19GetWebhookDefaultResponse\x12\x13\n\x0bwebhook_url\x18\x01 \x01(\t*s\n\nBusyPolicy\x12\x1b\n\x17\x42USY_POLICY_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42USY_POLICY_QUEUE\x10\x01\x12\x16\n\x12\x42USY_POLICY_REJECT\x10\x02\x12\x19\n\x15\x42USY_POLICY_INTERRUPT\x10\x03*\xab\x01\n\x14WebhookDeliveryState\x12&\n\"WEBHOOK_DELIVERY_STATE_UNSPECIFIED\x10\x00\x12\"\n\x1eWEBHOOK_DELIVERY_STATE_PENDING\x10\x01\x12$\n WEBHOOK_DELIVERY_STATE_DELIVERED\x10\x02\x12!\n\x1dWEBHOOK_DELIVERY_STATE_FAILED\x10\x03\x32\xbd\x08\n\rEngineService\x12]\n\x08StartRun\x12&.switchboard.engine.v1.StartRunRequest\x1a\'.switchboard.engine.v1.StartRunResponse0\x01\x12U\n\x06GetRun\x12$.switchboard.engine.v1.GetRunRequest\x1a%.switchboard.engine.v1.GetRunResponse\x12]\n\x08WatchRun\x12&.switchboard.engine.v1.WatchRunRequest\x1a\'.switchboard.engine.v1.WatchRunResponse0\x01\x12^\n\tCancelRun\x12\'.switchboard.engine.v1.CancelRunRequest\x1a(.switchboard.engine.v1.CancelRunResponse\x12\x85\x01\n\x16RecordApprovalDecision\x12\x34.switchboard.engine.v1.RecordApprovalDecisionRequest\x1a\x35.switchboard.engine.v1.RecordApprovalDecisionResponse\x12[\n\x08ListRuns\x12&.switchboard.engine.v1.ListRunsRequest\x1a\'.switchboard.engine.v1.ListRunsResponse\x12]\n\x08\x41skAgent\x12&.switchboard.engine.v1.AskAgentRequest\x1a\'.switchboard.engine.v1.AskAgentResponse0\x01\x12\x82\x01\n\x15ListWebhookDeliveries\x12\x33.switchboard.engine.v1.ListWebhookDeliveriesRequest\x1a\x34.switchboard.engine.v1.ListWebhookDeliveriesResponse\x12v\n\x11SetWebhookDefault\x12/.switchboard.engine.v1.SetWebhookDefaultRequest\x1a\x30.switchboard.engine.v1.SetWebhookDefaultResponse\x12v\n\x11GetWebhookDefault\x12/.switchboard.engine.v1.GetWebhookDefaultRequest\x1a\x30.switchboard.engine.v1.GetWebhookDefaultResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*switchboard/engine/v1/engine_service.proto\x12\x15switchboard.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"switchboard/engine/v1/engine.proto\"\xb7\x03\n\x0fStartRunRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x17\n\x0frequested_model\x18\x04 \x01(\t\x12/\n\x07surface\x18\x05 \x01(\x0e\x32\x1e.switchboard.engine.v1.Surface\x12\x15\n\rforced_skills\x18\x06 \x03(\t\x12-\n\x06\x62udget\x18\x07 \x01(\x0b\x32\x1d.switchboard.engine.v1.Budget\x12\x36\n\x0b\x62usy_policy\x18\x08 \x01(\x0e\x32!.switchboard.engine.v1.BusyPolicy\x12\x1b\n\x13\x63lient_instructions\x18\t \x01(\t\x12\x13\n\x0bwebhook_url\x18\n \x01(\t\x12\x12\n\nbackground\x18\x0b \x01(\x08\x12\x12\n\nproject_id\x18\x0c \x01(\t\x12\x32\n\x07\x63ontext\x18\r \x01(\x0b\x32!.switchboard.engine.v1.RunContext\x12\x10\n\x08language\x18\x0e \x01(\t\"V\n\x10StartRunResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunEvent\x12\x12\n\nevent_json\x18\x02 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"9\n\x0eGetRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"N\n\x0fWatchRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x16\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x03\x12\x13\n\x0bstored_only\x18\x03 \x01(\x08\"V\n\x10WatchRunResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunEvent\x12\x12\n\nevent_json\x18\x02 \x01(\t\";\n\x14SetRunWebhookRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0bwebhook_url\x18\x02 \x01(\t\"@\n\x15SetRunWebhookResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"j\n\x1dRecordApprovalDecisionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x39\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\'.switchboard.engine.v1.ApprovalDecision\"I\n\x1eRecordApprovalDecisionResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"<\n\x11\x43\x61ncelRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.switchboard.engine.v1.Run\"i\n\x0fListRunsRequest\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\t\"U\n\x10ListRunsResponse\x12(\n\x04runs\x18\x01 \x03(\x0b\x32\x1a.switchboard.engine.v1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x93\x02\n\x0f\x41skAgentRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\trequester\x18\x02 \x01(\t\x12\x17\n\x0ftarget_agent_id\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x16\n\x0e\x63orrelation_id\x18\x05 \x01(\t\x12-\n\x06\x62udget\x18\x06 \x01(\x0b\x32\x1d.switchboard.engine.v1.Budget\x12\x36\n\x0b\x62usy_policy\x18\x07 \x01(\x0e\x32!.switchboard.engine.v1.BusyPolicy\x12\x1b\n\x13\x63lient_instructions\x18\x08 \x01(\t\x12\x13\n\x0bwebhook_url\x18\t \x01(\t\"V\n\x10\x41skAgentResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.switchboard.engine.v1.RunEvent\x12\x12\n\nevent_json\x18\x02 \x01(\t\"\x8c\x01\n\x0fWebhookDelivery\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x13\n\x0bstatus_code\x18\x02 \x01(\x05\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12/\n\x0b\x63reate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x64uration_ms\x18\x05 \x01(\x03\".\n\x1cListWebhookDeliveriesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\xc0\x01\n\x1dListWebhookDeliveriesResponse\x12\x13\n\x0bwebhook_url\x18\x01 \x01(\t\x12\x12\n\nwebhook_id\x18\x02 \x01(\t\x12:\n\x05state\x18\x03 \x01(\x0e\x32+.switchboard.engine.v1.WebhookDeliveryState\x12:\n\ndeliveries\x18\x04 \x03(\x0b\x32&.switchboard.engine.v1.WebhookDelivery\"A\n\x14WebhookDefaultTarget\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\"l\n\x18SetWebhookDefaultRequest\x12;\n\x06target\x18\x01 \x01(\x0b\x32+.switchboard.engine.v1.WebhookDefaultTarget\x12\x13\n\x0bwebhook_url\x18\x02 \x01(\t\"0\n\x19SetWebhookDefaultResponse\x12\x13\n\x0bwebhook_url\x18\x01 \x01(\t\"W\n\x18GetWebhookDefaultRequest\x12;\n\x06target\x18\x01 \x01(\x0b\x32+.switchboard.engine.v1.WebhookDefaultTarget\"0\n\x19GetWebhookDefaultResponse\x12\x13\n\x0bwebhook_url\x18\x01 \x01(\t*s\n\nBusyPolicy\x12\x1b\n\x17\x42USY_POLICY_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42USY_POLICY_QUEUE\x10\x01\x12\x16\n\x12\x42USY_POLICY_REJECT\x10\x02\x12\x19\n\x15\x42USY_POLICY_INTERRUPT\x10\x03*\xab\x01\n\x14WebhookDeliveryState\x12&\n\"WEBHOOK_DELIVERY_STATE_UNSPECIFIED\x10\x00\x12\"\n\x1eWEBHOOK_DELIVERY_STATE_PENDING\x10\x01\x12$\n WEBHOOK_DELIVERY_STATE_DELIVERED\x10\x02\x12!\n\x1dWEBHOOK_DELIVERY_STATE_FAILED\x10\x03\x32\xa9\t\n\rEngineService\x12]\n\x08StartRun\x12&.switchboard.engine.v1.StartRunRequest\x1a\'.switchboard.engine.v1.StartRunResponse0\x01\x12U\n\x06GetRun\x12$.switchboard.engine.v1.GetRunRequest\x1a%.switchboard.engine.v1.GetRunResponse\x12]\n\x08WatchRun\x12&.switchboard.engine.v1.WatchRunRequest\x1a\'.switchboard.engine.v1.WatchRunResponse0\x01\x12^\n\tCancelRun\x12\'.switchboard.engine.v1.CancelRunRequest\x1a(.switchboard.engine.v1.CancelRunResponse\x12\x85\x01\n\x16RecordApprovalDecision\x12\x34.switchboard.engine.v1.RecordApprovalDecisionRequest\x1a\x35.switchboard.engine.v1.RecordApprovalDecisionResponse\x12[\n\x08ListRuns\x12&.switchboard.engine.v1.ListRunsRequest\x1a\'.switchboard.engine.v1.ListRunsResponse\x12]\n\x08\x41skAgent\x12&.switchboard.engine.v1.AskAgentRequest\x1a\'.switchboard.engine.v1.AskAgentResponse0\x01\x12\x82\x01\n\x15ListWebhookDeliveries\x12\x33.switchboard.engine.v1.ListWebhookDeliveriesRequest\x1a\x34.switchboard.engine.v1.ListWebhookDeliveriesResponse\x12v\n\x11SetWebhookDefault\x12/.switchboard.engine.v1.SetWebhookDefaultRequest\x1a\x30.switchboard.engine.v1.SetWebhookDefaultResponse\x12v\n\x11GetWebhookDefault\x12/.switchboard.engine.v1.GetWebhookDefaultRequest\x1a\x30.switchboard.engine.v1.GetWebhookDefaultResponse\x12j\n\rSetRunWebhook\x12+.switchboard.engine.v1.SetRunWebhookRequest\x1a,.switchboard.engine.v1.SetRunWebhookResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'switchboard.engine.v1.engine_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BUSYPOLICY']._serialized_start=2476
-  _globals['_BUSYPOLICY']._serialized_end=2591
-  _globals['_WEBHOOKDELIVERYSTATE']._serialized_start=2594
-  _globals['_WEBHOOKDELIVERYSTATE']._serialized_end=2765
+  _globals['_BUSYPOLICY']._serialized_start=2648
+  _globals['_BUSYPOLICY']._serialized_end=2763
+  _globals['_WEBHOOKDELIVERYSTATE']._serialized_start=2766
+  _globals['_WEBHOOKDELIVERYSTATE']._serialized_end=2937
   _globals['_STARTRUNREQUEST']._serialized_start=139
   _globals['_STARTRUNREQUEST']._serialized_end=578
   _globals['_STARTRUNRESPONSE']._serialized_start=580
@@ -46,41 +46,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETRUNRESPONSE']._serialized_start=701
   _globals['_GETRUNRESPONSE']._serialized_end=758
   _globals['_WATCHRUNREQUEST']._serialized_start=760
-  _globals['_WATCHRUNREQUEST']._serialized_end=817
-  _globals['_WATCHRUNRESPONSE']._serialized_start=819
-  _globals['_WATCHRUNRESPONSE']._serialized_end=905
-  _globals['_CANCELRUNREQUEST']._serialized_start=907
-  _globals['_CANCELRUNREQUEST']._serialized_end=941
-  _globals['_RECORDAPPROVALDECISIONREQUEST']._serialized_start=943
-  _globals['_RECORDAPPROVALDECISIONREQUEST']._serialized_end=1049
-  _globals['_RECORDAPPROVALDECISIONRESPONSE']._serialized_start=1051
-  _globals['_RECORDAPPROVALDECISIONRESPONSE']._serialized_end=1124
-  _globals['_CANCELRUNRESPONSE']._serialized_start=1126
-  _globals['_CANCELRUNRESPONSE']._serialized_end=1186
-  _globals['_LISTRUNSREQUEST']._serialized_start=1188
-  _globals['_LISTRUNSREQUEST']._serialized_end=1269
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1271
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1356
-  _globals['_ASKAGENTREQUEST']._serialized_start=1359
-  _globals['_ASKAGENTREQUEST']._serialized_end=1634
-  _globals['_ASKAGENTRESPONSE']._serialized_start=1636
-  _globals['_ASKAGENTRESPONSE']._serialized_end=1722
-  _globals['_WEBHOOKDELIVERY']._serialized_start=1725
-  _globals['_WEBHOOKDELIVERY']._serialized_end=1865
-  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_start=1867
-  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_end=1913
-  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_start=1916
-  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_end=2108
-  _globals['_WEBHOOKDEFAULTTARGET']._serialized_start=2110
-  _globals['_WEBHOOKDEFAULTTARGET']._serialized_end=2175
-  _globals['_SETWEBHOOKDEFAULTREQUEST']._serialized_start=2177
-  _globals['_SETWEBHOOKDEFAULTREQUEST']._serialized_end=2285
-  _globals['_SETWEBHOOKDEFAULTRESPONSE']._serialized_start=2287
-  _globals['_SETWEBHOOKDEFAULTRESPONSE']._serialized_end=2335
-  _globals['_GETWEBHOOKDEFAULTREQUEST']._serialized_start=2337
-  _globals['_GETWEBHOOKDEFAULTREQUEST']._serialized_end=2424
-  _globals['_GETWEBHOOKDEFAULTRESPONSE']._serialized_start=2426
-  _globals['_GETWEBHOOKDEFAULTRESPONSE']._serialized_end=2474
-  _globals['_ENGINESERVICE']._serialized_start=2768
-  _globals['_ENGINESERVICE']._serialized_end=3853
+  _globals['_WATCHRUNREQUEST']._serialized_end=838
+  _globals['_WATCHRUNRESPONSE']._serialized_start=840
+  _globals['_WATCHRUNRESPONSE']._serialized_end=926
+  _globals['_SETRUNWEBHOOKREQUEST']._serialized_start=928
+  _globals['_SETRUNWEBHOOKREQUEST']._serialized_end=987
+  _globals['_SETRUNWEBHOOKRESPONSE']._serialized_start=989
+  _globals['_SETRUNWEBHOOKRESPONSE']._serialized_end=1053
+  _globals['_CANCELRUNREQUEST']._serialized_start=1055
+  _globals['_CANCELRUNREQUEST']._serialized_end=1089
+  _globals['_RECORDAPPROVALDECISIONREQUEST']._serialized_start=1091
+  _globals['_RECORDAPPROVALDECISIONREQUEST']._serialized_end=1197
+  _globals['_RECORDAPPROVALDECISIONRESPONSE']._serialized_start=1199
+  _globals['_RECORDAPPROVALDECISIONRESPONSE']._serialized_end=1272
+  _globals['_CANCELRUNRESPONSE']._serialized_start=1274
+  _globals['_CANCELRUNRESPONSE']._serialized_end=1334
+  _globals['_LISTRUNSREQUEST']._serialized_start=1336
+  _globals['_LISTRUNSREQUEST']._serialized_end=1441
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1443
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1528
+  _globals['_ASKAGENTREQUEST']._serialized_start=1531
+  _globals['_ASKAGENTREQUEST']._serialized_end=1806
+  _globals['_ASKAGENTRESPONSE']._serialized_start=1808
+  _globals['_ASKAGENTRESPONSE']._serialized_end=1894
+  _globals['_WEBHOOKDELIVERY']._serialized_start=1897
+  _globals['_WEBHOOKDELIVERY']._serialized_end=2037
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_start=2039
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_end=2085
+  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_start=2088
+  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_end=2280
+  _globals['_WEBHOOKDEFAULTTARGET']._serialized_start=2282
+  _globals['_WEBHOOKDEFAULTTARGET']._serialized_end=2347
+  _globals['_SETWEBHOOKDEFAULTREQUEST']._serialized_start=2349
+  _globals['_SETWEBHOOKDEFAULTREQUEST']._serialized_end=2457
+  _globals['_SETWEBHOOKDEFAULTRESPONSE']._serialized_start=2459
+  _globals['_SETWEBHOOKDEFAULTRESPONSE']._serialized_end=2507
+  _globals['_GETWEBHOOKDEFAULTREQUEST']._serialized_start=2509
+  _globals['_GETWEBHOOKDEFAULTREQUEST']._serialized_end=2596
+  _globals['_GETWEBHOOKDEFAULTRESPONSE']._serialized_start=2598
+  _globals['_GETWEBHOOKDEFAULTRESPONSE']._serialized_end=2646
+  _globals['_ENGINESERVICE']._serialized_start=2940
+  _globals['_ENGINESERVICE']._serialized_end=4133
 # @@protoc_insertion_point(module_scope)

@@ -271,19 +271,26 @@ class WatchRunRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     AFTER_SEQUENCE_FIELD_NUMBER: _builtins.int
+    STORED_ONLY_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """The run's id."""
     after_sequence: _builtins.int
     """Stream events with sequence > after_sequence (0 = from the start)."""
+    stored_only: _builtins.bool
+    """Only the events stored so far, then the stream ends, whether or not the
+    run has (a snapshot of a running run; its latest events may not be
+    stored yet).
+    """
     def __init__(
         self,
         *,
         run_id: _builtins.str = ...,
         after_sequence: _builtins.int = ...,
+        stored_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "run_id", b"run_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_sequence", b"after_sequence", "run_id", b"run_id", "stored_only", b"stored_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -319,6 +326,56 @@ class WatchRunResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchRunResponse: _TypeAlias = WatchRunResponse  # noqa: Y015
+
+@_typing.final
+class SetRunWebhookRequest(_message.Message):
+    """A running run's new webhook."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """The run's id."""
+    webhook_url: _builtins.str
+    """Where its record is POSTed when it ends; "" = nowhere."""
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetRunWebhookRequest: _TypeAlias = SetRunWebhookRequest  # noqa: Y015
+
+@_typing.final
+class SetRunWebhookResponse(_message.Message):
+    """The run with its webhook set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def run(self) -> _engine_pb2.Run:
+        """The run as it is now."""
+
+    def __init__(
+        self,
+        *,
+        run: _engine_pb2.Run | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run", b"run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetRunWebhookResponse: _TypeAlias = SetRunWebhookResponse  # noqa: Y015
 
 @_typing.final
 class CancelRunRequest(_message.Message):
@@ -427,22 +484,26 @@ class ListRunsRequest(_message.Message):
     CONVERSATION_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
     conversation_id: _builtins.str
     """The conversation; required."""
     page_size: _builtins.int
     """At most this many runs (default 20, max 100)."""
     page_token: _builtins.str
     """next_page_token of the previous page; "" for the first."""
+    correlation_id: _builtins.str
+    """Only the runs of asks with this correlation id; "" = every run."""
     def __init__(
         self,
         *,
         conversation_id: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        correlation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_id", b"conversation_id", "correlation_id", b"correlation_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

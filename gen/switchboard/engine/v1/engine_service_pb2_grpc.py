@@ -89,6 +89,11 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultResponse.FromString,
                 _registered_method=True)
+        self.SetRunWebhook = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/SetRunWebhook',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -148,7 +153,8 @@ class EngineServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListRuns(self, request, context):
-        """The caller's runs of one conversation, newest first.
+        """The caller's runs of one conversation (or agent thread), newest first,
+        optionally only those of one correlation id.
         INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -191,6 +197,17 @@ class EngineServiceServicer:
         """The default webhook of a conversation (the caller's) or agent (the
         caller's, or its shared project's) ("" when none). NOT_FOUND as
         SetWebhookDefault.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetRunWebhook(self, request, context):
+        """Sets or clears ("") the webhook of a run that is still running: its
+        record is POSTed there when it ends, signed as every webhook. The URL is
+        checked as StartRun checks webhook_url (INVALID_ARGUMENT,
+        FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
+        delivery is decided); NOT_FOUND as GetRun.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -248,6 +265,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.GetWebhookDefault,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultResponse.SerializeToString,
+            ),
+            'SetRunWebhook': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRunWebhook,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -525,6 +547,33 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/GetWebhookDefault',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.GetWebhookDefaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRunWebhook(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/SetRunWebhook',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -66,7 +66,8 @@ class EngineServiceStub:
     another status is FAILED_PRECONDITION.
     """
     ListRuns: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]
-    """The caller's runs of one conversation, newest first.
+    """The caller's runs of one conversation (or agent thread), newest first,
+    optionally only those of one correlation id.
     INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
     """
     AskAgent: _grpc.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]
@@ -93,6 +94,13 @@ class EngineServiceStub:
     """The default webhook of a conversation (the caller's) or agent (the
     caller's, or its shared project's) ("" when none). NOT_FOUND as
     SetWebhookDefault.
+    """
+    SetRunWebhook: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.SetRunWebhookRequest, _engine_service_pb2.SetRunWebhookResponse]
+    """Sets or clears ("") the webhook of a run that is still running: its
+    record is POSTed there when it ends, signed as every webhook. The URL is
+    checked as StartRun checks webhook_url (INVALID_ARGUMENT,
+    FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
+    delivery is decided); NOT_FOUND as GetRun.
     """
 
 @_typing.type_check_only
@@ -133,7 +141,8 @@ class EngineServiceAsyncStub(EngineServiceStub):
     another status is FAILED_PRECONDITION.
     """
     ListRuns: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListRunsRequest, _engine_service_pb2.ListRunsResponse]  # type: ignore[assignment]
-    """The caller's runs of one conversation, newest first.
+    """The caller's runs of one conversation (or agent thread), newest first,
+    optionally only those of one correlation id.
     INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
     """
     AskAgent: _aio.UnaryStreamMultiCallable[_engine_service_pb2.AskAgentRequest, _engine_service_pb2.AskAgentResponse]  # type: ignore[assignment]
@@ -160,6 +169,13 @@ class EngineServiceAsyncStub(EngineServiceStub):
     """The default webhook of a conversation (the caller's) or agent (the
     caller's, or its shared project's) ("" when none). NOT_FOUND as
     SetWebhookDefault.
+    """
+    SetRunWebhook: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.SetRunWebhookRequest, _engine_service_pb2.SetRunWebhookResponse]  # type: ignore[assignment]
+    """Sets or clears ("") the webhook of a run that is still running: its
+    record is POSTed there when it ends, signed as every webhook. The URL is
+    checked as StartRun checks webhook_url (INVALID_ARGUMENT,
+    FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
+    delivery is decided); NOT_FOUND as GetRun.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -233,7 +249,8 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _engine_service_pb2.ListRunsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_engine_service_pb2.ListRunsResponse, _abc.Awaitable[_engine_service_pb2.ListRunsResponse]]:
-        """The caller's runs of one conversation, newest first.
+        """The caller's runs of one conversation (or agent thread), newest first,
+        optionally only those of one correlation id.
         INVALID_ARGUMENT: no conversation_id, a negative page_size, a foreign page_token.
         """
 
@@ -284,6 +301,19 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         """The default webhook of a conversation (the caller's) or agent (the
         caller's, or its shared project's) ("" when none). NOT_FOUND as
         SetWebhookDefault.
+        """
+
+    @_abc_1.abstractmethod
+    def SetRunWebhook(
+        self,
+        request: _engine_service_pb2.SetRunWebhookRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.SetRunWebhookResponse, _abc.Awaitable[_engine_service_pb2.SetRunWebhookResponse]]:
+        """Sets or clears ("") the webhook of a run that is still running: its
+        record is POSTed there when it ends, signed as every webhook. The URL is
+        checked as StartRun checks webhook_url (INVALID_ARGUMENT,
+        FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
+        delivery is decided); NOT_FOUND as GetRun.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
