@@ -70,11 +70,6 @@ class GatewaySettings(SecuritySettings):
     # JSON file of hashed tokens written by `python -m gateway tokens ...`;
     # accepted together with `tokens`. Re-read when it changes.
     tokens_file: Path | None = None
-    # Sources offered by GET /api/agent/sources besides the workspace, until
-    # the engine publishes its own: JSON lists of {"name", "title"?}
-    # (the engine's MCP server entries can be pasted as they are).
-    connectors_json: str = "[]"
-    mcp_servers_json: str = "[]"
     otlp_endpoint: str = Field(default="", validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"))
     log_level: str = Field(default="INFO", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL"))
 

@@ -23,8 +23,10 @@ from services.engine.servicer import EngineServicer
 from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
 from services.engine.tools import ToolRegistry
+from services.engine.tools.configured_sources import SourceCatalogue
+from services.engine.tools.connectors import Connector
 from services.engine.tools.engine_backend import AskRuns, EngineToolBackend
-from services.engine.tools.mcp_client import McpHub, parse_mcp_servers
+from services.engine.tools.mcp_client import McpHub, McpServerConfig, parse_mcp_servers
 from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
 from services.engine.webhooks.service import Webhooks
 from services.engine.webhooks.signing import load_secret
@@ -91,6 +93,14 @@ def webhook_limits(settings: EngineSettings) -> WebhookLimits:
     )
 
 
+def configured_tools(settings: EngineSettings) -> tuple[list[Connector], list[McpServerConfig]]:
+    """The connectors and MCP servers runs may be allowed: both the tool
+    registry and ListSources take them from here, so they cannot differ."""
+    return [CONNECTORS[name]() for name in settings.connector_names], parse_mcp_servers(
+        settings.mcp_servers_json
+    )
+
+
 async def open_run_service(
     settings: EngineSettings, collaborators: Collaborators
 ) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
@@ -106,8 +116,8 @@ async def _open_runs(
     settings: EngineSettings, collaborators: Collaborators, engine: AsyncEngine
 ) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
     repository = RunsRepository(engine)
-    mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
-    connectors = [CONNECTORS[name]() for name in settings.connector_names]
+    connectors, servers = configured_tools(settings)
+    mcp = McpHub(servers)
 
     def tools(runs: AskRuns) -> ToolRegistry:
         return ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp)
@@ -177,7 +187,10 @@ async def build_server(settings: EngineSettings) -> RunningService:
         await drain(grace)
 
     def register(server: grpc.aio.Server) -> Sequence[str]:
-        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(runs, webhooks), server)
+        sources = SourceCatalogue(*configured_tools(settings))
+        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(
+            EngineServicer(runs, webhooks, sources), server
+        )
         schedules_service_pb2_grpc.add_ScheduleServiceServicer_to_server(automation.servicer, server)
         return [SERVICE_NAME, SCHEDULE_SERVICE_NAME]
 

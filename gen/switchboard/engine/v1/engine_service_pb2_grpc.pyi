@@ -94,6 +94,13 @@ class EngineServiceStub:
     caller's, or its shared project's) ("" when none). NOT_FOUND as
     SetWebhookDefault.
     """
+    ListSources: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListSourcesRequest, _engine_service_pb2.ListSourcesResponse]
+    """The sources a conversation can allow besides its workspace and memory:
+    the connectors, then the MCP servers, this engine is configured with
+    (what its runs honour), each in configuration order. Names and titles
+    only: never a server's command, arguments or environment. The same for
+    every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
+    """
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
@@ -160,6 +167,13 @@ class EngineServiceAsyncStub(EngineServiceStub):
     """The default webhook of a conversation (the caller's) or agent (the
     caller's, or its shared project's) ("" when none). NOT_FOUND as
     SetWebhookDefault.
+    """
+    ListSources: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListSourcesRequest, _engine_service_pb2.ListSourcesResponse]  # type: ignore[assignment]
+    """The sources a conversation can allow besides its workspace and memory:
+    the connectors, then the MCP servers, this engine is configured with
+    (what its runs honour), each in configuration order. Names and titles
+    only: never a server's command, arguments or environment. The same for
+    every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -284,6 +298,19 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         """The default webhook of a conversation (the caller's) or agent (the
         caller's, or its shared project's) ("" when none). NOT_FOUND as
         SetWebhookDefault.
+        """
+
+    @_abc_1.abstractmethod
+    def ListSources(
+        self,
+        request: _engine_service_pb2.ListSourcesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.ListSourcesResponse, _abc.Awaitable[_engine_service_pb2.ListSourcesResponse]]:
+        """The sources a conversation can allow besides its workspace and memory:
+        the connectors, then the MCP servers, this engine is configured with
+        (what its runs honour), each in configuration order. Names and titles
+        only: never a server's command, arguments or environment. The same for
+        every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
