@@ -122,10 +122,11 @@ async def _open_runs(
     def tools(runs: AskRuns) -> ToolRegistry:
         return ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp)
 
+    models = providers(settings, collaborators)
     runs = RunService(
         repository,
         collaborators,
-        providers(settings, collaborators),
+        models,
         run_limits(settings),
         settings.instance_id,
         tools,
@@ -165,7 +166,11 @@ async def _open_runs(
         # (a last step, INTERRUPTED) reaches clients before their streams close.
         await runs.close(None if grace is None else grace * 0.8)
 
-    return runs, webhooks, [engine.dispose, mcp.close, stop_maintenance], drain
+    async def close_providers() -> None:
+        for provider in models.values():
+            await provider.close()
+
+    return runs, webhooks, [engine.dispose, mcp.close, close_providers, stop_maintenance], drain
 
 
 async def build_server(settings: EngineSettings) -> RunningService:
