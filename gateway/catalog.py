@@ -178,7 +178,7 @@ class EngineSources:
 
     async def get(self, request: Request, user: str) -> list[engine_pb2.Source]:
         now = time.monotonic()
-        if self._read is None or now - self._read[0] > self._ttl:
+        if self._read is None or now - self._read[0] >= self._ttl:
             self._read = (now, await self._read_all(request, user))
         return self._read[1]
 
