@@ -56,7 +56,6 @@ STATIC = Path(__file__).parent / "static"
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
-    catalog.check_sources_settings(settings.connectors_json, settings.mcp_servers_json)
     # The identity tokens its calls to the services carry (IdentityKeyError without a key).
     configure_identity(settings.identity_tokens())
     credentials = settings.channel_credentials()
@@ -108,6 +107,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         settings.dev_user,
         settings.dev_role,
     )
+    app.state.sources = catalog.EngineSources()
     # Tasks that must outlive their request (CancelRun after a client left).
     app.state.background = set()
     for module in (

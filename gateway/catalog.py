@@ -4,12 +4,11 @@ allow, and suggested actions for a page (no model call)."""
 
 from __future__ import annotations
 
-from functools import cache
+import time
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
 from google.protobuf.field_mask_pb2 import FieldMask
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from gateway import deps, params, responses
 from gateway.deps import User, rpc
@@ -19,6 +18,7 @@ from gateway.events import message_dict
 from gateway.params import Id, PageSize, PageToken
 from gateway.schemas import CreateSkillBody, EnablementBody, UpdateSkillBody
 from gateway.suggestions import suggest
+from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.router.v1 import router_pb2, router_service_pb2
 from switchboard.threads.v1 import threads_service_pb2
 
@@ -27,19 +27,16 @@ router = responses.ApiRouter(prefix="/api/agent")
 
 async def configured_models(request: Request, user: str) -> list[router_pb2.ModelOption]:
     """The router's configured models, in order (every page)."""
-    models: list[router_pb2.ModelOption] = []
-    token = ""
-    while True:
-        response = await rpc(
+    return [
+        model
+        async for page in deps.every_page(
             request,
             deps.router_stub(request).ListModels,
-            router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
+            lambda token: router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
             user,
         )
-        models += response.models
-        token = response.next_page_token
-        if not token:
-            return models
+        for model in page.models
+    ]
 
 
 @router.get("/models", tags=["catalog"])
@@ -165,20 +162,38 @@ async def set_skill_enablement(
     return responses.Skill.from_proto(response.skill)
 
 
-class SourceOption(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # MCP entries carry command, args...
-
-    name: str = Field(min_length=1, max_length=100)
-    title: str = ""
+# The engine's sources change only when it restarts with other settings, and
+# the popover reads them each time it opens: one read serves this long.
+SOURCES_TTL_SECONDS = 10.0
 
 
-_SOURCES = TypeAdapter(list[SourceOption])
+class EngineSources:
+    """The sources catalogue the engine honours (ListSources, every page),
+    read again once older than ``ttl`` seconds. The same for every caller;
+    a failed read is not kept."""
 
+    def __init__(self, ttl: float = SOURCES_TTL_SECONDS) -> None:
+        self._ttl = ttl
+        self._read: tuple[float, list[engine_pb2.Source]] | None = None
 
-@cache
-def configured_sources(connectors_json: str, mcp_servers_json: str) -> tuple[list[SourceOption], ...]:
-    """Parsed once per value; a bad setting fails at start-up (create_app)."""
-    return _SOURCES.validate_json(connectors_json), _SOURCES.validate_json(mcp_servers_json)
+    async def get(self, request: Request, user: str) -> list[engine_pb2.Source]:
+        now = time.monotonic()
+        if self._read is None or now - self._read[0] >= self._ttl:
+            self._read = (now, await self._read_all(request, user))
+        return self._read[1]
+
+    @staticmethod
+    async def _read_all(request: Request, user: str) -> list[engine_pb2.Source]:
+        return [
+            source
+            async for page in deps.every_page(
+                request,
+                deps.engine(request).ListSources,
+                lambda token: engine_service_pb2.ListSourcesRequest(page_size=500, page_token=token),
+                user,
+            )
+            for source in page.sources
+        ]
 
 
 @router.get("/sources", tags=["catalog"])
@@ -188,11 +203,11 @@ async def list_sources(
     conversation_id: Annotated[str, params.optional_id(description="mark what it allows")] = "",
 ) -> responses.SourceList:
     """What the All-sources popover offers: the workspace (always), the
-    connectors and the MCP servers configured for the gateway
-    (SWITCHBOARD_GATEWAY_CONNECTORS_JSON / _MCP_SERVERS_JSON). With
-    conversation_id, each carries `checked`: whether that conversation allows it."""
-    settings = deps.settings(request)
-    connectors, servers = configured_sources(settings.connectors_json, settings.mcp_servers_json)
+    connectors and the MCP servers the engine is configured with (what its
+    runs honour). With conversation_id, each carries `checked`: whether that
+    conversation allows it."""
+    sources: EngineSources = request.app.state.sources
+    configured_sources = await sources.get(request, user)
     allowed: dict[str, Any] | None = None
     if conversation_id:
         response = await rpc(
@@ -210,15 +225,20 @@ async def list_sources(
             source.checked = checked
         return source
 
-    def configured(kind: str, option: SourceOption, key: str) -> responses.SourceEntry:
-        checked = allowed is not None and option.name in allowed.get(key, [])
-        return entry(kind, option.name, option.title or option.name, checked)
+    def configured(
+        kind: str, key: str, source_kind: engine_pb2.SourceKind.ValueType
+    ) -> list[responses.SourceEntry]:
+        return [
+            entry(kind, s.name, s.title, allowed is not None and s.name in allowed.get(key, []))
+            for s in configured_sources
+            if s.kind == source_kind
+        ]
 
     workspace = allowed is not None and bool(allowed.get("workspace", False))
     return responses.SourceList(
         workspace=entry("workspace", "workspace", "Workspace", workspace),
-        connectors=[configured("connector", c, "connectors") for c in connectors],
-        mcp_servers=[configured("mcp", s, "mcp_servers") for s in servers],
+        connectors=configured("connector", "connectors", engine_pb2.SOURCE_KIND_CONNECTOR),
+        mcp_servers=configured("mcp", "mcp_servers", engine_pb2.SOURCE_KIND_MCP_SERVER),
     )
 
 
@@ -235,10 +255,3 @@ async def suggested_actions(
     return responses.SuggestedActions(
         actions=[responses.SuggestedAction(**s.__dict__) for s in suggest(page_type, selection, language)]
     )
-
-
-def check_sources_settings(connectors_json: str, mcp_servers_json: str) -> None:
-    try:
-        configured_sources(connectors_json, mcp_servers_json)
-    except ValueError as error:
-        raise ValueError(f"SWITCHBOARD_GATEWAY_CONNECTORS_JSON / _MCP_SERVERS_JSON: {error}") from error

@@ -3,8 +3,8 @@ unary call with the caller's identity in its metadata."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends, Request
 
@@ -19,6 +19,14 @@ from switchboard.threads.v1 import threads_service_pb2_grpc
 
 User = Annotated[str, Depends(current_user)]
 Response = TypeVar("Response")
+
+
+class Paged(Protocol):
+    @property
+    def next_page_token(self) -> str: ...
+
+
+Page = TypeVar("Page", bound=Paged)
 
 
 def settings(request: Request) -> GatewaySettings:
@@ -82,3 +90,17 @@ async def rpc(
         metadata=identity(request, user),
         idempotent=idempotent,
     )
+
+
+async def every_page(
+    request: Request, method: Callable[..., Awaitable[Page]], page: Callable[[str], object], user: str
+) -> AsyncIterator[Page]:
+    """Each page of a List RPC, in order: ``page(token)`` builds the request
+    of the page a token names ("" for the first)."""
+    token = ""
+    while True:
+        response = await rpc(request, method, page(token), user)
+        yield response
+        token = response.next_page_token
+        if not token:
+            return

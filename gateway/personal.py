@@ -11,6 +11,7 @@ import grpc
 from fastapi import Query, Request
 
 from gateway import deps, params, responses
+from gateway.catalog import configured_models
 from gateway.deps import User, rpc
 from gateway.enums import CHAT_MODES, PROPOSAL_STATES
 from gateway.errors import ApiError
@@ -18,7 +19,6 @@ from gateway.params import Id, PageSize, PageToken
 from gateway.schemas import ActivePageBody, DecisionBody, InstructionPageBody, PersonalSettingsBody
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, pages_pb2, pages_service_pb2
-from switchboard.router.v1 import router_service_pb2
 
 log = logging.getLogger(__name__)
 router = responses.ApiRouter(prefix="/api/agent")
@@ -42,19 +42,8 @@ async def _check_model(request: Request, user: str, model: str) -> None:
     """A default model must be Auto or a configured model."""
     if model in ("", "auto"):
         return
-    token = ""
-    while True:
-        response = await rpc(
-            request,
-            deps.router_stub(request).ListModels,
-            router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
-            user,
-        )
-        if any(m.id == model for m in response.models):
-            return
-        token = response.next_page_token
-        if not token:
-            raise ApiError(400, "INVALID_ARGUMENT", f"default_model: {model!r} is not a configured model")
+    if not any(m.id == model for m in await configured_models(request, user)):
+        raise ApiError(400, "INVALID_ARGUMENT", f"default_model: {model!r} is not a configured model")
 
 
 @router.put("/personal-settings", tags=["personal"])

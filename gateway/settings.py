@@ -74,11 +74,6 @@ class GatewaySettings(SecuritySettings):
     # JSON file of hashed tokens written by `python -m gateway tokens ...`;
     # accepted together with `tokens`. Re-read when it changes.
     tokens_file: Path | None = None
-    # Sources offered by GET /api/agent/sources besides the workspace, until
-    # the engine publishes its own: JSON lists of {"name", "title"?}
-    # (the engine's MCP server entries can be pasted as they are).
-    connectors_json: str = "[]"
-    mcp_servers_json: str = "[]"
     # A2A (gateway/a2a/, docs/connect-agents.md): the agent whose card the
     # host's /.well-known/agent-card.json is ("" = none: that card is 404),
     # also the agent of a gRPC call that names no tenant; the port of the

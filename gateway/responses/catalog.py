@@ -59,8 +59,8 @@ class SourceList(Body):
     """What the All-sources popover offers."""
 
     workspace: SourceEntry = Field(description="the workspace, always offered")
-    connectors: list[SourceEntry] = Field(description="the connectors configured for the gateway")
-    mcp_servers: list[SourceEntry] = Field(description="the MCP servers configured for the gateway")
+    connectors: list[SourceEntry] = Field(description="the connectors the engine is configured with")
+    mcp_servers: list[SourceEntry] = Field(description="the MCP servers the engine is configured with")
 
 
 class SuggestedAction(Body):

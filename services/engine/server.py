@@ -24,8 +24,10 @@ from services.engine.servicer import EngineServicer
 from services.engine.sessions import ThreadsSessionStore
 from services.engine.settings import CONNECTORS, EngineSettings
 from services.engine.tools import ToolRegistry
+from services.engine.tools.configured_sources import SourceCatalogue
+from services.engine.tools.connectors import Connector
 from services.engine.tools.engine_backend import AskRuns, EngineToolBackend
-from services.engine.tools.mcp_client import McpHub, parse_mcp_servers
+from services.engine.tools.mcp_client import McpHub, McpServerConfig, parse_mcp_servers
 from services.engine.webhooks.outbox import DefaultsRepository, OutboxRepository
 from services.engine.webhooks.service import Webhooks
 from services.engine.webhooks.signing import load_secret
@@ -97,6 +99,14 @@ def webhook_limits(settings: EngineSettings) -> WebhookLimits:
     )
 
 
+def configured_tools(settings: EngineSettings) -> tuple[list[Connector], list[McpServerConfig]]:
+    """The connectors and MCP servers runs may be allowed: both the tool
+    registry and ListSources take them from here, so they cannot differ."""
+    return [CONNECTORS[name]() for name in settings.connector_names], parse_mcp_servers(
+        settings.mcp_servers_json
+    )
+
+
 async def open_run_service(
     settings: EngineSettings, collaborators: Collaborators
 ) -> tuple[RunService, Webhooks, list[Closer], Drainer]:
@@ -114,16 +124,17 @@ async def _open_runs(
     # One listener for the process: runs, cancellations, webhooks and schedules share it.
     wakeups = open_wakeups(settings, engine)
     repository = RunsRepository(engine, wakeups)
-    mcp = McpHub(parse_mcp_servers(settings.mcp_servers_json))
-    connectors = [CONNECTORS[name]() for name in settings.connector_names]
+    connectors, servers = configured_tools(settings)
+    mcp = McpHub(servers)
 
     def tools(runs: AskRuns) -> ToolRegistry:
         return ToolRegistry(EngineToolBackend(collaborators, runs), connectors, mcp)
 
+    models = providers(settings, collaborators)
     runs = RunService(
         repository,
         collaborators,
-        providers(settings, collaborators),
+        models,
         run_limits(settings),
         settings.instance_id,
         tools,
@@ -164,7 +175,16 @@ async def _open_runs(
         # (a last step, INTERRUPTED) reaches clients before their streams close.
         await runs.close(None if grace is None else grace * 0.8)
 
-    return runs, webhooks, [engine.dispose, wakeups.close, mcp.close, stop_maintenance], drain
+    async def close_providers() -> None:
+        for provider in models.values():
+            await provider.close()
+
+    return (
+        runs,
+        webhooks,
+        [engine.dispose, wakeups.close, mcp.close, close_providers, stop_maintenance],
+        drain,
+    )
 
 
 async def build_server(settings: EngineSettings) -> RunningService:
@@ -186,7 +206,10 @@ async def build_server(settings: EngineSettings) -> RunningService:
         await drain(grace)
 
     def register(server: grpc.aio.Server) -> Sequence[str]:
-        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(runs, webhooks), server)
+        sources = SourceCatalogue(*configured_tools(settings))
+        engine_service_pb2_grpc.add_EngineServiceServicer_to_server(
+            EngineServicer(runs, webhooks, sources), server
+        )
         schedules_service_pb2_grpc.add_ScheduleServiceServicer_to_server(automation.servicer, server)
         return [SERVICE_NAME, SCHEDULE_SERVICE_NAME]
 

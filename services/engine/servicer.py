@@ -17,6 +17,7 @@ from services.engine.runs import (
     run_context,
     run_to_proto,
 )
+from services.engine.tools.configured_sources import SourceCatalogue
 from services.engine.webhooks.service import Webhooks
 from services.shared import language
 from services.shared.enums import EnumNames
@@ -30,6 +31,10 @@ Context: TypeAlias = grpc.aio.ServicerContext
 # A run's correlation_id column (models.AgentRun).
 MAX_CORRELATION_CHARS = 128
 _BUSY_POLICIES = EnumNames(engine_service_pb2.BusyPolicy)
+_SOURCE_KINDS = {
+    "connector": engine_pb2.SOURCE_KIND_CONNECTOR,
+    "mcp_server": engine_pb2.SOURCE_KIND_MCP_SERVER,
+}
 
 
 def _busy_policy(value: int) -> BusyPolicy:
@@ -53,9 +58,10 @@ def _language(tag: str) -> str:
 
 
 class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
-    def __init__(self, runs: RunService, webhooks: Webhooks) -> None:
+    def __init__(self, runs: RunService, webhooks: Webhooks, sources: SourceCatalogue) -> None:
         self._runs = runs
         self._webhooks = webhooks
+        self._sources = sources
 
     async def StartRun(
         self, request: engine_service_pb2.StartRunRequest, context: Context
@@ -180,3 +186,14 @@ class EngineServicer(engine_service_pb2_grpc.EngineServiceServicer):
     ) -> engine_service_pb2.GetWebhookDefaultResponse:
         url = await self._webhooks.get_default(caller_user(context), request.target)
         return engine_service_pb2.GetWebhookDefaultResponse(webhook_url=url)
+
+    async def ListSources(
+        self, request: engine_service_pb2.ListSourcesRequest, context: Context
+    ) -> engine_service_pb2.ListSourcesResponse:
+        sources, token = self._sources.page(request.page_size, request.page_token)
+        return engine_service_pb2.ListSourcesResponse(
+            sources=[
+                engine_pb2.Source(kind=_SOURCE_KINDS[s.kind], name=s.name, title=s.title) for s in sources
+            ],
+            next_page_token=token,
+        )

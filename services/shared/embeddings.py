@@ -253,7 +253,10 @@ class MultilingualEmbedder:
             # One BLAS thread per query: a service serves many small queries
             # at once, and this machine class has two cores shared by five
             # processes.
-            self._backend = NumpyBackend(str(model_dir / "weights.npz"), tokenizer, threads=threads)
+            # Opened here, not by NumPy: np.load leaves the file it opened
+            # open when a damaged archive fails to parse.
+            with (model_dir / "weights.npz").open("rb") as weights:
+                self._backend = NumpyBackend(weights, tokenizer, threads=threads)
             probe = np.asarray(self._backend.encode(["amorce"]), dtype=np.float32)
         except Exception as exc:
             raise ModelFileError(

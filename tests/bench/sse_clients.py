@@ -308,7 +308,8 @@ async def side_process(
     finally:
         child.stdin.close()
         try:
-            out = await asyncio.to_thread(child.stdout.read)
+            with child.stdout:  # closed once read: the pipe is not left to the garbage collector
+                out = await asyncio.to_thread(child.stdout.read)
             await asyncio.to_thread(child.wait, 60)
         except subprocess.TimeoutExpired:
             child.kill()

@@ -146,7 +146,10 @@ def recording_env(base_url: str) -> dict[str, str]:
         "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(providers),
         "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded, cli_agent]),
         "SWITCHBOARD_ENGINE_MCP_SERVERS_JSON": json.dumps(
-            [{"name": "glossary", **glossary}, {"name": "spare", **glossary}]
+            [
+                {"name": "glossary", "title": "Glossaire de l'équipe", **glossary},
+                {"name": "spare", **glossary},
+            ]
         ),
     }
 

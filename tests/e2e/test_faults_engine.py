@@ -289,6 +289,8 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+        # Run last first: stdin closed (the zygote ends), waited for, its stdout closed.
+        exits.callback(lambda: zygote.stdout and zygote.stdout.close())
         exits.callback(zygote.wait, 30)
         exits.callback(lambda: zygote.stdin and zygote.stdin.close())
         slow = exits.enter_context(serve(openai_app))

@@ -253,7 +253,11 @@ def test_the_sources_a_conversation_can_allow(alice: httpx.Client, world: World)
         "title": "Workspace",
         "checked": True,
     }
-    assert sources["connectors"] == [] and sources["mcp_servers"] == []
+    # The engine's connector (every launch switches the test mailbox on), not yet allowed.
+    assert sources["connectors"] == [
+        {"kind": "connector", "name": "testmail", "title": "Test mail", "checked": False}
+    ]
+    assert sources["mcp_servers"] == []
 
 
 def test_a_conversations_sources_are_set(alice: httpx.Client, world: World) -> None:

@@ -499,6 +499,45 @@ def test_one_run_reads_a_page_a_connector_and_an_mcp_server_and_records_only_wha
     assert ("page", unread) not in read and ("mcp", "spare") not in read
 
 
+def test_the_sources_offered_are_exactly_what_the_engine_is_configured_with(client: httpx.Client) -> None:
+    """The gateway has no sources setting of its own: the popover offers the
+    engine's connector (conftest switches the test mailbox on) and MCP
+    servers, in their configured order, with their titles (French included),
+    or the name when none is configured."""
+    servers = json.loads(LAUNCH_ENV["SWITCHBOARD_ENGINE_MCP_SERVERS_JSON"])
+    conversation = new_conversation(
+        client, allowed_sources={"workspace": False, "connectors": ["testmail"], "mcp_servers": ["spare"]}
+    )
+    sources = client.get("/api/agent/sources", params={"conversation_id": conversation}).json()
+    assert sources["workspace"]["checked"] is False
+    assert sources["connectors"] == [
+        {"kind": "connector", "name": "testmail", "title": "Test mail", "checked": True}
+    ]
+    assert sources["mcp_servers"] == [
+        {
+            "kind": "mcp",
+            "name": s["name"],
+            "title": s.get("title", s["name"]),
+            "checked": s["name"] == "spare",
+        }
+        for s in servers
+    ]
+    assert [(s["name"], s["title"]) for s in sources["mcp_servers"]] == [
+        ("glossary", "Glossaire de l'équipe"),
+        ("spare", "spare"),
+    ]
+    # Without a conversation: the same entries, without `checked`.
+    unmarked = client.get("/api/agent/sources").json()
+    assert [s["name"] for s in unmarked["connectors"] + unmarked["mcp_servers"]] == [
+        "testmail",
+        "glossary",
+        "spare",
+    ]
+    assert not any("checked" in s for s in unmarked["connectors"] + unmarked["mcp_servers"])
+    # Nothing of a server's command line reaches a client.
+    assert "tests.fakes.mcp_server" not in json.dumps(sources) + json.dumps(unmarked)
+
+
 def stream_message(client: httpx.Client, conversation_id: str, body: dict[str, object]) -> list[SseEvent]:
     with client.stream("POST", f"/api/agent/conversations/{conversation_id}/messages", json=body) as r:
         assert r.status_code == 200, r.read()

@@ -31,12 +31,11 @@ MODELS = [
         "web_only": True,
     }
 ]
-# Read by tests/e2e/conftest.py: a web-only model, the test mailbox offered in
-# the All-sources popover, and answers slow enough (~2 s) to reload mid-run
-# even on a loaded machine.
+# Read by tests/e2e/conftest.py: a web-only model and answers slow enough
+# (~2 s) to reload mid-run even on a loaded machine. The All-sources popover
+# offers the test mailbox because the engine is configured with it (conftest).
 LAUNCH_ENV = {
     "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps(MODELS),
-    "SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}]),
     "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.1",
 }
 

@@ -61,7 +61,6 @@ LAUNCH_ENV = {
     **scripted_provider_env(SCRIPTED),
     # A tool-using run takes three steps (model, tool, model): over this budget.
     "SWITCHBOARD_ENGINE_MAX_RUN_STEPS": "2",
-    "SWITCHBOARD_GATEWAY_CONNECTORS_JSON": json.dumps([{"name": "testmail", "title": "Test mail"}]),
     "SWITCHBOARD_ENGINE_OFFLINE_TOKEN_DELAY": "0.05",
     "SWITCHBOARD_ROUTER_ARBITER_MODEL_JSON": json.dumps(
         {"kind": "openai", "base_url": f"{ARBITER.url}/v1", "model": "arbiter-x"}

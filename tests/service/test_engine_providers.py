@@ -7,6 +7,7 @@ that the run fails with its cause and no text is shown twice."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -33,17 +34,33 @@ MESSAGES = [ChatMessage("system", "You are terse."), ChatMessage("user", "When i
 LOOKUP = ToolSpec("lookup", "Look a word up", {"type": "object", "properties": {"word": {"type": "string"}}})
 
 
-def provider_for(kind: str, server: FakeServer) -> Any:
-    base = f"{server.url}/v1" if kind == "openai" else server.url
-    config = ProviderConfig(name=f"test-{kind}", kind=kind, base_url=base, api_key_env="TEST_KEY")  # type: ignore[arg-type]
-    return build_providers([config], {"TEST_KEY": "sk-test"})[f"test-{kind}"]
+ProviderFor = Callable[[str, FakeServer], Any]
+
+
+@pytest.fixture
+async def provider_for() -> AsyncIterator[ProviderFor]:
+    """Builds a provider of a kind against a fake server; each is closed
+    (its SDK's pooled connections) after the test."""
+    made: list[Any] = []
+
+    def build(kind: str, server: FakeServer) -> Any:
+        base = f"{server.url}/v1" if kind == "openai" else server.url
+        config = ProviderConfig(name=f"test-{kind}", kind=kind, base_url=base, api_key_env="TEST_KEY")  # type: ignore[arg-type]
+        made.append(build_providers([config], {"TEST_KEY": "sk-test"})[f"test-{kind}"])
+        return made[-1]
+
+    yield build
+    for provider in made:
+        await provider.close()
 
 
 async def chunks(provider: Any, tools: tuple[ToolSpec, ...] = ()) -> list[Any]:
     return [chunk async for chunk in provider.stream("model-x", MESSAGES, tools)]
 
 
-async def test_text_streams_in_pieces_with_usage(fake: tuple[str, FakeServer]) -> None:
+async def test_text_streams_in_pieces_with_usage(
+    fake: tuple[str, FakeServer], provider_for: ProviderFor
+) -> None:
     kind, server = fake
     received = await chunks(provider_for(kind, server))
     texts = [c.text for c in received if isinstance(c, TextChunk)]
@@ -58,7 +75,9 @@ async def test_text_streams_in_pieces_with_usage(fake: tuple[str, FakeServer]) -
         assert sent["stream_options"] == {"include_usage": True}
 
 
-async def test_tool_calls_are_reassembled_from_their_fragments(fake: tuple[str, FakeServer]) -> None:
+async def test_tool_calls_are_reassembled_from_their_fragments(
+    fake: tuple[str, FakeServer], provider_for: ProviderFor
+) -> None:
     kind, server = fake
     arguments = json.dumps({"word": "déploiement", "strict": True})
     server.script.steps = [f"tool:lookup:{arguments}"]
@@ -73,7 +92,10 @@ async def test_tool_calls_are_reassembled_from_their_fragments(fake: tuple[str, 
     ("step", "retryable"), [("status:429", True), ("status:500", True), ("status:400", False)]
 )
 async def test_http_errors_say_whether_a_retry_may_help(
-    fake: tuple[str, FakeServer], step: str, retryable: bool
+    fake: tuple[str, FakeServer],
+    step: str,
+    retryable: bool,
+    provider_for: ProviderFor,
 ) -> None:
     kind, server = fake
     server.script.steps = [step]
@@ -85,6 +107,7 @@ async def test_http_errors_say_whether_a_retry_may_help(
 
 async def test_a_stream_cut_mid_answer_is_a_retryable_failure_after_the_text(
     fake: tuple[str, FakeServer],
+    provider_for: ProviderFor,
 ) -> None:
     kind, server = fake
     server.script.steps = ["cut:3"]
@@ -96,7 +119,7 @@ async def test_a_stream_cut_mid_answer_is_a_retryable_failure_after_the_text(
     assert raised.value.retryable
 
 
-async def test_an_overloaded_error_inside_a_200_stream_is_retryable() -> None:
+async def test_an_overloaded_error_inside_a_200_stream_is_retryable(provider_for: ProviderFor) -> None:
     with serve(anthropic_app) as server:
         server.script.steps = ["overloaded:2"]
         with pytest.raises(ProviderError) as raised:
@@ -211,7 +234,9 @@ async def test_a_web_only_model_is_announced_before_the_first_model_call(
     assert events[-1].final.model == "model-web"
 
 
-async def test_tool_calls_and_results_go_back_in_each_apis_format(fake: tuple[str, FakeServer]) -> None:
+async def test_tool_calls_and_results_go_back_in_each_apis_format(
+    fake: tuple[str, FakeServer], provider_for: ProviderFor
+) -> None:
     kind, server = fake
     call = ToolCallChunk("call_9", "lookup", '{"word": "deploy"}')
     conversation = [

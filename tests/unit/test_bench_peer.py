@@ -177,19 +177,19 @@ def test_process_tree_holds_a_child_and_its_child() -> None:
         "import subprocess, sys; c = subprocess.Popen(['sleep', '30']); "
         "print(c.pid, flush=True); sys.stdin.read()"
     )
-    parent = subprocess.Popen(
+    # The with block closes the pipes and waits for the parent.
+    with subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert parent.stdout is not None
-        grandchild = int(parent.stdout.readline())
-        tree = process_tree(os.getpid())
-        assert {os.getpid(), parent.pid, grandchild} <= set(tree)
-        assert parent.pid not in process_tree(grandchild)
-    finally:
-        os.kill(grandchild, 9)
-        parent.kill()
-        parent.wait()
+    ) as parent:
+        try:
+            assert parent.stdout is not None
+            grandchild = int(parent.stdout.readline())
+            tree = process_tree(os.getpid())
+            assert {os.getpid(), parent.pid, grandchild} <= set(tree)
+            assert parent.pid not in process_tree(grandchild)
+        finally:
+            os.kill(grandchild, 9)
+            parent.kill()
 
 
 def test_kill_tree_kills_only_the_process_it_recorded() -> None:

@@ -92,6 +92,9 @@ class AnthropicProvider:
             **sdk_client_options(config, api_key, anthropic.DefaultAsyncHttpxClient)
         )
 
+    async def close(self) -> None:
+        await self._client.close()
+
     async def stream(
         self,
         model: str,

@@ -102,6 +102,11 @@ class LLMProvider(Protocol):
         context; API providers always get it as the system message."""
         ...
 
+    async def close(self) -> None:
+        """Releases what it holds between calls (an SDK's pooled
+        connections); at engine shutdown."""
+        ...
+
 
 def tool_arguments(call: ToolCallChunk) -> dict[str, object]:
     """A tool call's arguments as an object; a model that wrote broken JSON

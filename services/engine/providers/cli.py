@@ -152,6 +152,9 @@ class CliProvider:
         names = [*config.pass_env, *([config.api_key_env] if config.api_key_env else [])]
         self._environment = {n: environment[n] for n in names if n in environment}
 
+    async def close(self) -> None:
+        """Holds nothing between calls: each call's process ends with it."""
+
     async def stream(
         self,
         model: str,

@@ -54,6 +54,9 @@ class OfflineProvider:
     def __init__(self, token_delay: float = 0.0) -> None:
         self._token_delay = token_delay
 
+    async def close(self) -> None:
+        """Holds nothing."""
+
     def answer(self, model: str, messages: Sequence[ChatMessage]) -> str:
         system = "\n".join(m.content for m in messages if m.role == "system")
         request = next((m.content for m in reversed(messages) if m.role == "user"), "")

@@ -59,6 +59,9 @@ class OpenAIProvider:
             **sdk_client_options(config, api_key, openai.DefaultAsyncHttpxClient)
         )
 
+    async def close(self) -> None:
+        await self._client.close()
+
     async def stream(
         self,
         model: str,

@@ -53,6 +53,8 @@ class McpServerConfig(BaseModel):
     # Lower case, digits and single hyphens: "__" must stay the separator of
     # mcp__<server>__<tool>.
     name: str = Field(pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$", max_length=32)
+    # What users see where a conversation allows it (ListSources); the name when "".
+    title: str = Field(default="", max_length=100)
     command: str = Field(min_length=1)
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = Field(default_factory=dict)

@@ -133,6 +133,34 @@ SKILL_INVOCATION_AUTO: SkillInvocation.ValueType  # 2
 """Chosen by the skill router for this request."""
 Global___SkillInvocation: _TypeAlias = SkillInvocation  # noqa: Y015
 
+class _SourceKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SourceKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SourceKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SOURCE_KIND_UNSPECIFIED: _SourceKind.ValueType  # 0
+    """Not given."""
+    SOURCE_KIND_CONNECTOR: _SourceKind.ValueType  # 1
+    """A connector (a mailbox, a calendar...): allowed by name in
+    AllowedSources.connectors.
+    """
+    SOURCE_KIND_MCP_SERVER: _SourceKind.ValueType  # 2
+    """An MCP server: allowed by name in AllowedSources.mcp_servers."""
+
+class SourceKind(_SourceKind, metaclass=_SourceKindEnumTypeWrapper):
+    """What kind of source a configured source is."""
+
+SOURCE_KIND_UNSPECIFIED: SourceKind.ValueType  # 0
+"""Not given."""
+SOURCE_KIND_CONNECTOR: SourceKind.ValueType  # 1
+"""A connector (a mailbox, a calendar...): allowed by name in
+AllowedSources.connectors.
+"""
+SOURCE_KIND_MCP_SERVER: SourceKind.ValueType  # 2
+"""An MCP server: allowed by name in AllowedSources.mcp_servers."""
+Global___SourceKind: _TypeAlias = SourceKind  # noqa: Y015
+
 class _RunRegime:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -290,6 +318,38 @@ class SourceRef(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SourceRef: _TypeAlias = SourceRef  # noqa: Y015
+
+@_typing.final
+class Source(_message.Message):
+    """A source the engine is configured with, which a conversation can allow
+    (ListSources); not a source a run read (SourceRef).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    kind: Global___SourceKind.ValueType
+    """Connector or MCP server."""
+    name: _builtins.str
+    """Its name in a conversation's allowed sources."""
+    title: _builtins.str
+    """What users see: the configured title, else the name."""
+    def __init__(
+        self,
+        *,
+        kind: Global___SourceKind.ValueType = ...,
+        name: _builtins.str = ...,
+        title: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Source: _TypeAlias = Source  # noqa: Y015
 
 @_typing.final
 class InstructionLayer(_message.Message):

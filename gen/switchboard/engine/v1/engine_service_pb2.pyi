@@ -851,3 +851,57 @@ class GetWebhookDefaultResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetWebhookDefaultResponse: _TypeAlias = GetWebhookDefaultResponse  # noqa: Y015
+
+@_typing.final
+class ListSourcesRequest(_message.Message):
+    """One page of the configured sources."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many sources (0 = 50, at most 500)."""
+    page_token: _builtins.str
+    """next_page_token of the previous page; "" for the first."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSourcesRequest: _TypeAlias = ListSourcesRequest  # noqa: Y015
+
+@_typing.final
+class ListSourcesResponse(_message.Message):
+    """A page of the configured sources: connectors first, then MCP servers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Opaque token of the next page; "" on the last page."""
+    @_builtins.property
+    def sources(self) -> _containers.RepeatedCompositeFieldContainer[_engine_pb2.Source]:
+        """The sources of this page."""
+
+    def __init__(
+        self,
+        *,
+        sources: _abc.Iterable[_engine_pb2.Source] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "sources", b"sources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSourcesResponse: _TypeAlias = ListSourcesResponse  # noqa: Y015

@@ -94,6 +94,11 @@ class EngineServiceStub:
                 request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookRequest.SerializeToString,
                 response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookResponse.FromString,
                 _registered_method=True)
+        self.ListSources = channel.unary_unary(
+                '/switchboard.engine.v1.EngineService/ListSources',
+                request_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListSourcesRequest.SerializeToString,
+                response_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListSourcesResponse.FromString,
+                _registered_method=True)
 
 
 class EngineServiceServicer:
@@ -213,6 +218,17 @@ class EngineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSources(self, request, context):
+        """The sources a conversation can allow besides its workspace and memory:
+        the connectors, then the MCP servers, this engine is configured with
+        (what its runs honour), each in configuration order. Names and titles
+        only: never a server's command, arguments or environment. The same for
+        every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -270,6 +286,11 @@ def add_EngineServiceServicer_to_server(servicer, server):
                     servicer.SetRunWebhook,
                     request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookRequest.FromString,
                     response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookResponse.SerializeToString,
+            ),
+            'ListSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSources,
+                    request_deserializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListSourcesRequest.FromString,
+                    response_serializer=switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListSourcesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -574,6 +595,33 @@ class EngineService:
             '/switchboard.engine.v1.EngineService/SetRunWebhook',
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookRequest.SerializeToString,
             switchboard_dot_engine_dot_v1_dot_engine__service__pb2.SetRunWebhookResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/switchboard.engine.v1.EngineService/ListSources',
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListSourcesRequest.SerializeToString,
+            switchboard_dot_engine_dot_v1_dot_engine__service__pb2.ListSourcesResponse.FromString,
             options,
             channel_credentials,
             insecure,

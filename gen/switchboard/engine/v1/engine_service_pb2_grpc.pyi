@@ -102,6 +102,13 @@ class EngineServiceStub:
     FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
     delivery is decided); NOT_FOUND as GetRun.
     """
+    ListSources: _grpc.UnaryUnaryMultiCallable[_engine_service_pb2.ListSourcesRequest, _engine_service_pb2.ListSourcesResponse]
+    """The sources a conversation can allow besides its workspace and memory:
+    the connectors, then the MCP servers, this engine is configured with
+    (what its runs honour), each in configuration order. Names and titles
+    only: never a server's command, arguments or environment. The same for
+    every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
+    """
 
 @_typing.type_check_only
 class EngineServiceAsyncStub(EngineServiceStub):
@@ -176,6 +183,13 @@ class EngineServiceAsyncStub(EngineServiceStub):
     checked as StartRun checks webhook_url (INVALID_ARGUMENT,
     FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
     delivery is decided); NOT_FOUND as GetRun.
+    """
+    ListSources: _aio.UnaryUnaryMultiCallable[_engine_service_pb2.ListSourcesRequest, _engine_service_pb2.ListSourcesResponse]  # type: ignore[assignment]
+    """The sources a conversation can allow besides its workspace and memory:
+    the connectors, then the MCP servers, this engine is configured with
+    (what its runs honour), each in configuration order. Names and titles
+    only: never a server's command, arguments or environment. The same for
+    every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
     """
 
 class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -314,6 +328,19 @@ class EngineServiceServicer(metaclass=_abc_1.ABCMeta):
         checked as StartRun checks webhook_url (INVALID_ARGUMENT,
         FAILED_PRECONDITION); a run that has ended is FAILED_PRECONDITION (its
         delivery is decided); NOT_FOUND as GetRun.
+        """
+
+    @_abc_1.abstractmethod
+    def ListSources(
+        self,
+        request: _engine_service_pb2.ListSourcesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_engine_service_pb2.ListSourcesResponse, _abc.Awaitable[_engine_service_pb2.ListSourcesResponse]]:
+        """The sources a conversation can allow besides its workspace and memory:
+        the connectors, then the MCP servers, this engine is configured with
+        (what its runs honour), each in configuration order. Names and titles
+        only: never a server's command, arguments or environment. The same for
+        every caller. INVALID_ARGUMENT: a negative page_size, a foreign page_token.
         """
 
 def add_EngineServiceServicer_to_server(servicer: EngineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
