@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -85,20 +86,25 @@ async def card_of(launched: Launched, agent: str = "", user: str = "alice") -> a
         return await A2ACardResolver(http, base).get_agent_card()
 
 
+@asynccontextmanager
 async def client_of(
     launched: Launched, agent: str, binding: str, *, streaming: bool = True, **config: Any
-) -> Client:
+) -> AsyncIterator[Client]:
+    """The SDK's client of the agent over ``binding``; closed with the HTTP
+    client it was given (the SDK leaves a given one open)."""
     card = await card_of(launched, agent)
-    factory = ClientFactory(
-        ClientConfig(
-            streaming=streaming,
-            supported_protocol_bindings=[binding],
-            grpc_channel_factory=grpc.aio.insecure_channel,
-            httpx_client=httpx.AsyncClient(timeout=60),
-            **config,
+    async with httpx.AsyncClient(timeout=60) as http:
+        factory = ClientFactory(
+            ClientConfig(
+                streaming=streaming,
+                supported_protocol_bindings=[binding],
+                grpc_channel_factory=grpc.aio.insecure_channel,
+                httpx_client=http,
+                **config,
+            )
         )
-    )
-    return factory.create(card)
+        async with factory.create(card) as client:
+            yield client
 
 
 def user_message(text: str, context_id: str = "") -> a2a_pb2.SendMessageRequest:
@@ -154,7 +160,7 @@ async def test_a_message_is_an_ask_and_the_task_its_run(
     question, answer = CASES[lang]
     script(f"say:{answer}")
     context_id = f"ctx-{uuid.uuid4()}"
-    async with await client_of(launched, agent, binding, streaming=False) as client:
+    async with client_of(launched, agent, binding, streaming=False) as client:
         [response] = [
             r async for r in client.send_message(user_message(question, context_id), context=auth(launched))
         ]
@@ -203,7 +209,7 @@ async def test_a_tasks_context_is_its_asks_correlation_however_it_was_asked(
     named = http_ask(launched, agent, "Quand livre-t-on ?", correlation)
     unnamed = http_ask(launched, agent, "When do we ship?")
     later = http_ask(launched, agent, "Et la suivante ?")  # newer: another context on the first page
-    async with await client_of(launched, agent, binding, streaming=False) as client:
+    async with client_of(launched, agent, binding, streaming=False) as client:
         task = await client.get_task(a2a_pb2.GetTaskRequest(id=named), context=auth(launched))
         assert task.context_id == correlation and task.artifacts[0].parts[0].text == "Le mardi."
         own = await client.get_task(a2a_pb2.GetTaskRequest(id=unnamed), context=auth(launched))
@@ -223,7 +229,7 @@ async def test_a_streamed_message_is_the_task_then_its_updates(
 ) -> None:
     question, answer = CASES[lang]
     script(f"slow:0.01:{answer}")
-    async with await client_of(launched, agent, binding) as client:
+    async with client_of(launched, agent, binding) as client:
         events = [e async for e in client.send_message(user_message(question), context=auth(launched))]
     assert events[0].HasField("task") and events[0].task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
     assert events[0].task.history[0].parts[0].text == question
@@ -255,7 +261,7 @@ async def test_a_dropped_stream_resubscribed_with_the_cursor_misses_nothing_and_
     launched: Launched, agent: str, binding: str
 ) -> None:
     script(f"slow:0.05:{SLOW}")
-    async with await client_of(launched, agent, binding) as client:
+    async with client_of(launched, agent, binding) as client:
         seen = await dropped_stream(client, launched, "Quand a lieu le déploiement ?")
         task_id = seen[0].task.id
         request = a2a_pb2.SubscribeToTaskRequest(id=task_id)
@@ -274,7 +280,7 @@ async def test_a_resubscription_without_the_extension_gets_the_task_and_its_answ
     launched: Launched, agent: str, binding: str
 ) -> None:
     script(f"slow:0.1:{SLOW}")
-    async with await client_of(launched, agent, binding) as client:
+    async with client_of(launched, agent, binding) as client:
         seen = await dropped_stream(client, launched, "When is the deploy?")
         task_id = seen[0].task.id
         rest = [
@@ -305,7 +311,7 @@ async def test_get_task_gives_the_answer_so_far_and_the_history_of_question_and_
 ) -> None:
     script(f"slow:0.1:{SLOW}")
     question = "Quand a lieu le déploiement, exactement ?"
-    async with await client_of(launched, agent, binding) as client:
+    async with client_of(launched, agent, binding) as client:
         seen = await dropped_stream(client, launched, question)
         asked = seen[0].task.history[0]
         running = await client.get_task(a2a_pb2.GetTaskRequest(id=asked.task_id), context=auth(launched))
@@ -331,7 +337,7 @@ async def test_get_task_gives_the_answer_so_far_and_the_history_of_question_and_
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_cancelling_a_task_cancels_its_run(launched: Launched, agent: str, binding: str) -> None:
     script(f"slow:0.2:{SLOW}")
-    async with await client_of(launched, agent, binding) as client:
+    async with client_of(launched, agent, binding) as client:
         seen = await dropped_stream(client, launched, "Annule-moi")
         task = await client.cancel_task(a2a_pb2.CancelTaskRequest(id=seen[0].task.id), context=auth(launched))
         assert task.status.state == a2a_pb2.TASK_STATE_CANCELED
@@ -348,9 +354,7 @@ async def test_a_push_notification_config_is_a_signed_webhook(
     script("say:Noté.")
     before = len(receiver.requests)
     push = a2a_pb2.TaskPushNotificationConfig(url=receiver.url)
-    async with await client_of(
-        launched, agent, binding, streaming=False, push_notification_config=push
-    ) as client:
+    async with client_of(launched, agent, binding, streaming=False, push_notification_config=push) as client:
         [response] = [
             r async for r in client.send_message(user_message("Préviens-moi."), context=auth(launched))
         ]
@@ -384,7 +388,7 @@ async def test_a_push_notification_config_set_on_a_running_task_gets_its_end_and
 ) -> None:
     script(f"slow:0.05:{SLOW}", f"slow:0.05:{SLOW}")
     before = len(receiver.requests)
-    async with await client_of(launched, agent, binding) as client:
+    async with client_of(launched, agent, binding) as client:
         task_id = (await dropped_stream(client, launched, "Préviens-moi à la fin.")).pop(0).task.id
         made = await client.create_task_push_notification_config(
             a2a_pb2.TaskPushNotificationConfig(task_id=task_id, url=receiver.url), context=auth(launched)
@@ -435,7 +439,7 @@ async def test_a_non_member_finds_no_agent_and_a_bad_token_is_refused(
         assert http.get("/.well-known/agent-card.json").status_code == 404
         assert agent not in [a["id"] for a in http.get("/a2a/agents").json()["agents"]]
     assert httpx.get(f"{launched.url}/a2a/agents/{agent}/.well-known/agent-card.json").status_code == 401
-    async with await client_of(launched, agent, binding, streaming=False) as client:
+    async with client_of(launched, agent, binding, streaming=False) as client:
         for user, refused in (("bob", "404|NOT_FOUND"), ("nobody", "401|UNAUTHENTICATED")):
             context = (
                 auth(launched, user)

@@ -95,7 +95,7 @@ async def test_an_a2a_task_resumes_at_the_same_piece_as_the_other_protocols(laun
         made = http.post("/api/agent/agents", json={"id": agent, "model": "recorded"})
         assert made.status_code == 201, made.text
     with_extension = auth(launched, "alice", CURSOR_EXTENSION)
-    async with await client_of(launched, agent, "JSONRPC") as client:
+    async with client_of(launched, agent, "JSONRPC") as client:
         # A2A: the task streamed, the connection dropped after CUT pieces.
         seen: list[a2a_pb2.StreamResponse] = []
         stream = client.send_message(user_message("Quand a lieu le déploiement ?"), context=with_extension)
