@@ -11,7 +11,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from services.engine.models import AgentAction, SkillRun
+from services.engine.models import AgentAction, RunStatus, SkillRun
 from services.engine.tools import SourceRead
 from services.shared.enums import EnumNames
 from switchboard.engine.v1 import engine_pb2
@@ -20,6 +20,33 @@ from switchboard.router.v1 import router_pb2, router_service_pb2
 # Run statuses as stored ("running", "waiting_approval", "done"...), and as
 # the contract numbers them.
 STATUSES = EnumNames(engine_pb2.RunStatus)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """How a run ended: its status, and its terminal event, the answer
+    (``final``) or an error (``code``, ``message``). ``error`` is what the
+    run's row records: the message, or a shorter cause ("interrupted")."""
+
+    status: RunStatus
+    final: engine_pb2.Final | None = None
+    code: str = ""
+    message: str = ""
+    error: str | None = None
+
+    @classmethod
+    def answered(cls, final: engine_pb2.Final) -> RunEnd:
+        return cls(RunStatus(STATUSES.name(final.status)), final)
+
+    @classmethod
+    def failed(cls, status: RunStatus, code: str, message: str, error: str | None = None) -> RunEnd:
+        return cls(status, code=code, message=message, error=message if error is None else error)
+
+    def terminal(self) -> dict[str, engine_pb2.Final | engine_pb2.RunError]:
+        """The terminal event's kind, for ``Recorder.make``."""
+        if self.final is not None:
+            return {"final": self.final}
+        return {"error": engine_pb2.RunError(code=self.code, message=self.message)}
 
 
 @dataclass
