@@ -285,11 +285,10 @@ class AgentAsks:
         await self._record_answer(scope, ask, asked[0], answer)
         outcome = rec.outcome
         outcome.record_model(route, fallback=route is fallback)
-        outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
-        outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
-        outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
-        outcome.sources += tools.sources_read
-        outcome.layers = [layer.record(counter) for layer in layers]
+        outcome.spent(tokens_in, tokens_out)
+        outcome.read(SourceRead("memory", n.note.id, n.note.title) for n in recalled)
+        outcome.read([SourceRead("thread", thread, f"{ask.target}'s thread"), *tools.sources_read])
+        outcome.prompted(layer.record(counter) for layer in layers)
         return engine_pb2.Final(
             text=answer,
             provider=chosen.provider,
@@ -359,9 +358,8 @@ class AgentAsks:
                 rec.say("REMOTE_AGENT_FAILED", agent=name, cause=exc.message)
                 raise
         await self._record_answer(scope, ask, asked[0], answer)
-        outcome = rec.outcome
-        outcome.provider, outcome.model = REMOTE_PROVIDER, agent.remote.card_url
-        outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
+        rec.outcome.answered_by(REMOTE_PROVIDER, agent.remote.card_url)
+        rec.outcome.read([SourceRead("thread", thread, f"{ask.target}'s thread")])
         return engine_pb2.Final(
             text=answer,
             provider=REMOTE_PROVIDER,

@@ -67,7 +67,7 @@ class ChatWork:
         allowed = request.allowed or AllowedSources()
         context = await self._context.read(scope, optional, entry)
         outcome = rec.outcome
-        outcome.sources = context.sources()
+        outcome.read(context.sources())
         fact = remembered_fact(text)  # the user's own words only, never content read
         if fact is not None:
             return await propose_to_remember(self._collab, scope, fact, context.page, entry)
@@ -92,7 +92,7 @@ class ChatWork:
             # A web-only model gets no workspace context: no recalled notes,
             # no project context, no live state.
             recalled = []
-            outcome.sources = [s for s in outcome.sources if s.kind != "memory"]
+            outcome.withhold("memory")
             memory_note = memory_note or "not sent: web-only model"
         context_layers = self._context.working_layers(context, model.web_only)
         specs = await self._loop.specs(scope, tool_context)
@@ -120,7 +120,7 @@ class ChatWork:
         # A CLI provider resumes the conversation's native session.
         call = ModelCall(provider, chosen, counter, specs, session_key=thread)
         records = [layer.record(counter) for layer in layers]
-        outcome.layers = records
+        outcome.prompted(records)
         # The system message and the current message, counted once: their
         # layers' tokens, the message and the tools' schemas.
         fixed = sum(r["size_tokens"] for r in records) + prompt_tokens(
@@ -130,16 +130,16 @@ class ChatWork:
         messages = instructions.to_messages(
             layers, text, earlier_turns.messages, earlier_turns.summary_text()
         )
-        outcome.layers = [*records, *earlier_turns.layers()]
+        outcome.prompted([*records, *earlier_turns.layers()])
         loop = await self._loop.run(scope, call, messages, tool_context)
-        outcome.sources += tool_context.sources_read
+        outcome.read(tool_context.sources_read)
         await asyncio.gather(
             self._record_turn(scope, loop.transcript, entry),
             self._titles.after_first_exchange(
                 user, thread, text, needs_title, (provider, chosen, loop.answer), rec.language
             ),
         )
-        outcome.tokens_in, outcome.tokens_out = loop.tokens_in, loop.tokens_out
+        outcome.spent(loop.tokens_in, loop.tokens_out)
         # A proposal made through a tool waits for the user, like "remember that".
         waiting = bool(loop.proposals)
         return engine_pb2.Final(
@@ -184,24 +184,23 @@ class ChatWork:
             if skills.decision.arbiter_error:
                 rec.say("ARBITER_FAILED", error=skills.decision.arbiter_error)
             self._say_model_notices(model, rec)
+            applied = []
             for skill in skills.skills:
                 invocation = (
                     engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
                 )
                 use = engine_pb2.SkillUse(skill_id=skill.skill_id, name=skill.name, invocation=invocation)
                 rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
-                rec.outcome.skills.append(use)
-                rec.outcome.skill_runs.append(
-                    SkillRun(
-                        id=str(uuid.uuid4()),
-                        run_id=scope.run_id,
-                        user_id=user,
-                        skill_id=use.skill_id,
-                        name=use.name,
-                        invocation="manual" if skill.forced else "auto",
-                    )
+                row = SkillRun(
+                    id=str(uuid.uuid4()),
+                    run_id=scope.run_id,
+                    user_id=user,
+                    skill_id=use.skill_id,
+                    name=use.name,
+                    invocation="manual" if skill.forced else "auto",
                 )
-        rec.outcome.router_decision.skills.CopyFrom(skills.decision)
+                applied.append((use, row))
+        rec.outcome.applied_skills(applied, skills.decision)
         return skills, model
 
     @staticmethod

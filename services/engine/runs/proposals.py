@@ -56,7 +56,7 @@ async def propose_to_remember(
         f"{run.id}:assistant",
         [entry(threads_pb2.ROLE_ASSISTANT, text, "engine")],
     )
-    rec.outcome.sources = [SourceRead("page", page_id, title)]
+    rec.outcome.only_read([SourceRead("page", page_id, title)])
     return engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_WAITING_APPROVAL)
 
 

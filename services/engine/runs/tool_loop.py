@@ -122,7 +122,7 @@ class ToolLoop:
                     rec.live_state(memory_pb2.LIVE_STATE_EVENT_TYPE_SET, [entry])
                 if result.notice:  # a write the user did not ask for, or a quota's refusal
                     rec.notice(result.notice_code, result.notice)
-                rec.outcome.actions.append(
+                rec.outcome.acted(
                     AgentAction(
                         id=str(uuid.uuid4()),
                         run_id=context.run_id,
