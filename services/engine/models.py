@@ -4,11 +4,24 @@ events, and the leases of live engine instances."""
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from services.shared.time import utcnow
+
+
+class RunStatus(StrEnum):
+    """A run's status as agent_runs stores it: the short names of the
+    contract's engine.v1.RunStatus (runs.outcome.STATUSES maps the two)."""
+
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting_approval"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    BUDGET_EXCEEDED = "budget_exceeded"
 
 
 class AgentRun(SQLModel, table=True):
@@ -33,8 +46,8 @@ class AgentRun(SQLModel, table=True):
     surface: str = "chat"  # 'chat' | 'editor' (+ future values)
     trigger_id: str | None = None
     trigger_payload_json: str = "{}"
-    # 'running'|'waiting_approval'|'done'|'failed'|'cancelled'|'budget_exceeded'
-    status: str = "running"
+    # A RunStatus (stored as its string).
+    status: str = RunStatus.RUNNING
     provider: str | None = None  # provider and model actually used
     model: str | None = None
     tokens_in: int = 0

@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, delete, func, insert, or_, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel import col, select
 
-from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, SkillRun
+from services.engine.models import AgentAction, AgentRun, EngineInstance, RunEventRow, RunStatus, SkillRun
 from services.engine.quotas import RunQuota
 from services.engine.run_sql import QUOTA_LOCK_CLASS, RunStatements
 from services.engine.webhooks.models import WebhookOutbox
@@ -103,7 +103,7 @@ class RunsRepository:
             if reject_busy and run.conversation_id:
                 active = await connection.execute(
                     select(AgentRun.id, AgentRun.user_id).where(
-                        AgentRun.conversation_id == run.conversation_id, AgentRun.status == "running"
+                        AgentRun.conversation_id == run.conversation_id, AgentRun.status == RunStatus.RUNNING
                     )
                 )
                 if rows := active.all():
@@ -138,7 +138,7 @@ class RunsRepository:
         in_window = col(AgentRun.created_at) > quota.window_start(now)
         # Both counts in one round trip, each on its own index.
         counts = select(
-            select(func.count()).where(mine, AgentRun.status == "running").scalar_subquery(),
+            select(func.count()).where(mine, AgentRun.status == RunStatus.RUNNING).scalar_subquery(),
             select(func.count()).where(mine, in_window).scalar_subquery(),
         )
         running, recent = (await connection.execute(counts)).one()
@@ -279,7 +279,7 @@ class RunsRepository:
                 select(AgentRun.provider, AgentRun.model)
                 .where(
                     AgentRun.conversation_id == conversation_id,
-                    AgentRun.status == "done",
+                    AgentRun.status == RunStatus.DONE,
                     col(AgentRun.provider).is_not(None),
                     col(AgentRun.model).is_not(None),
                 )
@@ -294,7 +294,7 @@ class RunsRepository:
         """Runs still `running` on a conversation or agent thread: (id, user)."""
         async with self._sessions() as session:
             query = select(AgentRun.id, AgentRun.user_id).where(
-                AgentRun.conversation_id == conversation_id, AgentRun.status == "running"
+                AgentRun.conversation_id == conversation_id, AgentRun.status == RunStatus.RUNNING
             )
             return [(row[0], row[1]) for row in (await session.exec(query)).all()]
 
@@ -312,8 +312,8 @@ class RunsRepository:
         async with self._engine.begin() as connection:
             result = await connection.execute(
                 update(AgentRun)
-                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "waiting_approval")
-                .values(status="done", approval=decision)
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == RunStatus.WAITING_APPROVAL)
+                .values(status=RunStatus.DONE, approval=decision)
             )
             return bool(result.rowcount)
 
@@ -335,7 +335,7 @@ class RunsRepository:
         async with self._engine.begin() as connection:
             result = await connection.execute(
                 update(AgentRun)
-                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == RunStatus.RUNNING)
                 .values(cancel_requested=True)
                 .returning(col(AgentRun.instance_id))
             )
@@ -348,7 +348,7 @@ class RunsRepository:
         async with self._sessions() as session:
             query = select(AgentRun.id).where(
                 AgentRun.instance_id == instance_id,
-                AgentRun.status == "running",
+                AgentRun.status == RunStatus.RUNNING,
                 col(AgentRun.cancel_requested).is_(True),
             )
             return (await session.exec(query)).all()
@@ -383,7 +383,7 @@ class RunsRepository:
             orphaned: ColumnElement[bool] = col(AgentRun.instance_id).not_in(live)
             if also_instance is not None:
                 orphaned = or_(orphaned, col(AgentRun.instance_id) == also_instance)
-            query = select(AgentRun).where(AgentRun.status == "running", orphaned)
+            query = select(AgentRun).where(AgentRun.status == RunStatus.RUNNING, orphaned)
             return (await session.exec(query)).all()
 
     async def settle_if_running(
@@ -409,8 +409,8 @@ class RunsRepository:
         async with self._sessions() as session:
             result = await session.exec(
                 update(AgentRun)
-                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
-                .values(status="failed", error=error, finished_at=utcnow())
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == RunStatus.RUNNING)
+                .values(status=RunStatus.FAILED, error=error, finished_at=utcnow())
             )
             if result.rowcount != 1:
                 await session.rollback()

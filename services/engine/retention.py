@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col
 
 from services.engine.lease_models import EngineLease
-from services.engine.models import AgentAction, AgentRun, RunEventRow, SkillRun
+from services.engine.models import AgentAction, AgentRun, RunEventRow, RunStatus, SkillRun
 from services.shared.lease import OncePerInterval
 from services.shared.metrics import RETENTION_PRUNED
 from services.shared.time import utcnow
@@ -34,7 +34,7 @@ LEASE = "retention"
 BATCH = 500
 # Statuses after which a run no longer changes (not running, not waiting for
 # the user's decision).
-UNSETTLED = ("running", "waiting_approval")
+UNSETTLED = (RunStatus.RUNNING, RunStatus.WAITING_APPROVAL)
 
 
 @dataclass(frozen=True)

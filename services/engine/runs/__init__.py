@@ -3,9 +3,10 @@
 - ``requests``: what a run is asked (``RunRequest``, ``AskSpec``), busy
   policies, the engine's ``RunLimits``;
 - ``lifecycle``: ``RunService``: start, follow, cancel, approvals, execute and
-  settle, leases, shutdown;
+  settle, leases, shutdown; ``scope``: ``RunScope``, what every step of a
+  run works within, and ``LocalRun``, a run executing in this process;
 - ``recorder``: write-ahead numbering of a run's events; ``outcome``: what a
-  run reached, recorded with its end;
+  run reached, recorded with its end (``RunEnd``);
 - ``chat`` (a conversation's run) and ``asks`` (one agent asking another),
   both on ``generation`` (the model call) and ``tool_loop``;
 - ``context``: what a chat run reads and fits into its prompt; ``optional``:

@@ -30,16 +30,14 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from services.engine import instructions
-from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
-from services.engine.models import AgentRun
 from services.engine.providers.base import LLMProvider
-from services.engine.runs import run_context
-from services.engine.runs.generation import Models
+from services.engine.runs.generation import ModelCall, Models
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
 from services.engine.runs.remote import RemoteAgentFailed, RemoteAgents
-from services.engine.runs.requests import AskSpec, RunRequest
+from services.engine.runs.requests import AskSpec
+from services.engine.runs.scope import RunScope
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, SourceRead, ToolContext
 from services.shared.errors import DependencyUnavailable, FailedPrecondition, NotFound
@@ -121,13 +119,13 @@ def working_context(
     return "\n\n".join(parts)
 
 
+def _correlation(scope: RunScope, ask: AskSpec) -> str:
+    """The id tying the answer to the question: the asker's, else the run's."""
+    return ask.correlation_id or scope.run_id
+
+
 def _entry(
-    run: AgentRun,
-    ask: AskSpec,
-    correlation: str,
-    role: threads_pb2.Role.ValueType,
-    content: str,
-    source: str,
+    scope: RunScope, ask: AskSpec, role: threads_pb2.Role.ValueType, content: str, source: str
 ) -> threads_pb2.Entry:
     """An entry of the ask on the target's thread: who asked whom, under which correlation."""
     return threads_pb2.Entry(
@@ -136,8 +134,8 @@ def _entry(
         source=source,
         requester=ask.requester,
         target=ask.target,
-        correlation_id=correlation,
-        run_id=run.id,
+        correlation_id=_correlation(scope, ask),
+        run_id=scope.run_id,
     )
 
 
@@ -168,15 +166,14 @@ class AgentAsks:
         self._last_model = last_model
         self._remote = remote
 
-    async def work(
-        self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: Recorder, budget: RunBudget
-    ) -> engine_pb2.Final:
+    async def work(self, scope: RunScope, ask: AskSpec) -> engine_pb2.Final:
         assert ask.target_agent is not None  # read by start()
         if ask.target_agent.remote.card_url:
-            return await self._remote_work(run, request, ask, rec)
-        user, text, thread = request.user, request.message, run.conversation_id or ""
-        correlation = ask.correlation_id or run.id
-        entry = functools.partial(_entry, run, ask, correlation)
+            return await self._remote_work(scope, ask)
+        run, request, rec = scope.run, scope.request, scope.rec
+        user, text, thread = scope.user, scope.message, scope.thread
+        correlation = _correlation(scope, ask)
+        entry = functools.partial(_entry, scope, ask)
 
         # Recall, the project context, the live state and the router are
         # optional, as in a chat run: without them the ask goes on, with one
@@ -238,7 +235,7 @@ class AgentAsks:
                     provider=agent.provider_id,
                 )
             provider = self._models.provider(chosen.provider)
-            summary = await self._switch_session(user, thread, chosen.provider, rec, open_from)
+            summary = await self._switch_session(scope, chosen.provider, open_from)
 
         live_layer = instructions.bounded(
             "live_state",
@@ -260,7 +257,7 @@ class AgentAsks:
                 ),
             ),
             # Who started the ask: a schedule's tick says so to the agent.
-            run_context.layer(run_context.recorded(request.context, request.surface)),
+            scope.context_layer(),
         ]
         messages = instructions.to_messages(layers, f"{ask.requester} asks: {text}")
         counter = self._models.counters.counter(provider.kind, chosen.model)
@@ -276,34 +273,22 @@ class AgentAsks:
             ask_chain=(*ask.waiting, ask.target),
             correlation_id=correlation,
             project_id=project_id,
-            language=rec.language,
+            language=scope.language,
         )
-        specs = await self._loop.specs(tools, text, rec)
+        specs = await self._loop.specs(scope, tools)
         strategy = self._injection_strategy(agent, provider, rec)
         # The thread is the session key: a CLI provider resumes its native session.
-        loop = await self._loop.run(
-            provider,
-            chosen,
-            messages,
-            specs,
-            tools,
-            rec,
-            thread,
-            budget,
-            counter,
-            session_key=thread,
-            label=rec.text("step.ask_generate", agent=ask.target, model=chosen.model),
-            context_strategy=strategy,
-        )
+        call = ModelCall(provider, chosen, counter, specs, session_key=thread, context_strategy=strategy)
+        label = rec.text("step.ask_generate", agent=ask.target, model=chosen.model)
+        loop = await self._loop.run(scope, call, messages, tools, label=label)
         answer, tokens_in, tokens_out = loop.answer, loop.tokens_in, loop.tokens_out
-        await self._record_answer(run, request, ask, correlation, asked[0], answer)
+        await self._record_answer(scope, ask, asked[0], answer)
         outcome = rec.outcome
         outcome.record_model(route, fallback=route is fallback)
-        outcome.tokens_in, outcome.tokens_out = tokens_in, tokens_out
-        outcome.sources = [SourceRead("memory", n.note.id, n.note.title) for n in recalled]
-        outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
-        outcome.sources += tools.sources_read
-        outcome.layers = [layer.record(counter) for layer in layers]
+        outcome.spent(tokens_in, tokens_out)
+        outcome.read(SourceRead("memory", n.note.id, n.note.title) for n in recalled)
+        outcome.read([SourceRead("thread", thread, f"{ask.target}'s thread"), *tools.sources_read])
+        outcome.prompted(layer.record(counter) for layer in layers)
         return engine_pb2.Final(
             text=answer,
             provider=chosen.provider,
@@ -313,22 +298,16 @@ class AgentAsks:
         )
 
     async def _record_answer(
-        self,
-        run: AgentRun,
-        request: RunRequest,
-        ask: AskSpec,
-        correlation: str,
-        asked: threads_pb2.Entry,
-        answer: str,
+        self, scope: RunScope, ask: AskSpec, asked: threads_pb2.Entry, answer: str
     ) -> None:
         """The answer on the thread, said by the target to the requester, and
         the exchange in the thread's handoff log (what its summary folds)."""
-        user, thread = request.user, run.conversation_id or ""
+        user, thread, correlation = scope.user, scope.thread, _correlation(scope, ask)
         answered = await self._collab.append_entries(
             user,
             thread,
-            f"{run.id}:answer",
-            [_entry(run, ask, correlation, threads_pb2.ROLE_ASSISTANT, answer, f"agent:{ask.target}")],
+            f"{scope.run_id}:answer",
+            [_entry(scope, ask, threads_pb2.ROLE_ASSISTANT, answer, f"agent:{ask.target}")],
         )
         await self._collab.record_handoff(
             user,
@@ -349,9 +328,7 @@ class AgentAsks:
             ],
         )
 
-    async def _remote_work(
-        self, run: AgentRun, request: RunRequest, ask: AskSpec, rec: Recorder
-    ) -> engine_pb2.Final:
+    async def _remote_work(self, scope: RunScope, ask: AskSpec) -> engine_pb2.Final:
         """An ask of a remote A2A agent: no model runs here. The question and
         the answer land on the agent's shared thread as a local agent's do
         (who asked, who answered, the correlation id, the handoff log); the
@@ -360,8 +337,9 @@ class AgentAsks:
         failed run, which the asking model reads as the failed ask."""
         agent = ask.target_agent
         assert agent is not None
-        user, text, thread = request.user, request.message, run.conversation_id or ""
-        correlation = ask.correlation_id or run.id
+        run, rec = scope.run, scope.rec
+        user, text, thread = scope.user, scope.message, scope.thread
+        correlation = _correlation(scope, ask)
         if self._remote is None:
             raise FailedPrecondition(
                 f"agent {agent.id!r} is a remote A2A agent, which this engine does not ask"
@@ -372,17 +350,16 @@ class AgentAsks:
                 user,
                 thread,
                 f"{run.id}:ask",
-                [_entry(run, ask, correlation, threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")],
+                [_entry(scope, ask, threads_pb2.ROLE_USER, text, f"agent:{ask.requester}")],
             )
             try:
                 answer = await self._remote.ask(agent.remote.card_url, text, correlation, run.id)
             except RemoteAgentFailed as exc:
                 rec.say("REMOTE_AGENT_FAILED", agent=name, cause=exc.message)
                 raise
-        await self._record_answer(run, request, ask, correlation, asked[0], answer)
-        outcome = rec.outcome
-        outcome.provider, outcome.model = REMOTE_PROVIDER, agent.remote.card_url
-        outcome.sources.append(SourceRead("thread", thread, f"{ask.target}'s thread"))
+        await self._record_answer(scope, ask, asked[0], answer)
+        rec.outcome.answered_by(REMOTE_PROVIDER, agent.remote.card_url)
+        rec.outcome.read([SourceRead("thread", thread, f"{ask.target}'s thread")])
         return engine_pb2.Final(
             text=answer,
             provider=REMOTE_PROVIDER,
@@ -451,14 +428,13 @@ class AgentAsks:
                 provider=agent.provider_id,
             ) from exc
 
-    async def _switch_session(
-        self, user: str, thread: str, provider: str, rec: Recorder, open_from: int
-    ) -> str:
+    async def _switch_session(self, scope: RunScope, provider: str, open_from: int) -> str:
         """Makes ``provider`` the thread's one live session, releasing any
         other provider's; returns the handoff summary the new context carries.
         It is checkpointed first on a swap, and when entries of a closed
         segment are not folded yet (the tail no longer shows them): nothing
         recorded is left out of what the model gets."""
+        user, thread, rec = scope.user, scope.thread, scope.rec
         live = await self._collab.live_provider_sessions(user, thread)
         others = [s.provider_id for s in live if s.provider_id != provider]
         summary = await self._collab.handoff_summary(user, thread, checkpoint=bool(others))

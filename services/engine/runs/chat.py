@@ -10,17 +10,16 @@ import uuid
 from collections.abc import Sequence
 
 from services.engine import instructions
-from services.engine.budget import RunBudget
 from services.engine.collaborators import Collaborators
-from services.engine.models import AgentRun, SkillRun
+from services.engine.models import SkillRun
 from services.engine.providers.base import ChatMessage
-from services.engine.runs import run_context
 from services.engine.runs.context import ChatContext, ChatContextReader, EntryMaker
-from services.engine.runs.generation import Models
+from services.engine.runs.generation import ModelCall, Models
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.proposals import propose_to_remember
 from services.engine.runs.recorder import Recorder
-from services.engine.runs.requests import RunLimits, RunRequest
+from services.engine.runs.requests import RunLimits
+from services.engine.runs.scope import RunScope
 from services.engine.runs.titles import Titles
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tokens import prompt_tokens
@@ -47,11 +46,9 @@ class ChatWork:
         self._titles = titles
         self._context = ChatContextReader(collaborators, limits)
 
-    async def work(
-        self, run: AgentRun, request: RunRequest, rec: Recorder, needs_title: bool, budget: RunBudget
-    ) -> engine_pb2.Final:
-        user, text = request.user, request.message
-        thread = run.conversation_id or ""
+    async def work(self, scope: RunScope, needs_title: bool) -> engine_pb2.Final:
+        run, request, rec = scope.run, scope.request, scope.rec
+        user, text, thread = scope.user, scope.message, scope.thread
 
         def entry(role: threads_pb2.Role.ValueType, content: str, source: str) -> threads_pb2.Entry:
             return threads_pb2.Entry(
@@ -68,15 +65,15 @@ class ChatWork:
         # without recall or automatic skills and says so once per service.
         optional = OptionalServices(rec)
         allowed = request.allowed or AllowedSources()
-        context = await self._context.read(run, request, rec, optional, entry)
+        context = await self._context.read(scope, optional, entry)
         outcome = rec.outcome
-        outcome.sources = context.sources()
+        outcome.read(context.sources())
         fact = remembered_fact(text)  # the user's own words only, never content read
         if fact is not None:
-            return await propose_to_remember(self._collab, run, user, fact, context.page, rec, entry)
+            return await propose_to_remember(self._collab, scope, fact, context.page, entry)
 
         fallback = router_pb2.ModelRoute(model=self._models.fallback_model)
-        skills, model = await self._route(run, request, context, rec, optional, fallback)
+        skills, model = await self._route(scope, context, optional, fallback)
         chosen = model.model
         provider = self._models.provider(chosen.provider)
         outcome.record_model(model, fallback=model is fallback)
@@ -87,7 +84,7 @@ class ChatWork:
             web_only=model.web_only,
             request=text,
             project_id=request.project_id,
-            language=rec.language,
+            language=scope.language,
         )
         memory_note = "" if allowed.memory else "memory is off for this conversation"
         recalled = context.recalled
@@ -95,12 +92,12 @@ class ChatWork:
             # A web-only model gets no workspace context: no recalled notes,
             # no project context, no live state.
             recalled = []
-            outcome.sources = [s for s in outcome.sources if s.kind != "memory"]
+            outcome.withhold("memory")
             memory_note = memory_note or "not sent: web-only model"
         context_layers = self._context.working_layers(context, model.web_only)
-        specs = await self._loop.specs(tool_context, text, rec)
+        specs = await self._loop.specs(scope, tool_context)
         working = await self._context.mentioned_pages(
-            user, text, context.page.page_id if context.instruction_page else "", tool_context, optional
+            scope, context.page.page_id if context.instruction_page else "", tool_context, optional
         )
         layers = [
             *instructions.assemble(
@@ -117,35 +114,32 @@ class ChatWork:
             # What the user is working on, last: the most specific part of
             # the working context. Even a web-only model gets it: the user
             # sent it with the message, nothing was read for it.
-            run_context.layer(run_context.recorded(request.context, request.surface)),
+            scope.context_layer(),
         ]
         counter = self._models.counters.counter(provider.kind, chosen.model)
+        # A CLI provider resumes the conversation's native session.
+        call = ModelCall(provider, chosen, counter, specs, session_key=thread)
         records = [layer.record(counter) for layer in layers]
-        outcome.layers = records
+        outcome.prompted(records)
         # The system message and the current message, counted once: their
         # layers' tokens, the message and the tools' schemas.
         fixed = sum(r["size_tokens"] for r in records) + prompt_tokens(
             counter, [ChatMessage("system", ""), ChatMessage("user", text)], specs
         )
-        earlier_turns = await self._context.fit_history(
-            user, thread, fixed, chosen, provider, counter, context.summary, context.earlier, rec, optional
-        )
+        earlier_turns = await self._context.fit_history(scope, fixed, call, context, optional)
         messages = instructions.to_messages(
             layers, text, earlier_turns.messages, earlier_turns.summary_text()
         )
-        outcome.layers = [*records, *earlier_turns.layers()]
-        # A CLI provider resumes the conversation's native session.
-        loop = await self._loop.run(
-            provider, chosen, messages, specs, tool_context, rec, thread, budget, counter, session_key=thread
-        )
-        outcome.sources += tool_context.sources_read
+        outcome.prompted([*records, *earlier_turns.layers()])
+        loop = await self._loop.run(scope, call, messages, tool_context)
+        outcome.read(tool_context.sources_read)
         await asyncio.gather(
-            self._record_turn(user, thread, run.id, loop.transcript, entry),
+            self._record_turn(scope, loop.transcript, entry),
             self._titles.after_first_exchange(
                 user, thread, text, needs_title, (provider, chosen, loop.answer), rec.language
             ),
         )
-        outcome.tokens_in, outcome.tokens_out = loop.tokens_in, loop.tokens_out
+        outcome.spent(loop.tokens_in, loop.tokens_out)
         # A proposal made through a tool waits for the user, like "remember that".
         waiting = bool(loop.proposals)
         return engine_pb2.Final(
@@ -158,10 +152,8 @@ class ChatWork:
 
     async def _route(
         self,
-        run: AgentRun,
-        request: RunRequest,
+        scope: RunScope,
         context: ChatContext,
-        rec: Recorder,
         optional: OptionalServices,
         fallback: router_pb2.ModelRoute,
     ) -> tuple[router_pb2.SkillRoute, router_pb2.ModelRoute]:
@@ -170,7 +162,8 @@ class ChatWork:
         are said as events; they and the decision go in the outcome. The
         message's embedding from recall goes along: the router reuses it
         rather than embed the message again."""
-        user, text, offline = request.user, request.message, self._models.offline
+        request, rec = scope.request, scope.rec
+        user, text, offline = scope.user, scope.message, self._models.offline
         async with rec.step("routing", rec.text("step.routing")):
             routed = await optional(
                 "router",
@@ -191,24 +184,23 @@ class ChatWork:
             if skills.decision.arbiter_error:
                 rec.say("ARBITER_FAILED", error=skills.decision.arbiter_error)
             self._say_model_notices(model, rec)
+            applied = []
             for skill in skills.skills:
                 invocation = (
                     engine_pb2.SKILL_INVOCATION_MANUAL if skill.forced else engine_pb2.SKILL_INVOCATION_AUTO
                 )
                 use = engine_pb2.SkillUse(skill_id=skill.skill_id, name=skill.name, invocation=invocation)
                 rec.emit(skill_used=engine_pb2.SkillUsed(skill=use))
-                rec.outcome.skills.append(use)
-                rec.outcome.skill_runs.append(
-                    SkillRun(
-                        id=str(uuid.uuid4()),
-                        run_id=run.id,
-                        user_id=request.user,
-                        skill_id=use.skill_id,
-                        name=use.name,
-                        invocation="manual" if skill.forced else "auto",
-                    )
+                row = SkillRun(
+                    id=str(uuid.uuid4()),
+                    run_id=scope.run_id,
+                    user_id=user,
+                    skill_id=use.skill_id,
+                    name=use.name,
+                    invocation="manual" if skill.forced else "auto",
                 )
-        rec.outcome.router_decision.skills.CopyFrom(skills.decision)
+                applied.append((use, row))
+        rec.outcome.applied_skills(applied, skills.decision)
         return skills, model
 
     @staticmethod
@@ -228,12 +220,7 @@ class ChatWork:
                 rec.notice("MODEL_CHOICE", message)
 
     async def _record_turn(
-        self,
-        user: str,
-        thread: str,
-        run_id: str,
-        transcript: Sequence[ChatMessage],
-        entry: EntryMaker,
+        self, scope: RunScope, transcript: Sequence[ChatMessage], entry: EntryMaker
     ) -> None:
         """Records what the model did after the user's message: its tool calls
         with their results, then its answer (a later run replays them)."""
@@ -249,4 +236,4 @@ class ChatWork:
                     for c in message.tool_calls
                 )
             entries.append(row)
-        await self._collab.append_entries(user, thread, f"{run_id}:assistant", entries)
+        await self._collab.append_entries(scope.user, scope.thread, f"{scope.run_id}:assistant", entries)

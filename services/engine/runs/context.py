@@ -13,18 +13,16 @@ from services.engine import history as conversation
 from services.engine import instructions
 from services.engine.collaborators import Collaborators
 from services.engine.entry_log import EntryLog
-from services.engine.models import AgentRun
-from services.engine.providers.base import LLMProvider
+from services.engine.runs.generation import ModelCall
 from services.engine.runs.optional import OptionalServices
 from services.engine.runs.recorder import Recorder
-from services.engine.runs.requests import RunLimits, RunRequest
-from services.engine.tokens import Counter
+from services.engine.runs.requests import RunLimits
+from services.engine.runs.scope import RunScope
 from services.engine.tools import AllowedSources, SourceRead, ToolContext
 from services.engine.tools.policy import mentioned_pages, reads_workspace
 from services.shared.errors import DependencyUnavailable, NotFound
 from switchboard.common.v1 import common_pb2
 from switchboard.memory.v1 import handoff_pb2, memory_pb2, memory_service_pb2, pages_pb2
-from switchboard.router.v1 import router_pb2
 from switchboard.threads.v1 import threads_pb2
 
 # Makes one entry of the run's thread: (role, content, source) -> Entry.
@@ -69,18 +67,12 @@ class ChatContextReader:
     ) -> list[threads_pb2.Entry]:
         return await self._collab.entries_after(user, thread, after_sequence, page_size)
 
-    async def read(
-        self,
-        run: AgentRun,
-        request: RunRequest,
-        rec: Recorder,
-        optional: OptionalServices,
-        entry: EntryMaker,
-    ) -> ChatContext:
+    async def read(self, scope: RunScope, optional: OptionalServices, entry: EntryMaker) -> ChatContext:
         """The "context" step. Memory is optional: without it a run goes on
         without recall and says so once. Threads is not: a run whose message
         cannot be recorded fails here, before any model call."""
-        user, text, thread = request.user, request.message, run.conversation_id or ""
+        request, rec = scope.request, scope.rec
+        user, text, thread = scope.user, scope.message, scope.thread
         allowed = request.allowed or AllowedSources()
         collab, limits = self._collab, self._limits
         async with rec.step("context", rec.text("step.context")):
@@ -103,7 +95,7 @@ class ChatContextReader:
                     unread,
                 ),
                 collab.append_entries(
-                    user, thread, f"{run.id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
+                    user, thread, f"{scope.run_id}:user", [entry(threads_pb2.ROLE_USER, text, "user")]
                 ),
             )
             if read is not unread:
@@ -117,7 +109,7 @@ class ChatContextReader:
             earlier = [
                 e
                 for e in await self._entries.after(user, thread, summary.last_folded_sequence)
-                if e.run_id != run.id
+                if e.run_id != scope.run_id
             ]
         page = read.active_instructions
         return ChatContext(
@@ -174,12 +166,7 @@ class ChatContextReader:
         ]
 
     async def mentioned_pages(
-        self,
-        user: str,
-        text: str,
-        instruction_page_id: str,
-        context: ToolContext,
-        optional: OptionalServices,
+        self, scope: RunScope, instruction_page_id: str, context: ToolContext, optional: OptionalServices
     ) -> str:
         """The working-context layer: the pages the user mentions with
         ``@page:<id>``, read with their rights when the conversation allows
@@ -189,11 +176,11 @@ class ChatContextReader:
             return ""  # refused_mentions has said so
         budget = self._limits.instruction_page_budget_chars
         parts = []
-        for page_id in mentioned_pages(text):
+        for page_id in mentioned_pages(scope.message):
             if page_id == instruction_page_id:
                 continue
             try:
-                page = await self._collab.get_page(user, page_id)
+                page = await self._collab.get_page(scope.user, page_id)
             except NotFound:
                 continue  # another user's page is exactly like a missing one: nothing is read
             except DependencyUnavailable as exc:
@@ -207,25 +194,17 @@ class ChatContextReader:
         return "\n\n".join(parts)
 
     async def fit_history(
-        self,
-        user: str,
-        thread: str,
-        fixed: int,
-        model: router_pb2.ModelOption,
-        provider: LLMProvider,
-        counter: Counter,
-        summary: handoff_pb2.HandoffSummary,
-        earlier: Sequence[threads_pb2.Entry],
-        rec: Recorder,
-        optional: OptionalServices,
+        self, scope: RunScope, fixed: int, call: ModelCall, context: ChatContext, optional: OptionalServices
     ) -> conversation.History:
-        """The conversation's earlier turns that fit the model's context window
-        beside the rest of the prompt (``fixed`` tokens) and the answer's
-        reserve; older turns are folded into the persisted summary first."""
-        window = model.context_window or self._limits.default_context_window
-        reserve = min(provider.max_output_tokens, window // 4)
+        """The conversation's earlier turns that fit ``call``'s model's context
+        window beside the rest of the prompt (``fixed`` tokens) and the
+        answer's reserve; older turns are folded into the persisted summary
+        first."""
+        counter, summary = call.counter, context.summary
+        window = call.model.context_window or self._limits.default_context_window
+        reserve = min(call.provider.max_output_tokens, window // 4)
         budget = window - reserve - fixed
-        turns = conversation.turns(earlier, counter, self._turns)
+        turns = conversation.turns(context.earlier, counter, self._turns)
 
         def summary_tokens(text: str) -> int:
             return counter(conversation.SUMMARY_HEADING + "\n" + text) if text else 0
@@ -240,14 +219,14 @@ class ChatContextReader:
         if folded:
             try:
                 summary = await self._collab.fold_into_summary(
-                    user, thread, conversation.handoff_entries(folded)
+                    scope.user, scope.thread, conversation.handoff_entries(folded)
                 )
             except DependencyUnavailable as exc:
                 optional.failed("memory", exc)
                 note = f"{len(folded)} older turns left out: memory could not fold them into the summary"
             else:
                 if summary.fallback_reason:
-                    rec.say("SUMMARY_MODEL_FAILED", reason=summary.fallback_reason)
+                    scope.rec.say("SUMMARY_MODEL_FAILED", reason=summary.fallback_reason)
         return conversation.History(
             summary=summary.text,
             summary_tokens=summary_tokens(summary.text) if folded else current,

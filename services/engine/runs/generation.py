@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from opentelemetry import trace
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from services.engine.budget import BudgetExceeded, RunBudget
+from services.engine.budget import BudgetExceeded
 from services.engine.providers.base import (
     ChatMessage,
     LLMProvider,
@@ -26,6 +26,7 @@ from services.engine.providers.base import (
 )
 from services.engine.runs.recorder import Recorder
 from services.engine.runs.requests import RunLimits
+from services.engine.runs.scope import RunScope
 from services.engine.tokens import Counter, TokenCounters, prompt_tokens
 from services.shared.errors import FailedPrecondition
 from services.shared.metrics import LLM_TOKENS
@@ -43,6 +44,20 @@ class Generation:
     tokens_in: int
     tokens_out: int
     tool_calls: tuple[ToolCallChunk, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """The model a run calls and how: on which provider, counting its
+    tokens with which counter, with which tools, under which session key
+    ("": none) and way of giving a CLI its context."""
+
+    provider: LLMProvider
+    model: router_pb2.ModelOption
+    counter: Counter
+    tools: Sequence[ToolSpec] = ()
+    session_key: str = ""
+    context_strategy: str = ""
 
 
 class DeltaStream:
@@ -121,27 +136,18 @@ class Models:
         return provider
 
     async def generate(
-        self,
-        provider: LLMProvider,
-        model: router_pb2.ModelOption,
-        messages: list[ChatMessage],
-        rec: Recorder,
-        conversation_id: str,
-        budget: RunBudget,
-        tools: Sequence[ToolSpec] = (),
-        session_key: str = "",
-        counter: Counter | None = None,
-        context_strategy: str = "",
+        self, scope: RunScope, call: ModelCall, messages: list[ChatMessage], corrects_count: bool = False
     ) -> Generation:
         """One model call: streams its text as coalesced deltas (the first
         piece at once, then at most one event per flush interval or size) and
-        collects the tool calls it makes. With ``counter``, the provider's
-        count of the prompt corrects that counter's estimate."""
+        collects the tool calls it makes. With ``corrects_count``, the
+        provider's count of the prompt corrects the call's counter's estimate."""
+        rec, budget, model, tools, counter = scope.rec, scope.budget, call.model, call.tools, call.counter
         with tracer.start_as_current_span(f"chat {model.model}") as span:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.provider.name", model.provider)
             span.set_attribute("gen_ai.request.model", model.model)
-            span.set_attribute("gen_ai.conversation.id", conversation_id)
+            span.set_attribute("gen_ai.conversation.id", scope.thread)
             if self._limits.capture_message_content:
                 span.set_attribute("gen_ai.input.messages", messages_json(messages))
             stream = DeltaStream(rec, self._limits)
@@ -166,12 +172,12 @@ class Models:
                 with attempt:
                     calls = []  # a retried attempt starts over (no text was shown)
                     try:
-                        chunks = provider.stream(
+                        chunks = call.provider.stream(
                             model.model,
                             messages,
                             tools,
-                            session_key=session_key,
-                            context_strategy=context_strategy,
+                            session_key=call.session_key,
+                            context_strategy=call.context_strategy,
                         )
                         async for chunk in chunks:
                             if isinstance(chunk, UsageChunk):
@@ -188,7 +194,7 @@ class Models:
                                     raise BudgetExceeded("tokens", budget.max_tokens)
                     finally:
                         stream.flush()  # what did arrive is shown, even before a failure
-            if counter is not None and self.counters.corrects(counter):
+            if corrects_count and self.counters.corrects(counter):
                 estimated = prompt_tokens(counter, messages, tools)
                 self.counters.observe(counter, model.model, estimated, tokens_in)
             span.set_attribute("gen_ai.response.model", model.model)

@@ -14,7 +14,6 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from opentelemetry import trace
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential_jitter
@@ -23,7 +22,7 @@ from services.engine import texts
 from services.engine.budget import BudgetExceeded, RunBudget
 from services.engine.collaborators import Collaborators
 from services.engine.feed import RunFeed, StreamedEvent
-from services.engine.models import AgentRun
+from services.engine.models import AgentRun, RunStatus
 from services.engine.providers.base import LLMProvider
 from services.engine.repository import RunsRepository
 from services.engine.runs import run_context
@@ -31,10 +30,11 @@ from services.engine.runs.asks import AgentAsks
 from services.engine.runs.chat import ChatWork
 from services.engine.runs.convert import APPROVALS, SURFACES
 from services.engine.runs.generation import Models
-from services.engine.runs.outcome import STATUSES
+from services.engine.runs.outcome import RunEnd
 from services.engine.runs.recorder import Recorder, is_terminal
 from services.engine.runs.remote import RemoteAgents
 from services.engine.runs.requests import AskSpec, BusyPolicy, RunLimits, RunRequest
+from services.engine.runs.scope import LocalRun, RunScope
 from services.engine.runs.titles import Titles
 from services.engine.runs.tool_loop import ToolLoop
 from services.engine.tools import AllowedSources, ToolRegistry
@@ -79,13 +79,8 @@ class RunService:
         self._collab = collaborators
         self._limits = limits
         self._instance_id = instance_id
-        # Runs executing in this process: their feed and their user.
-        self._feeds: dict[str, tuple[RunFeed, str]] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        # Runs whose task was cancelled by CancelRun (not by a shutdown), and
-        # runs still working (before settlement: the only time CancelRun cancels).
-        self._cancelling: set[str] = set()
-        self._working: set[str] = set()
+        # Runs executing in this process, from their spawn to their settlement.
+        self._runs: dict[str, LocalRun] = {}
         self._settling: set[asyncio.Future[None]] = set()
         # Runs whose end could not be recorded (the database stayed away past
         # the retries): the lease loop settles them once it is back.
@@ -216,9 +211,10 @@ class RunService:
                 await self._repo.request_cancel(run_id)
                 self._cancel_local(run_id)
 
-    async def _wait_turn(self, run: AgentRun, rec: Recorder) -> None:
+    async def _wait_turn(self, scope: RunScope) -> None:
         """Two runs never write to one thread at once: wait while runs that
         arrived earlier are active on it (any replica; the database decides)."""
+        run, rec = scope.run, scope.rec
         if not await self._repo.runs_ahead(run):
             return
         async with rec.step("queued", rec.text("step.queued")):
@@ -251,11 +247,16 @@ class RunService:
             assert existing is not None
             return existing.id
         await feed.publish(started)
-        self._feeds[run.id] = (feed, request.user)
-        task = asyncio.create_task(self._execute(run, request, recorder, needs_title))
-        self._tasks[run.id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(run.id, None))
+        local = LocalRun(run, feed, recorder)
+        local.task = asyncio.create_task(self._execute(local, request, needs_title))
+        self._runs[run.id] = local
+        # Settlement removes it; a task that ended without one must not stay known.
+        local.task.add_done_callback(lambda _: self._forget(local))
         return run.id
+
+    def _forget(self, local: LocalRun) -> None:
+        if self._runs.get(local.run.id) is local:
+            del self._runs[local.run.id]
 
     async def ask_and_follow(
         self,
@@ -307,9 +308,9 @@ class RunService:
             for row in await self._repo.events_after(run_id, after):
                 yield StreamedEvent(engine_pb2.RunEvent.FromString(row.payload))
             return
-        local = self._feeds.get(run_id)
-        if local is not None and local[1] == user:
-            async for streamed in local[0].follow(after):
+        local = self._runs.get(run_id)
+        if local is not None and local.user == user:
+            async for streamed in local.feed.follow(after):
                 yield streamed
             return
         await self.get(user, run_id)
@@ -319,7 +320,7 @@ class RunService:
                 # Status first: a run's terminal event commits with its status, so
                 # once it reads finished, the events read next are all there are.
                 run = await self._repo.get_run(run_id)
-                finished = run is None or run.status != "running"
+                finished = run is None or run.status != RunStatus.RUNNING
                 for row in await self._repo.events_after(run_id, after):
                     event = engine_pb2.RunEvent.FromString(row.payload)
                     after = event.sequence
@@ -359,7 +360,7 @@ class RunService:
         finds the flag at its safety poll). Returns the run; one already
         ended is left as it is."""
         run = await self.get(user, run_id)
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             return run
         await self._repo.request_cancel(run_id)
         self._cancel_local(run_id)
@@ -384,7 +385,7 @@ class RunService:
         if decision not in APPROVALS.names:
             raise InvalidArgument("decision must be ACCEPTED or REFUSED", field="decision")
         run = await self.get(user, run_id)
-        if run.status == "waiting_approval":
+        if run.status == RunStatus.WAITING_APPROVAL:
             settled = await self._repo.record_approval(run_id, decision)
             # Settled now, or by a concurrent decision: read what was recorded.
             run = await self.get(user, run_id)
@@ -396,10 +397,10 @@ class RunService:
         return run
 
     def _cancel_local(self, run_id: str) -> None:
-        task = self._tasks.get(run_id)
-        if task is not None and run_id in self._working:
-            self._cancelling.add(run_id)
-            task.cancel()
+        local = self._runs.get(run_id)
+        if local is not None and local.working:
+            local.cancelling = True
+            local.task.cancel()
 
     async def watch_cancellations(self) -> None:
         """Cancels this instance's runs that CancelRun flagged elsewhere, until
@@ -407,7 +408,7 @@ class RunService:
         async with self._repo.wakeups.subscribe(RUN_CANCEL, self._instance_id) as waiter:
             while True:
                 try:
-                    if self._tasks:
+                    if self._runs:
                         for run_id in await self._repo.cancel_requested(self._instance_id):
                             self._cancel_local(run_id)
                 except Exception:  # noqa: BLE001 - keep polling through a database blip
@@ -416,12 +417,11 @@ class RunService:
 
     # Execution
 
-    async def _execute(
-        self, run: AgentRun, request: RunRequest, recorder: Recorder, needs_title: bool
-    ) -> None:
+    async def _execute(self, local: LocalRun, request: RunRequest, needs_title: bool) -> None:
         # The run outlives the StartRun call that spawned it: not that call's deadline.
         deadlines.detach()
         began = time.monotonic()
+        run, recorder = local.run, local.recorder
         with tracer.start_as_current_span("invoke_agent personal") as span:
             span.set_attribute("gen_ai.operation.name", "invoke_agent")
             span.set_attribute("gen_ai.agent.name", "personal")
@@ -429,27 +429,26 @@ class RunService:
             if run.conversation_id:
                 span.set_attribute("gen_ai.conversation.id", run.conversation_id)
             budget = request.budget.over(self._limits.default_budget)
-            self._working.add(run.id)
+            scope = RunScope(run, request, recorder, budget)
+            local.working = True
             try:
                 try:
-                    await self._wait_turn(run, recorder)  # not counted in the time budget
+                    await self._wait_turn(scope)  # not counted in the time budget
                     async with asyncio.timeout(budget.max_seconds or None) as deadline:
                         if request.ask is not None:
-                            final = await self._asks.work(run, request, request.ask, recorder, budget)
+                            final = await self._asks.work(scope, request.ask)
                         else:
-                            final = await self._chat.work(run, request, recorder, needs_title, budget)
+                            final = await self._chat.work(scope, needs_title)
                 finally:
-                    self._working.discard(run.id)  # past this point CancelRun no longer interrupts
-                status, error = STATUSES.name(final.status), None
-                terminal: dict[str, Any] = {"final": final}
+                    local.working = False  # past this point CancelRun no longer interrupts
+                end = RunEnd.answered(final)
             except asyncio.CancelledError:
-                if run.id in self._cancelling:
-                    status, error = "cancelled", recorder.text("error.cancelled")
-                    terminal = {"error": engine_pb2.RunError(code="CANCELLED", message=error)}
+                if local.cancelling:
+                    cancelled = recorder.text("error.cancelled")
+                    end = RunEnd.failed(RunStatus.CANCELLED, "CANCELLED", cancelled)
                 else:
-                    status, error = "failed", INTERRUPTED
                     stopped = recorder.text("error.stopped")
-                    terminal = {"error": engine_pb2.RunError(code="INTERRUPTED", message=stopped)}
+                    end = RunEnd.failed(RunStatus.FAILED, "INTERRUPTED", stopped, error=INTERRUPTED)
             except (BudgetExceeded, TimeoutError) as exc:
                 if isinstance(exc, TimeoutError) and not deadline.expired():
                     raise
@@ -458,42 +457,32 @@ class RunService:
                     if isinstance(exc, BudgetExceeded)
                     else recorder.text("budget.seconds", limit=f"{budget.max_seconds:g}")
                 )
-                status, error = "budget_exceeded", message
-                terminal = {"error": engine_pb2.RunError(code="BUDGET_EXCEEDED", message=message)}
+                end = RunEnd.failed(RunStatus.BUDGET_EXCEEDED, "BUDGET_EXCEEDED", message)
             except DomainError as exc:
-                status, error = "failed", exc.message
                 code = common_pb2.ErrorReason.Name(exc.reason)
-                terminal = {"error": engine_pb2.RunError(code=code, message=exc.message)}
+                end = RunEnd.failed(RunStatus.FAILED, code, exc.message)
             except Exception as exc:  # noqa: BLE001 - a run always ends, with its cause
                 log.exception("run %s failed", run.id)
-                status, error = "failed", f"internal error: {type(exc).__name__}"
-                terminal = {"error": engine_pb2.RunError(code="INTERNAL", message=error)}
-            span.set_attribute("switchboard.run_status", status)
+                end = RunEnd.failed(RunStatus.FAILED, "INTERNAL", f"internal error: {type(exc).__name__}")
+            span.set_attribute("switchboard.run_status", end.status)
             exemplar = trace_exemplar()  # the run's own span, current here
-            RUNS.labels(status).inc(exemplar=exemplar)
-            RUN_SECONDS.labels(status).observe(time.monotonic() - began, exemplar=exemplar)
+            RUNS.labels(end.status).inc(exemplar=exemplar)
+            RUN_SECONDS.labels(end.status).observe(time.monotonic() - began, exemplar=exemplar)
             # Shielded: a cancellation (CancelRun, shutdown) arriving while the
             # run is being settled must not leave it half-recorded and its
             # clients without a terminal event.
-            settling = asyncio.ensure_future(self._settle(run, recorder, status, error, terminal))
+            settling = asyncio.ensure_future(self._settle(local, end))
             self._settling.add(settling)
             settling.add_done_callback(self._settling.discard)
             await asyncio.shield(settling)
 
-    async def _settle(
-        self,
-        run: AgentRun,
-        recorder: Recorder,
-        status: str,
-        error: str | None,
-        terminal: dict[str, Any],
-    ) -> None:
+    async def _settle(self, local: LocalRun, end: RunEnd) -> None:
         """Writes the run's end, its last events and its journal (actions,
         skill runs), then publishes the events."""
+        run, recorder, feed = local.run, local.recorder, local.feed
         outcome = recorder.outcome
-        unwritten = [*await recorder.drain(), recorder.make(**terminal)]
-        feed, _ = self._feeds.pop(run.id)
-        self._cancelling.discard(run.id)
+        unwritten = [*await recorder.drain(), recorder.make(**end.terminal())]
+        self._forget(local)
         try:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(3),
@@ -503,7 +492,7 @@ class RunService:
                 with attempt:
                     await self._repo.finish_run(
                         run.id,
-                        {"status": status, "error": error, **outcome.columns()},
+                        {"status": end.status, "error": end.error, **outcome.columns()},
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
                         outcome.journal,
                         webhook_url=run.webhook_url,
@@ -549,7 +538,7 @@ class RunService:
                 run.id, INTERRUPTED, event.SerializeToString(), sequence, run.webhook_url, run.conversation_id
             ):
                 settled += 1
-                RUNS.labels("failed").inc()
+                RUNS.labels(RunStatus.FAILED).inc()
                 log.warning("settled run %s of instance %s as interrupted", run.id, run.instance_id)
         for run_id in list(self._unrecorded):
             sequence = await self._repo.last_sequence(run_id) + 1
@@ -585,8 +574,8 @@ class RunService:
     async def close(self, grace: float | None) -> None:
         """Lets in-flight runs finish within ``grace``; the rest are cancelled
         and settled `failed` ("interrupted") by their own task."""
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks.values()), timeout=grace)
+        if self._runs:
+            _, pending = await asyncio.wait({local.task for local in self._runs.values()}, timeout=grace)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)

@@ -5,10 +5,9 @@ written to the page here: the user's accept writes it."""
 from __future__ import annotations
 
 from services.engine.collaborators import Collaborators
-from services.engine.models import AgentRun
 from services.engine.remember import with_fact
 from services.engine.runs.context import EntryMaker
-from services.engine.runs.recorder import Recorder
+from services.engine.runs.scope import RunScope
 from services.engine.tools import SourceRead
 from services.shared.errors import FailedPrecondition, QuotaExceeded
 from switchboard.engine.v1 import engine_pb2
@@ -17,18 +16,12 @@ from switchboard.threads.v1 import threads_pb2
 
 
 async def propose_to_remember(
-    collab: Collaborators,
-    run: AgentRun,
-    user: str,
-    fact: str,
-    page: pages_pb2.ActiveInstructions,
-    rec: Recorder,
-    entry: EntryMaker,
+    collab: Collaborators, scope: RunScope, fact: str, page: pages_pb2.ActiveInstructions, entry: EntryMaker
 ) -> engine_pb2.Final:
     """Proposes adding ``fact`` to the active instruction page (created from
     the template of the run's language first if the user has none), and
     answers with what would change, in the run's language."""
-    language = rec.language
+    run, user, rec, language = scope.run, scope.user, scope.rec, scope.language
     async with rec.step("proposal", rec.text("step.proposal")):
         if page.state == pages_pb2.INSTRUCTION_PAGE_STATE_UNREADABLE:
             raise FailedPrecondition(rec.text("remember.unreadable"))
@@ -46,7 +39,7 @@ async def propose_to_remember(
                 run_id=run.id,
             )
         except QuotaExceeded as exc:
-            return await _refused_by_quota(collab, run, user, fact, exc, rec, entry)
+            return await _refused_by_quota(collab, scope, fact, exc, entry)
     rec.emit(
         proposal=engine_pb2.ProposalMade(
             proposal_id=proposal.id,
@@ -59,32 +52,27 @@ async def propose_to_remember(
     text = rec.text("remember.answer", title=title, fact=fact)
     await collab.append_entries(
         user,
-        run.conversation_id or "",
+        scope.thread,
         f"{run.id}:assistant",
         [entry(threads_pb2.ROLE_ASSISTANT, text, "engine")],
     )
-    rec.outcome.sources = [SourceRead("page", page_id, title)]
+    rec.outcome.only_read([SourceRead("page", page_id, title)])
     return engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_WAITING_APPROVAL)
 
 
 async def _refused_by_quota(
-    collab: Collaborators,
-    run: AgentRun,
-    user: str,
-    fact: str,
-    exc: QuotaExceeded,
-    rec: Recorder,
-    entry: EntryMaker,
+    collab: Collaborators, scope: RunScope, fact: str, exc: QuotaExceeded, entry: EntryMaker
 ) -> engine_pb2.Final:
     """Memory is up but full (too many pending proposals, too many
     instruction pages): the run says which quota and ends done, with nothing
     proposed. Not "memory is unavailable": the user can free room."""
+    rec = scope.rec
     rec.say("QUOTA_EXCEEDED", "proposal_refused", cause=exc.message)
     text = rec.text("remember.refused", fact=fact, cause=exc.message)
     await collab.append_entries(
-        user,
-        run.conversation_id or "",
-        f"{run.id}:assistant",
+        scope.user,
+        scope.thread,
+        f"{scope.run_id}:assistant",
         [entry(threads_pb2.ROLE_ASSISTANT, text, "engine")],
     )
     return engine_pb2.Final(text=text, status=engine_pb2.RUN_STATUS_DONE)

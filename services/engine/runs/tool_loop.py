@@ -7,24 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
 
 from services.engine import texts as catalogue
-from services.engine.budget import BudgetExceeded, RunBudget
+from services.engine.budget import BudgetExceeded
 from services.engine.models import AgentAction
-from services.engine.providers.base import ChatMessage, LLMProvider, ToolSpec
-from services.engine.runs.generation import Models
-from services.engine.runs.recorder import Recorder
-from services.engine.tokens import Counter
+from services.engine.providers.base import ChatMessage, ToolSpec
+from services.engine.runs.generation import ModelCall, Models
+from services.engine.runs.scope import RunScope
 from services.engine.tools import ToolContext, ToolRegistry
 from services.engine.tools.backend import InstructionProposal, LiveEntry
 from services.engine.tools.registry import FAMILY_LABELS
 from switchboard.engine.v1 import engine_pb2
 from switchboard.memory.v1 import memory_pb2
-from switchboard.router.v1 import router_pb2
 
 tracer = trace.get_tracer("switchboard.engine")
 
@@ -48,7 +45,7 @@ class ToolLoop:
         # None: runs are offered no tool.
         self._tools = tools
 
-    async def specs(self, context: ToolContext, text: str, rec: Recorder) -> list[ToolSpec]:
+    async def specs(self, scope: RunScope, context: ToolContext) -> list[ToolSpec]:
         """The tools this run may use, and what the user must know before the
         first model call: sources a web-only model will not read, @mentions
         of sources the conversation does not allow, MCP servers that failed."""
@@ -57,27 +54,21 @@ class ToolLoop:
         specs = await self._tools.specs(context)
         withheld = self._tools.withheld_notice(context)
         notices = [("SOURCES_WITHHELD", withheld)] if withheld else []
-        notices += [("MENTION_NOT_ALLOWED", n) for n in self._tools.refused_mentions(text, context)]
+        notices += [("MENTION_NOT_ALLOWED", n) for n in self._tools.refused_mentions(scope.message, context)]
         notices += [("TOOLS_UNAVAILABLE", n) for n in context.notices]
         for code, message in notices:
-            rec.notice(code, message)
+            scope.rec.notice(code, message)
         return specs
 
     async def run(
         self,
-        provider: LLMProvider,
-        model: router_pb2.ModelOption,
+        scope: RunScope,
+        model_call: ModelCall,
         messages: list[ChatMessage],
-        specs: Sequence[ToolSpec],
         context: ToolContext,
-        rec: Recorder,
-        thread: str,
-        budget: RunBudget,
-        counter: Counter | None = None,
-        session_key: str = "",
         label: str = "",
-        context_strategy: str = "",
     ) -> LoopResult:
+        rec, budget = scope.rec, scope.budget
         texts: list[str] = []
         loop = LoopResult()
         steps = 0
@@ -86,19 +77,10 @@ class ToolLoop:
             steps += 1
             if budget.max_steps and steps > budget.max_steps:
                 raise BudgetExceeded("steps", budget.max_steps)
-            async with rec.step("generate", label or rec.text("step.generate", model=model.model)):
-                first = counter if steps == 1 else None  # the prompt's own count corrects the estimate
+            async with rec.step("generate", label or rec.text("step.generate", model=model_call.model.model)):
+                # The first call's own count of the prompt corrects the estimate.
                 generated = await self._models.generate(
-                    provider,
-                    model,
-                    messages,
-                    rec,
-                    thread,
-                    budget,
-                    specs,
-                    session_key=session_key,
-                    counter=first,
-                    context_strategy=context_strategy,
+                    scope, model_call, messages, corrects_count=steps == 1
                 )
             texts.append(generated.text)
             loop.tokens_in += generated.tokens_in
@@ -140,7 +122,7 @@ class ToolLoop:
                     rec.live_state(memory_pb2.LIVE_STATE_EVENT_TYPE_SET, [entry])
                 if result.notice:  # a write the user did not ask for, or a quota's refusal
                     rec.notice(result.notice_code, result.notice)
-                rec.outcome.actions.append(
+                rec.outcome.acted(
                     AgentAction(
                         id=str(uuid.uuid4()),
                         run_id=context.run_id,
