@@ -324,7 +324,7 @@ class RunsRepository:
         async with self._engine.begin() as connection:
             result = await connection.execute(
                 update(AgentRun)
-                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == "running")
+                .where(col(AgentRun.id) == run_id, col(AgentRun.status) == RunStatus.RUNNING)
                 .values(webhook_url=webhook_url)
             )
             return bool(result.rowcount == 1)

@@ -371,7 +371,7 @@ class RunService:
         replica executes it: the run's end reads it from its row. A run that
         has ended is refused: its delivery was decided as it ended."""
         run = await self.get(user, run_id)
-        if run.status != "running" or not await self._repo.set_webhook_if_running(
+        if run.status != RunStatus.RUNNING or not await self._repo.set_webhook_if_running(
             run_id, webhook_url or None
         ):
             raise FailedPrecondition(
