@@ -412,8 +412,6 @@ export const FR = {
     "Un autre agent n'a pas pu être interrogé : trop de demandes ont été lancées dans la dernière minute.",
   "Another agent could not be asked: too many requests are in progress.":
     "Un autre agent n'a pas pu être interrogé : trop de demandes sont en cours.",
-  "The remote agent gave no answer: its failure is the answer the asking agent read.":
-    "L'agent distant n'a pas répondu : l'agent qui l'interrogeait a lu cet échec comme réponse.",
   "A memory quota is full.": "Un quota de la mémoire est plein.",
   "Too many requests were started in the last minute.": "Trop de demandes ont été lancées dans la dernière minute.",
   "Too many requests are in progress.": "Trop de demandes sont en cours.",

@@ -39,7 +39,6 @@ export const NOTICE_TEXT = {
   QUOTA_EXCEEDED: tLater("Memory is full: nothing was written. Delete or decide something first."),
   RATE_LIMITED: tLater("Another agent could not be asked: too many requests were started in the last minute."),
   TOO_MANY_RUNS: tLater("Another agent could not be asked: too many requests are in progress."),
-  REMOTE_AGENT_FAILED: tLater("The remote agent gave no answer: its failure is the answer the asking agent read."),
   NOTE_PROPOSED: tLater("The agent proposed a note for the project's memory; review it in Memory."),
   PROJECT_MEMORY_UNREADABLE: tLater(
     "You are not a member of this agent's project: this answer uses none of its notes, project context or live state.",
