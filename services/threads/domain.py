@@ -138,6 +138,9 @@ class ThreadsDomain:
             raise FailedPrecondition("this threads service does not register remote agents")
         existing = await self._repo.agents.get_agent(agent_id)
         if existing is None:
+            # The caller's right to add an agent to the project first: a
+            # viewer or a stranger makes the service fetch nothing.
+            project_id = await self._access.project_for_new_agent(actor, project_id)
             card = await self._read_card(card_url)
             agent = Agent(
                 id=agent_id,

@@ -102,6 +102,7 @@ def id_taking_methods() -> dict[str, list[str]]:
 # object is no secret): ROLE_GATED below checks them as a user and an admin.
 SHARED = {
     "ThreadsService.CreateAgent": "agents are the project's registry; a new one is its caller's",
+    "ThreadsService.RegisterRemoteAgent": "agents are the project's registry; a new one is its caller's",
     "ThreadsService.GetAgent": "agents are the project's, visible to every user",
     "ThreadsService.UpdateAgent": "the registry: owner or admin (ROLE_GATED)",
     "ThreadsService.EnsureAgentThread": "one live thread per agent, for its members (ROLE_GATED)",
@@ -235,6 +236,9 @@ MATRIX: dict[str, list[Case]] = {
     "EngineService.GetRun": [Case(_run, lambda w, x: E.GetRunRequest(run_id=x))],
     "EngineService.WatchRun": [Case(_run, lambda w, x: E.WatchRunRequest(run_id=x))],
     "EngineService.CancelRun": [Case(_run, lambda w, x: E.CancelRunRequest(run_id=x))],
+    "EngineService.SetRunWebhook": [
+        Case(_run, lambda w, x: E.SetRunWebhookRequest(run_id=x, webhook_url=""))
+    ],
     "EngineService.RecordApprovalDecision": [
         Case(
             _run,

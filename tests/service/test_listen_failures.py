@@ -38,7 +38,7 @@ def test_a_held_port_ends_the_start_with_the_cannot_listen_status(
 
 def _failed(returncode: int, port: int) -> launcher.StartFailed:
     process: Any = SimpleNamespace(returncode=returncode)
-    child: Any = SimpleNamespace(name="memory", process=process, port=port, metrics_port=0)
+    child: Any = SimpleNamespace(name="memory", process=process, port=port, other_ports=[], metrics_port=0)
     return launcher.StartFailed(child, "memory exited during start-up")
 
 

@@ -25,6 +25,7 @@ from services.shared.errors import error_info
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2, projects_pb2, projects_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
+from tests.fakes.a2a_agent import serve_agent
 from tests.service.harness import as_user
 from tests.service.system import System, system
 
@@ -36,6 +37,8 @@ SERVICES: list[ServiceDescriptor] = [
 ]
 PROJECT = "apollo"
 ROLES = {"viewer": 1, "editor": 2, "owner": 3}
+# The card URL of the remote agent the test serves (RegisterRemoteAgent's row).
+REMOTE_CARD = {"url": ""}
 
 
 def _project_fields(message: Descriptor, seen: frozenset[str] = frozenset()) -> Iterator[str]:
@@ -168,6 +171,13 @@ MATRIX: dict[str, Row] = {
         "editor",
         lambda r: T.CreateAgentRequest(agent=threads_pb2.Agent(id=f"a-{r[:12]}", project_id=PROJECT)),
     ),
+    # The card (of a real a2a-sdk server) is read only past the role check.
+    "ThreadsService.RegisterRemoteAgent": Row(
+        "editor",
+        lambda r: T.RegisterRemoteAgentRequest(
+            agent_id=f"r-{r[:12]}", card_url=REMOTE_CARD["url"], project_id=PROJECT
+        ),
+    ),
     # Members and settings: owners.
     "ProjectsService.UpdateProject": Row(
         "owner",
@@ -228,7 +238,14 @@ async def outcome(sb: System, user: str, method: str, request: Message) -> str:
 
 
 async def test_each_role_is_served_or_refused_with_its_reason(make_database: DatabaseFactory) -> None:
-    async with system(make_database) as sb:
+    with serve_agent("Remote", {}, streaming=False) as remote:
+        REMOTE_CARD["url"] = remote.card_url
+        await _each_role_is_served_or_refused(make_database)
+
+
+async def _each_role_is_served_or_refused(make_database: DatabaseFactory) -> None:
+    # Registering a remote agent reads its card from the test's loopback server.
+    async with system(make_database, threads_settings={"remote_agent_allow_loopback": True}) as sb:
         users = {"viewer": "vera", "editor": "eddie", "owner": "olga"}
         await sb.projects.CreateProject(
             J.CreateProjectRequest(project=projects_pb2.Project(id=PROJECT, display_name="Apollo")),

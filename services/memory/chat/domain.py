@@ -5,7 +5,7 @@ turns "nothing written yet" into an absent part instead of an error."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -81,10 +81,12 @@ async def _absent(value: _T) -> _T:
     return value
 
 
-async def _or_none(read: Awaitable[_T]) -> _T | None:
-    """A read whose NOT_FOUND means "nothing written yet"."""
+async def _or_none(read: Callable[[], Awaitable[_T]]) -> _T | None:
+    """A read whose NOT_FOUND means "nothing written yet". Started here, not
+    by the caller: a call cancelled before this runs leaves no coroutine
+    that was never awaited."""
     try:
-        return await read
+        return await read()
     except NotFound:
         return None
 
@@ -125,11 +127,13 @@ class ChatContextDomain:
                 if RECALLED_NOTES in wanted
                 else _absent(Recall([])),
                 self._settings_and_instructions(user, SETTINGS in wanted, ACTIVE_INSTRUCTIONS in wanted),
-                _or_none(self._contexts.context_of(project)) if PROJECT_CONTEXT in wanted else _absent(None),
+                _or_none(lambda: self._contexts.context_of(project))
+                if PROJECT_CONTEXT in wanted
+                else _absent(None),
                 self._live.list_in(project, query.live_state_page_size, "")
                 if LIVE_STATE in wanted
                 else _absent(None),
-                _or_none(self._handoff.summary(query.thread_id, user))
+                _or_none(lambda: self._handoff.summary(query.thread_id, user))
                 if HANDOFF_SUMMARY in wanted and query.thread_id
                 else _absent(None),
             )
