@@ -160,18 +160,8 @@ async def list_entries(
 ) -> responses.EntryPage:
     """The conversation's messages in order (user and assistant turns); with
     `descending`, newest first, each `next_page_token` reaching further back."""
-    response = await rpc(
-        request,
-        deps.threads(request).ListEntries,
-        threads_service_pb2.ListEntriesRequest(
-            for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
-                conversation_id=conversation_id
-            ),
-            page_size=page_size,
-            page_token=page_token,
-            descending=descending,
-        ),
-        user,
+    response = await deps.conversation_entries(
+        request, user, conversation_id, descending=descending, page_size=page_size, page_token=page_token
     )
     return responses.EntryPage(
         entries=[responses.Entry.from_proto(e) for e in response.entries],

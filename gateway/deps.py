@@ -15,7 +15,7 @@ from services.shared.identity import user_metadata
 from switchboard.engine.v1 import engine_service_pb2_grpc, schedules_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2_grpc, pages_service_pb2_grpc, projects_service_pb2_grpc
 from switchboard.router.v1 import router_service_pb2_grpc
-from switchboard.threads.v1 import threads_service_pb2_grpc
+from switchboard.threads.v1 import threads_service_pb2, threads_service_pb2_grpc
 
 User = Annotated[str, Depends(current_user)]
 Response = TypeVar("Response")
@@ -104,3 +104,32 @@ async def every_page(
         token = response.next_page_token
         if not token:
             return
+
+
+async def conversation_entries(
+    request: Request,
+    user: str,
+    conversation_id: str,
+    *,
+    descending: bool,
+    page_size: int,
+    page_token: str = "",
+    start_entry_id: str = "",
+) -> threads_service_pb2.ListEntriesResponse:
+    """A page of the conversation's entries (ListEntries' ForConversation
+    view), for every route that shows a conversation's messages."""
+    response: threads_service_pb2.ListEntriesResponse = await rpc(
+        request,
+        threads(request).ListEntries,
+        threads_service_pb2.ListEntriesRequest(
+            for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
+                conversation_id=conversation_id
+            ),
+            descending=descending,
+            page_size=page_size,
+            page_token=page_token,
+            start_entry_id=start_entry_id,
+        ),
+        user,
+    )
+    return response

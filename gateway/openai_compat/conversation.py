@@ -71,34 +71,6 @@ def history_matches(client: Sequence[tuple[str, str]], stored: Sequence[tuple[st
     return all(role == s_role and texts <= s_texts for (role, texts), (s_role, s_texts) in pairs)
 
 
-async def list_entries(
-    request: Request,
-    user: str,
-    conversation_id: str,
-    *,
-    descending: bool,
-    page_size: int,
-    page_token: str = "",
-    start_entry_id: str = "",
-) -> threads_service_pb2.ListEntriesResponse:
-    """A page of the conversation's entries (ListEntries' ForConversation view)."""
-    response: threads_service_pb2.ListEntriesResponse = await rpc(
-        request,
-        deps.threads(request).ListEntries,
-        threads_service_pb2.ListEntriesRequest(
-            for_conversation=threads_service_pb2.ListEntriesRequest.ForConversation(
-                conversation_id=conversation_id
-            ),
-            descending=descending,
-            page_size=page_size,
-            page_token=page_token,
-            start_entry_id=start_entry_id,
-        ),
-        user,
-    )
-    return response
-
-
 async def _stored_tail(
     request: Request, user: str, conversation_id: str, wanted: int
 ) -> list[tuple[str, frozenset[str]]]:
@@ -107,7 +79,7 @@ async def _stored_tail(
     entries: list[threads_pb2.Entry] = []
     token = ""
     while True:
-        response = await list_entries(
+        response = await deps.conversation_entries(
             request, user, conversation_id, descending=True, page_size=SEED_BATCH, page_token=token
         )
         entries += response.entries

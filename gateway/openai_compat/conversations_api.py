@@ -24,7 +24,7 @@ from gateway import deps, params, responses
 from gateway.api import check_message
 from gateway.deps import User, rpc
 from gateway.errors import ApiError
-from gateway.openai_compat.conversation import append_turns, list_entries
+from gateway.openai_compat.conversation import append_turns
 from gateway.openai_compat.errors import OpenAIError, OpenAIRoute, refusal
 from gateway.openai_compat.items import InputItem, entry_items, item_text, read_item_id
 from gateway.openai_compat.items import ItemId as ItemRef
@@ -208,7 +208,7 @@ async def _entries(
 ) -> threads_service_pb2.ListEntriesResponse:
     """A page of the conversation's entries, the first from the entry of ``start``."""
     try:
-        listed = await list_entries(
+        listed = await deps.conversation_entries(
             request,
             user,
             conversation,
