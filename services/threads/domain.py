@@ -110,13 +110,14 @@ class ThreadsDomain:
         _check_agent_id(agent.id, "agent.id")
         if not agent.display_name.strip():
             agent.display_name = agent.id
+        agent.project_id = await self._access.project_for_new_agent(actor, agent.project_id)
         return await self._insert_owned(actor, agent)
 
     async def _insert_owned(self, actor: Actor, agent: Agent) -> Agent:
-        """``agent`` owned by the caller in its project, recorded; the
-        agent already stored under its id when there is one."""
+        """``agent`` owned by the caller in its project (one
+        ``project_for_new_agent`` resolved and allowed), recorded; the agent
+        already stored under its id when there is one."""
         agent.owner_id = actor.user
-        agent.project_id = await self._access.project_for_new_agent(actor, agent.project_id)
         audit = new_event(ThreadsAuditEvent, actor, "agent.create", agent.id, _agent_detail(agent))
         if not await self._repo.registry.insert_owned_agent(agent, audit):
             existing = await self._repo.agents.get_agent(agent.id)
