@@ -189,17 +189,15 @@ class RunsRepository:
         values: dict[str, Any],
         events: Sequence[tuple[int, bytes]],
         journal: Sequence[AgentAction | SkillRun] = (),
-        webhook_url: str | None = None,
         thread_id: str | None = None,
     ) -> None:
         """Settles the run and writes its last events, its actions and its
         skill runs in one transaction; with its webhook's outbox row when its
         row names one as it ends (so an ended run is always delivered, and
         delivered once, to the webhook it had last). Wakes its followers, the
-        runs queued on its thread and, when this replica knows the run has a
-        webhook (``webhook_url``), the webhook workers; one set on another
-        replica while the run went on is delivered at their safety poll."""
-        wakes = _ended(run_id, thread_id, webhook_url)
+        runs queued on its thread and, when it queued a delivery, the webhook
+        workers (the outbox INSERT announces them on PostgreSQL)."""
+        wakes = _ended(run_id, thread_id)
 
         async def write(attempt: int) -> None:
             # Fixed keys (ids, sequences): a retry skips what a lost-reply attempt wrote.
@@ -212,7 +210,9 @@ class RunsRepository:
             if events:
                 statements.append(self._sql.events.of([(run_id, seq, data) for seq, data in events], retry))
             statements.append(self._sql.run_outbox(run_id, retry))
-            await self.wakeups.batch(self._driver, statements, *wakes)
+            results = await self.wakeups.batch(self._driver, statements, *wakes)
+            if results[-1].rowcount and not self._sql.postgres:
+                await self.wakeups.notify(WEBHOOKS.of())
 
         await retry_transient(write, "RunsRepository.finish_run")
 
@@ -387,47 +387,43 @@ class RunsRepository:
             return (await session.exec(query)).all()
 
     async def settle_if_running(
-        self,
-        run_id: str,
-        error: str,
-        event: bytes,
-        sequence: int,
-        webhook_url: str | None = None,
-        thread_id: str | None = None,
+        self, run_id: str, error: str, event: bytes, sequence: int, thread_id: str | None = None
     ) -> bool:
         """Marks a run failed unless it finished meanwhile; writes its
-        terminal event, and its webhook's outbox row when it names one."""
-        settled = await self._settle_if_running(run_id, error, event, sequence, webhook_url)
+        terminal event, and its webhook's outbox row when its row names one."""
+        settled, webhook_url = await self._settle_if_running(run_id, error, event, sequence)
         if settled:
-            await self.wakeups.notify(*_ended(run_id, thread_id, webhook_url))
+            await self.wakeups.notify(*_ended(run_id, thread_id), *([WEBHOOKS.of()] if webhook_url else []))
         return settled
 
     @db_retry
     async def _settle_if_running(
-        self, run_id: str, error: str, event: bytes, sequence: int, webhook_url: str | None
-    ) -> bool:
+        self, run_id: str, error: str, event: bytes, sequence: int
+    ) -> tuple[bool, str | None]:
+        """Whether it settled the run, and the webhook its row named."""
         async with self._sessions() as session:
             result = await session.exec(
                 update(AgentRun)
                 .where(col(AgentRun.id) == run_id, col(AgentRun.status) == RunStatus.RUNNING)
                 .values(status=RunStatus.FAILED, error=error, finished_at=utcnow())
+                .returning(col(AgentRun.webhook_url))
             )
-            if result.rowcount != 1:
+            settled = result.first()
+            if settled is None:
                 await session.rollback()
-                return False
+                return False, None
+            webhook_url: str | None = settled[0]
             session.add(RunEventRow(run_id=run_id, sequence=sequence, payload=event))
             if webhook_url:
                 session.add(WebhookOutbox(**outbox_row(run_id, webhook_url)))
             await session.commit()
-            return True
+            return True, webhook_url
 
 
-def _ended(run_id: str, thread_id: str | None, webhook_url: str | None) -> list[Wake]:
-    """Who waits for a run's end: its followers, the runs queued behind it on
-    its thread, and the webhook workers when it names a webhook."""
+def _ended(run_id: str, thread_id: str | None) -> list[Wake]:
+    """Who waits for a run's end: its followers and the runs queued behind
+    it on its thread (the webhook workers are woken by its outbox row)."""
     wakes = [RUN_EVENTS.of(run_id)]
     if thread_id:
         wakes.append(THREAD_FREE.of(thread_id))
-    if webhook_url:
-        wakes.append(WEBHOOKS.of())
     return wakes

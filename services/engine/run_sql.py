@@ -17,7 +17,7 @@ from services.engine.quotas import RunQuota
 from services.engine.webhooks.models import WebhookOutbox
 from services.engine.webhooks.outbox import outbox_row
 from services.shared.driver import Driver, Statement
-from services.shared.wakeups import RUN_EVENTS, Channel, announcing
+from services.shared.wakeups import RUN_EVENTS, WEBHOOKS, Channel, announcing
 
 # The first key of the user's advisory lock (two-key form): apart from the
 # threads' one-key locks, so a user id never shares a lock with a thread.
@@ -39,6 +39,8 @@ FIRST_EVENT = (
 SKIP_EXISTING = " ON CONFLICT DO NOTHING"
 # The outbox row of a run that ends, for the webhook its row names when it
 # ends: one set or cleared while it ran (SetRunWebhook, any replica) counts.
+# The SQL of a wake-up's key for a channel that has none.
+EMPTY_KEY = "''"
 RUN_OUTBOX = (
     "INSERT INTO webhook_outbox (run_id, url, webhook_id, state, attempts, created_at, next_attempt_at)"
     " SELECT id, webhook_url, $1, $2, 0, $3, $4 FROM agent_runs"
@@ -169,11 +171,19 @@ class RunStatements:
         return Statement(RUNS_AHEAD, self._bind_ahead([run.conversation_id, run.started_at, run.id]))
 
     def run_outbox(self, run_id: str, retry: bool = False) -> Statement:
-        """The outbox row of the run that ends, when its row names a webhook."""
+        """The outbox row of the run that ends, when its row names a webhook.
+        On PostgreSQL the INSERT announces the webhook workers itself, only
+        when it queues a row: whichever replica set the webhook, the ending
+        one need not know it. On SQLite (one process) the caller announces
+        it when the statement's rowcount says a row was queued."""
         row = outbox_row(run_id, "")
         keys = ("webhook_id", "state", "created_at", "next_attempt_at")
         args = [*self._bind_outbox([row[key] for key in keys]), run_id]
-        return Statement(RUN_OUTBOX + SKIP_EXISTING if retry else RUN_OUTBOX, args)
+        sql = RUN_OUTBOX + SKIP_EXISTING if retry else RUN_OUTBOX
+        if self.postgres:
+            announce = announcing(WEBHOOKS, EMPTY_KEY)
+            sql = f"WITH queued AS ({sql} RETURNING run_id) SELECT {announce} FROM queued"
+        return Statement(sql, args)
 
     def finish_run(self, run_id: str, values: Mapping[str, Any], finished_at: datetime) -> Statement:
         """The run's end: ``values`` (its status, error, outcome) and when."""

@@ -12,6 +12,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
+import asyncpg
 import grpc
 import pytest
 from prometheus_client import REGISTRY
@@ -22,6 +23,7 @@ from services.engine.repository import RunsRepository
 from services.engine.server import build_server as build_engine
 from services.engine.settings import EngineSettings
 from services.shared.db import create_engine
+from services.shared.wakeups import WEBHOOKS, asyncpg_dsn
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2, engine_service_pb2_grpc
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.conftest import DatabaseFactory
@@ -328,6 +330,47 @@ def second_engine(sb: System, instance_id: str, **options: object) -> EngineSett
         instance_id=instance_id,
         **{**FAST_RETRIES, **options},  # type: ignore[arg-type]
     )
+
+
+async def test_a_webhook_set_through_another_replica_is_delivered_without_waiting_for_a_poll(
+    make_database: DatabaseFactory, receiver: WebhookReceiver
+) -> None:
+    """The engine that ends the run never saw its webhook (another replica
+    set it): its end queues the delivery from the run's row, and on
+    PostgreSQL that INSERT announces it to every replica's webhook workers.
+    A safety poll longer than the receiver's wait shows no poll delivered it."""
+    slow_poll = {"safety_poll_seconds": 120.0}
+    announced: list[str] = []
+    async with system(
+        make_database, instance_id="engine-a", offline_token_delay=0.05, **slow_poll, **FAST_RETRIES
+    ) as sb:
+        url = sb.database_urls["engine"]
+        listener = await asyncpg.connect(asyncpg_dsn(url)) if url.startswith("postgresql") else None
+        if listener is not None:
+            await listener.add_listener(
+                WEBHOOKS.name, lambda _c, _pid, channel, _key: announced.append(channel)
+            )
+        try:
+            async with running(build_engine, second_engine(sb, "engine-b", **slow_poll)) as (_, channel):
+                other = engine_service_pb2_grpc.EngineServiceStub(channel)
+                first = await collect(start(sb.engine, await conversation(sb), "", background=True))
+                run_id = first[0].run_id
+                request = engine_service_pb2.SetRunWebhookRequest(run_id=run_id, webhook_url=receiver.url)
+                assert (
+                    await other.SetRunWebhook(request, **as_user("alice"))
+                ).run.webhook_url == receiver.url
+                (delivered,) = await receiver.arrived(1, timeout=60.0)
+                run = Webhook(SECRET).verify(delivered.body, delivered.headers)["data"]["run"]
+                assert run["id"] == run_id and run["status"] == "RUN_STATUS_DONE"
+                if listener is not None:
+
+                    async def heard() -> list[str]:
+                        return announced
+
+                    assert set(await until(heard, bool)) == {WEBHOOKS.name}
+        finally:
+            if listener is not None:
+                await listener.close()
 
 
 async def test_two_engines_on_one_database_deliver_each_run_once(

@@ -495,7 +495,6 @@ class RunService:
                         {"status": end.status, "error": end.error, **outcome.columns()},
                         [(e.sequence, e.SerializeToString()) for e in unwritten],
                         outcome.journal,
-                        webhook_url=run.webhook_url,
                         thread_id=run.conversation_id,
                     )
         except Exception:
@@ -535,7 +534,7 @@ class RunService:
             )
             event.create_time.GetCurrentTime()
             if await self._repo.settle_if_running(
-                run.id, INTERRUPTED, event.SerializeToString(), sequence, run.webhook_url, run.conversation_id
+                run.id, INTERRUPTED, event.SerializeToString(), sequence, run.conversation_id
             ):
                 settled += 1
                 RUNS.labels(RunStatus.FAILED).inc()
@@ -549,10 +548,9 @@ class RunService:
                 run_id=run_id, sequence=sequence, error=engine_pb2.RunError(code=code, message=message)
             )
             event.create_time.GetCurrentTime()
-            webhook_url = stored.webhook_url if stored is not None else None
             thread_id = stored.conversation_id if stored is not None else None
             if await self._repo.settle_if_running(
-                run_id, message, event.SerializeToString(), sequence, webhook_url, thread_id
+                run_id, message, event.SerializeToString(), sequence, thread_id
             ):
                 settled += 1
                 log.warning("settled run %s failed: its end could not be recorded", run_id)
