@@ -96,6 +96,18 @@ DB_RETRY_OUTCOMES = Counter(
 for _outcome in ("recovered", "gave_up", "failed"):
     DB_RETRY_OUTCOMES.labels(_outcome)
 
+WAKEUP_LISTENER_UP = Gauge(
+    "switchboard_wakeup_listener_up",
+    "1 while the process's PostgreSQL wake-up listener is connected, 0 while it reconnects "
+    "(waiters then rely on the safety poll).",
+    ["service"],
+)
+WAKEUP_LISTENER_CONNECTS = Counter(
+    "switchboard_wakeup_listener_connects_total",
+    "Connections the wake-up listener made: the first, then one per reconnection.",
+    ["service"],
+)
+
 EVENT_LOOP = Gauge(
     "switchboard_event_loop_info",
     "1 for the event loop this process serves on: uvloop or asyncio.",

@@ -40,6 +40,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from services.shared.driver import Driver, Result, Statement
+from services.shared.metrics import WAKEUP_LISTENER_CONNECTS, WAKEUP_LISTENER_UP
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +281,8 @@ class Wakeups:
                         await connection.add_listener(channel, self._deliver)
                     self._connection = connection
                 self.connections += 1
+                WAKEUP_LISTENER_CONNECTS.labels(self._name).inc()
+                WAKEUP_LISTENER_UP.labels(self._name).set(1)
                 delay = RECONNECT_FIRST_SECONDS
                 self.wake_all()
                 await self._watch(connection, lost)
@@ -290,6 +293,7 @@ class Wakeups:
                 log.warning("%s: wake-up listener unavailable (%s); retrying", self._name, error)
             finally:
                 self._connection = None
+                WAKEUP_LISTENER_UP.labels(self._name).set(0)
                 if connection is not None:
                     connection.terminate()
             await asyncio.sleep(delay * (0.5 + random.random() / 2))

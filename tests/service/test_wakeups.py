@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import Column, Integer, MetaData, Table, Text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -134,9 +135,15 @@ async def postgres_only(replicas: Replicas) -> None:
 
 async def test_a_lost_listener_reconnects_and_wakes_every_waiter(replicas: Replicas) -> None:
     await postgres_only(replicas)
+
+    def exported(metric: str) -> float | None:
+        return REGISTRY.get_sample_value(metric, {"service": "waiter"})
+
+    connects_before = exported("switchboard_wakeup_listener_connects_total") or 0.0
     async with replicas.waiter.subscribe(RUN_EVENTS, "run-lost") as waiter:
         await listening(replicas.waiter, waiter)
         assert replicas.waiter.connections == 1
+        assert exported("switchboard_wakeup_listener_up") == 1
         pid = replicas.waiter.listener_pid()
         admin = await asyncpg.connect(asyncpg_dsn(replicas.url))
         try:
@@ -149,11 +156,15 @@ async def test_a_lost_listener_reconnects_and_wakes_every_waiter(replicas: Repli
         assert await waiter.wait(NEVER)
         await listening(replicas.waiter)
         assert replicas.waiter.connections == 2
+        assert exported("switchboard_wakeup_listener_connects_total") == connects_before + 2
+        assert exported("switchboard_wakeup_listener_up") == 1
         assert replicas.waiter.listener_pid() != pid
         await waiter.wait(0)
         # And the new connection hears what comes next.
         await replicas.writer.notify(RUN_EVENTS.of("run-lost"))
         assert await waiter.wait(NEVER)
+    await replicas.waiter.close()
+    assert exported("switchboard_wakeup_listener_up") == 0
 
 
 async def test_without_push_a_waiter_is_woken_only_by_its_safety_poll(
