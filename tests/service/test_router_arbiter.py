@@ -33,14 +33,22 @@ JUSTIFICATIONS = {
 }
 
 
+# The arbiter's deadline: generous, so that a loaded machine never turns an
+# answer into a fallback; the slow-arbiter test asks for a short one.
+ARBITER_TIMEOUT = 10.0
+SHORT_TIMEOUT = 0.5
+
+
 @pytest.fixture
-async def stub(db_url: str, fake: tuple[str, FakeServer]) -> AsyncIterator[Any]:
+async def stub(
+    db_url: str, fake: tuple[str, FakeServer], request: pytest.FixtureRequest
+) -> AsyncIterator[Any]:
     kind, server = fake
     base = f"{server.url}/v1" if kind == "openai" else server.url
     model = {"kind": kind, "base_url": base, "model": "arbiter-x"}
     settings = RouterSettings(
         port=0, database_url=db_url, embedder="hashing", arbiter_model_json=json.dumps(model),  # type: ignore[arg-type]
-        arbiter_timeout=0.5, **GREY,
+        arbiter_timeout=getattr(request, "param", ARBITER_TIMEOUT), **GREY,
     )  # fmt: skip
     async with running(build_server, settings) as (_, channel):
         yield kind, router_service_pb2_grpc.RouterServiceStub(channel), server
@@ -96,6 +104,7 @@ async def test_an_answer_naming_no_candidate_applies_no_skill_and_is_kept_raw(st
     assert response.decision.arbiter_justification == ""  # one line: no reason given
 
 
+@pytest.mark.parametrize("stub", [SHORT_TIMEOUT], indirect=True, ids=["short-deadline"])
 @pytest.mark.parametrize("failure", ["status:500", "slow:2"])
 async def test_a_failing_or_slow_arbiter_falls_back_to_the_deterministic_branch(
     stub: Any, failure: str
