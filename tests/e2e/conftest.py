@@ -110,6 +110,10 @@ def propose_note(launched: Launched, project_id: str, title: str, body: str) -> 
 # The MCP configuration of the headless agent CLI that recording_env
 # configures (tests/fakes/agent_cli.py): the module that asks it writes it
 # once the gateway's port is known.
+# The agent whose card is the host's A2A card on a recording_env system.
+A2A_DEFAULT_AGENT = "a2a-front-desk"
+# The webhook signing secret of a recording_env system.
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
 CLI_AGENT_MCP_CONFIG = Path(tempfile.mkdtemp(prefix="sb-mcp-")) / "mcp.json"
 
 
@@ -120,7 +124,10 @@ def recording_env(base_url: str) -> dict[str, str]:
     the models `recorded` and `agent-model`. Two MCP servers (the glossary
     of tests/fakes/mcp_server.py, as `glossary` and `spare`) are configured
     for a conversation to allow; each starts only when a run calls it.
-    Remote A2A agents may be on loopback."""
+    Remote A2A agents may be on loopback. The host's A2A card is the card
+    of ``A2A_DEFAULT_AGENT`` (the module that creates it owns it), and
+    webhooks are signed with ``WEBHOOK_SECRET`` and may go to loopback
+    receivers."""
     offline = [
         {"id": f"offline-{p}", "provider": "offline", "model": f"switchboard-offline-{p}", "profile": p}
         for p in ("fast", "balanced", "strong")
@@ -142,6 +149,9 @@ def recording_env(base_url: str) -> dict[str, str]:
         # Remote A2A agents on loopback (tests/fakes/a2a_agent.py), which
         # only development allows; an ask that takes longer than 3 s fails.
         "SWITCHBOARD_REMOTE_AGENT_ALLOW_LOOPBACK": "true",
+        "SWITCHBOARD_GATEWAY_A2A_DEFAULT_AGENT": A2A_DEFAULT_AGENT,
+        "SWITCHBOARD_ENGINE_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "SWITCHBOARD_ENGINE_WEBHOOK_ALLOW_LOOPBACK": "true",
         "SWITCHBOARD_ENGINE_REMOTE_AGENT_TIMEOUT": "3",
         "SWITCHBOARD_ENGINE_PROVIDERS_JSON": json.dumps(providers),
         "SWITCHBOARD_ROUTER_MODELS_JSON": json.dumps([*offline, recorded, cli_agent]),

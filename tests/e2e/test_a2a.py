@@ -25,22 +25,24 @@ from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, Unsuppo
 from standardwebhooks import Webhook
 
 from gateway.a2a.tasks import CURSOR_EXTENSION
-from tests.e2e.conftest import Launched, model_requests, recording_env, shared_recording
+from tests.e2e.conftest import (
+    A2A_DEFAULT_AGENT,
+    WEBHOOK_SECRET,
+    Launched,
+    model_requests,
+    recording_env,
+    shared_recording,
+)
 from tests.e2e.conftest import script_answers as script
 from tests.e2e.sse import read_events
 from tests.fakes.webhook_receiver import WebhookReceiver, webhook_receiver
 
 RECORDING = shared_recording()
-DEFAULT_AGENT = "a2a-front-desk"
+DEFAULT_AGENT = A2A_DEFAULT_AGENT
 PROJECT = "a2a-desk"  # a shared project: bob is no member of it
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYo="
-LAUNCH_ENV = {
-    **recording_env(f"{RECORDING.url}/v1"),
-    "SWITCHBOARD_GATEWAY_A2A_DEFAULT_AGENT": DEFAULT_AGENT,
-    "SWITCHBOARD_ENGINE_WEBHOOK_SECRET": SECRET,
-    "SWITCHBOARD_ENGINE_WEBHOOK_ALLOW_LOOPBACK": "true",
-    "SWITCHBOARD_ENGINE_WEBHOOK_POLL_SECONDS": "0.2",
-}
+SECRET = WEBHOOK_SECRET
+# The recording model's system, shared with the modules that launch with the same settings.
+LAUNCH_ENV = recording_env(f"{RECORDING.url}/v1")
 BINDINGS = ["JSONRPC", "GRPC"]
 CASES = {
     "en": ("When is the deploy window?", "Tuesdays, from nine to eleven."),
