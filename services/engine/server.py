@@ -151,7 +151,6 @@ async def _open_runs(
         webhook_limits(settings),
         settings.instance_id,
     )
-    runs.notify_end(worker.wake)
     webhooks = Webhooks(outbox, DefaultsRepository(engine), collaborators, policy, bool(secret))
     runs.use_webhook_defaults(webhooks.default_for)
     await runs.heartbeat()

@@ -94,8 +94,6 @@ class RunService:
         self._titles = Titles(collaborators, providers, limits)
         self._chat = ChatWork(collaborators, models, self._loop, self._titles, limits)
         self._asks = AgentAsks(collaborators, models, self._loop, repo.last_model, remote)
-        # Called once a run's end (and its webhook's outbox row) is recorded.
-        self._on_end: Callable[[], None] = lambda: None
         # The user's default webhook of a conversation or agent (kind, id).
         self._webhook_default: Callable[[str, str, str], Awaitable[str]] | None = None
 
@@ -103,11 +101,6 @@ class RunService:
     def wakeups(self) -> Wakeups:
         """The process's wake-ups (services.shared.wakeups)."""
         return self._repo.wakeups
-
-    def notify_end(self, callback: Callable[[], None]) -> None:
-        """``callback`` is called each time a run's end is recorded here (the
-        webhook worker wakes up rather than waiting for its next poll)."""
-        self._on_end = callback
 
     def use_webhook_defaults(self, lookup: Callable[[str, str, str], Awaitable[str]]) -> None:
         """``lookup(user, kind, id)`` gives the default webhook of a run that
@@ -504,7 +497,6 @@ class RunService:
             self._unrecorded.add(run.id)
             await feed.close()
             return
-        self._on_end()
         for event in unwritten:
             await feed.publish(event, last=event is unwritten[-1])
 
@@ -555,8 +547,6 @@ class RunService:
                 settled += 1
                 log.warning("settled run %s failed: its end could not be recorded", run_id)
             self._unrecorded.discard(run_id)
-        if settled:
-            self._on_end()
         return settled
 
     async def maintain(self) -> None:

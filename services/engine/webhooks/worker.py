@@ -101,8 +101,9 @@ class WebhookWorker:
         self._policy = policy
         self._limits = limits
         self._owner = owner
-        # While running: woken by a run that ends here, a slot freed, another
-        # replica's announcement (services.shared.wakeups); else at the safety poll.
+        # While running: woken by a slot freed or a queued delivery's
+        # announcement, from any replica (services.shared.wakeups); else at
+        # the safety poll.
         self._waiter: Waiter | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(limits.concurrency)
@@ -115,7 +116,7 @@ class WebhookWorker:
         )
 
     def wake(self) -> None:
-        """A run ended here: look for due rows now."""
+        """Look for due rows now."""
         if self._waiter is not None:
             self._waiter.wake()
 
