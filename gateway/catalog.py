@@ -27,16 +27,13 @@ router = responses.ApiRouter(prefix="/api/agent")
 
 async def configured_models(request: Request, user: str) -> list[router_pb2.ModelOption]:
     """The router's configured models, in order (every page)."""
-    return [
-        model
-        async for page in deps.every_page(
-            request,
-            deps.router_stub(request).ListModels,
-            lambda token: router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
-            user,
-        )
-        for model in page.models
-    ]
+    return await deps.every_item(
+        request,
+        deps.router_stub(request).ListModels,
+        lambda token: router_service_pb2.ListModelsRequest(page_size=500, page_token=token),
+        lambda page: page.models,
+        user,
+    )
 
 
 @router.get("/models", tags=["catalog"])
@@ -184,16 +181,13 @@ class EngineSources:
 
     @staticmethod
     async def _read_all(request: Request, user: str) -> list[engine_pb2.Source]:
-        return [
-            source
-            async for page in deps.every_page(
-                request,
-                deps.engine(request).ListSources,
-                lambda token: engine_service_pb2.ListSourcesRequest(page_size=500, page_token=token),
-                user,
-            )
-            for source in page.sources
-        ]
+        return await deps.every_item(
+            request,
+            deps.engine(request).ListSources,
+            lambda token: engine_service_pb2.ListSourcesRequest(page_size=500, page_token=token),
+            lambda page: page.sources,
+            user,
+        )
 
 
 @router.get("/sources", tags=["catalog"])

@@ -3,7 +3,7 @@ unary call with the caller's identity in its metadata."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends, Request
@@ -27,6 +27,7 @@ class Paged(Protocol):
 
 
 Page = TypeVar("Page", bound=Paged)
+Item = TypeVar("Item")
 
 
 def settings(request: Request) -> GatewaySettings:
@@ -92,18 +93,24 @@ async def rpc(
     )
 
 
-async def every_page(
-    request: Request, method: Callable[..., Awaitable[Page]], page: Callable[[str], object], user: str
-) -> AsyncIterator[Page]:
-    """Each page of a List RPC, in order: ``page(token)`` builds the request
-    of the page a token names ("" for the first)."""
+async def every_item(
+    request: Request,
+    method: Callable[..., Awaitable[Page]],
+    page: Callable[[str], object],
+    items: Callable[[Page], Iterable[Item]],
+    user: str,
+) -> list[Item]:
+    """Every item of a List RPC, in order, page after page: ``page(token)``
+    builds the request of the page a token names ("" for the first),
+    ``items`` takes a page's items out of its response."""
+    found: list[Item] = []
     token = ""
     while True:
         response = await rpc(request, method, page(token), user)
-        yield response
+        found += items(response)
         token = response.next_page_token
         if not token:
-            return
+            return found
 
 
 async def conversation_entries(
