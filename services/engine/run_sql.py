@@ -29,6 +29,14 @@ RUNS_AHEAD = (
     "SELECT count(*) FROM agent_runs WHERE conversation_id = $1 AND status = 'running'"
     " AND (started_at < $2 OR (started_at = $2 AND id < $3))"
 )
+# SQLite stamps a run in Python, before its insert, so two runs of a thread
+# can commit in the other order than their stamps (each would find the other
+# behind it, and both would run). Its single writer gives every new row a
+# rowid above all others: the rowid is the commit order.
+RUNS_AHEAD_SQLITE = (
+    "SELECT count(*) FROM agent_runs WHERE conversation_id = $1 AND status = 'running'"
+    " AND rowid < (SELECT rowid FROM agent_runs WHERE id = $2)"
+)
 # The run's first event, written only with its run (the run's insert may
 # have been refused); a retry meets the event its lost-reply attempt wrote.
 # (A parameter is used once: PostgreSQL types each from its one place.)
@@ -168,6 +176,8 @@ class RunStatements:
         return sql
 
     def runs_ahead(self, run: AgentRun) -> Statement:
+        if not self.postgres:
+            return Statement(RUNS_AHEAD_SQLITE, (run.conversation_id, run.id))
         return Statement(RUNS_AHEAD, self._bind_ahead([run.conversation_id, run.started_at, run.id]))
 
     def run_outbox(self, run_id: str, retry: bool = False) -> Statement:

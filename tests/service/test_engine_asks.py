@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -14,6 +15,9 @@ import pytest
 from google.protobuf.field_mask_pb2 import FieldMask
 
 from services.engine.collaborators import Collaborators
+from services.engine.models import AgentRun
+from services.engine.repository import RunsRepository
+from services.shared.db import create_engine
 from services.shared.errors import error_info
 from switchboard.engine.v1 import engine_pb2, engine_service_pb2
 from switchboard.memory.v1 import handoff_service_pb2, memory_pb2, memory_service_pb2
@@ -173,6 +177,28 @@ async def test_concurrent_asks_queue_on_one_thread_with_one_session(sb: System) 
         assert question.role == threads_pb2.ROLE_USER and answer.role == threads_pb2.ROLE_ASSISTANT
         assert question.correlation_id == answer.correlation_id and answer.sequence == question.sequence + 1
     assert len(await live_sessions(sb, "qa")) == 1
+
+
+async def test_the_run_that_commits_first_goes_first_whatever_its_stamp(make_database: DatabaseFactory) -> None:
+    """Two runs of one thread, stamped in one order and inserted in the
+    other (a run's request may be slower to reach its insert): the one
+    committed first finds nothing ahead, the other finds it ahead — never
+    both free, whichever the stamps say."""
+    async with make_database("engine") as url:
+        engine = create_engine(url)
+        try:
+            repo = RunsRepository(engine)
+            stamped_first = AgentRun(id=str(uuid.uuid4()), user_id=USER, conversation_id="thread")
+            stamped_later = AgentRun(id=str(uuid.uuid4()), user_id="bob", conversation_id="thread")
+            assert stamped_first.started_at < stamped_later.started_at
+            assert await repo.insert_run(stamped_later, b"later") is stamped_later
+            assert await repo.insert_run(stamped_first, b"first") is stamped_first
+            assert await repo.runs_ahead(stamped_later) == 0
+            assert await repo.runs_ahead(stamped_first) == 1
+            await repo.finish_run(stamped_later.id, {"status": "done", "error": None}, [])
+            assert await repo.runs_ahead(stamped_first) == 0
+        finally:
+            await engine.dispose()
 
 
 async def test_a_busy_thread_rejects_or_interrupts_on_request(sb: System) -> None:
