@@ -70,6 +70,7 @@ async def import_project_files(
             files=[memory_pb2.ProjectFile(path=f.path, content=f.content) for f in body.files],
         ),
         user,
+        timeout=deps.settings(request).import_timeout,
     )
     return responses.ProjectImport(items=[responses.ImportItem.from_proto(i) for i in response.items])
 

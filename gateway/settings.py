@@ -38,6 +38,10 @@ class GatewaySettings(SecuritySettings):
     # longer than the threads service's remote_card_timeout (10 s), so the
     # client hears why the card did not arrive rather than a bare 504.
     remote_agent_register_timeout: float = 15.0
+    # Deadline of a project import: up to 500 files, each note checked for
+    # repeats and embedded, is seconds of work, not a unary call's moment.
+    # A retry is safe (an unchanged file is reported unchanged).
+    import_timeout: float = 60.0
     # Deadline of a run's event stream (StartRun, WatchRun): the longest a
     # client can follow one run over one connection.
     run_stream_timeout: float = 900.0

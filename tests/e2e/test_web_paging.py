@@ -361,7 +361,9 @@ def test_the_memory_view_lists_the_newest_notes_first_and_loads_older_ones(
         for n in range(1, NOTES + 1)
     ]
     started = time.monotonic()
-    items = http.post("/project-context/import", json={"files": files}).json()["items"]
+    imported = http.post("/project-context/import", json={"files": files})
+    assert imported.status_code == 200, imported.text
+    items = imported.json()["items"]
     print(f"seeded {NOTES} notes in {time.monotonic() - started:.2f} s")
     assert [i["outcome"] for i in items] == ["created"] * NOTES, items
 

@@ -8,6 +8,7 @@ the update mask, the project passed on to StartRun). The services' rules
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from fastapi import FastAPI
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from switchboard.memory.v1 import projects_pb2, projects_service_pb2
+from switchboard.memory.v1 import memory_pb2, memory_service_pb2, projects_pb2, projects_service_pb2
 from switchboard.threads.v1 import threads_pb2, threads_service_pb2
 from tests.unit.test_gateway_streams import FlakyEngine, NoService, app_with, rpc_error
 
@@ -378,3 +379,30 @@ async def test_a_project_the_user_is_no_member_of_is_404_and_nothing_is_created(
     error = response.json()["error"]
     assert (error["type"], error["param"]) == ("not_found_error", "X-Switchboard-Project")
     assert "X-Switchboard-Conversation" not in response.headers and threads.created == 0
+
+
+class SlowImport:
+    """MemoryService whose ImportProjectFiles takes ``seconds``: it answers
+    only if the gateway's deadline allows it, as a real channel would."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def ImportProjectFiles(self, request: Any, timeout: float, **_: Any) -> Any:  # noqa: N802
+        if timeout < self.seconds:
+            raise rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+        await asyncio.sleep(self.seconds)
+        item = memory_pb2.ImportItem(path=request.files[0].path, outcome=memory_pb2.IMPORT_OUTCOME_CREATED)
+        return memory_service_pb2.ImportProjectFilesResponse(items=[item])
+
+
+async def test_a_project_import_has_a_deadline_of_its_own_beyond_a_unary_calls() -> None:
+    """Importing up to 500 files (each note checked for repeats, embedded)
+    is seconds of work: it is not cut at the unary calls' deadline."""
+    app = app_with(NoService(), call_timeout=0.05, import_timeout=5)
+    app.state.memory = SlowImport(seconds=0.2)
+    files = [{"path": ".ideai/memory/deploys.md", "content": "# Les déploiements\n\nLe vendredi, jamais."}]
+    async with client_of(app) as client:
+        response = await client.post("/api/agent/project-context/import", json={"files": files})
+    assert response.status_code == 200, response.text
+    assert response.json()["items"][0]["outcome"] == "created"
