@@ -179,7 +179,9 @@ async def test_concurrent_asks_queue_on_one_thread_with_one_session(sb: System) 
     assert len(await live_sessions(sb, "qa")) == 1
 
 
-async def test_the_run_that_commits_first_goes_first_whatever_its_stamp(make_database: DatabaseFactory) -> None:
+async def test_the_run_that_commits_first_goes_first_whatever_its_stamp(
+    make_database: DatabaseFactory,
+) -> None:
     """Two runs of one thread, stamped in one order and inserted in the
     other (a run's request may be slower to reach its insert): the one
     committed first finds nothing ahead, the other finds it ahead — never
