@@ -19,14 +19,16 @@ NOTES = "notes"
 LIVE = "live"
 
 
-async def bump(session: AsyncSession, project: str, scope: str) -> None:
-    """Adds one to the scope's counter, in the session's transaction."""
+async def bump(session: AsyncSession, project: str, scope: str) -> int:
+    """Adds one to the scope's counter, in the session's transaction, and
+    returns the revision this write makes: the one before it is that minus
+    one (what a cache of that revision lacks is this write alone)."""
     statement = dialect_insert(session, Revision).values(project_id=project, scope=scope, revision=1)
     statement = statement.on_conflict_do_update(
         index_elements=[col(Revision.project_id), col(Revision.scope)],
         set_={"revision": Revision.revision + 1},
-    )
-    await session.exec(statement)
+    ).returning(col(Revision.revision))
+    return int((await session.exec(statement)).scalar_one())
 
 
 class RevisionedRepository:

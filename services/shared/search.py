@@ -63,6 +63,11 @@ class VectorIndex(Generic[Key]):
         """The matrix's bytes (the keys are the caller's)."""
         return int(self._matrix.nbytes)
 
+    @property
+    def matrix(self) -> Vectors:
+        """The rows, one per key in order (to be read, not written)."""
+        return self._matrix
+
     def search(self, query: Vectors, top: int) -> list[tuple[Key, float]]:
         """The ``top`` nearest keys to the (1, d) or (d,) query, best first,
         equal scores in key order: always the head of the whole ranking, so

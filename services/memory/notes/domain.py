@@ -236,12 +236,15 @@ class NotesDomain:
             update_time=now,
         )
         try:
-            return Saved(await self._repo.insert_note(note), merged=False)
+            saved, revision = await self._repo.insert_note(note)
         except ContentConflict as conflict:  # saved meanwhile, here or on another replica
             if (retried := await self._retried(owner, request_id)) is not None:
                 return retried
             why = "identical text (ignoring case, accents, punctuation and spacing)"
             return await self._on_duplicate(conflict.existing, why, fields, policy)
+        if revision:
+            self._indexes.added(project, saved, revision)
+        return Saved(saved, merged=False)
 
     async def _retried(self, owner: str, request_id: str) -> Saved | None:
         """The note an earlier call with this request_id saved, if any."""

@@ -119,6 +119,19 @@ class ProjectIndex:
     # embedding half is skipped rather than compare vectors of two embedders.
     lexical_only: bool = False
 
+    def with_newest(self, note: Note, revision: int) -> ProjectIndex:
+        """This index with ``note`` first, as a build at ``revision`` reads
+        it (newest first), without reading the others again."""
+        row = from_bytes(note.embedding or b"").reshape(1, -1)
+        return ProjectIndex(
+            revision=revision,
+            embedder=self.embedder,
+            notes=[note, *self.notes],
+            lexical=self.lexical.with_first(note_terms(note.title, note.body, tags_of(note))),
+            vectors=VectorIndex(list(range(len(self.notes) + 1)), np.vstack((row, self.vectors.matrix))),
+            by_hash={**self.by_hash, note.content_hash: note},
+        )
+
     @functools.cached_property
     def size_bytes(self) -> int:
         """About what the index holds in memory: the matrix, the postings, and
@@ -186,16 +199,36 @@ class NoteIndexes:
             # Said by the callers that waited; without one, said here.
             _log.debug("recall index of project %r failed", key, exc_info=done.exception())
 
+    def added(self, project: str, note: Note, revision: int) -> None:
+        """``note`` was just inserted here, by the write that took the
+        project's notes to ``revision``. An index cached at the revision
+        before it lacks that note alone: it gains it, instead of the next use
+        reading every note again (a project import creates notes one after
+        the other, each checked against the index). Any other cached index
+        is left to the revision check."""
+        cached = self._indexes.get(project)
+        if cached is None or cached.revision != revision - 1 or cached.lexical_only:
+            return
+        if not is_current(note, self.embedder.name, self.embedder.dimension):
+            return
+        self._keep(project, cached.with_newest(note, revision))
+
     async def _build_and_keep(self, project: str) -> ProjectIndex:
         index = await self._build(project)
+        cached = self._indexes.get(project)
+        # A note added while this build read may have made a newer index.
+        if cached is None or cached.revision <= index.revision:
+            self._keep(project, index)
+        return index
+
+    def _keep(self, project: str, index: ProjectIndex) -> None:
         self._indexes[project] = index
         self._indexes.move_to_end(project)
-        # The index just built stays even alone over the budget: its caller uses it.
+        # The index just kept stays even alone over the budget: its caller uses it.
         while len(self._indexes) > 1 and (
             len(self._indexes) > MAX_CACHED_PROJECTS or self.cached_bytes > self.cache_bytes
         ):
             self._indexes.popitem(last=False)
-        return index
 
     @property
     def cached_bytes(self) -> int:

@@ -56,22 +56,23 @@ class NotesRepository(RevisionedRepository):
         existing = (await session.exec(query)).first()
         return ContentConflict(existing) if existing is not None else None
 
-    async def insert_note(self, note: Note) -> Note:
-        """Inserts, or returns the note created earlier with the same
-        (author, request_id): a retried create writes once, concurrent or not.
+    async def insert_note(self, note: Note) -> tuple[Note, int]:
+        """Inserts, and returns the note with the notes revision its insert
+        made; or the note created earlier with the same (author, request_id),
+        with revision 0: a retried create writes once, concurrent or not.
         Raises ContentConflict when the project already has the same text."""
         return await retry_if(
             bool(note.request_id), lambda: self._insert_note(note), "NotesRepository.insert_note"
         )
 
-    async def _insert_note(self, note: Note) -> Note:
+    async def _insert_note(self, note: Note) -> tuple[Note, int]:
         async with self._sessions() as session:
             session.add(note)
             try:
                 # The bump's statement flushes the insert: both inside the try.
-                await bump(session, note.project_id, NOTES)
+                revision = await bump(session, note.project_id, NOTES)
                 await session.commit()
-                return note
+                return note, revision
             except IntegrityError as exc:
                 if not is_unique_violation(exc):
                     raise
@@ -82,7 +83,7 @@ class NotesRepository(RevisionedRepository):
                 )
                 earlier = (await session.exec(query)).first()
                 if earlier is not None:
-                    return earlier
+                    return earlier, 0
             conflict = await self._conflict(session, note)
             if conflict is not None:
                 raise conflict
