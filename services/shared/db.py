@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,28 @@ def create_engine(url: str, *, prepared_statements: bool = True) -> AsyncEngine:
     return create_async_engine(url, pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, connect_args=connect_args)
 
 
+class RetryableSession(AsyncSession):
+    """A session whose failed COMMIT is rolled back at once. The rollback
+    turns the objects added in the transaction back into new ones, so that
+    a retry inserts them again; without it they look stored (they were
+    flushed before the COMMIT failed), and a retry after a COMMIT that never
+    reached the database wrote nothing while saying it had. A retry after a
+    COMMIT whose reply was lost meets its own row (a unique violation), as
+    any concurrent retry does."""
+
+    async def commit(self) -> None:
+        try:
+            await super().commit()
+        except Exception:
+            # The objects' state is restored even when the connection is gone
+            # and its own rollback fails; the COMMIT's error is the one raised.
+            with contextlib.suppress(Exception):
+                await self.rollback()
+            raise
+
+
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+    return async_sessionmaker(engine, class_=RetryableSession, expire_on_commit=False)
 
 
 def is_unique_violation(exc: BaseException) -> bool:

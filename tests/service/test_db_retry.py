@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.engine.models import AgentAction, AgentRun
 from services.engine.repository import RunsRepository
+from services.engine.schedules.models import Schedule
+from services.engine.schedules.repository import SchedulesRepository
 from services.engine.server import MIGRATIONS as ENGINE_MIGRATIONS
 from services.shared import bootstrap, db_retry, deadlines
 from services.shared.db import create_engine, session_factory
@@ -44,17 +46,25 @@ class LostReplies:
     their caller as if the connection dropped before the reply came back:
     the next ``count`` of them, or (``every_other``) one commit in two."""
 
-    def __init__(self) -> None:
+    def __init__(self, before_commit: bool = False) -> None:
         self.count = 0
         self.every_other = False
         self.commits = 0
         self.lost = 0
+        # Or the connection drops before the COMMIT reaches the database:
+        # nothing of the transaction is there (``count`` of them).
+        self.before_commit = before_commit
 
     def patch(self, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch) -> None:
         dialect = engine.sync_engine.dialect
         commit = dialect.do_commit
 
         def do_commit(dbapi_connection: Any) -> None:
+            if self.before_commit and self.count > 0:
+                self.count -= 1
+                self.lost += 1
+                dialect.do_rollback(dbapi_connection)
+                raise ConnectionResetError("connection reset before COMMIT was sent (injected)")
             commit(dbapi_connection)  # committed: the rows are there
             self.commits += 1
             if self.count > 0 or (self.every_other and self.commits % 2 == 1):
@@ -63,6 +73,14 @@ class LostReplies:
                 raise ConnectionResetError("connection reset after COMMIT was sent (injected)")
 
         monkeypatch.setattr(dialect, "do_commit", do_commit)
+
+
+@pytest.fixture(params=["reply-lost", "never-arrived"])
+def lost(request: pytest.FixtureRequest) -> LostReplies:
+    """Failing commits, both ways a retry must survive: the COMMIT is applied
+    and its reply lost (the retry meets its own rows), or it never reaches
+    the database (the retry must write them)."""
+    return LostReplies(before_commit=request.param == "never-arrived")
 
 
 @pytest.fixture
@@ -270,12 +288,11 @@ async def test_retries_and_how_they_ended_are_counted(timer: FakeTimer) -> None:
 # Threads: appends and conversations keyed by request id
 
 
-async def test_an_append_whose_commit_reply_is_lost_is_written_once(
-    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None
+async def test_an_append_whose_commit_fails_is_written_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
     async with migrated(db_url, THREADS_MIGRATIONS, "threads") as engine:
         repo = ThreadsRepository(session_factory(engine))
-        lost = LostReplies()
         lost.patch(engine, monkeypatch)
         thread = await repo.threads.insert_conversation(conversation_row())
 
@@ -305,12 +322,11 @@ async def test_an_append_whose_commit_reply_is_lost_is_written_once(
             await repo.entries.append(thread.id, "alice", "", [entry(1, "unkeyed")], None)
 
 
-async def test_a_conversation_whose_commit_reply_is_lost_is_created_once(
-    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None
+async def test_a_conversation_whose_commit_fails_is_created_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
     async with migrated(db_url, THREADS_MIGRATIONS, "threads") as engine:
         repo = ThreadsRepository(session_factory(engine))
-        lost = LostReplies()
         lost.patch(engine, monkeypatch)
         lost.count = 1
         created = await repo.threads.insert_conversation(conversation_row("k1"))
@@ -323,12 +339,11 @@ async def test_a_conversation_whose_commit_reply_is_lost_is_created_once(
 # Engine: the run row, its events, its end
 
 
-async def test_run_writes_whose_commit_replies_are_lost_are_written_once(
-    make_database: DatabaseFactory, monkeypatch: pytest.MonkeyPatch, fast_retries: None
+async def test_run_writes_whose_commits_fail_are_written_once(
+    make_database: DatabaseFactory, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
     async with make_database("engine") as url, migrated(url, ENGINE_MIGRATIONS, "engine") as engine:
         repo = RunsRepository(engine)
-        lost = LostReplies()
         lost.patch(engine, monkeypatch)
 
         def event(sequence: int) -> tuple[int, bytes]:
@@ -358,6 +373,32 @@ async def test_run_writes_whose_commit_replies_are_lost_are_written_once(
             actions = (await connection.execute(text("SELECT count(*) FROM agent_actions"))).scalar_one()
         assert [tuple(r) for r in runs] == [(run.id, "done")]
         assert [s[0] for s in sequences] == [1, 2, 3, 4] and actions == 1
+
+
+async def test_a_schedule_whose_commit_fails_is_stored_once_with_or_without_a_request_id(
+    make_database: DatabaseFactory, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
+) -> None:
+    async with make_database("engine") as url, migrated(url, ENGINE_MIGRATIONS, "engine") as engine:
+        repo = SchedulesRepository(engine)
+        lost.patch(engine, monkeypatch)
+        stored = []
+        for request_id in ("sched-1", None):
+            schedule = Schedule(
+                id=str(uuid.uuid4()),
+                user_id="alice",
+                request_id=request_id,
+                cron="0 9 * * 1",
+                message="Fais le point sur les déploiements de la semaine",
+                conversation_id="c",
+            )
+            lost.count = 1
+            stored.append((await repo.insert(schedule)).id)
+            assert stored[-1] == schedule.id
+        assert lost.lost == 2
+        async with engine.connect() as connection:
+            rows = (await connection.execute(text("SELECT id, message FROM schedules"))).all()
+        assert sorted(row[0] for row in rows) == sorted(stored)
+        assert {row[1] for row in rows} == {"Fais le point sur les déploiements de la semaine"}
 
 
 # A whole run, with one commit reply in two lost

@@ -21,6 +21,7 @@ from services.memory.context.repository import ContextRepository
 from services.memory.notes.models import Note
 from services.memory.notes.repository import NotesRepository
 from services.memory.personal.repository import PersonalSettingsRepository
+from services.memory.revisions import NOTES
 from services.memory.server import MIGRATIONS as MEMORY_MIGRATIONS
 from services.router.models import RouterAuditEvent, Skill, SkillFeedback
 from services.router.repository import RouterRepository
@@ -28,21 +29,19 @@ from services.router.server import MIGRATIONS as ROUTER_MIGRATIONS
 from services.shared.audit import Actor, new_event
 from services.shared.db import session_factory
 from services.shared.time import utcnow
-from tests.service.test_db_retry import LostReplies, fast_retries, migrated
+from tests.service.test_db_retry import LostReplies, fast_retries, lost, migrated
 
-__all__ = ["fast_retries"]  # the fixture, used by name below
+__all__ = ["fast_retries", "lost"]  # the fixtures, used by name below
 
 
 @asynccontextmanager
 async def losing_replies(
-    db_url: str, migrations: Path, service: str, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[AsyncEngine, LostReplies]]:
-    """The service's migrated database, with the replies of its next
-    ``lost.count`` commits lost."""
+    db_url: str, migrations: Path, service: str, monkeypatch: pytest.MonkeyPatch, lost: LostReplies
+) -> AsyncIterator[AsyncEngine]:
+    """The service's migrated database, its next ``lost.count`` commits failing."""
     async with migrated(db_url, migrations, service) as engine:
-        lost = LostReplies()
         lost.patch(engine, monkeypatch)
-        yield engine, lost
+        yield engine
 
 
 async def column(engine: AsyncEngine, query: str) -> list[Any]:
@@ -62,10 +61,10 @@ def note(request_id: str | None, body: str = "Decision: PostgreSQL in production
     )
 
 
-async def test_memory_writes_whose_commit_replies_are_lost_are_written_once(
-    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None
+async def test_memory_writes_whose_commits_fail_are_written_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
-    async with losing_replies(db_url, MEMORY_MIGRATIONS, "memory", monkeypatch) as (engine, lost):
+    async with losing_replies(db_url, MEMORY_MIGRATIONS, "memory", monkeypatch, lost) as engine:
         sessions = session_factory(engine)
         notes, settings, live = (
             NotesRepository(sessions),
@@ -73,8 +72,13 @@ async def test_memory_writes_whose_commit_replies_are_lost_are_written_once(
             ContextRepository(sessions),
         )
         lost.count = 1
-        created = await notes.insert_note(note("k1"))
-        again = await notes.insert_note(note("k1"))
+        created, revision = await notes.insert_note(note("k1"))
+        again, again_revision = await notes.insert_note(note("k1"))
+        # A retry that meets the row of a COMMIT whose reply was lost has no
+        # revision to report (0: a cached index is rebuilt, not extended); one
+        # after a COMMIT that never arrived writes the note, and says its revision.
+        assert (revision, again_revision) == (1 if lost.before_commit else 0, 0)
+        assert await notes.revision("apollo", NOTES) == 1
         assert await column(engine, "SELECT id FROM notes") == [created.id] and again.id == created.id
         lost.count = 1
         saved = await settings.upsert_settings("alice", {"display_name": "Alice", "default_model": "fast"})
@@ -96,10 +100,10 @@ async def test_memory_writes_whose_commit_replies_are_lost_are_written_once(
         assert lost.lost == 3
 
 
-async def test_a_skill_and_a_feedback_whose_commit_replies_are_lost_are_written_once(
-    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None
+async def test_a_skill_and_a_feedback_whose_commits_fail_are_written_once(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
-    async with losing_replies(db_url, ROUTER_MIGRATIONS, "router", monkeypatch) as (engine, lost):
+    async with losing_replies(db_url, ROUTER_MIGRATIONS, "router", monkeypatch, lost) as engine:
         repo = RouterRepository(session_factory(engine))
         before = await column(engine, "SELECT id FROM skills")
         lost.count = 1

@@ -48,13 +48,19 @@ class SchedulesRepository:
                 await session.refresh(schedule)
                 return schedule
         except IntegrityError as exc:
-            if not is_unique_violation(exc) or not schedule.request_id:
+            if not is_unique_violation(exc):
                 raise
             async with self._sessions() as session:
-                query = select(Schedule).where(
-                    Schedule.user_id == schedule.user_id, Schedule.request_id == schedule.request_id
-                )
-                return (await session.exec(query)).one()
+                # Its own id: a retry after a COMMIT whose reply was lost.
+                stored = await session.get(Schedule, schedule.id)
+                if stored is None and schedule.request_id:
+                    query = select(Schedule).where(
+                        Schedule.user_id == schedule.user_id, Schedule.request_id == schedule.request_id
+                    )
+                    stored = (await session.exec(query)).first()
+            if stored is None or stored.user_id != schedule.user_id:
+                raise
+            return stored
 
     @db_retry
     async def get(self, user_id: str | None, schedule_id: str) -> Schedule | None:
