@@ -301,3 +301,24 @@ def test_growth_bench_smoke_reports_every_case(tmp_path: Path) -> None:
     from tests.bench.bench_all import render
 
     assert "### Cost that does not grow with the work" in render({"growth": report})
+
+
+@pytest.mark.timeout(300)
+def test_memory_bench_smoke_writes_every_number(tmp_path: Path) -> None:
+    """`scripts/bench.sh memory --smoke`: notes seeded straight into the
+    memory service's database (its columns as its migrations left them),
+    recalled through the real service, then notes saved each followed by a
+    recall."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.bench_memory", "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = json.loads((tmp_path / "memory_bench.json").read_text())["memory"]
+    assert (result["embedder"], result["notes"], result["queries"]) == ("hashing", 1000, 20)
+    assert result["first_recall_ms"] > 0
+    for measure in (result["rpc"], result["write_then_recall"]):
+        assert 0 < measure["p50_ms"] <= measure["p99_ms"]
+    assert "write+recall p50" in done.stdout
