@@ -71,4 +71,7 @@ async def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=600)
-    asyncio.run(main(parser.parse_args().runs))
+    args = parser.parse_args()
+    if args.runs <= WARM_UP:
+        parser.error(f"--runs must be more than the {WARM_UP} warm-up inserts")
+    asyncio.run(main(args.runs))
