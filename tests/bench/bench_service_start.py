@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 
 from services.shared.identity import user_metadata
+from services.shared.projects import personal_project_id
 from switchboard.memory.v1 import memory_pb2, memory_service_pb2_grpc
 from switchboard.memory.v1 import memory_service_pb2 as mpb
 from switchboard.router.v1 import router_service_pb2 as rpb
@@ -38,6 +39,9 @@ from tests.bench.bench_router import ROOT, service_process
 
 FIXTURES = ROOT / "tests" / "fixtures"
 WARM_UP = 20
+# The notes go to the bench user's personal project, which exists on first use
+# (any other needs creating first; older checkouts take any id).
+PROJECT = personal_project_id("bench")
 
 
 async def calls(service: str, channel: grpc.aio.Channel) -> tuple[list[str], Callable[[str], Awaitable[Any]]]:
@@ -55,12 +59,12 @@ async def calls(service: str, channel: grpc.aio.Channel) -> tuple[list[str], Cal
     recall_set = json.loads((FIXTURES / "memory/recall_set.json").read_text())
     for n in recall_set["notes"]:
         note = memory_pb2.Note(
-            project_id="p", kind=n["kind"], title=n["title"], body=n["body"], tags=n["tags"]
+            project_id=PROJECT, kind=n["kind"], title=n["title"], body=n["body"], tags=n["tags"]
         )
         await memory.CreateNote(mpb.CreateNoteRequest(note=note), metadata=user_metadata("bench"), timeout=30)
 
     def recall(text: str) -> Awaitable[Any]:
-        request = mpb.RecallNotesRequest(project_id="p", query=text, limit=5)
+        request = mpb.RecallNotesRequest(project_id=PROJECT, query=text, limit=5)
         return memory.RecallNotes(request, metadata=user_metadata("bench"), timeout=30)  # type: ignore[no-any-return]
 
     return [q["query"] for q in recall_set["queries"]], recall

@@ -322,3 +322,20 @@ def test_memory_bench_smoke_writes_every_number(tmp_path: Path) -> None:
     for measure in (result["rpc"], result["write_then_recall"]):
         assert 0 < measure["p50_ms"] <= measure["p99_ms"]
     assert "write+recall p50" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_service_start_bench_runs_the_memory_service_of_a_checkout() -> None:
+    """`tests.bench.bench_service_start memory hashing`: the memory service of
+    this checkout in a process of its own, the recall set's notes saved in
+    the bench user's project and recalled."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.bench_service_start", "memory", "hashing", "--calls", "5"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["service"], result["embedder"]) == ("memory", "hashing")
+    assert result["cold_start_s"] > 0 and 0 < result["p50_ms"] <= result["p90_ms"] and result["VmRSS"] > 0
