@@ -166,6 +166,8 @@ async def test_a_note_written_here_joins_the_cached_index_as_a_rebuild_would_rea
     assert repo.reads == 1 and extended.revision == 4 and extended.notes[0].id == "n14"
     rebuilt = await NoteIndexes(repo, embedder).get("p")  # type: ignore[arg-type]
     assert [n.id for n in extended.notes] == [n.id for n in rebuilt.notes] and repo.reads == 2
+    assert extended.chars == rebuilt.chars == sum(len(n.title) + len(n.body) for n in repo.notes)
+    assert extended.lexical.nbytes == rebuilt.lexical.nbytes
     for query in QUERIES:
         found = await indexes.recall("p", query, "", 5)
         expected = await NoteIndexes(repo, embedder).recall("p", query, "", 5)  # type: ignore[arg-type]

@@ -267,10 +267,12 @@ class NotesDomain:
         return Saved(note, merged=True, reason=f"merged into note {existing.id}: {why}")
 
     async def _check_room(self, project: str, fields: NoteFields, replacing: str = "") -> None:
-        """QuotaExceeded when the project's notes would hold more than its quota."""
+        """QuotaExceeded when the project's notes would hold more than its
+        quota: counted on the project's index, current by its revision (the
+        write's duplicate check reads it next), not by summing every row."""
         if self._max_project_chars is None:
             return
-        held = await self._repo.project_chars(project, exclude=replacing)
+        held = (await self._indexes.get(project)).chars_without(replacing)
         if held + len(fields.title) + len(fields.body) > self._max_project_chars:
             raise QuotaExceeded(
                 f"project {project!r} holds {held} characters of notes; this note would pass its "

@@ -62,29 +62,37 @@ def note_terms(title: str, body: str, tags: Iterable[str]) -> list[str]:
     return tokenize(" ".join([title, body, *tags]))
 
 
-# A term's documents (positions) and its count in each.
+# A term's documents (rows) and its count in each.
 Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+EMPTY_ROWS: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+EMPTY_COUNTS: npt.NDArray[np.float64] = np.zeros(0, dtype=np.float64)
 
 
 class LexicalIndex:
     """Okapi BM25 over tokenised documents, as an inverted index (term ->
-    positions and counts) so that a query only touches the documents that
+    documents and counts) so that a query only touches the documents that
     hold one of its terms. The idf is the non-negative
-    ln(1 + (N - n + 0.5) / (n + 0.5))."""
+    ln(1 + (N - n + 0.5) / (n + 0.5)).
+
+    The documents are held last first (the caller's last is the index's
+    row 0): a document put before all the others (``with_first``, a new
+    note in a newest-first list) is appended, touching only its own terms'
+    postings. ``scores`` answers in the caller's order."""
 
     def __init__(self, documents: Sequence[Sequence[str]], k1: float = BM25_K1, b: float = BM25_B) -> None:
         self._k1, self._b = k1, b
+        held = documents[::-1]
         postings: dict[str, tuple[list[int], list[int]]] = {}
-        for position, document in enumerate(documents):
+        for row, document in enumerate(held):
             for term, occurrences in Counter(document).items():
-                positions, counts = postings.setdefault(term, ([], []))
-                positions.append(position)
+                rows, counts = postings.setdefault(term, ([], []))
+                rows.append(row)
                 counts.append(occurrences)
         self._hold(
-            np.array([len(document) for document in documents], dtype=np.float64),
+            np.array([len(document) for document in held], dtype=np.float64),
             {
-                term: (np.array(positions, dtype=np.int64), np.array(counts, dtype=np.float64))
-                for term, (positions, counts) in postings.items()
+                term: (np.array(rows, dtype=np.int64), np.array(counts, dtype=np.float64))
+                for term, (rows, counts) in postings.items()
             },
         )
 
@@ -98,29 +106,26 @@ class LexicalIndex:
 
     def with_first(self, document: Sequence[str]) -> LexicalIndex:
         """A new index, as if built with ``document`` before this one's
-        documents (each moves one position on). This one is left as it is:
-        a recall may be reading it. Linear in the postings' length, with no
-        tokenising: far cheaper than a rebuild."""
-        counts = Counter(document)
-        postings: dict[str, Posting] = {}
-        for term, (positions, occurrences) in self._postings.items():
-            if term in counts:
-                postings[term] = (
-                    np.concatenate(([0], positions + 1)),
-                    np.concatenate(([float(counts[term])], occurrences)),
-                )
-            else:
-                postings[term] = (positions + 1, occurrences)
-        for term in counts.keys() - self._postings.keys():
-            postings[term] = (np.zeros(1, dtype=np.int64), np.array([counts[term]], dtype=np.float64))
+        documents. This one is left as it is: a recall may be reading it.
+        Only the document's own terms' postings are copied (grown by one
+        row); the others are shared: no tokenising, no rebuild."""
+        postings = dict(self._postings)
+        added = 8  # the new document's norm
+        for term, occurrences in Counter(document).items():
+            rows, counts = postings.get(term, (EMPTY_ROWS, EMPTY_COUNTS))
+            grown = (np.append(rows, self.size), np.append(counts, float(occurrences)))
+            postings[term] = grown
+            added += grown[0].nbytes + grown[1].nbytes - rows.nbytes - counts.nbytes
+            added += 100 if rows is EMPTY_ROWS else 0
         index = LexicalIndex([], self._k1, self._b)
-        index._hold(np.concatenate(([float(len(document))], self._lengths)), postings)
+        index._hold(np.append(self._lengths, float(len(document))), postings)
+        index.__dict__["nbytes"] = self.nbytes + added  # as nbytes counts it, without summing it all again
         return index
 
     @functools.cached_property
     def nbytes(self) -> int:
         """The postings' and norms' arrays, plus a dictionary entry per term, about."""
-        arrays = sum(positions.nbytes + counts.nbytes for positions, counts in self._postings.values())
+        arrays = sum(rows.nbytes + counts.nbytes for rows, counts in self._postings.values())
         return int(arrays + self._norm.nbytes + 100 * len(self._postings))
 
     def scores(self, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
@@ -131,10 +136,10 @@ class LexicalIndex:
             posting = self._postings.get(term)
             if posting is None or weight <= 0.0:
                 continue
-            positions, counts = posting
-            idf = math.log(1.0 + (self.size - len(positions) + 0.5) / (len(positions) + 0.5))
-            scores[positions] += weight * idf * counts * (self._k1 + 1.0) / (counts + self._norm[positions])
-        return scores
+            rows, counts = posting
+            idf = math.log(1.0 + (self.size - len(rows) + 0.5) / (len(rows) + 0.5))
+            scores[rows] += weight * idf * counts * (self._k1 + 1.0) / (counts + self._norm[rows])
+        return scores[::-1]  # in the caller's order
 
 
 def bm25_scores(

@@ -118,6 +118,14 @@ class ProjectIndex:
     # Some notes have no vector of the configured embedder yet: the
     # embedding half is skipped rather than compare vectors of two embedders.
     lexical_only: bool = False
+    # What the notes hold (titles and bodies, in characters): the project's
+    # quota is checked against it, not by summing every row at each write.
+    chars: int = 0
+
+    def chars_without(self, note_id: str) -> int:
+        """``chars`` less what note ``note_id`` holds (a note being rewritten)."""
+        held = next((len(n.title) + len(n.body) for n in self.notes if n.id == note_id), 0)
+        return self.chars - held
 
     def with_newest(self, note: Note, revision: int) -> ProjectIndex:
         """This index with ``note`` first, as a build at ``revision`` reads
@@ -130,6 +138,7 @@ class ProjectIndex:
             lexical=self.lexical.with_first(note_terms(note.title, note.body, tags_of(note))),
             vectors=VectorIndex(list(range(len(self.notes) + 1)), np.vstack((row, self.vectors.matrix))),
             by_hash={**self.by_hash, note.content_hash: note},
+            chars=self.chars + len(note.title) + len(note.body),
         )
 
     @functools.cached_property
@@ -276,6 +285,7 @@ class NoteIndexes:
             vectors=VectorIndex(list(range(len(current))), matrix),
             by_hash={n.content_hash: n for n in notes},
             lexical_only=bool(missing),
+            chars=sum(len(n.title) + len(n.body) for n in notes),
         )
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - one NoteIndexes per server; personas repeat

@@ -175,15 +175,6 @@ class NotesRepository(RevisionedRepository):
             return (await session.exec(query)).all()
 
     @db_retry
-    async def project_chars(self, project_id: str, exclude: str = "") -> int:
-        """What the project's notes hold (titles and bodies, in characters),
-        without note ``exclude``."""
-        size = func.coalesce(func.sum(func.length(Note.title) + func.length(Note.body)), 0)
-        query = select(size).where(Note.project_id == project_id, Note.id != exclude)
-        async with self._sessions() as session:
-            return int((await session.exec(query)).one())
-
-    @db_retry
     async def store_embedding(self, note: Note, vector: bytes, embedder: str, dimension: int) -> bool:
         """Caches a computed embedding on its note, unless the note changed
         since it was read (its update_time moved): the vector would be of the
