@@ -173,11 +173,10 @@ class NotesDomain:
         rows = await embed(self._indexes.embedder, [note_text(fields.title, fields.body, fields.tags)])
         return to_bytes(rows[0])
 
-    async def find_duplicate(
-        self, project: str, fields: NoteFields, vector: bytes, exclude: str = ""
+    def find_duplicate(
+        self, index: ProjectIndex, fields: NoteFields, vector: bytes, exclude: str = ""
     ) -> tuple[Note, str] | None:
-        """The project's note that ``fields`` repeats, and why; None if none."""
-        index = await self._indexes.get(project)
+        """The note of the project's ``index`` that ``fields`` repeats, and why; None if none."""
         same = index.by_hash.get(content_hash(fields.title, fields.body))
         if same is not None and same.id != exclude:
             return same, "identical text (ignoring case, accents, punctuation and spacing)"
@@ -207,9 +206,11 @@ class NotesDomain:
             earlier = await self._repo.note_by_request(owner, request_id)
             if earlier is not None:  # a retry: the first call's answer
                 return Saved(earlier, merged=False)
-        await self._check_room(project, fields)
+        # One read of the index (its revision checked) for the quota and the repeats.
+        index = await self._indexes.get(project)
+        self._check_room(index, project, fields)
         vector = await self._vector(fields)
-        duplicate = await self.find_duplicate(project, fields, vector)
+        duplicate = self.find_duplicate(index, fields, vector)
         if duplicate is not None:
             # A concurrent retry of this very request may be what we found.
             if (retried := await self._retried(owner, request_id)) is not None:
@@ -266,13 +267,13 @@ class NotesDomain:
         note = await self._write(current, merged, await self._vector(merged))
         return Saved(note, merged=True, reason=f"merged into note {existing.id}: {why}")
 
-    async def _check_room(self, project: str, fields: NoteFields, replacing: str = "") -> None:
+    def _check_room(self, index: ProjectIndex, project: str, fields: NoteFields, replacing: str = "") -> None:
         """QuotaExceeded when the project's notes would hold more than its
-        quota: counted on the project's index, current by its revision (the
-        write's duplicate check reads it next), not by summing every row."""
+        quota: counted on the project's ``index`` (current by its revision),
+        not by summing every row."""
         if self._max_project_chars is None:
             return
-        held = (await self._indexes.get(project)).chars_without(replacing)
+        held = index.chars_without(replacing)
         if held + len(fields.title) + len(fields.body) > self._max_project_chars:
             raise QuotaExceeded(
                 f"project {project!r} holds {held} characters of notes; this note would pass its "
@@ -281,7 +282,7 @@ class NotesDomain:
             )
 
     async def _write(self, note: Note, fields: NoteFields, vector: bytes) -> Note:
-        await self._check_room(note.project_id, fields, replacing=note.id)
+        self._check_room(await self._indexes.get(note.project_id), note.project_id, fields, replacing=note.id)
         note.kind, note.title, note.body = fields.kind, fields.title, fields.body
         note.tags_json = json.dumps(list(fields.tags), ensure_ascii=False)
         note.content_hash = content_hash(fields.title, fields.body)
