@@ -103,6 +103,16 @@ async def migrated(url: str, migrations: Any, service: str) -> AsyncIterator[Asy
         await engine.dispose()
 
 
+@asynccontextmanager
+async def losing_replies(
+    db_url: str, migrations: Any, service: str, monkeypatch: pytest.MonkeyPatch, lost: LostReplies
+) -> AsyncIterator[AsyncEngine]:
+    """The service's migrated database, its next ``lost.count`` commits failing."""
+    async with migrated(db_url, migrations, service) as engine:
+        lost.patch(engine, monkeypatch)
+        yield engine
+
+
 def entry(role: int, content: str) -> NewEntry:
     return NewEntry(
         requester="alice",
@@ -291,9 +301,8 @@ async def test_retries_and_how_they_ended_are_counted(timer: FakeTimer) -> None:
 async def test_an_append_whose_commit_fails_is_written_once(
     db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
-    async with migrated(db_url, THREADS_MIGRATIONS, "threads") as engine:
+    async with losing_replies(db_url, THREADS_MIGRATIONS, "threads", monkeypatch, lost) as engine:
         repo = ThreadsRepository(session_factory(engine))
-        lost.patch(engine, monkeypatch)
         thread = await repo.threads.insert_conversation(conversation_row())
 
         lost.count = 1
@@ -325,9 +334,8 @@ async def test_an_append_whose_commit_fails_is_written_once(
 async def test_a_conversation_whose_commit_fails_is_created_once(
     db_url: str, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
-    async with migrated(db_url, THREADS_MIGRATIONS, "threads") as engine:
+    async with losing_replies(db_url, THREADS_MIGRATIONS, "threads", monkeypatch, lost) as engine:
         repo = ThreadsRepository(session_factory(engine))
-        lost.patch(engine, monkeypatch)
         lost.count = 1
         created = await repo.threads.insert_conversation(conversation_row("k1"))
         retried = await repo.threads.insert_conversation(conversation_row("k1"))
@@ -342,9 +350,11 @@ async def test_a_conversation_whose_commit_fails_is_created_once(
 async def test_run_writes_whose_commits_fail_are_written_once(
     make_database: DatabaseFactory, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
-    async with make_database("engine") as url, migrated(url, ENGINE_MIGRATIONS, "engine") as engine:
+    async with (
+        make_database("engine") as url,
+        losing_replies(url, ENGINE_MIGRATIONS, "engine", monkeypatch, lost) as engine,
+    ):
         repo = RunsRepository(engine)
-        lost.patch(engine, monkeypatch)
 
         def event(sequence: int) -> tuple[int, bytes]:
             return sequence, engine_pb2.RunEvent(run_id=run.id, sequence=sequence).SerializeToString()
@@ -378,9 +388,11 @@ async def test_run_writes_whose_commits_fail_are_written_once(
 async def test_a_schedule_whose_commit_fails_is_stored_once_with_or_without_a_request_id(
     make_database: DatabaseFactory, monkeypatch: pytest.MonkeyPatch, fast_retries: None, lost: LostReplies
 ) -> None:
-    async with make_database("engine") as url, migrated(url, ENGINE_MIGRATIONS, "engine") as engine:
+    async with (
+        make_database("engine") as url,
+        losing_replies(url, ENGINE_MIGRATIONS, "engine", monkeypatch, lost) as engine,
+    ):
         repo = SchedulesRepository(engine)
-        lost.patch(engine, monkeypatch)
         stored = []
         for request_id in ("sched-1", None):
             schedule = Schedule(

@@ -6,10 +6,7 @@ is answered from a new one. On SQLite and on PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,19 +26,9 @@ from services.router.server import MIGRATIONS as ROUTER_MIGRATIONS
 from services.shared.audit import Actor, new_event
 from services.shared.db import session_factory
 from services.shared.time import utcnow
-from tests.service.test_db_retry import LostReplies, fast_retries, lost, migrated
+from tests.service.test_db_retry import LostReplies, fast_retries, losing_replies, lost
 
 __all__ = ["fast_retries", "lost"]  # the fixtures, used by name below
-
-
-@asynccontextmanager
-async def losing_replies(
-    db_url: str, migrations: Path, service: str, monkeypatch: pytest.MonkeyPatch, lost: LostReplies
-) -> AsyncIterator[AsyncEngine]:
-    """The service's migrated database, its next ``lost.count`` commits failing."""
-    async with migrated(db_url, migrations, service) as engine:
-        lost.patch(engine, monkeypatch)
-        yield engine
 
 
 async def column(engine: AsyncEngine, query: str) -> list[Any]:
