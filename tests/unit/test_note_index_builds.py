@@ -18,24 +18,31 @@ from services.memory.notes.recall import NoteIndexes, note_text
 from services.shared.embeddings import HashingEmbedder, to_bytes
 
 
-class SlowNotes:
+class FakeNotes:
+    """What NoteIndexes reads of a notes repository: the revision (one per
+    write, ``revision_now``), and the stored vector of a note indexed
+    without one (accepted)."""
+
+    revision_now = 1
+
+    async def revision(self, project: str, scope: str) -> int:
+        return self.revision_now
+
+    async def store_embedding(self, note: Note, vector: bytes, embedder: str, dimension: int) -> int:
+        return 1
+
+
+class SlowNotes(FakeNotes):
     """A notes repository whose project read waits until released."""
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.reads = 0
-        self.revision_now = 1
-
-    async def revision(self, project: str, scope: str) -> int:
-        return self.revision_now
 
     async def project_notes(self, project: str) -> Sequence[Note]:
         self.reads += 1
         await self.release.wait()
         return [Note(id="n1", author_user_id="u", project_id=project, title="Budget", body="the budget")]
-
-    async def store_embedding(self, note: Note, vector: bytes, embedder: str, dimension: int) -> int:
-        return 1  # a note without a vector gets one when indexed
 
 
 async def test_a_caller_that_gives_up_leaves_the_build_to_the_next() -> None:
@@ -64,14 +71,11 @@ async def test_a_build_begun_before_a_write_is_not_taken_for_after_it() -> None:
     assert (await second).revision == 2 and repo.reads == 2
 
 
-class Projects:
+class Projects(FakeNotes):
     """Notes repository of several projects of ``notes`` notes each, at revision 1."""
 
     def __init__(self, notes: int) -> None:
         self.notes = notes
-
-    async def revision(self, project: str, scope: str) -> int:
-        return 1
 
     async def project_notes(self, project: str) -> Sequence[Note]:
         return [
@@ -84,9 +88,6 @@ class Projects:
             )
             for i in range(self.notes)
         ]
-
-    async def store_embedding(self, note: Note, vector: bytes, embedder: str, dimension: int) -> int:
-        return 1
 
 
 async def test_the_cached_indexes_stay_within_their_memory_budget_least_recently_used_first() -> None:
@@ -111,21 +112,15 @@ async def test_an_index_bigger_than_the_budget_is_used_but_not_kept_beside_other
     assert len(second.notes) == 20 and indexes.cached_projects() == ["b"]
 
 
-class Written:
+class Written(FakeNotes):
     """A notes repository holding its notes, with a revision per write."""
 
     def __init__(self, notes: list[Note]) -> None:
-        self.notes, self.revision_now, self.reads = notes, 1, 0
-
-    async def revision(self, project: str, scope: str) -> int:
-        return self.revision_now
+        self.notes, self.reads = notes, 0
 
     async def project_notes(self, project: str) -> Sequence[Note]:
         self.reads += 1
         return sorted(sorted(self.notes, key=lambda n: n.id), key=lambda n: n.update_time, reverse=True)
-
-    async def store_embedding(self, note: Note, vector: bytes, embedder: str, dimension: int) -> int:
-        return 1
 
     def insert(self, note: Note, embedder: HashingEmbedder) -> int:
         note.embedding = to_bytes(embedder.embed([note_text(note.title, note.body, [])])[0])
